@@ -1,0 +1,54 @@
+// link.cc: symlinkat and readlinkat (targets that are not UTF-8 come back as Buffers).
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "args.h"
+#include "ops.h"
+#include "syserr.h"
+
+namespace treeseal {
+
+static int DoSymlinkat(const char* target, int dirfd, const char* path) {
+  return ::symlinkat(target, dirfd, path) < 0 ? -errno : 0;
+}
+
+static ssize_t DoReadlinkat(int dirfd, const char* path, std::vector<char>* out) {
+  for (size_t size = 4097;; size *= 2) {
+    out->resize(size);
+    ssize_t n = ::readlinkat(dirfd, path, out->data(), size);
+    if (n < 0) return -errno;
+    if (static_cast<size_t>(n) < size) return n;
+  }
+}
+
+// symlinkat(target, dirfd, path)
+static Napi::Value Symlinkat(const Napi::CallbackInfo& info) {
+  int64_t dirfd;
+  std::string target, path;
+  if (!ArgPath(info, 0, "target", &target) || !ArgInt(info, 1, "dirfd", &dirfd) || !ArgPath(info, 2, "path", &path))
+    return info.Env().Undefined();
+  int r = DoSymlinkat(target.c_str(), static_cast<int>(dirfd), path.c_str());
+  if (r < 0) return ThrowSys(info.Env(), -r, "symlinkat", &target, &path);
+  return info.Env().Undefined();
+}
+
+// readlinkat(dirfd, path) -> string | Buffer
+static Napi::Value Readlinkat(const Napi::CallbackInfo& info) {
+  int64_t dirfd;
+  std::string path;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path)) return info.Env().Undefined();
+  std::vector<char> buf;
+  ssize_t n = DoReadlinkat(static_cast<int>(dirfd), path.c_str(), &buf);
+  if (n < 0) return ThrowSys(info.Env(), static_cast<int>(-n), "readlinkat", &path);
+  return NameValue(info.Env(), buf.data(), static_cast<size_t>(n));
+}
+
+void RegisterLink(Napi::Env env, Napi::Object exports) {
+  exports.Set("symlinkat", Napi::Function::New(env, Symlinkat, "symlinkat"));
+  exports.Set("readlinkat", Napi::Function::New(env, Readlinkat, "readlinkat"));
+}
+
+}  // namespace treeseal

@@ -1,0 +1,67 @@
+// meta.cc: fchmod, fchmodat (fchmodat2, never following a link) and flock.
+#include <errno.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+#include "args.h"
+#include "ops.h"
+#include "syserr.h"
+
+namespace treeseal {
+
+static int DoFchmod(int fd, mode_t mode) { return ::fchmod(fd, mode) < 0 ? -errno : 0; }
+
+static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
+  return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags) < 0 ? -errno : 0;
+}
+
+static int DoFlock(int fd, int op) {
+  int r;
+  do r = ::flock(fd, op);
+  while (r < 0 && errno == EINTR);
+  return r < 0 ? -errno : 0;
+}
+
+// fchmod(fd, mode)
+static Napi::Value Fchmod(const Napi::CallbackInfo& info) {
+  int64_t fd, mode;
+  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "mode", &mode)) return info.Env().Undefined();
+  int r = DoFchmod(static_cast<int>(fd), static_cast<mode_t>(mode));
+  if (r < 0) return ThrowSys(info.Env(), -r, "fchmod");
+  return info.Env().Undefined();
+}
+
+// fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
+static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
+  int64_t dirfd, mode, flags;
+  std::string path;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "mode", &mode) ||
+      !ArgInt(info, 3, "flags", &flags))
+    return info.Env().Undefined();
+  int r = DoFchmodat(static_cast<int>(dirfd), path.c_str(), static_cast<mode_t>(mode), static_cast<int>(flags));
+  if (r < 0) return ThrowSys(info.Env(), -r, "fchmodat", &path);
+  return info.Env().Undefined();
+}
+
+// flock(fd, operation)
+static Napi::Value Flock(const Napi::CallbackInfo& info) {
+  int64_t fd, op;
+  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "operation", &op)) return info.Env().Undefined();
+  int r = DoFlock(static_cast<int>(fd), static_cast<int>(op));
+  if (r < 0) return ThrowSys(info.Env(), -r, "flock");
+  return info.Env().Undefined();
+}
+
+void RegisterMeta(Napi::Env env, Napi::Object exports) {
+  exports.Set("fchmod", Napi::Function::New(env, Fchmod, "fchmod"));
+  exports.Set("fchmodat", Napi::Function::New(env, Fchmodat, "fchmodat"));
+  exports.Set("flock", Napi::Function::New(env, Flock, "flock"));
+}
+
+}  // namespace treeseal

@@ -1,0 +1,79 @@
+// open.cc: openat, openat2 and close.
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "ops.h"
+#include "syserr.h"
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+namespace treeseal {
+
+static int DoOpenat(int dirfd, const char* path, int flags, mode_t mode) {
+  int fd;
+  do fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd < 0 ? -errno : fd;
+}
+
+static int DoOpenat2(int dirfd, const char* path, int flags, mode_t mode, uint64_t resolve) {
+  struct open_how how = {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  // The kernel refuses a mode without O_CREAT/O_TMPFILE.
+  how.mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0;
+  how.resolve = resolve;
+  long fd;
+  do fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  while (fd < 0 && errno == EINTR);
+  return fd < 0 ? -errno : static_cast<int>(fd);
+}
+
+static int DoClose(int fd) { return ::close(fd) < 0 && errno != EINTR ? -errno : 0; }
+
+// openat(dirfd, path, flags, mode) -> fd
+static Napi::Value Openat(const Napi::CallbackInfo& info) {
+  int64_t dirfd, flags, mode = 0;
+  std::string path;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+    return info.Env().Undefined();
+  if (info.Length() > 3 && !info[3].IsUndefined() && !ArgInt(info, 3, "mode", &mode)) return info.Env().Undefined();
+  int r = DoOpenat(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), static_cast<mode_t>(mode));
+  if (r < 0) return ThrowSys(info.Env(), -r, "openat", &path);
+  return Napi::Number::New(info.Env(), r);
+}
+
+// openat2(dirfd, path, flags, mode, resolve) -> fd
+static Napi::Value Openat2(const Napi::CallbackInfo& info) {
+  int64_t dirfd, flags, mode, resolve;
+  std::string path;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags) ||
+      !ArgInt(info, 3, "mode", &mode) || !ArgInt(info, 4, "resolve", &resolve))
+    return info.Env().Undefined();
+  int r = DoOpenat2(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), static_cast<mode_t>(mode),
+                    static_cast<uint64_t>(resolve));
+  if (r < 0) return ThrowSys(info.Env(), -r, "openat2", &path);
+  return Napi::Number::New(info.Env(), r);
+}
+
+// close(fd)
+static Napi::Value Close(const Napi::CallbackInfo& info) {
+  int64_t fd;
+  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int r = DoClose(static_cast<int>(fd));
+  if (r < 0) return ThrowSys(info.Env(), -r, "close");
+  return info.Env().Undefined();
+}
+
+void RegisterOpen(Napi::Env env, Napi::Object exports) {
+  exports.Set("openat", Napi::Function::New(env, Openat, "openat"));
+  exports.Set("openat2", Napi::Function::New(env, Openat2, "openat2"));
+  exports.Set("close", Napi::Function::New(env, Close, "close"));
+}
+
+}  // namespace treeseal

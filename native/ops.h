@@ -1,0 +1,17 @@
+// ops.h: the registration hook of each syscall family and the shared helpers they use.
+#pragma once
+#include <napi.h>
+
+namespace treeseal {
+
+void RegisterOpen(Napi::Env env, Napi::Object exports);
+void RegisterStat(Napi::Env env, Napi::Object exports);
+void RegisterDir(Napi::Env env, Napi::Object exports);
+void RegisterRename(Napi::Env env, Napi::Object exports);
+void RegisterLink(Napi::Env env, Napi::Object exports);
+void RegisterIo(Napi::Env env, Napi::Object exports);
+void RegisterMeta(Napi::Env env, Napi::Object exports);
+void RegisterClone(Napi::Env env, Napi::Object exports);
+void RegisterConstants(Napi::Env env, Napi::Object exports);
+
+}  // namespace treeseal

@@ -1,0 +1,212 @@
+// build.ts: runs a capture plan into a private build directory, freezes it and publishes it by one rename.
+import { randomBytes } from 'node:crypto';
+
+import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from './capture.js';
+import type { Plan } from './declaration.js';
+import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from './dirs.js';
+import { DOCUMENT_NAME, computeDigests, decodeDocument, encodeDocument, type SnapshotData } from './document.js';
+import { SealError } from './errors.js';
+import { FROZEN_DIRS, applyModesAt } from './freeze.js';
+import { captureMount, type CapturedMount } from './mounts.js';
+import { readAllAt } from './stable-read.js';
+import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from './sys/constants.js';
+import { hasCode } from './sys/errno.js';
+import type { Sys } from './sys/native.js';
+
+export const SNAPSHOTS_DIR = 'snapshots';
+export const TMP_DIR = 'tmp';
+export const BUILD_PREFIX = 'build-';
+const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
+
+export interface BuildHooks {
+  isAborted?: () => boolean;
+  onProgress?: (p: CaptureProgress) => void;
+}
+
+function writeAllAt(sys: Sys, dirfd: number, name: string, text: string): void {
+  const bytes = Buffer.from(text, 'utf8');
+  const fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
+  try {
+    for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, off);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/** Reads and proves the manifest.json of a published snapshot directory. */
+export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): SnapshotData {
+  let dir: number;
+  try {
+    dir = openChildDir(sys, snapshotsFd, digest);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+    throw new SealError('SEAL_CORRUPT', `snapshot is not a real directory: ${digest}`, { cause: err });
+  }
+  try {
+    let text: Buffer;
+    try {
+      text = readAllAt(sys, dir, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME).bytes;
+    } catch (err) {
+      throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
+    }
+    return decodeDocument(text.toString('utf8'), digest);
+  } finally {
+    closeQuietly(sys, dir);
+  }
+}
+
+function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
+  const { sys } = ctx;
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false });
+  for (const parts of plan.copyParts) {
+    let srcParent = -1;
+    let destParent = -1;
+    try {
+      for (let i = 0; i < parts.length - 1; i++) {
+        const rel = parts.slice(0, i + 1).join('/');
+        const [fd] = openChecked(sys, srcParent < 0 ? sourceFd : srcParent, parts[i]!, rel, true);
+        closeQuietly(sys, srcParent);
+        srcParent = fd;
+      }
+      destParent = builder.ensureDirs(parts.slice(0, -1));
+      const rel = parts.join('/');
+      builder.copyChild(srcParent < 0 ? sourceFd : srcParent, destParent, parts[parts.length - 1]!, rel, parts.length);
+    } finally {
+      closeQuietly(sys, srcParent, destParent);
+    }
+  }
+  return builder;
+}
+
+function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, plan: Plan): CapturedMount[] {
+  const { sys } = ctx;
+  return plan.mounts.map((mount, index) => {
+    const name = String(index).padStart(5, '0');
+    sys.mkdirat(mountsFd, name, 0o700);
+    const container = openChildDir(sys, mountsFd, name);
+    try {
+      return captureMount(ctx, sourceFd, container, mount, plan.workspace);
+    } finally {
+      closeQuietly(sys, container);
+    }
+  });
+}
+
+function freezeArea(sys: Sys, buildFd: number, name: string): void {
+  const fd = openChildDir(sys, buildFd, name);
+  try {
+    applyModesAt(sys, fd, FROZEN_DIRS);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/**
+ * Captures `plan` into `<store>/tmp/build-*`, freezes it, writes manifest.json last
+ * and publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE. A
+ * digest that is already published is reused and the build removed. On any
+ * failure the build is removed and nothing is published.
+ */
+export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks = {}): SnapshotData {
+  const sourceFd = openRealDir(sys, plan.source, 'source');
+  let tmpFd = -1;
+  let snapshotsFd = -1;
+  let buildFd = -1;
+  let buildName = '';
+  let published = false;
+  try {
+    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+    snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+    buildName = BUILD_PREFIX + randomBytes(16).toString('hex');
+    sys.mkdirat(tmpFd, buildName, 0o700);
+    buildFd = sys.openat(tmpFd, buildName, DIR_FLAGS);
+    // Held until this build is published or removed: a sweep never takes a live build.
+    sys.flock(buildFd, LOCK_EX | LOCK_NB);
+    const ctx = new CaptureContext(sys, plan.limits, sys.fstat(buildFd).dev, hooks.isAborted, hooks.onProgress);
+    sys.mkdirat(buildFd, 'copy', 0o700);
+    const copyFd = openChildDir(sys, buildFd, 'copy');
+    let entries;
+    try {
+      entries = captureCopyRoots(ctx, sourceFd, copyFd, plan).finished();
+    } finally {
+      closeQuietly(sys, copyFd);
+    }
+    sys.mkdirat(buildFd, 'mounts', 0o700);
+    const mountsFd = openChildDir(sys, buildFd, 'mounts');
+    let mounts: CapturedMount[];
+    try {
+      mounts = captureMounts(ctx, sourceFd, mountsFd, plan);
+    } finally {
+      closeQuietly(sys, mountsFd);
+    }
+    const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
+    const data: SnapshotData = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
+    const expect = plan.expectMounts;
+    if (
+      expect !== undefined &&
+      (expect.contentDigest !== data.mountBinding.contentDigest || expect.manifestDigest !== data.mountBinding.manifestDigest)
+    ) {
+      throw new SealError('SEAL_BINDING', 'mount content changed after binding');
+    }
+    ctx.checkAbort();
+    freezeArea(sys, buildFd, 'copy');
+    freezeArea(sys, buildFd, 'mounts');
+    writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
+    try {
+      sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
+      published = true;
+    } catch (err) {
+      if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
+      // Published already (another process or an earlier run): reuse it, never overwrite it.
+      return loadSnapshotAt(sys, snapshotsFd, data.digest);
+    }
+    sys.fchmod(buildFd, 0o500);
+    return data;
+  } finally {
+    closeQuietly(sys, sourceFd, snapshotsFd);
+    if (buildFd >= 0) closeQuietly(sys, buildFd);
+    if (!published && buildName !== '' && tmpFd >= 0) {
+      try {
+        removeAt(sys, tmpFd, buildName);
+      } catch {
+        // a stale build is swept when the store is next opened
+      }
+    }
+    closeQuietly(sys, tmpFd);
+  }
+}
+
+/** Removes builds in tmp/ that no live process holds (their flock is free). */
+export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
+  const tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+  let swept = 0;
+  try {
+    for (const entry of sys.readdir(tmpFd)) {
+      if (typeof entry.name !== 'string' || !entry.name.startsWith(BUILD_PREFIX)) continue;
+      let fd: number;
+      try {
+        fd = sys.openat(tmpFd, entry.name, DIR_FLAGS);
+      } catch {
+        removeAt(sys, tmpFd, entry.name);
+        swept++;
+        continue;
+      }
+      try {
+        sys.flock(fd, LOCK_EX | LOCK_NB);
+      } catch (err) {
+        closeQuietly(sys, fd);
+        if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) continue;
+        throw err;
+      }
+      try {
+        removeAt(sys, tmpFd, entry.name);
+        swept++;
+      } finally {
+        closeQuietly(sys, fd);
+      }
+    }
+  } finally {
+    closeQuietly(sys, tmpFd);
+  }
+  return swept;
+}

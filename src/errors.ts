@@ -1,0 +1,58 @@
+// errors.ts: SealError, the one typed error treeseal throws, with its stable codes.
+export type SealCode =
+  | 'SEAL_CHANGED'
+  | 'SEAL_SYMLINK'
+  | 'SEAL_SPECIAL_FILE'
+  | 'SEAL_LIMIT'
+  | 'SEAL_BAD_PATH'
+  | 'SEAL_OVERLAP'
+  | 'SEAL_COLLISION'
+  | 'SEAL_BINDING'
+  | 'SEAL_ESCAPE'
+  | 'SEAL_UNAVAILABLE'
+  | 'SEAL_NO_REFLINK'
+  | 'SEAL_CORRUPT'
+  | 'SEAL_CLOSED'
+  | 'SEAL_ABORTED';
+
+export const SEAL_CODES: readonly SealCode[] = [
+  'SEAL_CHANGED',
+  'SEAL_SYMLINK',
+  'SEAL_SPECIAL_FILE',
+  'SEAL_LIMIT',
+  'SEAL_BAD_PATH',
+  'SEAL_OVERLAP',
+  'SEAL_COLLISION',
+  'SEAL_BINDING',
+  'SEAL_ESCAPE',
+  'SEAL_UNAVAILABLE',
+  'SEAL_NO_REFLINK',
+  'SEAL_CORRUPT',
+  'SEAL_CLOSED',
+  'SEAL_ABORTED',
+];
+
+export interface SealErrorOptions {
+  /** The relative path the error is about, unescaped. */
+  path?: string;
+  cause?: unknown;
+}
+
+export class SealError extends Error {
+  readonly code: SealCode;
+  readonly path: string | undefined;
+  /** True when trying again may succeed (the tree was changing). */
+  readonly retryable: boolean;
+
+  constructor(code: SealCode, message: string, options: SealErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'SealError';
+    this.code = code;
+    this.path = options.path;
+    this.retryable = code === 'SEAL_CHANGED';
+  }
+}
+
+export function isSealError(err: unknown, code?: SealCode): err is SealError {
+  return err instanceof SealError && (code === undefined || err.code === code);
+}

@@ -1,0 +1,152 @@
+// manifest.ts: manifest entries, Python-compatible canonical JSON, and the seed's digests.
+import { createHash } from 'node:crypto';
+
+import { compareUtf8 } from './paths.js';
+
+export type EntryKind = 'directory' | 'file' | 'symlink';
+
+/** One manifest entry; field names are the seed's, so digests match byte for byte. */
+export interface ManifestEntry {
+  readonly kind: EntryKind;
+  readonly path: string;
+  readonly size: number;
+  readonly sha256: string;
+  readonly mode: number;
+  readonly link_target: string;
+}
+
+export type Json = null | boolean | number | bigint | string | readonly Json[] | { readonly [key: string]: Json };
+
+function escapeString(s: string): string {
+  let out = '"';
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x20 && c <= 0x7e && c !== 0x22 && c !== 0x5c) continue;
+    out += s.slice(start, i);
+    start = i + 1;
+    switch (c) {
+      case 0x22: out += '\\"'; break;
+      case 0x5c: out += '\\\\'; break;
+      case 0x08: out += '\\b'; break;
+      case 0x0c: out += '\\f'; break;
+      case 0x0a: out += '\\n'; break;
+      case 0x0d: out += '\\r'; break;
+      case 0x09: out += '\\t'; break;
+      default: out += '\\u' + c.toString(16).padStart(4, '0');
+    }
+  }
+  return out + s.slice(start) + '"';
+}
+
+/** A float as Python's repr writes it (integral numbers are written as ints). */
+function formatNumber(n: number): string {
+  if (Number.isNaN(n)) return 'NaN';
+  if (n === Infinity) return 'Infinity';
+  if (n === -Infinity) return '-Infinity';
+  if (Number.isInteger(n)) return BigInt(n).toString();
+  const [mantissa, expText] = n.toExponential().split('e') as [string, string];
+  const exp = Number(expText);
+  if (exp >= -4 && exp < 16) {
+    const digits = mantissa.replace('-', '').replace('.', '');
+    const sign = n < 0 ? '-' : '';
+    if (exp < 0) return `${sign}0.${'0'.repeat(-exp - 1)}${digits}`;
+    const whole = digits.padEnd(exp + 1, '0');
+    const frac = digits.slice(exp + 1);
+    return `${sign}${whole.slice(0, exp + 1)}.${frac === '' ? '0' : frac}`;
+  }
+  return `${mantissa}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
+}
+
+/**
+ * Python's `json.dumps(v, sort_keys=True, separators=(",", ":"))` byte for byte:
+ * sorted keys, no spaces, ASCII only with lowercase \uXXXX escapes (surrogate pairs for astral).
+ */
+export function canonicalJson(value: Json): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      return formatNumber(value);
+    case 'bigint':
+      return value.toString();
+    case 'string':
+      return escapeString(value);
+    case 'object': {
+      if (Array.isArray(value)) return '[' + (value as readonly Json[]).map(canonicalJson).join(',') + ']';
+      const obj = value as { readonly [key: string]: Json };
+      const keys = Object.keys(obj).sort(compareUtf8);
+      const parts: string[] = [];
+      for (const key of keys) {
+        const v = obj[key];
+        if (v === undefined) throw new TypeError(`canonicalJson: undefined value at key ${JSON.stringify(key)}`);
+        parts.push(escapeString(key) + ':' + canonicalJson(v));
+      }
+      return '{' + parts.join(',') + '}';
+    }
+    default:
+      throw new TypeError(`canonicalJson: unsupported value of type ${typeof value}`);
+  }
+}
+
+export function sha256Hex(text: string | Uint8Array): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+function entryJson(e: ManifestEntry): Json {
+  return { kind: e.kind, link_target: e.link_target, mode: e.mode, path: e.path, sha256: e.sha256, size: e.size };
+}
+
+export function sortEntries<T extends { readonly path: string }>(entries: Iterable<T>): T[] {
+  const keyed = [...entries].map((e) => ({ e, k: Buffer.from(e.path, 'utf8') }));
+  keyed.sort((a, b) => Buffer.compare(a.k, b.k));
+  return keyed.map((x) => x.e);
+}
+
+/** sha256 of the canonical JSON list of entries (entries must already be sorted). */
+export function manifestDigest(entries: readonly ManifestEntry[]): string {
+  return sha256Hex(canonicalJson(entries.map(entryJson)));
+}
+
+export interface MountDigestInput {
+  readonly source: string;
+  readonly target: string;
+  readonly entries: readonly ManifestEntry[];
+}
+
+/** The seed's dependency content and manifest digests over the captured mounts. */
+export function mountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
+  const content = mounts.map((m) => ({ entries: m.entries.map(entryJson) }));
+  const contentDigest = sha256Hex(canonicalJson(content));
+  const manifest = {
+    dependencies: mounts.map((m, i) => ({ content: content[i]!, source: m.source, target: m.target })),
+    schema_version: 1,
+  };
+  return { contentDigest, manifestDigest: sha256Hex(canonicalJson(manifest)) };
+}
+
+export interface SnapshotDigestInput {
+  readonly source: string;
+  readonly revision: string;
+  readonly declarations: readonly string[];
+  readonly manifestDigest: string;
+  readonly mountContentDigest: string;
+  readonly mountManifestDigest: string;
+}
+
+/** The seed's snapshot digest, schema 3. */
+export function snapshotDigest(d: SnapshotDigestInput): string {
+  return sha256Hex(
+    canonicalJson({
+      declarations: d.declarations,
+      dependency_content_digest: d.mountContentDigest,
+      dependency_manifest_digest: d.mountManifestDigest,
+      harness_identity: '',
+      manifest_digest: d.manifestDigest,
+      repo_identity: d.source,
+      resolved_sha: d.revision,
+      schema_version: 3,
+    }),
+  );
+}

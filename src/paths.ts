@@ -1,0 +1,93 @@
+// paths.ts: declaration checks for relative paths, overlap checks, byte order and escaping for messages.
+import { SealError } from './errors.js';
+
+const encoder = new TextEncoder();
+
+export function utf8Bytes(s: string): number {
+  return Buffer.byteLength(s, 'utf8');
+}
+
+/** True when the string has no lone surrogates, so it encodes to UTF-8 and back unchanged. */
+export function isWellFormed(s: string): boolean {
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+/**
+ * Escapes a path for an error message: control characters, DEL, backslash and
+ * invalid bytes become visible escapes, so a hostile name cannot forge output.
+ */
+export function escapePath(p: string | Buffer): string {
+  const s = typeof p === 'string' ? p : p.toString('latin1');
+  let out = '';
+  for (const ch of s) {
+    const cp = ch.codePointAt(0) ?? 0;
+    if (ch === '\\') out += '\\\\';
+    else if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp < 0xa0)) out += `\\x${cp.toString(16).padStart(2, '0')}`;
+    else if (cp >= 0xd800 && cp <= 0xdfff) out += `\\u${cp.toString(16)}`;
+    else if (typeof p !== 'string' && cp >= 0x80) out += `\\x${cp.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return out;
+}
+
+/**
+ * Checks a declared relative path (copy root, mount source or target, stage target)
+ * and returns its components: non-empty, relative, no `..`, no NUL, valid UTF-8,
+ * within maxPathBytes. `.` and empty components are dropped as POSIX paths do.
+ */
+export function checkRelative(raw: unknown, label: string, maxPathBytes: number): string[] {
+  if (typeof raw !== 'string' || raw.trim() === '') {
+    throw new SealError('SEAL_BAD_PATH', `${label} must be a non-empty relative path`);
+  }
+  if (!isWellFormed(raw)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(raw)}`);
+  if (raw.includes('\0')) throw new SealError('SEAL_BAD_PATH', `${label} contains a NUL byte: ${escapePath(raw)}`);
+  if (raw.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be relative: ${escapePath(raw)}`);
+  const parts = raw.split('/').filter((part) => part !== '' && part !== '.');
+  if (parts.length === 0) throw new SealError('SEAL_BAD_PATH', `${label} must name something below its root: ${escapePath(raw)}`);
+  if (parts.includes('..')) throw new SealError('SEAL_BAD_PATH', `${label} must not contain '..': ${escapePath(raw)}`);
+  if (utf8Bytes(parts.join('/')) > maxPathBytes) {
+    throw new SealError('SEAL_LIMIT', `${label} exceeds the path byte limit (${maxPathBytes} bytes): ${escapePath(raw)}`);
+  }
+  return parts;
+}
+
+/** True when a and b (component lists) are equal or one lies inside the other. */
+export function overlaps(a: readonly string[], b: readonly string[]): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Refuses any pair of overlapping paths with SEAL_OVERLAP. */
+export function checkNoOverlap(paths: readonly (readonly string[])[], label: string): void {
+  for (let i = 0; i < paths.length; i++) {
+    for (let j = i + 1; j < paths.length; j++) {
+      const a = paths[i]!;
+      const b = paths[j]!;
+      if (overlaps(a, b)) {
+        throw new SealError('SEAL_OVERLAP', `${label} overlap: ${escapePath(a.join('/'))} and ${escapePath(b.join('/'))}`);
+      }
+    }
+  }
+}
+
+/** Orders strings by their UTF-8 bytes (= code points), as Python sorts str. */
+export function compareUtf8(a: string, b: string): number {
+  if (a === b) return 0;
+  return Buffer.compare(encoder.encode(a), encoder.encode(b));
+}
+
+/**
+ * Lexical normalisation of POSIX path components, as posixpath.normpath: `..` above
+ * an absolute root stays at the root; above a relative start it is kept.
+ */
+export function normalize(parts: readonly string[], absolute: boolean): string[] {
+  const out: string[] = [];
+  for (const part of parts) {
+    if (part === '' || part === '.') continue;
+    if (part !== '..') out.push(part);
+    else if (out.length > 0 && out[out.length - 1] !== '..') out.pop();
+    else if (!absolute) out.push('..');
+  }
+  return out;
+}

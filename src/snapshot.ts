@@ -1,0 +1,92 @@
+// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify.
+import type { SnapshotData } from './document.js';
+import type { ManifestEntry } from './manifest.js';
+import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
+import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
+import type { CapturedMount } from './mounts.js';
+import { offload } from './offload.js';
+import { sys as nativeSys, type Sys } from './sys/native.js';
+import { verifySnapshotAt, type VerifyReport } from './verify.js';
+
+export class Snapshot {
+  /** Absolute path of `<store>/snapshots/<digest>`. */
+  readonly root: string;
+  readonly #data: SnapshotData;
+  readonly #sys: Sys;
+
+  constructor(root: string, data: SnapshotData, sys: Sys = nativeSys) {
+    this.root = root;
+    this.#data = data;
+    this.#sys = sys;
+    Object.freeze(data.entries);
+  }
+
+  /** The snapshot digest (schema 3): names the snapshot in the store. */
+  get digest(): string {
+    return this.#data.digest;
+  }
+
+  /** sha256 of the canonical manifest of the copy roots. */
+  get manifestDigest(): string {
+    return this.#data.manifestDigest;
+  }
+
+  get entries(): readonly ManifestEntry[] {
+    return this.#data.entries;
+  }
+
+  get totalBytes(): number {
+    return this.#data.totalBytes;
+  }
+
+  get source(): string {
+    return this.#data.source;
+  }
+
+  get revision(): string {
+    return this.#data.revision;
+  }
+
+  get declarations(): readonly string[] {
+    return this.#data.declarations;
+  }
+
+  get mounts(): readonly CapturedMount[] {
+    return this.#data.mounts;
+  }
+
+  /** The digests a caller pins with `expectMounts` to fail closed on drift. */
+  get mountBinding(): { contentDigest: string; manifestDigest: string } {
+    return { ...this.#data.mountBinding };
+  }
+
+  /** The stored form (what manifest.json holds). */
+  toJSON(): SnapshotData {
+    return this.#data;
+  }
+
+  materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
+    return materializeSnapshot(this.#sys, this.root, this.#data, clone, options);
+  }
+
+  /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
+  async materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
+    if (this.#sys !== nativeSys) return this.materializeSync(clone, options);
+    return offload<MaterializeReport>('materialize', [this.root, this.#data, clone, options]);
+  }
+
+  /** Read-only mounts of the frozen payloads, each mount point prepared inside clone. */
+  mountPoints(clone: string, options: MountPointOptions = {}): MountPoint[] {
+    return mountPointsOf(this.#sys, this.root, this.#data, clone, options);
+  }
+
+  verifySync(): VerifyReport {
+    return verifySnapshotAt(this.#sys, this.root, this.#data);
+  }
+
+  /** Re-hashes every file and checks every kind and mode; drift is SEAL_CORRUPT. */
+  async verify(): Promise<VerifyReport> {
+    if (this.#sys !== nativeSys) return this.verifySync();
+    return offload<VerifyReport>('verify', [this.root, this.#data]);
+  }
+}

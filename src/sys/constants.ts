@@ -1,0 +1,59 @@
+// constants.ts: kernel flag values (from the addon, so they match the platform) and mode helpers.
+import { addon } from './native.js';
+
+function get(name: string): number {
+  const value = addon.constants[name];
+  if (value === undefined) throw new Error(`treeseal addon lacks constant ${name}`);
+  return value;
+}
+
+export const O_RDONLY = get('O_RDONLY');
+export const O_WRONLY = get('O_WRONLY');
+export const O_RDWR = get('O_RDWR');
+export const O_CREAT = get('O_CREAT');
+export const O_EXCL = get('O_EXCL');
+export const O_TRUNC = get('O_TRUNC');
+export const O_APPEND = get('O_APPEND');
+export const O_NOFOLLOW = get('O_NOFOLLOW');
+export const O_DIRECTORY = get('O_DIRECTORY');
+export const O_PATH = get('O_PATH');
+export const O_NONBLOCK = get('O_NONBLOCK');
+export const O_CLOEXEC = get('O_CLOEXEC');
+export const O_NOCTTY = get('O_NOCTTY');
+export const AT_FDCWD = get('AT_FDCWD');
+export const AT_SYMLINK_NOFOLLOW = get('AT_SYMLINK_NOFOLLOW');
+export const AT_REMOVEDIR = get('AT_REMOVEDIR');
+export const AT_EMPTY_PATH = get('AT_EMPTY_PATH');
+export const RESOLVE_NO_XDEV = get('RESOLVE_NO_XDEV');
+export const RESOLVE_NO_MAGICLINKS = get('RESOLVE_NO_MAGICLINKS');
+export const RESOLVE_NO_SYMLINKS = get('RESOLVE_NO_SYMLINKS');
+export const RESOLVE_BENEATH = get('RESOLVE_BENEATH');
+export const RESOLVE_IN_ROOT = get('RESOLVE_IN_ROOT');
+export const RENAME_NOREPLACE = get('RENAME_NOREPLACE');
+export const RENAME_EXCHANGE = get('RENAME_EXCHANGE');
+export const LOCK_SH = get('LOCK_SH');
+export const LOCK_EX = get('LOCK_EX');
+export const LOCK_NB = get('LOCK_NB');
+export const LOCK_UN = get('LOCK_UN');
+export const S_IFMT = get('S_IFMT');
+export const S_IFREG = get('S_IFREG');
+export const S_IFDIR = get('S_IFDIR');
+export const S_IFLNK = get('S_IFLNK');
+export const S_IFIFO = get('S_IFIFO');
+export const S_IFSOCK = get('S_IFSOCK');
+export const S_IFCHR = get('S_IFCHR');
+export const S_IFBLK = get('S_IFBLK');
+export const DT_UNKNOWN = get('DT_UNKNOWN');
+export const DT_FIFO = get('DT_FIFO');
+export const DT_CHR = get('DT_CHR');
+export const DT_DIR = get('DT_DIR');
+export const DT_BLK = get('DT_BLK');
+export const DT_REG = get('DT_REG');
+export const DT_LNK = get('DT_LNK');
+export const DT_SOCK = get('DT_SOCK');
+
+export const isDir = (mode: number): boolean => (mode & S_IFMT) === S_IFDIR;
+export const isReg = (mode: number): boolean => (mode & S_IFMT) === S_IFREG;
+export const isLink = (mode: number): boolean => (mode & S_IFMT) === S_IFLNK;
+/** FIFOs, sockets and devices: never opened for reading by treeseal. */
+export const isSpecial = (mode: number): boolean => !isDir(mode) && !isReg(mode) && !isLink(mode);

@@ -1,0 +1,133 @@
+// verify.ts: re-hashes a published snapshot and checks every kind, mode and byte against its manifest.
+import { createHash } from 'node:crypto';
+
+import { CHUNK_BYTES } from './capture.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from './dirs.js';
+import type { SnapshotData } from './document.js';
+import { SealError } from './errors.js';
+import type { ManifestEntry } from './manifest.js';
+import { escapePath } from './paths.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from './sys/constants.js';
+import type { Sys } from './sys/native.js';
+
+export interface VerifyReport {
+  entries: number;
+  bytes: number;
+}
+
+interface Walk {
+  sys: Sys;
+  expected: Map<string, ManifestEntry>;
+  seen: Set<string>;
+  drift: string[];
+  buffer: Buffer;
+  bytes: number;
+}
+
+function hashFile(w: Walk, dirfd: number, name: string): { sha256: string; size: number } {
+  const fd = w.sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    const hash = createHash('sha256');
+    let size = 0;
+    for (;;) {
+      const n = w.sys.pread(fd, w.buffer, 0, w.buffer.length, size);
+      if (n === 0) break;
+      hash.update(w.buffer.subarray(0, n));
+      size += n;
+    }
+    w.bytes += size;
+    return { sha256: hash.digest('hex'), size };
+  } finally {
+    closeQuietly(w.sys, fd);
+  }
+}
+
+function checkDir(w: Walk, fd: number, rel: string): void {
+  for (const item of w.sys.readdir(fd)) {
+    const name = String(item.name);
+    const path = rel === '' ? name : `${rel}/${name}`;
+    const want = typeof item.name === 'string' ? w.expected.get(path) : undefined;
+    if (want === undefined) {
+      w.drift.push(path);
+      continue;
+    }
+    w.seen.add(path);
+    const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
+    const perm = st.mode & 0o7777;
+    if (want.kind === 'directory') {
+      if (!isDir(st.mode) || perm !== 0o500) {
+        w.drift.push(path);
+        continue;
+      }
+      const child = openChildDir(w.sys, fd, name);
+      try {
+        checkDir(w, child, path);
+      } finally {
+        closeQuietly(w.sys, child);
+      }
+    } else if (want.kind === 'file') {
+      const frozen = want.mode & 0o111 ? 0o500 : 0o400;
+      if (!isReg(st.mode) || perm !== frozen || st.size !== want.size) {
+        w.drift.push(path);
+        continue;
+      }
+      const got = hashFile(w, fd, name);
+      if (got.size !== want.size || got.sha256 !== want.sha256) w.drift.push(path);
+    } else if (!isLink(st.mode) || w.sys.readlinkat(fd, name) !== want.link_target) {
+      w.drift.push(path);
+    }
+  }
+}
+
+interface Shared {
+  drift: string[];
+  buffer: Buffer;
+  bytes: number;
+}
+
+function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly ManifestEntry[], shared: Shared): void {
+  const walk: Walk = { sys, expected: new Map(entries.map((e) => [e.path, e])), seen: new Set(), drift: [], buffer: shared.buffer, bytes: 0 };
+  let fd: number;
+  try {
+    fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
+  } catch {
+    shared.drift.push(area);
+    return;
+  }
+  try {
+    checkDir(walk, fd, '');
+  } finally {
+    closeQuietly(sys, fd);
+  }
+  for (const e of entries) if (!walk.seen.has(e.path)) walk.drift.push(e.path);
+  for (const path of walk.drift) shared.drift.push(`${area}/${path}`);
+  shared.bytes += walk.bytes;
+}
+
+/** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
+export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData): VerifyReport {
+  const shared: Shared = { drift: [], buffer: Buffer.allocUnsafe(CHUNK_BYTES), bytes: 0 };
+  verifyArea(sys, snapshotFd, 'copy', data.entries, shared);
+  data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, `mounts/${String(i).padStart(5, '0')}`, m.entries, shared));
+  const drift = shared.drift;
+  if (drift.length > 0) {
+    const first = drift[0]!;
+    throw new SealError(
+      'SEAL_CORRUPT',
+      `snapshot ${data.digest} is corrupt: ${drift.length} ${drift.length === 1 ? 'entry differs' : 'entries differ'} from its manifest, first: ${escapePath(first)}`,
+      { path: first },
+    );
+  }
+  const entries = data.entries.length + data.mounts.reduce((n, m) => n + m.entries.length, 0);
+  return { entries, bytes: shared.bytes };
+}
+
+/** verifyAt for a snapshot directory given by path. */
+export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData): VerifyReport {
+  const fd = openRealDir(sys, snapshotRoot, 'snapshot');
+  try {
+    return verifyAt(sys, fd, data);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
