@@ -5,7 +5,7 @@ import { closeQuietly, openChildDir } from './dirs.js';
 import { SealError } from './errors.js';
 import type { Limits } from './limits.js';
 import { sortEntries, type ManifestEntry } from './manifest.js';
-import { escapePath, isWellFormed, utf8Bytes } from './paths.js';
+import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from './paths.js';
 import {
   AT_SYMLINK_NOFOLLOW,
   O_CREAT,
@@ -266,10 +266,8 @@ export class TreeBuilder {
   copyDirContents(srcFd: number, destFd: number, rel: string, before: Stat, depth: number): void {
     const { sys } = this.ctx;
     const listed = sys.readdir(srcFd);
-    const names = listed.map((e) => nameOf(e.name, rel));
-    const keyed = names.map((n) => ({ n, k: Buffer.from(n, 'utf8') }));
-    keyed.sort((a, b) => Buffer.compare(a.k, b.k));
-    for (const { n } of keyed) this.copyChild(srcFd, destFd, n, rel === '' ? n : `${rel}/${n}`, depth + 1);
+    const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
+    for (const n of names) this.copyChild(srcFd, destFd, n, rel === '' ? n : `${rel}/${n}`, depth + 1);
     if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('directory', rel);
   }
 

@@ -2,7 +2,7 @@
 import { closeQuietly, openChildDir, openRealDir } from './dirs.js';
 import { SealError } from './errors.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from './sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_REG, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
 import { sys as nativeSys, type Sys } from './sys/native.js';
 import { offload } from './offload.js';
@@ -41,6 +41,8 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
   // A thaw must open up the directory before anything inside can be listed by a non-root owner.
   if (policy.dir & 0o200) sys.fchmod(fd, policy.dir);
   for (const entry of sys.readdir(fd)) {
+    // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
+    if (!policy.files && entry.type === DT_REG) continue;
     const childRel = rel === '' ? String(entry.name) : `${rel}/${String(entry.name)}`;
     const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
     if (isLink(st.mode)) continue;

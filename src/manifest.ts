@@ -99,9 +99,7 @@ function entryJson(e: ManifestEntry): Json {
 }
 
 export function sortEntries<T extends { readonly path: string }>(entries: Iterable<T>): T[] {
-  const keyed = [...entries].map((e) => ({ e, k: Buffer.from(e.path, 'utf8') }));
-  keyed.sort((a, b) => Buffer.compare(a.k, b.k));
-  return keyed.map((x) => x.e);
+  return [...entries].sort((a, b) => compareUtf8(a.path, b.path));
 }
 
 /** sha256 of the canonical JSON list of entries (entries must already be sorted). */

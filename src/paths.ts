@@ -1,8 +1,6 @@
 // paths.ts: declaration checks for relative paths, overlap checks, byte order and escaping for messages.
 import { SealError } from './errors.js';
 
-const encoder = new TextEncoder();
-
 export function utf8Bytes(s: string): number {
   return Buffer.byteLength(s, 'utf8');
 }
@@ -71,10 +69,23 @@ export function checkNoOverlap(paths: readonly (readonly string[])[], label: str
   }
 }
 
-/** Orders strings by their UTF-8 bytes (= code points), as Python sorts str. */
+/**
+ * Orders strings by code point (= by their UTF-8 bytes), as Python sorts str.
+ * UTF-16 order differs only where a surrogate meets U+E000..U+FFFF: remap those.
+ */
 export function compareUtf8(a: string, b: string): number {
-  if (a === b) return 0;
-  return Buffer.compare(encoder.encode(a), encoder.encode(b));
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 && y >= 0xd800) {
+      x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+      y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    }
+    return x - y;
+  }
+  return a.length - b.length;
 }
 
 /**

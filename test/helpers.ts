@@ -1,0 +1,74 @@
+// helpers.ts: temp trees, FIFOs, fd counting and the reflink loop mounts the tests share.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, expect } from 'vitest';
+
+const made: string[] = [];
+
+/** A fresh temp directory below base (default the OS temp dir), removed after the file's tests. */
+export function tempDir(base: string = tmpdir(), prefix = 'treeseal-test-'): string {
+  const dir = mkdtempSync(join(base, prefix));
+  made.push(dir);
+  return dir;
+}
+
+function forceRemove(dir: string): void {
+  if (!existsSync(dir)) return;
+  execFileSync('chmod', ['-R', 'u+rwx', dir]);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+afterAll(() => {
+  for (const dir of made.splice(0)) forceRemove(dir);
+});
+
+/** Writes a tree: keys are relative paths, values file contents (string) or null for a directory. */
+export function writeTree(root: string, tree: Record<string, string | Buffer | null>): void {
+  for (const [rel, content] of Object.entries(tree)) {
+    const path = join(root, rel);
+    if (content === null) mkdirSync(path, { recursive: true });
+    else {
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, content);
+    }
+  }
+}
+
+export function mkfifo(path: string): void {
+  execFileSync('mkfifo', [path]);
+}
+
+export function openFds(): string[] {
+  return readdirSync('/proc/self/fd');
+}
+
+/** Asserts that the file's tests leave no fd open (counted around the whole file). */
+export function checkNoFdLeaks(): void {
+  let before = 0;
+  beforeAll(() => {
+    before = openFds().length;
+  });
+  afterAll(() => {
+    expect(openFds().length).toBe(before);
+  });
+}
+
+export function listing(dir: string): string[] {
+  return readdirSync(dir).sort();
+}
+
+export function makeReadonlyTreeWritable(dir: string): void {
+  chmodSync(dir, 0o700);
+}
+
+/** The reflink-capable mounts from scripts/mounts.sh; required when CI=true. */
+export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
+  const path = process.env[kind === 'xfs' ? 'TREESEAL_TEST_XFS' : 'TREESEAL_TEST_BTRFS'];
+  if (path !== undefined && path !== '' && existsSync(path)) return path;
+  if (process.env.CI === 'true') {
+    throw new Error(`CI=true but TREESEAL_TEST_${kind.toUpperCase()} is not a mounted ${kind} path; run via .ci/run or npm run test:mounts`);
+  }
+  return undefined;
+}
