@@ -70,7 +70,7 @@ function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number,
       }
       destParent = builder.ensureDirs(parts.slice(0, -1));
       const rel = parts.join('/');
-      builder.copyChild(srcParent < 0 ? sourceFd : srcParent, destParent, parts[parts.length - 1]!, rel, parts.length);
+      builder.copyChild(srcParent < 0 ? sourceFd : srcParent, destParent, parts[parts.length - 1]!, rel, parts.length, undefined, true);
     } finally {
       closeQuietly(sys, srcParent, destParent);
     }

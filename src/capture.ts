@@ -104,10 +104,9 @@ function symlinkRefused(rel: string): SealError {
 }
 
 function nameOf(name: string | Buffer, parentRel: string): string {
-  const rel = (n: string): string => (parentRel === '' ? n : `${parentRel}/${n}`);
   if (typeof name !== 'string' || !isWellFormed(name)) {
-    const shown = rel(typeof name === 'string' ? name : escapePath(name));
-    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(shown)}`, { path: shown });
+    const shown = `${parentRel === '' ? '' : `${escapePath(parentRel)}/`}${escapePath(name)}`;
+    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${shown}`, { path: shown });
   }
   return name;
 }
@@ -116,15 +115,18 @@ function nameOf(name: string | Buffer, parentRel: string): string {
  * The fstatat → type check → openat(O_NOFOLLOW|O_NONBLOCK) → fstat-same-object
  * sequence. Returns the open fd and its fstat.
  */
-export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, requireDir: boolean): [number, Stat] {
+export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, requireDir: boolean, seen?: Stat): [number, Stat] {
   let st: Stat;
-  try {
-    st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    throw new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, {
-      path: rel,
-      cause: err,
-    });
+  if (seen !== undefined) st = seen;
+  else {
+    try {
+      st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      throw new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, {
+        path: rel,
+        cause: err,
+      });
+    }
   }
   if (isLink(st.mode)) throw symlinkRefused(rel);
   if (requireDir && !isDir(st.mode)) {
@@ -225,7 +227,7 @@ export class TreeBuilder {
    * Captures the source entry `name` below srcDirFd into destDirFd under the
    * manifest path `rel` (depth = its component count), named destName there.
    */
-  copyChild(srcDirFd: number, destDirFd: number, name: string, rel: string, depth: number, destName = name): void {
+  copyChild(srcDirFd: number, destDirFd: number, name: string, rel: string, depth: number, destName = name, declared = false): void {
     const { sys, limits } = this.ctx;
     this.ctx.checkAbort();
     if (depth > limits.maxDepth) {
@@ -235,15 +237,16 @@ export class TreeBuilder {
     try {
       st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
-      if (hasCode(err, 'ENOENT')) throw changedOpening(rel, err);
-      throw err;
+      if (hasCode(err, 'ENOENT') && !declared) throw changedOpening(rel, err);
+      throw new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
     }
     if (isLink(st.mode)) {
+      if (declared) throw symlinkRefused(rel);
       if (!this.options.allowSymlinks) throw symlinkRefused(rel);
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
-    const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false);
+    const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
     try {
       if (isDir(opened.mode)) {
         this.#recordDir(rel);

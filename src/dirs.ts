@@ -12,6 +12,7 @@ import {
   RESOLVE_NO_MAGICLINKS,
   RESOLVE_NO_SYMLINKS,
   isDir,
+  isLink,
 } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
 import type { Sys } from './sys/native.js';
@@ -43,10 +44,21 @@ export function openRealDir(sys: Sys, path: string, label: string): number {
     if (hasCode(err, 'ELOOP')) {
       throw new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${escapePath(path)}`, { cause: err });
     }
+    if (hasCode(err, 'ENOTDIR') && isLinkPath(sys, path)) {
+      throw new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${escapePath(path)}`, { cause: err });
+    }
     if (hasCode(err, 'ENOTDIR')) {
       throw new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${escapePath(path)}`, { cause: err });
     }
     throw new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${escapePath(path)}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function isLinkPath(sys: Sys, path: string): boolean {
+  try {
+    return isLink(sys.fstatat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW).mode);
+  } catch {
+    return false;
   }
 }
 

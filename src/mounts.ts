@@ -86,15 +86,12 @@ export function captureMount(
       parent = fd;
     }
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
-    builder.copyChild(parent < 0 ? sourceFd : parent, containerFd, last, 'payload', 1, 'payload');
+    builder.copyChild(parent < 0 ? sourceFd : parent, containerFd, last, 'payload', 1, 'payload', true);
   } finally {
     closeQuietly(sys, parent);
   }
   const payload = builder.entries.get('payload');
   if (payload === undefined) throw new SealError('SEAL_UNAVAILABLE', `mount snapshot is empty: ${escapePath(mount.source)}`);
-  if (payload.kind === 'symlink') {
-    throw new SealError('SEAL_SYMLINK', `mount source must not be a symlink: ${escapePath(mount.source)}`, { path: mount.source });
-  }
   const ensureDirs =
     mount.ensureDirs ?? (mount.targetParts[mount.targetParts.length - 1] === 'node_modules' ? [['.vite-temp']] : []);
   if (payload.kind === 'directory') {
@@ -104,5 +101,5 @@ export function captureMount(
   }
   const entries = builder.finished();
   checkMountSymlinks(entries, mount.targetParts, workspace);
-  return { source: mount.source, target: mount.target, kind: payload.kind, entries, totalBytes: builder.totalBytes };
+  return { source: mount.source, target: mount.target, kind: payload.kind === 'file' ? 'file' : 'directory', entries, totalBytes: builder.totalBytes };
 }

@@ -72,3 +72,22 @@ export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
   }
   return undefined;
 }
+
+import type { Sys } from '../dist/sys/index.js';
+import { sys as nativeSys } from '../dist/sys/index.js';
+
+type Wrappers = { [K in keyof Sys]?: (orig: Sys[K]) => Sys[K] };
+
+/** The real syscall layer with some calls wrapped, to change the filesystem at an exact step. */
+export function wrapSys(wrappers: Wrappers): Sys {
+  const out: Record<string, unknown> = { ...nativeSys };
+  for (const [name, wrap] of Object.entries(wrappers)) {
+    out[name] = (wrap as (orig: unknown) => unknown)(nativeSys[name as keyof Sys]);
+  }
+  return out as unknown as Sys;
+}
+
+/** Entries of a store's tmp/ and snapshots/ (both must be empty after a failed capture). */
+export function storeLeftovers(storeRoot: string): string[] {
+  return [...readdirSync(join(storeRoot, 'tmp')).map((n) => `tmp/${n}`), ...readdirSync(join(storeRoot, 'snapshots')).map((n) => `snapshots/${n}`)];
+}
