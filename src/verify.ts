@@ -55,10 +55,8 @@ function checkDir(w: Walk, fd: number, rel: string): void {
     const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
     const perm = st.mode & 0o7777;
     if (want.kind === 'directory') {
-      if (!isDir(st.mode) || perm !== 0o500) {
-        w.drift.push(path);
-        continue;
-      }
+      if (perm !== 0o500 || !isDir(st.mode)) w.drift.push(path);
+      if (!isDir(st.mode)) continue;
       const child = openChildDir(w.sys, fd, name);
       try {
         checkDir(w, child, path);
