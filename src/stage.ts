@@ -45,7 +45,7 @@ function changed(rel: string): SealError {
 }
 
 function checkTarget(raw: unknown, maxPathBytes: number): string[] {
-  if (typeof raw === 'string' && raw.split('/').some((p, i, all) => p === '.' || (p === '' && i > 0 && i < all.length))) {
+  if (typeof raw === 'string' && raw.split('/').some((p, i, all) => p === '.' || (p === '' && i > 0 && i < all.length - 1))) {
     throw new SealError('SEAL_BAD_PATH', `stage target must not have empty or '.' components: ${escapePath(raw)}`);
   }
   if (typeof raw === 'string' && raw.endsWith('/')) {
