@@ -8,6 +8,7 @@ import { DOCUMENT_NAME, computeDigests, decodeDocument, encodeDocument, type Sna
 import { SealError } from './errors.js';
 import { FROZEN_DIRS, applyModesAt } from './freeze.js';
 import { captureMount, type CapturedMount } from './mounts.js';
+import { withStoreLock } from './lock.js';
 import { readAllAt } from './stable-read.js';
 import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
@@ -16,6 +17,7 @@ import type { Sys } from './sys/native.js';
 export const SNAPSHOTS_DIR = 'snapshots';
 export const TMP_DIR = 'tmp';
 export const BUILD_PREFIX = 'build-';
+export const REMOVING_PREFIX = 'rm-';
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
 export interface BuildHooks {
@@ -152,16 +154,19 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
     freezeArea(sys, buildFd, 'copy');
     freezeArea(sys, buildFd, 'mounts');
     writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
-    try {
-      sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
-      published = true;
-    } catch (err) {
-      if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
-      // Published already (another process or an earlier run): reuse it, never overwrite it.
-      return loadSnapshotAt(sys, snapshotsFd, data.digest);
-    }
-    sys.fchmod(buildFd, 0o500);
-    return data;
+    const reused = withStoreLock(sys, storeRoot, false, () => {
+      try {
+        sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
+        published = true;
+        sys.fchmod(buildFd, 0o500);
+        return undefined;
+      } catch (err) {
+        if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
+        // Published already (another process or an earlier run): reuse it, never overwrite it.
+        return loadSnapshotAt(sys, snapshotsFd, data.digest);
+      }
+    });
+    return reused ?? data;
   } finally {
     closeQuietly(sys, sourceFd, snapshotsFd);
     if (buildFd >= 0) closeQuietly(sys, buildFd);
@@ -176,12 +181,20 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
   }
 }
 
-/** Removes builds in tmp/ that no live process holds (their flock is free). */
+/**
+ * Removes builds in tmp/ that no live process holds (their flock is free) and
+ * snapshots left half-removed; call with the store lock held exclusively.
+ */
 export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
   const tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
   let swept = 0;
   try {
     for (const entry of sys.readdir(tmpFd)) {
+      if (typeof entry.name === 'string' && entry.name.startsWith(REMOVING_PREFIX)) {
+        removeAt(sys, tmpFd, entry.name);
+        swept++;
+        continue;
+      }
       if (typeof entry.name !== 'string' || !entry.name.startsWith(BUILD_PREFIX)) continue;
       let fd: number;
       try {
@@ -209,4 +222,22 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     closeQuietly(sys, tmpFd);
   }
   return swept;
+}
+
+/** Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the store lock held exclusively. */
+export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): void {
+  const snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+  const tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+  try {
+    const name = REMOVING_PREFIX + randomBytes(12).toString('hex');
+    try {
+      sys.renameat2(snapshotsFd, digest, tmpFd, name, RENAME_NOREPLACE);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+      throw err;
+    }
+    removeAt(sys, tmpFd, name);
+  } finally {
+    closeQuietly(sys, snapshotsFd, tmpFd);
+  }
 }

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { closeQuietly, openChildDir } from './dirs.js';
 import { SealError } from './errors.js';
 import type { Limits } from './limits.js';
+import { throttled, type Progress, type ProgressFn } from './progress.js';
 import { sortEntries, type ManifestEntry } from './manifest.js';
 import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from './paths.js';
 import {
@@ -25,10 +26,7 @@ import type { Stat, Sys } from './sys/native.js';
 
 export const CHUNK_BYTES = 1024 * 1024;
 
-export interface CaptureProgress {
-  entries: number;
-  bytes: number;
-}
+export type CaptureProgress = Progress;
 
 /** State shared by every builder of one capture: budget, clone probes, buffer, cancellation. */
 export class CaptureContext {
@@ -37,15 +35,17 @@ export class CaptureContext {
   readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   /** Per (source dev, build dev): whether FICLONE works; probed once. */
   readonly #cloneable = new Map<string, boolean>();
-  #lastProgress = 0;
+  readonly #report: (entries: number, bytes: number) => void;
 
   constructor(
     readonly sys: Sys,
     readonly limits: Limits,
     readonly buildDev: bigint,
     readonly isAborted: () => boolean = () => false,
-    readonly onProgress?: (p: CaptureProgress) => void,
-  ) {}
+    onProgress?: ProgressFn,
+  ) {
+    this.#report = throttled(onProgress);
+  }
 
   checkAbort(): void {
     if (this.isAborted()) throw new SealError('SEAL_ABORTED', 'capture was aborted');
@@ -66,13 +66,7 @@ export class CaptureContext {
 
   addBytes(n: number): void {
     this.totalBytes += n;
-    if (this.onProgress !== undefined) {
-      const now = Date.now();
-      if (now - this.#lastProgress >= 100) {
-        this.#lastProgress = now;
-        this.onProgress({ entries: this.entries, bytes: this.totalBytes });
-      }
-    }
+    this.#report(this.entries, this.totalBytes);
   }
 
   /** undefined: not probed yet for this pair. */

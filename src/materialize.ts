@@ -7,6 +7,7 @@ import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, remove
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';
 import type { ManifestEntry } from './manifest.js';
+import { throttled, type ProgressFn } from './progress.js';
 import { escapePath } from './paths.js';
 import {
   AT_SYMLINK_NOFOLLOW,
@@ -33,6 +34,8 @@ export interface MaterializeOptions {
   reflink?: ReflinkMode;
   /** Cap on buffered bytes for one call (default 512 MiB). */
   fallbackBytes?: number;
+  /** Called now and then with the files and bytes materialized so far. */
+  onProgress?: ProgressFn;
 }
 
 export interface MaterializeReport {
@@ -54,6 +57,8 @@ interface Run {
   cloneWorks: boolean | undefined;
   buffer: Buffer;
   report: MaterializeReport;
+  progress: (entries: number, bytes: number, force?: boolean) => void;
+  bytes: number;
 }
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -131,6 +136,8 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
       throw corrupt(entry.path, 'snapshot file changed while materializing');
     }
     run.report.files++;
+    run.bytes += entry.size;
+    run.progress(run.report.files, run.bytes);
   } finally {
     closeQuietly(sys, src);
   }
@@ -324,9 +331,12 @@ export function materializeSnapshot(
       cloneWorks: undefined,
       buffer: Buffer.allocUnsafe(CHUNK_BYTES),
       report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+      progress: throttled(options.onProgress),
+      bytes: 0,
     };
     buildStage(run, childrenOf(data.entries), '', snapFd, stageFd);
     for (const parts of roots) publishRoot(sys, stageFd, cloneFd, parts);
+    run.progress(run.report.files, run.bytes, true);
     run.report.elapsedMs = performance.now() - started;
     return run.report;
   } finally {

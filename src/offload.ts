@@ -2,11 +2,12 @@
 import { Worker } from 'node:worker_threads';
 
 import { SealError, SEAL_CODES, type SealCode } from './errors.js';
+import type { Progress } from './progress.js';
 import type { Job, SerializedError } from './worker.js';
 
 export interface OffloadHooks {
   signal?: AbortSignal | undefined;
-  onProgress?: ((p: never) => void) | undefined;
+  onProgress?: ((p: Progress) => void) | undefined;
 }
 
 function revive(e: SerializedError): Error {
@@ -40,7 +41,7 @@ export function offload<T>(op: Job['op'], args: unknown[], hooks: OffloadHooks =
     };
     worker.on('message', (msg: { result?: T; error?: SerializedError; progress?: unknown }) => {
       if (msg.progress !== undefined) {
-        hooks.onProgress?.(msg.progress as never);
+        hooks.onProgress?.(msg.progress as Progress);
         return;
       }
       if (msg.error !== undefined) {

@@ -5,6 +5,7 @@ import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } 
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from './mounts.js';
 import { offload } from './offload.js';
+import type { ProgressFn } from './progress.js';
 import { sys as nativeSys, type Sys } from './sys/native.js';
 import { verifySnapshotAt, type VerifyReport } from './verify.js';
 
@@ -72,7 +73,8 @@ export class Snapshot {
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
   async materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
     if (this.#sys !== nativeSys) return this.materializeSync(clone, options);
-    return offload<MaterializeReport>('materialize', [this.root, this.#data, clone, options]);
+    const { onProgress, ...rest } = options;
+    return offload<MaterializeReport>('materialize', [this.root, this.#data, clone, rest], { onProgress });
   }
 
   /** Read-only mounts of the frozen payloads, each mount point prepared inside clone. */
@@ -80,13 +82,13 @@ export class Snapshot {
     return mountPointsOf(this.#sys, this.root, this.#data, clone, options);
   }
 
-  verifySync(): VerifyReport {
-    return verifySnapshotAt(this.#sys, this.root, this.#data);
+  verifySync(options: { onProgress?: ProgressFn } = {}): VerifyReport {
+    return verifySnapshotAt(this.#sys, this.root, this.#data, options.onProgress);
   }
 
   /** Re-hashes every file and checks every kind and mode; drift is SEAL_CORRUPT. */
-  async verify(): Promise<VerifyReport> {
-    if (this.#sys !== nativeSys) return this.verifySync();
-    return offload<VerifyReport>('verify', [this.root, this.#data]);
+  async verify(options: { onProgress?: ProgressFn } = {}): Promise<VerifyReport> {
+    if (this.#sys !== nativeSys) return this.verifySync(options);
+    return offload<VerifyReport>('verify', [this.root, this.#data], { onProgress: options.onProgress });
   }
 }

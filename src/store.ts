@@ -2,7 +2,8 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import { SNAPSHOTS_DIR, TMP_DIR, buildSnapshot, loadSnapshotAt, sweepStaleBuilds, type BuildHooks } from './build.js';
+import { SNAPSHOTS_DIR, TMP_DIR, buildSnapshot, loadSnapshotAt, removeSnapshot, sweepStaleBuilds, type BuildHooks } from './build.js';
+import { withStoreLock } from './lock.js';
 import type { CaptureProgress } from './capture.js';
 import { definitionKey, planCapture, type CaptureOptions, type MountBinding, type Plan } from './declaration.js';
 import { closeQuietly, openRealDir, removeAt } from './dirs.js';
@@ -74,7 +75,7 @@ export class SnapshotStore {
     } finally {
       closeQuietly(sys, fd);
     }
-    sweepStaleBuilds(sys, root);
+    withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
     return store;
   }
 
@@ -131,7 +132,7 @@ export class SnapshotStore {
     if (existing !== undefined) return existing;
     const data = await offload<SnapshotData>('capture', [this.root, plan], {
       signal: options.signal,
-      onProgress: options.onProgress as ((p: never) => void) | undefined,
+      onProgress: options.onProgress,
     });
     this.#checkOpen();
     const already = this.#byDefinition.get(key);
@@ -176,6 +177,21 @@ export class SnapshotStore {
     if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digestOrPrefix}`);
     if (matches.length > 1) throw new SealError('SEAL_BAD_PATH', `digest prefix is ambiguous: ${digestOrPrefix} (${matches.length} snapshots)`);
     return matches[0]!;
+  }
+
+  /** Removes a published snapshot (full digest or unique prefix) under the store lock. */
+  remove(digestOrPrefix: string): string {
+    this.#checkOpen();
+    const digest = this.resolveDigest(digestOrPrefix);
+    withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest));
+    for (const [key, snap] of this.#byDefinition) if (snap.digest === digest) this.#byDefinition.delete(key);
+    return digest;
+  }
+
+  /** Sweeps stale builds and half-removed snapshots under the store lock; returns how many. */
+  gc(): number {
+    this.#checkOpen();
+    return withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root));
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */

@@ -6,6 +6,7 @@ import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from 
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';
 import type { ManifestEntry } from './manifest.js';
+import { throttled, type ProgressFn } from './progress.js';
 import { escapePath } from './paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from './sys/constants.js';
 import type { Sys } from './sys/native.js';
@@ -22,6 +23,8 @@ interface Walk {
   drift: string[];
   buffer: Buffer;
   bytes: number;
+  progress: (entries: number, bytes: number) => void;
+  shared: Shared;
 }
 
 function hashFile(w: Walk, dirfd: number, name: string): { sha256: string; size: number } {
@@ -36,6 +39,8 @@ function hashFile(w: Walk, dirfd: number, name: string): { sha256: string; size:
       size += n;
     }
     w.bytes += size;
+    w.shared.entries++;
+    w.progress(w.shared.entries, w.shared.bytes + w.bytes);
     return { sha256: hash.digest('hex'), size };
   } finally {
     closeQuietly(w.sys, fd);
@@ -81,10 +86,21 @@ interface Shared {
   drift: string[];
   buffer: Buffer;
   bytes: number;
+  entries: number;
+  progress: (entries: number, bytes: number) => void;
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly ManifestEntry[], shared: Shared): void {
-  const walk: Walk = { sys, expected: new Map(entries.map((e) => [e.path, e])), seen: new Set(), drift: [], buffer: shared.buffer, bytes: 0 };
+  const walk: Walk = {
+    sys,
+    expected: new Map(entries.map((e) => [e.path, e])),
+    seen: new Set(),
+    drift: [],
+    buffer: shared.buffer,
+    bytes: 0,
+    progress: shared.progress,
+    shared,
+  };
   let fd: number;
   try {
     fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
@@ -103,8 +119,8 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly Ma
 }
 
 /** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
-export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData): VerifyReport {
-  const shared: Shared = { drift: [], buffer: Buffer.allocUnsafe(CHUNK_BYTES), bytes: 0 };
+export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, onProgress?: ProgressFn): VerifyReport {
+  const shared: Shared = { drift: [], buffer: Buffer.allocUnsafe(CHUNK_BYTES), bytes: 0, entries: 0, progress: throttled(onProgress) };
   verifyArea(sys, snapshotFd, 'copy', data.entries, shared);
   data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, `mounts/${String(i).padStart(5, '0')}`, m.entries, shared));
   const drift = shared.drift;
@@ -121,10 +137,10 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData): Veri
 }
 
 /** verifyAt for a snapshot directory given by path. */
-export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData): VerifyReport {
+export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, onProgress?: ProgressFn): VerifyReport {
   const fd = openRealDir(sys, snapshotRoot, 'snapshot');
   try {
-    return verifyAt(sys, fd, data);
+    return verifyAt(sys, fd, data, onProgress);
   } finally {
     closeQuietly(sys, fd);
   }

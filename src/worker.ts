@@ -43,9 +43,12 @@ function run(job: Job): unknown {
     case 'capture':
       return buildSnapshot(sys, job.args[0] as string, job.args[1] as Plan, { isAborted, onProgress });
     case 'materialize':
-      return materializeSnapshot(sys, job.args[0] as string, job.args[1] as SnapshotData, job.args[2] as string, job.args[3] as MaterializeOptions);
+      return materializeSnapshot(sys, job.args[0] as string, job.args[1] as SnapshotData, job.args[2] as string, {
+        ...(job.args[3] as MaterializeOptions),
+        onProgress,
+      });
     case 'verify':
-      return verifySnapshotAt(sys, job.args[0] as string, job.args[1] as SnapshotData);
+      return verifySnapshotAt(sys, job.args[0] as string, job.args[1] as SnapshotData, onProgress);
     case 'freeze':
       return freezeSync(job.args[0] as string);
     case 'thaw':

@@ -1,0 +1,48 @@
+// format.ts: human-readable sizes, durations and the progress line the CLI draws on a terminal.
+import type { Progress } from '../progress.js';
+
+export function bytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+export function ms(n: number): string {
+  return n < 1000 ? `${Math.round(n)} ms` : `${(n / 1000).toFixed(2)} s`;
+}
+
+export interface ProgressLine {
+  update(p: Progress): void;
+  done(): void;
+}
+
+/**
+ * A progress line on stderr, drawn only when stderr is a terminal. With totals it
+ * draws a bar; without, counts alone.
+ */
+export function progressLine(label: string, stream: NodeJS.WriteStream, total?: Progress): ProgressLine {
+  if (!stream.isTTY) return { update: () => {}, done: () => {} };
+  let drawn = false;
+  const width = 24;
+  return {
+    update(p) {
+      let bar = '';
+      if (total !== undefined && total.bytes + total.entries > 0) {
+        const frac = Math.min(1, total.bytes > 0 ? p.bytes / total.bytes : p.entries / total.entries);
+        const fill = Math.round(frac * width);
+        bar = `[${'#'.repeat(fill)}${'-'.repeat(width - fill)}] ${Math.round(frac * 100)}% `;
+      }
+      const counts = total === undefined ? `${p.entries} entries, ${bytes(p.bytes)}` : `${p.entries}/${total.entries} entries, ${bytes(p.bytes)}/${bytes(total.bytes)}`;
+      stream.write(`\r\x1b[2K${label} ${bar}${counts}`);
+      drawn = true;
+    },
+    done() {
+      if (drawn) stream.write('\r\x1b[2K');
+    },
+  };
+}
