@@ -289,22 +289,27 @@ export class TreeBuilder {
     this.ctx.addBytes(before.size);
   }
 
-  /** Clones (then hashes the private clone) or reads+hashes+writes; checks the source identity after. */
+  /**
+   * Clones the source into the build where the filesystems allow (else copies it
+   * while hashing), then proves the source's identity unchanged since before.
+   *
+   * A clone is a point-in-time copy: FICLONE takes both inodes' locks, so it waits
+   * out a write in progress and no write can interleave with it. The bytes hashed
+   * are read from the source's (cached) pages after the clone; as no write began
+   * between the fstat before the clone and the fstat after the read (identity
+   * unchanged), they are exactly the clone's bytes, and reading cached source pages
+   * is far cheaper than reading the fresh clone back from disk.
+   */
   #fill(srcFd: number, dest: number, rel: string, before: Stat): string {
     const { sys } = this.ctx;
     const hash = createHash('sha256');
-    let readFd = srcFd;
+    let cloned = false;
     const probe = this.ctx.cloneable(before.dev);
     if (probe !== false && before.size > 0) {
-      const cloned = sys.ficlone(dest, srcFd);
+      cloned = sys.ficlone(dest, srcFd);
       if (probe === undefined) this.ctx.setCloneable(before.dev, cloned);
-      if (cloned) {
-        // The clone is a point-in-time copy if the source did not change around it.
-        if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('file', rel);
-        readFd = dest;
-      }
     }
-    const copied = this.#stream(readFd, readFd === srcFd ? dest : -1, hash, before.size, rel);
+    const copied = this.#stream(srcFd, cloned ? -1 : dest, hash, before.size, rel);
     if (copied !== before.size || !sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) {
       throw changed('file', rel);
     }
