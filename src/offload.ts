@@ -39,6 +39,8 @@ export function offload<T>(op: Job['op'], args: unknown[], hooks: OffloadHooks =
       hooks.signal?.removeEventListener('abort', onAbort);
       fn();
     };
+    // Settle only once the worker has exited, so its threads and fds are gone by then.
+    let outcome: (() => void) | undefined;
     worker.on('message', (msg: { result?: T; error?: SerializedError; progress?: unknown }) => {
       if (msg.progress !== undefined) {
         hooks.onProgress?.(msg.progress as Progress);
@@ -46,10 +48,12 @@ export function offload<T>(op: Job['op'], args: unknown[], hooks: OffloadHooks =
       }
       if (msg.error !== undefined) {
         const error = msg.error;
-        finish(() => reject(revive(error)));
-      } else finish(() => resolve(msg.result as T));
+        outcome = () => reject(revive(error));
+      } else outcome = () => resolve(msg.result as T);
     });
-    worker.on('error', (err) => finish(() => reject(err)));
-    worker.on('exit', (code) => finish(() => reject(new Error(`treeseal worker exited with code ${code}`))));
+    worker.on('error', (err) => {
+      outcome ??= () => reject(err);
+    });
+    worker.on('exit', (code) => finish(outcome ?? (() => reject(new Error(`treeseal worker exited with code ${code}`)))));
   });
 }

@@ -365,3 +365,32 @@ describe('store lifetime', () => {
     store.closeSync();
   });
 });
+
+describe('async capture', () => {
+  it('reports progress and can be aborted, leaving nothing behind', async () => {
+    const { repo, store } = setup({ 'big/a': Buffer.alloc(8 << 20, 1), 'big/b': Buffer.alloc(8 << 20, 2) });
+    const seen: number[] = [];
+    const snap = await store.capture({ source: repo, copy: ['big'], onProgress: (p) => seen.push(p.bytes) });
+    expect(snap.totalBytes).toBe(16 << 20);
+    expect(seen.length).toBeGreaterThan(0);
+    const controller = new AbortController();
+    controller.abort();
+    await expect(store.capture({ source: repo, copy: ['big'], revision: 'x', signal: controller.signal })).rejects.toMatchObject({
+      code: 'SEAL_ABORTED',
+      message: 'capture was aborted',
+    });
+    // Many entries after the first progress report: the abort lands long before the walk ends.
+    writeTree(repo, Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`big/many/f${i}`, String(i)])));
+    const late = new AbortController();
+    const pending = store.capture({ source: repo, copy: ['big'], revision: 'y', signal: late.signal, onProgress: () => late.abort() });
+    await expect(pending).rejects.toMatchObject({ code: 'SEAL_ABORTED' });
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
+    const sync = new AbortController();
+    let calls = 0;
+    expect(() =>
+      store.captureSync({ source: repo, copy: ['big'], revision: 'z', signal: sync.signal, onProgress: () => (++calls === 1 ? sync.abort() : undefined) }),
+    ).toThrow(expect.objectContaining({ code: 'SEAL_ABORTED' }));
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
+    await store.close();
+  });
+});
