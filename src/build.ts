@@ -116,6 +116,7 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
   let buildFd = -1;
   let buildName = '';
   let published = false;
+  let ctx: CaptureContext | undefined;
   try {
     tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
     snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
@@ -124,7 +125,7 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
     buildFd = sys.openat(tmpFd, buildName, DIR_FLAGS);
     // Held until this build is published or removed: a sweep never takes a live build.
     sys.flock(buildFd, LOCK_EX | LOCK_NB);
-    const ctx = new CaptureContext(sys, plan.limits, sys.fstat(buildFd).dev, hooks.isAborted, hooks.onProgress);
+    ctx = new CaptureContext(sys, plan.limits, sys.fstat(buildFd).dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
     sys.mkdirat(buildFd, 'copy', 0o700);
     const copyFd = openChildDir(sys, buildFd, 'copy');
     let entries;
@@ -168,6 +169,8 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
     });
     return reused ?? data;
   } finally {
+    // Helper threads finish what they hold (closing its fds) before the build can be removed.
+    ctx?.close();
     closeQuietly(sys, sourceFd, snapshotsFd);
     if (buildFd >= 0) closeQuietly(sys, buildFd);
     if (!published && buildName !== '' && tmpFd >= 0) {

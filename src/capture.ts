@@ -21,18 +21,25 @@ import {
   isReg,
 } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
+import { CHUNK_BYTES, fillFile, type Filled } from './fill.js';
+import { FilePool, helperCount } from './pool.js';
+import { sys as nativeSys } from './sys/native.js';
 import { identityOf, sameIdentity, sameObject } from './sys/identity.js';
 import type { Stat, Sys } from './sys/native.js';
 
-export const CHUNK_BYTES = 1024 * 1024;
 
 export type CaptureProgress = Progress;
+
+/** Files seen before an automatic capture starts its helper threads (a small tree is not worth them). */
+const AUTO_POOL_FILES = 128;
 
 /** State shared by every builder of one capture: budget, clone probes, buffer, cancellation. */
 export class CaptureContext {
   entries = 0;
   totalBytes = 0;
   readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+  #pool: FilePool | undefined;
+  #files = 0;
   /** Per (source dev, build dev): whether FICLONE works; probed once. */
   readonly #cloneable = new Map<string, boolean>();
   readonly #report: (entries: number, bytes: number) => void;
@@ -43,8 +50,54 @@ export class CaptureContext {
     readonly buildDev: bigint,
     readonly isAborted: () => boolean = () => false,
     onProgress?: ProgressFn,
+    /** Helper threads for file jobs (undefined: one per spare core); 0 keeps everything on this thread. */
+    readonly parallelism?: number,
   ) {
     this.#report = throttled(onProgress);
+  }
+
+  /**
+   * Fills and hashes one file (owning, and closing, both fds): on a helper thread
+   * once enough files have been seen to pay for one, else here. onDone runs on this
+   * thread, in no particular order; drain() waits for all of them.
+   */
+  runFile(src: number, dest: number, before: Stat, rel: string, onDone: (f: Filled) => void): void {
+    const probe = this.cloneable(before.dev);
+    const done = (r: Filled | 'changed' | Error): void => {
+      if (r === 'changed') throw changed('file', rel);
+      if (r instanceof Error) throw r;
+      if (probe === undefined && before.size > 0) this.setCloneable(before.dev, r.cloned);
+      onDone(r);
+    };
+    const helpers = helperCount(this.parallelism);
+    this.#files++;
+    if (this.#pool === undefined && helpers > 0 && this.sys === nativeSys && this.#files >= (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) {
+      this.#pool = new FilePool(this.sys, this.buffer, helpers);
+    }
+    const identity = identityOf(before);
+    if (this.#pool !== undefined) {
+      this.#pool.submit(src, dest, identity, probe !== false, done);
+      return;
+    }
+    let r: Filled | 'changed';
+    try {
+      r = fillFile(this.sys, this.buffer, src, dest, identity, probe !== false);
+    } finally {
+      closeQuietly(this.sys, src, dest);
+    }
+    done(r);
+  }
+
+  /** Waits for every file job; throws the first failure. */
+  drain(): void {
+    this.#pool?.drain();
+  }
+
+  /** Stops the helper threads after the jobs in flight (their fds closed); idempotent. */
+  close(): void {
+    const pool = this.#pool;
+    this.#pool = undefined;
+    pool?.close();
   }
 
   checkAbort(): void {
@@ -165,7 +218,9 @@ export class TreeBuilder {
     readonly options: BuilderOptions,
   ) {}
 
+  /** The sorted entries, once every file job has finished. */
   finished(): ManifestEntry[] {
+    this.ctx.drain();
     return sortEntries(this.entries.values());
   }
 
@@ -241,18 +296,18 @@ export class TreeBuilder {
       return;
     }
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
+    if (!isDir(opened.mode)) {
+      this.#copyFile(fd, destDirFd, destName, rel, opened);
+      return;
+    }
     try {
-      if (isDir(opened.mode)) {
-        this.#recordDir(rel);
-        sys.mkdirat(destDirFd, destName, 0o700);
-        const dest = openChildDir(sys, destDirFd, destName);
-        try {
-          this.copyDirContents(fd, dest, rel, opened, depth);
-        } finally {
-          closeQuietly(sys, dest);
-        }
-      } else {
-        this.#copyFile(fd, destDirFd, destName, rel, opened);
+      this.#recordDir(rel);
+      sys.mkdirat(destDirFd, destName, 0o700);
+      const dest = openChildDir(sys, destDirFd, destName);
+      try {
+        this.copyDirContents(fd, dest, rel, opened, depth);
+      } finally {
+        closeQuietly(sys, dest);
       }
     } finally {
       closeQuietly(sys, fd);
@@ -268,73 +323,26 @@ export class TreeBuilder {
     if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('directory', rel);
   }
 
-  /** Copies the open regular file into destDirFd/name, frozen at creation, and records it. */
+  /** Copies the open regular file (owning srcFd) into destDirFd/name, frozen at creation, and records it. */
   #copyFile(srcFd: number, destDirFd: number, name: string, rel: string, before: Stat): void {
     const { sys, limits } = this.ctx;
-    if (before.size > limits.maxFileBytes) {
-      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
-    }
-    this.ctx.checkBytes(before.size);
     const capturedMode = this.options.preserveModes ? before.mode & 0o7777 : 0;
-    const frozenMode = capturedMode & 0o111 ? 0o500 : 0o400;
-    const dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozenMode);
-    let sha256: string;
+    const entry: ManifestEntry = { kind: 'file', path: rel, size: before.size, sha256: '', mode: capturedMode, link_target: '' };
+    let dest = -1;
     try {
-      sha256 = this.#fill(srcFd, dest, rel, before);
-    } finally {
-      closeQuietly(sys, dest);
+      if (before.size > limits.maxFileBytes) {
+        throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
+      }
+      this.ctx.checkBytes(before.size);
+      this.#record(entry);
+      dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, capturedMode & 0o111 ? 0o500 : 0o400);
+    } catch (err) {
+      closeQuietly(sys, srcFd, dest);
+      throw err;
     }
     this.totalBytes += before.size;
-    this.#record({ kind: 'file', path: rel, size: before.size, sha256, mode: capturedMode, link_target: '' });
     this.ctx.addBytes(before.size);
-  }
-
-  /**
-   * Clones the source into the build where the filesystems allow (else copies it
-   * while hashing), then proves the source's identity unchanged since before.
-   *
-   * A clone is a point-in-time copy: FICLONE takes both inodes' locks, so it waits
-   * out a write in progress and no write can interleave with it. The bytes hashed
-   * are read from the source's (cached) pages after the clone; as no write began
-   * between the fstat before the clone and the fstat after the read (identity
-   * unchanged), they are exactly the clone's bytes, and reading cached source pages
-   * is far cheaper than reading the fresh clone back from disk.
-   */
-  #fill(srcFd: number, dest: number, rel: string, before: Stat): string {
-    const { sys } = this.ctx;
-    const hash = createHash('sha256');
-    let cloned = false;
-    const probe = this.ctx.cloneable(before.dev);
-    if (probe !== false && before.size > 0) {
-      cloned = sys.ficlone(dest, srcFd);
-      if (probe === undefined) this.ctx.setCloneable(before.dev, cloned);
-    }
-    const copied = this.#stream(srcFd, cloned ? -1 : dest, hash, before.size, rel);
-    if (copied !== before.size || !sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) {
-      throw changed('file', rel);
-    }
-    return hash.digest('hex');
-  }
-
-  /** Reads fd to EOF in chunks (stopping as soon as more than `size` bytes show up), hashing and optionally writing. */
-  #stream(fd: number, out: number, hash: ReturnType<typeof createHash>, size: number, rel: string): number {
-    const { sys, buffer } = this.ctx;
-    let copied = 0;
-    for (;;) {
-      const n = sys.pread(fd, buffer, 0, buffer.length, copied);
-      if (n === 0) return copied;
-      const chunk = buffer.subarray(0, n);
-      hash.update(chunk);
-      if (out >= 0) {
-        for (let written = 0; written < n; ) {
-          written += sys.pwrite(out, buffer, written, n - written, copied + written);
-        }
-      }
-      copied += n;
-      if (copied > size) throw changed('file', rel);
-      // A short read of a regular file is its end; the identity check after proves it stayed so.
-      if (copied === size && n < buffer.length) return copied;
-    }
+    this.ctx.runFile(srcFd, dest, before, rel, (filled) => this.entries.set(rel, { ...entry, sha256: filled.sha256 }));
   }
 
   #copySymlink(srcDirFd: number, destDirFd: number, name: string, destName: string, rel: string, before: Stat): void {

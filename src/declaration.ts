@@ -36,6 +36,12 @@ export interface CaptureOptions {
   limits?: Partial<Limits>;
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
+  /**
+   * Helper threads that clone/copy and hash files while the walk goes on (default:
+   * one per spare core, at most 4, started once the tree proves big enough); 0 keeps
+   * the whole capture on one thread. The manifest and errors are the same either way.
+   */
+  parallelism?: number;
 }
 
 export interface PlannedMount {
@@ -55,6 +61,7 @@ export interface Plan {
   limits: Limits;
   workspace: string;
   expectMounts: MountBinding | undefined;
+  parallelism: number | undefined;
 }
 
 function stringList(value: unknown, label: string): string[] {
@@ -101,7 +108,12 @@ export function planCapture(options: CaptureOptions): Plan {
   if (expectMounts !== undefined && (typeof expectMounts !== 'object' || expectMounts === null)) {
     throw new SealError('SEAL_BINDING', 'expectMounts must be { contentDigest, manifestDigest }');
   }
+  const parallelism = options.parallelism;
+  if (parallelism !== undefined && (!Number.isSafeInteger(parallelism) || parallelism < 0 || parallelism > 64)) {
+    throw new SealError('SEAL_BAD_PATH', 'parallelism must be an integer from 0 to 64');
+  }
   return {
+    parallelism,
     source: resolve(options.source),
     revision,
     declarations: [...declarations],

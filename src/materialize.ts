@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 
-import { CHUNK_BYTES } from './capture.js';
+import { CHUNK_BYTES } from './fill.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from './dirs.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';

@@ -1,7 +1,7 @@
 // verify.ts: re-hashes a published snapshot and checks every kind, mode and byte against its manifest.
 import { createHash } from 'node:crypto';
 
-import { CHUNK_BYTES } from './capture.js';
+import { CHUNK_BYTES } from './fill.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from './dirs.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';
