@@ -5,6 +5,7 @@
       "sources": [
         "native/addon.cc",
         "native/args.cc",
+        "native/call.cc",
         "native/syserr.cc",
         "native/open.cc",
         "native/stat.cc",

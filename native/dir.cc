@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "args.h"
+#include "call.h"
 #include "ops.h"
 #include "syserr.h"
 
@@ -52,12 +53,12 @@ static int DoReaddir(int fd, std::string* names, std::vector<Listed>* out) {
   }
 }
 
-static int DoMkdirat(int dirfd, const char* path, mode_t mode) {
-  return ::mkdirat(dirfd, path, mode) < 0 ? -errno : 0;
+static int DoMkdirat(int dirfd, const char* path, int64_t mode) {
+  return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)) < 0 ? -errno : 0;
 }
 
-static int DoUnlinkat(int dirfd, const char* path, int flags) {
-  return ::unlinkat(dirfd, path, flags) < 0 ? -errno : 0;
+static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
+  return ::unlinkat(dirfd, path, static_cast<int>(flags)) < 0 ? -errno : 0;
 }
 
 // readdir(fd) -> [{ name: string | Buffer, type: DT_* }]
@@ -81,32 +82,12 @@ static Napi::Value Readdir(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// mkdirat(dirfd, path, mode)
-static Napi::Value Mkdirat(const Napi::CallbackInfo& info) {
-  int64_t dirfd, mode;
-  std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "mode", &mode))
-    return info.Env().Undefined();
-  int r = DoMkdirat(static_cast<int>(dirfd), path.c_str(), static_cast<mode_t>(mode));
-  if (r < 0) return ThrowSys(info.Env(), -r, "mkdirat", &path);
-  return info.Env().Undefined();
-}
-
-// unlinkat(dirfd, path, flags)
-static Napi::Value Unlinkat(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags;
-  std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
-    return info.Env().Undefined();
-  int r = DoUnlinkat(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags));
-  if (r < 0) return ThrowSys(info.Env(), -r, "unlinkat", &path);
-  return info.Env().Undefined();
-}
-
 void RegisterDir(Napi::Env env, Napi::Object exports) {
   exports.Set("readdir", Napi::Function::New(env, Readdir, "readdir"));
-  exports.Set("mkdirat", Napi::Function::New(env, Mkdirat, "mkdirat"));
-  exports.Set("unlinkat", Napi::Function::New(env, Unlinkat, "unlinkat"));
+  // mkdirat(dirfd, path, mode)
+  exports.Set("mkdirat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "mkdirat", "mode", DoMkdirat); }, "mkdirat"));
+  // unlinkat(dirfd, path, flags)
+  exports.Set("unlinkat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "unlinkat", "flags", DoUnlinkat); }, "unlinkat"));
 }
 
 }  // namespace treeseal

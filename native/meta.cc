@@ -10,31 +10,23 @@
 #endif
 
 #include "args.h"
+#include "call.h"
 #include "ops.h"
 #include "syserr.h"
 
 namespace treeseal {
 
-static int DoFchmod(int fd, mode_t mode) { return ::fchmod(fd, mode) < 0 ? -errno : 0; }
+static int DoFchmod(int fd, int64_t mode) { return ::fchmod(fd, static_cast<mode_t>(mode)) < 0 ? -errno : 0; }
 
 static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
   return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags) < 0 ? -errno : 0;
 }
 
-static int DoFlock(int fd, int op) {
+static int DoFlock(int fd, int64_t op) {
   int r;
-  do r = ::flock(fd, op);
+  do r = ::flock(fd, static_cast<int>(op));
   while (r < 0 && errno == EINTR);
   return r < 0 ? -errno : 0;
-}
-
-// fchmod(fd, mode)
-static Napi::Value Fchmod(const Napi::CallbackInfo& info) {
-  int64_t fd, mode;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "mode", &mode)) return info.Env().Undefined();
-  int r = DoFchmod(static_cast<int>(fd), static_cast<mode_t>(mode));
-  if (r < 0) return ThrowSys(info.Env(), -r, "fchmod");
-  return info.Env().Undefined();
 }
 
 // fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
@@ -49,19 +41,12 @@ static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// flock(fd, operation)
-static Napi::Value Flock(const Napi::CallbackInfo& info) {
-  int64_t fd, op;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "operation", &op)) return info.Env().Undefined();
-  int r = DoFlock(static_cast<int>(fd), static_cast<int>(op));
-  if (r < 0) return ThrowSys(info.Env(), -r, "flock");
-  return info.Env().Undefined();
-}
-
 void RegisterMeta(Napi::Env env, Napi::Object exports) {
-  exports.Set("fchmod", Napi::Function::New(env, Fchmod, "fchmod"));
+  // fchmod(fd, mode)
+  exports.Set("fchmod", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "fchmod", "mode", DoFchmod); }, "fchmod"));
   exports.Set("fchmodat", Napi::Function::New(env, Fchmodat, "fchmodat"));
-  exports.Set("flock", Napi::Function::New(env, Flock, "flock"));
+  // flock(fd, operation)
+  exports.Set("flock", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "flock", "operation", DoFlock); }, "flock"));
 }
 
 }  // namespace treeseal

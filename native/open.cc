@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "call.h"
 #include "ops.h"
 #include "syserr.h"
 
@@ -61,19 +62,11 @@ static Napi::Value Openat2(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), r);
 }
 
-// close(fd)
-static Napi::Value Close(const Napi::CallbackInfo& info) {
-  int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
-  int r = DoClose(static_cast<int>(fd));
-  if (r < 0) return ThrowSys(info.Env(), -r, "close");
-  return info.Env().Undefined();
-}
-
 void RegisterOpen(Napi::Env env, Napi::Object exports) {
   exports.Set("openat", Napi::Function::New(env, Openat, "openat"));
   exports.Set("openat2", Napi::Function::New(env, Openat2, "openat2"));
-  exports.Set("close", Napi::Function::New(env, Close, "close"));
+  // close(fd): never retried on EINTR (the fd is gone either way on Linux)
+  exports.Set("close", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "close", DoClose); }, "close"));
 }
 
 }  // namespace treeseal

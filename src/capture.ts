@@ -23,9 +23,8 @@ import {
 import { hasCode } from './sys/errno.js';
 import { CHUNK_BYTES, fillFile, type Filled } from './fill.js';
 import { FilePool, helperCount } from './pool.js';
-import { sys as nativeSys } from './sys/native.js';
 import { identityOf, sameIdentity, sameObject } from './sys/identity.js';
-import type { Stat, Sys } from './sys/native.js';
+import { sys as nativeSys, type Stat, type Sys } from './sys/native.js';
 
 
 export type CaptureProgress = Progress;
@@ -40,6 +39,7 @@ export class CaptureContext {
   readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   #pool: FilePool | undefined;
   #files = 0;
+  readonly #helpers: number;
   /** Per (source dev, build dev): whether FICLONE works; probed once. */
   readonly #cloneable = new Map<string, boolean>();
   readonly #report: (entries: number, bytes: number) => void;
@@ -54,6 +54,7 @@ export class CaptureContext {
     readonly parallelism?: number,
   ) {
     this.#report = throttled(onProgress);
+    this.#helpers = helperCount(parallelism);
   }
 
   /**
@@ -69,10 +70,9 @@ export class CaptureContext {
       if (probe === undefined && before.size > 0) this.setCloneable(before.dev, r.cloned);
       onDone(r);
     };
-    const helpers = helperCount(this.parallelism);
     this.#files++;
-    if (this.#pool === undefined && helpers > 0 && this.sys === nativeSys && this.#files >= (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) {
-      this.#pool = new FilePool(this.sys, this.buffer, helpers);
+    if (this.#pool === undefined && this.#helpers > 0 && this.sys === nativeSys && this.#files >= (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) {
+      this.#pool = new FilePool(this.sys, this.buffer, this.#helpers);
     }
     const identity = identityOf(before);
     if (this.#pool !== undefined) {

@@ -136,13 +136,3 @@ export function emptyDir(sys: Sys, fd: number): void {
   }
   for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name);
 }
-
-/** Removes an absolute path's last component through its parent's fd. */
-export function removePath(sys: Sys, parent: string, name: string): void {
-  const fd = openRealDir(sys, parent, 'parent');
-  try {
-    removeAt(sys, fd, name);
-  } finally {
-    closeQuietly(sys, fd);
-  }
-}

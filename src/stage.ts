@@ -31,7 +31,7 @@ export interface StagedFile {
   sha256: string;
 }
 
-interface Record {
+interface StagedRecord {
   target: string;
   parts: string[];
   sha256: string;
@@ -77,13 +77,13 @@ export class Stage {
   readonly root: string;
   readonly files: readonly StagedFile[];
   readonly #sys: Sys;
-  readonly #records: Record[];
+  readonly #records: StagedRecord[];
   #parentFd: number;
   #stageFd: number;
   readonly #name: string;
 
   /** @internal */
-  constructor(sys: Sys, root: string, name: string, parentFd: number, stageFd: number, records: Record[]) {
+  constructor(sys: Sys, root: string, name: string, parentFd: number, stageFd: number, records: StagedRecord[]) {
     this.#sys = sys;
     this.root = root;
     this.#name = name;
@@ -157,7 +157,7 @@ export class Stage {
   }
 }
 
-function stageOne(sys: Sys, stageFd: number, parts: string[], target: string, bytes: Uint8Array): Record {
+function stageOne(sys: Sys, stageFd: number, parts: string[], target: string, bytes: Uint8Array): StagedRecord {
   let dir = -1;
   try {
     for (const part of parts.slice(0, -1)) {

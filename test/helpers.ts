@@ -1,9 +1,11 @@
 // helpers.ts: temp trees, FIFOs, fd counting and the reflink loop mounts the tests share.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
+
+import { sys as nativeSys, type Sys } from '../dist/sys/index.js';
 
 const made: string[] = [];
 
@@ -55,14 +57,6 @@ export function checkNoFdLeaks(): void {
   });
 }
 
-export function listing(dir: string): string[] {
-  return readdirSync(dir).sort();
-}
-
-export function makeReadonlyTreeWritable(dir: string): void {
-  chmodSync(dir, 0o700);
-}
-
 /** The reflink-capable mounts from scripts/mounts.sh; required when CI=true. */
 export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
   const path = process.env[kind === 'xfs' ? 'TREESEAL_TEST_XFS' : 'TREESEAL_TEST_BTRFS'];
@@ -73,8 +67,6 @@ export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
   return undefined;
 }
 
-import type { Sys } from '../dist/sys/index.js';
-import { sys as nativeSys } from '../dist/sys/index.js';
 
 type Wrappers = { [K in keyof Sys]?: (orig: Sys[K]) => Sys[K] };
 

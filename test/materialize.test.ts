@@ -3,8 +3,8 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync,
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, SnapshotStore, type MaterializeOptions, type Snapshot } from '../dist/index.js';
-import { checkNoFdLeaks, mkfifo, reflinkMount, tempDir, writeTree } from './helpers.js';
+import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../dist/index.js';
+import { checkNoFdLeaks, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from './helpers.js';
 
 checkNoFdLeaks();
 
@@ -264,3 +264,25 @@ for (const kind of ['xfs', 'btrfs'] as const) {
     });
   });
 }
+
+describe('renameat2 refused by the filesystem', () => {
+  it('falls back to remove-then-rename when RENAME_EXCHANGE / RENAME_NOREPLACE give EINVAL', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'root/f': 'new', other: 'o' });
+    const refusing = wrapSys({
+      renameat2: (orig) => (a, b, c, d, flags) => {
+        if (flags !== 0) throw Object.assign(new Error('EINVAL: invalid argument, renameat2'), { code: 'EINVAL', errno: -22, syscall: 'renameat2' });
+        orig(a, b, c, d, flags);
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const data = store.captureSync({ source: repo, copy: ['root', 'other'] });
+    const snap = new Snapshot(data.root, data.toJSON(), refusing);
+    const dir = clone(work, { 'root/stale': 's' });
+    expect(snap.materializeSync(dir)).toMatchObject({ files: 2 });
+    expect(tree(dir)).toEqual(['other', 'root/', 'root/f']);
+    expect(stagesLeft(dir)).toEqual([]);
+    store.closeSync();
+  });
+});

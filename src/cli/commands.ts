@@ -245,6 +245,10 @@ async function freezeCmd(args: string[], io: Io, thawing: boolean): Promise<void
 export const COMMANDS = ['capture', 'materialize', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'freeze', 'thaw'] as const;
 export type Command = (typeof COMMANDS)[number];
 
+type Handler = (store: SnapshotStore, args: string[], v: Values, io: Io) => Promise<number | void> | number | void;
+
+const STORE_COMMANDS: Record<Exclude<Command, 'freeze' | 'thaw'>, Handler> = { capture, materialize, verify, ls, show, diff, rm, gc };
+
 /** Runs one subcommand; returns the exit status. */
 export async function run(command: Command, args: string[], v: Values, io: Io): Promise<number> {
   if (command === 'freeze' || command === 'thaw') {
@@ -253,31 +257,7 @@ export async function run(command: Command, args: string[], v: Values, io: Io): 
   }
   const store = await SnapshotStore.open(v.store);
   try {
-    switch (command) {
-      case 'capture':
-        await capture(store, args, v, io);
-        return 0;
-      case 'materialize':
-        await materialize(store, args, v, io);
-        return 0;
-      case 'verify':
-        return await verify(store, args, v, io);
-      case 'ls':
-        ls(store, args, v, io);
-        return 0;
-      case 'show':
-        show(store, args, v, io);
-        return 0;
-      case 'diff':
-        diff(store, args, v, io);
-        return 0;
-      case 'rm':
-        rm(store, args, v, io);
-        return 0;
-      case 'gc':
-        gc(store, args, v, io);
-        return 0;
-    }
+    return (await STORE_COMMANDS[command](store, args, v, io)) ?? 0;
   } finally {
     await store.close();
   }
