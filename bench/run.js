@@ -12,7 +12,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 const shared = resolve(root, process.env.TREESEAL_SHARED ?? '../shared');
 const work = resolve(process.env.TREESEAL_BENCH_DIR ?? join(root, '.bench'));
-const reps = Number(process.env.TREESEAL_BENCH_REPS ?? 5);
+const reps = Number(process.env.TREESEAL_BENCH_REPS ?? 3);
 const quick = process.env.TREESEAL_BENCH_QUICK === '1';
 
 const TREES = quick

@@ -12,6 +12,18 @@ import { verifySnapshotAt, type VerifyReport } from './verify.js';
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
   readonly root: string;
+  /** The snapshot digest (schema 3): names the snapshot in the store. */
+  readonly digest: string;
+  /** sha256 of the canonical manifest of the copy roots. */
+  readonly manifestDigest: string;
+  /** The copy roots' entries, sorted by UTF-8 bytes. */
+  readonly entries: readonly ManifestEntry[];
+  /** File bytes plus symlink target bytes, copy roots and mounts together. */
+  readonly totalBytes: number;
+  readonly source: string;
+  readonly revision: string;
+  readonly declarations: readonly string[];
+  readonly mounts: readonly CapturedMount[];
   readonly #data: SnapshotData;
   readonly #sys: Sys;
 
@@ -19,41 +31,14 @@ export class Snapshot {
     this.root = root;
     this.#data = data;
     this.#sys = sys;
-    Object.freeze(data.entries);
-  }
-
-  /** The snapshot digest (schema 3): names the snapshot in the store. */
-  get digest(): string {
-    return this.#data.digest;
-  }
-
-  /** sha256 of the canonical manifest of the copy roots. */
-  get manifestDigest(): string {
-    return this.#data.manifestDigest;
-  }
-
-  get entries(): readonly ManifestEntry[] {
-    return this.#data.entries;
-  }
-
-  get totalBytes(): number {
-    return this.#data.totalBytes;
-  }
-
-  get source(): string {
-    return this.#data.source;
-  }
-
-  get revision(): string {
-    return this.#data.revision;
-  }
-
-  get declarations(): readonly string[] {
-    return this.#data.declarations;
-  }
-
-  get mounts(): readonly CapturedMount[] {
-    return this.#data.mounts;
+    this.digest = data.digest;
+    this.manifestDigest = data.manifestDigest;
+    this.entries = Object.freeze(data.entries);
+    this.totalBytes = data.totalBytes;
+    this.source = data.source;
+    this.revision = data.revision;
+    this.declarations = Object.freeze(data.declarations);
+    this.mounts = Object.freeze(data.mounts);
   }
 
   /** The digests a caller pins with `expectMounts` to fail closed on drift. */
