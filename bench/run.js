@@ -69,20 +69,27 @@ from pathlib import Path
 sys.path.insert(0, ${JSON.stringify(pkg)})
 from wfb.task_assets import TaskAssetCache
 repo, name, cache_parent, clone_parent = sys.argv[1:5]
-with TaskAssetCache(Path(tempfile.mkdtemp(dir=cache_parent)) / "c") as cache:
-    os.sync()
-    t0 = time.perf_counter()
-    snap = cache.prepare({"sandbox_copy": [name]}, repo=Path(repo), resolved_sha="bench")
-    t1 = time.perf_counter()
-    clone = Path(tempfile.mkdtemp(dir=clone_parent))
-    os.sync()
-    t2 = time.perf_counter()
-    snap.materialize(clone)
-    t3 = time.perf_counter()
-    print(json.dumps({"capture": (t1 - t0) * 1000, "materialize": (t3 - t2) * 1000, "manifest": snap.manifest_digest}))
+# Not closed: the bench removes the cache after the rep, as it does treeseal's store.
+cache = TaskAssetCache(Path(tempfile.mkdtemp(dir=cache_parent)) / "c")
+os.sync()
+t0 = time.perf_counter()
+snap = cache.prepare({"sandbox_copy": [name]}, repo=Path(repo), resolved_sha="bench")
+t1 = time.perf_counter()
+clone = Path(tempfile.mkdtemp(dir=clone_parent))
+os.sync()
+t2 = time.perf_counter()
+snap.materialize(clone)
+t3 = time.perf_counter()
+print(json.dumps({"capture": (t1 - t0) * 1000, "materialize": (t3 - t2) * 1000, "manifest": snap.manifest_digest}))
 `,
   );
   return timed;
+}
+
+/** Flushes dirty pages and gives the disk a moment, so no run pays for the one before. */
+function settle() {
+  spawnSync('sync');
+  spawnSync('sleep', ['2']);
 }
 
 /** Times fn after flushing dirty pages, so no run pays for the writeback of the one before. */
@@ -108,27 +115,34 @@ function benchTree(fsName, base, tree, timed) {
   let seedDigest = '';
   let report;
   for (let i = 0; i < reps; i++) {
+    // Nothing is deleted until the rep is over (deletions on a discard-mounted disk stall
+    // whatever runs next), and the order rotates so no tool always runs after another.
     const cpDst = join(scratch, `cp-${i}`);
-    t.cp.push(timeIt(() => sh('cp', ['-a', '--reflink=auto', join(src, 'tree'), cpDst])));
-    dropDir(cpDst);
-
-    const store = SnapshotStore.openSync(join(scratch, `store-${i}`), { ephemeral: true });
-    let snap;
-    t.capture.push(timeIt(() => (snap = store.captureSync({ source: src, copy: ['tree'], revision: 'bench' }))));
-    digest = snap.manifestDigest;
+    const storeDir = join(scratch, `store-${i}`);
     const clone = join(scratch, `clone-${i}`);
-    mkdirSync(clone);
-    t.materialize.push(timeIt(() => (report = snap.materializeSync(clone, { fallbackBytes: 4 * 2 ** 30 }))));
-    dropDir(clone);
-    store.closeSync();
-
     const seedCache = join(scratch, `seed-${i}`);
-    mkdirSync(seedCache);
-    const out = JSON.parse(sh('python3', [timed, src, 'tree', seedCache, seedCache]));
-    t.seedCapture.push(out.capture);
-    t.seedMaterialize.push(out.materialize);
-    seedDigest = out.manifest;
-    dropDir(seedCache);
+    const ops = [
+      () => t.cp.push(timeIt(() => sh('cp', ['-a', '--reflink=auto', join(src, 'tree'), cpDst]))),
+      () => {
+        const store = SnapshotStore.openSync(storeDir);
+        let snap;
+        t.capture.push(timeIt(() => (snap = store.captureSync({ source: src, copy: ['tree'], revision: 'bench' }))));
+        digest = snap.manifestDigest;
+        mkdirSync(clone);
+        t.materialize.push(timeIt(() => (report = snap.materializeSync(clone, { fallbackBytes: 4 * 2 ** 30 }))));
+        store.closeSync();
+      },
+      () => {
+        mkdirSync(seedCache);
+        const out = JSON.parse(sh('python3', [timed, src, 'tree', seedCache, seedCache]));
+        t.seedCapture.push(out.capture);
+        t.seedMaterialize.push(out.materialize);
+        seedDigest = out.manifest;
+      },
+    ];
+    for (let k = 0; k < ops.length; k++) ops[(i + k) % ops.length]();
+    for (const dir of [cpDst, storeDir, clone, seedCache]) dropDir(dir);
+    settle();
   }
   dropDir(scratch);
   const m = Object.fromEntries(Object.entries(t).map(([k, v]) => [k, median(v)]));

@@ -26,7 +26,6 @@ import { FilePool, helperCount } from './pool.js';
 import { identityOf, sameIdentity, sameObject } from './sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from './sys/native.js';
 
-
 export type CaptureProgress = Progress;
 
 /** Files seen before an automatic capture starts its helper threads (a small tree is not worth them). */

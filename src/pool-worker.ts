@@ -8,17 +8,20 @@ import { sys } from './sys/native.js';
 const m = workerData as SharedSlots;
 const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
 
-for (;;) {
-  const seq = Atomics.load(m.ctrl, H.SEQ);
-  let ran = false;
-  for (let s = 0; s < SLOTS; s++) {
-    if (Atomics.compareExchange(m.ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
-      runSlot(sys, buffer, m, s);
-      ran = true;
+try {
+  for (;;) {
+    const seq = Atomics.load(m.ctrl, H.SEQ);
+    let ran = false;
+    for (let s = 0; s < SLOTS; s++) {
+      if (Atomics.compareExchange(m.ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
+        runSlot(sys, buffer, m, s);
+        ran = true;
+      }
     }
+    if (Atomics.load(m.ctrl, H.STOP) !== 0) break;
+    if (!ran) Atomics.wait(m.ctrl, H.SEQ, seq, 1000);
   }
-  if (Atomics.load(m.ctrl, H.STOP) !== 0) break;
-  if (!ran) Atomics.wait(m.ctrl, H.SEQ, seq, 1000);
+} finally {
+  Atomics.add(m.ctrl, H.EXITED, 1);
+  Atomics.notify(m.ctrl, H.EXITED);
 }
-Atomics.add(m.ctrl, H.EXITED, 1);
-Atomics.notify(m.ctrl, H.EXITED);

@@ -16,6 +16,7 @@ const HEADER = 8;
 /** Slot ints. */
 export const S = { STATE: 0, SRC: 1, DEST: 2, CLONE: 3, CLONED: 4, ERRNO: 5, SYSCALL: 6 } as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
+const EXIT_WAIT_MS = 5000;
 export const SYSCALLS = ['pread', 'pwrite', 'ioctl_ficlone', 'fstat', 'close', 'unknown'] as const;
 
 /** The shared memory of a pool; the helper threads see the same buffers. */
@@ -166,7 +167,11 @@ export class FilePool {
     const ctrl = this.#m.ctrl;
     Atomics.store(ctrl, H.STOP, 1);
     Atomics.notify(ctrl, H.SEQ);
-    while (Atomics.load(ctrl, H.EXITED) < this.#workers.length) Atomics.wait(ctrl, H.EXITED, Atomics.load(ctrl, H.EXITED), 50);
+    // Idle helpers leave at once; one that never started (it failed to load) must not hang us.
+    const deadline = Date.now() + EXIT_WAIT_MS;
+    while (Atomics.load(ctrl, H.EXITED) < this.#workers.length && Date.now() < deadline) {
+      Atomics.wait(ctrl, H.EXITED, Atomics.load(ctrl, H.EXITED), 50);
+    }
     for (const w of this.#workers) void w.terminate();
   }
 
