@@ -1,6 +1,6 @@
 // run.js: `npm run bench`: treeseal against `cp -a --reflink=auto` and the seed's Python cache, on ext4 and XFS, in one run.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -86,10 +86,28 @@ print(json.dumps({"capture": (t1 - t0) * 1000, "materialize": (t3 - t2) * 1000, 
   return timed;
 }
 
-/** Flushes dirty pages and gives the disk a moment, so no run pays for the one before. */
-function settle() {
+/** The inflight counter of the block device holding path (/sys/dev/block/MAJ:MIN/inflight). */
+function inflightFile(path) {
+  const dev = statSync(path).dev;
+  const file = `/sys/dev/block/${Math.floor(dev / 256) & 0xfff}:${(dev & 0xff) | ((dev >> 12) & 0xfff00)}/inflight`;
+  return existsSync(file) ? file : undefined;
+}
+
+/**
+ * Flushes dirty pages and waits for the disk to go quiet (no request in flight for a
+ * second, at most a minute): deletions on a discard-mounted disk keep it busy long
+ * after rm returns, and would be billed to whatever runs next.
+ */
+function settle(path) {
   spawnSync('sync');
-  spawnSync('sleep', ['2']);
+  const file = inflightFile(path);
+  const deadline = Date.now() + 60_000;
+  let quietSince = Date.now();
+  while (file !== undefined && Date.now() < deadline && Date.now() - quietSince < 1000) {
+    const busy = readFileSync(file, 'utf8').trim().split(/\s+/).some((n) => n !== '0');
+    if (busy) quietSince = Date.now();
+    spawnSync('sleep', ['0.1']);
+  }
 }
 
 /** Times fn after flushing dirty pages, so no run pays for the writeback of the one before. */
@@ -110,6 +128,7 @@ function benchTree(fsName, base, tree, timed) {
   const scratch = join(dir, 'scratch');
   dropDir(scratch);
   mkdirSync(scratch, { recursive: true });
+  settle(scratch);
   const t = { cp: [], capture: [], materialize: [], seedCapture: [], seedMaterialize: [] };
   let digest = '';
   let seedDigest = '';
@@ -142,7 +161,7 @@ function benchTree(fsName, base, tree, timed) {
     ];
     for (let k = 0; k < ops.length; k++) ops[(i + k) % ops.length]();
     for (const dir of [cpDst, storeDir, clone, seedCache]) dropDir(dir);
-    settle();
+    settle(scratch);
   }
   dropDir(scratch);
   const m = Object.fromEntries(Object.entries(t).map(([k, v]) => [k, median(v)]));
