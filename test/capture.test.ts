@@ -394,3 +394,20 @@ describe('async capture', () => {
     await store.close();
   });
 });
+
+describe('more declaration errors', () => {
+  it('unknown limits, ensureDirs on a file mount, explicit ensureDirs, bad workspace', () => {
+    const { repo, store } = setup({ 'cfg/app.json': '{}', 'deps/f': 'x' });
+    let err = captureError(store, { source: repo, copy: ['cfg'], limits: { maxFiles: 1 } as never });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'unknown limit: maxFiles']);
+    err = captureError(store, { source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json', ensureDirs: ['x'] }] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'ensureDirs needs a directory mount: cfg/app.json']);
+    err = captureError(store, { source: repo, copy: ['cfg'], workspace: 'relative' });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'workspace must be an absolute path']);
+    err = captureError(store, { source: repo, mounts: [{ source: 'deps', target: '../out' }] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', "mount target must not contain '..': ../out"]);
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensureDirs: ['cache/tmp'] }] });
+    expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload', 'payload/cache', 'payload/cache/tmp', 'payload/f']);
+    store.closeSync();
+  });
+});

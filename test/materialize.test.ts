@@ -286,3 +286,13 @@ describe('renameat2 refused by the filesystem', () => {
     store.closeSync();
   });
 });
+
+describe('mount point collisions', () => {
+  it('a mount target of another type in the clone is SEAL_COLLISION, and the file is kept', () => {
+    const { snap, store, work } = fixture(undefined, { 'node_modules/p/index.js': '1', 'a/x': 'x' }, ['a'], true);
+    const dir = clone(work, { node_modules: 'a file' });
+    expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION', message: 'mount target exists with another type: node_modules' }));
+    expect(readFileSync(join(dir, 'node_modules'), 'utf8')).toBe('a file');
+    store.closeSync();
+  });
+});
