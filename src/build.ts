@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 
 import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from './capture.js';
 import type { Plan } from './declaration.js';
-import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from './dirs.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from './dirs.js';
 import { DOCUMENT_NAME, computeDigests, decodeDocument, encodeDocument, type SnapshotData } from './document.js';
 import { SealError } from './errors.js';
 import { FROZEN_DIRS, applyModesAt } from './freeze.js';
@@ -59,7 +59,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
   const { sys } = ctx;
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false });
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, freezeDirs: true });
   for (const parts of plan.copyParts) {
     let srcParent = -1;
     let destParent = -1;
@@ -92,6 +92,21 @@ function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, 
       closeQuietly(sys, container);
     }
   });
+}
+
+/** Freezes the copy area's implicit parent directories and the area itself; the walk froze the rest. */
+function freezeCopyParents(sys: Sys, copyFd: number, plan: Plan): void {
+  const parents = new Set<string>();
+  for (const parts of plan.copyParts) for (let i = 1; i < parts.length; i++) parents.add(parts.slice(0, i).join('/'));
+  for (const rel of parents) {
+    const fd = openBeneath(sys, copyFd, rel.split('/'), DIR_FLAGS);
+    try {
+      sys.fchmod(fd, 0o500);
+    } finally {
+      closeQuietly(sys, fd);
+    }
+  }
+  sys.fchmod(copyFd, 0o500);
 }
 
 function freezeArea(sys: Sys, buildFd: number, name: string): void {
@@ -131,6 +146,7 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
     let entries;
     try {
       entries = captureCopyRoots(ctx, sourceFd, copyFd, plan).finished();
+      freezeCopyParents(sys, copyFd, plan);
     } finally {
       closeQuietly(sys, copyFd);
     }
@@ -152,7 +168,6 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
       throw new SealError('SEAL_BINDING', 'mount content changed after binding');
     }
     ctx.checkAbort();
-    freezeArea(sys, buildFd, 'copy');
     freezeArea(sys, buildFd, 'mounts');
     writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
     const reused = withStoreLock(sys, storeRoot, false, () => {

@@ -204,6 +204,11 @@ export interface BuilderOptions {
   allowSymlinks: boolean;
   /** Record permission bits (mounts); copy roots record mode 0 as the seed does. */
   preserveModes: boolean;
+  /**
+   * Freeze each walked directory (0500) as soon as its children are in (copy roots,
+   * whose trees never change once walked); mounts are frozen after ensureDirs.
+   */
+  freezeDirs: boolean;
 }
 
 /** Builds one area of a snapshot (the copy roots, or one mount) below destFd. */
@@ -305,6 +310,8 @@ export class TreeBuilder {
       const dest = openChildDir(sys, destDirFd, destName);
       try {
         this.copyDirContents(fd, dest, rel, opened, depth);
+        // Files still being filled by helper threads are written through fds already open.
+        if (this.options.freezeDirs) sys.fchmod(dest, 0o500);
       } finally {
         closeQuietly(sys, dest);
       }

@@ -76,7 +76,7 @@ export function captureMount(
   workspace: string,
 ): CapturedMount {
   const { sys } = ctx;
-  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true });
+  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
   let parent = -1;
   try {
     for (let i = 0; i < mount.sourceParts.length - 1; i++) {
