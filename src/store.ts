@@ -1,6 +1,6 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 
 import { SNAPSHOTS_DIR, TMP_DIR, buildSnapshot, loadSnapshotAt, removeSnapshot, sweepStaleBuilds, type BuildHooks } from './build.js';
 import { withStoreLock } from './lock.js';
@@ -15,7 +15,6 @@ import { escapePath } from './paths.js';
 import { Snapshot } from './snapshot.js';
 import { hasCode } from './sys/errno.js';
 import { sys as nativeSys, type Sys } from './sys/native.js';
-import { basename, dirname } from 'node:path';
 
 export interface StoreOptions {
   /** close() thaws and removes the whole store. */
@@ -98,13 +97,11 @@ export class SnapshotStore {
   #prepare(options: CaptureCallOptions): { plan: Plan; key: string; existing: Snapshot | undefined } {
     this.#checkOpen();
     const plan = planCapture(options);
-    if (plan.source === this.root || this.root.startsWith(`${plan.source}/`)) {
-      // Not fatal for copy roots that avoid it, but a copy root containing the store would copy itself.
-      for (const parts of [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]) {
-        const declared = `${plan.source}/${parts.join('/')}`;
-        if (this.root === declared || this.root.startsWith(`${declared}/`)) {
-          throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
-        }
+    // A store below the source is fine unless a declared root contains it (it would copy itself).
+    for (const parts of [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]) {
+      const declared = `${plan.source}/${parts.join('/')}`;
+      if (this.root === declared || this.root.startsWith(`${declared}/`)) {
+        throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
       }
     }
     const key = definitionKey(plan);
