@@ -34,136 +34,106 @@ function once(pred: () => boolean, fn: () => void): () => void {
   };
 }
 
+/** A syscall layer that runs `step` once, right after the first chunk of a file is read. */
+function afterFirstRead(step: () => void): Sys {
+  const run = once(() => true, step);
+  return wrapSys({
+    pread: (orig) => (fd, buf, off, len, pos) => {
+      const n = orig(fd, buf, off, len, pos);
+      run();
+      return n;
+    },
+  });
+}
+
+/** A syscall layer that runs `step` once, between the fstatat and the openat of the source entry `name`. */
+function beforeSourceOpen(name: string, step: () => void): Sys {
+  const run = once(() => true, step);
+  return wrapSys({
+    openat: (orig) => (dirfd, path, flags, mode) => {
+      if (nameOf(path) === name && !(flags & O_CREAT)) run();
+      return orig(dirfd, path, flags, mode);
+    },
+  });
+}
+
+/** A syscall layer that runs `step` once, right after tree/sub (the directory holding `z`) is listed. */
+function afterSubListing(step: () => void): Sys {
+  const run = once(() => true, step);
+  return wrapSys({
+    readdir: (orig) => (fd) => {
+      const out = orig(fd);
+      if (out.some((e) => e.name === 'z')) run();
+      return out;
+    },
+  });
+}
+
 const cases: Case[] = [
   {
     name: 'append after chunk 1',
     code: 'SEAL_CHANGED',
     message: 'file changed while snapshotting: tree/big',
-    sys: (repo) => {
-      let reads = 0;
-      return wrapSys({
-        pread: (orig) => (fd, buf, off, len, pos) => {
-          const n = orig(fd, buf, off, len, pos);
-          if (++reads === 1) appendFileSync(join(repo, 'tree/big'), 'more');
-          return n;
-        },
-      });
-    },
+    sys: (repo) => afterFirstRead(() => appendFileSync(join(repo, 'tree/big'), 'more')),
   },
   {
     name: 'same-size in-place rewrite during the read',
     code: 'SEAL_CHANGED',
     message: 'file changed while snapshotting: tree/big',
-    sys: (repo) => {
-      let reads = 0;
-      return wrapSys({
-        pread: (orig) => (fd, buf, off, len, pos) => {
-          const n = orig(fd, buf, off, len, pos);
-          if (++reads === 1) {
-            const w = openSync(join(repo, 'tree/big'), 'r+');
-            writeSync(w, Buffer.alloc(MiB, 0x41), 0, MiB, 0);
-            closeSync(w);
-          }
-          return n;
-        },
-      });
-    },
+    sys: (repo) =>
+      afterFirstRead(() => {
+        const w = openSync(join(repo, 'tree/big'), 'r+');
+        writeSync(w, Buffer.alloc(MiB, 0x41), 0, MiB, 0);
+        closeSync(w);
+      }),
   },
   {
     name: 'chmod during the read',
     code: 'SEAL_CHANGED',
     message: 'file changed while snapshotting: tree/big',
-    sys: (repo) => {
-      let reads = 0;
-      return wrapSys({
-        pread: (orig) => (fd, buf, off, len, pos) => {
-          const n = orig(fd, buf, off, len, pos);
-          if (++reads === 1) chmodSync(join(repo, 'tree/big'), 0o600);
-          return n;
-        },
-      });
-    },
+    sys: (repo) => afterFirstRead(() => chmodSync(join(repo, 'tree/big'), 0o600)),
   },
   {
     name: 'file renamed over between fstatat and openat',
     code: 'SEAL_CHANGED',
     message: 'path changed while opening: tree/small',
-    sys: (repo) => {
-      const step = once(() => true, () => {
+    sys: (repo) =>
+      beforeSourceOpen('small', () => {
         writeFileSync(join(repo, 'tree/other'), 'replacement');
         renameSync(join(repo, 'tree/other'), join(repo, 'tree/small'));
-      });
-      return wrapSys({
-        openat: (orig) => (dirfd, path, flags, mode) => {
-          if (nameOf(path) === 'small' && !(flags & O_CREAT)) step();
-          return orig(dirfd, path, flags, mode);
-        },
-      });
-    },
+      }),
   },
   {
     name: 'directory swapped for a symlink between fstatat and openat',
     code: 'SEAL_CHANGED',
     message: 'path changed while opening: tree/sub',
-    sys: (repo) => {
-      const step = once(() => true, () => {
+    sys: (repo) =>
+      beforeSourceOpen('sub', () => {
         renameSync(join(repo, 'tree/sub'), join(repo, 'moved'));
         symlinkSync('/etc', join(repo, 'tree/sub'));
-      });
-      return wrapSys({
-        openat: (orig) => (dirfd, path, flags, mode) => {
-          if (nameOf(path) === 'sub' && !(flags & O_CREAT)) step();
-          return orig(dirfd, path, flags, mode);
-        },
-      });
-    },
+      }),
   },
   {
     name: 'FIFO swapped in between fstatat and openat (must not block)',
     code: 'SEAL_CHANGED',
     message: 'path changed while opening: tree/small',
-    sys: (repo) => {
-      const step = once(() => true, () => {
+    sys: (repo) =>
+      beforeSourceOpen('small', () => {
         unlinkSync(join(repo, 'tree/small'));
         mkfifo(join(repo, 'tree/small'));
-      });
-      return wrapSys({
-        openat: (orig) => (dirfd, path, flags, mode) => {
-          if (nameOf(path) === 'small' && !(flags & O_CREAT)) step();
-          return orig(dirfd, path, flags, mode);
-        },
-      });
-    },
+      }),
   },
   {
     name: 'entry added while the directory is listed',
     code: 'SEAL_CHANGED',
     message: 'directory changed while snapshotting: tree/sub',
-    sys: (repo) => {
-      const step = once(() => true, () => writeFileSync(join(repo, 'tree/sub/added'), 'new'));
-      return wrapSys({
-        readdir: (orig) => (fd) => {
-          const out = orig(fd);
-          if (out.some((e) => e.name === 'z')) step();
-          return out;
-        },
-      });
-    },
+    sys: (repo) => afterSubListing(() => writeFileSync(join(repo, 'tree/sub/added'), 'new')),
   },
   {
     name: 'entry removed while the directory is listed',
     code: 'SEAL_CHANGED',
     message: 'path changed while opening: tree/sub/z',
-    sys: (repo) => {
-      const step = once(() => true, () => rmSync(join(repo, 'tree/sub/z')));
-      return wrapSys({
-        readdir: (orig) => (fd) => {
-          const out = orig(fd);
-          if (out.some((e) => e.name === 'z')) step();
-          return out;
-        },
-      });
-    },
+    sys: (repo) => afterSubListing(() => rmSync(join(repo, 'tree/sub/z'))),
   },
 ];
 

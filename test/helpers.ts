@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
+import { SealError } from '../dist/index.js';
 import { sys as nativeSys, type Sys } from '../dist/sys/index.js';
 
 const made: string[] = [];
@@ -82,4 +83,17 @@ export function wrapSys(wrappers: Wrappers): Sys {
 /** Entries of a store's tmp/ and snapshots/ (both must be empty after a failed capture). */
 export function storeLeftovers(storeRoot: string): string[] {
   return [...readdirSync(join(storeRoot, 'tmp')).map((n) => `tmp/${n}`), ...readdirSync(join(storeRoot, 'snapshots')).map((n) => `snapshots/${n}`)];
+}
+
+/** Runs fn, which must throw a SealError, and checks it left no fd open. */
+export function expectSealError(fn: () => unknown): SealError {
+  const fds = openFds().length;
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(SealError);
+    expect(openFds().length).toBe(fds);
+    return err as SealError;
+  }
+  throw new Error('call unexpectedly succeeded');
 }

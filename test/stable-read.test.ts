@@ -5,21 +5,10 @@ import { describe, expect, it } from 'vitest';
 
 import { SealError, readStable, readStableAt, readStableSync, writeFrozenFile, writeFrozenFileSync } from '../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../dist/sys/index.js';
-import { checkNoFdLeaks, mkfifo, openFds, tempDir, wrapSys } from './helpers.js';
+import { checkNoFdLeaks, expectSealError, mkfifo, tempDir, wrapSys } from './helpers.js';
 
 checkNoFdLeaks();
 
-function sealError(fn: () => unknown): SealError {
-  const fds = openFds().length;
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    expect(openFds().length).toBe(fds);
-    return err as SealError;
-  }
-  throw new Error('call unexpectedly succeeded');
-}
 
 describe('readStable', () => {
   it('reads a file with its executable bit and identity', async () => {
@@ -47,7 +36,7 @@ describe('readStable', () => {
     writeFileSync(join(dir, 'ten'), '0123456789');
     expect(readStableSync(join(dir, 'empty'), { maxBytes: 0 }).bytes.length).toBe(0);
     expect(readStableSync(join(dir, 'ten'), { maxBytes: 10 }).bytes.toString()).toBe('0123456789');
-    const err = sealError(() => readStableSync(join(dir, 'ten'), { maxBytes: 9 }));
+    const err = expectSealError(() => readStableSync(join(dir, 'ten'), { maxBytes: 9 }));
     expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `file exceeds the per-file limit (9 bytes): ${join(dir, 'ten')}`]);
   });
 
@@ -57,12 +46,12 @@ describe('readStable', () => {
     writeFileSync(join(dir, 'real'), 'x');
     symlinkSync('real', join(dir, 'link'));
     mkdirSync(join(dir, 'd'));
-    let err = sealError(() => readStableSync(join(dir, 'pipe'), { maxBytes: 10 }));
+    let err = expectSealError(() => readStableSync(join(dir, 'pipe'), { maxBytes: 10 }));
     expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', `must be a regular file: ${join(dir, 'pipe')}`]);
-    err = sealError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }));
+    err = expectSealError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }));
     expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `file must not be a symlink: ${join(dir, 'link')}`]);
-    expect(sealError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 })).code).toBe('SEAL_BAD_PATH');
-    expect(sealError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 })).code).toBe('SEAL_UNAVAILABLE');
+    expect(expectSealError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 })).code).toBe('SEAL_BAD_PATH');
+    expect(expectSealError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 })).code).toBe('SEAL_UNAVAILABLE');
   });
 
   it('a file that grows past the cap during the read is refused', () => {
@@ -76,10 +65,10 @@ describe('readStable', () => {
         return n;
       },
     });
-    const err = sealError(() => readStableSync(path, { maxBytes: 8, sys: grow }));
+    const err = expectSealError(() => readStableSync(path, { maxBytes: 8, sys: grow }));
     expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `file exceeds the per-file limit (8 bytes): ${path}`]);
     writeFileSync(path, 'abcd');
-    const err2 = sealError(() => readStableSync(path, { maxBytes: 100, sys: grow }));
+    const err2 = expectSealError(() => readStableSync(path, { maxBytes: 100, sys: grow }));
     expect([err2.code, err2.message, err2.retryable]).toEqual(['SEAL_CHANGED', `file changed while being copied: ${path}`, true]);
   });
 
@@ -98,7 +87,7 @@ describe('readStable', () => {
         return orig(dirfd, name, flags);
       },
     });
-    const err = sealError(() => readStableSync(path, { maxBytes: 100, sys: swap }));
+    const err = expectSealError(() => readStableSync(path, { maxBytes: 100, sys: swap }));
     expect([err.code, err.message]).toEqual(['SEAL_CHANGED', `file changed while being copied: ${path}`]);
   });
 });
@@ -117,10 +106,10 @@ describe('writeFrozenFile', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'exists'), 'keep');
     symlinkSync(join(dir, 'target-that-does-not-exist'), join(dir, 'dangling'));
-    let err = sealError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')));
+    let err = expectSealError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')));
     expect([err.code, err.message]).toEqual(['SEAL_COLLISION', `file already exists: ${join(dir, 'exists')}`]);
     expect(readFileSync(join(dir, 'exists'), 'utf8')).toBe('keep');
-    err = sealError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')));
+    err = expectSealError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')));
     expect(err.code).toBe('SEAL_COLLISION');
     expect(existsSync(join(dir, 'target-that-does-not-exist'))).toBe(false);
     expect(lstatSync(join(dir, 'dangling')).isSymbolicLink()).toBe(true);
@@ -130,7 +119,7 @@ describe('writeFrozenFile', () => {
     const dir = tempDir();
     mkdirSync(join(dir, 'real'));
     symlinkSync(join(dir, 'real'), join(dir, 'alias'));
-    const err = sealError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')));
+    const err = expectSealError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')));
     expect(err.code).toBe('SEAL_SYMLINK');
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
     const failing = wrapSys({

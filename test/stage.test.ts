@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, stageFiles, stageFilesSync } from '../dist/index.js';
-import { checkNoFdLeaks, openFds, tempDir, wrapSys } from './helpers.js';
+import { checkNoFdLeaks, expectSealError, tempDir, wrapSys } from './helpers.js';
 
 checkNoFdLeaks();
 
@@ -14,17 +14,6 @@ const files = [
   { target: 'top.txt', bytes: Buffer.from('top') },
 ];
 
-function stageError(fn: () => unknown): SealError {
-  const fds = openFds().length;
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    expect(openFds().length).toBe(fds);
-    return err as SealError;
-  }
-  throw new Error('call unexpectedly succeeded');
-}
 
 describe('stageFiles', () => {
   it('stages read-only files in a private directory, verifies them and removes them on close', async () => {
@@ -59,19 +48,19 @@ describe('stageFiles', () => {
       [[''], 'SEAL_BAD_PATH', 'stage target must be a non-empty relative path'],
     ];
     for (const [targets, code, message] of cases) {
-      const err = stageError(() => stageFilesSync(parent, targets.map((target) => ({ target, bytes: Buffer.from('x') }))));
+      const err = expectSealError(() => stageFilesSync(parent, targets.map((target) => ({ target, bytes: Buffer.from('x') }))));
       expect([err.code, err.message]).toEqual([code, message]);
       expect(readdirSync(parent)).toEqual([]);
     }
-    expect(stageError(() => stageFilesSync(parent, files, { maxPathBytes: 10 })).code).toBe('SEAL_LIMIT');
-    expect(stageError(() => stageFilesSync(parent, files, { prefix: '../x' })).code).toBe('SEAL_BAD_PATH');
+    expect(expectSealError(() => stageFilesSync(parent, files, { maxPathBytes: 10 })).code).toBe('SEAL_LIMIT');
+    expect(expectSealError(() => stageFilesSync(parent, files, { prefix: '../x' })).code).toBe('SEAL_BAD_PATH');
   });
 
   it('needs a real parent directory', () => {
     const work = tempDir();
     mkdirSync(join(work, 'real'));
     symlinkSync(join(work, 'real'), join(work, 'alias'));
-    const err = stageError(() => stageFilesSync(join(work, 'alias'), files));
+    const err = expectSealError(() => stageFilesSync(join(work, 'alias'), files));
     expect(err.code).toBe('SEAL_SYMLINK');
     expect(readdirSync(join(work, 'real'))).toEqual([]);
   });
@@ -89,7 +78,7 @@ describe('stageFiles', () => {
         if (typeof path === 'string' && path.startsWith('.treeseal-stage-')) symlinkSync(outside, join(parent, path, 'oracle'));
       },
     });
-    const err = stageError(() => stageFilesSync(parent, files, { sys: planting }));
+    const err = expectSealError(() => stageFilesSync(parent, files, { sys: planting }));
     expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'stage parent must be a real directory: oracle/expected.json']);
     expect(readdirSync(outside)).toEqual([]);
     expect(readdirSync(parent)).toEqual([]);
@@ -98,7 +87,7 @@ describe('stageFiles', () => {
   it('verify flags an extra file planted in the stage', () => {
     const stage = stageFilesSync(tempDir(), files);
     writeFileSync(join(stage.root, 'oracle/planted'), 'evil');
-    const err = stageError(() => stage.verify());
+    const err = expectSealError(() => stage.verify());
     expect([err.code, err.message]).toEqual(['SEAL_CHANGED', 'stage changed during verification: oracle/planted']);
     stage.close();
     expect(existsSync(stage.root)).toBe(false);
@@ -111,7 +100,7 @@ describe('stageFiles', () => {
     chmodSync(path, 0o600);
     writeFileSync(path, 'TOP');
     chmodSync(path, 0o400);
-    expect(stageError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
     stage.close();
     expect(readdirSync(parent)).toEqual([]);
   });
@@ -122,9 +111,9 @@ describe('stageFiles', () => {
     writeFileSync(`${path}.new`, 'top');
     chmodSync(`${path}.new`, 0o400);
     renameSync(`${path}.new`, path);
-    expect(stageError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
     rmSync(path);
-    expect(stageError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
     stage.close();
   });
 
