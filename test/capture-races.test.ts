@@ -23,11 +23,11 @@ function nameOf(path: unknown): string {
   return typeof path === 'string' ? path : String(path);
 }
 
-/** Runs fn once, the first time pred holds. */
-function once(pred: () => boolean, fn: () => void): () => void {
+/** Runs fn the first time it is called, and never again. */
+function once(fn: () => void): () => void {
   let done = false;
   return () => {
-    if (!done && pred()) {
+    if (!done) {
       done = true;
       fn();
     }
@@ -36,7 +36,7 @@ function once(pred: () => boolean, fn: () => void): () => void {
 
 /** A syscall layer that runs `step` once, right after the first chunk of a file is read. */
 function afterFirstRead(step: () => void): Sys {
-  const run = once(() => true, step);
+  const run = once(step);
   return wrapSys({
     pread: (orig) => (fd, buf, off, len, pos) => {
       const n = orig(fd, buf, off, len, pos);
@@ -48,7 +48,7 @@ function afterFirstRead(step: () => void): Sys {
 
 /** A syscall layer that runs `step` once, between the fstatat and the openat of the source entry `name`. */
 function beforeSourceOpen(name: string, step: () => void): Sys {
-  const run = once(() => true, step);
+  const run = once(step);
   return wrapSys({
     openat: (orig) => (dirfd, path, flags, mode) => {
       if (nameOf(path) === name && !(flags & O_CREAT)) run();
@@ -59,7 +59,7 @@ function beforeSourceOpen(name: string, step: () => void): Sys {
 
 /** A syscall layer that runs `step` once, right after tree/sub (the directory holding `z`) is listed. */
 function afterSubListing(step: () => void): Sys {
-  const run = once(() => true, step);
+  const run = once(step);
   return wrapSys({
     readdir: (orig) => (fd) => {
       const out = orig(fd);
