@@ -6,6 +6,7 @@ import type { Plan } from './declaration.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from './dirs.js';
 import { DOCUMENT_NAME, computeDigests, decodeDocument, encodeDocument, type SnapshotData } from './document.js';
 import { SealError } from './errors.js';
+import { writeAll } from './fill.js';
 import { FROZEN_DIRS, applyModesAt } from './freeze.js';
 import { captureMount, type CapturedMount } from './mounts.js';
 import { withStoreLock } from './lock.js';
@@ -29,7 +30,7 @@ function writeAllAt(sys: Sys, dirfd: number, name: string, text: string): void {
   const bytes = Buffer.from(text, 'utf8');
   const fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
   try {
-    for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, off);
+    writeAll(sys, fd, bytes);
   } finally {
     closeQuietly(sys, fd);
   }

@@ -145,6 +145,10 @@ function special(rel: string): SealError {
   });
 }
 
+function unavailable(rel: string, err: unknown): SealError {
+  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+}
+
 function symlinkRefused(rel: string): SealError {
   return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}`, { path: rel });
 }
@@ -168,10 +172,7 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
     try {
       st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
-      throw new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, {
-        path: rel,
-        cause: err,
-      });
+      throw unavailable(rel, err);
     }
   }
   if (isLink(st.mode)) throw symlinkRefused(rel);
@@ -291,11 +292,11 @@ export class TreeBuilder {
       st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
       if (hasCode(err, 'ENOENT') && !declared) throw changedOpening(rel, err);
-      throw new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+      throw unavailable(rel, err);
     }
     if (isLink(st.mode)) {
-      if (declared) throw symlinkRefused(rel);
-      if (!this.options.allowSymlinks) throw symlinkRefused(rel);
+      // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
+      if (declared || !this.options.allowSymlinks) throw symlinkRefused(rel);
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }

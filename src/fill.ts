@@ -1,6 +1,8 @@
 // fill.ts: one file's copy: clone-or-copy into the build, hash, and prove the source unchanged around it.
 import { createHash } from 'node:crypto';
 
+import { closeQuietly } from './dirs.js';
+import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY } from './sys/constants.js';
 import { identityOf, sameIdentity, type FileIdentity } from './sys/identity.js';
 import type { Sys } from './sys/native.js';
 
@@ -13,6 +15,29 @@ export interface Filled {
   cloned: boolean;
 }
 
+/** Writes all of bytes to fd at position (default 0), handling short writes. */
+export function writeAll(sys: Sys, fd: number, bytes: Uint8Array, position = 0): void {
+  for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, position + off);
+}
+
+/** Opens dirfd/name without following a link or blocking, and hashes it to EOF. */
+export function hashAt(sys: Sys, buffer: Buffer, dirfd: number, name: string): { sha256: string; size: number } {
+  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    const hash = createHash('sha256');
+    let size = 0;
+    for (;;) {
+      const n = sys.pread(fd, buffer, 0, buffer.length, size);
+      if (n === 0) break;
+      hash.update(buffer.subarray(0, n));
+      size += n;
+    }
+    return { sha256: hash.digest('hex'), size };
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
 /** Reads fd from offset 0 to EOF (stopping as soon as more than `size` bytes show up), hashing and optionally writing. */
 function stream(sys: Sys, buffer: Buffer, fd: number, out: number, hash: ReturnType<typeof createHash>, size: number): number {
   let copied = 0;
@@ -20,9 +45,7 @@ function stream(sys: Sys, buffer: Buffer, fd: number, out: number, hash: ReturnT
     const n = sys.pread(fd, buffer, 0, buffer.length, copied);
     if (n === 0) return copied;
     hash.update(buffer.subarray(0, n));
-    if (out >= 0) {
-      for (let written = 0; written < n; ) written += sys.pwrite(out, buffer, written, n - written, copied + written);
-    }
+    if (out >= 0) writeAll(sys, out, buffer.subarray(0, n), copied);
     copied += n;
     if (copied > size) return copied;
     // A short read of a regular file is its end; the identity check after proves it stayed so.

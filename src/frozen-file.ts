@@ -3,6 +3,7 @@ import { basename, dirname } from 'node:path';
 
 import { closeQuietly, openRealDir } from './dirs.js';
 import { SealError } from './errors.js';
+import { writeAll } from './fill.js';
 import { escapePath } from './paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
@@ -13,11 +14,6 @@ export interface WriteFrozenOptions {
   /** fsync the file and its directory before returning (default true). */
   fsync?: boolean;
   sys?: Sys;
-}
-
-/** Writes all of bytes to fd from offset 0, handling short writes. */
-export function writeAll(sys: Sys, fd: number, bytes: Uint8Array): void {
-  for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, off);
 }
 
 /**

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 
-import { CHUNK_BYTES } from './fill.js';
+import { CHUNK_BYTES, writeAll } from './fill.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from './dirs.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';
@@ -91,7 +91,7 @@ function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: num
     const n = run.sys.pread(src, run.buffer, 0, run.buffer.length, copied);
     if (n === 0) break;
     if (copied + n > size) throw corrupt(rel, 'snapshot file changed while materializing');
-    for (let w = 0; w < n; ) w += run.sys.pwrite(dst, run.buffer, w, n - w, copied + w);
+    writeAll(run.sys, dst, run.buffer.subarray(0, n), copied);
     copied += n;
   }
   if (copied !== size) throw corrupt(rel, 'snapshot file changed while materializing');

@@ -4,9 +4,9 @@ import { resolve } from 'node:path';
 
 import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from './dirs.js';
 import { SealError } from './errors.js';
-import { writeAll } from './frozen-file.js';
+import { hashAt, writeAll } from './fill.js';
 import { checkNoOverlap, checkRelative, escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isReg } from './sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from './sys/constants.js';
 import { hasCode } from './sys/errno.js';
 import { sys as nativeSys, type Sys } from './sys/native.js';
 
@@ -54,24 +54,6 @@ function checkTarget(raw: unknown, maxPathBytes: number): string[] {
   return checkRelative(raw, 'stage target', maxPathBytes);
 }
 
-function hashAt(sys: Sys, dirfd: number, name: string): { sha256: string; size: number } {
-  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  try {
-    const buffer = Buffer.allocUnsafe(64 * 1024);
-    const hash = createHash('sha256');
-    let size = 0;
-    for (;;) {
-      const n = sys.pread(fd, buffer, 0, buffer.length, size);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-      size += n;
-    }
-    return { sha256: hash.digest('hex'), size };
-  } finally {
-    closeQuietly(sys, fd);
-  }
-}
-
 export class Stage {
   /** Absolute path of the stage directory. */
   readonly root: string;
@@ -109,6 +91,7 @@ export class Stage {
     const files = new Map(this.#records.map((r) => [r.parts.join('/'), r]));
     const dirs = new Set<string>();
     for (const r of this.#records) for (let i = 1; i < r.parts.length; i++) dirs.add(r.parts.slice(0, i).join('/'));
+    const buffer = Buffer.allocUnsafe(64 * 1024);
     const walk = (fd: number, rel: string): void => {
       for (const entry of sys.readdir(fd)) {
         const name = String(entry.name);
@@ -128,7 +111,7 @@ export class Stage {
         if (want === undefined || !isReg(st.mode) || (st.mode & 0o7777) !== 0o400 || st.ino !== want.ino || st.dev !== want.dev) {
           throw changed(path);
         }
-        const got = hashAt(sys, fd, name);
+        const got = hashAt(sys, buffer, fd, name);
         if (got.size !== want.size || got.sha256 !== want.sha256) throw changed(path);
         files.delete(path);
       }

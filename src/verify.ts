@@ -1,14 +1,13 @@
 // verify.ts: re-hashes a published snapshot and checks every kind, mode and byte against its manifest.
-import { createHash } from 'node:crypto';
 
-import { CHUNK_BYTES } from './fill.js';
+import { CHUNK_BYTES, hashAt } from './fill.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from './dirs.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from './errors.js';
 import type { ManifestEntry } from './manifest.js';
 import { throttled, type ProgressFn } from './progress.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from './sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from './sys/constants.js';
 import type { Sys } from './sys/native.js';
 
 export interface VerifyReport {
@@ -28,23 +27,11 @@ interface Walk {
 }
 
 function hashFile(w: Walk, dirfd: number, name: string): { sha256: string; size: number } {
-  const fd = w.sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  try {
-    const hash = createHash('sha256');
-    let size = 0;
-    for (;;) {
-      const n = w.sys.pread(fd, w.buffer, 0, w.buffer.length, size);
-      if (n === 0) break;
-      hash.update(w.buffer.subarray(0, n));
-      size += n;
-    }
-    w.bytes += size;
-    w.shared.entries++;
-    w.progress(w.shared.entries, w.shared.bytes + w.bytes);
-    return { sha256: hash.digest('hex'), size };
-  } finally {
-    closeQuietly(w.sys, fd);
-  }
+  const got = hashAt(w.sys, w.buffer, dirfd, name);
+  w.bytes += got.size;
+  w.shared.entries++;
+  w.progress(w.shared.entries, w.shared.bytes + w.bytes);
+  return got;
 }
 
 function checkDir(w: Walk, fd: number, rel: string): void {
