@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 
 import { COMMANDS, UsageError, run, type Command, type Values } from './cli/commands.js';
 import { HELP, MAIN } from './cli/usage.js';
-import { SealError } from './errors.js';
+import { SealError } from './index.js';
 
 const OPTIONS = {
   store: { type: 'string' },

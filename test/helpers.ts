@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
 import { SealError } from '../dist/index.js';
+import { stopIdleWorker } from '../dist/internal.js';
 import { sys as nativeSys, type Sys } from '../dist/sys/index.js';
 
 const made: string[] = [];
@@ -50,10 +51,13 @@ export function openFds(): string[] {
 /** Asserts that the file's tests leave no fd open (counted around the whole file). */
 export function checkNoFdLeaks(): void {
   let before = 0;
-  beforeAll(() => {
+  beforeAll(async () => {
+    await stopIdleWorker();
     before = openFds().length;
   });
-  afterAll(() => {
+  afterAll(async () => {
+    // The shared worker thread's own event loop fds are not leaks: stop it first.
+    await stopIdleWorker();
     expect(openFds().length).toBe(before);
   });
 }

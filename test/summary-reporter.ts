@@ -5,6 +5,8 @@ export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: readonly TestModule[]): void {
     const counts = { passed: 0, failed: 0, skipped: 0 };
     for (const module of testModules) {
+      // A file that failed outside its tests (a hook, an import) counts as one failure.
+      if (module.state() === 'failed' && ![...module.children.allTests()].some((t) => t.result().state === 'failed')) counts.failed++;
       for (const test of module.children.allTests()) {
         const state = test.result().state;
         if (state === 'passed') counts.passed++;

@@ -2,13 +2,16 @@
 import { readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import type { SnapshotData } from '../document.js';
-import { SealError } from '../errors.js';
-import { freeze, thaw } from '../freeze.js';
-import type { ManifestEntry } from '../manifest.js';
-import type { ReflinkMode } from '../materialize.js';
-import type { MountDeclaration } from '../declaration.js';
-import { SnapshotStore } from '../store.js';
+import {
+  SealError,
+  SnapshotStore,
+  freeze,
+  thaw,
+  type ManifestEntry,
+  type MountDeclaration,
+  type ReflinkMode,
+  type SnapshotData,
+} from '../index.js';
 import { bytes, ms, progressLine } from './format.js';
 
 export class UsageError extends Error {

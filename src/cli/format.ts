@@ -1,5 +1,5 @@
 // format.ts: human-readable sizes, durations and the progress line the CLI draws on a terminal.
-import type { Progress } from '../progress.js';
+import type { CaptureProgress as Progress } from '../index.js';
 
 export function bytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

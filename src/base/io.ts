@@ -1,0 +1,96 @@
+// io.ts: whole-buffer writes, hashing a file to EOF, and bounded stable reads of one file, all through fds.
+import { createHash } from 'node:crypto';
+
+import { SealError } from './errors.js';
+import { closeQuietly } from './fd.js';
+import { escapePath } from './paths.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
+import type { Sys } from '../sys/native.js';
+
+/** Read and write size of one chunk: 1 MiB, as the seed copies. */
+export const CHUNK_BYTES = 1024 * 1024;
+
+/** Writes all of bytes to fd at position (default 0), handling short writes. */
+export function writeAll(sys: Sys, fd: number, bytes: Uint8Array, position = 0): void {
+  for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, position + off);
+}
+
+/** Opens dirfd/name without following a link or blocking, and hashes it to EOF. */
+export function hashAt(sys: Sys, buffer: Buffer, dirfd: number, name: string): { sha256: string; size: number } {
+  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    const hash = createHash('sha256');
+    let size = 0;
+    for (;;) {
+      const n = sys.pread(fd, buffer, 0, buffer.length, size);
+      if (n === 0) break;
+      hash.update(buffer.subarray(0, n));
+      size += n;
+    }
+    return { sha256: hash.digest('hex'), size };
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+export interface StableRead {
+  bytes: Buffer;
+  /** Any execute bit was set. */
+  executable: boolean;
+  identity: FileIdentity;
+}
+
+
+function changedWhileCopied(shown: string): SealError {
+  return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown });
+}
+
+/**
+ * Reads dirfd/name (never following a symlink, never blocking on a FIFO) when it is a
+ * regular file of at most maxBytes, and proves that its identity, its size and the
+ * name's binding to it did not change while it was read.
+ */
+export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: number, shown = name): StableRead {
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new SealError('SEAL_LIMIT', 'maxBytes must be a non-negative integer');
+  let fd: number;
+  try {
+    fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (err) {
+    if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `file must not be a symlink: ${escapePath(shown)}`, { path: shown, cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
+  }
+  try {
+    const before = sys.fstat(fd);
+    if (isDir(before.mode)) throw new SealError('SEAL_BAD_PATH', `must be a regular file, not a directory: ${escapePath(shown)}`, { path: shown });
+    if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
+    if (before.size > maxBytes) {
+      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${maxBytes} bytes): ${escapePath(shown)}`, { path: shown });
+    }
+    // size + 1: a file that grew is seen as such without reading (or allocating) more.
+    const bytes = Buffer.allocUnsafe(before.size + 1);
+    let got = 0;
+    while (got < bytes.length) {
+      const n = sys.pread(fd, bytes, got, bytes.length - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    const after = sys.fstat(fd);
+    if (after.size > maxBytes) {
+      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${maxBytes} bytes): ${escapePath(shown)}`, { path: shown });
+    }
+    if (got !== before.size || !sameIdentity(identityOf(before), identityOf(after))) throw changedWhileCopied(shown);
+    let named;
+    try {
+      named = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      throw new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown, cause: err });
+    }
+    if (!sameIdentity(identityOf(before), identityOf(named))) throw changedWhileCopied(shown);
+    return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: identityOf(before) };
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+

@@ -1,0 +1,65 @@
+// jobs.ts: the thread job protocol: job kinds each layer declares, the messages, and how errors cross threads.
+import { SealError, SEAL_CODES, type SealCode } from './errors.js';
+import type { Progress } from './progress.js';
+
+/**
+ * Every job the worker thread runs, by name: `{ args: [...]; result: R }`. Each layer
+ * declares its own jobs by augmenting this interface (`declare module '../base/jobs.js'`)
+ * next to the sync core it offloads, so this module imports none of them.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-interface
+export interface JobMap {}
+
+export type JobName = keyof JobMap;
+export type JobArgs<K extends JobName> = JobMap[K] extends { args: infer A extends unknown[] } ? A : never;
+export type JobResult<K extends JobName> = JobMap[K] extends { result: infer R } ? R : never;
+
+/** A request to the worker: a discriminated union over the job names. */
+export type JobRequest = { [K in JobName]: { id: number; op: K; args: JobArgs<K>; abort: Int32Array } }[JobName];
+
+/** What the sync core of a job gets besides its arguments. */
+export interface JobContext {
+  isAborted(): boolean;
+  onProgress(p: Progress): void;
+}
+
+export interface SerializedError {
+  message: string;
+  name: string;
+  props: Record<string, unknown>;
+  cause?: SerializedError;
+}
+
+/** A message from the worker about one job. */
+export type JobReply =
+  | { id: number; kind: 'progress'; progress: Progress }
+  | { id: number; kind: 'result'; result: unknown }
+  | { id: number; kind: 'error'; error: SerializedError };
+
+const ERROR_PROPS = ['code', 'path', 'errno', 'syscall', 'dest', 'retryable'] as const;
+
+export function serializeError(err: unknown): SerializedError {
+  if (!(err instanceof Error)) return { message: String(err), name: 'Error', props: {} };
+  const props: Record<string, unknown> = {};
+  for (const key of ERROR_PROPS) {
+    const v = (err as unknown as Record<string, unknown>)[key];
+    if (v !== undefined) props[key] = v;
+  }
+  const out: SerializedError = { message: err.message, name: err.name, props };
+  if (err.cause !== undefined) out.cause = serializeError(err.cause);
+  return out;
+}
+
+/** Rebuilds the error the sync call threw: the same SealError, system error, TypeError or RangeError. */
+export function reviveError(e: SerializedError): Error {
+  const cause = e.cause === undefined ? undefined : reviveError(e.cause);
+  const code = e.props.code;
+  if (e.name === 'SealError' && typeof code === 'string' && (SEAL_CODES as readonly string[]).includes(code)) {
+    return new SealError(code as SealCode, e.message, { path: e.props.path as string | undefined, cause });
+  }
+  const Ctor = e.name === 'TypeError' ? TypeError : e.name === 'RangeError' ? RangeError : Error;
+  const err = new Ctor(e.message, cause === undefined ? undefined : { cause });
+  if (Ctor === Error) err.name = e.name;
+  Object.assign(err, e.props);
+  return err;
+}

@@ -1,0 +1,27 @@
+// pool-worker.ts: a FilePool helper thread: claims queued slots, fills and hashes their files, marks them done.
+import { workerData } from 'node:worker_threads';
+
+import { CHUNK_BYTES } from '../base/io.js';
+import { H, S, SLOTS, STATE, runSlot, slotBase, type SharedSlots } from './pool.js';
+import { sys } from '../sys/native.js';
+
+const m = workerData as SharedSlots;
+const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+
+try {
+  for (;;) {
+    const seq = Atomics.load(m.ctrl, H.SEQ);
+    let ran = false;
+    for (let s = 0; s < SLOTS; s++) {
+      if (Atomics.compareExchange(m.ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
+        runSlot(sys, buffer, m, s);
+        ran = true;
+      }
+    }
+    if (Atomics.load(m.ctrl, H.STOP) !== 0) break;
+    if (!ran) Atomics.wait(m.ctrl, H.SEQ, seq, 1000);
+  }
+} finally {
+  Atomics.add(m.ctrl, H.EXITED, 1);
+  Atomics.notify(m.ctrl, H.EXITED);
+}

@@ -1,0 +1,386 @@
+// capture.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
+import { createHash } from 'node:crypto';
+
+import { closeQuietly, openChildDir } from '../base/fd.js';
+import { SealError } from '../base/errors.js';
+import type { Limits } from '../base/limits.js';
+import { throttled, type Progress, type ProgressFn } from '../base/progress.js';
+import { sortEntries, type ManifestEntry } from '../base/manifest.js';
+import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
+import {
+  AT_SYMLINK_NOFOLLOW,
+  O_CREAT,
+  O_DIRECTORY,
+  O_EXCL,
+  O_NOFOLLOW,
+  O_NONBLOCK,
+  O_RDONLY,
+  O_RDWR,
+  isDir,
+  isLink,
+  isReg,
+} from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import { CHUNK_BYTES } from '../base/io.js';
+import { fillFile, type Filled } from './copy-file.js';
+import { FilePool, helperCount } from './pool.js';
+import { identityOf, sameIdentity, sameObject } from '../sys/identity.js';
+import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
+
+export type CaptureProgress = Progress;
+
+/** Files seen before an automatic capture starts its helper threads (a small tree is not worth them). */
+const AUTO_POOL_FILES = 128;
+
+/** State shared by every builder of one capture: budget, clone probes, buffer, cancellation. */
+export class CaptureContext {
+  entries = 0;
+  totalBytes = 0;
+  readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+  #pool: FilePool | undefined;
+  #files = 0;
+  readonly #helpers: number;
+  /** Per (source dev, build dev): whether FICLONE works; probed once. */
+  readonly #cloneable = new Map<string, boolean>();
+  readonly #report: (entries: number, bytes: number) => void;
+
+  constructor(
+    readonly sys: Sys,
+    readonly limits: Limits,
+    readonly buildDev: bigint,
+    readonly isAborted: () => boolean = () => false,
+    onProgress?: ProgressFn,
+    /** Helper threads for file jobs (undefined: one per spare core); 0 keeps everything on this thread. */
+    readonly parallelism?: number,
+  ) {
+    this.#report = throttled(onProgress);
+    this.#helpers = helperCount(parallelism);
+  }
+
+  /**
+   * Fills and hashes one file (owning, and closing, both fds): on a helper thread
+   * once enough files have been seen to pay for one, else here. onDone runs on this
+   * thread, in no particular order; drain() waits for all of them.
+   */
+  runFile(src: number, dest: number, before: Stat, rel: string, onDone: (f: Filled) => void): void {
+    const probe = this.cloneable(before.dev);
+    const done = (r: Filled | 'changed' | Error): void => {
+      if (r === 'changed') throw changed('file', rel);
+      if (r instanceof Error) throw r;
+      if (probe === undefined && before.size > 0) this.setCloneable(before.dev, r.cloned);
+      onDone(r);
+    };
+    this.#files++;
+    if (this.#pool === undefined && this.#helpers > 0 && this.sys === nativeSys && this.#files >= (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) {
+      this.#pool = new FilePool(this.sys, this.buffer, this.#helpers);
+    }
+    const identity = identityOf(before);
+    if (this.#pool !== undefined) {
+      this.#pool.submit(src, dest, identity, probe !== false, done);
+      return;
+    }
+    let r: Filled | 'changed';
+    try {
+      r = fillFile(this.sys, this.buffer, src, dest, identity, probe !== false);
+    } finally {
+      closeQuietly(this.sys, src, dest);
+    }
+    done(r);
+  }
+
+  /** Waits for every file job; throws the first failure. */
+  drain(): void {
+    this.#pool?.drain();
+  }
+
+  /** Stops the helper threads after the jobs in flight (their fds closed); idempotent. */
+  close(): void {
+    const pool = this.#pool;
+    this.#pool = undefined;
+    pool?.close();
+  }
+
+  checkAbort(): void {
+    if (this.isAborted()) throw new SealError('SEAL_ABORTED', 'capture was aborted');
+  }
+
+  addEntry(): void {
+    if (this.entries >= this.limits.maxEntries) {
+      throw new SealError('SEAL_LIMIT', `capture exceeds the entry limit (${this.limits.maxEntries} entries)`);
+    }
+    this.entries++;
+  }
+
+  checkBytes(extra: number): void {
+    if (this.totalBytes + extra > this.limits.maxTotalBytes) {
+      throw new SealError('SEAL_LIMIT', `capture exceeds the total byte limit (${this.limits.maxTotalBytes} bytes)`);
+    }
+  }
+
+  addBytes(n: number): void {
+    this.totalBytes += n;
+    this.#report(this.entries, this.totalBytes);
+  }
+
+  /** undefined: not probed yet for this pair. */
+  cloneable(srcDev: bigint): boolean | undefined {
+    return this.#cloneable.get(`${srcDev}:${this.buildDev}`);
+  }
+
+  setCloneable(srcDev: bigint, ok: boolean): void {
+    this.#cloneable.set(`${srcDev}:${this.buildDev}`, ok);
+  }
+}
+
+function changed(what: 'file' | 'directory' | 'symlink', rel: string): SealError {
+  return new SealError('SEAL_CHANGED', `${what} changed while snapshotting: ${escapePath(rel)}`, { path: rel });
+}
+
+function changedOpening(rel: string, cause?: unknown): SealError {
+  return new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(rel)}`, { path: rel, cause });
+}
+
+function special(rel: string): SealError {
+  return new SealError('SEAL_SPECIAL_FILE', `capture accepts only regular files and directories: ${escapePath(rel)}`, {
+    path: rel,
+  });
+}
+
+function unavailable(rel: string, err: unknown): SealError {
+  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+}
+
+function symlinkRefused(rel: string): SealError {
+  return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}`, { path: rel });
+}
+
+function nameOf(name: string | Buffer, parentRel: string): string {
+  if (typeof name !== 'string' || !isWellFormed(name)) {
+    const shown = `${parentRel === '' ? '' : `${escapePath(parentRel)}/`}${escapePath(name)}`;
+    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${shown}`, { path: shown });
+  }
+  return name;
+}
+
+/**
+ * The fstatat → type check → openat(O_NOFOLLOW|O_NONBLOCK) → fstat-same-object
+ * sequence. Returns the open fd and its fstat.
+ */
+export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, requireDir: boolean, seen?: Stat): [number, Stat] {
+  let st: Stat;
+  if (seen !== undefined) st = seen;
+  else {
+    try {
+      st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      throw unavailable(rel, err);
+    }
+  }
+  if (isLink(st.mode)) throw symlinkRefused(rel);
+  if (requireDir && !isDir(st.mode)) {
+    throw new SealError('SEAL_BAD_PATH', `parent must be a directory: ${escapePath(rel)}`, { path: rel });
+  }
+  if (!isDir(st.mode) && !isReg(st.mode)) throw special(rel);
+  let fd: number;
+  try {
+    fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (isDir(st.mode) ? O_DIRECTORY : 0));
+  } catch (err) {
+    if (hasCode(err, 'ELOOP', 'ENOTDIR', 'ENOENT', 'ENXIO')) throw changedOpening(rel, err);
+    throw new SealError('SEAL_UNAVAILABLE', `path is unreadable: ${escapePath(rel)}: ${(err as Error).message}`, {
+      path: rel,
+      cause: err,
+    });
+  }
+  try {
+    const opened = sys.fstat(fd);
+    if (!sameObject(identityOf(opened), identityOf(st))) throw changedOpening(rel);
+    return [fd, opened];
+  } catch (err) {
+    closeQuietly(sys, fd);
+    throw err;
+  }
+}
+
+export interface BuilderOptions {
+  /** Keep bounded relative symlinks (mounts) instead of refusing them (copy roots). */
+  allowSymlinks: boolean;
+  /** Record permission bits (mounts); copy roots record mode 0 as the seed does. */
+  preserveModes: boolean;
+  /**
+   * Freeze each walked directory (0500) as soon as its children are in (copy roots,
+   * whose trees never change once walked); mounts are frozen after ensureDirs.
+   */
+  freezeDirs: boolean;
+}
+
+/** Builds one area of a snapshot (the copy roots, or one mount) below destFd. */
+export class TreeBuilder {
+  readonly entries = new Map<string, ManifestEntry>();
+  totalBytes = 0;
+
+  constructor(
+    readonly ctx: CaptureContext,
+    readonly destFd: number,
+    readonly options: BuilderOptions,
+  ) {}
+
+  /** The sorted entries, once every file job has finished. */
+  finished(): ManifestEntry[] {
+    this.ctx.drain();
+    return sortEntries(this.entries.values());
+  }
+
+  #record(entry: ManifestEntry): void {
+    if (utf8Bytes(entry.path) > this.ctx.limits.maxPathBytes) {
+      throw new SealError('SEAL_LIMIT', `capture exceeds the path byte limit (${this.ctx.limits.maxPathBytes} bytes): ${escapePath(entry.path)}`, { path: entry.path });
+    }
+    const existing = this.entries.get(entry.path);
+    if (existing !== undefined) {
+      if (existing.kind === entry.kind && existing.kind === 'directory') return;
+      throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(entry.path)}`, { path: entry.path });
+    }
+    this.ctx.addEntry();
+    this.entries.set(entry.path, entry);
+  }
+
+  #recordDir(rel: string): void {
+    this.#record({ kind: 'directory', path: rel, size: 0, sha256: '', mode: 0, link_target: '' });
+  }
+
+  /**
+   * Opens (creating and recording as they go) the directories `parts` below the
+   * area root, returning an fd of the last; the caller closes it.
+   */
+  ensureDirs(parts: readonly string[]): number {
+    let fd = -1;
+    try {
+      for (let i = 0; i < parts.length; i++) {
+        const rel = parts.slice(0, i + 1).join('/');
+        const existing = this.entries.get(rel);
+        if (existing !== undefined && existing.kind !== 'directory') {
+          throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(rel)}`, { path: rel });
+        }
+        this.#recordDir(rel);
+        const parent = fd < 0 ? this.destFd : fd;
+        try {
+          this.ctx.sys.mkdirat(parent, parts[i]!, 0o700);
+        } catch (err) {
+          if (!hasCode(err, 'EEXIST')) throw err;
+        }
+        const next = openChildDir(this.ctx.sys, parent, parts[i]!);
+        closeQuietly(this.ctx.sys, fd);
+        fd = next;
+      }
+      return fd < 0 ? this.ctx.sys.openat(this.destFd, '.', O_RDONLY | O_DIRECTORY) : fd;
+    } catch (err) {
+      closeQuietly(this.ctx.sys, fd);
+      throw err;
+    }
+  }
+
+  /**
+   * Captures the source entry `name` below srcDirFd into destDirFd under the
+   * manifest path `rel` (depth = its component count), named destName there.
+   */
+  copyChild(srcDirFd: number, destDirFd: number, name: string, rel: string, depth: number, destName = name, declared = false): void {
+    const { sys, limits } = this.ctx;
+    this.ctx.checkAbort();
+    if (depth > limits.maxDepth) {
+      throw new SealError('SEAL_LIMIT', `capture exceeds the depth limit (${limits.maxDepth} levels): ${escapePath(rel)}`, { path: rel });
+    }
+    let st: Stat;
+    try {
+      st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT') && !declared) throw changedOpening(rel, err);
+      throw unavailable(rel, err);
+    }
+    if (isLink(st.mode)) {
+      // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
+      if (declared || !this.options.allowSymlinks) throw symlinkRefused(rel);
+      this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
+      return;
+    }
+    const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
+    if (!isDir(opened.mode)) {
+      this.#copyFile(fd, destDirFd, destName, rel, opened);
+      return;
+    }
+    try {
+      this.#recordDir(rel);
+      sys.mkdirat(destDirFd, destName, 0o700);
+      const dest = openChildDir(sys, destDirFd, destName);
+      try {
+        this.copyDirContents(fd, dest, rel, opened, depth);
+        // Files still being filled by helper threads are written through fds already open.
+        if (this.options.freezeDirs) sys.fchmod(dest, 0o500);
+      } finally {
+        closeQuietly(sys, dest);
+      }
+    } finally {
+      closeQuietly(sys, fd);
+    }
+  }
+
+  /** Copies every child of the open source directory, then checks it did not change meanwhile. */
+  copyDirContents(srcFd: number, destFd: number, rel: string, before: Stat, depth: number): void {
+    const { sys } = this.ctx;
+    const listed = sys.readdir(srcFd);
+    const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
+    for (const n of names) this.copyChild(srcFd, destFd, n, rel === '' ? n : `${rel}/${n}`, depth + 1);
+    if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('directory', rel);
+  }
+
+  /** Copies the open regular file (owning srcFd) into destDirFd/name, frozen at creation, and records it. */
+  #copyFile(srcFd: number, destDirFd: number, name: string, rel: string, before: Stat): void {
+    const { sys, limits } = this.ctx;
+    const capturedMode = this.options.preserveModes ? before.mode & 0o7777 : 0;
+    const entry: ManifestEntry = { kind: 'file', path: rel, size: before.size, sha256: '', mode: capturedMode, link_target: '' };
+    let dest = -1;
+    try {
+      if (before.size > limits.maxFileBytes) {
+        throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
+      }
+      this.ctx.checkBytes(before.size);
+      this.#record(entry);
+      dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, capturedMode & 0o111 ? 0o500 : 0o400);
+    } catch (err) {
+      closeQuietly(sys, srcFd, dest);
+      throw err;
+    }
+    this.totalBytes += before.size;
+    this.ctx.addBytes(before.size);
+    this.ctx.runFile(srcFd, dest, before, rel, (filled) => this.entries.set(rel, { ...entry, sha256: filled.sha256 }));
+  }
+
+  #copySymlink(srcDirFd: number, destDirFd: number, name: string, destName: string, rel: string, before: Stat): void {
+    const { sys, limits } = this.ctx;
+    const target = sys.readlinkat(srcDirFd, name);
+    if (typeof target !== 'string' || !isWellFormed(target)) {
+      throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
+    }
+    if (target === '' || target.startsWith('/')) {
+      throw new SealError('SEAL_ESCAPE', `symlink must be a bounded relative link: ${escapePath(rel)}`, { path: rel });
+    }
+    const bytes = utf8Bytes(target);
+    if (bytes > limits.maxPathBytes) {
+      throw new SealError('SEAL_LIMIT', `symlink target exceeds the path limit (${limits.maxPathBytes} bytes): ${escapePath(rel)}`, { path: rel });
+    }
+    this.ctx.checkBytes(bytes);
+    sys.symlinkat(target, destDirFd, destName);
+    const after = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
+    if (!sameIdentity(identityOf(before), identityOf(after)) || sys.readlinkat(srcDirFd, name) !== target) {
+      throw changed('symlink', rel);
+    }
+    this.totalBytes += bytes;
+    this.#record({
+      kind: 'symlink',
+      path: rel,
+      size: bytes,
+      sha256: createHash('sha256').update(target, 'utf8').digest('hex'),
+      mode: 0,
+      link_target: target,
+    });
+    this.ctx.addBytes(bytes);
+  }
+}

@@ -1,0 +1,4 @@
+// internal.ts: the one internal entry the tests and the torture suite import (not part of the package's exports).
+export { compareUtf8, escapePath, normalize } from './base/paths.js';
+export { sha256Hex } from './base/manifest.js';
+export { offload, stopIdleWorker } from './base/offload.js';

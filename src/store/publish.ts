@@ -1,0 +1,176 @@
+// build.ts: runs a capture plan into a private build directory, freezes it and publishes it by one rename.
+import { randomBytes } from 'node:crypto';
+
+import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from '../capture/walk.js';
+import type { Plan } from '../capture/plan.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { computeDigests, encodeDocument, type SnapshotData } from './document.js';
+import { SealError } from '../base/errors.js';
+import { writeAll } from '../base/io.js';
+import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
+import { captureMount, type CapturedMount } from '../capture/mounts.js';
+import { withStoreLock } from './lock.js';
+import { loadSnapshotAt } from './store-dir.js';
+import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
+import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Sys } from '../sys/native.js';
+
+
+export interface BuildHooks {
+  isAborted?: () => boolean;
+  onProgress?: (p: CaptureProgress) => void;
+}
+
+function writeAllAt(sys: Sys, dirfd: number, name: string, text: string): void {
+  const bytes = Buffer.from(text, 'utf8');
+  const fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
+  try {
+    writeAll(sys, fd, bytes);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
+  const { sys } = ctx;
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, freezeDirs: true });
+  for (const parts of plan.copyParts) {
+    let srcParent = -1;
+    let destParent = -1;
+    try {
+      for (let i = 0; i < parts.length - 1; i++) {
+        const rel = parts.slice(0, i + 1).join('/');
+        const [fd] = openChecked(sys, srcParent < 0 ? sourceFd : srcParent, parts[i]!, rel, true);
+        closeQuietly(sys, srcParent);
+        srcParent = fd;
+      }
+      destParent = builder.ensureDirs(parts.slice(0, -1));
+      const rel = parts.join('/');
+      builder.copyChild(srcParent < 0 ? sourceFd : srcParent, destParent, parts[parts.length - 1]!, rel, parts.length, undefined, true);
+    } finally {
+      closeQuietly(sys, srcParent, destParent);
+    }
+  }
+  return builder;
+}
+
+function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, plan: Plan): CapturedMount[] {
+  const { sys } = ctx;
+  return plan.mounts.map((mount, index) => {
+    const name = mountDir(index);
+    sys.mkdirat(mountsFd, name, 0o700);
+    const container = openChildDir(sys, mountsFd, name);
+    try {
+      return captureMount(ctx, sourceFd, container, mount, plan.workspace);
+    } finally {
+      closeQuietly(sys, container);
+    }
+  });
+}
+
+/** Freezes the copy area's implicit parent directories and the area itself; the walk froze the rest. */
+function freezeCopyParents(sys: Sys, copyFd: number, plan: Plan): void {
+  const parents = new Set<string>();
+  for (const parts of plan.copyParts) for (let i = 1; i < parts.length; i++) parents.add(parts.slice(0, i).join('/'));
+  for (const rel of parents) {
+    const fd = openBeneath(sys, copyFd, rel.split('/'), DIR_FLAGS);
+    try {
+      sys.fchmod(fd, 0o500);
+    } finally {
+      closeQuietly(sys, fd);
+    }
+  }
+  sys.fchmod(copyFd, 0o500);
+}
+
+function freezeArea(sys: Sys, buildFd: number, name: string): void {
+  const fd = openChildDir(sys, buildFd, name);
+  try {
+    applyModesAt(sys, fd, FROZEN_DIRS);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/**
+ * Captures `plan` into `<store>/tmp/build-*`, freezes it, writes manifest.json last
+ * and publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE. A
+ * digest that is already published is reused and the build removed. On any
+ * failure the build is removed and nothing is published.
+ */
+export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks = {}): SnapshotData {
+  const sourceFd = openRealDir(sys, plan.source, 'source');
+  let tmpFd = -1;
+  let snapshotsFd = -1;
+  let buildFd = -1;
+  let buildName = '';
+  let published = false;
+  let ctx: CaptureContext | undefined;
+  try {
+    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+    snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+    buildName = BUILD_PREFIX + randomBytes(16).toString('hex');
+    sys.mkdirat(tmpFd, buildName, 0o700);
+    buildFd = sys.openat(tmpFd, buildName, DIR_FLAGS);
+    // Held until this build is published or removed: a sweep never takes a live build.
+    sys.flock(buildFd, LOCK_EX | LOCK_NB);
+    ctx = new CaptureContext(sys, plan.limits, sys.fstat(buildFd).dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
+    sys.mkdirat(buildFd, COPY_AREA, 0o700);
+    const copyFd = openChildDir(sys, buildFd, COPY_AREA);
+    let entries;
+    try {
+      entries = captureCopyRoots(ctx, sourceFd, copyFd, plan).finished();
+      freezeCopyParents(sys, copyFd, plan);
+    } finally {
+      closeQuietly(sys, copyFd);
+    }
+    sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
+    const mountsFd = openChildDir(sys, buildFd, MOUNTS_AREA);
+    let mounts: CapturedMount[];
+    try {
+      mounts = captureMounts(ctx, sourceFd, mountsFd, plan);
+    } finally {
+      closeQuietly(sys, mountsFd);
+    }
+    const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
+    const data: SnapshotData = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
+    const expect = plan.expectMounts;
+    if (
+      expect !== undefined &&
+      (expect.contentDigest !== data.mountBinding.contentDigest || expect.manifestDigest !== data.mountBinding.manifestDigest)
+    ) {
+      throw new SealError('SEAL_BINDING', 'mount content changed after binding');
+    }
+    ctx.checkAbort();
+    freezeArea(sys, buildFd, MOUNTS_AREA);
+    writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
+    const reused = withStoreLock(sys, storeRoot, false, () => {
+      try {
+        sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
+        published = true;
+        sys.fchmod(buildFd, 0o500);
+        return undefined;
+      } catch (err) {
+        if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
+        // Published already (another process or an earlier run): reuse it, never overwrite it.
+        return loadSnapshotAt(sys, snapshotsFd, data.digest);
+      }
+    });
+    return reused ?? data;
+  } finally {
+    // Helper threads finish what they hold (closing its fds) before the build can be removed.
+    ctx?.close();
+    closeQuietly(sys, sourceFd, snapshotsFd);
+    if (buildFd >= 0) closeQuietly(sys, buildFd);
+    if (!published && buildName !== '' && tmpFd >= 0) {
+      try {
+        removeAt(sys, tmpFd, buildName);
+      } catch {
+        // a stale build is swept when the store is next opened
+      }
+    }
+    closeQuietly(sys, tmpFd);
+  }
+}
+

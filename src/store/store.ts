@@ -1,0 +1,204 @@
+// store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+import { SealError } from '../base/errors.js';
+import { closeQuietly, openRealDir } from '../base/fd.js';
+import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { escapePath } from '../base/paths.js';
+import type { CaptureProgress } from '../capture/walk.js';
+import { definitionKey, planCapture, type CaptureOptions, type MountBinding, type Plan } from '../capture/plan.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+import type { SnapshotData } from './document.js';
+import { SNAPSHOTS_DIR } from './layout.js';
+import { withStoreLock } from './lock.js';
+import { buildSnapshot, type BuildHooks } from './publish.js';
+import { Snapshot } from './snapshot.js';
+import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
+
+export interface StoreOptions extends ToolOptions {
+  /** close() thaws and removes the whole store. */
+  ephemeral?: boolean;
+}
+
+export interface CaptureCallOptions extends CaptureOptions {
+  signal?: AbortSignal;
+  onProgress?: (p: CaptureProgress) => void;
+}
+
+const DIGEST_RE = /^[0-9a-f]{64}$/;
+
+function checkBinding(snapshot: Snapshot, expect: MountBinding | undefined): void {
+  if (expect === undefined) return;
+  const have = snapshot.mountBinding;
+  if (expect.contentDigest !== have.contentDigest || expect.manifestDigest !== have.manifestDigest) {
+    throw new SealError('SEAL_BINDING', 'mount content changed after binding');
+  }
+}
+
+export class SnapshotStore {
+  readonly root: string;
+  readonly ephemeral: boolean;
+  readonly #sys: Sys;
+  readonly #byDefinition = new Map<string, Snapshot>();
+  #closed = false;
+
+  private constructor(root: string, options: StoreOptions) {
+    this.root = root;
+    this.ephemeral = options.ephemeral === true;
+    this.#sys = options.sys ?? nativeSys;
+  }
+
+  static #prepareOpen(dir: string, options: StoreOptions): SnapshotStore {
+    if (typeof dir !== 'string' || dir === '') throw new SealError('SEAL_BAD_PATH', 'store directory must be a path');
+    const root = resolve(dir);
+    try {
+      mkdirSync(root, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      throw new SealError('SEAL_UNAVAILABLE', `store directory cannot be created: ${escapePath(root)}: ${(err as Error).message}`, { cause: err });
+    }
+    return new SnapshotStore(root, options);
+  }
+
+  /** Opens (creating it 0700 if needed) a store and sweeps builds no live process holds. */
+  static openSync(dir: string, options: StoreOptions = {}): SnapshotStore {
+    const store = SnapshotStore.#prepareOpen(dir, options);
+    openStoreAt(store.#sys, store.root);
+    return store;
+  }
+
+  /** openSync's directory work on the worker thread (on the calling thread when `sys` is given). */
+  static async open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
+    const store = SnapshotStore.#prepareOpen(dir, options);
+    if (options.sys !== undefined) await inline(() => openStoreAt(store.#sys, store.root));
+    else await offload('openStore', [store.root]);
+    return store;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
+  }
+
+  #snapshot(data: SnapshotData): Snapshot {
+    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys });
+  }
+
+  #prepare(options: CaptureCallOptions): { plan: Plan; key: string; existing: Snapshot | undefined } {
+    this.#checkOpen();
+    const plan = planCapture(options);
+    // A store below the source is fine unless a declared root contains it (it would copy itself).
+    for (const parts of [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]) {
+      const declared = `${plan.source}/${parts.join('/')}`;
+      if (this.root === declared || this.root.startsWith(`${declared}/`)) {
+        throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
+      }
+    }
+    const key = definitionKey(plan);
+    const existing = this.#byDefinition.get(key);
+    if (existing !== undefined) checkBinding(existing, plan.expectMounts);
+    if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'capture was aborted');
+    return { plan, key, existing };
+  }
+
+  /** Captures (or reuses) a snapshot on the calling thread. */
+  captureSync(options: CaptureCallOptions): Snapshot {
+    const { plan, key, existing } = this.#prepare(options);
+    if (existing !== undefined) return existing;
+    const hooks: BuildHooks = { isAborted: () => options.signal?.aborted === true };
+    if (options.onProgress !== undefined) hooks.onProgress = options.onProgress;
+    const snapshot = this.#snapshot(buildSnapshot(this.#sys, this.root, plan, hooks));
+    this.#byDefinition.set(key, snapshot);
+    return snapshot;
+  }
+
+  /** Captures (or reuses) a snapshot on the worker thread; the event loop stays free. */
+  async capture(options: CaptureCallOptions): Promise<Snapshot> {
+    if (this.#sys !== nativeSys) return inline(() => this.captureSync(options));
+    const { plan, key, existing } = this.#prepare(options);
+    if (existing !== undefined) return existing;
+    const data = await offload('capture', [this.root, plan], {
+      signal: options.signal,
+      onProgress: options.onProgress,
+    });
+    this.#checkOpen();
+    const already = this.#byDefinition.get(key);
+    if (already !== undefined) return already;
+    const snapshot = this.#snapshot(data);
+    this.#byDefinition.set(key, snapshot);
+    return snapshot;
+  }
+
+  /** A published snapshot by its full digest or a unique prefix of it (SEAL_UNAVAILABLE otherwise). */
+  get(digestOrPrefix: string): Snapshot {
+    this.#checkOpen();
+    const digest = this.resolveDigest(digestOrPrefix);
+    const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+    try {
+      return this.#snapshot(loadSnapshotAt(this.#sys, fd, digest));
+    } finally {
+      closeQuietly(this.#sys, fd);
+    }
+  }
+
+  /** Digests of every published snapshot, sorted. */
+  list(): string[] {
+    this.#checkOpen();
+    const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+    try {
+      return this.#sys
+        .readdir(fd)
+        .map((e) => e.name)
+        .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
+        .sort();
+    } finally {
+      closeQuietly(this.#sys, fd);
+    }
+  }
+
+  resolveDigest(digestOrPrefix: string): string {
+    if (typeof digestOrPrefix !== 'string' || !/^[0-9a-f]{1,64}$/.test(digestOrPrefix)) {
+      throw new SealError('SEAL_BAD_PATH', `not a snapshot digest: ${escapePath(String(digestOrPrefix))}`);
+    }
+    const matches = this.list().filter((d) => d.startsWith(digestOrPrefix));
+    if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digestOrPrefix}`);
+    if (matches.length > 1) throw new SealError('SEAL_BAD_PATH', `digest prefix is ambiguous: ${digestOrPrefix} (${matches.length} snapshots)`);
+    return matches[0]!;
+  }
+
+  /** Removes a published snapshot (full digest or unique prefix) under the store lock. */
+  remove(digestOrPrefix: string): string {
+    this.#checkOpen();
+    const digest = this.resolveDigest(digestOrPrefix);
+    withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest));
+    for (const [key, snap] of this.#byDefinition) if (snap.digest === digest) this.#byDefinition.delete(key);
+    return digest;
+  }
+
+  /** Sweeps stale builds and half-removed snapshots under the store lock; returns how many. */
+  gc(): number {
+    this.#checkOpen();
+    return withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root));
+  }
+
+  /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */
+  closeSync(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#byDefinition.clear();
+    if (this.ephemeral) closeStoreAt(this.#sys, this.root);
+  }
+
+  /** closeSync's removal on the worker thread, which is then stopped if nothing else uses it. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#sys !== nativeSys) return inline(() => this.closeSync());
+    this.#closed = true;
+    this.#byDefinition.clear();
+    if (this.ephemeral) await offload('closeStore', [this.root]);
+    await stopIdleWorker();
+  }
+}

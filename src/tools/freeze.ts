@@ -1,0 +1,94 @@
+// freeze.ts: freeze (files 0400/0500, dirs 0500) and thaw (0600/0700) through fds, never following a link.
+import { closeQuietly, openChildDir, openRealDir } from '../base/fd.js';
+import { SealError } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, DT_REG, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { inline, offload, type ToolOptions } from '../base/offload.js';
+
+export interface ModePolicy {
+  file(mode: number): number;
+  dir: number;
+  /** Whether files are visited at all (a capture build already creates them frozen). */
+  files: boolean;
+}
+
+export const FROZEN: ModePolicy = { file: (m) => (m & 0o111 ? 0o500 : 0o400), dir: 0o500, files: true };
+export const THAWED: ModePolicy = { file: () => 0o600, dir: 0o700, files: true };
+export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
+
+/** chmod of a child that must not be a symlink: fchmodat2(AT_SYMLINK_NOFOLLOW), else open+fchmod. */
+function chmodChild(sys: Sys, dirfd: number, name: string | Buffer, mode: number): void {
+  try {
+    sys.fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
+    return;
+  } catch (err) {
+    if (!hasCode(err, 'ENOSYS', 'EINVAL')) throw err;
+  }
+  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(name)}`);
+    sys.fchmod(fd, mode);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/** Applies a mode policy to the tree open at fd (the directory itself included). */
+export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '', depth = 0): void {
+  if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`);
+  // A thaw must open up the directory before anything inside can be listed by a non-root owner.
+  if (policy.dir & 0o200) sys.fchmod(fd, policy.dir);
+  for (const entry of sys.readdir(fd)) {
+    // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
+    if (!policy.files && entry.type === DT_REG) continue;
+    const childRel = rel === '' ? String(entry.name) : `${rel}/${String(entry.name)}`;
+    const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
+    if (isLink(st.mode)) continue;
+    if (isDir(st.mode)) {
+      const child = openChildDir(sys, fd, entry.name);
+      try {
+        applyModesAt(sys, child, policy, childRel, depth + 1);
+      } finally {
+        closeQuietly(sys, child);
+      }
+    } else if (isReg(st.mode)) {
+      if (policy.files) chmodChild(sys, fd, entry.name, policy.file(st.mode));
+    } else {
+      throw new SealError('SEAL_SPECIAL_FILE', `tree contains a special file: ${escapePath(childRel)}`, { path: childRel });
+    }
+  }
+  if (!(policy.dir & 0o200)) sys.fchmod(fd, policy.dir);
+}
+
+function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
+  const fd = openRealDir(sys, dir, 'directory');
+  try {
+    applyModesAt(sys, fd, policy);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */
+export function freezeSync(dir: string, options: ToolOptions = {}): void {
+  applyModes(dir, FROZEN, options.sys ?? nativeSys);
+}
+
+/** Makes a frozen tree writable again: files 0600, directories 0700. */
+export function thawSync(dir: string, options: ToolOptions = {}): void {
+  applyModes(dir, THAWED, options.sys ?? nativeSys);
+}
+
+/** freezeSync on the worker thread (on the calling thread when `sys` is given). */
+export async function freeze(dir: string, options: ToolOptions = {}): Promise<void> {
+  if (options.sys !== undefined) return inline(() => freezeSync(dir, options));
+  await offload('freeze', [dir]);
+}
+
+/** thawSync on the worker thread (on the calling thread when `sys` is given). */
+export async function thaw(dir: string, options: ToolOptions = {}): Promise<void> {
+  if (options.sys !== undefined) return inline(() => thawSync(dir, options));
+  await offload('thaw', [dir]);
+}

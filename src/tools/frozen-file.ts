@@ -1,0 +1,74 @@
+// frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
+import { basename, dirname } from 'node:path';
+
+import { closeQuietly, openRealDir } from '../base/fd.js';
+import { SealError } from '../base/errors.js';
+import { writeAll } from '../base/io.js';
+import { escapePath } from '../base/paths.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { inline, offload } from '../base/offload.js';
+
+export interface WriteFrozenOptions {
+  executable?: boolean;
+  /** fsync the file and its directory before returning (default true). */
+  fsync?: boolean;
+  sys?: Sys;
+}
+
+/**
+ * Creates dirfd/name with O_EXCL|O_NOFOLLOW at 0400/0500, writes bytes, then makes
+ * it 0444/0555. An existing name (a dangling symlink included) is SEAL_COLLISION.
+ * A failed write removes the partial file.
+ */
+export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
+  const executable = options.executable === true;
+  let fd: number;
+  try {
+    fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, executable ? 0o500 : 0o400);
+  } catch (err) {
+    if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
+  }
+  try {
+    writeAll(sys, fd, bytes);
+    sys.fchmod(fd, executable ? 0o555 : 0o444);
+    if (options.fsync !== false) {
+      sys.fsync(fd);
+      sys.fsync(dirfd);
+    }
+  } catch (err) {
+    closeQuietly(sys, fd);
+    fd = -1;
+    try {
+      sys.unlinkat(dirfd, name, 0);
+    } catch {
+      // the original error says what went wrong
+    }
+    throw err;
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): void {
+  const sys = options.sys ?? nativeSys;
+  const name = basename(path);
+  if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
+    throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+  }
+  const dirfd = openRealDir(sys, dirname(path), 'parent directory');
+  try {
+    writeFrozenAt(sys, dirfd, name, bytes, options, path);
+  } finally {
+    closeQuietly(sys, dirfd);
+  }
+}
+
+/** writeFrozenFileSync on the worker thread (on the calling thread when `sys` is given). */
+export async function writeFrozenFile(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): Promise<void> {
+  if (options.sys !== undefined) return inline(() => writeFrozenFileSync(path, bytes, options));
+  const { sys: _sys, ...rest } = options;
+  await offload('writeFrozenFile', [path, bytes, rest]);
+}

@@ -1,0 +1,43 @@
+// stable-read.ts: bounded reads of one file that prove the bytes did not change while read.
+import { dirname, basename } from 'node:path';
+
+import { closeQuietly, openRealDir } from '../base/fd.js';
+import { SealError } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
+
+import { inline, offload } from '../base/offload.js';
+import { readAllAt, type StableRead } from '../base/io.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+
+export type { StableRead };
+
+export interface ReadStableOptions {
+  /** Largest file accepted; bigger is SEAL_LIMIT before a byte is read. */
+  maxBytes: number;
+  sys?: Sys;
+}
+
+/** readAllAt for a path: its parent must be a real directory; the file itself is opened O_NOFOLLOW. */
+export function readStableSync(path: string, options: ReadStableOptions): StableRead {
+  const sys = options.sys ?? nativeSys;
+  const name = basename(path);
+  if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+  const dirfd = openRealDir(sys, dirname(path), 'parent directory');
+  try {
+    return readAllAt(sys, dirfd, name, options.maxBytes, path);
+  } finally {
+    closeQuietly(sys, dirfd);
+  }
+}
+
+/** readStableSync on the worker thread (on the calling thread when `sys` is given). */
+export async function readStable(path: string, options: ReadStableOptions): Promise<StableRead> {
+  if (options.sys !== undefined) return inline(() => readStableSync(path, options));
+  const r = await offload('readStable', [path, options.maxBytes]);
+  return { ...r, bytes: Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength) };
+}
+
+/** The dirfd-relative form: name is opened below dirfd without following a symlink. */
+export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
+  return readAllAt(options.sys ?? nativeSys, dirfd, name, options.maxBytes);
+}

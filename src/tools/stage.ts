@@ -1,0 +1,261 @@
+// stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
+import { createHash, randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+
+import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { SealError } from '../base/errors.js';
+import { hashAt, writeAll } from '../base/io.js';
+import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { inline, offload } from '../base/offload.js';
+
+/** Default name prefix of a stageFiles directory (materialize's own stage has another). */
+export const STAGE_FILES_PREFIX = '.treeseal-stage-';
+
+export interface StageFile {
+  /** Relative path inside the stage. */
+  target: string;
+  bytes: Uint8Array;
+}
+
+export interface StageOptions {
+  /** Name prefix of the stage directory (default `.treeseal-stage-`). */
+  prefix?: string;
+  maxPathBytes?: number;
+  sys?: Sys;
+}
+
+export interface StagedFile {
+  target: string;
+  /** Absolute path of the staged file. */
+  path: string;
+  size: number;
+  sha256: string;
+}
+
+/** A stage made by openStage: its fds and records, plain data that can cross threads. */
+export interface StageHandle {
+  root: string;
+  name: string;
+  parentFd: number;
+  stageFd: number;
+  records: StagedRecord[];
+}
+
+interface StagedRecord {
+  target: string;
+  parts: string[];
+  sha256: string;
+  size: number;
+  dev: bigint;
+  ino: bigint;
+}
+
+function changed(rel: string): SealError {
+  return new SealError('SEAL_CHANGED', `stage changed during verification: ${escapePath(rel)}`, { path: rel });
+}
+
+function checkTarget(raw: unknown, maxPathBytes: number): string[] {
+  if (typeof raw === 'string' && raw.split('/').some((p, i, all) => p === '.' || (p === '' && i > 0 && i < all.length - 1))) {
+    throw new SealError('SEAL_BAD_PATH', `stage target must not have empty or '.' components: ${escapePath(raw)}`);
+  }
+  if (typeof raw === 'string' && raw.endsWith('/')) {
+    throw new SealError('SEAL_BAD_PATH', `stage target must name a file: ${escapePath(raw)}`);
+  }
+  return checkRelative(raw, 'stage target', maxPathBytes);
+}
+
+export class Stage {
+  /** Absolute path of the stage directory. */
+  readonly root: string;
+  readonly files: readonly StagedFile[];
+  readonly #sys: Sys;
+  readonly #records: StagedRecord[];
+  #parentFd: number;
+  #stageFd: number;
+  readonly #name: string;
+
+  /** @internal */
+  constructor(sys: Sys, handle: StageHandle) {
+    const { root, records } = handle;
+    this.#sys = sys;
+    this.root = root;
+    this.#name = handle.name;
+    this.#parentFd = handle.parentFd;
+    this.#stageFd = handle.stageFd;
+    this.#records = records;
+    this.files = Object.freeze(
+      records.map((r) => Object.freeze({ target: r.target, path: `${root}/${r.parts.join('/')}`, size: r.size, sha256: r.sha256 })),
+    );
+  }
+
+  get closed(): boolean {
+    return this.#stageFd < 0;
+  }
+
+  /**
+   * Proves every staged file still has its bytes, mode 0400 and inode, and that
+   * nothing else appeared in the stage; SEAL_CHANGED names the first difference.
+   */
+  verify(): void {
+    if (this.#stageFd < 0) throw new SealError('SEAL_CLOSED', 'stage is already closed');
+    const sys = this.#sys;
+    const files = new Map(this.#records.map((r) => [r.parts.join('/'), r]));
+    const dirs = new Set<string>();
+    for (const r of this.#records) for (let i = 1; i < r.parts.length; i++) dirs.add(r.parts.slice(0, i).join('/'));
+    const buffer = Buffer.allocUnsafe(64 * 1024);
+    const walk = (fd: number, rel: string): void => {
+      for (const entry of sys.readdir(fd)) {
+        const name = String(entry.name);
+        const path = rel === '' ? name : `${rel}/${name}`;
+        const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
+        if (dirs.has(path) && typeof entry.name === 'string') {
+          if (!isDir(st.mode)) throw changed(path);
+          const child = openChildDir(sys, fd, name);
+          try {
+            walk(child, path);
+          } finally {
+            closeQuietly(sys, child);
+          }
+          continue;
+        }
+        const want = typeof entry.name === 'string' ? files.get(path) : undefined;
+        if (want === undefined || !isReg(st.mode) || (st.mode & 0o7777) !== 0o400 || st.ino !== want.ino || st.dev !== want.dev) {
+          throw changed(path);
+        }
+        const got = hashAt(sys, buffer, fd, name);
+        if (got.size !== want.size || got.sha256 !== want.sha256) throw changed(path);
+        files.delete(path);
+      }
+    };
+    walk(this.#stageFd, '');
+    const missing = files.keys().next();
+    if (!missing.done) throw changed(missing.value);
+  }
+
+  /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */
+  close(): void {
+    if (this.#stageFd < 0) return;
+    const sys = this.#sys;
+    closeQuietly(sys, this.#stageFd);
+    this.#stageFd = -1;
+    try {
+      removeAt(sys, this.#parentFd, this.#name);
+    } finally {
+      closeQuietly(sys, this.#parentFd);
+      this.#parentFd = -1;
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+function stageOne(sys: Sys, stageFd: number, parts: string[], target: string, bytes: Uint8Array): StagedRecord {
+  let dir = -1;
+  try {
+    for (const part of parts.slice(0, -1)) {
+      const at = dir < 0 ? stageFd : dir;
+      try {
+        sys.mkdirat(at, part, 0o700);
+      } catch (err) {
+        if (!hasCode(err, 'EEXIST')) throw err;
+      }
+      let next: number;
+      try {
+        next = sys.openat(at, part, DIR_FLAGS);
+      } catch (err) {
+        if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
+          throw new SealError('SEAL_SYMLINK', `stage parent must be a real directory: ${escapePath(target)}`, { path: target, cause: err });
+        }
+        throw err;
+      }
+      closeQuietly(sys, dir);
+      dir = next;
+    }
+    const at = dir < 0 ? stageFd : dir;
+    const name = parts[parts.length - 1]!;
+    let fd: number;
+    try {
+      fd = sys.openat(at, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
+    } catch (err) {
+      if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `stage target already exists: ${escapePath(target)}`, { path: target, cause: err });
+      throw err;
+    }
+    let st;
+    try {
+      writeAll(sys, fd, bytes);
+      sys.fsync(fd);
+      st = sys.fstat(fd);
+    } finally {
+      closeQuietly(sys, fd);
+    }
+    sys.fsync(at);
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    return { target, parts, sha256, size: bytes.length, dev: st.dev, ino: st.ino };
+  } finally {
+    closeQuietly(sys, dir);
+  }
+}
+
+/**
+ * Stages files into a new private directory `<prefix><32 hex>` (0700) directly under
+ * parent (a real directory). Every target is checked before anything is created.
+ */
+export function stageFilesSync(parent: string, files: readonly StageFile[], options: StageOptions = {}): Stage {
+  return new Stage(options.sys ?? nativeSys, openStage(parent, files, options));
+}
+
+/** stageFilesSync on the worker thread (on the calling thread when `sys` is given); the stage's fds are the process's. */
+export async function stageFiles(parent: string, files: readonly StageFile[], options: StageOptions = {}): Promise<Stage> {
+  if (options.sys !== undefined) return inline(() => stageFilesSync(parent, files, options));
+  const list = Array.isArray(files) ? files.map((f) => (f !== null && typeof f === 'object' ? { target: f.target, bytes: f.bytes } : f)) : files;
+  return new Stage(nativeSys, await offload('stageFiles', [parent, list as StageFile[], options.prefix, options.maxPathBytes]));
+}
+
+/** Creates the stage directory and its files; the caller owns the returned fds. */
+export function openStage(parent: string, files: readonly StageFile[], options: StageOptions = {}): StageHandle {
+  const sys = options.sys ?? nativeSys;
+  const prefix = options.prefix ?? STAGE_FILES_PREFIX;
+  if (typeof prefix !== 'string' || prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..') {
+    throw new SealError('SEAL_BAD_PATH', `stage prefix must be a plain name: ${escapePath(String(prefix))}`);
+  }
+  if (!Array.isArray(files)) throw new SealError('SEAL_BAD_PATH', 'files must be a list of { target, bytes }');
+  const maxPathBytes = options.maxPathBytes ?? 4096;
+  const planned = files.map((f) => {
+    if (f === null || typeof f !== 'object' || !(f.bytes instanceof Uint8Array)) {
+      throw new SealError('SEAL_BAD_PATH', 'each staged file needs a target and bytes (a Uint8Array)');
+    }
+    return { parts: checkTarget(f.target, maxPathBytes), target: f.target, bytes: f.bytes };
+  });
+  checkNoOverlap(
+    planned.map((p) => p.parts),
+    'stage targets',
+  );
+  const parentFd = openRealDir(sys, parent, 'stage parent');
+  const name = prefix + randomBytes(16).toString('hex');
+  let stageFd = -1;
+  try {
+    sys.mkdirat(parentFd, name, 0o700);
+    stageFd = openChildDir(sys, parentFd, name);
+  } catch (err) {
+    closeQuietly(sys, parentFd);
+    throw err;
+  }
+  try {
+    const records = planned.map((p) => stageOne(sys, stageFd, p.parts, p.target, p.bytes));
+    sys.fsync(stageFd);
+    return { root: `${resolve(parent)}/${name}`, name, parentFd, stageFd, records };
+  } catch (err) {
+    closeQuietly(sys, stageFd);
+    try {
+      removeAt(sys, parentFd, name);
+    } finally {
+      closeQuietly(sys, parentFd);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,43 @@
+// offload.test.ts: the async API from a fresh `node` with flags of its own, and one reused worker thread.
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore, freeze, readStable, thaw } from '../../dist/index.js';
+import { tempDir, writeTree } from '../helpers.js';
+
+const INDEX = new URL('../../dist/index.js', import.meta.url).href;
+
+describe('async calls', () => {
+  it('run from `node --input-type=module -e` (the worker does not inherit execArgv)', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/one': '1', 'repo/two': '2', clone: null });
+    const script = `
+      import { SnapshotStore } from ${JSON.stringify(INDEX)};
+      const store = await SnapshotStore.open(${JSON.stringify(join(root, 'store'))}, { ephemeral: true });
+      const snap = await store.capture({ source: ${JSON.stringify(join(root, 'repo'))}, copy: ['one', 'two'] });
+      const report = await snap.materialize(${JSON.stringify(join(root, 'clone'))});
+      await store.close();
+      console.log(JSON.stringify({ manifest: snap.manifestDigest, files: report.files }));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '--no-warnings', '-e', script], { encoding: 'utf8', input: '' });
+    expect(JSON.parse(out.trim())).toEqual({ manifest: '9ae5789c2ed0b9aac154a385a78feda0255b76213fd2be5f2022e06e48b5e31e', files: 2 });
+  });
+
+  it('reuse one worker thread: many calls in a row and at once give the sync results', async () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/a/x': 'x', 'repo/b': 'bbb', clone: null });
+    const store = await SnapshotStore.open(join(root, 'store'), { ephemeral: true });
+    const snaps = await Promise.all([
+      store.capture({ source: join(root, 'repo'), copy: ['a'] }),
+      store.capture({ source: join(root, 'repo'), copy: ['b'] }),
+      readStable(join(root, 'repo/b'), { maxBytes: 10 }),
+    ]);
+    expect(snaps[2].bytes.toString()).toBe('bbb');
+    for (let i = 0; i < 5; i++) await snaps[0].materialize(join(root, 'clone'));
+    await freeze(join(root, 'clone'));
+    await thaw(join(root, 'clone'));
+    await expect(snaps[1].verify()).resolves.toEqual({ entries: 1, bytes: 3 });
+    await store.close();
+  });
+});

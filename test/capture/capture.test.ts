@@ -1,0 +1,413 @@
+// capture.test.ts: the guarded capture: contents, manifests, modes, declarations, limits, mounts and the store.
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore, manifestDigest, type CaptureCallOptions } from '../../dist/index.js';
+import { checkNoFdLeaks, mkfifo, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
+
+function setup(tree: Record<string, string | Buffer | null>): { repo: string; store: SnapshotStore } {
+  const base = tempDir();
+  const repo = join(base, 'repo');
+  mkdirSync(repo);
+  writeTree(repo, tree);
+  return { repo, store: SnapshotStore.openSync(join(base, 'store'), { ephemeral: true }) };
+}
+
+function captureError(store: SnapshotStore, options: CaptureCallOptions): SealError {
+  const before = storeLeftovers(store.root);
+  try {
+    store.captureSync(options);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SealError);
+    expect(storeLeftovers(store.root)).toEqual(before);
+    return err as SealError;
+  }
+  throw new Error('capture unexpectedly succeeded');
+}
+
+describe('capture of copy roots', () => {
+  it('copies files and directories, hashes them and records the seed manifest', () => {
+    const { repo, store } = setup({ 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta', 'index/graph.bin': Buffer.alloc(3 << 20, 9), other: 'no' });
+    chmodSync(join(repo, 'src/a.ts'), 0o755);
+    const snap = store.captureSync({ source: repo, copy: ['src', 'index/graph.bin'], revision: 'r1' });
+    expect(snap.entries.map((e) => [e.kind, e.path])).toEqual([
+      ['directory', 'index'],
+      ['file', 'index/graph.bin'],
+      ['directory', 'src'],
+      ['file', 'src/a.ts'],
+      ['directory', 'src/lib'],
+      ['file', 'src/lib/b.ts'],
+    ]);
+    const a = snap.entries.find((e) => e.path === 'src/a.ts')!;
+    expect(a).toEqual({ kind: 'file', path: 'src/a.ts', size: 5, sha256: sha('alpha'), mode: 0, link_target: '' });
+    expect(snap.totalBytes).toBe(5 + 4 + (3 << 20));
+    expect(snap.manifestDigest).toBe(manifestDigest(snap.entries as never));
+    expect(snap.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(snap.root).toBe(join(store.root, 'snapshots', snap.digest));
+    expect(readFileSync(join(snap.root, 'copy/src/lib/b.ts'), 'utf8')).toBe('beta');
+    expect(existsSync(join(snap.root, 'copy/other'))).toBe(false);
+    // Frozen: copy-root files 0400 (modes are not kept), directories 0500.
+    expect(statSync(join(snap.root, 'copy/src/a.ts')).mode & 0o7777).toBe(0o400);
+    expect(statSync(join(snap.root, 'copy/src')).mode & 0o7777).toBe(0o500);
+    expect(statSync(join(snap.root, 'copy/index')).mode & 0o7777).toBe(0o500);
+    expect(statSync(snap.root).mode & 0o7777).toBe(0o500);
+    expect(statSync(join(snap.root, 'manifest.json')).mode & 0o7777).toBe(0o400);
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
+    store.closeSync();
+  });
+
+  it('captures the seed golden tree with the seed manifest digest', () => {
+    const { repo, store } = setup({ 'assets/index': 'original' });
+    const snap = store.captureSync({ source: repo, copy: ['assets/index'] });
+    expect(snap.manifestDigest).toBe('368e1825c77615a6893010b262debd2ea539d98d0a9f146f8ced67f1bf3c27ec');
+    store.closeSync();
+  });
+
+  it('returns the same Snapshot for the same definition and a new one for a new revision', async () => {
+    const { repo, store } = setup({ 'a/f': '1' });
+    const one = store.captureSync({ source: repo, copy: ['a'], revision: 'x' });
+    writeFileSync(join(repo, 'a/f'), 'changed later');
+    expect(store.captureSync({ source: repo, copy: ['a'], revision: 'x' })).toBe(one);
+    expect(await store.capture({ source: repo, copy: ['a'], revision: 'x' })).toBe(one);
+    const two = store.captureSync({ source: repo, copy: ['a'], revision: 'y' });
+    expect(two.digest).not.toBe(one.digest);
+    expect(two.entries.find((e) => e.path === 'a/f')!.sha256).toBe(sha('changed later'));
+    store.closeSync();
+  });
+
+  it('reuses a digest already published by another store object, never overwriting it', () => {
+    const { repo, store } = setup({ 'a/f': 'same' });
+    const other = SnapshotStore.openSync(store.root);
+    const first = other.captureSync({ source: repo, copy: ['a'] });
+    const inode = statSync(join(first.root, 'copy/a/f')).ino;
+    const second = store.captureSync({ source: repo, copy: ['a'] });
+    expect(second.digest).toBe(first.digest);
+    expect(statSync(join(second.root, 'copy/a/f')).ino).toBe(inode);
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${first.digest}`]);
+    other.closeSync();
+    store.closeSync();
+  });
+
+  it('keeps empty files and empty directories', () => {
+    const { repo, store } = setup({ 'd/empty': '', 'd/sub': null });
+    const snap = store.captureSync({ source: repo, copy: ['d'] });
+    expect(snap.entries.map((e) => [e.path, e.size, e.sha256])).toEqual([
+      ['d', 0, ''],
+      ['d/empty', 0, sha('')],
+      ['d/sub', 0, ''],
+    ]);
+    store.closeSync();
+  });
+
+  it('sorts by UTF-8 bytes and escapes non-ASCII names in the manifest', () => {
+    const { repo, store } = setup({ 'd/é': '1', 'd/z': '2', 'd/A': '3', 'd/😀': '4', 'd/\uffff': '5' });
+    const snap = store.captureSync({ source: repo, copy: ['d'] });
+    expect(snap.entries.map((e) => e.path)).toEqual(['d', 'd/A', 'd/z', 'd/é', 'd/\uffff', 'd/😀']);
+    const text = readFileSync(join(snap.root, 'manifest.json'), 'latin1');
+    expect(text).toContain('d/\\u00e9');
+    expect(/^[\x20-\x7e\n]*$/.test(text)).toBe(true);
+    store.closeSync();
+  });
+});
+
+describe('refusals', () => {
+  it('refuses a symlink inside a copy root, as the root, and as a parent', () => {
+    const { repo, store } = setup({ 'src/a': 'x', 'real/f': 'y' });
+    symlinkSync('/etc/passwd', join(repo, 'src/evil'));
+    let err = captureError(store, { source: repo, copy: ['src'] });
+    expect(err.code).toBe('SEAL_SYMLINK');
+    expect(err.message).toBe('capture must not traverse a symlink: src/evil');
+    expect(err.path).toBe('src/evil');
+    symlinkSync('real', join(repo, 'alias'));
+    err = captureError(store, { source: repo, copy: ['alias'] });
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: alias']);
+    err = captureError(store, { source: repo, copy: ['alias/f'] });
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: alias']);
+    store.closeSync();
+  });
+
+  it('refuses FIFOs, sockets and devices without blocking', () => {
+    const { repo, store } = setup({ 'd/ok': 'x' });
+    mkfifo(join(repo, 'd/pipe'));
+    const err = captureError(store, { source: repo, copy: ['d'] });
+    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'capture accepts only regular files and directories: d/pipe']);
+    const err2 = captureError(store, { source: repo, copy: ['d/pipe'] });
+    expect(err2.code).toBe('SEAL_SPECIAL_FILE');
+    const { repo: repo2, store: store2 } = setup({});
+    const err3 = captureError(store2, { source: repo2, copy: ['..'] });
+    expect(err3.code).toBe('SEAL_BAD_PATH');
+    symlinkSync('/dev/null', join(repo2, 'null'));
+    expect(captureError(store2, { source: repo2, copy: ['null'] }).code).toBe('SEAL_SYMLINK');
+    store.closeSync();
+    store2.closeSync();
+  });
+
+  it('checks declarations before touching a file', () => {
+    const { repo, store } = setup({ 'a/b': 'x' });
+    const cases: [unknown, string, string][] = [
+      [[''], 'SEAL_BAD_PATH', 'copy root must be a non-empty relative path'],
+      [['/abs'], 'SEAL_BAD_PATH', 'copy root must be relative: /abs'],
+      [['a/../b'], 'SEAL_BAD_PATH', "copy root must not contain '..': a/../b"],
+      [['a\0b'], 'SEAL_BAD_PATH', 'copy root contains a NUL byte: a\\x00b'],
+      [['\ud800'], 'SEAL_BAD_PATH', 'copy root is not valid UTF-8: \\ud800'],
+      [['a', 'a'], 'SEAL_OVERLAP', 'copy roots overlap: a and a'],
+      [['a', 'a/b'], 'SEAL_OVERLAP', 'copy roots overlap: a and a/b'],
+      [['x'.repeat(5000)], 'SEAL_LIMIT', `copy root exceeds the path byte limit (4096 bytes): ${'x'.repeat(5000)}`],
+      ['a', 'SEAL_BAD_PATH', 'copy must be a list of relative paths'],
+    ];
+    for (const [copy, code, message] of cases) {
+      const err = captureError(store, { source: repo, copy: copy as string[] });
+      expect([err.code, err.message]).toEqual([code, message]);
+    }
+    const err = captureError(store, {
+      source: repo,
+      mounts: [
+        { source: 'a', target: 'node_modules' },
+        { source: 'a/b', target: 'node_modules/x' },
+      ],
+    });
+    expect([err.code, err.message]).toEqual(['SEAL_OVERLAP', 'mount targets overlap: node_modules and node_modules/x']);
+    store.closeSync();
+  });
+
+  it('requires the source to be a real directory', () => {
+    const { repo, store } = setup({ 'a/f': 'x', file: 'y' });
+    const link = join(repo, '..', 'link');
+    symlinkSync(repo, link);
+    let err = captureError(store, { source: link, copy: ['a'] });
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `source must be a real directory, not a symlink: ${link}`]);
+    err = captureError(store, { source: join(repo, 'file'), copy: ['a'] });
+    expect(err.code).toBe('SEAL_BAD_PATH');
+    err = captureError(store, { source: join(repo, 'missing'), copy: ['a'] });
+    expect(err.code).toBe('SEAL_UNAVAILABLE');
+    err = captureError(store, { source: repo, copy: ['missing'] });
+    expect(err.code).toBe('SEAL_UNAVAILABLE');
+    expect(err.message).toMatch(/^path is unavailable: missing: ENOENT/);
+    err = captureError(store, { source: repo, copy: ['file/x'] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'parent must be a directory: file']);
+    store.closeSync();
+  });
+
+  it('refuses names that are not valid UTF-8', () => {
+    const { repo, store } = setup({ 'd/ok': 'x' });
+    writeFileSync(Buffer.concat([Buffer.from(join(repo, 'd') + '/'), Buffer.from([0xff, 0x0a])]), 'bad');
+    const err = captureError(store, { source: repo, copy: ['d'] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'path is not valid UTF-8: d/\\xff\\x0a']);
+    store.closeSync();
+  });
+});
+
+describe('limits', () => {
+  it('entries (implicit parents count), total bytes, file bytes, path bytes and depth', () => {
+    const { repo, store } = setup({ 'a/b/c/f1': '12345', 'a/b/c/f2': '67890' });
+    const cases: [Record<string, number>, string[], string][] = [
+      [{ maxEntries: 4 }, ['a/b/c'], 'capture exceeds the entry limit (4 entries)'],
+      [{ maxTotalBytes: 9 }, ['a'], 'capture exceeds the total byte limit (9 bytes)'],
+      [{ maxFileBytes: 4 }, ['a'], 'file exceeds the per-file limit (4 bytes): a/b/c/f1'],
+      [{ maxPathBytes: 7 }, ['a'], 'capture exceeds the path byte limit (7 bytes): a/b/c/f1'],
+      [{ maxDepth: 3 }, ['a'], 'capture exceeds the depth limit (3 levels): a/b/c/f1'],
+    ];
+    for (const [limits, copy, message] of cases) {
+      const err = captureError(store, { source: repo, copy, limits });
+      expect([err.code, err.message]).toEqual(['SEAL_LIMIT', message]);
+    }
+    // Exactly at each limit passes.
+    const snap = store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: 5, maxTotalBytes: 10, maxFileBytes: 5, maxDepth: 4, maxPathBytes: 8 } });
+    expect(snap.entries).toHaveLength(5);
+    expect(() => store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: -1 } })).toThrow('limit maxEntries must be a non-negative integer');
+    store.closeSync();
+  });
+
+  it('a very deep tree is SEAL_LIMIT, not a stack overflow or EMFILE', () => {
+    const { repo, store } = setup({});
+    const deep = join(repo, ...Array.from({ length: 300 }, () => 'd'));
+    mkdirSync(deep, { recursive: true });
+    const err = captureError(store, { source: repo, copy: ['d'] });
+    expect(err.code).toBe('SEAL_LIMIT');
+    expect(err.message).toMatch(/^capture exceeds the depth limit \(256 levels\): d(\/d){256}$/);
+    store.closeSync();
+  });
+});
+
+describe('mounts', () => {
+  it('keeps modes and bounded relative symlinks, adds .vite-temp for node_modules, and binds', () => {
+    const { repo, store } = setup({
+      'node_modules/pkg/index.js': 'module.exports = 1',
+      'node_modules/.bin/.keep': '',
+      'node_modules/pkg/bin.js': '#!/bin/sh',
+    });
+    chmodSync(join(repo, 'node_modules/pkg/bin.js'), 0o755);
+    symlinkSync('../pkg/bin.js', join(repo, 'node_modules/.bin/tool'));
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'node_modules', target: 'node_modules' }] });
+    const mount = snap.mounts[0]!;
+    expect(mount.kind).toBe('directory');
+    const byPath = new Map(mount.entries.map((e) => [e.path, e]));
+    expect(byPath.get('payload/pkg/bin.js')!.mode).toBe(0o755);
+    expect(byPath.get('payload/pkg/index.js')!.mode).toBe(0o644);
+    expect(byPath.get('payload/.vite-temp')).toEqual({ kind: 'directory', path: 'payload/.vite-temp', size: 0, sha256: '', mode: 0, link_target: '' });
+    expect(byPath.get('payload/.bin/tool')).toEqual({
+      kind: 'symlink',
+      path: 'payload/.bin/tool',
+      size: 13,
+      sha256: sha('../pkg/bin.js'),
+      mode: 0,
+      link_target: '../pkg/bin.js',
+    });
+    const payload = join(snap.root, 'mounts/00000/payload');
+    expect(lstatSync(join(payload, '.bin/tool')).isSymbolicLink()).toBe(true);
+    expect(statSync(join(payload, 'pkg/bin.js')).mode & 0o7777).toBe(0o500);
+    expect(statSync(join(payload, 'pkg/index.js')).mode & 0o7777).toBe(0o400);
+    expect(statSync(join(payload, '.vite-temp')).mode & 0o7777).toBe(0o500);
+    // The binding pins the mount content; drift fails closed.
+    const again = store.captureSync({ source: repo, mounts: [{ source: 'node_modules', target: 'node_modules' }], revision: 'r', expectMounts: snap.mountBinding });
+    expect(again.mountBinding).toEqual(snap.mountBinding);
+    writeFileSync(join(repo, 'node_modules/pkg/index.js'), 'module.exports = 2');
+    const err = captureError(store, {
+      source: repo,
+      mounts: [{ source: 'node_modules', target: 'node_modules' }],
+      revision: 'r2',
+      expectMounts: snap.mountBinding,
+    });
+    expect([err.code, err.message]).toEqual(['SEAL_BINDING', 'mount content changed after binding']);
+    // A reused definition is checked against the binding too.
+    expect(() =>
+      store.captureSync({ source: repo, mounts: [{ source: 'node_modules', target: 'node_modules' }], expectMounts: { contentDigest: 'x', manifestDigest: 'y' } }),
+    ).toThrow('mount content changed after binding');
+    store.closeSync();
+  });
+
+  it('refuses absolute, escaping and dangling links', () => {
+    const cases: [string, string, string][] = [
+      ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/l'],
+      ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/l'],
+      ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/l'],
+      ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/loop'],
+    ];
+    for (const [target, code, message] of cases) {
+      const { repo, store } = setup({ 'deps/f': 'x' });
+      symlinkSync(target, join(repo, 'deps', target === 'loop' ? 'loop' : 'l'));
+      const err = captureError(store, { source: repo, mounts: [{ source: 'deps', target: 'deps' }] });
+      expect([err.code, err.message]).toEqual([code, message]);
+      store.closeSync();
+    }
+  });
+
+  it('allows a link to elsewhere in the workspace and a link to a directory inside the payload', () => {
+    const { repo, store } = setup({ 'deps/sub/f': 'x' });
+    symlinkSync('../src', join(repo, 'deps/ws'));
+    symlinkSync('sub', join(repo, 'deps/alias'));
+    symlinkSync('alias/f', join(repo, 'deps/via'));
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps' }] });
+    expect(snap.mounts[0]!.entries.filter((e) => e.kind === 'symlink').map((e) => e.path)).toEqual(['payload/alias', 'payload/via', 'payload/ws']);
+    store.closeSync();
+  });
+
+  it('captures a single-file mount and refuses a symlinked mount source', () => {
+    const { repo, store } = setup({ 'cfg/app.json': '{}' });
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json' }] });
+    expect(snap.mounts[0]!.kind).toBe('file');
+    expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload']);
+    symlinkSync('cfg', join(repo, 'alias'));
+    const err = captureError(store, { source: repo, mounts: [{ source: 'alias', target: 'x' }] });
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: payload']);
+    store.closeSync();
+  });
+});
+
+describe('store lifetime', () => {
+  it('ephemeral close thaws and removes everything; close is idempotent; capture after close is SEAL_CLOSED', async () => {
+    const { repo, store } = setup({ 'a/f': 'x' });
+    store.captureSync({ source: repo, copy: ['a'] });
+    await store.close();
+    await store.close();
+    expect(existsSync(store.root)).toBe(false);
+    expect(() => store.captureSync({ source: repo, copy: ['a'] })).toThrow(expect.objectContaining({ code: 'SEAL_CLOSED', message: 'snapshot store is already closed' }));
+    await expect(store.capture({ source: repo, copy: ['a'] })).rejects.toMatchObject({ code: 'SEAL_CLOSED' });
+  });
+
+  it('a persistent store keeps snapshots, lists them and reloads them by digest prefix', () => {
+    const { repo } = setup({ 'a/f': 'x' });
+    const dir = join(tempDir(), 'store');
+    const store = SnapshotStore.openSync(dir);
+    const snap = store.captureSync({ source: repo, copy: ['a'], revision: 'v' });
+    store.closeSync();
+    const reopened = SnapshotStore.openSync(dir);
+    expect(reopened.list()).toEqual([snap.digest]);
+    const loaded = reopened.get(snap.digest.slice(0, 8));
+    expect(loaded.digest).toBe(snap.digest);
+    expect(loaded.entries).toEqual(snap.entries);
+    expect(loaded.revision).toBe('v');
+    expect(() => reopened.get('ffff')).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
+    expect(() => reopened.get('xyz')).toThrow(expect.objectContaining({ code: 'SEAL_BAD_PATH' }));
+  });
+
+  it('sweeps stale builds on open but never a live one', () => {
+    const dir = join(tempDir(), 'store');
+    SnapshotStore.openSync(dir);
+    mkdirSync(join(dir, 'tmp/build-stale/copy/x'), { recursive: true });
+    chmodSync(join(dir, 'tmp/build-stale/copy'), 0o500);
+    SnapshotStore.openSync(dir);
+    expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
+  });
+
+  it('refuses a store inside what is being captured', () => {
+    const { repo } = setup({ 'a/f': 'x' });
+    const store = SnapshotStore.openSync(join(repo, 'a/store'), { ephemeral: true });
+    expect(() => store.captureSync({ source: repo, copy: ['a'] })).toThrow(
+      expect.objectContaining({ code: 'SEAL_OVERLAP', message: 'the store lies inside what is being captured: a' }),
+    );
+    store.closeSync();
+  });
+});
+
+describe('async capture', () => {
+  it('reports progress and can be aborted, leaving nothing behind', async () => {
+    const { repo, store } = setup({ 'big/a': Buffer.alloc(8 << 20, 1), 'big/b': Buffer.alloc(8 << 20, 2) });
+    const seen: number[] = [];
+    const snap = await store.capture({ source: repo, copy: ['big'], onProgress: (p) => seen.push(p.bytes) });
+    expect(snap.totalBytes).toBe(16 << 20);
+    expect(seen.length).toBeGreaterThan(0);
+    const controller = new AbortController();
+    controller.abort();
+    await expect(store.capture({ source: repo, copy: ['big'], revision: 'x', signal: controller.signal })).rejects.toMatchObject({
+      code: 'SEAL_ABORTED',
+      message: 'capture was aborted',
+    });
+    // Many entries after the first progress report: the abort lands long before the walk ends.
+    writeTree(repo, Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`big/many/f${i}`, String(i)])));
+    const late = new AbortController();
+    const pending = store.capture({ source: repo, copy: ['big'], revision: 'y', signal: late.signal, onProgress: () => late.abort() });
+    await expect(pending).rejects.toMatchObject({ code: 'SEAL_ABORTED' });
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
+    const sync = new AbortController();
+    let calls = 0;
+    expect(() =>
+      store.captureSync({ source: repo, copy: ['big'], revision: 'z', signal: sync.signal, onProgress: () => (++calls === 1 ? sync.abort() : undefined) }),
+    ).toThrow(expect.objectContaining({ code: 'SEAL_ABORTED' }));
+    expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
+    await store.close();
+  });
+});
+
+describe('more declaration errors', () => {
+  it('unknown limits, ensureDirs on a file mount, explicit ensureDirs, bad workspace', () => {
+    const { repo, store } = setup({ 'cfg/app.json': '{}', 'deps/f': 'x' });
+    let err = captureError(store, { source: repo, copy: ['cfg'], limits: { maxFiles: 1 } as never });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'unknown limit: maxFiles']);
+    err = captureError(store, { source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json', ensureDirs: ['x'] }] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'ensureDirs needs a directory mount: cfg/app.json']);
+    err = captureError(store, { source: repo, copy: ['cfg'], workspace: 'relative' });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'workspace must be an absolute path']);
+    err = captureError(store, { source: repo, mounts: [{ source: 'deps', target: '../out' }] });
+    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', "mount target must not contain '..': ../out"]);
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensureDirs: ['cache/tmp'] }] });
+    expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload', 'payload/cache', 'payload/cache/tmp', 'payload/f']);
+    store.closeSync();
+  });
+});

@@ -1,0 +1,117 @@
+// pool.test.ts: captures with helper threads give the serial manifest and the serial errors, leaving nothing behind.
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore, type CaptureCallOptions } from '../../dist/index.js';
+import { mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+
+const bases: [string, string | undefined][] = [
+  ['this filesystem', undefined],
+  ...(['xfs', 'btrfs'] as const).flatMap((k): [string, string | undefined][] => {
+    const m = reflinkMount(k);
+    return m === undefined ? [] : [[k, m]];
+  }),
+];
+
+function bigTree(repo: string): void {
+  const tree: Record<string, string | Buffer | null> = { 'tree/empty-dir': null, 'tree/empty': '', 'tree/big.bin': Buffer.alloc(5 << 20, 3) };
+  for (let i = 0; i < 400; i++) tree[`tree/d${i % 13}/f${i}`] = Buffer.alloc(i * 37, i % 251);
+  writeTree(repo, tree);
+}
+
+async function settleThreads(): Promise<void> {
+  // Helper threads have left their loops when capture returns; give their teardown a tick.
+  await new Promise((r) => setTimeout(r, 50));
+}
+
+function failure(store: SnapshotStore, options: CaptureCallOptions): SealError {
+  try {
+    store.captureSync(options);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SealError);
+    return err as SealError;
+  }
+  throw new Error('capture unexpectedly succeeded');
+}
+
+describe.each(bases)('helper threads on %s', (_name, base) => {
+  it('give exactly the serial manifest and digest', async () => {
+    const work = tempDir(base);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    bigTree(repo);
+    const fds = openFds().length;
+    const digests = [0, 1, 3, undefined].map((parallelism) => {
+      const store = SnapshotStore.openSync(join(work, `store-${String(parallelism)}`), { ephemeral: true });
+      const snap = store.captureSync({ source: repo, copy: ['tree'], ...(parallelism === undefined ? {} : { parallelism }) });
+      const out = [snap.digest, snap.manifestDigest, JSON.stringify(snap.entries), snap.verifySync().entries];
+      store.closeSync();
+      return out;
+    });
+    for (const d of digests) expect(d).toEqual(digests[0]);
+    await settleThreads();
+    expect(openFds().length).toBe(fds);
+  });
+
+  it('report a file changed under a helper as SEAL_CHANGED with its path, leaving nothing behind', async () => {
+    const work = tempDir(base);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    bigTree(repo);
+    // Big enough that reading it spans many of the appender's timeslices, so it is always seen changing.
+    writeFileSync(join(repo, 'tree/d5/growing'), Buffer.alloc(48 << 20));
+    const fds = openFds().length;
+    const stop = new Int32Array(new SharedArrayBuffer(4));
+    const appender = new Worker(
+      `const { workerData } = require('node:worker_threads'); const fs = require('node:fs');
+       while (Atomics.load(workerData.stop, 0) === 0) fs.appendFileSync(workerData.path, 'x');`,
+      { eval: true, workerData: { stop, path: join(repo, 'tree/d5/growing') } },
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    try {
+      const err = failure(store, { source: repo, copy: ['tree'], parallelism: 2 });
+      expect(err.code).toBe('SEAL_CHANGED');
+      expect(['file changed while snapshotting: tree/d5/growing', 'directory changed while snapshotting: tree/d5']).toContain(err.message);
+      expect(storeLeftovers(store.root)).toEqual([]);
+    } finally {
+      Atomics.store(stop, 0, 1);
+      await appender.terminate();
+    }
+    await settleThreads();
+    expect(openFds().length).toBe(fds);
+    store.closeSync();
+  });
+
+  it('walk errors with jobs in flight wait for them, then fail cleanly', async () => {
+    const work = tempDir(base);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    bigTree(repo);
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const fds = openFds().length;
+    let err = failure(store, { source: repo, copy: ['tree'], parallelism: 2, limits: { maxTotalBytes: 1 << 20 } });
+    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `capture exceeds the total byte limit (${1 << 20} bytes)`]);
+    mkfifo(join(repo, 'tree/d9/zz-pipe'));
+    err = failure(store, { source: repo, copy: ['tree'], parallelism: 2 });
+    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'capture accepts only regular files and directories: tree/d9/zz-pipe']);
+    expect(storeLeftovers(store.root)).toEqual([]);
+    await settleThreads();
+    expect(openFds().length).toBe(fds);
+    store.closeSync();
+  });
+});
+
+describe('parallelism option', () => {
+  it('must be an integer from 0 to 64', () => {
+    const work = tempDir();
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    for (const parallelism of [-1, 1.5, 65]) {
+      expect(() => store.captureSync({ source: work, copy: ['x'], parallelism })).toThrow(expect.objectContaining({ code: 'SEAL_BAD_PATH', message: 'parallelism must be an integer from 0 to 64' }));
+    }
+    store.closeSync();
+    appendFileSync(join(work, 'unused'), '');
+  });
+});

@@ -1,0 +1,171 @@
+// cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+import { tempDir, writeTree } from '../helpers.js';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+
+interface Result {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(store: string, ...args: string[]): Result {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+function json(r: Result): any {
+  expect(r.stderr).toBe('');
+  expect(r.status).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+function setup(): { work: string; repo: string; store: string } {
+  const work = tempDir();
+  const repo = join(work, 'repo');
+  writeTree(repo, { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta', 'node_modules/p/index.js': 'p', README: 'readme' });
+  return { work, repo, store: join(work, 'store') };
+}
+
+describe('treeseal CLI', () => {
+  it('capture, ls, show, materialize, verify, diff, rm, gc: human and JSON output', () => {
+    const { work, repo, store } = setup();
+    const human = cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1');
+    expect(human.status).toBe(0);
+    expect(human.stderr).toBe('');
+    expect(human.stdout).toMatch(new RegExp(`^captured ${repo}\\n  digest    [0-9a-f]{64}\\n  manifest  [0-9a-f]{64}\\n  entries   4\\n  bytes     9 \\(9 B\\)\\n  root      ${store}/snapshots/[0-9a-f]{64}\\n$`));
+    const a = json(cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1', '--json'));
+    expect(a).toMatchObject({ declarations: ['src'], revision: 'r1', entries: 4, totalBytes: 9, source: repo });
+    writeFileSync(join(repo, 'src/a.ts'), 'ALPHA!');
+    writeFileSync(join(repo, 'src/new.ts'), 'new');
+    const b = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--revision', 'r2', '--json'));
+    expect(b.mounts).toEqual([{ source: 'node_modules', target: 'node_modules', kind: 'directory', entries: 4 }]);
+
+    const list = json(cli(store, 'ls', '--json'));
+    expect(list.map((s: { digest: string }) => s.digest).sort()).toEqual([a.digest, b.digest].sort());
+    expect(cli(store, 'ls').stdout).toContain(`${a.digest.slice(0, 12)}        4 entries         9 B  ${repo}  [src]  @r1`);
+
+    const shown = json(cli(store, 'show', a.digest.slice(0, 10), '--json'));
+    expect(shown.entries.map((e: { path: string }) => e.path)).toEqual(['src', 'src/a.ts', 'src/lib', 'src/lib/b.ts']);
+    expect(cli(store, 'show', a.digest).stdout).toContain('file      0000          5 ');
+
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    const m = json(cli(store, 'materialize', a.digest, clone, '--json'));
+    expect(m).toMatchObject({ digest: a.digest, clone, files: 2, directories: 2, copied: 2, reflinked: 0, bytesCopied: 9 });
+    expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('alpha');
+    expect(cli(store, 'materialize', a.digest, clone).stdout).toMatch(/^materialized [0-9a-f]{12} into .*: 2 files, 2 directories \(0 reflinked, 2 copied, 9 B buffered\) in \d+ ms\n$/);
+
+    const v = json(cli(store, 'verify', '--json'));
+    expect(v.ok).toBe(true);
+    expect(v.snapshots).toHaveLength(2);
+    expect(cli(store, 'verify', a.digest).stdout).toBe(`ok   ${a.digest}  4 entries, 9 B\n1 ok, 0 corrupt\n`);
+
+    const d = json(cli(store, 'diff', a.digest, b.digest, '--json'));
+    expect(d.added).toContain('src/new.ts');
+    expect(d.added).toContain('[mount node_modules] payload/p/index.js');
+    expect(d.changed).toEqual(['src/a.ts']);
+    expect(d.removed).toEqual([]);
+    expect(cli(store, 'diff', a.digest, b.digest).stdout).toMatch(/~ src\/a\.ts\n5 added, 0 removed, 1 changed\n$/);
+
+    expect(json(cli(store, 'gc', '--json'))).toEqual({ swept: 0 });
+    expect(cli(store, 'rm', b.digest).stdout).toBe(`removed ${b.digest}\n`);
+    expect(json(cli(store, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([a.digest]);
+    expect(readdirSync(join(store, 'tmp'))).toEqual([]);
+  });
+
+  it('captures every top-level entry when no root is named, and freezes and thaws', () => {
+    const { work, repo, store } = setup();
+    const snap = json(cli(store, 'capture', repo, '--json'));
+    expect(snap.declarations).toEqual(['README', 'node_modules', 'src']);
+    const dir = join(work, 'frozen');
+    writeTree(dir, { f: 'x' });
+    expect(json(cli(store, 'freeze', dir, '--json'))).toEqual({ frozen: dir });
+    expect(cli(store, 'thaw', dir).stdout).toBe(`thawed ${dir}\n`);
+  });
+
+  it('exit codes: 1 with the code on stderr for a SealError, 2 with usage for a usage error', () => {
+    const { repo, store, work } = setup();
+    let r = cli(store, 'capture', repo, '--copy', '../escape');
+    expect([r.status, r.stdout, r.stderr]).toEqual([1, '', "treeseal: SEAL_BAD_PATH: copy root must not contain '..': ../escape\n"]);
+    r = cli(store, 'materialize', 'abc', join(work, 'nowhere'));
+    expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: no such snapshot: abc\n']);
+    r = cli(store, 'frobnicate');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^treeseal: unknown command: frobnicate\nusage: treeseal <command>/);
+    r = cli(store, 'capture', repo, '--bogus');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^treeseal: Unknown option '--bogus'/);
+    r = cli(store, 'ls', '--copy', 'x');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: ls does not take --copy']);
+    r = cli(store, 'materialize', 'abc', work, '--reflink', 'sometimes');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --reflink must be auto, always or never, not "sometimes"']);
+    r = cli(store, 'diff', 'a');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: diff takes <a> <b>']);
+    r = cli(store);
+    expect(r.status).toBe(2);
+    r = cli(store, '--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^usage: treeseal <command>/);
+    for (const c of ['capture', 'materialize', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'freeze', 'thaw']) {
+      r = cli(store, c, '--help');
+      expect([r.status, r.stdout.startsWith(`usage: treeseal ${c}`)]).toEqual([0, true]);
+    }
+  });
+
+  it('verify checks the whole store and reports every corrupt snapshot', () => {
+    const { repo, store } = setup();
+    const a = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    const b = json(cli(store, 'capture', repo, '--copy', 'README', '--json'));
+    json(cli(store, 'capture', repo, '--copy', 'node_modules', '--json'));
+    for (const [digest, file] of [[a.digest, 'copy/src/a.ts'], [b.digest, 'copy/README']] as const) {
+      const path = join(store, 'snapshots', digest, file);
+      chmodSync(path, 0o600);
+      writeFileSync(path, 'tampered');
+      chmodSync(path, 0o400);
+    }
+    const r = cli(store, 'verify', '--json');
+    expect(r.status).toBe(1);
+    const out = JSON.parse(r.stdout);
+    expect(out.ok).toBe(false);
+    const bad = out.snapshots.filter((s: { ok: boolean }) => !s.ok);
+    expect(bad.map((s: { digest: string }) => s.digest).sort()).toEqual([a.digest, b.digest].sort());
+    expect(bad.every((s: { error: { code: string } }) => s.error.code === 'SEAL_CORRUPT')).toBe(true);
+    const human = cli(store, 'verify');
+    expect(human.status).toBe(1);
+    expect(human.stdout).toContain(`BAD  ${a.digest}  SEAL_CORRUPT: snapshot ${a.digest} is corrupt: 1 entry differs from its manifest, first: copy/src/a.ts`);
+    expect(human.stdout).toMatch(/1 ok, 2 corrupt\n$/);
+  });
+
+  it('two processes capturing the same tree at once both succeed with the same digest', async () => {
+    const { repo, store } = setup();
+    writeFileSync(join(repo, 'src/big.bin'), Buffer.alloc(8 << 20, 1));
+    const run = promisify(execFile);
+    const env = { ...process.env, TREESEAL_STORE: store };
+    const outs = await Promise.all([0, 1, 2].map(() => run(process.execPath, [CLI, 'capture', repo, '--copy', 'src', '--json'], { env })));
+    const digests = outs.map((o) => JSON.parse(o.stdout).digest);
+    expect(new Set(digests).size).toBe(1);
+    expect(readdirSync(join(store, 'snapshots'))).toEqual([digests[0]]);
+    expect(readdirSync(join(store, 'tmp'))).toEqual([]);
+    expect(json(cli(store, 'verify', '--json')).ok).toBe(true);
+  });
+
+  it('draws a progress line on a terminal and nothing on a pipe', () => {
+    const { repo, store } = setup();
+    writeFileSync(join(repo, 'src/big.bin'), Buffer.alloc(4 << 20, 1));
+    const onPipe = cli(store, 'capture', repo, '--copy', 'src');
+    expect(onPipe.stderr).toBe('');
+    const tty = execFileSync('script', ['-qec', `TREESEAL_STORE=${store} ${process.execPath} ${CLI} capture ${repo} --copy src --revision tty`, '/dev/null'], {
+      encoding: 'utf8',
+    });
+    expect(tty).toMatch(/\r\x1b\[2Kcapturing \d+ entries, [\d.]+ (B|KiB|MiB)/);
+    expect(tty).toContain('captured ');
+  });
+});

@@ -1,0 +1,298 @@
+// materialize.test.ts: clones from snapshots: exact-root publish, budgets, hazards in the clone, reports, mount points.
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, truncateSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../../dist/index.js';
+import { checkNoFdLeaks, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const MiB = 1 << 20;
+
+function fixture(base: string | undefined, tree: Record<string, string | Buffer | null>, copy: string[], mounts = false): { snap: Snapshot; store: SnapshotStore; work: string } {
+  const work = tempDir(base);
+  const repo = join(work, 'repo');
+  mkdirSync(repo);
+  writeTree(repo, tree);
+  const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+  const snap = store.captureSync({ source: repo, copy, ...(mounts ? { mounts: [{ source: 'node_modules', target: 'node_modules' }] } : {}) });
+  return { snap, store, work };
+}
+
+function clone(work: string, tree: Record<string, string | Buffer | null> = {}): string {
+  const dir = join(work, `clone-${Math.random().toString(16).slice(2)}`);
+  mkdirSync(dir);
+  writeTree(dir, tree);
+  return dir;
+}
+
+function stagesLeft(cloneDir: string): string[] {
+  return readdirSync(dirname(cloneDir)).filter((n) => n.startsWith('.treeseal-materialize-'));
+}
+
+function materializeError(snap: Snapshot, dir: string, options: MaterializeOptions = {}): SealError {
+  try {
+    snap.materializeSync(dir, options);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SealError);
+    expect(stagesLeft(dir)).toEqual([]);
+    return err as SealError;
+  }
+  throw new Error('materialize unexpectedly succeeded');
+}
+
+function tree(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(dir, rel)).sort()) {
+    const path = rel === '' ? name : `${rel}/${name}`;
+    const st = lstatSync(join(dir, path));
+    out.push(`${path}${st.isDirectory() ? '/' : st.isSymbolicLink() ? '@' : ''}`);
+    if (st.isDirectory()) out.push(...tree(dir, path));
+  }
+  return out;
+}
+
+describe('materialize on this filesystem (buffered fallback)', () => {
+  it('reuses one snapshot across two clones with writes isolated and inodes distinct', async () => {
+    const { snap, store, work } = fixture(undefined, { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' }, ['src']);
+    const one = clone(work);
+    const two = clone(work);
+    const r1 = snap.materializeSync(one);
+    const r2 = await snap.materialize(two);
+    expect(r1).toMatchObject({ files: 2, directories: 2, reflinked: 0, copied: 2, bytesCopied: 9 });
+    expect(r2).toMatchObject({ files: 2, directories: 2, copied: 2 });
+    expect(r1.elapsedMs).toBeGreaterThanOrEqual(0);
+    writeFileSync(join(one, 'src/a.ts'), 'changed in clone one');
+    expect(readFileSync(join(two, 'src/a.ts'), 'utf8')).toBe('alpha');
+    expect(readFileSync(join(snap.root, 'copy/src/a.ts'), 'utf8')).toBe('alpha');
+    const inodes = [one, two, join(snap.root, 'copy')].map((d) => statSync(join(d, 'src/lib/b.ts')).ino);
+    expect(new Set(inodes).size).toBe(3);
+    expect(statSync(join(two, 'src/lib/b.ts')).mode & 0o7777).toBe(0o600);
+    expect(statSync(join(two, 'src/lib')).mode & 0o7777).toBe(0o700);
+    expect(stagesLeft(one)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('the buffered budget: exactly at the limit passes; over it fails before publish and cleans up', () => {
+    const { snap, store, work } = fixture(undefined, { 'a/x': Buffer.alloc(1000, 1), 'a/y': Buffer.alloc(24, 2) }, ['a']);
+    const ok = clone(work);
+    expect(snap.materializeSync(ok, { fallbackBytes: 1024 }).bytesCopied).toBe(1024);
+    const over = clone(work, { 'a/old': 'keep' });
+    const err = materializeError(snap, over, { fallbackBytes: 1023 });
+    expect(err.code).toBe('SEAL_NO_REFLINK');
+    expect(err.message).toBe('filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (1023 bytes): a/y');
+    expect(tree(over)).toEqual(['a/', 'a/old']);
+    store.closeSync();
+  });
+
+  it('a 20 MiB file fits the default budget', () => {
+    const big = Buffer.alloc(20 * MiB, 3);
+    big.write('end', 20 * MiB - 3);
+    const { snap, store, work } = fixture(undefined, { 'index/graph.bin': big }, ['index/graph.bin']);
+    const dir = clone(work);
+    expect(snap.materializeSync(dir)).toMatchObject({ files: 1, copied: 1, bytesCopied: 20 * MiB });
+    expect(Buffer.compare(readFileSync(join(dir, 'index/graph.bin')), big)).toBe(0);
+    store.closeSync();
+  });
+
+  it("'always' on a filesystem that cannot clone is SEAL_NO_REFLINK with nothing published", () => {
+    const { snap, store, work } = fixture(undefined, { 'a/x': 'x' }, ['a']);
+    const dir = clone(work);
+    const err = materializeError(snap, dir, { reflink: 'always' });
+    expect([err.code, err.message]).toEqual(['SEAL_NO_REFLINK', 'filesystem cannot reflink the snapshot: a/x']);
+    expect(tree(dir)).toEqual([]);
+    expect(() => snap.materializeSync(dir, { reflink: 'sometimes' as never })).toThrow("reflink must be 'auto', 'always' or 'never', not sometimes");
+    expect(() => snap.materializeSync(dir, { fallbackBytes: -1 })).toThrow('fallbackBytes must be a non-negative integer');
+    store.closeSync();
+  });
+
+  it('removes stale children exactly and replaces type conflicts both ways', () => {
+    const { snap, store, work } = fixture(undefined, { 'root/keep': 'new', 'root/sub/f': 'f', 'file': 'now a file', 'dir/inner': 'now a dir' }, ['root', 'file', 'dir']);
+    const dir = clone(work, { 'root/keep': 'old', 'root/stale': 'x', 'root/stale-dir/deep/y': 'y', 'file/was-dir': 'z', dir: 'was a file', untouched: 'u' });
+    snap.materializeSync(dir);
+    expect(tree(dir)).toEqual(['dir/', 'dir/inner', 'file', 'root/', 'root/keep', 'root/sub/', 'root/sub/f', 'untouched']);
+    expect(readFileSync(join(dir, 'root/keep'), 'utf8')).toBe('new');
+    expect(readFileSync(join(dir, 'file'), 'utf8')).toBe('now a file');
+    store.closeSync();
+  });
+
+  it('creates missing parents and replaces a regular file standing where a parent must be', () => {
+    const { snap, store, work } = fixture(undefined, { 'assets/index': 'original' }, ['assets/index']);
+    const dir = clone(work, { assets: 'a file in the way' });
+    snap.materializeSync(dir);
+    expect(tree(dir)).toEqual(['assets/', 'assets/index']);
+    const fresh = clone(work);
+    snap.materializeSync(fresh);
+    expect(readFileSync(join(fresh, 'assets/index'), 'utf8')).toBe('original');
+    store.closeSync();
+  });
+
+  it('removes a stale child symlink without following it; the outside canary stays intact', () => {
+    const { snap, store, work } = fixture(undefined, { 'root/f': 'new' }, ['root']);
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'canary'), 'alive');
+    const dir = clone(work, { 'root/f': 'old' });
+    symlinkSync(outside, join(dir, 'root/evil'));
+    symlinkSync(join(outside, 'canary'), join(dir, 'root/evil-file'));
+    snap.materializeSync(dir);
+    expect(tree(dir)).toEqual(['root/', 'root/f']);
+    expect(readFileSync(join(outside, 'canary'), 'utf8')).toBe('alive');
+    expect(readdirSync(outside)).toEqual(['canary']);
+    store.closeSync();
+  });
+
+  it('refuses a symlinked clone root, a symlink parent or target, and a special file at the target, writing nothing', () => {
+    const { snap, store, work } = fixture(undefined, { 'a/b/c': 'x', 'z': 'z' }, ['a/b', 'z']);
+    const real = clone(work);
+    const link = join(work, 'clone-link');
+    symlinkSync(real, link);
+    let err = materializeError(snap, link);
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `clone must be a real directory, not a symlink: ${link}`]);
+    expect(readdirSync(real)).toEqual([]);
+
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    const withParentLink = clone(work);
+    symlinkSync(outside, join(withParentLink, 'a'));
+    err = materializeError(snap, withParentLink);
+    expect([err.code, err.message, err.path]).toEqual(['SEAL_SYMLINK', 'copy target has a symlink parent: a/b', 'a/b']);
+    expect(readdirSync(outside)).toEqual([]);
+    expect(tree(withParentLink)).toEqual(['a@']);
+
+    const withTargetLink = clone(work, { 'a/keep': 'k' });
+    symlinkSync(outside, join(withTargetLink, 'a/b'));
+    err = materializeError(snap, withTargetLink);
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'copy target cannot be a symlink: a/b']);
+    expect(readdirSync(outside)).toEqual([]);
+
+    const withFifo = clone(work);
+    mkfifo(join(withFifo, 'z'));
+    err = materializeError(snap, withFifo);
+    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'copy target has an unsupported type: z']);
+    expect(tree(withFifo)).toEqual(['z']);
+
+    const notDir = join(work, 'plain-file');
+    writeFileSync(notDir, '');
+    expect(materializeError(snap, notDir).code).toBe('SEAL_BAD_PATH');
+    expect(materializeError(snap, join(work, 'missing')).code).toBe('SEAL_UNAVAILABLE');
+    store.closeSync();
+  });
+
+  it('a tampered snapshot file (size changed) is SEAL_CORRUPT and nothing is published', () => {
+    const { snap, store, work } = fixture(undefined, { 'a/x': 'original' }, ['a']);
+    const file = join(snap.root, 'copy/a/x');
+    chmodSync(file, 0o600);
+    truncateSync(file, 3);
+    const dir = clone(work);
+    const err = materializeError(snap, dir);
+    expect([err.code, err.message, err.path]).toEqual(['SEAL_CORRUPT', 'snapshot file changed: a/x', 'a/x']);
+    expect(tree(dir)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('materializes across devices (store on disk, clone on tmpfs)', () => {
+    const { snap, store } = fixture(undefined, { 'a/x': 'cross' }, ['a']);
+    const dir = clone(tempDir('/dev/shm'));
+    expect(snap.materializeSync(dir)).toMatchObject({ files: 1, copied: 1, reflinked: 0 });
+    expect(readFileSync(join(dir, 'a/x'), 'utf8')).toBe('cross');
+    store.closeSync();
+  });
+});
+
+describe('mount points', () => {
+  it('lists frozen payloads as read-only sources and prepares mount points in the clone', () => {
+    const { snap, store, work } = fixture(undefined, { 'node_modules/p/index.js': '1', 'a/x': 'x' }, ['a'], true);
+    const dir = clone(work);
+    const mounts = snap.mountPoints(dir);
+    expect(mounts).toEqual([{ source: join(snap.root, 'mounts/00000/payload'), target: '/workspace/node_modules', readOnly: true }]);
+    expect(statSync(join(dir, 'node_modules')).isDirectory()).toBe(true);
+    expect(snap.mountPoints(dir, { workspace: '/w/' })[0]!.target).toBe('/w/node_modules');
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    const evil = clone(work);
+    symlinkSync(outside, join(evil, 'node_modules'));
+    expect(() => snap.mountPoints(evil)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message: 'mount target cannot be a symlink: node_modules' }));
+    expect(readdirSync(outside)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('refuses a symlink parent of a mount target', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'deps/f': 'x' });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'lib/deps' }] });
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    const dir = clone(work);
+    symlinkSync(outside, join(dir, 'lib'));
+    expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message: 'mount target has a symlink parent: lib/deps' }));
+    expect(readdirSync(outside)).toEqual([]);
+    store.closeSync();
+  });
+});
+
+for (const kind of ['xfs', 'btrfs'] as const) {
+  const mount = reflinkMount(kind);
+  describe.skipIf(mount === undefined)(`materialize on ${kind} (real reflink)`, () => {
+    it('reflinks every file, and clones stay independent', () => {
+      const big = Buffer.alloc(4 * MiB, 5);
+      const { snap, store, work } = fixture(mount, { 'src/a': 'alpha', 'src/b/c': 'gamma', 'index/graph.bin': big }, ['src', 'index']);
+      const one = clone(work);
+      const report = snap.materializeSync(one, { reflink: 'always' });
+      expect(report).toMatchObject({ files: 3, reflinked: 3, copied: 0, bytesCopied: 0 });
+      writeFileSync(join(one, 'index/graph.bin'), 'rewritten');
+      expect(Buffer.compare(readFileSync(join(snap.root, 'copy/index/graph.bin')), big)).toBe(0);
+      const two = clone(work);
+      expect(snap.materializeSync(two, { reflink: 'never' })).toMatchObject({ files: 3, reflinked: 0, copied: 3, bytesCopied: 4 * MiB + 10 });
+      expect(Buffer.compare(readFileSync(join(two, 'index/graph.bin')), big)).toBe(0);
+      // A reflink budget does not apply to cloned bytes.
+      const three = clone(work);
+      expect(snap.materializeSync(three, { fallbackBytes: 0 }).reflinked).toBe(3);
+      store.closeSync();
+    });
+
+    it('capture clones into the store and records the same digests as the buffered path', () => {
+      const tree = { 'd/a': Buffer.alloc(3 * MiB + 1, 9), 'd/b': 'small', 'd/e': '' };
+      const onXfs = fixture(mount, tree, ['d']);
+      const onDisk = fixture(undefined, tree, ['d']);
+      expect(onXfs.snap.manifestDigest).toBe(onDisk.snap.manifestDigest);
+      onXfs.store.closeSync();
+      onDisk.store.closeSync();
+    });
+  });
+}
+
+describe('renameat2 refused by the filesystem', () => {
+  it('falls back to remove-then-rename when RENAME_EXCHANGE / RENAME_NOREPLACE give EINVAL', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'root/f': 'new', other: 'o' });
+    const refusing = wrapSys({
+      renameat2: (orig) => (a, b, c, d, flags) => {
+        if (flags !== 0) throw Object.assign(new Error('EINVAL: invalid argument, renameat2'), { code: 'EINVAL', errno: -22, syscall: 'renameat2' });
+        orig(a, b, c, d, flags);
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const data = store.captureSync({ source: repo, copy: ['root', 'other'] });
+    const snap = new Snapshot(data.root, data.toJSON(), { sys: refusing });
+    const dir = clone(work, { 'root/stale': 's' });
+    expect(snap.materializeSync(dir)).toMatchObject({ files: 2 });
+    expect(tree(dir)).toEqual(['other', 'root/', 'root/f']);
+    expect(stagesLeft(dir)).toEqual([]);
+    store.closeSync();
+  });
+});
+
+describe('mount point collisions', () => {
+  it('a mount target of another type in the clone is SEAL_COLLISION, and the file is kept', () => {
+    const { snap, store, work } = fixture(undefined, { 'node_modules/p/index.js': '1', 'a/x': 'x' }, ['a'], true);
+    const dir = clone(work, { node_modules: 'a file' });
+    expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION', message: 'mount target exists with another type: node_modules' }));
+    expect(readFileSync(join(dir, 'node_modules'), 'utf8')).toBe('a file');
+    store.closeSync();
+  });
+});

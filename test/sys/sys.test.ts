@@ -1,0 +1,362 @@
+// sys.test.ts: every native primitive: one success and at least one real failure each, and no fd leaks.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+
+import * as S from '../../dist/sys/index.js';
+import { checkNoFdLeaks, mkfifo, tempDir } from '../helpers.js';
+
+const { sys } = S;
+checkNoFdLeaks();
+
+function openDir(path: string): number {
+  return sys.openat(S.AT_FDCWD, path, S.O_RDONLY | S.O_DIRECTORY | S.O_NOFOLLOW);
+}
+
+function withDir<T>(path: string, fn: (fd: number) => T): T {
+  const fd = openDir(path);
+  try {
+    return fn(fd);
+  } finally {
+    sys.close(fd);
+  }
+}
+
+function expectSysError(fn: () => unknown, code: string, syscall: string, path?: string): void {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(Error);
+  const err = caught as S.SystemError;
+  expect(err.code).toBe(code);
+  expect(err.syscall).toBe(syscall);
+  expect(err.errno).toBeLessThan(0);
+  if (path !== undefined) {
+    expect(err.path).toBe(path);
+    expect(err.message).toMatch(new RegExp(`^${code}: [a-z].*, ${syscall} '${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'`));
+  }
+}
+
+describe('errors', () => {
+  it('are Node-shaped system errors', () => {
+    const dir = tempDir();
+    symlinkSync('nowhere', join(dir, 'link'));
+    withDir(dir, (fd) => {
+      let err: S.SystemError | undefined;
+      try {
+        sys.openat(fd, 'link', S.O_RDONLY | S.O_NOFOLLOW);
+      } catch (e) {
+        err = e as S.SystemError;
+      }
+      expect(err?.message).toBe("ELOOP: too many levels of symbolic links, openat 'link'");
+      expect(err?.errno).toBe(-40);
+      expect(S.isSystemError(err)).toBe(true);
+      expect(S.hasCode(err, 'ELOOP')).toBe(true);
+    });
+  });
+
+  it('refuses NUL bytes and wrong argument types with Node codes', () => {
+    expect(() => sys.openat(S.AT_FDCWD, 'a\0b', 0)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }));
+    expect(() => sys.openat(S.AT_FDCWD, 5 as never, 0)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
+    expect(() => sys.pread(0, Buffer.alloc(4), 2, 4, 0)).toThrow(expect.objectContaining({ code: 'ERR_OUT_OF_RANGE' }));
+  });
+});
+
+describe('openat / openat2 / close', () => {
+  it('opens with O_CLOEXEC always', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), 'x');
+    withDir(dir, (d) => {
+      const fd = sys.openat(d, 'f', S.O_RDONLY);
+      const flags = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8');
+      const octal = /flags:\s+(\d+)/.exec(flags)![1]!;
+      expect(parseInt(octal, 8) & S.O_CLOEXEC).toBe(S.O_CLOEXEC);
+      sys.close(fd);
+    });
+  });
+
+  it('O_NOFOLLOW on a symlink gives ELOOP; O_EXCL on an existing name gives EEXIST', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), 'x');
+    symlinkSync('f', join(dir, 'l'));
+    withDir(dir, (d) => {
+      expectSysError(() => sys.openat(d, 'l', S.O_RDONLY | S.O_NOFOLLOW), 'ELOOP', 'openat', 'l');
+      expectSysError(() => sys.openat(d, 'f', S.O_WRONLY | S.O_CREAT | S.O_EXCL, 0o600), 'EEXIST', 'openat', 'f');
+      expectSysError(() => sys.openat(d, 'missing', S.O_RDONLY), 'ENOENT', 'openat', 'missing');
+    });
+  });
+
+  it('opening a FIFO with O_NONBLOCK returns at once and fstat shows a FIFO', () => {
+    const dir = tempDir();
+    mkfifo(join(dir, 'p'));
+    withDir(dir, (d) => {
+      const fd = sys.openat(d, 'p', S.O_RDONLY | S.O_NONBLOCK | S.O_NOFOLLOW);
+      expect(sys.fstat(fd).mode & S.S_IFMT).toBe(S.S_IFIFO);
+      sys.close(fd);
+    });
+  });
+
+  it('openat2 RESOLVE_BENEATH refuses ../x, RESOLVE_NO_SYMLINKS refuses a link, IN_ROOT clamps', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'in/sub'), { recursive: true });
+    writeFileSync(join(dir, 'x'), 'outside');
+    writeFileSync(join(dir, 'in/sub/f'), 'inside');
+    symlinkSync('sub', join(dir, 'in/link'));
+    withDir(join(dir, 'in'), (d) => {
+      expectSysError(() => sys.openat2(d, '../x', S.O_RDONLY, 0, S.RESOLVE_BENEATH), 'EXDEV', 'openat2', '../x');
+      expectSysError(() => sys.openat2(d, 'link/f', S.O_RDONLY, 0, S.RESOLVE_NO_SYMLINKS), 'ELOOP', 'openat2', 'link/f');
+      expectSysError(() => sys.openat2(d, '/proc/self/exe', S.O_RDONLY, 0, S.RESOLVE_NO_MAGICLINKS | S.RESOLVE_BENEATH), 'EXDEV', 'openat2');
+      const fd = sys.openat2(d, 'sub/f', S.O_RDONLY, 0, S.RESOLVE_BENEATH | S.RESOLVE_NO_SYMLINKS);
+      const buf = Buffer.alloc(16);
+      expect(buf.subarray(0, sys.pread(fd, buf, 0, 16, 0)).toString()).toBe('inside');
+      sys.close(fd);
+      // ../x inside the root clamps to the root: in/x does not exist.
+      expectSysError(() => sys.openat2(d, '../x', S.O_RDONLY, 0, S.RESOLVE_IN_ROOT), 'ENOENT', 'openat2');
+    });
+  });
+
+  it('close of a closed fd is EBADF; Fd closes once', () => {
+    const fd = openDir(tempDir());
+    sys.close(fd);
+    expectSysError(() => sys.close(fd), 'EBADF', 'close');
+    const owned = new S.Fd(openDir(tempDir()));
+    owned.close();
+    owned.close();
+    expect(owned.closed).toBe(true);
+    expect(() => owned.fd).toThrow('file descriptor is closed');
+    {
+      using scoped = new S.Fd(openDir(tempDir()));
+      expect(scoped.fd).toBeGreaterThan(2);
+    }
+  });
+});
+
+describe('fstat / fstatat', () => {
+  it('match node:fs with bigint times', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), 'hello');
+    symlinkSync('f', join(dir, 'l'));
+    const ref = statSync(join(dir, 'f'), { bigint: true });
+    withDir(dir, (d) => {
+      const st = sys.fstatat(d, 'f', S.AT_SYMLINK_NOFOLLOW);
+      expect(st.ino).toBe(ref.ino);
+      expect(st.dev).toBe(ref.dev);
+      expect(st.size).toBe(5);
+      expect(st.mtimeNs).toBe(ref.mtimeNs);
+      expect(st.ctimeNs).toBe(ref.ctimeNs);
+      expect(st.nlink).toBe(1);
+      expect(st.uid).toBe(Number(ref.uid));
+      expect(S.isLink(sys.fstatat(d, 'l', S.AT_SYMLINK_NOFOLLOW).mode)).toBe(true);
+      expect(S.isReg(sys.fstatat(d, 'l', 0).mode)).toBe(true);
+      expectSysError(() => sys.fstatat(d, 'nope', 0), 'ENOENT', 'fstatat', 'nope');
+      const fd = sys.openat(d, 'f', S.O_RDONLY);
+      expect(S.sameIdentity(S.identityOf(sys.fstat(fd)), S.identityOf(st))).toBe(true);
+      sys.close(fd);
+      expectSysError(() => sys.fstat(fd), 'EBADF', 'fstat');
+    });
+  });
+});
+
+describe('readdir / mkdirat / unlinkat', () => {
+  it('lists names with types and returns a non-UTF-8 name intact', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), '');
+    mkdirSync(join(dir, 'd'));
+    const raw = Buffer.from([0x66, 0xff, 0xfe, 0x2e, 0x74]);
+    writeFileSync(Buffer.concat([Buffer.from(dir + '/'), raw]), 'bad');
+    withDir(dir, (d) => {
+      const entries = sys.readdir(d);
+      const byName = new Map(entries.map((e) => [typeof e.name === 'string' ? e.name : e.name.toString('hex'), e.type]));
+      expect(byName.get('f')).toBe(S.DT_REG);
+      expect(byName.get('d')).toBe(S.DT_DIR);
+      expect(byName.get(raw.toString('hex'))).toBe(S.DT_REG);
+      const bad = entries.find((e) => Buffer.isBuffer(e.name))!;
+      expect(Buffer.compare(bad.name as Buffer, raw)).toBe(0);
+      // The Buffer name opens the same file.
+      const fd = sys.openat(d, bad.name, S.O_RDONLY);
+      sys.close(fd);
+      // A second listing of the same fd starts over.
+      expect(sys.readdir(d)).toHaveLength(3);
+    });
+    expectSysError(() => sys.readdir(999999), 'EBADF', 'getdents64');
+  });
+
+  it('mkdirat creates with the mode; EEXIST on an existing name; unlinkat removes files and dirs', () => {
+    const dir = tempDir();
+    withDir(dir, (d) => {
+      sys.mkdirat(d, 'new', 0o700);
+      expect(statSync(join(dir, 'new')).mode & 0o777).toBe(0o700);
+      expectSysError(() => sys.mkdirat(d, 'new', 0o700), 'EEXIST', 'mkdirat', 'new');
+      writeFileSync(join(dir, 'new/f'), '');
+      expectSysError(() => sys.unlinkat(d, 'new', S.AT_REMOVEDIR), 'ENOTEMPTY', 'unlinkat', 'new');
+      expectSysError(() => sys.unlinkat(d, 'new', 0), 'EISDIR', 'unlinkat', 'new');
+      sys.unlinkat(d, 'new/f', 0);
+      sys.unlinkat(d, 'new', S.AT_REMOVEDIR);
+      expect(existsSync(join(dir, 'new'))).toBe(false);
+    });
+  });
+});
+
+describe('renameat2', () => {
+  it('NOREPLACE gives EEXIST; EXCHANGE swaps two trees', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'a'));
+    writeFileSync(join(dir, 'a/one'), '1');
+    mkdirSync(join(dir, 'b'));
+    writeFileSync(join(dir, 'b/two'), '2');
+    withDir(dir, (d) => {
+      let err: S.SystemError | undefined;
+      try {
+        sys.renameat2(d, 'a', d, 'b', S.RENAME_NOREPLACE);
+      } catch (e) {
+        err = e as S.SystemError;
+      }
+      expect(err?.code).toBe('EEXIST');
+      expect(err?.dest).toBe('b');
+      expect(err?.message).toBe("EEXIST: file exists, renameat2 'a' -> 'b'");
+      sys.renameat2(d, 'a', d, 'b', S.RENAME_EXCHANGE);
+      expect(readdirSync(join(dir, 'a'))).toEqual(['two']);
+      expect(readdirSync(join(dir, 'b'))).toEqual(['one']);
+      sys.renameat2(d, 'a', d, 'c', S.RENAME_NOREPLACE);
+      expect(readdirSync(dir).sort()).toEqual(['b', 'c']);
+      expectSysError(() => sys.renameat2(d, 'a', d, 'c', S.RENAME_EXCHANGE), 'ENOENT', 'renameat2', 'a');
+    });
+  });
+});
+
+describe('symlinkat / readlinkat', () => {
+  it('round-trips targets, including non-UTF-8 ones as Buffers', () => {
+    const dir = tempDir();
+    withDir(dir, (d) => {
+      sys.symlinkat('../target', d, 'l');
+      expect(readlinkSync(join(dir, 'l'))).toBe('../target');
+      expect(sys.readlinkat(d, 'l')).toBe('../target');
+      const raw = Buffer.from([0x61, 0xff]);
+      sys.symlinkat(raw, d, 'bad');
+      expect(Buffer.compare(sys.readlinkat(d, 'bad') as Buffer, raw)).toBe(0);
+      expectSysError(() => sys.symlinkat('x', d, 'l'), 'EEXIST', 'symlinkat', 'x');
+      writeFileSync(join(dir, 'f'), '');
+      expectSysError(() => sys.readlinkat(d, 'f'), 'EINVAL', 'readlinkat', 'f');
+    });
+  });
+});
+
+describe('pread / pwrite / fsync / syncfs / fchmod / fchmodat / flock', () => {
+  it('read and write at offsets into Buffers', () => {
+    const dir = tempDir();
+    withDir(dir, (d) => {
+      const fd = sys.openat(d, 'f', S.O_RDWR | S.O_CREAT | S.O_EXCL, 0o600);
+      expect(sys.pwrite(fd, Buffer.from('xxhello'), 2, 5, 3)).toBe(5);
+      const buf = Buffer.alloc(10, 0x2e);
+      expect(sys.pread(fd, buf, 1, 9, 0)).toBe(8);
+      expect(buf.toString('latin1')).toBe('.\0\0\0hello.');
+      expect(sys.pread(fd, buf, 0, 4, 100)).toBe(0);
+      sys.fsync(fd);
+      sys.syncfs(fd);
+      sys.fchmod(fd, 0o444);
+      expect(statSync(join(dir, 'f')).mode & 0o777).toBe(0o444);
+      sys.close(fd);
+      const ro = sys.openat(d, 'f', S.O_RDONLY);
+      expectSysError(() => sys.pwrite(ro, Buffer.from('x'), 0, 1, 0), 'EBADF', 'pwrite');
+      sys.close(ro);
+      expectSysError(() => sys.fsync(ro), 'EBADF', 'fsync');
+      expectSysError(() => sys.syncfs(ro), 'EBADF', 'syncfs');
+      expectSysError(() => sys.fchmod(ro, 0o600), 'EBADF', 'fchmod');
+    });
+  });
+
+  it('fchmodat never follows a symlink', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), '');
+    symlinkSync('f', join(dir, 'l'));
+    withDir(dir, (d) => {
+      sys.fchmodat(d, 'f', 0o640, S.AT_SYMLINK_NOFOLLOW);
+      expect(statSync(join(dir, 'f')).mode & 0o777).toBe(0o640);
+      expectSysError(() => sys.fchmodat(d, 'l', 0o777, S.AT_SYMLINK_NOFOLLOW), 'ENOTSUP', 'fchmodat', 'l');
+      expect(statSync(join(dir, 'f')).mode & 0o777).toBe(0o640);
+    });
+  });
+
+  it('flock: a second exclusive lock on another open file description is EWOULDBLOCK', () => {
+    const dir = tempDir();
+    const a = openDir(dir);
+    const b = openDir(dir);
+    sys.flock(a, S.LOCK_EX | S.LOCK_NB);
+    expectSysError(() => sys.flock(b, S.LOCK_EX | S.LOCK_NB), 'EAGAIN', 'flock');
+    sys.flock(a, S.LOCK_UN);
+    sys.flock(b, S.LOCK_EX | S.LOCK_NB);
+    sys.close(a);
+    sys.close(b);
+  });
+});
+
+describe('ficlone / copy_file_range on this filesystem', () => {
+  it('copy_file_range copies bytes; ficlone is false where the filesystem cannot clone', () => {
+    const dir = tempDir('/dev/shm');
+    writeFileSync(join(dir, 'src'), 'abcdef');
+    withDir(dir, (d) => {
+      const src = sys.openat(d, 'src', S.O_RDONLY);
+      const dst = sys.openat(d, 'dst', S.O_RDWR | S.O_CREAT | S.O_EXCL, 0o600);
+      expect(sys.ficlone(dst, src)).toBe(false);
+      expect(sys.copy_file_range(src, 1, dst, 0, 10)).toBe(5);
+      expect(readFileSync(join(dir, 'dst'), 'utf8')).toBe('bcdef');
+      expectSysError(() => sys.copy_file_range(dst, 0, dst, 1, 4), 'EINVAL', 'copy_file_range');
+      sys.close(dst);
+      expectSysError(() => sys.ficlone(dst, src), 'EBADF', 'ioctl_ficlone');
+      sys.close(src);
+    });
+  });
+
+  it('ficlone across filesystems is false', () => {
+    const a = tempDir('/dev/shm');
+    const b = tempDir();
+    writeFileSync(join(a, 'src'), 'abc');
+    const src = sys.openat(S.AT_FDCWD, join(a, 'src'), S.O_RDONLY);
+    const dst = sys.openat(S.AT_FDCWD, join(b, 'dst'), S.O_RDWR | S.O_CREAT | S.O_EXCL, 0o600);
+    expect(sys.ficlone(dst, src)).toBe(false);
+    sys.close(src);
+    sys.close(dst);
+  });
+});
+
+describe('worker threads', () => {
+  it('the addon loads and works inside a worker thread', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), 'from worker');
+    const url = new URL('../../dist/sys/index.js', import.meta.url).href;
+    const code = `
+      const { parentPort, workerData } = require('node:worker_threads');
+      import(workerData.url).then((S) => {
+        const fd = S.sys.openat(S.AT_FDCWD, workerData.path, S.O_RDONLY);
+        const buf = Buffer.alloc(64);
+        const n = S.sys.pread(fd, buf, 0, 64, 0);
+        S.sys.close(fd);
+        let code = '';
+        try { S.sys.openat(S.AT_FDCWD, workerData.path + '.missing', S.O_RDONLY); } catch (e) { code = e.code; }
+        parentPort.postMessage(buf.subarray(0, n).toString() + '|' + code);
+      });`;
+    const worker = new Worker(code, { eval: true, workerData: { url, path: join(dir, 'f') } });
+    const msg = await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(msg).toBe('from worker|ENOENT');
+  });
+});
+
+describe('platform', () => {
+  it('loading names the platform when it is not Linux', () => {
+    const out = execFileSync(
+      process.execPath,
+      ['-e', `Object.defineProperty(process, 'platform', { value: 'darwin' }); import(${JSON.stringify(new URL('../../dist/sys/index.js', import.meta.url).href)}).catch((e) => console.log(e.message));`],
+      { encoding: 'utf8' },
+    );
+    expect(out.trim()).toBe('treeseal supports Linux only; this platform is darwin');
+  });
+});

@@ -1,0 +1,132 @@
+// stage.test.ts: stageFiles: private stage, checked targets, planted symlinks never followed, verify and close.
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, stageFiles, stageFilesSync } from '../../dist/index.js';
+import { checkNoFdLeaks, expectSealError, tempDir, wrapSys } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const files = [
+  { target: 'oracle/expected.json', bytes: Buffer.from('{"ok":true}') },
+  { target: 'oracle/deep/check.sh', bytes: Buffer.from('#!/bin/sh') },
+  { target: 'top.txt', bytes: Buffer.from('top') },
+];
+
+
+describe('stageFiles', () => {
+  it('stages read-only files in a private directory, verifies them and removes them on close', async () => {
+    const parent = tempDir();
+    const stage = await stageFiles(parent, files, { prefix: '.oracle-' });
+    expect(stage.root).toMatch(new RegExp(`^${parent}/\\.oracle-[0-9a-f]{32}$`));
+    expect(statSync(stage.root).mode & 0o7777).toBe(0o700);
+    expect(readFileSync(join(stage.root, 'oracle/expected.json'), 'utf8')).toBe('{"ok":true}');
+    expect(statSync(join(stage.root, 'oracle/deep/check.sh')).mode & 0o7777).toBe(0o400);
+    expect(stage.files.map((f) => [f.target, f.size])).toEqual([
+      ['oracle/expected.json', 11],
+      ['oracle/deep/check.sh', 9],
+      ['top.txt', 3],
+    ]);
+    stage.verify();
+    stage.close();
+    stage.close();
+    expect(readdirSync(parent)).toEqual([]);
+    expect(() => stage.verify()).toThrow(expect.objectContaining({ code: 'SEAL_CLOSED' }));
+  });
+
+  it('checks every target before creating anything', () => {
+    const parent = tempDir();
+    const cases: [string[], string, string][] = [
+      [['a', 'a/b'], 'SEAL_OVERLAP', 'stage targets overlap: a and a/b'],
+      [['a', 'a'], 'SEAL_OVERLAP', 'stage targets overlap: a and a'],
+      [['../x'], 'SEAL_BAD_PATH', "stage target must not contain '..': ../x"],
+      [['/etc/x'], 'SEAL_BAD_PATH', 'stage target must be relative: /etc/x'],
+      [['a//b'], 'SEAL_BAD_PATH', "stage target must not have empty or '.' components: a//b"],
+      [['a/./b'], 'SEAL_BAD_PATH', "stage target must not have empty or '.' components: a/./b"],
+      [['dir/'], 'SEAL_BAD_PATH', 'stage target must name a file: dir/'],
+      [[''], 'SEAL_BAD_PATH', 'stage target must be a non-empty relative path'],
+    ];
+    for (const [targets, code, message] of cases) {
+      const err = expectSealError(() => stageFilesSync(parent, targets.map((target) => ({ target, bytes: Buffer.from('x') }))));
+      expect([err.code, err.message]).toEqual([code, message]);
+      expect(readdirSync(parent)).toEqual([]);
+    }
+    expect(expectSealError(() => stageFilesSync(parent, files, { maxPathBytes: 10 })).code).toBe('SEAL_LIMIT');
+    expect(expectSealError(() => stageFilesSync(parent, files, { prefix: '../x' })).code).toBe('SEAL_BAD_PATH');
+  });
+
+  it('needs a real parent directory', () => {
+    const work = tempDir();
+    mkdirSync(join(work, 'real'));
+    symlinkSync(join(work, 'real'), join(work, 'alias'));
+    const err = expectSealError(() => stageFilesSync(join(work, 'alias'), files));
+    expect(err.code).toBe('SEAL_SYMLINK');
+    expect(readdirSync(join(work, 'real'))).toEqual([]);
+  });
+
+  it('a symlink planted in a parent before staging is never followed; nothing is created outside', () => {
+    const work = tempDir();
+    const parent = join(work, 'parent');
+    const outside = join(work, 'outside');
+    mkdirSync(parent);
+    mkdirSync(outside);
+    // Plant the link inside the fresh stage right after it is created, before the parents are made.
+    const planting = wrapSys({
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        orig(dirfd, path, mode);
+        if (typeof path === 'string' && path.startsWith('.treeseal-stage-')) symlinkSync(outside, join(parent, path, 'oracle'));
+      },
+    });
+    const err = expectSealError(() => stageFilesSync(parent, files, { sys: planting }));
+    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'stage parent must be a real directory: oracle/expected.json']);
+    expect(readdirSync(outside)).toEqual([]);
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it('verify flags an extra file planted in the stage', () => {
+    const stage = stageFilesSync(tempDir(), files);
+    writeFileSync(join(stage.root, 'oracle/planted'), 'evil');
+    const err = expectSealError(() => stage.verify());
+    expect([err.code, err.message]).toEqual(['SEAL_CHANGED', 'stage changed during verification: oracle/planted']);
+    stage.close();
+    expect(existsSync(stage.root)).toBe(false);
+  });
+
+  it('verify flags a staged file made writable and rewritten, and close still removes the stage', () => {
+    const parent = tempDir();
+    const stage = stageFilesSync(parent, files);
+    const path = join(stage.root, 'top.txt');
+    chmodSync(path, 0o600);
+    writeFileSync(path, 'TOP');
+    chmodSync(path, 0o400);
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    stage.close();
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it('verify flags a replaced inode and a missing file', () => {
+    const stage = stageFilesSync(tempDir(), files);
+    const path = join(stage.root, 'top.txt');
+    writeFileSync(`${path}.new`, 'top');
+    chmodSync(`${path}.new`, 0o400);
+    renameSync(`${path}.new`, path);
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    rmSync(path);
+    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    stage.close();
+  });
+
+  it('close removes a stage holding a planted symlink without following it', () => {
+    const work = tempDir();
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'canary'), 'alive');
+    const stage = stageFilesSync(join(work), files);
+    symlinkSync(outside, join(stage.root, 'oracle/evil'));
+    chmodSync(join(stage.root, 'oracle'), 0o500);
+    stage.close();
+    expect(existsSync(stage.root)).toBe(false);
+    expect(readFileSync(join(outside, 'canary'), 'utf8')).toBe('alive');
+  });
+});
