@@ -2,6 +2,7 @@
 import { parentPort } from 'node:worker_threads';
 
 import { SealError } from './base/errors.js';
+import { sealed } from './base/refusal.js';
 import { serializeError, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
 import { JOBS as CAPTURE_JOBS } from './store/jobs.js';
 import { JOBS as TOOL_JOBS } from './tools/jobs.js';
@@ -14,7 +15,8 @@ function run(job: JobRequest, ctx: JobContext): unknown {
   const handler = HANDLERS[job.op] as ((args: unknown[], ctx: JobContext) => unknown) | undefined;
   if (handler === undefined) throw new SealError('SEAL_UNAVAILABLE', `unknown job: ${String(job.op)}`);
   if (ctx.isAborted()) throw new SealError('SEAL_ABORTED', `${job.op} was aborted`);
-  return handler(job.args, ctx);
+  // The same error the sync twin throws: a system error never crosses back raw.
+  return sealed(job.op, () => handler(job.args, ctx));
 }
 
 const port = parentPort;

@@ -13,7 +13,8 @@ export type SealCode =
   | 'SEAL_NO_REFLINK'
   | 'SEAL_CORRUPT'
   | 'SEAL_CLOSED'
-  | 'SEAL_ABORTED';
+  | 'SEAL_ABORTED'
+  | 'SEAL_IO';
 
 export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CHANGED',
@@ -30,6 +31,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CORRUPT',
   'SEAL_CLOSED',
   'SEAL_ABORTED',
+  'SEAL_IO',
 ];
 
 export interface SealErrorOptions {

@@ -5,6 +5,7 @@ import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } 
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
 import { inline, offload, type ToolOptions } from '../base/offload.js';
+import { sealed } from '../base/refusal.js';
 import type { ProgressFn } from '../base/progress.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyReport } from './verify.js';
@@ -53,7 +54,7 @@ export class Snapshot {
   }
 
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
-    return materializeSnapshot(this.#sys, this.root, this.#data, clone, options);
+    return sealed('materialize', () => materializeSnapshot(this.#sys, this.root, this.#data, clone, options));
   }
 
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
@@ -65,11 +66,11 @@ export class Snapshot {
 
   /** Read-only mounts of the frozen payloads, each mount point prepared inside clone. */
   mountPoints(clone: string, options: MountPointOptions = {}): MountPoint[] {
-    return mountPointsOf(this.#sys, this.root, this.#data, clone, options);
+    return sealed('mountPoints', () => mountPointsOf(this.#sys, this.root, this.#data, clone, options));
   }
 
   verifySync(options: { onProgress?: ProgressFn } = {}): VerifyReport {
-    return verifySnapshotAt(this.#sys, this.root, this.#data, options.onProgress);
+    return sealed('verify', () => verifySnapshotAt(this.#sys, this.root, this.#data, options.onProgress));
   }
 
   /** Re-hashes every file and checks every kind and mode; drift is SEAL_CORRUPT. */

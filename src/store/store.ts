@@ -6,6 +6,7 @@ import { SealError } from '../base/errors.js';
 import { closeQuietly, openRealDir } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
+import { sealed } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { definitionKey, planCapture, type CaptureOptions, type MountBinding, type Plan } from '../capture/plan.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
@@ -63,14 +64,14 @@ export class SnapshotStore {
   /** Opens (creating it 0700 if needed) a store and sweeps builds no live process holds. */
   static openSync(dir: string, options: StoreOptions = {}): SnapshotStore {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    openStoreAt(store.#sys, store.root);
+    sealed('openStore', () => openStoreAt(store.#sys, store.root));
     return store;
   }
 
   /** openSync's directory work on the worker thread (on the calling thread when `sys` is given). */
   static async open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    if (options.sys !== undefined) await inline(() => openStoreAt(store.#sys, store.root));
+    if (options.sys !== undefined) await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root)));
     else await offload('openStore', [store.root]);
     return store;
   }
@@ -110,7 +111,7 @@ export class SnapshotStore {
     if (existing !== undefined) return existing;
     const hooks: BuildHooks = { isAborted: () => options.signal?.aborted === true };
     if (options.onProgress !== undefined) hooks.onProgress = options.onProgress;
-    const snapshot = this.#snapshot(buildSnapshot(this.#sys, this.root, plan, hooks));
+    const snapshot = this.#snapshot(sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks)));
     this.#byDefinition.set(key, snapshot);
     return snapshot;
   }
@@ -136,27 +137,31 @@ export class SnapshotStore {
   get(digestOrPrefix: string): Snapshot {
     this.#checkOpen();
     const digest = this.resolveDigest(digestOrPrefix);
-    const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-    try {
-      return this.#snapshot(loadSnapshotAt(this.#sys, fd, digest));
-    } finally {
-      closeQuietly(this.#sys, fd);
-    }
+    return sealed('get', () => {
+      const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+      try {
+        return this.#snapshot(loadSnapshotAt(this.#sys, fd, digest));
+      } finally {
+        closeQuietly(this.#sys, fd);
+      }
+    });
   }
 
   /** Digests of every published snapshot, sorted. */
   list(): string[] {
     this.#checkOpen();
-    const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-    try {
-      return this.#sys
-        .readdir(fd)
-        .map((e) => e.name)
-        .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
-        .sort();
-    } finally {
-      closeQuietly(this.#sys, fd);
-    }
+    return sealed('list', () => {
+      const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+      try {
+        return this.#sys
+          .readdir(fd)
+          .map((e) => e.name)
+          .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
+          .sort();
+      } finally {
+        closeQuietly(this.#sys, fd);
+      }
+    });
   }
 
   resolveDigest(digestOrPrefix: string): string {
@@ -173,7 +178,7 @@ export class SnapshotStore {
   remove(digestOrPrefix: string): string {
     this.#checkOpen();
     const digest = this.resolveDigest(digestOrPrefix);
-    withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest));
+    sealed('remove', () => withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest)));
     for (const [key, snap] of this.#byDefinition) if (snap.digest === digest) this.#byDefinition.delete(key);
     return digest;
   }
@@ -181,7 +186,7 @@ export class SnapshotStore {
   /** Sweeps stale builds and half-removed snapshots under the store lock; returns how many. */
   gc(): number {
     this.#checkOpen();
-    return withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root));
+    return sealed('gc', () => withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root)));
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */
@@ -189,7 +194,7 @@ export class SnapshotStore {
     if (this.#closed) return;
     this.#closed = true;
     this.#byDefinition.clear();
-    if (this.ephemeral) closeStoreAt(this.#sys, this.root);
+    if (this.ephemeral) sealed('closeStore', () => closeStoreAt(this.#sys, this.root));
   }
 
   /** closeSync's removal on the worker thread, which is then stopped if nothing else uses it. */

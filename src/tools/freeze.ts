@@ -6,6 +6,7 @@ import { AT_SYMLINK_NOFOLLOW, DT_REG, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, i
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { inline, offload, type ToolOptions } from '../base/offload.js';
+import { sealed } from '../base/refusal.js';
 
 export interface ModePolicy {
   file(mode: number): number;
@@ -73,12 +74,12 @@ function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
 
 /** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */
 export function freezeSync(dir: string, options: ToolOptions = {}): void {
-  applyModes(dir, FROZEN, options.sys ?? nativeSys);
+  sealed('freeze', () => applyModes(dir, FROZEN, options.sys ?? nativeSys));
 }
 
 /** Makes a frozen tree writable again: files 0600, directories 0700. */
 export function thawSync(dir: string, options: ToolOptions = {}): void {
-  applyModes(dir, THAWED, options.sys ?? nativeSys);
+  sealed('thaw', () => applyModes(dir, THAWED, options.sys ?? nativeSys));
 }
 
 /** freezeSync on the worker thread (on the calling thread when `sys` is given). */

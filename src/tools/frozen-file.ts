@@ -9,6 +9,7 @@ import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { inline, offload } from '../base/offload.js';
+import { sealed } from '../base/refusal.js';
 
 export interface WriteFrozenOptions {
   executable?: boolean;
@@ -58,12 +59,14 @@ export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: Wr
   if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
     throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
   }
-  const dirfd = openRealDir(sys, dirname(path), 'parent directory');
-  try {
-    writeFrozenAt(sys, dirfd, name, bytes, options, path);
-  } finally {
-    closeQuietly(sys, dirfd);
-  }
+  sealed('writeFrozenFile', () => {
+    const dirfd = openRealDir(sys, dirname(path), 'parent directory');
+    try {
+      writeFrozenAt(sys, dirfd, name, bytes, options, path);
+    } finally {
+      closeQuietly(sys, dirfd);
+    }
+  });
 }
 
 /** writeFrozenFileSync on the worker thread (on the calling thread when `sys` is given). */

@@ -6,6 +6,7 @@ import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 
 import { inline, offload } from '../base/offload.js';
+import { sealed } from '../base/refusal.js';
 import { readAllAt, type StableRead } from '../base/io.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 
@@ -22,12 +23,14 @@ export function readStableSync(path: string, options: ReadStableOptions): Stable
   const sys = options.sys ?? nativeSys;
   const name = basename(path);
   if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
-  const dirfd = openRealDir(sys, dirname(path), 'parent directory');
-  try {
-    return readAllAt(sys, dirfd, name, options.maxBytes, path);
-  } finally {
-    closeQuietly(sys, dirfd);
-  }
+  return sealed('readStable', () => {
+    const dirfd = openRealDir(sys, dirname(path), 'parent directory');
+    try {
+      return readAllAt(sys, dirfd, name, options.maxBytes, path);
+    } finally {
+      closeQuietly(sys, dirfd);
+    }
+  });
 }
 
 /** readStableSync on the worker thread (on the calling thread when `sys` is given). */
@@ -39,5 +42,5 @@ export async function readStable(path: string, options: ReadStableOptions): Prom
 
 /** The dirfd-relative form: name is opened below dirfd without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
-  return readAllAt(options.sys ?? nativeSys, dirfd, name, options.maxBytes);
+  return sealed('readStable', () => readAllAt(options.sys ?? nativeSys, dirfd, name, options.maxBytes));
 }

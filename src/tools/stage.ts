@@ -10,6 +10,7 @@ import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isRe
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { inline, offload } from '../base/offload.js';
+import { sealed } from '../base/refusal.js';
 
 /** Default name prefix of a stageFiles directory (materialize's own stage has another). */
 export const STAGE_FILES_PREFIX = '.treeseal-stage-';
@@ -100,6 +101,10 @@ export class Stage {
    * nothing else appeared in the stage; SEAL_CHANGED names the first difference.
    */
   verify(): void {
+    sealed('stage verify', () => this.#verify());
+  }
+
+  #verify(): void {
     if (this.#stageFd < 0) throw new SealError('SEAL_CLOSED', 'stage is already closed');
     const sys = this.#sys;
     const files = new Map(this.#records.map((r) => [r.parts.join('/'), r]));
@@ -137,6 +142,10 @@ export class Stage {
 
   /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */
   close(): void {
+    sealed('stage close', () => this.#close());
+  }
+
+  #close(): void {
     if (this.#stageFd < 0) return;
     const sys = this.#sys;
     closeQuietly(sys, this.#stageFd);
@@ -206,7 +215,7 @@ function stageOne(sys: Sys, stageFd: number, parts: string[], target: string, by
  * parent (a real directory). Every target is checked before anything is created.
  */
 export function stageFilesSync(parent: string, files: readonly StageFile[], options: StageOptions = {}): Stage {
-  return new Stage(options.sys ?? nativeSys, openStage(parent, files, options));
+  return new Stage(options.sys ?? nativeSys, sealed('stageFiles', () => openStage(parent, files, options)));
 }
 
 /** stageFilesSync on the worker thread (on the calling thread when `sys` is given); the stage's fds are the process's. */
