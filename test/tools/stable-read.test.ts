@@ -127,7 +127,12 @@ describe('writeFrozenFile', () => {
         throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
       },
     });
-    expect(() => writeFrozenFileSync(join(dir, 'real/f'), Buffer.from('x'), { sys: failing })).toThrow(expect.objectContaining({ code: 'ENOSPC' }));
+    const full = expectSealError(() => writeFrozenFileSync(join(dir, 'real/f'), Buffer.from('x'), { sys: failing }));
+    expect([full.code, full.message, (full.cause as { code?: string }).code]).toEqual([
+      'SEAL_IO',
+      'writeFrozenFile: ENOSPC: no space left on device, pwrite',
+      'ENOSPC',
+    ]);
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
   });
 });
