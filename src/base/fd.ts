@@ -1,6 +1,6 @@
-// dirs.ts: fd-relative directory helpers: real-directory opens, beneath-root opens, removal without following links.
+// fd.ts: fd-relative directory helpers: root opens that traverse no symlink, beneath-root opens, removal without following links.
 import { SealError } from './errors.js';
-import { escapePath } from './paths.js';
+import { escapePath, isWellFormed } from './paths.js';
 import {
   AT_FDCWD,
   AT_REMOVEDIR,
@@ -19,6 +19,7 @@ import type { Sys } from '../sys/native.js';
 
 export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 const BENEATH = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+const NO_SYMLINKS = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const OPENAT2_RETRIES = 8;
 
 /** Closes fds, ignoring EBADF-class failures so cleanup never masks the first error. */
@@ -34,31 +35,107 @@ export function closeQuietly(sys: Sys, ...fds: number[]): void {
 }
 
 /**
- * Opens an absolute or cwd-relative path as a real directory: its last component
- * must not be a symlink. Errors name `label`.
+ * Checks a root path the API was given: a string, absolute, canonical (no `.`, `..`
+ * or empty components; one trailing slash is dropped), no NUL. Returns it.
  */
-export function openRealDir(sys: Sys, path: string, label: string): number {
+export function checkRootPath(path: unknown, label: string): string {
+  if (typeof path !== 'string' || path === '') throw new SealError('SEAL_BAD_PATH', `${label} must be the path of a directory`);
+  if (path.includes('\0') || !isWellFormed(path)) throw new SealError('SEAL_BAD_PATH', `${label} is not a valid path: ${escapePath(path)}`);
+  if (!path.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be an absolute path: ${escapePath(path)}`);
+  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+  if (trimmed !== '/' && trimmed.slice(1).split('/').some((p) => p === '' || p === '.' || p === '..')) {
+    throw new SealError('SEAL_BAD_PATH', `${label} must be a canonical path (no '.', '..' or empty components): ${escapePath(path)}`);
+  }
+  return trimmed;
+}
+
+function rootParts(path: string): string[] {
+  return path === '/' ? [] : path.slice(1).split('/');
+}
+
+/** Per-component O_NOFOLLOW walk from `/`, for kernels without openat2 (ENOSYS) or sandboxes that forbid it (EPERM). */
+function walkFromRoot(sys: Sys, parts: readonly string[], create: boolean): number {
+  let fd = sys.openat(AT_FDCWD, '/', DIR_FLAGS);
   try {
-    return sys.openat(AT_FDCWD, path, DIR_FLAGS);
+    for (const part of parts) {
+      if (create) mkdirQuietly(sys, fd, part);
+      const next = sys.openat(fd, part, DIR_FLAGS);
+      closeQuietly(sys, fd);
+      fd = next;
+    }
+    return fd;
   } catch (err) {
-    if (hasCode(err, 'ELOOP')) {
-      throw new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${escapePath(path)}`, { cause: err });
-    }
-    if (hasCode(err, 'ENOTDIR') && isLinkPath(sys, path)) {
-      throw new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${escapePath(path)}`, { cause: err });
-    }
-    if (hasCode(err, 'ENOTDIR')) {
-      throw new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${escapePath(path)}`, { cause: err });
-    }
-    throw new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${escapePath(path)}: ${(err as Error).message}`, { cause: err });
+    closeQuietly(sys, fd);
+    throw err;
   }
 }
 
-function isLinkPath(sys: Sys, path: string): boolean {
+function mkdirQuietly(sys: Sys, dirfd: number, name: string): void {
   try {
-    return isLink(sys.fstatat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW).mode);
-  } catch {
-    return false;
+    sys.mkdirat(dirfd, name, 0o700);
+  } catch (err) {
+    if (!hasCode(err, 'EEXIST')) throw err;
+  }
+}
+
+/** openat2(RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) of an absolute path: the check and the open are one step. */
+function openNoSymlinks(sys: Sys, path: string): number {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return sys.openat2(AT_FDCWD, path, DIR_FLAGS, 0, NO_SYMLINKS);
+    } catch (err) {
+      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkFromRoot(sys, rootParts(path), false);
+      if (hasCode(err, 'EAGAIN') && attempt < OPENAT2_RETRIES) continue;
+      throw err;
+    }
+  }
+}
+
+/** The first component of an absolute path that is a symlink (its prefix length), or -1; for error messages only. */
+function firstLink(sys: Sys, parts: readonly string[]): number {
+  for (let i = 1; i <= parts.length; i++) {
+    try {
+      if (isLink(sys.fstatat(AT_FDCWD, `/${parts.slice(0, i).join('/')}`, AT_SYMLINK_NOFOLLOW).mode)) return i;
+    } catch {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+function rootError(sys: Sys, err: unknown, path: string, label: string): SealError {
+  const shown = escapePath(path);
+  if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
+    const parts = rootParts(path);
+    const link = firstLink(sys, parts);
+    if (link === parts.length) return new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${shown}`, { cause: err });
+    if (link > 0 || hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `${label} must not traverse symlinks: ${shown}`, { cause: err });
+    return new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${shown}`, { cause: err });
+  }
+  return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${(err as Error).message}`, { cause: err });
+}
+
+/**
+ * Opens a root directory the API was given (source, store, clone, stage parent,
+ * freeze root, a file's parent): absolute, canonical, and no component of it may be
+ * a symlink (the seed's real_directory). Errors name `label`.
+ */
+export function openRealDir(sys: Sys, path: string, label: string): number {
+  const checked = checkRootPath(path, label);
+  try {
+    return openNoSymlinks(sys, checked);
+  } catch (err) {
+    throw rootError(sys, err, checked, label);
+  }
+}
+
+/** openRealDir that first creates missing components (0700), one at a time, never through a link (mkdir -p for a store). */
+export function makeRealDir(sys: Sys, path: string, label: string): number {
+  const checked = checkRootPath(path, label);
+  try {
+    return walkFromRoot(sys, rootParts(checked), true);
+  } catch (err) {
+    throw rootError(sys, err, checked, label);
   }
 }
 

@@ -1,9 +1,8 @@
 // declaration.ts: turns capture options into a checked plan before any file is touched.
-import { resolve } from 'node:path';
-
 import { SealError } from '../base/errors.js';
+import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
-import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
+import { checkNoOverlap, checkRelative } from '../base/paths.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -73,12 +72,7 @@ function stringList(value: unknown, label: string): string[] {
 export function planCapture(options: CaptureOptions): Plan {
   if (options === null || typeof options !== 'object') throw new SealError('SEAL_BAD_PATH', 'capture options must be an object');
   const limits = resolveLimits(options.limits);
-  if (typeof options.source !== 'string' || options.source === '') {
-    throw new SealError('SEAL_BAD_PATH', 'source must be the path of a directory');
-  }
-  if (!isWellFormed(options.source) || options.source.includes('\0')) {
-    throw new SealError('SEAL_BAD_PATH', `source is not a valid path: ${escapePath(options.source)}`);
-  }
+  const source = checkRootPath(options.source, 'source');
   const revision = options.revision ?? '';
   if (typeof revision !== 'string') throw new SealError('SEAL_BAD_PATH', 'revision must be a string');
   const declarations = stringList(options.copy, 'copy');
@@ -114,7 +108,7 @@ export function planCapture(options: CaptureOptions): Plan {
   }
   return {
     parallelism,
-    source: resolve(options.source),
+    source,
     revision,
     declarations: [...declarations],
     copyParts,
@@ -123,15 +117,4 @@ export function planCapture(options: CaptureOptions): Plan {
     workspace,
     expectMounts,
   };
-}
-
-/** The identity of a definition: the same definition in one store returns the same Snapshot. */
-export function definitionKey(plan: Plan): string {
-  return JSON.stringify([
-    plan.source,
-    plan.revision,
-    plan.declarations,
-    plan.mounts.map((m) => [m.source, m.target, m.ensureDirs ?? null]),
-    plan.workspace,
-  ]);
 }

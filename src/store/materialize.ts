@@ -1,9 +1,9 @@
 // materialize.ts: builds a snapshot's copy roots in a private stage beside a clone and swaps each root in exactly.
 import { randomBytes } from 'node:crypto';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
 
 import { CHUNK_BYTES, writeAll } from '../base/io.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import type { ManifestEntry } from '../base/manifest.js';
@@ -234,7 +234,7 @@ export function materializeSnapshot(
 ): MaterializeReport {
   const started = performance.now();
   const { mode, fallbackBytes } = checkOptions(options);
-  const clonePath = resolve(clone);
+  const clonePath = checkRootPath(clone, 'clone');
   const cloneFd = openRealDir(sys, clonePath, 'clone');
   let parentFd = -1;
   let snapFd = -1;

@@ -1,6 +1,4 @@
 // mount-points.ts: the read-only mount list of a snapshot, with each mount point prepared inside the clone.
-import { resolve } from 'node:path';
-
 import { closeQuietly, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
@@ -49,7 +47,7 @@ function prepareTarget(sys: Sys, cloneFd: number, parts: string[], directory: bo
 
 export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MountPointOptions = {}): MountPoint[] {
   const workspace = (options.workspace ?? '/workspace').replace(/\/+$/, '');
-  const cloneFd = openRealDir(sys, resolve(clone), 'clone');
+  const cloneFd = openRealDir(sys, clone, 'clone');
   try {
     return data.mounts.map((m, i) => {
       const source = `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`;

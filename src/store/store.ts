@@ -1,14 +1,11 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
-
 import { SealError } from '../base/errors.js';
-import { closeQuietly, openRealDir } from '../base/fd.js';
+import { checkRootPath, closeQuietly, makeRealDir, openRealDir } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
-import { definitionKey, planCapture, type CaptureOptions, type MountBinding, type Plan } from '../capture/plan.js';
+import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
@@ -29,19 +26,10 @@ export interface CaptureCallOptions extends CaptureOptions {
 
 const DIGEST_RE = /^[0-9a-f]{64}$/;
 
-function checkBinding(snapshot: Snapshot, expect: MountBinding | undefined): void {
-  if (expect === undefined) return;
-  const have = snapshot.mountBinding;
-  if (expect.contentDigest !== have.contentDigest || expect.manifestDigest !== have.manifestDigest) {
-    throw new SealError('SEAL_BINDING', 'mount content changed after binding');
-  }
-}
-
 export class SnapshotStore {
   readonly root: string;
   readonly ephemeral: boolean;
   readonly #sys: Sys;
-  readonly #byDefinition = new Map<string, Snapshot>();
   #closed = false;
 
   private constructor(root: string, options: StoreOptions) {
@@ -52,12 +40,9 @@ export class SnapshotStore {
 
   static #prepareOpen(dir: string, options: StoreOptions): SnapshotStore {
     if (typeof dir !== 'string' || dir === '') throw new SealError('SEAL_BAD_PATH', 'store directory must be a path');
-    const root = resolve(dir);
-    try {
-      mkdirSync(root, { recursive: true, mode: 0o700 });
-    } catch (err) {
-      throw new SealError('SEAL_UNAVAILABLE', `store directory cannot be created: ${escapePath(root)}: ${(err as Error).message}`, { cause: err });
-    }
+    const root = checkRootPath(dir, 'store directory');
+    const sys = options.sys ?? nativeSys;
+    closeQuietly(sys, makeRealDir(sys, root, 'store directory'));
     return new SnapshotStore(root, options);
   }
 
@@ -88,7 +73,8 @@ export class SnapshotStore {
     return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys });
   }
 
-  #prepare(options: CaptureCallOptions): { plan: Plan; key: string; existing: Snapshot | undefined } {
+  /** Checks the options; every capture then walks the source and applies its own limits (reuse is by digest, after the walk). */
+  #prepare(options: CaptureCallOptions): Plan {
     this.#checkOpen();
     const plan = planCapture(options);
     // A store below the source is fine unless a declared root contains it (it would copy itself).
@@ -98,39 +84,28 @@ export class SnapshotStore {
         throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
       }
     }
-    const key = definitionKey(plan);
-    const existing = this.#byDefinition.get(key);
-    if (existing !== undefined) checkBinding(existing, plan.expectMounts);
     if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'capture was aborted');
-    return { plan, key, existing };
+    return plan;
   }
 
   /** Captures (or reuses) a snapshot on the calling thread. */
   captureSync(options: CaptureCallOptions): Snapshot {
-    const { plan, key, existing } = this.#prepare(options);
-    if (existing !== undefined) return existing;
+    const plan = this.#prepare(options);
     const hooks: BuildHooks = { isAborted: () => options.signal?.aborted === true };
     if (options.onProgress !== undefined) hooks.onProgress = options.onProgress;
-    const snapshot = this.#snapshot(sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks)));
-    this.#byDefinition.set(key, snapshot);
-    return snapshot;
+    return this.#snapshot(sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks)));
   }
 
   /** Captures (or reuses) a snapshot on the worker thread; the event loop stays free. */
   async capture(options: CaptureCallOptions): Promise<Snapshot> {
     if (this.#sys !== nativeSys) return inline(() => this.captureSync(options));
-    const { plan, key, existing } = this.#prepare(options);
-    if (existing !== undefined) return existing;
+    const plan = this.#prepare(options);
     const data = await offload('capture', [this.root, plan], {
       signal: options.signal,
       onProgress: options.onProgress,
     });
     this.#checkOpen();
-    const already = this.#byDefinition.get(key);
-    if (already !== undefined) return already;
-    const snapshot = this.#snapshot(data);
-    this.#byDefinition.set(key, snapshot);
-    return snapshot;
+    return this.#snapshot(data);
   }
 
   /** A published snapshot by its full digest or a unique prefix of it (SEAL_UNAVAILABLE otherwise). */
@@ -179,7 +154,6 @@ export class SnapshotStore {
     this.#checkOpen();
     const digest = this.resolveDigest(digestOrPrefix);
     sealed('remove', () => withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest)));
-    for (const [key, snap] of this.#byDefinition) if (snap.digest === digest) this.#byDefinition.delete(key);
     return digest;
   }
 
@@ -193,7 +167,6 @@ export class SnapshotStore {
   closeSync(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#byDefinition.clear();
     if (this.ephemeral) sealed('closeStore', () => closeStoreAt(this.#sys, this.root));
   }
 
@@ -202,7 +175,6 @@ export class SnapshotStore {
     if (this.#closed) return;
     if (this.#sys !== nativeSys) return inline(() => this.closeSync());
     this.#closed = true;
-    this.#byDefinition.clear();
     if (this.ephemeral) await offload('closeStore', [this.root]);
     await stopIdleWorker();
   }

@@ -1,8 +1,6 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { resolve } from 'node:path';
-
-import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, closeQuietly, openChildDir, openRealDir, removeAt } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
@@ -244,7 +242,8 @@ export function openStage(parent: string, files: readonly StageFile[], options: 
     planned.map((p) => p.parts),
     'stage targets',
   );
-  const parentFd = openRealDir(sys, parent, 'stage parent');
+  const parentPath = checkRootPath(parent, 'stage parent');
+  const parentFd = openRealDir(sys, parentPath, 'stage parent');
   const name = prefix + randomBytes(16).toString('hex');
   let stageFd = -1;
   try {
@@ -257,7 +256,7 @@ export function openStage(parent: string, files: readonly StageFile[], options: 
   try {
     const records = planned.map((p) => stageOne(sys, stageFd, p.parts, p.target, p.bytes));
     sys.fsync(stageFd);
-    return { root: `${resolve(parent)}/${name}`, name, parentFd, stageFd, records };
+    return { root: `${parentPath === '/' ? '' : parentPath}/${name}`, name, parentFd, stageFd, records };
   } catch (err) {
     closeQuietly(sys, stageFd);
     try {

@@ -69,15 +69,16 @@ describe('capture of copy roots', () => {
     store.closeSync();
   });
 
-  it('returns the same Snapshot for the same definition and a new one for a new revision', async () => {
+  it('the same definition over the same tree reuses its digest; a new revision is a new snapshot', async () => {
     const { repo, store } = setup({ 'a/f': '1' });
     const one = store.captureSync({ source: repo, copy: ['a'], revision: 'x' });
+    expect(store.captureSync({ source: repo, copy: ['a'], revision: 'x' }).digest).toBe(one.digest);
+    expect((await store.capture({ source: repo, copy: ['a'], revision: 'x' })).digest).toBe(one.digest);
     writeFileSync(join(repo, 'a/f'), 'changed later');
-    expect(store.captureSync({ source: repo, copy: ['a'], revision: 'x' })).toBe(one);
-    expect(await store.capture({ source: repo, copy: ['a'], revision: 'x' })).toBe(one);
     const two = store.captureSync({ source: repo, copy: ['a'], revision: 'y' });
     expect(two.digest).not.toBe(one.digest);
     expect(two.entries.find((e) => e.path === 'a/f')!.sha256).toBe(sha('changed later'));
+    expect(storeLeftovers(store.root).sort()).toEqual([`snapshots/${one.digest}`, `snapshots/${two.digest}`].sort());
     store.closeSync();
   });
 
@@ -408,6 +409,34 @@ describe('more declaration errors', () => {
     expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', "mount target must not contain '..': ../out"]);
     const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensureDirs: ['cache/tmp'] }] });
     expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload', 'payload/cache', 'payload/cache/tmp', 'payload/f']);
+    store.closeSync();
+  });
+});
+
+describe('every capture walks the source', () => {
+  it('a second capture of the same definition sees a changed file and gets a new digest', async () => {
+    const { repo, store } = setup({ 'a/f': 'one hundred bytes' });
+    const one = store.captureSync({ source: repo, copy: ['a'] });
+    writeFileSync(join(repo, 'a/f'), 'seven b');
+    const two = store.captureSync({ source: repo, copy: ['a'] });
+    expect(two.digest).not.toBe(one.digest);
+    expect(two.entries.find((e) => e.path === 'a/f')).toMatchObject({ size: 7, sha256: sha('seven b') });
+    writeFileSync(join(repo, 'a/f'), 'async now');
+    const three = await store.capture({ source: repo, copy: ['a'] });
+    expect(three.entries.find((e) => e.path === 'a/f')).toMatchObject({ size: 9, sha256: sha('async now') });
+    const again = store.captureSync({ source: repo, copy: ['a'] });
+    expect(again.digest).toBe(three.digest);
+    store.closeSync();
+  });
+
+  it('a second capture applies its own limits', async () => {
+    const { repo, store } = setup({ 'a/f': 'x', 'a/g': 'y' });
+    store.captureSync({ source: repo, copy: ['a'] });
+    let err = captureError(store, { source: repo, copy: ['a'], limits: { maxEntries: 1 } });
+    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', 'capture exceeds the entry limit (1 entries)']);
+    await expect(store.capture({ source: repo, copy: ['a'], limits: { maxFileBytes: 0 } })).rejects.toMatchObject({ code: 'SEAL_LIMIT' });
+    err = captureError(store, { source: repo, copy: ['a'], expectMounts: { contentDigest: 'x', manifestDigest: 'y' } });
+    expect(err.code).toBe('SEAL_BINDING');
     store.closeSync();
   });
 });
