@@ -14,57 +14,63 @@ export interface CapturedMount {
   totalBytes: number;
 }
 
+/** The kernel's MAXSYMLINKS: links followed while resolving one path. */
 const MAX_LINK_HOPS = 40;
 
-function escape(rel: string, what: string): SealError {
-  return new SealError('SEAL_ESCAPE', `symlink ${what}: ${escapePath(rel)}`, { path: rel });
+function refuse(entry: ManifestEntry, what: string): SealError {
+  return new SealError('SEAL_ESCAPE', `symlink ${what}: ${escapePath(entry.path)} -> ${escapePath(entry.link_target)}`, { path: entry.path });
+}
+
+const startsWith = (parts: readonly string[], prefix: readonly string[]): boolean =>
+  parts.length >= prefix.length && prefix.every((p, i) => parts[i] === p);
+
+interface Payload {
+  entries: Map<string, ManifestEntry>;
+  /** Absolute components of the workspace, and of the mount target (where `payload` is mounted). */
+  workspace: string[];
+  mountAt: string[];
 }
 
 /**
- * Resolves manifest path components inside `payload`, following the manifest's own
- * symlinks as the kernel would; throws when it dangles, loops or leaves the payload.
+ * Resolves the kept link `link` as the kernel will inside the sandbox: from its
+ * parent's absolute place below the mount target, one component at a time; inside
+ * the payload each component must be one of its entries, and a link there is
+ * followed (MAX_LINK_HOPS in all, the link itself included); elsewhere in the
+ * workspace a component is taken as a plain directory. Climbing above the workspace
+ * root is an escape (even on the way back in); a dangling component, a loop or a
+ * path through a file is refused.
  */
-function resolveInPayload(entries: Map<string, ManifestEntry>, start: string[], linkRel: string): void {
-  let pending = [...start];
-  let resolved: string[] = [];
-  let hops = 0;
+function resolveKernelWay(p: Payload, link: ManifestEntry): void {
+  const resolved = [...p.mountAt, ...link.path.split('/').slice(1, -1)];
+  let pending = link.link_target.split('/');
+  let hops = 1;
   while (pending.length > 0) {
     const part = pending.shift()!;
+    if (part === '' || part === '.') continue;
     if (part === '..') {
       resolved.pop();
-      if (resolved.length === 0) throw escape(linkRel, 'is dangling or escapes its snapshot');
+      if (!startsWith(resolved, p.workspace)) throw refuse(link, 'escapes the sandbox workspace');
       continue;
     }
     resolved.push(part);
-    if (resolved[0] !== 'payload') throw escape(linkRel, 'is dangling or escapes its snapshot');
-    const entry = entries.get(resolved.join('/'));
-    if (entry === undefined) throw escape(linkRel, 'is dangling or escapes its snapshot');
+    if (!startsWith(resolved, p.mountAt)) continue;
+    const entry = p.entries.get(['payload', ...resolved.slice(p.mountAt.length)].join('/'));
+    if (entry === undefined) throw refuse(link, 'is dangling or escapes its snapshot');
     if (entry.kind === 'symlink') {
-      if (++hops > MAX_LINK_HOPS) throw escape(linkRel, 'is dangling or escapes its snapshot');
+      if (++hops > MAX_LINK_HOPS) throw refuse(link, 'is dangling or escapes its snapshot');
       resolved.pop();
-      pending = [...entry.link_target.split('/').filter((p) => p !== '' && p !== '.'), ...pending];
+      pending = [...entry.link_target.split('/'), ...pending];
     } else if (entry.kind === 'file' && pending.length > 0) {
-      throw escape(linkRel, 'is dangling or escapes its snapshot');
+      throw refuse(link, 'is dangling or escapes its snapshot');
     }
   }
 }
 
-/** The seed's containment rule for symlinks kept in a mount payload. */
+/** The containment rule for symlinks kept in a mount payload: each resolves, as the kernel will, inside the workspace. */
 export function checkMountSymlinks(entries: ManifestEntry[], targetParts: string[], workspace: string): void {
-  const byPath = new Map(entries.map((e) => [e.path, e]));
   const workspaceParts = normalize(workspace.split('/'), true);
-  for (const entry of entries) {
-    if (entry.kind !== 'symlink') continue;
-    const parts = entry.path.split('/');
-    const parent = parts.slice(0, -1);
-    const link = entry.link_target.split('/');
-    const inSandbox = normalize([...workspaceParts, ...targetParts, ...parent.slice(1), ...link], true);
-    const inside = workspaceParts.every((p, i) => inSandbox[i] === p);
-    if (!inside) throw escape(entry.path, 'escapes the sandbox workspace');
-    const inManifest = normalize([...parent, ...link], false);
-    if (inManifest[0] !== 'payload') continue;
-    resolveInPayload(byPath, [...parent, ...link], entry.path);
-  }
+  const p: Payload = { entries: new Map(entries.map((e) => [e.path, e])), workspace: workspaceParts, mountAt: [...workspaceParts, ...targetParts] };
+  for (const entry of entries) if (entry.kind === 'symlink') resolveKernelWay(p, entry);
 }
 
 /** Captures one mount into the container open at containerFd (`payload` inside it). */

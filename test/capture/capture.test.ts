@@ -286,9 +286,9 @@ describe('mounts', () => {
   it('refuses absolute, escaping and dangling links', () => {
     const cases: [string, string, string][] = [
       ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/l'],
-      ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/l'],
-      ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/l'],
-      ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/loop'],
+      ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/l -> ../../../../etc'],
+      ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/l -> missing'],
+      ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/loop -> loop'],
     ];
     for (const [target, code, message] of cases) {
       const { repo, store } = setup({ 'deps/f': 'x' });
