@@ -1,0 +1,121 @@
+// clone-ops.js: the faulted clone operations: materialize in each reflink mode, and mount points.
+import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkClone, checkStore } from './checks.js';
+import { CLONE_TREE, COPY_ROOTS, captureOptions, makeSource, makeStore } from './fixtures.js';
+import { firstDiff, forceRemove, outside, treeState, writeTree } from './tree.js';
+
+const STAGE_PREFIX = '.treeseal-materialize-';
+const MOUNT_TARGETS = ['node_modules', 'etc'];
+
+/** A snapshot in a store on `fsKey`, and a clone template whose state before and after materialize is known. */
+function prepareSnapshot(env, fsKey, reflink) {
+  const base = env[fsKey];
+  const source = makeSource(base);
+  const { root, digests } = makeStore(base, [captureOptions(source)]);
+  const shared = { base, storeRoot: root, digest: digests[0], reflink };
+  const fx = newClone(shared);
+  shared.before = treeState(fx.clone);
+  const store = SnapshotStore.openSync(root);
+  store.get(shared.digest).materializeSync(fx.clone, { reflink });
+  shared.after = treeState(fx.clone);
+  const other = newClone(shared);
+  store.get(shared.digest).mountPoints(other.clone);
+  shared.mounted = treeState(other.clone);
+  store.closeSync();
+  forceRemove(fx.parent);
+  forceRemove(other.parent);
+  return shared;
+}
+
+function newClone(shared) {
+  const parent = mkdtempSync(join(shared.base, 'clone-'));
+  const clone = join(parent, 'clone');
+  mkdirSync(clone);
+  writeTree(clone, CLONE_TREE);
+  return { parent, clone };
+}
+
+function cloneOp(name, fsKey, reflink, act, check) {
+  return {
+    name,
+    fs: fsKey,
+    prepare: (env) => prepareSnapshot(env, fsKey, reflink),
+    setup(shared, layer) {
+      const fx = newClone(shared);
+      fx.store = SnapshotStore.openSync(shared.storeRoot, { sys: layer.sys });
+      fx.snap = fx.store.get(shared.digest);
+      return fx;
+    },
+    run: (shared, fx) => act(shared, fx),
+    check(shared, fx, outcome) {
+      const out = check(shared, fx, outcome);
+      const stages = readdirSync(fx.parent).filter((n) => n.startsWith(STAGE_PREFIX));
+      if (stages.length > 0) out.push(`materialize stage left beside the clone: ${stages.join(', ')}`);
+      out.push(...checkStore(shared.storeRoot, [shared.digest]));
+      return out;
+    },
+    cleanup(fx) {
+      fx.store.closeSync();
+      forceRemove(fx.parent);
+    },
+  };
+}
+
+/** Then a clean materialize into the same clone must succeed and leave exactly the snapshot's roots. */
+function recovers(shared, fx, what, fn, want) {
+  const store = SnapshotStore.openSync(shared.storeRoot);
+  try {
+    fn(store.get(shared.digest));
+  } catch (err) {
+    return [`the next clean ${what} fails: ${err.code ?? ''} ${err.message}`];
+  } finally {
+    store.closeSync();
+  }
+  const diff = firstDiff(want, treeState(fx.clone));
+  return diff === undefined ? [] : [`the next clean ${what} leaves a wrong clone: ${diff}`];
+}
+
+function materializeOp(name, fsKey, reflink) {
+  return cloneOp(
+    name,
+    fsKey,
+    reflink,
+    (shared, fx) => fx.snap.materializeSync(fx.clone, { reflink }).files,
+    (shared, fx, outcome) => {
+      if (outcome.ok) {
+        const diff = firstDiff(shared.after, treeState(fx.clone));
+        return diff === undefined ? [] : [`materialize succeeded but the clone differs: ${diff}`];
+      }
+      const out = checkClone(fx.clone, COPY_ROOTS, shared.before, shared.after);
+      out.push(...recovers(shared, fx, 'materialize', (snap) => snap.materializeSync(fx.clone, { reflink }), shared.after));
+      return out;
+    },
+  );
+}
+
+export const CLONE_OPS = [
+  materializeOp('materialize auto', 'shm', 'auto'),
+  materializeOp('materialize never', 'shm', 'never'),
+  materializeOp('materialize auto (xfs)', 'xfs', 'auto'),
+  materializeOp('materialize always (xfs)', 'xfs', 'always'),
+  cloneOp(
+    'mountPoints',
+    'shm',
+    'auto',
+    (shared, fx) => fx.snap.mountPoints(fx.clone).length,
+    (shared, fx, outcome) => {
+      const now = treeState(fx.clone);
+      if (outcome.ok) {
+        const diff = firstDiff(shared.mounted, now);
+        return diff === undefined ? [] : [`mount points made but the clone differs: ${diff}`];
+      }
+      const diff = firstDiff(outside(shared.before, MOUNT_TARGETS), outside(now, MOUNT_TARGETS));
+      const out = diff === undefined ? [] : [`clone changed outside the mount targets: ${diff}`];
+      out.push(...recovers(shared, fx, 'mountPoints', (snap) => snap.mountPoints(fx.clone), shared.mounted));
+      return out;
+    },
+  ),
+];

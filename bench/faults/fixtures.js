@@ -1,0 +1,88 @@
+// fixtures.js: the trees, stores and clones the faulted operations run on, made with the real syscall layer.
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { writeTree } from './tree.js';
+
+/** Two chunks (1 MiB each) and a bit: the copy loops run more than once. */
+const BLOB = Buffer.alloc(1024 * 1024 + 3000, 7);
+
+export const SOURCE_TREE = {
+  'src/a/b/c.txt': 'c',
+  'src/a/empty': null,
+  'src/tool.sh': { mode: 0o755, data: '#!/bin/sh\n' },
+  'src/z.txt': 'z',
+  'data/blob.bin': BLOB,
+  'data/other.txt': 'not copied',
+  'node_modules/pkg/index.js': 'module.exports = 1;\n',
+  'node_modules/pkg/package.json': '{}\n',
+  'node_modules/.bin/tool': { link: '../pkg/index.js' },
+  'cfg/settings.json': '{"a":1}\n',
+};
+
+export const COPY_ROOTS = ['src', 'data/blob.bin'];
+
+export function captureOptions(source) {
+  return {
+    source,
+    copy: COPY_ROOTS,
+    mounts: [
+      { source: 'node_modules', target: 'node_modules' },
+      { source: 'cfg/settings.json', target: 'etc/settings.json' },
+    ],
+    revision: 'a'.repeat(40),
+    parallelism: 0,
+  };
+}
+
+export function otherOptions(source) {
+  return { source, copy: ['src/z.txt'], parallelism: 0 };
+}
+
+/** What a clone holds before materialize: an old `src` to be exchanged, no `data`, a file left alone. */
+export const CLONE_TREE = {
+  'src/old.txt': 'old',
+  'src/a': 'a file where the snapshot has a directory',
+  'keep.txt': 'keep',
+};
+
+export function makeSource(base) {
+  const source = mkdtempSync(join(base, 'source-'));
+  writeTree(source, SOURCE_TREE);
+  return source;
+}
+
+/** A store with the given definitions captured by the real layer; returns its root and their digests. */
+export function makeStore(base, definitions) {
+  const root = mkdtempSync(join(base, 'store-'));
+  const store = SnapshotStore.openSync(root);
+  try {
+    return { root, digests: definitions.map((d) => store.captureSync(d).digest) };
+  } finally {
+    store.closeSync();
+  }
+}
+
+/** A build no process holds, and a half-removed snapshot, left in tmp/ as a crash would leave them. */
+export function plantStale(storeRoot) {
+  const tmp = join(storeRoot, 'tmp');
+  for (const name of [`build-${'0'.repeat(32)}`, `rm-${'1'.repeat(24)}`]) {
+    writeTree(join(tmp, name), { 'copy/d/f.txt': 'stale', 'copy/e': null });
+    chmodSync(join(tmp, name, 'copy/d/f.txt'), 0o400);
+    for (const dir of ['copy/d', 'copy/e', 'copy', '.']) chmodSync(join(tmp, name, dir), 0o500);
+  }
+}
+
+/** A fresh directory below base holding one empty directory `name`; returns both paths. */
+export function freshDir(base, name, tree = {}) {
+  const parent = mkdtempSync(join(base, 'dir-'));
+  const dir = join(parent, name);
+  mkdirSync(dir);
+  writeTree(dir, tree);
+  return { parent, dir };
+}
+
+export function names(dir) {
+  return readdirSync(dir).sort();
+}

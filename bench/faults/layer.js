@@ -1,0 +1,111 @@
+// layer.js: the fault layer: records every syscall by call site, and fails one chosen call with a chosen errno.
+import { getSystemErrorMap } from 'node:util';
+import { constants as osConstants } from 'node:os';
+
+import { sys as nativeSys, O_CREAT, LOCK_NB } from '../../dist/sys/index.js';
+
+/**
+ * The errno codes each syscall can really return on a local filesystem, for the calls
+ * the native layer does not retry. EINTR never reaches JavaScript: openat, openat2,
+ * getdents64, pread, pwrite, fsync, flock, ficlone and copy_file_range retry it in
+ * native/, and close treats it as done (the fd is gone either way on Linux).
+ */
+const CREATE = ['ENOSPC', 'EIO', 'EMFILE', 'EACCES'];
+const OPEN = ['EIO', 'EMFILE', 'EACCES'];
+const ERRNOS = {
+  openat: (args) => ((args[2] & O_CREAT) !== 0 ? CREATE : OPEN),
+  openat2: (args) => ((args[2] & O_CREAT) !== 0 ? CREATE : OPEN),
+  close: () => ['EIO'],
+  fstat: () => ['EIO'],
+  fstatat: () => ['EIO', 'EACCES'],
+  readdir: () => ['EIO'],
+  mkdirat: () => ['ENOSPC', 'EIO', 'EACCES'],
+  unlinkat: () => ['EIO', 'EACCES'],
+  renameat2: () => ['ENOSPC', 'EIO', 'EACCES'],
+  symlinkat: () => ['ENOSPC', 'EIO', 'EACCES'],
+  readlinkat: () => ['EIO'],
+  pread: () => ['EIO'],
+  pwrite: () => ['ENOSPC', 'EIO'],
+  fsync: () => ['EIO', 'ENOSPC'],
+  syncfs: () => ['EIO'],
+  fchmod: () => ['EIO', 'EPERM'],
+  fchmodat: () => ['EIO', 'EPERM'],
+  flock: (args) => ((args[1] & LOCK_NB) !== 0 ? ['ENOLCK'] : ['ENOLCK', 'EIO']),
+  ficlone: () => ['EIO', 'ENOSPC'],
+  copy_file_range: () => ['EIO', 'ENOSPC'],
+};
+
+/** A Node-shaped system error, exactly as the addon throws it. */
+export function systemError(code, syscall, path) {
+  const errno = -osConstants.errno[code];
+  const text = getSystemErrorMap().get(errno)?.[1] ?? 'unknown error';
+  const shown = text.charAt(0).toLowerCase() + text.slice(1);
+  const err = new Error(`${code}: ${shown}, ${syscall}${typeof path === 'string' ? ` '${path}'` : ''}`);
+  Object.assign(err, { errno, code, syscall });
+  if (typeof path === 'string') err.path = path;
+  return err;
+}
+
+const DIST_FRAME = /\bat (?:(\S+) \()?(?:file:\/\/)?\S*\/dist\/(\S+?):(\d+):\d+\)?$/;
+
+/** The call site of a syscall: its name and the two innermost frames of treeseal's code that led to it. */
+function callSite(name) {
+  const saved = Error.stackTraceLimit;
+  Error.stackTraceLimit = 24;
+  const stack = new Error().stack ?? '';
+  Error.stackTraceLimit = saved;
+  const frames = [];
+  for (const line of stack.split('\n')) {
+    const m = DIST_FRAME.exec(line.trim());
+    if (m === null) continue;
+    frames.push(`${m[1] ?? '<anon>'} ${m[2]}:${m[3]}`);
+    if (frames.length === 2) break;
+  }
+  return `${name} @ ${frames.join(' < ')}`;
+}
+
+/** The path argument of a call, for the error message, as the addon would report it. */
+function pathArg(name, args) {
+  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'renameat2'].includes(name)) {
+    return typeof args[1] === 'string' ? args[1] : undefined;
+  }
+  if (name === 'symlinkat') return typeof args[2] === 'string' ? args[2] : undefined;
+  return undefined;
+}
+
+/**
+ * A syscall layer over the real one. While armed it names every call by call site and
+ * counts it; with a target { site, nth, code } the nth call at that site throws a
+ * system error instead (a close closes first: Linux releases the fd even when close fails).
+ */
+export class FaultLayer {
+  armed = false;
+  /** site -> { syscall, count, errnos } of the calls made while armed. */
+  sites = new Map();
+  target = undefined;
+  fired = undefined;
+
+  constructor(target) {
+    this.target = target;
+    const sys = {};
+    for (const name of Object.keys(nativeSys)) sys[name] = (...args) => this.#call(name, args);
+    this.sys = sys;
+  }
+
+  #call(name, args) {
+    const real = nativeSys[name];
+    if (!this.armed) return real(...args);
+    const site = callSite(name);
+    let entry = this.sites.get(site);
+    if (entry === undefined) this.sites.set(site, (entry = { syscall: name, count: 0, errnos: ERRNOS[name](args) }));
+    entry.count++;
+    const t = this.target;
+    if (t !== undefined && this.fired === undefined && t.site === site && t.nth === entry.count) {
+      const err = systemError(t.code, name === 'readdir' ? 'getdents64' : name, pathArg(name, args));
+      this.fired = err;
+      if (name === 'close') real(...args);
+      throw err;
+    }
+    return real(...args);
+  }
+}
