@@ -1,7 +1,7 @@
 // helpers.ts: temp trees, FIFOs, fd counting and the reflink loop mounts the tests share.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
@@ -100,4 +100,31 @@ export function expectSealError(fn: () => unknown): SealError {
     return err as SealError;
   }
   throw new Error('call unexpectedly succeeded');
+}
+
+/** A Node-shaped system error as the addon throws it (errno < 0, code, syscall). */
+export function systemError(code: string, syscall: string): Error & { code: string; errno: number; syscall: string } {
+  const errno = -(osConstants.errno as Record<string, number>)[code]!;
+  return Object.assign(new Error(`${code}: injected, ${syscall}`), { code, errno, syscall });
+}
+
+/**
+ * The real syscall layer with one call failing: the first call of `name` whose
+ * arguments match `when` throws a system error with `code` (a close closes first, as
+ * Linux releases the fd even when close fails). `injected` holds the error thrown.
+ */
+export function failOnce<K extends keyof Sys>(name: K, code: string, when: (...args: Parameters<Sys[K]>) => boolean = () => true): { sys: Sys; injected: () => Error | undefined } {
+  let thrown: Error | undefined;
+  const sys = wrapSys({
+    [name]: (orig: Sys[K]) =>
+      (...args: Parameters<Sys[K]>) => {
+        if (thrown === undefined && when(...args)) {
+          thrown = systemError(code, name);
+          if (name === 'close') (orig as (...a: unknown[]) => unknown)(...args);
+          throw thrown;
+        }
+        return (orig as (...a: unknown[]) => unknown)(...args);
+      },
+  } as Wrappers);
+  return { sys, injected: () => thrown };
 }

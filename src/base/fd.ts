@@ -1,6 +1,7 @@
 // fd.ts: fd-relative directory helpers: root opens that traverse no symlink, beneath-root opens, removal without following links.
 import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
+import { throwIfRefused } from './refusal.js';
 import {
   AT_FDCWD,
   AT_REMOVEDIR,
@@ -112,6 +113,7 @@ function rootError(sys: Sys, err: unknown, path: string, label: string): SealErr
     if (link > 0 || hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `${label} must not traverse symlinks: ${shown}`, { cause: err });
     return new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${shown}`, { cause: err });
   }
+  throwIfRefused(err, `${label} cannot be opened: ${shown}`);
   return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${(err as Error).message}`, { cause: err });
 }
 
@@ -202,6 +204,15 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer): voi
     closeQuietly(sys, fd);
   }
   sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+}
+
+/** removeAt after a failure: a second failure must not mask the first (what it leaves is swept or retried later). */
+export function removeQuietly(sys: Sys, parentFd: number, name: string | Buffer): void {
+  try {
+    removeAt(sys, parentFd, name);
+  } catch {
+    // the first error says what went wrong
+  }
 }
 
 /** Removes everything inside the directory open at fd. */

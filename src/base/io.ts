@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 
 import { SealError } from './errors.js';
 import { closeQuietly } from './fd.js';
+import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -59,6 +60,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
     fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (err) {
     if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `file must not be a symlink: ${escapePath(shown)}`, { path: shown, cause: err });
+    throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
     throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
   }
   try {
@@ -85,6 +87,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
     try {
       named = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
+      throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
       throw new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown, cause: err });
     }
     if (!sameIdentity(identityOf(before), identityOf(named))) throw changedWhileCopied(shown);

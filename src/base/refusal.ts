@@ -4,12 +4,12 @@ import { escapePath } from './paths.js';
 import { isSystemError } from '../sys/errno.js';
 
 /**
- * errno codes that say nothing about the tree, only that the kernel could not do the
- * call now: space, quota, I/O, descriptors, memory, a read-only or busy filesystem,
+ * errno codes that say nothing about the tree's content, only that the kernel would not
+ * do the call: space, quota, I/O, descriptors, memory, a read-only or busy filesystem,
  * permission, an interrupted call.
  */
 const REFUSALS = new Set([
-  'ENOSPC', 'EDQUOT', 'EFBIG', 'EIO', 'EMFILE', 'ENFILE', 'ENOMEM', 'EROFS', 'EACCES', 'EPERM', 'EINTR', 'EBUSY', 'ENOLCK', 'ETXTBSY', 'EAGAIN',
+  'ENOSPC', 'EDQUOT', 'EFBIG', 'EIO', 'EMFILE', 'ENFILE', 'ENOMEM', 'EROFS', 'EACCES', 'EPERM', 'EINTR', 'EBUSY', 'ENOLCK', 'ETXTBSY',
 ]);
 
 /** True for a system error whose code is a kernel refusal (see REFUSALS). */
@@ -17,17 +17,22 @@ export function isRefusal(err: unknown): boolean {
   return isSystemError(err) && !(err instanceof SealError) && REFUSALS.has(err.code);
 }
 
-/** SEAL_IO for what `label` was doing when the kernel refused: the system error is the cause. */
-export function ioError(label: string, err: unknown, path?: string): SealError {
-  const where = path === undefined ? '' : `: ${escapePath(path)}`;
-  return new SealError('SEAL_IO', `${label}${where}: ${escapePath((err as Error).message)}`, path === undefined ? { cause: err } : { path, cause: err });
+/** SEAL_IO: `what` (already escaped) failed because the kernel refused; the system error is the cause. */
+export function ioError(what: string, err: unknown, path?: string): SealError {
+  const message = `${what}: ${escapePath((err as Error).message)}`;
+  return new SealError('SEAL_IO', message, path === undefined ? { cause: err } : { path, cause: err });
+}
+
+/** Throws ioError when err is a kernel refusal; returns otherwise (the caller maps the rest). */
+export function throwIfRefused(err: unknown, what: string, path?: string): void {
+  if (isRefusal(err)) throw ioError(what, err, path);
 }
 
 /**
  * Runs a public call's core: a system error escaping it (one no layer below turned into
  * a more precise SealError) becomes SEAL_IO when it is a kernel refusal, else
- * SEAL_UNAVAILABLE (something the call needed is missing or unusable); its cause is
- * the system error either way.
+ * SEAL_UNAVAILABLE (something the call needed is missing or unusable); its cause is the
+ * system error either way.
  */
 export function sealed<T>(label: string, fn: () => T): T {
   try {

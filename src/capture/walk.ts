@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 
 import { closeQuietly, openChildDir } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import type { Limits } from '../base/limits.js';
 import { throttled, type Progress, type ProgressFn } from '../base/progress.js';
 import { sortEntries, type ManifestEntry } from '../base/manifest.js';
@@ -147,6 +148,7 @@ function special(rel: string): SealError {
 }
 
 function unavailable(rel: string, err: unknown): SealError {
+  throwIfRefused(err, `path cannot be read: ${escapePath(rel)}`, rel);
   return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
 }
 
@@ -186,6 +188,7 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
     fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (isDir(st.mode) ? O_DIRECTORY : 0));
   } catch (err) {
     if (hasCode(err, 'ELOOP', 'ENOTDIR', 'ENOENT', 'ENXIO')) throw changedOpening(rel, err);
+    throwIfRefused(err, `path cannot be read: ${escapePath(rel)}`, rel);
     throw new SealError('SEAL_UNAVAILABLE', `path is unreadable: ${escapePath(rel)}: ${(err as Error).message}`, {
       path: rel,
       cause: err,

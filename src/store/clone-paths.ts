@@ -1,8 +1,8 @@
 // clone-paths.ts: the clone-side path checks materialize and mount points share: no symlink, no special file on the way.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, closeQuietly, openChildDir } from '../base/fd.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
@@ -43,13 +43,14 @@ export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[
 
 /**
  * Opens the parent directories of a root inside the clone, creating missing ones
- * (0700) and replacing a regular file that stands where a directory must be.
+ * (0700, each recorded in `created`) and replacing a regular file that stands where a
+ * directory must be.
  */
-export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy'): number {
+export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy', created: string[][] = []): number {
   const rel = parts.join('/');
   let current = -1;
   try {
-    for (const part of parts) {
+    for (const [i, part] of parts.entries()) {
       const dirfd = current < 0 ? cloneFd : current;
       let st = statOrNull(sys, dirfd, part);
       if (st !== null && isLink(st.mode)) {
@@ -62,7 +63,10 @@ export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly str
         sys.unlinkat(dirfd, part, 0);
         st = null;
       }
-      if (st === null) sys.mkdirat(dirfd, part, 0o700);
+      if (st === null) {
+        sys.mkdirat(dirfd, part, 0o700);
+        created.push(parts.slice(0, i + 1));
+      }
       let next: number;
       try {
         next = openChildDir(sys, dirfd, part);
@@ -79,6 +83,21 @@ export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly str
   } catch (err) {
     closeQuietly(sys, current);
     throw err;
+  }
+}
+
+/** Removes, deepest first, the directories openPublishParent created, where they are still empty (after a failed publish). */
+export function removeCreatedDirs(sys: Sys, cloneFd: number, created: readonly string[][]): void {
+  for (const parts of [...created].reverse()) {
+    let parent = -1;
+    try {
+      parent = parts.length === 1 ? -1 : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS);
+      sys.unlinkat(parent < 0 ? cloneFd : parent, parts[parts.length - 1]!, AT_REMOVEDIR);
+    } catch {
+      // not empty (the root got in) or refused: it stays, empty or whole
+    } finally {
+      closeQuietly(sys, parent);
+    }
   }
 }
 

@@ -6,6 +6,7 @@ import { CHUNK_BYTES, writeAll } from '../base/io.js';
 import { DIR_FLAGS, checkRootPath, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
@@ -24,7 +25,7 @@ import {
   isReg,
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { openPublishParent, preflightRoot, statOrNull } from './clone-paths.js';
+import { openPublishParent, preflightRoot, removeCreatedDirs, statOrNull } from './clone-paths.js';
 import { identityOf, sameIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -122,6 +123,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   try {
     src = sys.openat(snapDir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (err) {
+    throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(entry.path)}`, entry.path);
     throw new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
   }
   try {
@@ -169,6 +171,7 @@ function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: strin
     try {
       snapChild = openChildDir(sys, snapDir, name);
     } catch (err) {
+      throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
       throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
     }
     try {
@@ -186,11 +189,22 @@ function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: strin
   }
 }
 
+/** publishInto, and on failure removes the parent directories it made: the clone keeps no trace of the root. */
 function publishRoot(sys: Sys, stageFd: number, cloneFd: number, parts: readonly string[]): void {
+  const created: string[][] = [];
+  try {
+    publishInto(sys, stageFd, cloneFd, parts, created);
+  } catch (err) {
+    removeCreatedDirs(sys, cloneFd, created);
+    throw err;
+  }
+}
+
+function publishInto(sys: Sys, stageFd: number, cloneFd: number, parts: readonly string[], created: string[][]): void {
   const rel = parts.join('/');
   const name = parts[parts.length - 1]!;
   const parentParts = parts.slice(0, -1);
-  const destParent = openPublishParent(sys, cloneFd, parentParts);
+  const destParent = openPublishParent(sys, cloneFd, parentParts, 'copy', created);
   let srcParent = -1;
   try {
     srcParent = parentParts.length === 0 ? sys.openat(stageFd, '.', DIR_FLAGS) : openBeneath(sys, stageFd, parentParts, DIR_FLAGS);
@@ -283,6 +297,7 @@ export function openSnapshotArea(sys: Sys, snapshotRoot: string, area: string): 
   try {
     return openBeneath(sys, root, area.split('/'), DIR_FLAGS);
   } catch (err) {
+    throwIfRefused(err, `snapshot area cannot be opened: ${escapePath(area)}`);
     throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${escapePath(area)}`, { cause: err });
   } finally {
     closeQuietly(sys, root);

@@ -2,6 +2,7 @@
 import { closeQuietly, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import { openPublishParent, preflightRoot } from './clone-paths.js';
 import { escapePath } from '../base/paths.js';
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
@@ -55,6 +56,7 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData
       try {
         st = sys.fstatat(AT_FDCWD, source, AT_SYMLINK_NOFOLLOW);
       } catch (err) {
+        throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
         throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
       }
       if (m.kind === 'directory' ? !isDir(st.mode) : !isReg(st.mode)) {

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname } from 'node:path';
 
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir, removeAt } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { THAWED, applyModesAt } from '../tools/freeze.js';
@@ -64,6 +65,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     dir = openChildDir(sys, snapshotsFd, digest);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+    throwIfRefused(err, `snapshot cannot be opened: ${digest}`);
     throw new SealError('SEAL_CORRUPT', `snapshot is not a real directory: ${digest}`, { cause: err });
   }
   try {
@@ -71,6 +73,9 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     try {
       text = readAllAt(sys, dir, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME).bytes;
     } catch (err) {
+      // The kernel refusing the read (SEAL_IO, its cause the system error) says nothing about the snapshot.
+      if (err instanceof SealError && err.code === 'SEAL_IO') throw err;
+      throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
       throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
     }
     return decodeDocument(text.toString('utf8'), digest);
@@ -125,8 +130,9 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
 /** Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the store lock held exclusively. */
 export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): void {
   const snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-  const tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+  let tmpFd = -1;
   try {
+    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
     const name = REMOVING_PREFIX + randomBytes(12).toString('hex');
     try {
       sys.renameat2(snapshotsFd, digest, tmpFd, name, RENAME_NOREPLACE);

@@ -4,6 +4,7 @@ import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
@@ -92,7 +93,8 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly Ma
   let fd: number;
   try {
     fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
-  } catch {
+  } catch (err) {
+    throwIfRefused(err, `snapshot area cannot be opened: ${escapePath(area)}`);
     shared.drift.push(area);
     return;
   }

@@ -9,7 +9,7 @@ import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { inline, offload } from '../base/offload.js';
-import { sealed } from '../base/refusal.js';
+import { sealed, throwIfRefused } from '../base/refusal.js';
 
 export interface WriteFrozenOptions {
   executable?: boolean;
@@ -30,6 +30,7 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
     fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, executable ? 0o500 : 0o400);
   } catch (err) {
     if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
+    throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
     throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
   }
   try {

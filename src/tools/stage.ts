@@ -1,6 +1,6 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, closeQuietly, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, closeQuietly, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
@@ -138,22 +138,23 @@ export class Stage {
     if (!missing.done) throw changed(missing.value);
   }
 
-  /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */
+  /**
+   * Removes the stage through fds, never following a link; idempotent, works after a
+   * failed verify, and a close that failed (SEAL_IO) can be called again to finish.
+   */
   close(): void {
     sealed('stage close', () => this.#close());
   }
 
   #close(): void {
-    if (this.#stageFd < 0) return;
+    if (this.#parentFd < 0) return;
     const sys = this.#sys;
     closeQuietly(sys, this.#stageFd);
     this.#stageFd = -1;
-    try {
-      removeAt(sys, this.#parentFd, this.#name);
-    } finally {
-      closeQuietly(sys, this.#parentFd);
-      this.#parentFd = -1;
-    }
+    // A removal the kernel refused keeps the parent fd, so a later close() can finish it.
+    removeAt(sys, this.#parentFd, this.#name);
+    closeQuietly(sys, this.#parentFd);
+    this.#parentFd = -1;
   }
 
   [Symbol.dispose](): void {
@@ -250,6 +251,7 @@ export function openStage(parent: string, files: readonly StageFile[], options: 
     sys.mkdirat(parentFd, name, 0o700);
     stageFd = openChildDir(sys, parentFd, name);
   } catch (err) {
+    removeQuietly(sys, parentFd, name);
     closeQuietly(sys, parentFd);
     throw err;
   }
@@ -259,11 +261,8 @@ export function openStage(parent: string, files: readonly StageFile[], options: 
     return { root: `${parentPath === '/' ? '' : parentPath}/${name}`, name, parentFd, stageFd, records };
   } catch (err) {
     closeQuietly(sys, stageFd);
-    try {
-      removeAt(sys, parentFd, name);
-    } finally {
-      closeQuietly(sys, parentFd);
-    }
+    removeQuietly(sys, parentFd, name);
+    closeQuietly(sys, parentFd);
     throw err;
   }
 }

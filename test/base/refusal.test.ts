@@ -1,0 +1,165 @@
+// refusal.test.ts: a call the kernel refuses (EIO, ENOSPC, EMFILE) is SEAL_IO with that system error as cause, and leaves nothing behind.
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore, readStableSync, stageFilesSync, writeFrozenFileSync, type SealError } from '../../dist/index.js';
+import { O_CREAT, RENAME_NOREPLACE } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectSealError, failOnce, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+function expectIo(err: SealError, injected: Error | undefined, message: string): void {
+  expect(injected).toBeDefined();
+  expect([err.code, err.message, err.cause]).toEqual(['SEAL_IO', message, injected]);
+}
+
+function storeWithSnapshot(): { root: string; source: string; digest: string } {
+  const source = tempDir();
+  writeTree(source, { 'src/a.txt': 'a', 'src/d/b.txt': 'b', 'm/x.js': 'x' });
+  const root = join(tempDir(), 'store');
+  const store = SnapshotStore.openSync(root);
+  const digest = store.captureSync({ source, copy: ['src'], mounts: [{ source: 'm', target: 'm' }] }).digest;
+  store.closeSync();
+  return { root, source, digest };
+}
+
+describe('kernel refusals', () => {
+  it('capture: an I/O error on a source entry is SEAL_IO, not SEAL_UNAVAILABLE, and the build is removed', () => {
+    const source = tempDir();
+    writeTree(source, { 'src/a.txt': 'a' });
+    const fault = failOnce('fstatat', 'EIO', (_fd, name) => name === 'a.txt');
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'), { sys: fault.sys });
+    expectIo(expectSealError(() => store.captureSync({ source, copy: ['src'] })), fault.injected(), 'path cannot be read: src/a.txt: EIO: injected, fstatat');
+    expect(storeLeftovers(store.root)).toEqual([]);
+  });
+
+  it('a root directory the kernel cannot open (EMFILE) is SEAL_IO', () => {
+    const dir = tempDir();
+    const fault = failOnce('openat2', 'EMFILE');
+    const err = expectSealError(() => readStableSync(join(dir, 'f'), { maxBytes: 10, sys: fault.sys }));
+    expectIo(err, fault.injected(), `parent directory cannot be opened: ${dir}: EMFILE: injected, openat2`);
+  });
+
+  it('readStable: an I/O error checking the name after the read is SEAL_IO, not SEAL_CHANGED', () => {
+    const dir = tempDir();
+    writeTree(dir, { f: 'bytes' });
+    const fault = failOnce('fstatat', 'EIO');
+    const err = expectSealError(() => readStableSync(join(dir, 'f'), { maxBytes: 10, sys: fault.sys }));
+    expectIo(err, fault.injected(), `file cannot be read: ${join(dir, 'f')}: EIO: injected, fstatat`);
+  });
+
+  it('writeFrozenFile: no space to create the file is SEAL_IO, not SEAL_UNAVAILABLE', () => {
+    const dir = tempDir();
+    const fault = failOnce('openat', 'ENOSPC', (_fd, _name, flags) => (flags & O_CREAT) !== 0);
+    const err = expectSealError(() => writeFrozenFileSync(join(dir, 'f'), Buffer.from('x'), { sys: fault.sys }));
+    expectIo(err, fault.injected(), `cannot create file: ${join(dir, 'f')}: ENOSPC: injected, openat`);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('store.get: an I/O error reading manifest.json is SEAL_IO whose cause is the system error, not SEAL_CORRUPT', () => {
+    const { root, digest } = storeWithSnapshot();
+    const fault = failOnce('pread', 'EIO');
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    const err = expectSealError(() => store.get(digest));
+    expect([err.code, err.cause]).toEqual(['SEAL_IO', fault.injected()]);
+    store.closeSync();
+  });
+
+  it('verify: a snapshot area the kernel cannot open is SEAL_IO, not a corrupt snapshot', () => {
+    const { root, digest } = storeWithSnapshot();
+    const fault = failOnce('openat2', 'EMFILE', (_fd, path) => path === 'copy');
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    const snap = store.get(digest);
+    expectIo(expectSealError(() => snap.verifySync()), fault.injected(), 'snapshot area cannot be opened: copy: EMFILE: injected, openat2');
+    store.closeSync();
+  });
+
+  it('materialize: a snapshot file the kernel cannot open is SEAL_IO, not SEAL_CORRUPT, and the clone is untouched', () => {
+    const { root, digest } = storeWithSnapshot();
+    const clone = tempDir();
+    writeTree(clone, { 'src/old.txt': 'old' });
+    const fault = failOnce('openat', 'EMFILE', (_fd, name) => name === 'b.txt');
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    const snap = store.get(digest);
+    expectIo(expectSealError(() => snap.materializeSync(clone)), fault.injected(), 'snapshot file cannot be opened: src/d/b.txt: EMFILE: injected, openat');
+    expect(readdirSync(join(clone, 'src'))).toEqual(['old.txt']);
+    store.closeSync();
+  });
+
+  it('materialize: a root whose publish is refused leaves no parent directory made for it', () => {
+    const source = tempDir();
+    writeTree(source, { 'data/deep/f.bin': 'f' });
+    const root = join(tempDir(), 'store');
+    const made = SnapshotStore.openSync(root);
+    const digest = made.captureSync({ source, copy: ['data/deep/f.bin'] }).digest;
+    made.closeSync();
+    const clone = tempDir();
+    writeTree(clone, { 'keep.txt': 'keep' });
+    const fault = failOnce('renameat2', 'ENOSPC', (_a, name) => name === 'f.bin');
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    const err = expectSealError(() => store.get(digest).materializeSync(clone));
+    expect([err.code, err.cause]).toEqual(['SEAL_IO', fault.injected()]);
+    expect(readdirSync(clone)).toEqual(['keep.txt']);
+    store.closeSync();
+  });
+
+  it('mountPoints: a payload the kernel cannot stat is SEAL_IO, not SEAL_CORRUPT', () => {
+    const { root, digest } = storeWithSnapshot();
+    const fault = failOnce('fstatat', 'EIO', (_fd, path) => typeof path === 'string' && path.endsWith('/payload'));
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    const snap = store.get(digest);
+    expectIo(expectSealError(() => snap.mountPoints(tempDir())), fault.injected(), 'mount snapshot cannot be read: m: EIO: injected, fstatat');
+    store.closeSync();
+  });
+
+  it('remove: failing to open tmp/ closes the snapshots/ fd already open, and the snapshot stays published', () => {
+    const { root, digest } = storeWithSnapshot();
+    let armed = false;
+    const fault = failOnce('openat2', 'EMFILE', (_fd, path) => armed && typeof path === 'string' && path.endsWith('/tmp'));
+    const store = SnapshotStore.openSync(root, { sys: fault.sys });
+    armed = true;
+    const err = expectSealError(() => store.remove(digest));
+    expect([err.code, err.cause]).toEqual(['SEAL_IO', fault.injected()]);
+    expect(store.list()).toEqual([digest]);
+    store.closeSync();
+  });
+
+  it('a publish rename refused for lack of space is SEAL_IO and leaves tmp/ and snapshots/ empty', () => {
+    const source = tempDir();
+    writeTree(source, { 'src/a.txt': 'a' });
+    const fault = failOnce('renameat2', 'ENOSPC', (_a, _b, _c, _d, flags) => flags === RENAME_NOREPLACE);
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'), { sys: fault.sys });
+    const err = expectSealError(() => store.captureSync({ source, copy: ['src'] }));
+    expect([err.code, err.message, err.cause]).toEqual(['SEAL_IO', 'capture: ENOSPC: injected, renameat2', fault.injected()]);
+    expect(storeLeftovers(store.root)).toEqual([]);
+  });
+});
+
+describe('stages the kernel refuses to make or remove', () => {
+  const files = [{ target: 'deep/f.txt', bytes: Buffer.from('f') }];
+
+  it('a stage directory made but not opened is removed again', () => {
+    const parent = tempDir();
+    const fault = failOnce('openat', 'EMFILE', (_fd, name) => typeof name === 'string' && name.startsWith('.treeseal-stage-'));
+    const err = expectSealError(() => stageFilesSync(parent, files, { sys: fault.sys }));
+    expect([err.code, err.cause]).toEqual(['SEAL_IO', fault.injected()]);
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it('a close the kernel refused is SEAL_IO, and close() again finishes the removal', () => {
+    const parent = tempDir();
+    const fault = failOnce('unlinkat', 'EIO', (_fd, name) => typeof name === 'string' && name.startsWith('.treeseal-stage-'));
+    const stage = stageFilesSync(parent, files, { sys: fault.sys });
+    let err: SealError | undefined;
+    try {
+      stage.close();
+    } catch (e) {
+      err = e as SealError;
+    }
+    expect([err?.code, err?.message, err?.cause]).toEqual(['SEAL_IO', 'stage close: EIO: injected, unlinkat', fault.injected()]);
+    expect(stage.closed).toBe(true);
+    stage.close();
+    expect(readdirSync(parent)).toEqual([]);
+  });
+});
