@@ -41,6 +41,12 @@ export interface CaptureOptions {
    * the whole capture on one thread. The manifest and errors are the same either way.
    */
   parallelism?: number;
+  /**
+   * Use the store's stat cache (default true): a file whose identity is unchanged and
+   * older than its cache entry reuses its hash without being read, and its bytes come
+   * from the snapshot that holds them. false: every file is read, and no cache is kept.
+   */
+  statCache?: boolean;
 }
 
 export interface PlannedMount {
@@ -61,6 +67,7 @@ export interface Plan {
   workspace: string;
   expectMounts: MountBinding | undefined;
   parallelism: number | undefined;
+  statCache: boolean;
 }
 
 function stringList(value: unknown, label: string): string[] {
@@ -106,7 +113,12 @@ export function planCapture(options: CaptureOptions): Plan {
   if (parallelism !== undefined && (!Number.isSafeInteger(parallelism) || parallelism < 0 || parallelism > 64)) {
     throw new SealError('SEAL_BAD_PATH', 'parallelism must be an integer from 0 to 64');
   }
+  const statCache = options.statCache ?? true;
+  if (typeof statCache !== 'boolean') {
+    throw Object.assign(new TypeError(`The "statCache" option must be of type boolean. Received ${typeof statCache}`), { code: 'ERR_INVALID_ARG_TYPE' });
+  }
   return {
+    statCache,
     parallelism,
     source,
     revision,

@@ -30,6 +30,22 @@ import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 
 export type CaptureProgress = Progress;
 
+/**
+ * Incremental capture (the store's stat cache), consulted for each regular file the
+ * walk reaches. The walk itself (fstatat of every entry, directory identity checks,
+ * limits) is the same with or without one.
+ */
+export interface FileHook {
+  /** The sha256 to reuse, without opening the file, for a regular file with this fstatat result; undefined: capture it. */
+  reuse(st: Stat): string | undefined;
+  /** A file was captured: its identity was proven unchanged around the read that gave sha256 (loose: its file in deferred mode). */
+  captured(st: Stat, sha256: string, loose: string | undefined): void;
+  /** Build nothing in place: no directory or link is made, captured files go to loose(), and the tree is assembled after the walk. */
+  readonly deferred: boolean;
+  /** In deferred mode: a new file (created O_EXCL, at its frozen mode) for one captured file's bytes; its fd and name. */
+  loose(mode: number): [number, string];
+}
+
 /** Files seen before an automatic capture starts its helper threads (a small tree is not worth them). */
 const AUTO_POOL_FILES = 128;
 
@@ -38,6 +54,8 @@ export class CaptureContext {
   entries = 0;
   totalBytes = 0;
   readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+  /** The stat cache's hook, when the capture uses one. */
+  hook: FileHook | undefined;
   #pool: FilePool | undefined;
   #files = 0;
   readonly #helpers: number;
@@ -264,6 +282,7 @@ export class TreeBuilder {
           throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(rel)}`, { path: rel });
         }
         this.#recordDir(rel);
+        if (this.ctx.hook?.deferred) continue;
         const parent = fd < 0 ? this.destFd : fd;
         try {
           this.ctx.sys.mkdirat(parent, parts[i]!, 0o700);
@@ -274,6 +293,7 @@ export class TreeBuilder {
         closeQuietly(this.ctx.sys, fd);
         fd = next;
       }
+      if (this.ctx.hook?.deferred) return -1;
       return fd < 0 ? this.ctx.sys.openat(this.destFd, '.', O_RDONLY | O_DIRECTORY) : fd;
     } catch (err) {
       closeQuietly(this.ctx.sys, fd);
@@ -304,6 +324,11 @@ export class TreeBuilder {
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
+    const reused = isReg(st.mode) ? this.ctx.hook?.reuse(st) : undefined;
+    if (reused !== undefined) {
+      this.entries.set(rel, { ...this.#addFile(rel, st), sha256: reused });
+      return;
+    }
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
     if (!isDir(opened.mode)) {
       this.#copyFile(fd, destDirFd, destName, rel, opened);
@@ -311,6 +336,10 @@ export class TreeBuilder {
     }
     try {
       this.#recordDir(rel);
+      if (this.ctx.hook?.deferred) {
+        this.copyDirContents(fd, -1, rel, opened, depth);
+        return;
+      }
       sys.mkdirat(destDirFd, destName, 0o700);
       const dest = openChildDir(sys, destDirFd, destName);
       try {
@@ -334,26 +363,41 @@ export class TreeBuilder {
     if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('directory', rel);
   }
 
+  /** Checks the limits for a regular file and records its entry (sha256 still empty); returns the entry. */
+  #addFile(rel: string, st: Stat): ManifestEntry {
+    const { limits } = this.ctx;
+    const capturedMode = this.options.preserveModes ? st.mode & 0o7777 : 0;
+    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    if (st.size > limits.maxFileBytes) {
+      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
+    }
+    this.ctx.checkBytes(st.size);
+    this.#record(entry);
+    this.totalBytes += st.size;
+    this.ctx.addBytes(st.size);
+    return entry;
+  }
+
   /** Copies the open regular file (owning srcFd) into destDirFd/name, frozen at creation, and records it. */
   #copyFile(srcFd: number, destDirFd: number, name: string, rel: string, before: Stat): void {
-    const { sys, limits } = this.ctx;
-    const capturedMode = this.options.preserveModes ? before.mode & 0o7777 : 0;
-    const entry: ManifestEntry = { kind: 'file', path: rel, size: before.size, sha256: '', mode: capturedMode, link_target: '' };
+    const { sys } = this.ctx;
+    const hook = this.ctx.hook;
     let dest = -1;
+    let loose: string | undefined;
+    let entry: ManifestEntry;
     try {
-      if (before.size > limits.maxFileBytes) {
-        throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
-      }
-      this.ctx.checkBytes(before.size);
-      this.#record(entry);
-      dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, capturedMode & 0o111 ? 0o500 : 0o400);
+      entry = this.#addFile(rel, before);
+      const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
+      if (hook?.deferred) [dest, loose] = hook.loose(frozen);
+      else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     } catch (err) {
       closeQuietly(sys, srcFd, dest);
       throw err;
     }
-    this.totalBytes += before.size;
-    this.ctx.addBytes(before.size);
-    this.ctx.runFile(srcFd, dest, before, rel, (filled) => this.entries.set(rel, { ...entry, sha256: filled.sha256 }));
+    this.ctx.runFile(srcFd, dest, before, rel, (filled) => {
+      hook?.captured(before, filled.sha256, loose);
+      this.entries.set(rel, { ...entry, sha256: filled.sha256 });
+    });
   }
 
   #copySymlink(srcDirFd: number, destDirFd: number, name: string, destName: string, rel: string, before: Stat): void {
@@ -370,7 +414,7 @@ export class TreeBuilder {
       throw new SealError('SEAL_LIMIT', `symlink target exceeds the path limit (${limits.maxPathBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
     this.ctx.checkBytes(bytes);
-    sys.symlinkat(target, destDirFd, destName);
+    if (!this.ctx.hook?.deferred) sys.symlinkat(target, destDirFd, destName);
     const after = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
     if (!sameIdentity(identityOf(before), identityOf(after)) || sys.readlinkat(srcDirFd, name) !== target) {
       throw changed('symlink', rel);

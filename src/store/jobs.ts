@@ -4,7 +4,7 @@ import type { Plan } from '../capture/plan.js';
 import { sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
-import { buildSnapshot } from './publish.js';
+import { buildSnapshot, type Built } from './publish.js';
 import { closeStoreAt, openStoreAt } from './store-dir.js';
 import { verifySnapshotAt, type VerifyReport } from './verify.js';
 
@@ -14,7 +14,7 @@ declare module '../base/jobs.js' {
   interface JobMap {
     openStore: { args: [root: string]; result: number };
     closeStore: { args: [root: string]; result: void };
-    capture: { args: [storeRoot: string, plan: Plan]; result: SnapshotData };
+    capture: { args: [storeRoot: string, plan: Plan]; result: Built };
     materialize: { args: [snapshotRoot: string, data: SnapshotData, clone: string, options: MaterializeJobOptions]; result: MaterializeReport };
     verify: { args: [snapshotRoot: string, data: SnapshotData]; result: VerifyReport };
   }

@@ -2,6 +2,8 @@
 export const SNAPSHOTS_DIR = 'snapshots';
 export const TMP_DIR = 'tmp';
 export const LOCK_NAME = 'lock';
+/** Stat caches, one file per source: `cache/<key>.bin`. */
+export const CACHE_DIR = 'cache';
 export const BUILD_PREFIX = 'build-';
 export const REMOVING_PREFIX = 'rm-';
 /** A snapshot's copy roots live in `copy/`, its mounts in `mounts/<mountDir(i)>/payload`. */
@@ -9,6 +11,8 @@ export const COPY_AREA = 'copy';
 export const MOUNTS_AREA = 'mounts';
 export const PAYLOAD_NAME = 'payload';
 export const DOCUMENT_NAME = 'manifest.json';
+/** Inside a build made from the stat cache: the files captured from the source, before the tree is assembled. */
+export const LOOSE_AREA = 'loose';
 
 /** The directory name of mount i inside `mounts/`: five digits. */
 export function mountDir(i: number): string {

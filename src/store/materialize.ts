@@ -26,6 +26,7 @@ import {
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { openPublishParent, preflightRoot, removeCreatedDirs, statOrNull } from './clone-paths.js';
+import { childrenOf } from './assemble.js';
 import { identityOf, sameIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -144,18 +145,6 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   } finally {
     closeQuietly(sys, src);
   }
-}
-
-function childrenOf(entries: readonly ManifestEntry[]): Map<string, ManifestEntry[]> {
-  const children = new Map<string, ManifestEntry[]>();
-  for (const e of entries) {
-    const cut = e.path.lastIndexOf('/');
-    const parent = cut < 0 ? '' : e.path.slice(0, cut);
-    let list = children.get(parent);
-    if (list === undefined) children.set(parent, (list = []));
-    list.push(e);
-  }
-  return children;
 }
 
 function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: string, snapDir: number, stageDir: number): void {

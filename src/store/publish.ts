@@ -11,7 +11,9 @@ import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type CapturedMount } from '../capture/mounts.js';
 import { withStoreLock } from './lock.js';
 import { loadSnapshotAt } from './store-dir.js';
-import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
+import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
+import { assembleAreas } from './assemble.js';
+import { CacheMiss, StatCacheSession } from './recapture.js';
 import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -20,6 +22,19 @@ import type { Sys } from '../sys/native.js';
 export interface BuildHooks {
   isAborted?: () => boolean;
   onProgress?: (p: CaptureProgress) => void;
+}
+
+/** How a capture went: files in its manifest, how many reused the stat cache's hash, whether a build was needed. */
+export interface CaptureReport {
+  files: number;
+  reusedFiles: number;
+  /** false: the manifest named a published snapshot and no byte was written. */
+  built: boolean;
+}
+
+export interface Built {
+  data: SnapshotData;
+  report: CaptureReport;
 }
 
 function writeAllAt(sys: Sys, dirfd: number, name: string, text: string): void {
@@ -93,21 +108,67 @@ function freezeArea(sys: Sys, buildFd: number, name: string): void {
   }
 }
 
+function countFiles(data: SnapshotData): number {
+  let n = 0;
+  for (const e of data.entries) if (e.kind === 'file') n++;
+  for (const m of data.mounts) for (const e of m.entries) if (e.kind === 'file') n++;
+  return n;
+}
+
+/** The published snapshot named digest, or undefined when there is none (or it cannot be read). */
+function publishedData(sys: Sys, snapshotsFd: number, digest: string): SnapshotData | undefined {
+  try {
+    return loadSnapshotAt(sys, snapshotsFd, digest);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */
+function saveQuietly(session: StatCacheSession, digest: string, data: SnapshotData): void {
+  try {
+    session.save(digest, data);
+  } catch {
+    // the capture itself succeeded
+  }
+}
+
+/** Builds the deferred tree (under the shared store lock, so no stored copy it clones is removed meanwhile) and drops the loose files. */
+function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: SnapshotData, session: StatCacheSession): void {
+  session.prepare(data);
+  withStoreLock(sys, storeRoot, false, () => assembleAreas(sys, buildFd, data, session.place));
+  removeAt(sys, buildFd, LOOSE_AREA);
+}
+
 /**
  * Captures `plan` into `<store>/tmp/build-*`, freezes it, writes manifest.json last
  * and publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE. A
  * digest that is already published is reused and the build removed. On any
- * failure the build is removed and nothing is published.
+ * failure the build is removed and nothing is published. With the stat cache
+ * (plan.statCache), files it trusts are not read, and a stored copy that cannot be
+ * placed makes the capture start over without the cache's entries.
  */
-export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks = {}): SnapshotData {
+export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks = {}): Built {
+  try {
+    return buildOnce(sys, storeRoot, plan, hooks, false);
+  } catch (err) {
+    if (!(err instanceof CacheMiss)) throw err;
+    return buildOnce(sys, storeRoot, plan, hooks, true);
+  }
+}
+
+function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, fresh: boolean): Built {
   const sourceFd = openRealDir(sys, plan.source, 'source');
+  let storeFd = -1;
   let tmpFd = -1;
   let snapshotsFd = -1;
   let buildFd = -1;
   let buildName = '';
   let published = false;
   let ctx: CaptureContext | undefined;
+  let session: StatCacheSession | undefined;
   try {
+    storeFd = openRealDir(sys, storeRoot, 'store directory');
     tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
     snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
     buildName = BUILD_PREFIX + randomBytes(16).toString('hex');
@@ -115,13 +176,19 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
     buildFd = sys.openat(tmpFd, buildName, DIR_FLAGS);
     // Held until this build is published or removed: a sweep never takes a live build.
     sys.flock(buildFd, LOCK_EX | LOCK_NB);
-    ctx = new CaptureContext(sys, plan.limits, sys.fstat(buildFd).dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
+    // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
+    const buildStat = sys.fstat(buildFd);
+    ctx = new CaptureContext(sys, plan.limits, buildStat.dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
+    if (plan.statCache) {
+      session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs, fresh });
+      ctx.hook = session;
+    }
     sys.mkdirat(buildFd, COPY_AREA, 0o700);
     const copyFd = openChildDir(sys, buildFd, COPY_AREA);
     let entries;
     try {
       entries = captureCopyRoots(ctx, sourceFd, copyFd, plan).finished();
-      freezeCopyParents(sys, copyFd, plan);
+      if (session?.deferred !== true) freezeCopyParents(sys, copyFd, plan);
     } finally {
       closeQuietly(sys, copyFd);
     }
@@ -143,6 +210,15 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
       throw new SealError('SEAL_BINDING', 'mount content changed after binding');
     }
     ctx.checkAbort();
+    const report: CaptureReport = { files: countFiles(data), reusedFiles: session?.reusedFiles ?? 0, built: true };
+    if (session?.deferred) {
+      const existing = publishedData(sys, snapshotsFd, data.digest);
+      if (existing !== undefined) {
+        saveQuietly(session, existing.digest, existing);
+        return { data: existing, report: { ...report, built: false } };
+      }
+      assembleDeferred(sys, storeRoot, buildFd, data, session);
+    }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
     const reused = withStoreLock(sys, storeRoot, false, () => {
@@ -157,11 +233,14 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
         return loadSnapshotAt(sys, snapshotsFd, data.digest);
       }
     });
-    return reused ?? data;
+    const final = reused ?? data;
+    if (session !== undefined) saveQuietly(session, final.digest, final);
+    return { data: final, report };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();
-    closeQuietly(sys, sourceFd, snapshotsFd);
+    session?.close();
+    closeQuietly(sys, sourceFd, snapshotsFd, storeFd);
     if (buildFd >= 0) closeQuietly(sys, buildFd);
     if (!published && buildName !== '' && tmpFd >= 0) {
       try {

@@ -9,6 +9,7 @@ import { sealed } from '../base/refusal.js';
 import type { ProgressFn } from '../base/progress.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyReport } from './verify.js';
+import type { CaptureReport } from './publish.js';
 
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
@@ -25,11 +26,13 @@ export class Snapshot {
   readonly revision: string;
   readonly declarations: readonly string[];
   readonly mounts: readonly CapturedMount[];
+  /** How the capture that returned this snapshot went (files reused from the stat cache); undefined when loaded from the store. */
+  readonly captureReport: CaptureReport | undefined;
   readonly #data: SnapshotData;
   readonly #sys: Sys;
 
   /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer. */
-  constructor(root: string, data: SnapshotData, options: ToolOptions = {}) {
+  constructor(root: string, data: SnapshotData, options: ToolOptions & { report?: CaptureReport | undefined } = {}) {
     this.root = root;
     this.#data = data;
     this.#sys = options.sys ?? nativeSys;
@@ -41,6 +44,7 @@ export class Snapshot {
     this.revision = data.revision;
     this.declarations = Object.freeze(data.declarations);
     this.mounts = Object.freeze(data.mounts);
+    this.captureReport = options.report === undefined ? undefined : Object.freeze({ ...options.report });
   }
 
   /** The digests a caller pins with `expectMounts` to fail closed on drift. */

@@ -10,7 +10,7 @@ import { sys as nativeSys, type Sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
-import { buildSnapshot, type BuildHooks } from './publish.js';
+import { buildSnapshot, type BuildHooks, type CaptureReport } from './publish.js';
 import { Snapshot } from './snapshot.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 
@@ -69,8 +69,8 @@ export class SnapshotStore {
     if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
   }
 
-  #snapshot(data: SnapshotData): Snapshot {
-    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys });
+  #snapshot(data: SnapshotData, report?: CaptureReport): Snapshot {
+    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report });
   }
 
   /** Checks the options; every capture then walks the source and applies its own limits (reuse is by digest, after the walk). */
@@ -93,19 +93,20 @@ export class SnapshotStore {
     const plan = this.#prepare(options);
     const hooks: BuildHooks = { isAborted: () => options.signal?.aborted === true };
     if (options.onProgress !== undefined) hooks.onProgress = options.onProgress;
-    return this.#snapshot(sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks)));
+    const built = sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks));
+    return this.#snapshot(built.data, built.report);
   }
 
   /** Captures (or reuses) a snapshot on the worker thread; the event loop stays free. */
   async capture(options: CaptureCallOptions): Promise<Snapshot> {
     if (this.#sys !== nativeSys) return inline(() => this.captureSync(options));
     const plan = this.#prepare(options);
-    const data = await offload('capture', [this.root, plan], {
+    const built = await offload('capture', [this.root, plan], {
       signal: options.signal,
       onProgress: options.onProgress,
     });
     this.#checkOpen();
-    return this.#snapshot(data);
+    return this.#snapshot(built.data, built.report);
   }
 
   /** A published snapshot by its full digest or a unique prefix of it (SEAL_UNAVAILABLE otherwise). */

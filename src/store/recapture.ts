@@ -1,0 +1,206 @@
+// recapture.ts: one capture's use of the stat cache: the walk's hook, where reused bytes come from, and the cache written after.
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
+import { writeAll } from '../base/io.js';
+import type { ManifestEntry } from '../base/manifest.js';
+import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-cache.js';
+import type { FileHook } from '../capture/walk.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
+import type { Stat, Sys } from '../sys/native.js';
+import type { SnapshotData } from './document.js';
+import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
+import { loadStatCache, publishedAmong, saveStatCache, statCacheKey } from './stat-cache-file.js';
+
+/** A reused file's bytes could not be placed from the store: the capture is redone without the cache. */
+export class CacheMiss extends Error {
+  constructor(what: string) {
+    super(`stat cache content unavailable: ${what}`);
+    this.name = 'CacheMiss';
+  }
+}
+
+export interface SessionOpen {
+  sys: Sys;
+  storeFd: number;
+  tmpFd: number;
+  snapshotsFd: number;
+  buildFd: number;
+  source: string;
+  sourceFd: number;
+  /** The store filesystem's clock before the walk: the build directory's ctime. */
+  recordNs: bigint;
+  /** Ignore what the cache holds (record only): the retry after a CacheMiss. */
+  fresh: boolean;
+}
+
+const frozenMode = (mode: number): number => (mode & 0o111 ? 0o500 : 0o400);
+
+/** Every file entry of a snapshot with its path below the snapshot root. */
+function filesOf(data: Pick<SnapshotData, 'entries' | 'mounts'>): [string, ManifestEntry][] {
+  const out: [string, ManifestEntry][] = [];
+  for (const e of data.entries) if (e.kind === 'file') out.push([`${COPY_AREA}/${e.path}`, e]);
+  data.mounts.forEach((m, i) => {
+    for (const e of m.entries) if (e.kind === 'file') out.push([`${mountArea(i)}/${e.path}`, e]);
+  });
+  return out;
+}
+
+/**
+ * The stat cache's side of one capture. With a non-empty cache the walk is deferred:
+ * trusted files are not opened, the others are captured into loose files, and the tree
+ * is assembled afterwards (or not at all when the manifest names a published snapshot).
+ */
+export class StatCacheSession implements FileHook {
+  readonly deferred: boolean;
+  reusedFiles = 0;
+  readonly #o: SessionOpen;
+  readonly #key: Buffer;
+  readonly #loaded: StatCache;
+  readonly #dropped: number;
+  readonly #reused: CacheEntry[] = [];
+  readonly #fresh: CacheEntry[] = [];
+  /** sha256 -> a reused entry holding those bytes in a published snapshot. */
+  readonly #stored = new Map<string, CacheEntry>();
+  /** sha256 -> a loose file holding those bytes, and its mode. */
+  readonly #loose = new Map<string, [string, number]>();
+  readonly #looseModes = new Map<string, number>();
+  #looseFd = -1;
+  #uses = new Map<string, number>();
+  #lastDir: [string, number] = ['', -1];
+  #cloneWorks: boolean | undefined;
+  readonly #buffer = Buffer.allocUnsafe(1 << 20);
+
+  constructor(o: SessionOpen) {
+    this.#o = o;
+    const { sys } = o;
+    this.#key = statCacheKey(sys.fstat(o.storeFd), o.source, sys.fstat(o.sourceFd));
+    const all = o.fresh ? [] : loadStatCache(sys, o.storeFd, this.#key);
+    const live = publishedAmong(sys, o.snapshotsFd, new Set(all.map((e) => e.snapshot)));
+    const kept = all.filter((e) => live.has(e.snapshot));
+    this.#dropped = all.length - kept.length;
+    this.#loaded = new StatCache(kept);
+    this.deferred = this.#loaded.size > 0;
+    if (this.deferred) {
+      sys.mkdirat(o.buildFd, LOOSE_AREA, 0o700);
+      this.#looseFd = openChildDir(sys, o.buildFd, LOOSE_AREA);
+    }
+  }
+
+  reuse(st: Stat): string | undefined {
+    const e = this.#loaded.trusted(st);
+    if (e === undefined) return undefined;
+    this.reusedFiles++;
+    this.#reused.push(e);
+    if (!this.#stored.has(e.sha256)) this.#stored.set(e.sha256, e);
+    return e.sha256;
+  }
+
+  captured(st: Stat, sha256: string, loose: string | undefined): void {
+    const { dev, ino, mode, size, mtimeNs, ctimeNs } = st;
+    this.#fresh.push({ dev, ino, mode, size, mtimeNs, ctimeNs, recordNs: this.#o.recordNs, sha256, snapshot: '', location: '' });
+    if (loose !== undefined && !this.#loose.has(sha256)) this.#loose.set(sha256, [loose, this.#looseModes.get(loose)!]);
+  }
+
+  loose(mode: number): [number, string] {
+    const name = String(this.#looseModes.size);
+    const fd = this.#o.sys.openat(this.#looseFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+    this.#looseModes.set(name, mode);
+    return [fd, name];
+  }
+
+  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned). */
+  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
+    for (const [, e] of filesOf(data)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
+  }
+
+  /** Puts a file's bytes at dirFd/name: its loose file, or a clone (else a copy) of a frozen copy in the store. */
+  readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
+    const { sys } = this.#o;
+    const mode = frozenMode(entry.mode);
+    const loose = this.#loose.get(entry.sha256);
+    if (loose !== undefined && loose[1] === mode && this.#uses.get(entry.sha256) === 1) {
+      sys.renameat2(this.#looseFd, loose[0], dirFd, name, RENAME_NOREPLACE);
+      return;
+    }
+    const src = loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256);
+    try {
+      const st = sys.fstat(src);
+      if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
+      const dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+      try {
+        this.#fill(src, dest, entry.size);
+        if (sys.fstat(dest).size !== entry.size) throw new CacheMiss(entry.path);
+      } finally {
+        closeQuietly(sys, dest);
+      }
+    } finally {
+      closeQuietly(sys, src);
+    }
+  };
+
+  #openLoose(name: string): number {
+    return this.#o.sys.openat(this.#looseFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  }
+
+  #openStored(sha256: string): number {
+    const { sys, snapshotsFd } = this.#o;
+    const e = this.#stored.get(sha256);
+    if (e === undefined) throw new CacheMiss(sha256);
+    const cut = e.location.lastIndexOf('/');
+    const dir = `${e.snapshot}/${e.location.slice(0, cut)}`;
+    try {
+      if (this.#lastDir[0] !== dir) {
+        closeQuietly(sys, this.#lastDir[1]);
+        this.#lastDir = ['', -1];
+        this.#lastDir = [dir, openBeneath(sys, snapshotsFd, dir.split('/'), DIR_FLAGS)];
+      }
+      return sys.openat(this.#lastDir[1], e.location.slice(cut + 1), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      throw new CacheMiss(`${e.snapshot}/${e.location}: ${(err as Error).message}`);
+    }
+  }
+
+  #fill(src: number, dest: number, size: number): void {
+    const { sys } = this.#o;
+    if (size === 0) return;
+    if (this.#cloneWorks !== false) {
+      const cloned = sys.ficlone(dest, src);
+      this.#cloneWorks ??= cloned;
+      if (cloned) return;
+    }
+    let copied = 0;
+    for (;;) {
+      const n = sys.pread(src, this.#buffer, 0, this.#buffer.length, copied);
+      if (n === 0) break;
+      if (copied + n > size) throw new CacheMiss('a stored file grew');
+      writeAll(sys, dest, this.#buffer.subarray(0, n), copied);
+      copied += n;
+    }
+  }
+
+  /**
+   * Writes the cache for the snapshot `data` published as `digest`: entries hashed now
+   * and entries reused point at it; entries of the old cache not seen this time are
+   * kept. Nothing is written when nothing was hashed and nothing was dropped.
+   */
+  save(digest: string, data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
+    if (this.#fresh.length === 0 && this.#dropped === 0) return;
+    const where = new Map<string, string>();
+    for (const [location, e] of filesOf(data)) if (!where.has(e.sha256)) where.set(e.sha256, location);
+    const next = new StatCache();
+    for (const e of [...this.#reused, ...this.#fresh]) {
+      const location = where.get(e.sha256);
+      if (location !== undefined) next.set({ ...e, snapshot: digest, location });
+    }
+    for (const e of this.#loaded.entries()) {
+      if (next.size >= MAX_CACHE_ENTRIES) break;
+      if (!next.has(e.dev, e.ino)) next.set(e);
+    }
+    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, [...next.entries()]);
+  }
+
+  close(): void {
+    closeQuietly(this.#o.sys, this.#looseFd, this.#lastDir[1]);
+    this.#looseFd = -1;
+    this.#lastDir = ['', -1];
+  }
+}

@@ -1,0 +1,92 @@
+// stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
+import { createHash, randomBytes } from 'node:crypto';
+
+import { closeQuietly, openChildDir, removeAt } from '../base/fd.js';
+import { readAllAt, writeAll } from '../base/io.js';
+import { decodeStatCache, encodeStatCache, type CacheEntry } from '../capture/stat-cache.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Stat, Sys } from '../sys/native.js';
+import { BUILD_PREFIX, CACHE_DIR } from './layout.js';
+
+const MAX_CACHE_BYTES = 512 * 1024 * 1024;
+
+/**
+ * The key of one source's cache in one store: sha256 of the store directory's
+ * (dev, ino), the source path and the source directory's (dev, ino). Two stores,
+ * two sources, or a source directory replaced by another never share entries.
+ */
+export function statCacheKey(store: Stat, source: string, sourceDir: Stat): Buffer {
+  return createHash('sha256').update(`treeseal-stat-cache\0${store.dev}:${store.ino}\0${source}\0${sourceDir.dev}:${sourceDir.ino}`).digest();
+}
+
+export function statCacheName(key: Buffer): string {
+  return `${key.toString('hex')}.bin`;
+}
+
+/** The cache's entries, or [] when there is none or it is torn, garbage or another's. */
+export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): CacheEntry[] {
+  let dir: number;
+  try {
+    dir = openChildDir(sys, storeFd, CACHE_DIR);
+  } catch {
+    return [];
+  }
+  try {
+    return decodeStatCache(readAllAt(sys, dir, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? [];
+  } catch {
+    return [];
+  } finally {
+    closeQuietly(sys, dir);
+  }
+}
+
+/** The digests among `digests` that name a published snapshot directory. */
+export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const d of digests) {
+    try {
+      if (isDir(sys.fstatat(snapshotsFd, d, AT_SYMLINK_NOFOLLOW).mode)) out.add(d);
+    } catch {
+      // removed: its entries are not trusted
+    }
+  }
+  return out;
+}
+
+/**
+ * Replaces the cache: written to a new file in the store's tmp/ (named like a build,
+ * so a sweep removes it if this process dies), fsynced, renamed over cache/<key>.bin,
+ * and the directory fsynced. A reader sees the old file or the new one, never a mix.
+ */
+export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, entries: readonly CacheEntry[]): void {
+  try {
+    sys.mkdirat(storeFd, CACHE_DIR, 0o700);
+  } catch (err) {
+    if (!hasCode(err, 'EEXIST')) throw err;
+  }
+  const dir = openChildDir(sys, storeFd, CACHE_DIR);
+  const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
+  let renamed = false;
+  try {
+    const fd = sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      writeAll(sys, fd, encodeStatCache(key, entries));
+      sys.fsync(fd);
+    } finally {
+      closeQuietly(sys, fd);
+    }
+    sys.renameat2(tmpFd, tmpName, dir, statCacheName(key), 0);
+    renamed = true;
+    sys.fsync(dir);
+  } finally {
+    if (!renamed) {
+      try {
+        removeAt(sys, tmpFd, tmpName);
+      } catch {
+        // swept later
+      }
+    }
+    closeQuietly(sys, dir);
+  }
+}
