@@ -17,10 +17,11 @@ const OPTIONS = {
   revision: { type: 'string' },
   reflink: { type: 'string' },
   'fallback-bytes': { type: 'string' },
+  'no-stat-cache': { type: 'boolean' },
 } as const;
 
 const ALLOWED: Record<Command, string[]> = {
-  capture: ['copy', 'mount', 'revision'],
+  capture: ['copy', 'mount', 'revision', 'no-stat-cache'],
   materialize: ['reflink', 'fallback-bytes'],
   verify: [],
   ls: [],
@@ -52,7 +53,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       process.stdout.write(`${HELP[command]}\n`);
       return 0;
     }
-    for (const key of ['copy', 'mount', 'revision', 'reflink', 'fallback-bytes'] as const) {
+    for (const key of ['copy', 'mount', 'revision', 'reflink', 'fallback-bytes', 'no-stat-cache'] as const) {
       if (values[key] !== undefined && !ALLOWED[command].includes(key)) throw new UsageError(`${command} does not take --${key}`, command);
     }
     const v: Values = {
@@ -62,6 +63,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       revision: values.revision,
       reflink: values.reflink,
       fallbackBytes: values['fallback-bytes'],
+      statCache: values['no-stat-cache'] !== true,
     };
     return await run(command, args, v, { out: (t) => process.stdout.write(t), err: process.stderr, json: values.json === true });
   } catch (err) {

@@ -72,6 +72,16 @@ export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
   return undefined;
 }
 
+/** This filesystem (undefined base) and each reflink mount present: the places a test runs on. */
+export function fsTargets(): [string, string | undefined][] {
+  return [
+    ['this filesystem', undefined],
+    ...(['xfs', 'btrfs'] as const).flatMap((k): [string, string | undefined][] => {
+      const m = reflinkMount(k);
+      return m === undefined ? [] : [[k, m]];
+    }),
+  ];
+}
 
 type Wrappers = { [K in keyof Sys]?: (orig: Sys[K]) => Sys[K] };
 

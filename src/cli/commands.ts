@@ -37,6 +37,7 @@ export interface Values {
   revision: string | undefined;
   reflink: string | undefined;
   fallbackBytes: string | undefined;
+  statCache: boolean;
 }
 
 function plural(n: number, one: string, many = `${one}s`): string {
@@ -90,20 +91,24 @@ async function capture(store: SnapshotStore, args: string[], v: Values, io: Io):
     copy,
     mounts: v.mount.map(parseMount),
     ...(v.revision === undefined ? {} : { revision: v.revision }),
+    statCache: v.statCache,
     onProgress: (p) => line.update(p),
   });
   line.done();
   const data = snap.toJSON();
   const s = summary(data);
+  const r = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true };
+  const reuse = v.statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
   emit(
     io,
-    { ...s, root: snap.root },
+    { ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built },
     [
       `captured ${source}`,
       `  digest    ${data.digest}`,
       `  manifest  ${data.manifestDigest}`,
       `  entries   ${String(s.entries)}`,
       `  bytes     ${data.totalBytes} (${bytes(data.totalBytes)})`,
+      `  reused    ${reuse}`,
       `  root      ${snap.root}`,
     ].join('\n'),
   );

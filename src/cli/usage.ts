@@ -5,13 +5,14 @@ export const COMMON = `Common options:
   -h, --help    show help`;
 
 export const HELP: Record<string, string> = {
-  capture: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R]
+  capture: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--no-stat-cache]
 
 Captures paths below the directory <source> into a frozen, content-addressed snapshot.
 Without --copy or --mount, every top-level entry of <source> is a copy root.
   --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside)
   --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
-  --revision R         folded into the digest (e.g. a commit id)`,
+  --revision R         folded into the digest (e.g. a commit id)
+  --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)`,
   materialize: `usage: treeseal materialize <digest> <clone> [--reflink auto|always|never] [--fallback-bytes N]
 
 Replaces each copy root of a snapshot inside the directory <clone>, copy-on-write where the filesystem can.

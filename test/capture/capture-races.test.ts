@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions } from '../../dist/index.js';
 import { O_CREAT, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, fsTargets, mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -188,15 +188,7 @@ for (const kind of ['xfs', 'btrfs'] as const) {
   });
 }
 
-const mutatorTargets: [string, string | undefined][] = [
-  ['this filesystem', undefined],
-  ...(['xfs', 'btrfs'] as const).flatMap((k): [string, string | undefined][] => {
-    const m = reflinkMount(k);
-    return m === undefined ? [] : [[k, m]];
-  }),
-];
-
-describe.each(mutatorTargets)('a real concurrent mutator on %s', (_name, base) => {
+describe.each(fsTargets())('a real concurrent mutator on %s', (_name, base) => {
   it('every capture either fails with SEAL_CHANGED or holds bytes that existed at one moment', async () => {
     const root = tempDir(base);
     const repo = join(root, 'repo');

@@ -1,6 +1,6 @@
 // cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -40,9 +40,9 @@ describe('treeseal CLI', () => {
     const human = cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1');
     expect(human.status).toBe(0);
     expect(human.stderr).toBe('');
-    expect(human.stdout).toMatch(new RegExp(`^captured ${repo}\\n  digest    [0-9a-f]{64}\\n  manifest  [0-9a-f]{64}\\n  entries   4\\n  bytes     9 \\(9 B\\)\\n  root      ${store}/snapshots/[0-9a-f]{64}\\n$`));
+    expect(human.stdout).toMatch(new RegExp(`^captured ${repo}\\n  digest    [0-9a-f]{64}\\n  manifest  [0-9a-f]{64}\\n  entries   4\\n  bytes     9 \\(9 B\\)\\n  reused    0 of 2 files unchanged \\(stat cache\\)\\n  root      ${store}/snapshots/[0-9a-f]{64}\\n$`));
     const a = json(cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1', '--json'));
-    expect(a).toMatchObject({ declarations: ['src'], revision: 'r1', entries: 4, totalBytes: 9, source: repo });
+    expect(a).toMatchObject({ declarations: ['src'], revision: 'r1', entries: 4, totalBytes: 9, source: repo, files: 2, reusedFiles: 0, built: false });
     writeFileSync(join(repo, 'src/a.ts'), 'ALPHA!');
     writeFileSync(join(repo, 'src/new.ts'), 'new');
     const b = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--revision', 'r2', '--json'));
@@ -155,6 +155,20 @@ describe('treeseal CLI', () => {
     expect(readdirSync(join(store, 'snapshots'))).toEqual([digests[0]]);
     expect(readdirSync(join(store, 'tmp'))).toEqual([]);
     expect(json(cli(store, 'verify', '--json')).ok).toBe(true);
+  });
+
+  it('--no-stat-cache reads every file and keeps no cache; by default an unchanged tree reuses every hash', async () => {
+    const { repo, store } = setup();
+    // Entries are trusted only once the files are older than the timestamp granularity (2 s).
+    await new Promise((r) => setTimeout(r, 2100));
+    const off = cli(store, 'capture', repo, '--copy', 'src', '--no-stat-cache');
+    expect(off.stdout).toContain('\n  reused    off (--no-stat-cache)\n');
+    expect(existsSync(join(store, 'cache'))).toBe(false);
+    expect(json(cli(store, 'capture', repo, '--copy', 'src', '--json'))).toMatchObject({ files: 2, reusedFiles: 0, built: true });
+    expect(readdirSync(join(store, 'cache'))).toHaveLength(1);
+    const again = cli(store, 'capture', repo, '--copy', 'src');
+    expect(again.stdout).toContain('\n  reused    2 of 2 files unchanged (stat cache), snapshot already stored\n');
+    expect(cli(store, 'verify', '--no-stat-cache').stderr).toContain('treeseal: verify does not take --no-stat-cache');
   });
 
   it('draws a progress line on a terminal and nothing on a pipe', () => {

@@ -1,0 +1,75 @@
+// stat-cache.test.ts: the stat cache's binary form (torn, garbage, foreign files are refused) and its racy rule.
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+import { GRANULARITY_NS, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from '../../dist/internal.js';
+import type { Stat } from '../../dist/sys/index.js';
+
+const KEY = Buffer.alloc(32, 7);
+const T = 1_800_000_000_000_000_000n;
+
+function entry(i: number, over: Partial<CacheEntry> = {}): CacheEntry {
+  return {
+    dev: 2049n,
+    ino: 1000n + BigInt(i),
+    mode: 0o100644,
+    size: i * 10,
+    mtimeNs: T - 5_000_000_000n,
+    ctimeNs: T - 4_000_000_000n,
+    recordNs: T,
+    sha256: (i % 16).toString(16).repeat(64),
+    snapshot: (i % 2 ? 'a' : 'b').repeat(64),
+    location: `copy/dir/fïle-${i}`,
+    ...over,
+  };
+}
+
+function statOf(e: CacheEntry): Stat {
+  return { dev: e.dev, ino: e.ino, mode: e.mode, nlink: 1, uid: 0, gid: 0, size: e.size, blocks: 0, mtimeNs: e.mtimeNs, ctimeNs: e.ctimeNs };
+}
+
+describe('stat cache file format', () => {
+  const entries = Array.from({ length: 50 }, (_, i) => entry(i));
+  const bytes = encodeStatCache(KEY, entries);
+
+  it('round-trips every field, 64-bit values and UTF-8 locations included', () => {
+    expect(decodeStatCache(bytes, KEY)).toEqual(entries);
+    const big = entry(1, { dev: (1n << 64n) - 1n, ino: (1n << 63n) + 5n, mtimeNs: -1n, size: 2 ** 40 });
+    expect(decodeStatCache(encodeStatCache(KEY, [big]), KEY)).toEqual([big]);
+    expect(decodeStatCache(encodeStatCache(KEY, []), KEY)).toEqual([]);
+  });
+
+  it('refuses a torn, garbage, bit-flipped, other-key or other-version file', () => {
+    for (const cut of [0, 10, 63, 64, bytes.length >> 1, bytes.length - 1]) expect(decodeStatCache(bytes.subarray(0, cut), KEY)).toBeUndefined();
+    expect(decodeStatCache(randomBytes(bytes.length), KEY)).toBeUndefined();
+    expect(decodeStatCache(Buffer.concat([bytes, Buffer.from([0])]), KEY)).toBeUndefined();
+    for (const at of [8, 12, 20, 70, 200, bytes.length - 40, bytes.length - 1]) {
+      const flipped = Buffer.from(bytes);
+      flipped[at] ^= 1;
+      expect(decodeStatCache(flipped, KEY)).toBeUndefined();
+    }
+    expect(decodeStatCache(bytes, Buffer.alloc(32, 8))).toBeUndefined();
+  });
+});
+
+describe('racy rule', () => {
+  it('trusts an entry only when mtime and ctime are older than its recording by more than the granularity', () => {
+    const limit = T - GRANULARITY_NS;
+    expect(GRANULARITY_NS).toBe(2_000_000_000n);
+    expect(isRacy({ mtimeNs: limit - 1n, ctimeNs: limit - 1n, recordNs: T })).toBe(false);
+    expect(isRacy({ mtimeNs: limit, ctimeNs: limit - 1n, recordNs: T })).toBe(true);
+    expect(isRacy({ mtimeNs: limit - 1n, ctimeNs: limit, recordNs: T })).toBe(true);
+    expect(isRacy({ mtimeNs: T, ctimeNs: T, recordNs: T })).toBe(true);
+    expect(isRacy({ mtimeNs: T + 10n, ctimeNs: T - 10n ** 12n, recordNs: T })).toBe(true);
+  });
+
+  it('matches on the whole identity: dev, ino, mode, size, mtime and ctime', () => {
+    const e = entry(3);
+    const cache = new StatCache([e, entry(4, { mtimeNs: T - 1n })]);
+    expect(cache.trusted(statOf(e))?.sha256).toBe(e.sha256);
+    for (const change of [{ dev: 1n }, { ino: 1n }, { mode: 0o100755 }, { size: 31 }, { mtimeNs: e.mtimeNs + 1n }, { ctimeNs: e.ctimeNs + 1n }]) {
+      expect(cache.trusted({ ...statOf(e), ...change })).toBeUndefined();
+    }
+    expect(cache.trusted(statOf(entry(4, { mtimeNs: T - 1n })))).toBeUndefined();
+  });
+});

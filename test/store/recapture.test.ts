@@ -1,0 +1,395 @@
+// recapture.test.ts: the stat cache never misses a change: rewrites, renames, racy ticks, appends, chmod, recreated files, bad cache files, concurrency.
+import { execFile } from 'node:child_process';
+import {
+  appendFileSync,
+  chmodSync,
+  copyFileSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
+import { isDir, type Stat, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, fsTargets, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+/** Longer than the granularity the racy rule assumes (2 s): files written before it are trusted. */
+const SETTLE_MS = 2100;
+const settle = (): Promise<void> => new Promise((r) => setTimeout(r, SETTLE_MS));
+
+const TREE = {
+  'tree/a.txt': 'alpha',
+  'tree/b.txt': 'bravo',
+  'tree/sub/c.txt': 'charlie',
+  'tree/sub/d.bin': Buffer.alloc(70_000, 3),
+  'tree/sub/deeper/e.txt': 'echo',
+  'tree/same1': 'twin',
+  'tree/same2': 'twin',
+  'modules/pkg/index.js': 'module.exports = 1;\n',
+  'modules/pkg/bin.sh': '#!/bin/sh\n',
+};
+const FILES = 9;
+const WHOLE_SECOND = 1_700_000_000;
+const DEFINITION = { copy: ['tree'], mounts: [{ source: 'modules', target: 'node_modules' }] };
+
+function makeRepo(base?: string): { repo: string; store: string } {
+  const root = tempDir(base);
+  const repo = join(root, 'repo');
+  writeTree(repo, TREE);
+  chmodSync(join(repo, 'modules/pkg/bin.sh'), 0o755);
+  // Whole-second mtimes, so a test can put one back exactly.
+  for (const rel of Object.keys(TREE)) utimesSync(join(repo, rel), WHOLE_SECOND, WHOLE_SECOND);
+  return { repo, store: join(root, 'store') };
+}
+
+/** One capture through a new store object (so nothing is remembered in-process), verified. */
+function capture(store: string, repo: string, extra: Partial<CaptureCallOptions> = {}, sys?: Sys): Snapshot {
+  const s = SnapshotStore.openSync(store, sys === undefined ? {} : { sys });
+  try {
+    const snap = s.captureSync({ source: repo, ...DEFINITION, ...extra });
+    expect(snap.verifySync().entries).toBeGreaterThan(0);
+    return snap;
+  } finally {
+    s.closeSync();
+  }
+}
+
+/** The digest a full capture (no stat cache, a fresh store) gives now. */
+function fullDigest(repo: string, extra: Partial<CaptureCallOptions> = {}): string {
+  return capture(tempDir(), repo, { ...extra, statCache: false }).digest;
+}
+
+function stored(snap: Snapshot, rel: string): Buffer {
+  return readFileSync(join(snap.root, 'copy', rel));
+}
+
+function cacheFile(store: string): string {
+  const names = readdirSync(join(store, 'cache'));
+  expect(names).toHaveLength(1);
+  return join(store, 'cache', names[0]!);
+}
+
+/** A rewrite that keeps the size, with atime and mtime put back as they were (the ctime still moves). */
+function rewriteKeepingTimes(path: string, content: string | Buffer): void {
+  const before = statSync(path, { bigint: true });
+  expect(Buffer.byteLength(content)).toBe(Number(before.size));
+  writeFileSync(path, content);
+  utimesSync(path, WHOLE_SECOND, WHOLE_SECOND);
+  const after = statSync(path, { bigint: true });
+  expect([after.mtimeNs, after.size, after.ino]).toEqual([before.mtimeNs, before.size, before.ino]);
+  expect(after.ctimeNs).not.toBe(before.ctimeNs);
+}
+
+/** A syscall layer that runs step once, right after tree/sub (the directory holding `deeper`) is listed. */
+function afterSubListing(step: () => void): Sys {
+  let done = false;
+  return wrapSys({
+    readdir: (orig) => (fd) => {
+      const out = orig(fd);
+      if (!done && out.some((e) => e.name === 'deeper')) {
+        done = true;
+        step();
+      }
+      return out;
+    },
+  });
+}
+
+const repos: Record<string, { repo: string; store: string }> = {};
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'race', 'concurrent'];
+
+beforeAll(async () => {
+  for (const n of NAMES) repos[n] = makeRepo();
+  await settle();
+  // The first capture of each records every file; its files are all older than the granularity.
+  for (const n of NAMES) expect(capture(repos[n]!.store, repos[n]!.repo).captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+}, 60_000);
+
+describe('stat cache: an unchanged tree', () => {
+  it('reuses every hash and the stored snapshot: no source file opened, no build', () => {
+    const { repo, store } = repos.unchanged!;
+    const names = new Set(Object.keys(TREE).map((p) => p.split('/').pop()!));
+    const touched: string[] = [];
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (names.has(String(path))) touched.push(String(path));
+        return orig(dirfd, path, flags, mode);
+      },
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        touched.push(`mkdir ${String(path)}`);
+        orig(dirfd, path, mode);
+      },
+    });
+    const s = SnapshotStore.openSync(store, { sys });
+    const snap = s.captureSync({ source: repo, ...DEFINITION });
+    s.closeSync();
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false });
+    // Only the private build directory itself (its areas, no directory of the tree) is made, then removed.
+    expect(touched.filter((t) => !/^mkdir (snapshots|tmp|build-[0-9a-f]+|copy|mounts|00000|loose)$/.test(t))).toEqual([]);
+    expect(snap.verifySync().entries).toBe(15);
+    expect(snap.digest).toBe(fullDigest(repo));
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+  });
+
+  it('statCache: false reads every file and neither reads nor writes the cache', () => {
+    const { repo, store } = repos.unchanged!;
+    const before = readFileSync(cacheFile(store));
+    const snap = capture(store, repo, { statCache: false });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(readFileSync(cacheFile(store)).equals(before)).toBe(true);
+    expect(() => capture(store, repo, { statCache: 'no' as unknown as boolean })).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
+    );
+  });
+});
+
+describe('stat cache: every change is seen', () => {
+  it('a same-size rewrite with mtime restored by utimensat (the ctime differs)', () => {
+    const { repo, store } = repos.rewrite!;
+    rewriteKeepingTimes(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: true });
+    expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
+    expect(stored(snap, 'tree/sub/d.bin').equals(Buffer.alloc(70_000, 3))).toBe(true);
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('a file replaced by rename (the inode differs), size and mtime kept', () => {
+    const { repo, store } = repos.rename!;
+    const path = join(repo, 'tree/sub/c.txt');
+    const old = statSync(path);
+    writeFileSync(join(repo, 'tree/sub/c.new'), 'CHARLIE');
+    utimesSync(join(repo, 'tree/sub/c.new'), old.atime, old.mtime);
+    renameSync(join(repo, 'tree/sub/c.new'), path);
+    expect(statSync(path).ino).not.toBe(old.ino);
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.reusedFiles).toBe(FILES - 1);
+    expect(stored(snap, 'tree/sub/c.txt').toString()).toBe('CHARLIE');
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('an append', () => {
+    const { repo, store } = repos.append!;
+    appendFileSync(join(repo, 'tree/sub/d.bin'), 'tail');
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.reusedFiles).toBe(FILES - 1);
+    expect(stored(snap, 'tree/sub/d.bin').subarray(-4).toString()).toBe('tail');
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('a chmod: rehashed; a mount records the new mode, a copy root (mode 0) keeps its digest', () => {
+    const { repo, store } = repos.chmod!;
+    const first = capture(store, repo);
+    chmodSync(join(repo, 'modules/pkg/index.js'), 0o755);
+    chmodSync(join(repo, 'tree/b.txt'), 0o600);
+    const snap = capture(store, repo);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 2, built: true });
+    expect(snap.mounts[0]!.entries.find((e) => e.path === 'payload/pkg/index.js')!.mode).toBe(0o755);
+    expect(snap.manifestDigest).toBe(first.manifestDigest);
+    expect(statSync(join(snap.root, 'mounts/00000/payload/pkg/index.js')).mode & 0o777).toBe(0o500);
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('a cached file deleted and another created with the same name and size', () => {
+    const { repo, store } = repos.recreate!;
+    const path = join(repo, 'tree/b.txt');
+    unlinkSync(path);
+    writeFileSync(path, 'BRAVO');
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.reusedFiles).toBe(FILES - 1);
+    expect(stored(snap, 'tree/b.txt').toString()).toBe('BRAVO');
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+});
+
+/**
+ * A filesystem whose timestamps all read as one tick: every file's mtime and ctime
+ * are FILE_TICK, and the store's clock (a directory's ctime) reads dirTick. A same-size
+ * rewrite in that tick leaves the identity exactly as it was.
+ */
+function coarseClock(dirTick: bigint): Sys {
+  const FILE_TICK = 1_700_000_000_000_000_000n;
+  const stamp = (st: Stat): Stat => (isDir(st.mode) ? { ...st, ctimeNs: dirTick, mtimeNs: dirTick } : { ...st, mtimeNs: FILE_TICK, ctimeNs: FILE_TICK });
+  return wrapSys({ fstat: (orig) => (fd) => stamp(orig(fd)), fstatat: (orig) => (dirfd, path, flags) => stamp(orig(dirfd, path, flags)) });
+}
+
+describe('stat cache: the racy rule', () => {
+  it('a same-size rewrite in the same timestamp tick as the cache entry is rehashed', () => {
+    const { repo } = makeRepo();
+    const store = join(tempDir(), 'store');
+    const sameTick = coarseClock(1_700_000_000_000_000_000n);
+    capture(store, repo, {}, sameTick);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo, {}, sameTick);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('(why: the same rewrite is trusted when the entry was recorded more than 2 s after those timestamps)', () => {
+    const { repo } = makeRepo();
+    const store = join(tempDir(), 'store');
+    const later = coarseClock(1_700_000_000_000_000_000n + 2_000_000_001n);
+    capture(store, repo, {}, later);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo, {}, later);
+    expect(snap.captureReport?.reusedFiles).toBe(FILES);
+    expect(stored(snap, 'tree/a.txt').toString()).toBe('alpha');
+  });
+});
+
+describe('stat cache: a bad or stale cache is never trusted', () => {
+  it('a truncated cache file is ignored, and replaced by a good one', () => {
+    const { repo, store } = repos.truncated!;
+    const file = cacheFile(store);
+    truncateSync(file, Math.floor(statSync(file).size / 2));
+    expect(capture(store, repo).captureReport?.reusedFiles).toBe(0);
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false });
+  });
+
+  it('a garbage cache file is ignored', () => {
+    const { repo, store } = repos.garbage!;
+    const file = cacheFile(store);
+    writeFileSync(file, Buffer.alloc(statSync(file).size, 0x5a));
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.reusedFiles).toBe(0);
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('a cache file from another store is ignored', () => {
+    const { repo, store } = repos.foreign!;
+    const other = join(tempDir(), 'other-store');
+    capture(other, repo);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    capture(other, repo);
+    copyFileSync(cacheFile(other), cacheFile(store));
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.reusedFiles).toBe(0);
+    expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
+  });
+
+  it('entries whose snapshot was removed are not trusted', () => {
+    const { repo, store } = repos.removed!;
+    const s = SnapshotStore.openSync(store);
+    for (const d of s.list()) s.remove(d);
+    s.closeSync();
+    const snap = capture(store, repo);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+  });
+
+  it('a stored copy that went missing after the walk: the capture starts over and reads every file', () => {
+    const { repo, store } = repos.missing!;
+    writeFileSync(join(repo, 'tree/b.txt'), 'BRAVO');
+    let removed = false;
+    const sys = afterSubListing(() => {
+      removed = true;
+      const s = SnapshotStore.openSync(store);
+      for (const d of s.list()) s.remove(d);
+      s.closeSync();
+    });
+    const snap = capture(store, repo, {}, sys);
+    expect(removed).toBe(true);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(stored(snap, 'tree/b.txt').toString()).toBe('BRAVO');
+    expect(snap.digest).toBe(fullDigest(repo));
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+  });
+});
+
+describe('stat cache: races through the syscall layer', () => {
+  it('a file appended while a deferred capture reads it: SEAL_CHANGED, nothing left behind, the cache untouched', () => {
+    const { repo, store } = repos.race!;
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const before = readFileSync(cacheFile(store));
+    let done = false;
+    const sys = wrapSys({
+      pread: (orig) => (fd, buf, off, len, pos) => {
+        const n = orig(fd, buf, off, len, pos);
+        if (!done && Buffer.from(buf.subarray(off, off + n)).toString().startsWith('ALPHA')) {
+          done = true;
+          appendFileSync(join(repo, 'tree/a.txt'), '!');
+        }
+        return n;
+      },
+    });
+    let caught: unknown;
+    try {
+      capture(store, repo, {}, sys);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(SealError);
+    expect((caught as SealError).message).toBe('file changed while snapshotting: tree/a.txt');
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+    expect(readFileSync(cacheFile(store)).equals(before)).toBe(true);
+  });
+
+  it('an entry added to a directory during a deferred walk: SEAL_CHANGED', () => {
+    const { repo, store } = repos.race!;
+    const sys = afterSubListing(() => writeFileSync(join(repo, 'tree/sub/added'), 'new'));
+    expect(() => capture(store, repo, {}, sys)).toThrow('directory changed while snapshotting: tree/sub');
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+    unlinkSync(join(repo, 'tree/sub/added'));
+  });
+});
+
+describe('stat cache: two processes capturing the same source at once', () => {
+  it('both succeed, with the digest of a full capture, and leave a cache the next capture trusts', async () => {
+    const { repo, store } = repos.concurrent!;
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const script = `
+      import { SnapshotStore } from ${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)};
+      const out = [];
+      for (let i = 0; i < 4; i++) {
+        const s = await SnapshotStore.open(process.argv[1]);
+        const snap = await s.capture({ source: process.argv[2], ...JSON.parse(process.argv[3]) });
+        await snap.verify();
+        out.push(snap.digest);
+        await s.close();
+      }
+      console.log(JSON.stringify(out));`;
+    const run = promisify(execFile);
+    const outs = await Promise.all([0, 1].map(() => run(process.execPath, ['--input-type=module', '-e', script, store, repo, JSON.stringify(DEFINITION)])));
+    const digests = new Set(outs.flatMap((o) => JSON.parse(o.stdout) as string[]));
+    expect([...digests]).toEqual([fullDigest(repo)]);
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+    await settle();
+    const last = capture(store, repo);
+    expect(last.captureReport?.reusedFiles).toBeGreaterThanOrEqual(FILES - 1);
+  }, 60_000);
+});
+
+describe.each(fsTargets())('stat cache on %s: incremental snapshots', (_name, base) => {
+  it('verify passes on every snapshot built incrementally, and each digest equals a full capture', async () => {
+    const { repo, store } = makeRepo(base);
+    await settle();
+    capture(store, repo);
+    const steps: (() => void)[] = [
+      () => writeFileSync(join(repo, 'tree/a.txt'), 'changed a'),
+      () => {
+        writeFileSync(join(repo, 'tree/new.txt'), 'new file');
+        unlinkSync(join(repo, 'tree/same2'));
+      },
+      () => renameSync(join(repo, 'tree/sub/deeper'), join(repo, 'tree/sub/moved')),
+      () => writeFileSync(join(repo, 'modules/pkg/extra.js'), 'twin'),
+      () => appendFileSync(join(repo, 'tree/sub/d.bin'), Buffer.alloc(5000, 9)),
+    ];
+    for (const step of steps) {
+      step();
+      const snap = capture(store, repo);
+      expect(snap.captureReport!.reusedFiles).toBeGreaterThan(0);
+      expect(snap.captureReport!.built).toBe(true);
+      expect(snap.digest).toBe(fullDigest(repo));
+    }
+  }, 60_000);
+});
