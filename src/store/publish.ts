@@ -14,6 +14,7 @@ import { loadSnapshotAt } from './store-dir.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
 import { assembleAreas } from './assemble.js';
 import { CacheMiss, StatCacheSession } from './recapture.js';
+import { publishedAmong } from './stat-cache-file.js';
 import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -115,15 +116,6 @@ function countFiles(data: SnapshotData): number {
   return n;
 }
 
-/** The published snapshot named digest, or undefined when there is none (or it cannot be read). */
-function publishedData(sys: Sys, snapshotsFd: number, digest: string): SnapshotData | undefined {
-  try {
-    return loadSnapshotAt(sys, snapshotsFd, digest);
-  } catch {
-    return undefined;
-  }
-}
-
 /** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */
 function saveQuietly(session: StatCacheSession, digest: string, data: SnapshotData): void {
   try {
@@ -212,10 +204,10 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     ctx.checkAbort();
     const report: CaptureReport = { files: countFiles(data), reusedFiles: session?.reusedFiles ?? 0, built: true };
     if (session?.deferred) {
-      const existing = publishedData(sys, snapshotsFd, data.digest);
-      if (existing !== undefined) {
-        saveQuietly(session, existing.digest, existing);
-        return { data: existing, report: { ...report, built: false } };
+      // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
+      if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
+        saveQuietly(session, data.digest, data);
+        return { data, report: { ...report, built: false } };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session);
     }

@@ -42,7 +42,7 @@ describe('treeseal CLI', () => {
     expect(human.stderr).toBe('');
     expect(human.stdout).toMatch(new RegExp(`^captured ${repo}\\n  digest    [0-9a-f]{64}\\n  manifest  [0-9a-f]{64}\\n  entries   4\\n  bytes     9 \\(9 B\\)\\n  reused    0 of 2 files unchanged \\(stat cache\\)\\n  root      ${store}/snapshots/[0-9a-f]{64}\\n$`));
     const a = json(cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1', '--json'));
-    expect(a).toMatchObject({ declarations: ['src'], revision: 'r1', entries: 4, totalBytes: 9, source: repo, files: 2, reusedFiles: 0, built: false });
+    expect(a).toMatchObject({ declarations: ['src'], revision: 'r1', entries: 4, totalBytes: 9, source: repo, files: 2, built: false });
     writeFileSync(join(repo, 'src/a.ts'), 'ALPHA!');
     writeFileSync(join(repo, 'src/new.ts'), 'new');
     const b = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--revision', 'r2', '--json'));
