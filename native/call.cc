@@ -45,8 +45,7 @@ Napi::Value CallIo(const Napi::CallbackInfo& info, const char* syscall, ssize_t 
     return ThrowArg(info.Env(), "ERR_OUT_OF_RANGE", "offset and length must lie inside the buffer");
   }
   ssize_t n = op(static_cast<int>(fd), data + offset, static_cast<size_t>(length), position);
-  // Without a position the fd's own offset is used: the plain read/write syscalls.
-  if (n < 0) return ThrowSys(info.Env(), static_cast<int>(-n), position < 0 ? syscall + 1 : syscall);
+  if (n < 0) return ThrowSys(info.Env(), static_cast<int>(-n), syscall);
   return Napi::Number::New(info.Env(), static_cast<double>(n));
 }
 

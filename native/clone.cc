@@ -42,7 +42,7 @@ static Napi::Value Ficlone(const Napi::CallbackInfo& info) {
   int64_t destfd, srcfd;
   if (!ArgInt(info, 0, "destfd", &destfd) || !ArgInt(info, 1, "srcfd", &srcfd)) return info.Env().Undefined();
   int r = DoFiclone(static_cast<int>(destfd), static_cast<int>(srcfd));
-  if (r < 0) return ThrowSys(info.Env(), -r, "ioctl_ficlone");
+  if (r < 0) return ThrowSys(info.Env(), -r, "ficlone");
   return Napi::Boolean::New(info.Env(), r == 1);
 }
 

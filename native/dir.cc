@@ -68,7 +68,7 @@ static Napi::Value Readdir(const Napi::CallbackInfo& info) {
   std::string names;
   std::vector<Listed> listed;
   int r = DoReaddir(static_cast<int>(fd), &names, &listed);
-  if (r < 0) return ThrowSys(info.Env(), -r, "getdents64");
+  if (r < 0) return ThrowSys(info.Env(), -r, "readdir");
   Napi::Env env = info.Env();
   Napi::Array out = Napi::Array::New(env, listed.size());
   Napi::String nameKey = Napi::String::New(env, "name");

@@ -1,25 +1,15 @@
 // syserr.cc: the one place where failed syscalls become Node-shaped system errors.
 #include "syserr.h"
 
-#include <string.h>
 #include <uv.h>
 
 namespace treeseal {
 
-static std::string Describe(int err) {
-  char buf[256];
-  const char* text = strerror_r(err, buf, sizeof buf);
-  std::string out = text ? text : "unknown error";
-  if (!out.empty() && out[0] >= 'A' && out[0] <= 'Z' && !(out.size() > 1 && out[1] >= 'A' && out[1] <= 'Z')) {
-    out[0] = static_cast<char>(out[0] - 'A' + 'a');
-  }
-  return out;
-}
-
 Napi::Value ThrowSys(Napi::Env env, int err, const char* syscall, const std::string* path,
                      const std::string* dest) {
   const char* code = uv_err_name(-err);
-  std::string message = std::string(code) + ": " + Describe(err) + ", " + syscall;
+  // libuv's wording, as node:fs words the same error.
+  std::string message = std::string(code) + ": " + uv_strerror(-err) + ", " + syscall;
   if (path) message += " '" + *path + "'";
   if (dest) message += " -> '" + *dest + "'";
   Napi::Error error = Napi::Error::New(env, message);
@@ -34,7 +24,9 @@ Napi::Value ThrowSys(Napi::Env env, int err, const char* syscall, const std::str
 }
 
 Napi::Value ThrowArg(Napi::Env env, const char* code, const std::string& message) {
-  Napi::TypeError error = Napi::TypeError::New(env, message);
+  // Node throws ERR_OUT_OF_RANGE as a RangeError, the other argument errors as TypeErrors.
+  Napi::Error error = std::string(code) == "ERR_OUT_OF_RANGE" ? Napi::Error(Napi::RangeError::New(env, message))
+                                                              : Napi::Error(Napi::TypeError::New(env, message));
   error.Value().Set("code", Napi::String::New(env, code));
   error.ThrowAsJavaScriptException();
   return env.Undefined();

@@ -10,7 +10,8 @@ namespace treeseal {
 Napi::Value ThrowSys(Napi::Env env, int err, const char* syscall,
                      const std::string* path = nullptr, const std::string* dest = nullptr);
 
-// Throws a TypeError with Node's ERR_INVALID_ARG_TYPE/VALUE code.
+// Throws Node's argument error: a RangeError for ERR_OUT_OF_RANGE, else a TypeError
+// (ERR_INVALID_ARG_TYPE/VALUE), with that code.
 Napi::Value ThrowArg(Napi::Env env, const char* code, const std::string& message);
 
 }  // namespace treeseal

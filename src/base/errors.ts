@@ -14,7 +14,8 @@ export type SealCode =
   | 'SEAL_CORRUPT'
   | 'SEAL_CLOSED'
   | 'SEAL_ABORTED'
-  | 'SEAL_IO';
+  | 'SEAL_IO'
+  | 'SEAL_AMBIGUOUS';
 
 export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CHANGED',
@@ -32,6 +33,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CLOSED',
   'SEAL_ABORTED',
   'SEAL_IO',
+  'SEAL_AMBIGUOUS',
 ];
 
 export interface SealErrorOptions {

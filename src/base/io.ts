@@ -54,7 +54,6 @@ function changedWhileCopied(shown: string): SealError {
  * name's binding to it did not change while it was read.
  */
 export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: number, shown = name): StableRead {
-  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new SealError('SEAL_LIMIT', 'maxBytes must be a non-negative integer');
   let fd: number;
   try {
     fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);

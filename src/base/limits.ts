@@ -1,5 +1,5 @@
 // limits.ts: the containment limits of a capture, their defaults and their validation.
-import { SealError } from './errors.js';
+import { checkInteger, checkOptions, invalidArgValue } from './arg-errors.js';
 
 export interface Limits {
   /** Manifest entries, implicit parent directories included. */
@@ -22,15 +22,13 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxDepth: 256,
 });
 
+/** The limits of `options.limits` over the defaults: an unknown key or a value that is not a non-negative integer is refused. */
 export function resolveLimits(given: Partial<Limits> | undefined): Limits {
   const limits: Limits = { ...DEFAULT_LIMITS };
-  for (const [key, value] of Object.entries(given ?? {})) {
-    if (!(key in DEFAULT_LIMITS)) throw new SealError('SEAL_BAD_PATH', `unknown limit: ${key}`);
+  for (const [key, value] of Object.entries(checkOptions('options.limits', given))) {
+    if (!(key in DEFAULT_LIMITS)) throw invalidArgValue(`options.limits.${key}`, value, 'is not a known limit');
     if (value === undefined) continue;
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-      throw new SealError('SEAL_BAD_PATH', `limit ${key} must be a non-negative integer`);
-    }
-    limits[key as keyof Limits] = value;
+    limits[key as keyof Limits] = checkInteger(`options.limits.${key}`, value);
   }
   return limits;
 }

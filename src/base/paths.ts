@@ -1,4 +1,5 @@
 // paths.ts: declaration checks for relative paths, overlap checks, byte order and escaping for messages.
+import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
 
 export function utf8Bytes(s: string): number {
@@ -28,13 +29,24 @@ export function escapePath(p: string | Buffer): string {
   return out;
 }
 
+export interface RelativeCheck {
+  /** The words a SEAL_BAD_PATH message starts with (`copy root`). */
+  label: string;
+  /** The argument's name in a TypeError (`options.copy[0]`). */
+  name: string;
+  maxPathBytes: number;
+}
+
 /**
  * Checks a declared relative path (copy root, mount source or target, stage target)
  * and returns its components: non-empty, relative, no `..`, no NUL, valid UTF-8,
  * within maxPathBytes. `.` and empty components are dropped as POSIX paths do.
+ * Not a string is a TypeError (ERR_INVALID_ARG_TYPE), as in node:fs.
  */
-export function checkRelative(raw: unknown, label: string, maxPathBytes: number): string[] {
-  if (typeof raw !== 'string' || raw.trim() === '') {
+export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
+  const { label, maxPathBytes } = check;
+  if (typeof raw !== 'string') throw invalidArgType(check.name, 'string', raw);
+  if (raw.trim() === '') {
     throw new SealError('SEAL_BAD_PATH', `${label} must be a non-empty relative path`);
   }
   if (!isWellFormed(raw)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(raw)}`);

@@ -1,8 +1,9 @@
-// declaration.ts: turns capture options into a checked plan before any file is touched.
+// plan.ts: turns capture options into a checked plan before any file is touched.
 import { SealError } from '../base/errors.js';
+import { checkBoolean, checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
-import { checkNoOverlap, checkRelative } from '../base/paths.js';
+import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -70,63 +71,60 @@ export interface Plan {
   statCache: boolean;
 }
 
-function stringList(value: unknown, label: string): string[] {
+function list(value: unknown, name: string): unknown[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw new SealError('SEAL_BAD_PATH', `${label} must be a list of relative paths`);
-  return value as string[];
+  if (!Array.isArray(value)) throw invalidArgType(name, 'Array', value);
+  return value;
 }
 
+function planMount(m: unknown, i: number, maxPathBytes: number): PlannedMount {
+  const name = `options.mounts[${i}]`;
+  if (m === null || typeof m !== 'object' || Array.isArray(m)) throw invalidArgType(name, 'object', m);
+  const { source, target, ensureDirs } = m as MountDeclaration;
+  const sourceParts = checkRelative(source, { label: 'mount source', name: `${name}.source`, maxPathBytes });
+  const targetParts = checkRelative(target, { label: 'mount target', name: `${name}.target`, maxPathBytes });
+  const dirs =
+    ensureDirs === undefined
+      ? undefined
+      : list(ensureDirs, `${name}.ensureDirs`).map((d, j) =>
+          checkRelative(d, { label: 'ensureDirs entry', name: `${name}.ensureDirs[${j}]`, maxPathBytes }),
+        );
+  return { source, target, sourceParts, targetParts, ensureDirs: dirs };
+}
+
+function checkBinding(value: unknown): MountBinding | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object') throw invalidArgType('options.expectMounts', 'object', value);
+  const { contentDigest, manifestDigest } = value as MountBinding;
+  checkString('options.expectMounts.contentDigest', contentDigest);
+  checkString('options.expectMounts.manifestDigest', manifestDigest);
+  return { contentDigest, manifestDigest };
+}
+
+/**
+ * Checks capture options before any file is touched. A wrong option type or value is
+ * Node's TypeError/RangeError (ERR_INVALID_ARG_TYPE, ERR_INVALID_ARG_VALUE,
+ * ERR_OUT_OF_RANGE); a bad path value is SEAL_BAD_PATH.
+ */
 export function planCapture(options: CaptureOptions): Plan {
-  if (options === null || typeof options !== 'object') throw new SealError('SEAL_BAD_PATH', 'capture options must be an object');
+  if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
   const limits = resolveLimits(options.limits);
-  const source = checkRootPath(options.source, 'source');
-  const revision = options.revision ?? '';
-  if (typeof revision !== 'string') throw new SealError('SEAL_BAD_PATH', 'revision must be a string');
-  const declarations = stringList(options.copy, 'copy');
-  const copyParts = declarations.map((raw) => checkRelative(raw, 'copy root', limits.maxPathBytes));
+  const source = checkRootPath(checkString('options.source', options.source), 'source');
+  const revision = checkString('options.revision', options.revision ?? '');
+  const declarations = list(options.copy, 'options.copy') as string[];
+  const copyParts = declarations.map((raw, i) =>
+    checkRelative(raw, { label: 'copy root', name: `options.copy[${i}]`, maxPathBytes: limits.maxPathBytes }),
+  );
   checkNoOverlap(copyParts, 'copy roots');
-  const rawMounts = options.mounts ?? [];
-  if (!Array.isArray(rawMounts)) throw new SealError('SEAL_BAD_PATH', 'mounts must be a list');
-  const mounts = rawMounts.map((m): PlannedMount => {
-    if (m === null || typeof m !== 'object') throw new SealError('SEAL_BAD_PATH', 'each mount needs a source and a target');
-    const sourceParts = checkRelative(m.source, 'mount source', limits.maxPathBytes);
-    const targetParts = checkRelative(m.target, 'mount target', limits.maxPathBytes);
-    const ensureDirs =
-      m.ensureDirs === undefined
-        ? undefined
-        : stringList(m.ensureDirs, 'ensureDirs').map((d) => checkRelative(d, 'ensureDirs entry', limits.maxPathBytes));
-    return { source: m.source, target: m.target, sourceParts, targetParts, ensureDirs };
-  });
+  const mounts = list(options.mounts, 'options.mounts').map((m, i) => planMount(m, i, limits.maxPathBytes));
   checkNoOverlap(
     mounts.map((m) => m.targetParts),
     'mount targets',
   );
-  const workspace = options.workspace ?? '/workspace';
-  if (typeof workspace !== 'string' || !workspace.startsWith('/')) {
-    throw new SealError('SEAL_BAD_PATH', 'workspace must be an absolute path');
-  }
-  const expectMounts = options.expectMounts;
-  if (expectMounts !== undefined && (typeof expectMounts !== 'object' || expectMounts === null)) {
-    throw new SealError('SEAL_BINDING', 'expectMounts must be { contentDigest, manifestDigest }');
-  }
-  const parallelism = options.parallelism;
-  if (parallelism !== undefined && (!Number.isSafeInteger(parallelism) || parallelism < 0 || parallelism > 64)) {
-    throw new SealError('SEAL_BAD_PATH', 'parallelism must be an integer from 0 to 64');
-  }
-  const statCache = options.statCache ?? true;
-  if (typeof statCache !== 'boolean') {
-    throw Object.assign(new TypeError(`The "statCache" option must be of type boolean. Received ${typeof statCache}`), { code: 'ERR_INVALID_ARG_TYPE' });
-  }
-  return {
-    statCache,
-    parallelism,
-    source,
-    revision,
-    declarations: [...declarations],
-    copyParts,
-    mounts,
-    limits,
-    workspace,
-    expectMounts,
-  };
+  const workspace = checkString('options.workspace', options.workspace ?? '/workspace');
+  if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
+  const parallelism = options.parallelism === undefined ? undefined : checkInteger('options.parallelism', options.parallelism, 0, 64);
+  const expectMounts = checkBinding(options.expectMounts);
+  const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
+  return { statCache, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -17,7 +17,7 @@ const HEADER = 8;
 export const S = { STATE: 0, SRC: 1, DEST: 2, CLONE: 3, CLONED: 4, ERRNO: 5, SYSCALL: 6 } as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
 const EXIT_WAIT_MS = 5000;
-export const SYSCALLS = ['pread', 'pwrite', 'ioctl_ficlone', 'fstat', 'close', 'unknown'] as const;
+export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'fstat', 'close', 'unknown'] as const;
 
 /** The shared memory of a pool; the helper threads see the same buffers. */
 export interface SharedSlots {

@@ -1,6 +1,7 @@
 // mount-points.ts: the read-only mount list of a snapshot, with each mount point prepared inside the clone.
 import { closeQuietly, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
+import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { openPublishParent, preflightRoot } from './clone-paths.js';
@@ -47,7 +48,8 @@ function prepareTarget(sys: Sys, cloneFd: number, parts: string[], directory: bo
 }
 
 export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MountPointOptions = {}): MountPoint[] {
-  const workspace = (options.workspace ?? '/workspace').replace(/\/+$/, '');
+  checkString('clone', clone);
+  const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
   const cloneFd = openRealDir(sys, clone, 'clone');
   try {
     return data.mounts.map((m, i) => {

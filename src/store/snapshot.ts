@@ -1,4 +1,5 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify.
+import { checkOptions, checkString } from '../base/arg-errors.js';
 import type { SnapshotData } from './document.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
@@ -58,11 +59,14 @@ export class Snapshot {
   }
 
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
+    checkString('clone', clone);
     return sealed('materialize', () => materializeSnapshot(this.#sys, this.root, this.#data, clone, options));
   }
 
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
   async materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
+    checkString('clone', clone);
+    checkOptions('options', options);
     if (this.#sys !== nativeSys) return inline(() => this.materializeSync(clone, options));
     const { onProgress, ...rest } = options;
     return offload('materialize', [this.root, this.#data, clone, rest], { onProgress });

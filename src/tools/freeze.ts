@@ -1,5 +1,6 @@
 // freeze.ts: freeze (files 0400/0500, dirs 0500) and thaw (0600/0700) through fds, never following a link.
 import { closeQuietly, openChildDir, openRealDir } from '../base/fd.js';
+import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_REG, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
@@ -64,6 +65,7 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
 }
 
 function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
+  checkString('dir', dir);
   const fd = openRealDir(sys, dir, 'directory');
   try {
     applyModesAt(sys, fd, policy);
@@ -74,22 +76,26 @@ function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
 
 /** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */
 export function freezeSync(dir: string, options: ToolOptions = {}): void {
-  sealed('freeze', () => applyModes(dir, FROZEN, options.sys ?? nativeSys));
+  sealed('freeze', () => applyModes(dir, FROZEN, checkOptions('options', options).sys ?? nativeSys));
 }
 
 /** Makes a frozen tree writable again: files 0600, directories 0700. */
 export function thawSync(dir: string, options: ToolOptions = {}): void {
-  sealed('thaw', () => applyModes(dir, THAWED, options.sys ?? nativeSys));
+  sealed('thaw', () => applyModes(dir, THAWED, checkOptions('options', options).sys ?? nativeSys));
 }
 
 /** freezeSync on the worker thread (on the calling thread when `sys` is given). */
 export async function freeze(dir: string, options: ToolOptions = {}): Promise<void> {
+  checkString('dir', dir);
+  checkOptions('options', options);
   if (options.sys !== undefined) return inline(() => freezeSync(dir, options));
   await offload('freeze', [dir]);
 }
 
 /** thawSync on the worker thread (on the calling thread when `sys` is given). */
 export async function thaw(dir: string, options: ToolOptions = {}): Promise<void> {
+  checkString('dir', dir);
+  checkOptions('options', options);
   if (options.sys !== undefined) return inline(() => thawSync(dir, options));
   await offload('thaw', [dir]);
 }

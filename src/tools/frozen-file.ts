@@ -2,6 +2,7 @@
 import { basename, dirname } from 'node:path';
 
 import { closeQuietly, openRealDir } from '../base/fd.js';
+import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
@@ -54,7 +55,17 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
   }
 }
 
+/** Checks writeFrozenFile's arguments (types and values that are not about the path). */
+function checkArgs(path: unknown, bytes: unknown, options: WriteFrozenOptions): void {
+  checkString('path', path);
+  if (!(bytes instanceof Uint8Array)) throw invalidArgType('bytes', ['Buffer', 'Uint8Array'], bytes);
+  checkOptions('options', options);
+  checkBoolean('options.executable', options.executable);
+  checkBoolean('options.fsync', options.fsync);
+}
+
 export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): void {
+  checkArgs(path, bytes, options);
   const sys = options.sys ?? nativeSys;
   const name = basename(path);
   if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
@@ -72,6 +83,7 @@ export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: Wr
 
 /** writeFrozenFileSync on the worker thread (on the calling thread when `sys` is given). */
 export async function writeFrozenFile(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): Promise<void> {
+  checkArgs(path, bytes, options);
   if (options.sys !== undefined) return inline(() => writeFrozenFileSync(path, bytes, options));
   const { sys: _sys, ...rest } = options;
   await offload('writeFrozenFile', [path, bytes, rest]);

@@ -2,6 +2,7 @@
 import { dirname, basename } from 'node:path';
 
 import { closeQuietly, openRealDir } from '../base/fd.js';
+import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 
@@ -18,15 +19,22 @@ export interface ReadStableOptions {
   sys?: Sys;
 }
 
+function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
+  if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
+  checkInteger('options.maxBytes', options.maxBytes);
+  return options;
+}
+
 /** readAllAt for a path: its parent must be a real directory; the file itself is opened O_NOFOLLOW. */
 export function readStableSync(path: string, options: ReadStableOptions): StableRead {
-  const sys = options.sys ?? nativeSys;
+  checkString('path', path);
+  const { sys = nativeSys, maxBytes } = checkReadOptions(options);
   const name = basename(path);
   if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
   return sealed('readStable', () => {
     const dirfd = openRealDir(sys, dirname(path), 'parent directory');
     try {
-      return readAllAt(sys, dirfd, name, options.maxBytes, path);
+      return readAllAt(sys, dirfd, name, maxBytes, path);
     } finally {
       closeQuietly(sys, dirfd);
     }
@@ -35,12 +43,16 @@ export function readStableSync(path: string, options: ReadStableOptions): Stable
 
 /** readStableSync on the worker thread (on the calling thread when `sys` is given). */
 export async function readStable(path: string, options: ReadStableOptions): Promise<StableRead> {
-  if (options.sys !== undefined) return inline(() => readStableSync(path, options));
-  const r = await offload('readStable', [path, options.maxBytes]);
+  checkString('path', path);
+  const { sys, maxBytes } = checkReadOptions(options);
+  if (sys !== undefined) return inline(() => readStableSync(path, options));
+  const r = await offload('readStable', [path, maxBytes]);
   return { ...r, bytes: Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength) };
 }
 
 /** The dirfd-relative form: name is opened below dirfd without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
-  return sealed('readStable', () => readAllAt(options.sys ?? nativeSys, dirfd, name, options.maxBytes));
+  const { sys = nativeSys, maxBytes } = checkReadOptions(options);
+  checkString('name', name);
+  return sealed('readStable', () => readAllAt(sys, dirfd, name, maxBytes));
 }

@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { DIR_FLAGS, checkRootPath, closeQuietly, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
+import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -56,14 +57,42 @@ function changed(rel: string): SealError {
   return new SealError('SEAL_CHANGED', `stage changed during verification: ${escapePath(rel)}`, { path: rel });
 }
 
-function checkTarget(raw: unknown, maxPathBytes: number): string[] {
-  if (typeof raw === 'string' && raw.split('/').some((p, i, all) => p === '.' || (p === '' && i > 0 && i < all.length - 1))) {
+function checkTarget(raw: unknown, i: number, maxPathBytes: number): string[] {
+  if (typeof raw === 'string' && raw.split('/').some((p, j, all) => p === '.' || (p === '' && j > 0 && j < all.length - 1))) {
     throw new SealError('SEAL_BAD_PATH', `stage target must not have empty or '.' components: ${escapePath(raw)}`);
   }
   if (typeof raw === 'string' && raw.endsWith('/')) {
     throw new SealError('SEAL_BAD_PATH', `stage target must name a file: ${escapePath(raw)}`);
   }
-  return checkRelative(raw, 'stage target', maxPathBytes);
+  return checkRelative(raw, { label: 'stage target', name: `files[${i}].target`, maxPathBytes });
+}
+
+interface Planned {
+  parts: string[];
+  target: string;
+  bytes: Uint8Array;
+}
+
+/** Checks the stage options and every file before anything is created. */
+function planStage(parent: unknown, files: readonly StageFile[], options: StageOptions): { prefix: string; planned: Planned[] } {
+  checkString('parent', parent);
+  const prefix = checkString('options.prefix', options.prefix ?? STAGE_FILES_PREFIX);
+  if (prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..') {
+    throw invalidArgValue('options.prefix', prefix, 'must be a plain name');
+  }
+  if (!Array.isArray(files)) throw invalidArgType('files', 'Array', files);
+  const maxPathBytes = options.maxPathBytes === undefined ? 4096 : checkInteger('options.maxPathBytes', options.maxPathBytes, 1);
+  const planned = files.map((f: unknown, i): Planned => {
+    if (f === null || typeof f !== 'object') throw invalidArgType(`files[${i}]`, 'object', f);
+    const { target, bytes } = f as StageFile;
+    if (!(bytes instanceof Uint8Array)) throw invalidArgType(`files[${i}].bytes`, ['Buffer', 'Uint8Array'], bytes);
+    return { parts: checkTarget(target, i, maxPathBytes), target, bytes };
+  });
+  checkNoOverlap(
+    planned.map((p) => p.parts),
+    'stage targets',
+  );
+  return { prefix, planned };
 }
 
 export class Stage {
@@ -219,6 +248,7 @@ export function stageFilesSync(parent: string, files: readonly StageFile[], opti
 
 /** stageFilesSync on the worker thread (on the calling thread when `sys` is given); the stage's fds are the process's. */
 export async function stageFiles(parent: string, files: readonly StageFile[], options: StageOptions = {}): Promise<Stage> {
+  checkOptions('options', options);
   if (options.sys !== undefined) return inline(() => stageFilesSync(parent, files, options));
   const list = Array.isArray(files) ? files.map((f) => (f !== null && typeof f === 'object' ? { target: f.target, bytes: f.bytes } : f)) : files;
   return new Stage(nativeSys, await offload('stageFiles', [parent, list as StageFile[], options.prefix, options.maxPathBytes]));
@@ -227,22 +257,7 @@ export async function stageFiles(parent: string, files: readonly StageFile[], op
 /** Creates the stage directory and its files; the caller owns the returned fds. */
 export function openStage(parent: string, files: readonly StageFile[], options: StageOptions = {}): StageHandle {
   const sys = options.sys ?? nativeSys;
-  const prefix = options.prefix ?? STAGE_FILES_PREFIX;
-  if (typeof prefix !== 'string' || prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..') {
-    throw new SealError('SEAL_BAD_PATH', `stage prefix must be a plain name: ${escapePath(String(prefix))}`);
-  }
-  if (!Array.isArray(files)) throw new SealError('SEAL_BAD_PATH', 'files must be a list of { target, bytes }');
-  const maxPathBytes = options.maxPathBytes ?? 4096;
-  const planned = files.map((f) => {
-    if (f === null || typeof f !== 'object' || !(f.bytes instanceof Uint8Array)) {
-      throw new SealError('SEAL_BAD_PATH', 'each staged file needs a target and bytes (a Uint8Array)');
-    }
-    return { parts: checkTarget(f.target, maxPathBytes), target: f.target, bytes: f.bytes };
-  });
-  checkNoOverlap(
-    planned.map((p) => p.parts),
-    'stage targets',
-  );
+  const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
   const parentPath = checkRootPath(parent, 'stage parent');
   const parentFd = openRealDir(sys, parentPath, 'stage parent');
   const name = prefix + randomBytes(16).toString('hex');

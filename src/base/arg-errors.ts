@@ -1,0 +1,107 @@
+// arg-errors.ts: Node-shaped errors for wrong option types and values (ERR_INVALID_ARG_TYPE, ERR_INVALID_ARG_VALUE, ERR_OUT_OF_RANGE).
+import { inspect } from 'node:util';
+
+export type ArgErrorCode = 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE' | 'ERR_OUT_OF_RANGE';
+
+/** A TypeError or RangeError that carries Node's `code`, shown as Node shows it (`TypeError [CODE]: …`). */
+function withCode<E extends Error>(err: E, code: ArgErrorCode): E & { code: ArgErrorCode } {
+  Object.defineProperty(err, 'code', { value: code, enumerable: true, writable: true, configurable: true });
+  return err as E & { code: ArgErrorCode };
+}
+
+/** `"name" argument`, or `"a.b" property` for a name inside an options object, as Node words it. */
+function subject(name: string, quote: string): string {
+  return `${quote}${name}${quote} ${/[.[]/.test(name) ? 'property' : 'argument'}`;
+}
+
+/** How Node prints what it received: `type number (1)`, `an instance of Array`, `null`. */
+function received(value: unknown): string {
+  if (value === null || value === undefined) return ` Received ${String(value)}`;
+  if (typeof value === 'function') return ` Received function ${value.name}`;
+  if (typeof value === 'object') {
+    const ctor = (value as { constructor?: { name?: string } }).constructor?.name;
+    return ctor ? ` Received an instance of ${ctor}` : ` Received ${inspect(value, { depth: -1 })}`;
+  }
+  let shown = inspect(value, { colors: false });
+  if (shown.length > 28) shown = `${shown.slice(0, 25)}...`;
+  return ` Received type ${typeof value} (${shown})`;
+}
+
+function plainReceived(value: unknown): string {
+  let shown = inspect(value);
+  if (shown.length > 128) shown = `${shown.slice(0, 128)}...`;
+  return shown;
+}
+
+/**
+ * ERR_INVALID_ARG_TYPE. `expected` lists type names: lower-case ones are types
+ * (`string`, `object`), capitalised ones classes (`Array`, `Uint8Array`).
+ */
+export function invalidArgType(name: string, expected: string | readonly string[], actual: unknown): TypeError & { code: ArgErrorCode } {
+  const list = typeof expected === 'string' ? [expected] : [...expected];
+  const types = list.filter((t) => t[0] === t[0]?.toLowerCase());
+  const classes = list.filter((t) => t[0] !== t[0]?.toLowerCase());
+  const parts: string[] = [];
+  if (types.length > 0) parts.push(`${types.length > 1 ? 'one of type' : 'of type'} ${orList(types)}`);
+  if (classes.length > 0) parts.push(`an instance of ${orList(classes)}`);
+  const message = `The ${subject(name, '"')} must be ${parts.join(' or ')}.${received(actual)}`;
+  return withCode(new TypeError(message), 'ERR_INVALID_ARG_TYPE');
+}
+
+/** ERR_INVALID_ARG_VALUE: `The property 'options.reflink' must be one of …. Received 'x'`. */
+export function invalidArgValue(name: string, value: unknown, reason = 'is invalid'): TypeError & { code: ArgErrorCode } {
+  return withCode(new TypeError(`The ${subject(name, "'")} ${reason}. Received ${plainReceived(value)}`), 'ERR_INVALID_ARG_VALUE');
+}
+
+/** ERR_OUT_OF_RANGE: `The value of "name" is out of range. It must be >= 0. Received -1`. */
+export function outOfRange(name: string, range: string, value: unknown): RangeError & { code: ArgErrorCode } {
+  let shown = String(value);
+  if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) > 2 ** 32) shown = separated(String(value));
+  else if (typeof value !== 'number' && typeof value !== 'bigint') shown = plainReceived(value);
+  return withCode(new RangeError(`The value of "${name}" is out of range. It must be ${range}. Received ${shown}`), 'ERR_OUT_OF_RANGE');
+}
+
+function orList(items: readonly string[]): string {
+  if (items.length <= 1) return items.join('');
+  if (items.length === 2) return `${items[0]} or ${items[1]}`;
+  return `${items.slice(0, -1).join(', ')}, or ${items[items.length - 1]}`;
+}
+
+/** 1_000_000 as Node prints a large integer it received. */
+function separated(digits: string): string {
+  const sign = digits.startsWith('-') ? '-' : '';
+  let s = sign === '' ? digits : digits.slice(1);
+  let out = '';
+  while (s.length > 3) {
+    out = `_${s.slice(-3)}${out}`;
+    s = s.slice(0, -3);
+  }
+  return `${sign}${s}${out}`;
+}
+
+/** An integer option within [min, max] (Node's validateInteger): TypeError when not a number, RangeError otherwise. */
+export function checkInteger(name: string, value: unknown, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number') throw invalidArgType(name, 'number', value);
+  if (!Number.isInteger(value)) throw outOfRange(name, 'an integer', value);
+  if (value < min || value > max) throw outOfRange(name, `>= ${min} && <= ${max}`, value);
+  return value;
+}
+
+/** A string argument (a path's type, as node:fs checks it); its value is checked elsewhere. */
+export function checkString(name: string, value: unknown): string {
+  if (typeof value !== 'string') throw invalidArgType(name, 'string', value);
+  return value;
+}
+
+/** An options object (or undefined, which becomes `{}`). */
+export function checkOptions<T extends object>(name: string, value: T | undefined): T {
+  if (value === undefined) return {} as T;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalidArgType(name, 'object', value);
+  return value;
+}
+
+/** An optional boolean option. */
+export function checkBoolean(name: string, value: unknown): boolean | undefined {
+  if (value !== undefined && typeof value !== 'boolean') throw invalidArgType(name, 'boolean', value);
+  return value;
+}
