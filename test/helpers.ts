@@ -1,11 +1,10 @@
-// helpers.ts: temp trees, FIFOs, fd counting and the reflink loop mounts the tests share.
+// helpers.ts: temp trees, FIFOs, fd counting, the reflink loop mounts and the one failure expectation the tests share.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
-import { SealError } from '../dist/index.js';
 import { stopIdleWorker } from '../dist/internal.js';
 import { sys as nativeSys, type Sys } from '../dist/sys/index.js';
 
@@ -99,17 +98,87 @@ export function storeLeftovers(storeRoot: string): string[] {
   return [...readdirSync(join(storeRoot, 'tmp')).map((n) => `tmp/${n}`), ...readdirSync(join(storeRoot, 'snapshots')).map((n) => `snapshots/${n}`)];
 }
 
-/** Runs fn, which must throw a SealError, and checks it left no fd open. */
-export function expectSealError(fn: () => unknown): SealError {
+export interface Expected {
+  /** The error's `code`: a SEAL_* code, a Node argument code (ERR_*) or an errno name. */
+  code: string;
+  message?: string | RegExp;
+  /** The error's `path` (checked when the key is given, undefined included). */
+  path?: string | undefined;
+  /** A directory whose whole tree must be the same after the failure: nothing left behind. */
+  unchanged?: string;
+  /** false where another thread of the test opens fds meanwhile (the test then counts them itself). */
+  fds?: boolean;
+}
+
+/** Every path below dir with its type, sorted: what "nothing left behind" compares. */
+export function listTree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
+      const path = rel === '' ? e.name : `${rel}/${e.name}`;
+      out.push(`${path}${e.isDirectory() ? '/' : e.isSymbolicLink() ? '@' : ''}`);
+      if (e.isDirectory()) walk(path);
+    }
+  };
+  walk('');
+  return out.sort();
+}
+
+/** The class a code comes with: SealError for SEAL_*, Node's TypeError/RangeError for ERR_*, Error for errno names. */
+function nameFor(code: string): string {
+  if (code.startsWith('SEAL_')) return 'SealError';
+  if (code === 'ERR_OUT_OF_RANGE') return 'RangeError';
+  if (code.startsWith('ERR_')) return 'TypeError';
+  return 'Error';
+}
+
+function check(err: unknown, expected: Expected, fds: number, tree: string[] | undefined): Error {
+  const e = err as Error & { code?: unknown; path?: unknown };
+  expect({ name: e?.name, code: e?.code }).toEqual({ name: nameFor(expected.code), code: expected.code });
+  if (expected.message !== undefined) {
+    if (typeof expected.message === 'string') expect(e.message).toBe(expected.message);
+    else expect(e.message).toMatch(expected.message);
+  }
+  if ('path' in expected) expect(e.path).toBe(expected.path);
+  if (expected.fds !== false) expect(openFds().length).toBe(fds);
+  if (tree !== undefined) expect(listTree(expected.unchanged!)).toEqual(tree);
+  return e;
+}
+
+/**
+ * The one failure expectation: runs fn (sync, or async: then await the result), which
+ * must fail with `expected.code` (and message and path when given), leave no fd open
+ * and, given `unchanged`, leave that directory's tree exactly as it was.
+ */
+export function expectError(fn: () => Promise<unknown>, expected: Expected): Promise<Error>;
+export function expectError(fn: () => unknown, expected: Expected): Error;
+export function expectError(fn: () => unknown, expected: Expected): Error | Promise<Error> {
+  const tree = expected.unchanged === undefined ? undefined : listTree(expected.unchanged);
+  if (fn.constructor.name === 'AsyncFunction') return expectRejection(fn as () => Promise<unknown>, expected, tree);
+  const fds = openFds().length;
+  let result: unknown;
+  try {
+    result = fn();
+  } catch (err) {
+    return check(err, expected, fds, tree);
+  }
+  if (result instanceof Promise) throw new Error('pass an async function to expectError for an async call');
+  throw new Error(`call unexpectedly succeeded (expected ${expected.code})`);
+}
+
+async function expectRejection(fn: () => Promise<unknown>, expected: Expected, tree: string[] | undefined): Promise<Error> {
+  // The shared worker's own event-loop fds are not leaks: count without it.
+  await stopIdleWorker();
   const fds = openFds().length;
   try {
-    fn();
+    await fn();
   } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    expect(openFds().length).toBe(fds);
-    return err as SealError;
+    await stopIdleWorker();
+    // Threads that ended with the call (capture's helpers) release their fds a moment later.
+    for (let i = 0; i < 100 && expected.fds !== false && openFds().length > fds; i++) await new Promise((r) => setTimeout(r, 20));
+    return check(err, expected, fds, tree);
   }
-  throw new Error('call unexpectedly succeeded');
+  throw new Error(`call unexpectedly succeeded (expected ${expected.code})`);
 }
 
 /** A Node-shaped system error as the addon throws it (errno < 0, code, syscall). */

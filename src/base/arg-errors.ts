@@ -9,9 +9,8 @@ function withCode<E extends Error>(err: E, code: ArgErrorCode): E & { code: ArgE
   return err as E & { code: ArgErrorCode };
 }
 
-/** `"name" argument`, or `"a.b" property` for a name inside an options object, as Node words it. */
-function subject(name: string, quote: string): string {
-  return `${quote}${name}${quote} ${/[.[]/.test(name) ? 'property' : 'argument'}`;
+function kind(name: string): string {
+  return /[.[]/.test(name) ? 'property' : 'argument';
 }
 
 /** How Node prints what it received: `type number (1)`, `an instance of Array`, `null`. */
@@ -44,13 +43,13 @@ export function invalidArgType(name: string, expected: string | readonly string[
   const parts: string[] = [];
   if (types.length > 0) parts.push(`${types.length > 1 ? 'one of type' : 'of type'} ${orList(types)}`);
   if (classes.length > 0) parts.push(`an instance of ${orList(classes)}`);
-  const message = `The ${subject(name, '"')} must be ${parts.join(' or ')}.${received(actual)}`;
+  const message = `The "${name}" ${kind(name)} must be ${parts.join(' or ')}.${received(actual)}`;
   return withCode(new TypeError(message), 'ERR_INVALID_ARG_TYPE');
 }
 
-/** ERR_INVALID_ARG_VALUE: `The property 'options.reflink' must be one of …. Received 'x'`. */
+/** ERR_INVALID_ARG_VALUE: `The property 'options.reflink' must be one of …. Received 'x'` (`argument` for a top-level name). */
 export function invalidArgValue(name: string, value: unknown, reason = 'is invalid'): TypeError & { code: ArgErrorCode } {
-  return withCode(new TypeError(`The ${subject(name, "'")} ${reason}. Received ${plainReceived(value)}`), 'ERR_INVALID_ARG_VALUE');
+  return withCode(new TypeError(`The ${kind(name)} '${name}' ${reason}. Received ${plainReceived(value)}`), 'ERR_INVALID_ARG_VALUE');
 }
 
 /** ERR_OUT_OF_RANGE: `The value of "name" is out of range. It must be >= 0. Received -1`. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, manifestDigest, type CaptureCallOptions } from '../../dist/index.js';
-import { checkNoFdLeaks, mkfifo, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -17,18 +17,6 @@ function setup(tree: Record<string, string | Buffer | null>): { repo: string; st
   mkdirSync(repo);
   writeTree(repo, tree);
   return { repo, store: SnapshotStore.openSync(join(base, 'store'), { ephemeral: true }) };
-}
-
-function captureError(store: SnapshotStore, options: CaptureCallOptions): SealError {
-  const before = storeLeftovers(store.root);
-  try {
-    store.captureSync(options);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    expect(storeLeftovers(store.root)).toEqual(before);
-    return err as SealError;
-  }
-  throw new Error('capture unexpectedly succeeded');
 }
 
 describe('capture of copy roots', () => {
@@ -121,30 +109,22 @@ describe('refusals', () => {
   it('refuses a symlink inside a copy root, as the root, and as a parent', () => {
     const { repo, store } = setup({ 'src/a': 'x', 'real/f': 'y' });
     symlinkSync('/etc/passwd', join(repo, 'src/evil'));
-    let err = captureError(store, { source: repo, copy: ['src'] });
-    expect(err.code).toBe('SEAL_SYMLINK');
-    expect(err.message).toBe('capture must not traverse a symlink: src/evil');
-    expect(err.path).toBe('src/evil');
+    expectError(() => store.captureSync({ source: repo, copy: ['src'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: src/evil', path: 'src/evil', unchanged: store.root });
     symlinkSync('real', join(repo, 'alias'));
-    err = captureError(store, { source: repo, copy: ['alias'] });
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: alias']);
-    err = captureError(store, { source: repo, copy: ['alias/f'] });
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: alias']);
+    expectError(() => store.captureSync({ source: repo, copy: ['alias'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: alias', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['alias/f'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: alias', unchanged: store.root });
     store.closeSync();
   });
 
   it('refuses FIFOs, sockets and devices without blocking', () => {
     const { repo, store } = setup({ 'd/ok': 'x' });
     mkfifo(join(repo, 'd/pipe'));
-    const err = captureError(store, { source: repo, copy: ['d'] });
-    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'capture accepts only regular files and directories: d/pipe']);
-    const err2 = captureError(store, { source: repo, copy: ['d/pipe'] });
-    expect(err2.code).toBe('SEAL_SPECIAL_FILE');
+    expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: d/pipe', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['d/pipe'] }), { code: 'SEAL_SPECIAL_FILE', unchanged: store.root });
     const { repo: repo2, store: store2 } = setup({});
-    const err3 = captureError(store2, { source: repo2, copy: ['..'] });
-    expect(err3.code).toBe('SEAL_BAD_PATH');
+    expectError(() => store2.captureSync({ source: repo2, copy: ['..'] }), { code: 'SEAL_BAD_PATH', unchanged: store2.root });
     symlinkSync('/dev/null', join(repo2, 'null'));
-    expect(captureError(store2, { source: repo2, copy: ['null'] }).code).toBe('SEAL_SYMLINK');
+    expectError(() => store2.captureSync({ source: repo2, copy: ['null'] }), { code: 'SEAL_SYMLINK', unchanged: store2.root });
     store.closeSync();
     store2.closeSync();
   });
@@ -160,20 +140,19 @@ describe('refusals', () => {
       [['a', 'a'], 'SEAL_OVERLAP', 'copy roots overlap: a and a'],
       [['a', 'a/b'], 'SEAL_OVERLAP', 'copy roots overlap: a and a/b'],
       [['x'.repeat(5000)], 'SEAL_LIMIT', `copy root exceeds the path byte limit (4096 bytes): ${'x'.repeat(5000)}`],
-      ['a', 'SEAL_BAD_PATH', 'copy must be a list of relative paths'],
+      ['a', 'ERR_INVALID_ARG_TYPE', 'The "options.copy" property must be an instance of Array. Received type string (\'a\')'],
+      [[5], 'ERR_INVALID_ARG_TYPE', 'The "options.copy[0]" property must be of type string. Received type number (5)'],
     ];
     for (const [copy, code, message] of cases) {
-      const err = captureError(store, { source: repo, copy: copy as string[] });
-      expect([err.code, err.message]).toEqual([code, message]);
+      expectError(() => store.captureSync({ source: repo, copy: copy as string[] }), { code, message, unchanged: store.root });
     }
-    const err = captureError(store, {
+    expectError(() => store.captureSync({
       source: repo,
       mounts: [
         { source: 'a', target: 'node_modules' },
         { source: 'a/b', target: 'node_modules/x' },
       ],
-    });
-    expect([err.code, err.message]).toEqual(['SEAL_OVERLAP', 'mount targets overlap: node_modules and node_modules/x']);
+    }), { code: 'SEAL_OVERLAP', message: 'mount targets overlap: node_modules and node_modules/x', unchanged: store.root });
     store.closeSync();
   });
 
@@ -181,25 +160,18 @@ describe('refusals', () => {
     const { repo, store } = setup({ 'a/f': 'x', file: 'y' });
     const link = join(repo, '..', 'link');
     symlinkSync(repo, link);
-    let err = captureError(store, { source: link, copy: ['a'] });
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `source must be a real directory, not a symlink: ${link}`]);
-    err = captureError(store, { source: join(repo, 'file'), copy: ['a'] });
-    expect(err.code).toBe('SEAL_BAD_PATH');
-    err = captureError(store, { source: join(repo, 'missing'), copy: ['a'] });
-    expect(err.code).toBe('SEAL_UNAVAILABLE');
-    err = captureError(store, { source: repo, copy: ['missing'] });
-    expect(err.code).toBe('SEAL_UNAVAILABLE');
-    expect(err.message).toMatch(/^path is unavailable: missing: ENOENT/);
-    err = captureError(store, { source: repo, copy: ['file/x'] });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'parent must be a directory: file']);
+    expectError(() => store.captureSync({ source: link, copy: ['a'] }), { code: 'SEAL_SYMLINK', message: `source must be a real directory, not a symlink: ${link}`, unchanged: store.root });
+    expectError(() => store.captureSync({ source: join(repo, 'file'), copy: ['a'] }), { code: 'SEAL_BAD_PATH', unchanged: store.root });
+    expectError(() => store.captureSync({ source: join(repo, 'missing'), copy: ['a'] }), { code: 'SEAL_UNAVAILABLE', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['missing'] }), { code: 'SEAL_UNAVAILABLE', message: /^path is unavailable: missing: ENOENT/, unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['file/x'] }), { code: 'SEAL_BAD_PATH', message: 'parent must be a directory: file', unchanged: store.root });
     store.closeSync();
   });
 
   it('refuses names that are not valid UTF-8', () => {
     const { repo, store } = setup({ 'd/ok': 'x' });
     writeFileSync(Buffer.concat([Buffer.from(join(repo, 'd') + '/'), Buffer.from([0xff, 0x0a])]), 'bad');
-    const err = captureError(store, { source: repo, copy: ['d'] });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'path is not valid UTF-8: d/\\xff\\x0a']);
+    expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_BAD_PATH', message: 'path is not valid UTF-8: d/\\xff\\x0a', unchanged: store.root });
     store.closeSync();
   });
 });
@@ -215,13 +187,15 @@ describe('limits', () => {
       [{ maxDepth: 3 }, ['a'], 'capture exceeds the depth limit (3 levels): a/b/c/f1'],
     ];
     for (const [limits, copy, message] of cases) {
-      const err = captureError(store, { source: repo, copy, limits });
-      expect([err.code, err.message]).toEqual(['SEAL_LIMIT', message]);
+      expectError(() => store.captureSync({ source: repo, copy, limits }), { code: 'SEAL_LIMIT', message, unchanged: store.root });
     }
     // Exactly at each limit passes.
     const snap = store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: 5, maxTotalBytes: 10, maxFileBytes: 5, maxDepth: 4, maxPathBytes: 8 } });
     expect(snap.entries).toHaveLength(5);
-    expect(() => store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: -1 } })).toThrow('limit maxEntries must be a non-negative integer');
+    expectError(() => store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: -1 } }), {
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.limits.maxEntries" is out of range. It must be >= 0 && <= 9007199254740991. Received -1',
+    });
     store.closeSync();
   });
 
@@ -229,9 +203,7 @@ describe('limits', () => {
     const { repo, store } = setup({});
     const deep = join(repo, ...Array.from({ length: 300 }, () => 'd'));
     mkdirSync(deep, { recursive: true });
-    const err = captureError(store, { source: repo, copy: ['d'] });
-    expect(err.code).toBe('SEAL_LIMIT');
-    expect(err.message).toMatch(/^capture exceeds the depth limit \(256 levels\): d(\/d){256}$/);
+    expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_LIMIT', message: /^capture exceeds the depth limit \(256 levels\): d(\/d){256}$/, unchanged: store.root });
     store.closeSync();
   });
 });
@@ -269,13 +241,12 @@ describe('mounts', () => {
     const again = store.captureSync({ source: repo, mounts: [{ source: 'node_modules', target: 'node_modules' }], revision: 'r', expectMounts: snap.mountBinding });
     expect(again.mountBinding).toEqual(snap.mountBinding);
     writeFileSync(join(repo, 'node_modules/pkg/index.js'), 'module.exports = 2');
-    const err = captureError(store, {
+    expectError(() => store.captureSync({
       source: repo,
       mounts: [{ source: 'node_modules', target: 'node_modules' }],
       revision: 'r2',
       expectMounts: snap.mountBinding,
-    });
-    expect([err.code, err.message]).toEqual(['SEAL_BINDING', 'mount content changed after binding']);
+    }), { code: 'SEAL_BINDING', message: 'mount content changed after binding', unchanged: store.root });
     // A reused definition is checked against the binding too.
     expect(() =>
       store.captureSync({ source: repo, mounts: [{ source: 'node_modules', target: 'node_modules' }], expectMounts: { contentDigest: 'x', manifestDigest: 'y' } }),
@@ -293,8 +264,7 @@ describe('mounts', () => {
     for (const [target, code, message] of cases) {
       const { repo, store } = setup({ 'deps/f': 'x' });
       symlinkSync(target, join(repo, 'deps', target === 'loop' ? 'loop' : 'l'));
-      const err = captureError(store, { source: repo, mounts: [{ source: 'deps', target: 'deps' }] });
-      expect([err.code, err.message]).toEqual([code, message]);
+      expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps' }] }), { code, message, unchanged: store.root });
       store.closeSync();
     }
   });
@@ -315,8 +285,7 @@ describe('mounts', () => {
     expect(snap.mounts[0]!.kind).toBe('file');
     expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload']);
     symlinkSync('cfg', join(repo, 'alias'));
-    const err = captureError(store, { source: repo, mounts: [{ source: 'alias', target: 'x' }] });
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'capture must not traverse a symlink: payload']);
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'alias', target: 'x' }] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: payload', unchanged: store.root });
     store.closeSync();
   });
 });
@@ -399,14 +368,10 @@ describe('async capture', () => {
 describe('more declaration errors', () => {
   it('unknown limits, ensureDirs on a file mount, explicit ensureDirs, bad workspace', () => {
     const { repo, store } = setup({ 'cfg/app.json': '{}', 'deps/f': 'x' });
-    let err = captureError(store, { source: repo, copy: ['cfg'], limits: { maxFiles: 1 } as never });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'unknown limit: maxFiles']);
-    err = captureError(store, { source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json', ensureDirs: ['x'] }] });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'ensureDirs needs a directory mount: cfg/app.json']);
-    err = captureError(store, { source: repo, copy: ['cfg'], workspace: 'relative' });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', 'workspace must be an absolute path']);
-    err = captureError(store, { source: repo, mounts: [{ source: 'deps', target: '../out' }] });
-    expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', "mount target must not contain '..': ../out"]);
+    expectError(() => store.captureSync({ source: repo, copy: ['cfg'], limits: { maxFiles: 1 } as never }), { code: 'ERR_INVALID_ARG_VALUE', message: "The property 'options.limits.maxFiles' is not a known limit. Received 1", unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json', ensureDirs: ['x'] }] }), { code: 'SEAL_BAD_PATH', message: 'ensureDirs needs a directory mount: cfg/app.json', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['cfg'], workspace: 'relative' }), { code: 'SEAL_BAD_PATH', message: 'workspace must be an absolute path: relative', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'deps', target: '../out' }] }), { code: 'SEAL_BAD_PATH', message: "mount target must not contain '..': ../out", unchanged: store.root });
     const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensureDirs: ['cache/tmp'] }] });
     expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload', 'payload/cache', 'payload/cache/tmp', 'payload/f']);
     store.closeSync();

@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions } from '../../dist/index.js';
-import { mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+import { expectError, mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 const bases: [string, string | undefined][] = [
   ['this filesystem', undefined],
@@ -24,16 +24,6 @@ function bigTree(repo: string): void {
 async function settleThreads(): Promise<void> {
   // Helper threads have left their loops when capture returns; give their teardown a tick.
   await new Promise((r) => setTimeout(r, 50));
-}
-
-function failure(store: SnapshotStore, options: CaptureCallOptions): SealError {
-  try {
-    store.captureSync(options);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    return err as SealError;
-  }
-  throw new Error('capture unexpectedly succeeded');
 }
 
 describe.each(bases)('helper threads on %s', (_name, base) => {
@@ -72,8 +62,7 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
     await new Promise((r) => setTimeout(r, 50));
     const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
     try {
-      const err = failure(store, { source: repo, copy: ['tree'], parallelism: 2 });
-      expect(err.code).toBe('SEAL_CHANGED');
+      const err = await expectError(async () => store.captureSync({ source: repo, copy: ['tree'], parallelism: 2 }), { code: 'SEAL_CHANGED', unchanged: store.root, fds: false });
       expect(['file changed while snapshotting: tree/d5/growing', 'directory changed while snapshotting: tree/d5']).toContain(err.message);
       expect(storeLeftovers(store.root)).toEqual([]);
     } finally {
@@ -92,11 +81,9 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
     bigTree(repo);
     const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
     const fds = openFds().length;
-    let err = failure(store, { source: repo, copy: ['tree'], parallelism: 2, limits: { maxTotalBytes: 1 << 20 } });
-    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `capture exceeds the total byte limit (${1 << 20} bytes)`]);
+    await expectError(async () => store.captureSync({ source: repo, copy: ['tree'], parallelism: 2, limits: { maxTotalBytes: 1 << 20 } }), { code: 'SEAL_LIMIT', message: `capture exceeds the total byte limit (${1 << 20} bytes)`, unchanged: store.root });
     mkfifo(join(repo, 'tree/d9/zz-pipe'));
-    err = failure(store, { source: repo, copy: ['tree'], parallelism: 2 });
-    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'capture accepts only regular files and directories: tree/d9/zz-pipe']);
+    await expectError(async () => store.captureSync({ source: repo, copy: ['tree'], parallelism: 2 }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: tree/d9/zz-pipe', unchanged: store.root });
     expect(storeLeftovers(store.root)).toEqual([]);
     await settleThreads();
     expect(openFds().length).toBe(fds);
@@ -108,9 +95,17 @@ describe('parallelism option', () => {
   it('must be an integer from 0 to 64', () => {
     const work = tempDir();
     const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
-    for (const parallelism of [-1, 1.5, 65]) {
-      expect(() => store.captureSync({ source: work, copy: ['x'], parallelism })).toThrow(expect.objectContaining({ code: 'SEAL_BAD_PATH', message: 'parallelism must be an integer from 0 to 64' }));
+    for (const [parallelism, range] of [[-1, '>= 0 && <= 64'], [1.5, 'an integer'], [65, '>= 0 && <= 64']] as const) {
+      expectError(() => store.captureSync({ source: work, copy: ['x'], parallelism }), {
+        code: 'ERR_OUT_OF_RANGE',
+        message: `The value of "options.parallelism" is out of range. It must be ${range}. Received ${parallelism}`,
+        unchanged: store.root,
+      });
     }
+    expectError(() => store.captureSync({ source: work, copy: ['x'], parallelism: '2' as never }), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "options.parallelism" property must be of type number. Received type string (\'2\')',
+    });
     store.closeSync();
     appendFileSync(join(work, 'unused'), '');
   });

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../../dist/index.js';
-import { checkNoFdLeaks, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -29,17 +29,6 @@ function clone(work: string, tree: Record<string, string | Buffer | null> = {}):
 
 function stagesLeft(cloneDir: string): string[] {
   return readdirSync(dirname(cloneDir)).filter((n) => n.startsWith('.treeseal-materialize-'));
-}
-
-function materializeError(snap: Snapshot, dir: string, options: MaterializeOptions = {}): SealError {
-  try {
-    snap.materializeSync(dir, options);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    expect(stagesLeft(dir)).toEqual([]);
-    return err as SealError;
-  }
-  throw new Error('materialize unexpectedly succeeded');
 }
 
 function tree(dir: string, rel = ''): string[] {
@@ -79,9 +68,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     const ok = clone(work);
     expect(snap.materializeSync(ok, { fallbackBytes: 1024 }).bytesCopied).toBe(1024);
     const over = clone(work, { 'a/old': 'keep' });
-    const err = materializeError(snap, over, { fallbackBytes: 1023 });
-    expect(err.code).toBe('SEAL_NO_REFLINK');
-    expect(err.message).toBe('filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (1023 bytes): a/y');
+    expectError(() => snap.materializeSync(over, { fallbackBytes: 1023 }), { code: 'SEAL_NO_REFLINK', message: 'filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (1023 bytes): a/y', unchanged: dirname(over) });
     expect(tree(over)).toEqual(['a/', 'a/old']);
     store.closeSync();
   });
@@ -99,8 +86,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
   it("'always' on a filesystem that cannot clone is SEAL_NO_REFLINK with nothing published", () => {
     const { snap, store, work } = fixture(undefined, { 'a/x': 'x' }, ['a']);
     const dir = clone(work);
-    const err = materializeError(snap, dir, { reflink: 'always' });
-    expect([err.code, err.message]).toEqual(['SEAL_NO_REFLINK', 'filesystem cannot reflink the snapshot: a/x']);
+    expectError(() => snap.materializeSync(dir, { reflink: 'always' }), { code: 'SEAL_NO_REFLINK', message: 'filesystem cannot reflink the snapshot: a/x', unchanged: dirname(dir) });
     expect(tree(dir)).toEqual([]);
     expect(() => snap.materializeSync(dir, { reflink: 'sometimes' as never })).toThrow("reflink must be 'auto', 'always' or 'never', not sometimes");
     expect(() => snap.materializeSync(dir, { fallbackBytes: -1 })).toThrow('fallbackBytes must be a non-negative integer');
@@ -148,35 +134,31 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     const real = clone(work);
     const link = join(work, 'clone-link');
     symlinkSync(real, link);
-    let err = materializeError(snap, link);
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `clone must be a real directory, not a symlink: ${link}`]);
+    expectError(() => snap.materializeSync(link), { code: 'SEAL_SYMLINK', message: `clone must be a real directory, not a symlink: ${link}`, unchanged: dirname(link) });
     expect(readdirSync(real)).toEqual([]);
 
     const outside = join(work, 'outside');
     mkdirSync(outside);
     const withParentLink = clone(work);
     symlinkSync(outside, join(withParentLink, 'a'));
-    err = materializeError(snap, withParentLink);
-    expect([err.code, err.message, err.path]).toEqual(['SEAL_SYMLINK', 'copy target has a symlink parent: a/b', 'a/b']);
+    expectError(() => snap.materializeSync(withParentLink), { code: 'SEAL_SYMLINK', message: 'copy target has a symlink parent: a/b', path: 'a/b', unchanged: dirname(withParentLink) });
     expect(readdirSync(outside)).toEqual([]);
     expect(tree(withParentLink)).toEqual(['a@']);
 
     const withTargetLink = clone(work, { 'a/keep': 'k' });
     symlinkSync(outside, join(withTargetLink, 'a/b'));
-    err = materializeError(snap, withTargetLink);
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'copy target cannot be a symlink: a/b']);
+    expectError(() => snap.materializeSync(withTargetLink), { code: 'SEAL_SYMLINK', message: 'copy target cannot be a symlink: a/b', unchanged: dirname(withTargetLink) });
     expect(readdirSync(outside)).toEqual([]);
 
     const withFifo = clone(work);
     mkfifo(join(withFifo, 'z'));
-    err = materializeError(snap, withFifo);
-    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', 'copy target has an unsupported type: z']);
+    expectError(() => snap.materializeSync(withFifo), { code: 'SEAL_SPECIAL_FILE', message: 'copy target has an unsupported type: z', unchanged: dirname(withFifo) });
     expect(tree(withFifo)).toEqual(['z']);
 
     const notDir = join(work, 'plain-file');
     writeFileSync(notDir, '');
-    expect(materializeError(snap, notDir).code).toBe('SEAL_BAD_PATH');
-    expect(materializeError(snap, join(work, 'missing')).code).toBe('SEAL_UNAVAILABLE');
+    expectError(() => snap.materializeSync(notDir), { code: 'SEAL_BAD_PATH', unchanged: dirname(notDir) });
+    expectError(() => snap.materializeSync(join(work, 'missing')), { code: 'SEAL_UNAVAILABLE', unchanged: dirname(join(work, 'missing')) });
     store.closeSync();
   });
 
@@ -186,8 +168,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     chmodSync(file, 0o600);
     truncateSync(file, 3);
     const dir = clone(work);
-    const err = materializeError(snap, dir);
-    expect([err.code, err.message, err.path]).toEqual(['SEAL_CORRUPT', 'snapshot file changed: a/x', 'a/x']);
+    expectError(() => snap.materializeSync(dir), { code: 'SEAL_CORRUPT', message: 'snapshot file changed: a/x', path: 'a/x', unchanged: dirname(dir) });
     expect(tree(dir)).toEqual([]);
     store.closeSync();
   });

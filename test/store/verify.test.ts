@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, mkfifo, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, tempDir, writeTree } from '../helpers.js';
 import { lstatSync, readdirSync, statSync } from 'node:fs';
 
 checkNoFdLeaks();
@@ -19,16 +19,6 @@ function fresh(): { store: SnapshotStore; snapRoot: string; snap: ReturnType<Sna
   return { store, snapRoot: snap.root, snap };
 }
 
-async function corruptError(snap: { verify(): Promise<unknown> }): Promise<SealError> {
-  try {
-    await snap.verify();
-  } catch (err) {
-    expect(err).toBeInstanceOf(SealError);
-    return err as SealError;
-  }
-  throw new Error('verify unexpectedly passed');
-}
-
 describe('verify', () => {
   it('passes on an intact snapshot and reports what it checked', async () => {
     const { store, snap } = fresh();
@@ -41,17 +31,11 @@ describe('verify', () => {
     const { store, snap, snapRoot } = fresh();
     chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
     writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE');
-    let err = await corruptError(snap);
-    expect([err.code, err.message, err.path]).toEqual([
-      'SEAL_CORRUPT',
-      `snapshot ${snap.digest} is corrupt: 1 entry differs from its manifest, first: copy/a/x`,
-      'copy/a/x',
-    ]);
+    await expectError(async () => snap.verify(), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: 1 entry differs from its manifest, first: copy/a/x`, path: 'copy/a/x' });
     chmodSync(join(snapRoot, 'copy/a'), 0o700);
     writeFileSync(join(snapRoot, 'copy/a/planted'), '');
     unlinkSync(join(snapRoot, 'copy/a/y'));
-    err = await corruptError(snap);
-    expect(err.message).toBe(`snapshot ${snap.digest} is corrupt: 4 entries differ from its manifest, first: copy/a`);
+    await expectError(async () => snap.verify(), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: 4 entries differ from its manifest, first: copy/a` });
     store.closeSync();
   });
 
@@ -62,8 +46,7 @@ describe('verify', () => {
     unlinkSync(join(payload, 'l'));
     symlinkSync('/etc/passwd', join(payload, 'l'));
     chmodSync(payload, 0o500);
-    const err = await corruptError(snap);
-    expect(err.message).toBe(`snapshot ${snap.digest} is corrupt: 1 entry differs from its manifest, first: mounts/00000/payload/l`);
+    await expectError(async () => snap.verify(), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: 1 entry differs from its manifest, first: mounts/00000/payload/l` });
     store.closeSync();
   });
 

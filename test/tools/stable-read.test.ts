@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SealError, readStable, readStableAt, readStableSync, writeFrozenFile, writeFrozenFileSync } from '../../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectSealError, mkfifo, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -36,8 +36,7 @@ describe('readStable', () => {
     writeFileSync(join(dir, 'ten'), '0123456789');
     expect(readStableSync(join(dir, 'empty'), { maxBytes: 0 }).bytes.length).toBe(0);
     expect(readStableSync(join(dir, 'ten'), { maxBytes: 10 }).bytes.toString()).toBe('0123456789');
-    const err = expectSealError(() => readStableSync(join(dir, 'ten'), { maxBytes: 9 }));
-    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `file exceeds the per-file limit (9 bytes): ${join(dir, 'ten')}`]);
+    expectError(() => readStableSync(join(dir, 'ten'), { maxBytes: 9 }), { code: 'SEAL_LIMIT', message: `file exceeds the per-file limit (9 bytes): ${join(dir, 'ten')}` });
   });
 
   it('a FIFO is SEAL_SPECIAL_FILE without blocking; a symlink is SEAL_SYMLINK; a directory and a missing file are refused', () => {
@@ -46,12 +45,10 @@ describe('readStable', () => {
     writeFileSync(join(dir, 'real'), 'x');
     symlinkSync('real', join(dir, 'link'));
     mkdirSync(join(dir, 'd'));
-    let err = expectSealError(() => readStableSync(join(dir, 'pipe'), { maxBytes: 10 }));
-    expect([err.code, err.message]).toEqual(['SEAL_SPECIAL_FILE', `must be a regular file: ${join(dir, 'pipe')}`]);
-    err = expectSealError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }));
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', `file must not be a symlink: ${join(dir, 'link')}`]);
-    expect(expectSealError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 })).code).toBe('SEAL_BAD_PATH');
-    expect(expectSealError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 })).code).toBe('SEAL_UNAVAILABLE');
+    expectError(() => readStableSync(join(dir, 'pipe'), { maxBytes: 10 }), { code: 'SEAL_SPECIAL_FILE', message: `must be a regular file: ${join(dir, 'pipe')}` });
+    expectError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }), { code: 'SEAL_SYMLINK', message: `file must not be a symlink: ${join(dir, 'link')}` });
+    expectError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 }), { code: 'SEAL_BAD_PATH' });
+    expectError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 }), { code: 'SEAL_UNAVAILABLE' });
   });
 
   it('a file that grows past the cap during the read is refused', () => {
@@ -65,11 +62,10 @@ describe('readStable', () => {
         return n;
       },
     });
-    const err = expectSealError(() => readStableSync(path, { maxBytes: 8, sys: grow }));
-    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', `file exceeds the per-file limit (8 bytes): ${path}`]);
+    expectError(() => readStableSync(path, { maxBytes: 8, sys: grow }), { code: 'SEAL_LIMIT', message: `file exceeds the per-file limit (8 bytes): ${path}` });
     writeFileSync(path, 'abcd');
-    const err2 = expectSealError(() => readStableSync(path, { maxBytes: 100, sys: grow }));
-    expect([err2.code, err2.message, err2.retryable]).toEqual(['SEAL_CHANGED', `file changed while being copied: ${path}`, true]);
+    const err = expectError(() => readStableSync(path, { maxBytes: 100, sys: grow }), { code: 'SEAL_CHANGED', message: `file changed while being copied: ${path}` });
+    expect((err as SealError).retryable).toBe(true);
   });
 
   it('a path re-pointed to another file after the read is SEAL_CHANGED', () => {
@@ -87,8 +83,7 @@ describe('readStable', () => {
         return orig(dirfd, name, flags);
       },
     });
-    const err = expectSealError(() => readStableSync(path, { maxBytes: 100, sys: swap }));
-    expect([err.code, err.message]).toEqual(['SEAL_CHANGED', `file changed while being copied: ${path}`]);
+    expectError(() => readStableSync(path, { maxBytes: 100, sys: swap }), { code: 'SEAL_CHANGED', message: `file changed while being copied: ${path}` });
   });
 });
 
@@ -106,11 +101,9 @@ describe('writeFrozenFile', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'exists'), 'keep');
     symlinkSync(join(dir, 'target-that-does-not-exist'), join(dir, 'dangling'));
-    let err = expectSealError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')));
-    expect([err.code, err.message]).toEqual(['SEAL_COLLISION', `file already exists: ${join(dir, 'exists')}`]);
+    expectError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')), { code: 'SEAL_COLLISION', message: `file already exists: ${join(dir, 'exists')}` });
     expect(readFileSync(join(dir, 'exists'), 'utf8')).toBe('keep');
-    err = expectSealError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')));
-    expect(err.code).toBe('SEAL_COLLISION');
+    expectError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')), { code: 'SEAL_COLLISION' });
     expect(existsSync(join(dir, 'target-that-does-not-exist'))).toBe(false);
     expect(lstatSync(join(dir, 'dangling')).isSymbolicLink()).toBe(true);
   });
@@ -119,8 +112,7 @@ describe('writeFrozenFile', () => {
     const dir = tempDir();
     mkdirSync(join(dir, 'real'));
     symlinkSync(join(dir, 'real'), join(dir, 'alias'));
-    const err = expectSealError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')));
-    expect(err.code).toBe('SEAL_SYMLINK');
+    expectError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')), { code: 'SEAL_SYMLINK' });
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
     const failing = wrapSys({
       pwrite: () => () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, stageFiles, stageFilesSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectSealError, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -48,20 +48,31 @@ describe('stageFiles', () => {
       [[''], 'SEAL_BAD_PATH', 'stage target must be a non-empty relative path'],
     ];
     for (const [targets, code, message] of cases) {
-      const err = expectSealError(() => stageFilesSync(parent, targets.map((target) => ({ target, bytes: Buffer.from('x') }))));
-      expect([err.code, err.message]).toEqual([code, message]);
+      expectError(() => stageFilesSync(parent, targets.map((target) => ({ target, bytes: Buffer.from('x') }))), { code, message });
       expect(readdirSync(parent)).toEqual([]);
     }
-    expect(expectSealError(() => stageFilesSync(parent, files, { maxPathBytes: 10 })).code).toBe('SEAL_LIMIT');
-    expect(expectSealError(() => stageFilesSync(parent, files, { prefix: '../x' })).code).toBe('SEAL_BAD_PATH');
+    expectError(() => stageFilesSync(parent, files, { maxPathBytes: 10 }), { code: 'SEAL_LIMIT' });
+    expectError(() => stageFilesSync(parent, files, { prefix: '../x' }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.prefix' must be a plain name. Received '../x'",
+      unchanged: parent,
+    });
+    expectError(() => stageFilesSync(parent, files, { maxPathBytes: -1 }), { code: 'ERR_OUT_OF_RANGE', unchanged: parent });
+    expectError(() => stageFilesSync(parent, 'x' as never), { code: 'ERR_INVALID_ARG_TYPE', unchanged: parent });
+    expectError(() => stageFilesSync(parent, [{ target: 'a', bytes: 'x' as never }]), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "files[0].bytes" property must be an instance of Buffer or Uint8Array. Received type string (\'x\')',
+      unchanged: parent,
+    });
+    expectError(() => stageFilesSync(parent, [{ target: 7 as never, bytes: Buffer.from('x') }]), { code: 'ERR_INVALID_ARG_TYPE', unchanged: parent });
+    expectError(() => stageFilesSync(7 as never, files), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "parent" argument must be of type string. Received type number (7)' });
   });
 
   it('needs a real parent directory', () => {
     const work = tempDir();
     mkdirSync(join(work, 'real'));
     symlinkSync(join(work, 'real'), join(work, 'alias'));
-    const err = expectSealError(() => stageFilesSync(join(work, 'alias'), files));
-    expect(err.code).toBe('SEAL_SYMLINK');
+    expectError(() => stageFilesSync(join(work, 'alias'), files), { code: 'SEAL_SYMLINK' });
     expect(readdirSync(join(work, 'real'))).toEqual([]);
   });
 
@@ -78,8 +89,7 @@ describe('stageFiles', () => {
         if (typeof path === 'string' && path.startsWith('.treeseal-stage-')) symlinkSync(outside, join(parent, path, 'oracle'));
       },
     });
-    const err = expectSealError(() => stageFilesSync(parent, files, { sys: planting }));
-    expect([err.code, err.message]).toEqual(['SEAL_SYMLINK', 'stage parent must be a real directory: oracle/expected.json']);
+    expectError(() => stageFilesSync(parent, files, { sys: planting }), { code: 'SEAL_SYMLINK', message: 'stage parent must be a real directory: oracle/expected.json' });
     expect(readdirSync(outside)).toEqual([]);
     expect(readdirSync(parent)).toEqual([]);
   });
@@ -87,8 +97,7 @@ describe('stageFiles', () => {
   it('verify flags an extra file planted in the stage', () => {
     const stage = stageFilesSync(tempDir(), files);
     writeFileSync(join(stage.root, 'oracle/planted'), 'evil');
-    const err = expectSealError(() => stage.verify());
-    expect([err.code, err.message]).toEqual(['SEAL_CHANGED', 'stage changed during verification: oracle/planted']);
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message: 'stage changed during verification: oracle/planted' });
     stage.close();
     expect(existsSync(stage.root)).toBe(false);
   });
@@ -100,7 +109,7 @@ describe('stageFiles', () => {
     chmodSync(path, 0o600);
     writeFileSync(path, 'TOP');
     chmodSync(path, 0o400);
-    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message: 'stage changed during verification: top.txt' });
     stage.close();
     expect(readdirSync(parent)).toEqual([]);
   });
@@ -111,9 +120,9 @@ describe('stageFiles', () => {
     writeFileSync(`${path}.new`, 'top');
     chmodSync(`${path}.new`, 0o400);
     renameSync(`${path}.new`, path);
-    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message: 'stage changed during verification: top.txt' });
     rmSync(path);
-    expect(expectSealError(() => stage.verify()).message).toBe('stage changed during verification: top.txt');
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message: 'stage changed during verification: top.txt' });
     stage.close();
   });
 
