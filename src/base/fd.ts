@@ -1,4 +1,4 @@
-// fd.ts: fd-relative directory helpers: root opens that traverse no symlink, beneath-root opens, removal without following links.
+// fd.ts: fd ownership (`using` with Fd), the one parent walk, root opens that traverse no symlink, beneath-root opens, removal without following links.
 import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
 import { throwIfRefused } from './refusal.js';
@@ -16,6 +16,7 @@ import {
   isLink,
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { Fd } from '../sys/fd.js';
 import type { Sys } from '../sys/native.js';
 
 export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -23,15 +24,53 @@ const BENEATH = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const NO_SYMLINKS = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const OPENAT2_RETRIES = 8;
 
-/** Closes fds, ignoring EBADF-class failures so cleanup never masks the first error. */
+export { Fd };
+
+/**
+ * Closes fds, ignoring failures so cleanup never masks the first error.
+ * @deprecated own the fd instead: `using dir = own(sys, fd)` (or walkDown for a path).
+ */
 export function closeQuietly(sys: Sys, ...fds: number[]): void {
   for (const fd of fds) {
-    if (fd < 0) continue;
-    try {
-      sys.close(fd);
-    } catch {
-      // already reported by the operation that failed
+    if (fd >= 0) new Fd(fd, sys)[Symbol.dispose]();
+  }
+}
+
+/** Owns fd: `using dir = own(sys, sys.openat(...))` closes it when the scope ends, whatever happens. */
+export function own(sys: Sys, fd: number): Fd {
+  return new Fd(fd, sys);
+}
+
+/** Opens one path component below dirfd (index: its place in the walk) and returns the fd, or null to stop the walk there. */
+export type WalkStep = (dirfd: number, name: string, index: number) => number | null;
+
+/** Opens a child directory of dirfd without following a symlink (the default walk step). */
+export function openChildDir(sys: Sys, dirfd: number, name: string | Buffer): number {
+  return sys.openat(dirfd, name, DIR_FLAGS);
+}
+
+/**
+ * The one parent walk: opens parts[0], parts[1], … each below the one before, starting
+ * at rootFd, through `step` (default: a no-follow directory open), closing each parent
+ * as soon as its child is open. Returns the last one opened, owned (rootFd borrowed
+ * when none was). A step that returns null ends the walk early. Whatever fails, no fd
+ * the walk opened stays open.
+ */
+export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], step?: WalkStep): Fd {
+  const open = step ?? ((dirfd: number, name: string) => openChildDir(sys, dirfd, name));
+  let current = Fd.borrow(rootFd, sys);
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const fd = open(current.fd, parts[i]!, i);
+      if (fd === null) break;
+      const next = new Fd(fd, sys);
+      current[Symbol.dispose]();
+      current = next;
     }
+    return current;
+  } catch (err) {
+    current[Symbol.dispose]();
+    throw err;
   }
 }
 
@@ -141,23 +180,9 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
   }
 }
 
-/** Opens a child directory of dirfd without following a symlink. */
-export function openChildDir(sys: Sys, dirfd: number, name: string | Buffer): number {
-  return sys.openat(dirfd, name, DIR_FLAGS);
-}
-
 function walkBeneath(sys: Sys, rootFd: number, parts: readonly string[], flags: number, mode: number): number {
-  let current = -1;
-  try {
-    for (let i = 0; i < parts.length - 1; i++) {
-      const next = sys.openat(current < 0 ? rootFd : current, parts[i]!, DIR_FLAGS);
-      closeQuietly(sys, current);
-      current = next;
-    }
-    return sys.openat(current < 0 ? rootFd : current, parts[parts.length - 1]!, flags | O_NOFOLLOW, mode);
-  } finally {
-    closeQuietly(sys, current);
-  }
+  using parent = walkDown(sys, rootFd, parts.slice(0, -1));
+  return sys.openat(parent.fd, parts[parts.length - 1]!, flags | O_NOFOLLOW, mode);
 }
 
 /**
@@ -197,11 +222,9 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer): voi
     sys.unlinkat(parentFd, name, 0);
     return;
   }
-  const fd = openChildDir(sys, parentFd, name);
-  try {
-    emptyDir(sys, fd);
-  } finally {
-    closeQuietly(sys, fd);
+  {
+    using dir = own(sys, openChildDir(sys, parentFd, name));
+    emptyDir(sys, dir.fd);
   }
   sys.unlinkat(parentFd, name, AT_REMOVEDIR);
 }

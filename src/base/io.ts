@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from './errors.js';
-import { closeQuietly } from './fd.js';
+import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isReg } from '../sys/constants.js';
@@ -20,20 +20,16 @@ export function writeAll(sys: Sys, fd: number, bytes: Uint8Array, position = 0):
 
 /** Opens dirfd/name without following a link or blocking, and hashes it to EOF. */
 export function hashAt(sys: Sys, buffer: Buffer, dirfd: number, name: string): { sha256: string; size: number } {
-  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  try {
-    const hash = createHash('sha256');
-    let size = 0;
-    for (;;) {
-      const n = sys.pread(fd, buffer, 0, buffer.length, size);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-      size += n;
-    }
-    return { sha256: hash.digest('hex'), size };
-  } finally {
-    closeQuietly(sys, fd);
+  using file = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  const hash = createHash('sha256');
+  let size = 0;
+  for (;;) {
+    const n = sys.pread(file.fd, buffer, 0, buffer.length, size);
+    if (n === 0) break;
+    hash.update(buffer.subarray(0, n));
+    size += n;
   }
+  return { sha256: hash.digest('hex'), size };
 }
 
 export interface StableRead {
@@ -43,9 +39,8 @@ export interface StableRead {
   identity: FileIdentity;
 }
 
-
-function changedWhileCopied(shown: string): SealError {
-  return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown });
+function changedWhileCopied(shown: string, cause?: unknown): SealError {
+  return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown, cause });
 }
 
 /**
@@ -54,45 +49,44 @@ function changedWhileCopied(shown: string): SealError {
  * name's binding to it did not change while it was read.
  */
 export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: number, shown = name): StableRead {
-  let fd: number;
+  using file = openToRead(sys, dirfd, name, shown);
+  const fd = file.fd;
+  const before = sys.fstat(fd);
+  if (isDir(before.mode)) throw new SealError('SEAL_BAD_PATH', `must be a regular file, not a directory: ${escapePath(shown)}`, { path: shown });
+  if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
+  if (before.size > maxBytes) throw tooBig(maxBytes, shown);
+  // size + 1: a file that grew is seen as such without reading (or allocating) more.
+  const bytes = Buffer.allocUnsafe(before.size + 1);
+  let got = 0;
+  while (got < bytes.length) {
+    const n = sys.pread(fd, bytes, got, bytes.length - got, got);
+    if (n === 0) break;
+    got += n;
+  }
+  const after = sys.fstat(fd);
+  if (after.size > maxBytes) throw tooBig(maxBytes, shown);
+  if (got !== before.size || !sameIdentity(identityOf(before), identityOf(after))) throw changedWhileCopied(shown);
+  let named;
   try {
-    fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    named = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
+    throw changedWhileCopied(shown, err);
+  }
+  if (!sameIdentity(identityOf(before), identityOf(named))) throw changedWhileCopied(shown);
+  return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: identityOf(before) };
+}
+
+function openToRead(sys: Sys, dirfd: number, name: string, shown: string): Fd {
+  try {
+    return own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   } catch (err) {
     if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `file must not be a symlink: ${escapePath(shown)}`, { path: shown, cause: err });
     throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
     throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
   }
-  try {
-    const before = sys.fstat(fd);
-    if (isDir(before.mode)) throw new SealError('SEAL_BAD_PATH', `must be a regular file, not a directory: ${escapePath(shown)}`, { path: shown });
-    if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
-    if (before.size > maxBytes) {
-      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${maxBytes} bytes): ${escapePath(shown)}`, { path: shown });
-    }
-    // size + 1: a file that grew is seen as such without reading (or allocating) more.
-    const bytes = Buffer.allocUnsafe(before.size + 1);
-    let got = 0;
-    while (got < bytes.length) {
-      const n = sys.pread(fd, bytes, got, bytes.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    const after = sys.fstat(fd);
-    if (after.size > maxBytes) {
-      throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${maxBytes} bytes): ${escapePath(shown)}`, { path: shown });
-    }
-    if (got !== before.size || !sameIdentity(identityOf(before), identityOf(after))) throw changedWhileCopied(shown);
-    let named;
-    try {
-      named = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-    } catch (err) {
-      throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
-      throw new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown, cause: err });
-    }
-    if (!sameIdentity(identityOf(before), identityOf(named))) throw changedWhileCopied(shown);
-    return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: identityOf(before) };
-  } finally {
-    closeQuietly(sys, fd);
-  }
 }
 
+function tooBig(maxBytes: number, shown: string): SealError {
+  return new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${maxBytes} bytes): ${escapePath(shown)}`, { path: shown });
+}

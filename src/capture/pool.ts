@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import { getSystemErrorMap, getSystemErrorName } from 'node:util';
 import { Worker } from 'node:worker_threads';
 
-import { closeQuietly } from '../base/fd.js';
+import { own } from '../base/fd.js';
 import { fillFile, type Filled } from './copy-file.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -53,6 +53,8 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
   const dest = m.ctrl[base + S.DEST]!;
   let state: number = STATE.ERROR;
   try {
+    using _src = own(sys, src);
+    using _dest = own(sys, dest);
     const r = fillFile(sys, buffer, src, dest, readIdentity(m, slot), m.ctrl[base + S.CLONE] === 1);
     if (r === 'changed') state = STATE.CHANGED;
     else {
@@ -65,8 +67,6 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
     m.ctrl[base + S.ERRNO] = typeof e.errno === 'number' ? e.errno : -5;
     const idx = SYSCALLS.indexOf((e.syscall ?? 'unknown') as (typeof SYSCALLS)[number]);
     m.ctrl[base + S.SYSCALL] = idx < 0 ? SYSCALLS.length - 1 : idx;
-  } finally {
-    closeQuietly(sys, src, dest);
   }
   Atomics.store(m.ctrl, base + S.STATE, state);
   Atomics.add(m.ctrl, H.DONE, 1);
@@ -118,18 +118,17 @@ export class FilePool {
 
   /** Queues one file; onDone gets the result later, on this thread. */
   submit(src: number, dest: number, before: FileIdentity, tryClone: boolean, onDone: (r: JobResult) => void): void {
+    // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
+    using srcFd = own(this.#sys, src);
+    using destFd = own(this.#sys, dest);
     let slot = this.#freeSlot();
-    try {
-      while (slot < 0) {
-        this.#helpOrWait();
-        this.#harvest();
-        slot = this.#freeSlot();
-      }
-    } catch (err) {
-      // An earlier job failed while this one waited for a slot: it was never queued, so its fds are still ours.
-      closeQuietly(this.#sys, src, dest);
-      throw err;
+    while (slot < 0) {
+      this.#helpOrWait();
+      this.#harvest();
+      slot = this.#freeSlot();
     }
+    srcFd.release();
+    destFd.release();
     const m = this.#m;
     const base = slotBase(slot);
     m.ctrl[base + S.SRC] = src;

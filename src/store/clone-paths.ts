@@ -1,6 +1,6 @@
 // clone-paths.ts: the clone-side path checks materialize and mount points share: no symlink, no special file on the way.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
+import { DIR_FLAGS, Fd, openBeneath, openChildDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -19,86 +19,61 @@ export function statOrNull(sys: Sys, dirfd: number, name: string): Stat | null {
 /** Rejects symlink and special-file hazards on the way to a root, writing nothing. */
 export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy'): void {
   const rel = parts.join('/');
-  let current = -1;
-  try {
-    for (let i = 0; i < parts.length; i++) {
-      const st = statOrNull(sys, current < 0 ? cloneFd : current, parts[i]!);
-      if (st === null) return;
-      const last = i === parts.length - 1;
-      if (isLink(st.mode)) {
-        throw new SealError('SEAL_SYMLINK', `${label} target ${last ? 'cannot be a symlink' : 'has a symlink parent'}: ${escapePath(rel)}`, { path: rel });
-      }
-      if (!isDir(st.mode) && !isReg(st.mode)) {
-        throw new SealError('SEAL_SPECIAL_FILE', `${label} target ${last ? '' : 'parent '}has an unsupported type: ${escapePath(rel)}`, { path: rel });
-      }
-      if (last || isReg(st.mode)) return;
-      const next = openChildDir(sys, current < 0 ? cloneFd : current, parts[i]!);
-      closeQuietly(sys, current);
-      current = next;
+  // Walks down while the path exists as directories, checking each component.
+  using _ = walkDown(sys, cloneFd, parts, (dirfd, name, i) => {
+    const st = statOrNull(sys, dirfd, name);
+    const last = i === parts.length - 1;
+    if (st !== null && isLink(st.mode)) {
+      throw new SealError('SEAL_SYMLINK', `${label} target ${last ? 'cannot be a symlink' : 'has a symlink parent'}: ${escapePath(rel)}`, { path: rel });
     }
-  } finally {
-    closeQuietly(sys, current);
-  }
+    if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
+      throw new SealError('SEAL_SPECIAL_FILE', `${label} target ${last ? '' : 'parent '}has an unsupported type: ${escapePath(rel)}`, { path: rel });
+    }
+    return st === null || last || isReg(st.mode) ? null : openChildDir(sys, dirfd, name);
+  });
 }
 
 /**
  * Opens the parent directories of a root inside the clone, creating missing ones
  * (0700, each recorded in `created`) and replacing a regular file that stands where a
- * directory must be.
+ * directory must be. Returns an fd the caller owns (cloneFd reopened for no parts).
  */
 export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy', created: string[][] = []): number {
   const rel = parts.join('/');
-  let current = -1;
-  try {
-    for (const [i, part] of parts.entries()) {
-      const dirfd = current < 0 ? cloneFd : current;
-      let st = statOrNull(sys, dirfd, part);
-      if (st !== null && isLink(st.mode)) {
-        throw new SealError('SEAL_SYMLINK', `${label} target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel });
+  const symlink = (cause?: unknown): SealError =>
+    new SealError('SEAL_SYMLINK', `${label} target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel, cause });
+  using parent = walkDown(sys, cloneFd, parts, (dirfd, part, i) => {
+    let st = statOrNull(sys, dirfd, part);
+    if (st !== null && isLink(st.mode)) throw symlink();
+    if (st !== null && !isDir(st.mode)) {
+      if (!isReg(st.mode)) {
+        throw new SealError('SEAL_SPECIAL_FILE', `${label} target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
       }
-      if (st !== null && !isDir(st.mode)) {
-        if (!isReg(st.mode)) {
-          throw new SealError('SEAL_SPECIAL_FILE', `${label} target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
-        }
-        sys.unlinkat(dirfd, part, 0);
-        st = null;
-      }
-      if (st === null) {
-        sys.mkdirat(dirfd, part, 0o700);
-        created.push(parts.slice(0, i + 1));
-      }
-      let next: number;
-      try {
-        next = openChildDir(sys, dirfd, part);
-      } catch (err) {
-        if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
-          throw new SealError('SEAL_SYMLINK', `${label} target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel, cause: err });
-        }
-        throw err;
-      }
-      closeQuietly(sys, current);
-      current = next;
+      sys.unlinkat(dirfd, part, 0);
+      st = null;
     }
-    return current < 0 ? sys.openat(cloneFd, '.', DIR_FLAGS) : current;
-  } catch (err) {
-    closeQuietly(sys, current);
-    throw err;
-  }
+    if (st === null) {
+      sys.mkdirat(dirfd, part, 0o700);
+      created.push(parts.slice(0, i + 1));
+    }
+    try {
+      return openChildDir(sys, dirfd, part);
+    } catch (err) {
+      if (hasCode(err, 'ELOOP', 'ENOTDIR')) throw symlink(err);
+      throw err;
+    }
+  });
+  return parts.length === 0 ? sys.openat(cloneFd, '.', DIR_FLAGS) : parent.release();
 }
 
 /** Removes, deepest first, the directories openPublishParent created, where they are still empty (after a failed publish). */
 export function removeCreatedDirs(sys: Sys, cloneFd: number, created: readonly string[][]): void {
   for (const parts of [...created].reverse()) {
-    let parent = -1;
     try {
-      parent = parts.length === 1 ? -1 : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS);
-      sys.unlinkat(parent < 0 ? cloneFd : parent, parts[parts.length - 1]!, AT_REMOVEDIR);
+      using parent = parts.length === 1 ? Fd.borrow(cloneFd, sys) : own(sys, openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
+      sys.unlinkat(parent.fd, parts[parts.length - 1]!, AT_REMOVEDIR);
     } catch {
       // not empty (the root got in) or refused: it stays, empty or whole
-    } finally {
-      closeQuietly(sys, parent);
     }
   }
 }
-
-/** Moves stage/<parts> to clone/<parts>, replacing whatever was there exactly. */

@@ -1,13 +1,12 @@
 // mount-points.ts: the read-only mount list of a snapshot, with each mount point prepared inside the clone.
-import { closeQuietly, openRealDir } from '../base/fd.js';
+import { openRealDir, own } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { openPublishParent, preflightRoot } from './clone-paths.js';
+import { openPublishParent, preflightRoot, statOrNull } from './clone-paths.js';
 import { escapePath } from '../base/paths.js';
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { PAYLOAD_NAME, mountArea } from './layout.js';
 
@@ -26,49 +25,36 @@ export interface MountPointOptions {
 function prepareTarget(sys: Sys, cloneFd: number, parts: string[], directory: boolean): void {
   const rel = parts.join('/');
   preflightRoot(sys, cloneFd, parts, 'mount');
-  const parent = openPublishParent(sys, cloneFd, parts.slice(0, -1), 'mount');
+  using parent = own(sys, openPublishParent(sys, cloneFd, parts.slice(0, -1), 'mount'));
   const name = parts[parts.length - 1]!;
-  try {
-    let st = null;
-    try {
-      st = sys.fstatat(parent, name, AT_SYMLINK_NOFOLLOW);
-    } catch (err) {
-      if (!hasCode(err, 'ENOENT')) throw err;
-    }
-    if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `mount target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
-    if (st !== null && (directory ? !isDir(st.mode) : !isReg(st.mode))) {
-      throw new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(rel)}`, { path: rel });
-    }
-    if (st !== null) return;
-    if (directory) sys.mkdirat(parent, name, 0o700);
-    else closeQuietly(sys, sys.openat(parent, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600));
-  } finally {
-    closeQuietly(sys, parent);
+  const st = statOrNull(sys, parent.fd, name);
+  if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `mount target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
+  if (st !== null && (directory ? !isDir(st.mode) : !isReg(st.mode))) {
+    throw new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(rel)}`, { path: rel });
   }
+  if (st !== null) return;
+  if (directory) sys.mkdirat(parent.fd, name, 0o700);
+  else own(sys, sys.openat(parent.fd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)).close();
 }
 
 export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MountPointOptions = {}): MountPoint[] {
   checkString('clone', clone);
   const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
-  const cloneFd = openRealDir(sys, clone, 'clone');
-  try {
-    return data.mounts.map((m, i) => {
-      const source = `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`;
-      let st;
-      try {
-        st = sys.fstatat(AT_FDCWD, source, AT_SYMLINK_NOFOLLOW);
-      } catch (err) {
-        throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
-        throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
-      }
-      if (m.kind === 'directory' ? !isDir(st.mode) : !isReg(st.mode)) {
-        throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`);
-      }
-      const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
-      prepareTarget(sys, cloneFd, parts, m.kind === 'directory');
-      return { source, target: `${workspace}/${parts.join('/')}`, readOnly: true as const };
-    });
-  } finally {
-    closeQuietly(sys, cloneFd);
-  }
+  using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
+  return data.mounts.map((m, i) => {
+    const source = `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`;
+    let st;
+    try {
+      st = sys.fstatat(AT_FDCWD, source, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
+      throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
+    }
+    if (m.kind === 'directory' ? !isDir(st.mode) : !isReg(st.mode)) {
+      throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`);
+    }
+    const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
+    prepareTarget(sys, cloneDir.fd, parts, m.kind === 'directory');
+    return { source, target: `${workspace}/${parts.join('/')}`, readOnly: true as const };
+  });
 }

@@ -1,7 +1,7 @@
 // verify.ts: re-hashes a published snapshot and checks every kind, mode and byte against its manifest.
 
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -51,12 +51,8 @@ function checkDir(w: Walk, fd: number, rel: string): void {
     if (want.kind === 'directory') {
       if (perm !== 0o500 || !isDir(st.mode)) w.drift.push(path);
       if (!isDir(st.mode)) continue;
-      const child = openChildDir(w.sys, fd, name);
-      try {
-        checkDir(w, child, path);
-      } finally {
-        closeQuietly(w.sys, child);
-      }
+      using child = own(w.sys, openChildDir(w.sys, fd, name));
+      checkDir(w, child.fd, path);
     } else if (want.kind === 'file') {
       const frozen = want.mode & 0o111 ? 0o500 : 0o400;
       if (!isReg(st.mode) || perm !== frozen || st.size !== want.size) {
@@ -98,10 +94,9 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly Ma
     shared.drift.push(area);
     return;
   }
-  try {
-    checkDir(walk, fd, '');
-  } finally {
-    closeQuietly(sys, fd);
+  {
+    using dir = own(sys, fd);
+    checkDir(walk, dir.fd, '');
   }
   for (const e of entries) if (!walk.seen.has(e.path)) walk.drift.push(e.path);
   for (const path of walk.drift) shared.drift.push(`${area}/${path}`);
@@ -128,10 +123,6 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, onPro
 
 /** verifyAt for a snapshot directory given by path. */
 export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, onProgress?: ProgressFn): VerifyReport {
-  const fd = openRealDir(sys, snapshotRoot, 'snapshot');
-  try {
-    return verifyAt(sys, fd, data, onProgress);
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using root = own(sys, openRealDir(sys, snapshotRoot, 'snapshot'));
+  return verifyAt(sys, root.fd, data, onProgress);
 }

@@ -1,14 +1,26 @@
-// fd.ts: an owned file descriptor with idempotent close and Symbol.dispose.
+// fd.ts: an owned file descriptor with idempotent close and Symbol.dispose, for `using`.
 import { sys as nativeSys, type Sys } from './native.js';
 
+/**
+ * One file descriptor and who closes it. `using fd = new Fd(sys.openat(...))` closes it
+ * when the scope ends, whatever happens; `release()` hands it on; `Fd.borrow(n)` wraps a
+ * descriptor someone else owns (never closed here).
+ */
 export class Fd {
   #fd: number;
   readonly #sys: Sys;
+  readonly #owned: boolean;
 
-  constructor(fd: number, sys: Sys = nativeSys) {
+  constructor(fd: number, sys: Sys = nativeSys, owned = true) {
     if (!Number.isInteger(fd) || fd < 0) throw new RangeError(`not a file descriptor: ${fd}`);
     this.#fd = fd;
     this.#sys = sys;
+    this.#owned = owned;
+  }
+
+  /** A descriptor owned elsewhere: usable like an owned one, never closed by this object. */
+  static borrow(fd: number, sys: Sys = nativeSys): Fd {
+    return new Fd(fd, sys, false);
   }
 
   /** The descriptor number; throws once closed so a stale number is never reused by mistake. */
@@ -21,15 +33,30 @@ export class Fd {
     return this.#fd < 0;
   }
 
-  /** Closes once; later calls do nothing. */
+  /** Closes once (a borrowed descriptor is only forgotten); later calls do nothing. A failed close throws. */
   close(): void {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    this.#sys.close(fd);
+    if (this.#owned) this.#sys.close(fd);
   }
 
+  /** Stops owning the descriptor and returns it: the caller (or whoever it hands it to) closes it. */
+  release(): number {
+    const fd = this.fd;
+    this.#fd = -1;
+    return fd;
+  }
+
+  /**
+   * Closes at the end of a `using` scope. A failing close is ignored here: it must never
+   * mask the error that is leaving the scope (call close() to see it).
+   */
   [Symbol.dispose](): void {
-    this.close();
+    try {
+      this.close();
+    } catch {
+      // EBADF/EIO on close: the descriptor is gone either way
+    }
   }
 }

@@ -1,5 +1,5 @@
 // freeze.ts: freeze (files 0400/0500, dirs 0500) and thaw (0600/0700) through fds, never following a link.
-import { closeQuietly, openChildDir, openRealDir } from '../base/fd.js';
+import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
@@ -28,13 +28,9 @@ function chmodChild(sys: Sys, dirfd: number, name: string | Buffer, mode: number
   } catch (err) {
     if (!hasCode(err, 'ENOSYS', 'EINVAL')) throw err;
   }
-  const fd = sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  try {
-    if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(name)}`);
-    sys.fchmod(fd, mode);
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using file = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (!isReg(sys.fstat(file.fd).mode)) throw new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(name)}`);
+  sys.fchmod(file.fd, mode);
 }
 
 /** Applies a mode policy to the tree open at fd (the directory itself included). */
@@ -49,12 +45,8 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
     const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
     if (isLink(st.mode)) continue;
     if (isDir(st.mode)) {
-      const child = openChildDir(sys, fd, entry.name);
-      try {
-        applyModesAt(sys, child, policy, childRel, depth + 1);
-      } finally {
-        closeQuietly(sys, child);
-      }
+      using child = own(sys, openChildDir(sys, fd, entry.name));
+      applyModesAt(sys, child.fd, policy, childRel, depth + 1);
     } else if (isReg(st.mode)) {
       if (policy.files) chmodChild(sys, fd, entry.name, policy.file(st.mode));
     } else {
@@ -66,12 +58,8 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
 
 function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
   checkString('dir', dir);
-  const fd = openRealDir(sys, dir, 'directory');
-  try {
-    applyModesAt(sys, fd, policy);
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using root = own(sys, openRealDir(sys, dir, 'directory'));
+  applyModesAt(sys, root.fd, policy);
 }
 
 /** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */

@@ -1,7 +1,7 @@
 // frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
 import { basename, dirname } from 'node:path';
 
-import { closeQuietly, openRealDir } from '../base/fd.js';
+import { openRealDir, own, type Fd } from '../base/fd.js';
 import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
@@ -26,32 +26,33 @@ export interface WriteFrozenOptions {
  */
 export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
   const executable = options.executable === true;
-  let fd: number;
+  const file = createExclusive(sys, dirfd, name, executable ? 0o500 : 0o400, shown);
   try {
-    fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, executable ? 0o500 : 0o400);
-  } catch (err) {
-    if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
-    throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
-    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
-  }
-  try {
-    writeAll(sys, fd, bytes);
-    sys.fchmod(fd, executable ? 0o555 : 0o444);
+    writeAll(sys, file.fd, bytes);
+    sys.fchmod(file.fd, executable ? 0o555 : 0o444);
     if (options.fsync !== false) {
-      sys.fsync(fd);
+      sys.fsync(file.fd);
       sys.fsync(dirfd);
     }
+    file.close();
   } catch (err) {
-    closeQuietly(sys, fd);
-    fd = -1;
+    file[Symbol.dispose]();
     try {
       sys.unlinkat(dirfd, name, 0);
     } catch {
       // the original error says what went wrong
     }
     throw err;
-  } finally {
-    closeQuietly(sys, fd);
+  }
+}
+
+function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, shown: string): Fd {
+  try {
+    return own(sys, sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+  } catch (err) {
+    if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
+    throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
+    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
   }
 }
 
@@ -72,12 +73,8 @@ export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: Wr
     throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
   }
   sealed('writeFrozenFile', () => {
-    const dirfd = openRealDir(sys, dirname(path), 'parent directory');
-    try {
-      writeFrozenAt(sys, dirfd, name, bytes, options, path);
-    } finally {
-      closeQuietly(sys, dirfd);
-    }
+    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
+    writeFrozenAt(sys, parent.fd, name, bytes, options, path);
   });
 }
 

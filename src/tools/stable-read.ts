@@ -1,7 +1,7 @@
 // stable-read.ts: bounded reads of one file that prove the bytes did not change while read.
 import { dirname, basename } from 'node:path';
 
-import { closeQuietly, openRealDir } from '../base/fd.js';
+import { openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
@@ -32,12 +32,8 @@ export function readStableSync(path: string, options: ReadStableOptions): Stable
   const name = basename(path);
   if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
   return sealed('readStable', () => {
-    const dirfd = openRealDir(sys, dirname(path), 'parent directory');
-    try {
-      return readAllAt(sys, dirfd, name, maxBytes, path);
-    } finally {
-      closeQuietly(sys, dirfd);
-    }
+    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
+    return readAllAt(sys, parent.fd, name, maxBytes, path);
   });
 }
 

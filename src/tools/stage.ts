@@ -1,6 +1,6 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, closeQuietly, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, openChildDir, openRealDir, own, removeAt, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
@@ -101,8 +101,8 @@ export class Stage {
   readonly files: readonly StagedFile[];
   readonly #sys: Sys;
   readonly #records: StagedRecord[];
-  #parentFd: number;
-  #stageFd: number;
+  readonly #parent: Fd;
+  readonly #stage: Fd;
   readonly #name: string;
 
   /** @internal */
@@ -111,8 +111,8 @@ export class Stage {
     this.#sys = sys;
     this.root = root;
     this.#name = handle.name;
-    this.#parentFd = handle.parentFd;
-    this.#stageFd = handle.stageFd;
+    this.#parent = own(sys, handle.parentFd);
+    this.#stage = own(sys, handle.stageFd);
     this.#records = records;
     this.files = Object.freeze(
       records.map((r) => Object.freeze({ target: r.target, path: `${root}/${r.parts.join('/')}`, size: r.size, sha256: r.sha256 })),
@@ -120,7 +120,7 @@ export class Stage {
   }
 
   get closed(): boolean {
-    return this.#stageFd < 0;
+    return this.#stage.closed;
   }
 
   /**
@@ -132,7 +132,7 @@ export class Stage {
   }
 
   #verify(): void {
-    if (this.#stageFd < 0) throw new SealError('SEAL_CLOSED', 'stage is already closed');
+    if (this.#stage.closed) throw new SealError('SEAL_CLOSED', 'stage is already closed');
     const sys = this.#sys;
     const files = new Map(this.#records.map((r) => [r.parts.join('/'), r]));
     const dirs = new Set<string>();
@@ -145,12 +145,8 @@ export class Stage {
         const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
         if (dirs.has(path) && typeof entry.name === 'string') {
           if (!isDir(st.mode)) throw changed(path);
-          const child = openChildDir(sys, fd, name);
-          try {
-            walk(child, path);
-          } finally {
-            closeQuietly(sys, child);
-          }
+          using child = own(sys, openChildDir(sys, fd, name));
+          walk(child.fd, path);
           continue;
         }
         const want = typeof entry.name === 'string' ? files.get(path) : undefined;
@@ -162,28 +158,22 @@ export class Stage {
         files.delete(path);
       }
     };
-    walk(this.#stageFd, '');
+    walk(this.#stage.fd, '');
     const missing = files.keys().next();
     if (!missing.done) throw changed(missing.value);
   }
 
-  /**
-   * Removes the stage through fds, never following a link; idempotent, works after a
-   * failed verify, and a close that failed (SEAL_IO) can be called again to finish.
-   */
+  /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */
   close(): void {
     sealed('stage close', () => this.#close());
   }
 
   #close(): void {
-    if (this.#parentFd < 0) return;
-    const sys = this.#sys;
-    closeQuietly(sys, this.#stageFd);
-    this.#stageFd = -1;
+    if (this.#parent.closed) return;
+    this.#stage[Symbol.dispose]();
     // A removal the kernel refused keeps the parent fd, so a later close() can finish it.
-    removeAt(sys, this.#parentFd, this.#name);
-    closeQuietly(sys, this.#parentFd);
-    this.#parentFd = -1;
+    removeAt(this.#sys, this.#parent.fd, this.#name);
+    this.#parent[Symbol.dispose]();
   }
 
   [Symbol.dispose](): void {
@@ -191,50 +181,45 @@ export class Stage {
   }
 }
 
-function stageOne(sys: Sys, stageFd: number, parts: string[], target: string, bytes: Uint8Array): StagedRecord {
-  let dir = -1;
+/** Opens (making it 0700 if missing) a stage subdirectory; a symlink or file in its place is SEAL_SYMLINK. */
+function stageDir(sys: Sys, at: number, part: string, target: string): number {
   try {
-    for (const part of parts.slice(0, -1)) {
-      const at = dir < 0 ? stageFd : dir;
-      try {
-        sys.mkdirat(at, part, 0o700);
-      } catch (err) {
-        if (!hasCode(err, 'EEXIST')) throw err;
-      }
-      let next: number;
-      try {
-        next = sys.openat(at, part, DIR_FLAGS);
-      } catch (err) {
-        if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
-          throw new SealError('SEAL_SYMLINK', `stage parent must be a real directory: ${escapePath(target)}`, { path: target, cause: err });
-        }
-        throw err;
-      }
-      closeQuietly(sys, dir);
-      dir = next;
+    sys.mkdirat(at, part, 0o700);
+  } catch (err) {
+    if (!hasCode(err, 'EEXIST')) throw err;
+  }
+  try {
+    return sys.openat(at, part, DIR_FLAGS);
+  } catch (err) {
+    if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
+      throw new SealError('SEAL_SYMLINK', `stage parent must be a real directory: ${escapePath(target)}`, { path: target, cause: err });
     }
-    const at = dir < 0 ? stageFd : dir;
-    const name = parts[parts.length - 1]!;
-    let fd: number;
-    try {
-      fd = sys.openat(at, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
-    } catch (err) {
-      if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `stage target already exists: ${escapePath(target)}`, { path: target, cause: err });
-      throw err;
-    }
-    let st;
-    try {
-      writeAll(sys, fd, bytes);
-      sys.fsync(fd);
-      st = sys.fstat(fd);
-    } finally {
-      closeQuietly(sys, fd);
-    }
-    sys.fsync(at);
-    const sha256 = createHash('sha256').update(bytes).digest('hex');
-    return { target, parts, sha256, size: bytes.length, dev: st.dev, ino: st.ino };
-  } finally {
-    closeQuietly(sys, dir);
+    throw err;
+  }
+}
+
+function stageOne(sys: Sys, stageFd: number, file: Planned): StagedRecord {
+  const { parts, target, bytes } = file;
+  using dir = walkDown(sys, stageFd, parts.slice(0, -1), (at, part) => stageDir(sys, at, part, target));
+  const name = parts[parts.length - 1]!;
+  let st;
+  {
+    using out = createStaged(sys, dir.fd, name, target);
+    writeAll(sys, out.fd, bytes);
+    sys.fsync(out.fd);
+    st = sys.fstat(out.fd);
+  }
+  sys.fsync(dir.fd);
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  return { target, parts, sha256, size: bytes.length, dev: st.dev, ino: st.ino };
+}
+
+function createStaged(sys: Sys, dirfd: number, name: string, target: string): Fd {
+  try {
+    return own(sys, sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400));
+  } catch (err) {
+    if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `stage target already exists: ${escapePath(target)}`, { path: target, cause: err });
+    throw err;
   }
 }
 
@@ -259,25 +244,17 @@ export function openStage(parent: string, files: readonly StageFile[], options: 
   const sys = options.sys ?? nativeSys;
   const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
   const parentPath = checkRootPath(parent, 'stage parent');
-  const parentFd = openRealDir(sys, parentPath, 'stage parent');
+  using parentDir = own(sys, openRealDir(sys, parentPath, 'stage parent'));
   const name = prefix + randomBytes(16).toString('hex');
-  let stageFd = -1;
+  sys.mkdirat(parentDir.fd, name, 0o700);
   try {
-    sys.mkdirat(parentFd, name, 0o700);
-    stageFd = openChildDir(sys, parentFd, name);
+    using stageDir = own(sys, openChildDir(sys, parentDir.fd, name));
+    const records = planned.map((p) => stageOne(sys, stageDir.fd, p));
+    sys.fsync(stageDir.fd);
+    const root = `${parentPath === '/' ? '' : parentPath}/${name}`;
+    return { root, name, parentFd: parentDir.release(), stageFd: stageDir.release(), records };
   } catch (err) {
-    removeQuietly(sys, parentFd, name);
-    closeQuietly(sys, parentFd);
-    throw err;
-  }
-  try {
-    const records = planned.map((p) => stageOne(sys, stageFd, p.parts, p.target, p.bytes));
-    sys.fsync(stageFd);
-    return { root: `${parentPath === '/' ? '' : parentPath}/${name}`, name, parentFd, stageFd, records };
-  } catch (err) {
-    closeQuietly(sys, stageFd);
-    removeQuietly(sys, parentFd, name);
-    closeQuietly(sys, parentFd);
+    removeQuietly(sys, parentDir.fd, name);
     throw err;
   }
 }
