@@ -1,4 +1,5 @@
 // fd.ts: fd ownership (`using` with Fd), the one parent walk, root opens that traverse no symlink, beneath-root opens, removal without following links.
+import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
 import { throwIfRefused } from './refusal.js';
@@ -75,11 +76,12 @@ export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], ste
 }
 
 /**
- * Checks a root path the API was given: a string, absolute, canonical (no `.`, `..`
+ * Checks a root path the API was given: a string (else Node's TypeError), absolute, canonical (no `.`, `..`
  * or empty components; one trailing slash is dropped), no NUL. Returns it.
  */
 export function checkRootPath(path: unknown, label: string): string {
-  if (typeof path !== 'string' || path === '') throw new SealError('SEAL_BAD_PATH', `${label} must be the path of a directory`);
+  if (typeof path !== 'string') throw invalidArgType(label, 'string', path);
+  if (path === '') throw new SealError('SEAL_BAD_PATH', `${label} must be the path of a directory`);
   if (path.includes('\0') || !isWellFormed(path)) throw new SealError('SEAL_BAD_PATH', `${label} is not a valid path: ${escapePath(path)}`);
   if (!path.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be an absolute path: ${escapePath(path)}`);
   const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
@@ -95,22 +97,16 @@ function rootParts(path: string): string[] {
 
 /** Per-component O_NOFOLLOW walk from `/`, for kernels without openat2 (ENOSYS) or sandboxes that forbid it (EPERM). */
 function walkFromRoot(sys: Sys, parts: readonly string[], create: boolean): number {
-  let fd = sys.openat(AT_FDCWD, '/', DIR_FLAGS);
-  try {
-    for (const part of parts) {
-      if (create) mkdirQuietly(sys, fd, part);
-      const next = sys.openat(fd, part, DIR_FLAGS);
-      closeQuietly(sys, fd);
-      fd = next;
-    }
-    return fd;
-  } catch (err) {
-    closeQuietly(sys, fd);
-    throw err;
-  }
+  using root = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
+  using dir = walkDown(sys, root.fd, parts, (at, part) => {
+    if (create) mkdirIfMissing(sys, at, part);
+    return openChildDir(sys, at, part);
+  });
+  return parts.length === 0 ? root.release() : dir.release();
 }
 
-function mkdirQuietly(sys: Sys, dirfd: number, name: string): void {
+/** mkdirat(0700) where nothing stands yet; an existing entry of any type is left to the open that follows. */
+export function mkdirIfMissing(sys: Sys, dirfd: number, name: string): void {
   try {
     sys.mkdirat(dirfd, name, 0o700);
   } catch (err) {

@@ -4,7 +4,7 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, mkdirIfMissing, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { THAWED, applyModesAt } from '../tools/freeze.js';
 import { LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
@@ -23,13 +23,7 @@ const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 export function openStoreAt(sys: Sys, root: string): number {
   {
     using dir = own(sys, openRealDir(sys, root, 'store directory'));
-    for (const name of [SNAPSHOTS_DIR, TMP_DIR]) {
-      try {
-        sys.mkdirat(dir.fd, name, 0o700);
-      } catch (err) {
-        if (!hasCode(err, 'EEXIST')) throw err;
-      }
-    }
+    for (const name of [SNAPSHOTS_DIR, TMP_DIR]) mkdirIfMissing(sys, dir.fd, name);
   }
   return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
 }

@@ -1,6 +1,6 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, openChildDir, openRealDir, own, removeAt, removeQuietly, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, own, removeAt, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
@@ -183,11 +183,7 @@ export class Stage {
 
 /** Opens (making it 0700 if missing) a stage subdirectory; a symlink or file in its place is SEAL_SYMLINK. */
 function stageDir(sys: Sys, at: number, part: string, target: string): number {
-  try {
-    sys.mkdirat(at, part, 0o700);
-  } catch (err) {
-    if (!hasCode(err, 'EEXIST')) throw err;
-  }
+  mkdirIfMissing(sys, at, part);
   try {
     return sys.openat(at, part, DIR_FLAGS);
   } catch (err) {

@@ -397,11 +397,16 @@ describe('every capture walks the source', () => {
   it('a second capture applies its own limits', async () => {
     const { repo, store } = setup({ 'a/f': 'x', 'a/g': 'y' });
     store.captureSync({ source: repo, copy: ['a'] });
-    let err = captureError(store, { source: repo, copy: ['a'], limits: { maxEntries: 1 } });
-    expect([err.code, err.message]).toEqual(['SEAL_LIMIT', 'capture exceeds the entry limit (1 entries)']);
+    expectError(() => store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: 1 } }), {
+      code: 'SEAL_LIMIT',
+      message: 'capture exceeds the entry limit (1 entries)',
+      unchanged: store.root,
+    });
     await expect(store.capture({ source: repo, copy: ['a'], limits: { maxFileBytes: 0 } })).rejects.toMatchObject({ code: 'SEAL_LIMIT' });
-    err = captureError(store, { source: repo, copy: ['a'], expectMounts: { contentDigest: 'x', manifestDigest: 'y' } });
-    expect(err.code).toBe('SEAL_BINDING');
+    expectError(() => store.captureSync({ source: repo, copy: ['a'], expectMounts: { contentDigest: 'x', manifestDigest: 'y' } }), {
+      code: 'SEAL_BINDING',
+      unchanged: store.root,
+    });
     store.closeSync();
   });
 });
