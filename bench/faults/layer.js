@@ -33,7 +33,11 @@ const ERRNOS = {
   flock: (args) => ((args[1] & LOCK_NB) !== 0 ? ['ENOLCK'] : ['ENOLCK', 'EIO']),
   ficlone: () => ['EIO', 'ENOSPC'],
   copy_file_range: () => ['EIO', 'ENOSPC'],
+  statx: () => ['EIO', 'EACCES'],
+  ftruncate: () => ['EIO', 'ENOSPC'],
 };
+/** A call this table does not know yet can still fail with an I/O error. */
+const errnosOf = (name, args) => (ERRNOS[name] ?? (() => ['EIO']))(args);
 
 /** A Node-shaped system error, exactly as the addon throws it. */
 export function systemError(code, syscall, path) {
@@ -97,7 +101,7 @@ export class FaultLayer {
     if (!this.armed) return real(...args);
     const site = callSite(name);
     let entry = this.sites.get(site);
-    if (entry === undefined) this.sites.set(site, (entry = { syscall: name, count: 0, errnos: ERRNOS[name](args) }));
+    if (entry === undefined) this.sites.set(site, (entry = { syscall: name, count: 0, errnos: errnosOf(name, args) }));
     entry.count++;
     const t = this.target;
     if (t !== undefined && this.fired === undefined && t.site === site && t.nth === entry.count) {
