@@ -67,7 +67,7 @@ function plan(sites) {
 function runOp(op, env) {
   const shared = op.prepare(env);
   const clean = once(op, shared, undefined);
-  const row = { name: op.name, sites: clean.layer.sites.size, calls: 0, injections: 0, unreached: 0, violations: [] };
+  const row = { name: op.name, sites: clean.layer.sites.size, calls: 0, injections: 0, unreached: 0, violations: [], absorbed: [] };
   for (const { count } of clean.layer.sites.values()) row.calls += count;
   row.violations.push(...clean.violations.map((v) => `clean run: ${v}`));
   for (const target of plan(clean.layer.sites)) {
@@ -77,6 +77,7 @@ function runOp(op, env) {
       continue;
     }
     row.injections++;
+    if (r.outcome.ok && r.layer.fired.syscall !== 'close') row.absorbed.push(`${target.code} at ${target.site} #${target.nth}`);
     for (const v of r.violations) row.violations.push(`${target.code} at ${target.site} #${target.nth}: ${v}`);
   }
   return row;
@@ -103,7 +104,12 @@ function main() {
       console.log(`${op.name}: ${row.sites} call sites (${row.calls} calls), ${row.injections} injections, ${row.violations.length} violations` +
         `${row.unreached > 0 ? `, ${row.unreached} not reached` : ''} [${((Date.now() - started) / 1000).toFixed(1)} s]`);
       for (const v of shown) console.log(`  ${v}`);
+      if (args.includes('--absorbed')) for (const a of row.absorbed) console.log(`  absorbed (succeeded anyway): ${a}`);
       if (shown.length < row.violations.length) console.log(`  ... ${row.violations.length - shown.length} more (--verbose)`);
+    }
+    if (args.includes('--markdown')) {
+      console.log('\n| operation | call sites | calls | injections | violations |\n|---|---|---|---|---|');
+      for (const r of rows) console.log(`| ${r.name} | ${r.sites} | ${r.calls} | ${r.injections} | ${r.violations.length} |`);
     }
     const total = rows.reduce((t, r) => ({ s: t.s + r.sites, i: t.i + r.injections, v: t.v + r.violations.length }), { s: 0, i: 0, v: 0 });
     console.log(`faults${short ? ' (short)' : ''}: ${rows.length} operations, ${total.s} call sites, ${total.i} injections, ${total.v} violations`);

@@ -98,8 +98,11 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
   let fd: number;
   try {
     fd = sys.openat(tmpFd, name, DIR_FLAGS);
-  } catch {
-    return undefined;
+  } catch (err) {
+    // Only what is not a directory (no build can live there) goes without its lock: a
+    // build the kernel would not open now (EMFILE, EIO) may be another process's live one.
+    if (hasCode(err, 'ENOTDIR', 'ELOOP')) return undefined;
+    throw err;
   }
   const build = own(sys, fd);
   try {

@@ -1,10 +1,10 @@
 // refusal.test.ts: a call the kernel refuses (EIO, ENOSPC, EMFILE) is SEAL_IO with that system error as cause, and leaves nothing behind.
-import { readdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, readStableSync, stageFilesSync, writeFrozenFileSync } from '../../dist/index.js';
-import { O_CREAT, RENAME_NOREPLACE } from '../../dist/sys/index.js';
+import { LOCK_EX, LOCK_NB, O_CREAT, RENAME_NOREPLACE, sys as nativeSys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, failOnce, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -133,6 +133,26 @@ describe('kernel refusals', () => {
     const err = expectError(() => store.captureSync({ source, copy: ['src'] }), { code: 'SEAL_IO' });
     expect([err.code, err.message, err.cause]).toEqual(['SEAL_IO', 'capture: ENOSPC: injected, renameat2', fault.injected()]);
     expect(storeLeftovers(store.root)).toEqual([]);
+  });
+});
+
+describe('sweeping stale builds', () => {
+  it('a build the kernel would not open (EMFILE) is never removed without its lock: it may be live', () => {
+    const root = join(tempDir(), 'store');
+    SnapshotStore.openSync(root).closeSync();
+    const build = join(root, 'tmp', `build-${'a'.repeat(32)}`);
+    mkdirSync(build);
+    const held = openSync(build, 'r');
+    // An exclusive flock, as a live build's process holds.
+    nativeSys.flock(held, LOCK_EX | LOCK_NB);
+    try {
+      const fault = failOnce('openat', 'EMFILE', (_fd, name) => typeof name === 'string' && name.startsWith('build-'));
+      const err = expectError(() => SnapshotStore.openSync(root, { sys: fault.sys }), { code: 'SEAL_IO' });
+      expectIo(err, fault.injected(), 'openStore: EMFILE: injected, openat');
+      expect(readdirSync(join(root, 'tmp'))).toEqual([`build-${'a'.repeat(32)}`]);
+    } finally {
+      closeSync(held);
+    }
   });
 });
 
