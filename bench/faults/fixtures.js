@@ -47,9 +47,13 @@ export const CLONE_TREE = {
   'keep.txt': 'keep',
 };
 
+/** Past the stat cache's racy window (2 s), so every run takes the same path through it. */
+const SETTLE_MS = 2100;
+
 export function makeSource(base) {
   const source = mkdtempSync(join(base, 'source-'));
   writeTree(source, SOURCE_TREE);
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, SETTLE_MS);
   return source;
 }
 
