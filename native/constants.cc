@@ -5,6 +5,7 @@
 #include <linux/openat2.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ops.h"
 
@@ -33,6 +34,8 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       // openat2(2) resolve flags
       TREESEAL_ENTRY(RESOLVE_NO_XDEV) TREESEAL_ENTRY(RESOLVE_NO_MAGICLINKS) TREESEAL_ENTRY(RESOLVE_NO_SYMLINKS)
       TREESEAL_ENTRY(RESOLVE_BENEATH) TREESEAL_ENTRY(RESOLVE_IN_ROOT)
+      // lseek(2) whence values
+      TREESEAL_ENTRY(SEEK_SET) TREESEAL_ENTRY(SEEK_CUR) TREESEAL_ENTRY(SEEK_END) TREESEAL_ENTRY(SEEK_DATA) TREESEAL_ENTRY(SEEK_HOLE)
       // renameat2(2) and flock(2)
       TREESEAL_ENTRY(RENAME_NOREPLACE) TREESEAL_ENTRY(RENAME_EXCHANGE)
       TREESEAL_ENTRY(LOCK_SH) TREESEAL_ENTRY(LOCK_EX) TREESEAL_ENTRY(LOCK_NB) TREESEAL_ENTRY(LOCK_UN)

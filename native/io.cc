@@ -1,9 +1,11 @@
-// io.cc: pread/pwrite at offsets into Buffers (position -1: the fd's own offset), fsync, syncfs.
+// io.cc: pread/pwrite at offsets into Buffers (position -1: the fd's own offset), lseek, ftruncate, fsync, syncfs.
 #include <errno.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "call.h"
 #include "ops.h"
+#include "syserr.h"
 
 namespace treeseal {
 
@@ -30,11 +32,36 @@ static int DoFsync(int fd) {
 
 static int DoSyncfs(int fd) { return ::syncfs(fd) < 0 ? -errno : 0; }
 
+static int64_t DoLseek(int fd, int64_t offset, int whence) {
+  off_t r = ::lseek(fd, static_cast<off_t>(offset), whence);
+  return r < 0 ? -errno : static_cast<int64_t>(r);
+}
+
+static int DoFtruncate(int fd, int64_t length) {
+  int r;
+  do r = ::ftruncate(fd, static_cast<off_t>(length));
+  while (r < 0 && errno == EINTR);
+  return r < 0 ? -errno : 0;
+}
+
+// lseek(fd, offset, whence) -> the new offset (SEEK_DATA/SEEK_HOLE past the last data: ENXIO)
+static Napi::Value Lseek(const Napi::CallbackInfo& info) {
+  int64_t fd, offset, whence;
+  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", &offset) || !ArgInt(info, 2, "whence", &whence))
+    return info.Env().Undefined();
+  int64_t r = DoLseek(static_cast<int>(fd), offset, static_cast<int>(whence));
+  if (r < 0) return ThrowSys(info.Env(), static_cast<int>(-r), "lseek");
+  return Napi::Number::New(info.Env(), static_cast<double>(r));
+}
+
 void RegisterIo(Napi::Env env, Napi::Object exports) {
   // pread(fd, buffer, offset, length, position) -> bytes read
   exports.Set("pread", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallIo(info, "pread", DoPread); }, "pread"));
   // pwrite(fd, buffer, offset, length, position) -> bytes written
   exports.Set("pwrite", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallIo(info, "pwrite", DoPwrite); }, "pwrite"));
+  exports.Set("lseek", Napi::Function::New(env, Lseek, "lseek"));
+  // ftruncate(fd, length)
+  exports.Set("ftruncate", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "ftruncate", "length", DoFtruncate); }, "ftruncate"));
   exports.Set("fsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "fsync", DoFsync); }, "fsync"));
   exports.Set("syncfs", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "syncfs", DoSyncfs); }, "syncfs"));
 }

@@ -4,6 +4,7 @@ import { parentPort } from 'node:worker_threads';
 import { SealError } from './base/errors.js';
 import { sealed } from './base/refusal.js';
 import { serializeError, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
+import { dropHelpers, keepHelpers } from './capture/pool.js';
 import { JOBS as CAPTURE_JOBS } from './store/jobs.js';
 import { JOBS as TOOL_JOBS } from './tools/jobs.js';
 
@@ -21,7 +22,15 @@ function run(job: JobRequest, ctx: JobContext): unknown {
 
 const port = parentPort;
 if (port !== null) {
-  port.on('message', (job: JobRequest) => {
+  // Helper threads for capture and verify live as long as this worker.
+  keepHelpers();
+  port.on('message', (job: JobRequest | { stop: true }) => {
+    if ('stop' in job) {
+      // Stop the helpers first, then let this thread end once its loop is empty.
+      dropHelpers();
+      port.close();
+      return;
+    }
     const ctx: JobContext = {
       isAborted: () => Atomics.load(job.abort, 0) !== 0,
       onProgress: (progress) => port.postMessage({ id: job.id, kind: 'progress', progress } satisfies JobReply),

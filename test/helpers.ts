@@ -61,9 +61,9 @@ export function checkNoFdLeaks(): void {
   });
 }
 
-/** The reflink-capable mounts from scripts/mounts.sh; required when CI=true. */
-export function reflinkMount(kind: 'xfs' | 'btrfs'): string | undefined {
-  const path = process.env[kind === 'xfs' ? 'TREESEAL_TEST_XFS' : 'TREESEAL_TEST_BTRFS'];
+/** The reflink-capable mounts from scripts/with-mounts.sh (and its ext4 one, which cannot reflink); required when CI=true. */
+export function reflinkMount(kind: 'xfs' | 'btrfs' | 'ext4'): string | undefined {
+  const path = process.env[`TREESEAL_TEST_${kind.toUpperCase()}`];
   if (path !== undefined && path !== '' && existsSync(path)) return path;
   if (process.env.CI === 'true') {
     throw new Error(`CI=true but TREESEAL_TEST_${kind.toUpperCase()} is not a mounted ${kind} path; run via .ci/run or npm run test:mounts`);

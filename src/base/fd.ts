@@ -7,6 +7,8 @@ import {
   AT_FDCWD,
   AT_REMOVEDIR,
   AT_SYMLINK_NOFOLLOW,
+  DT_DIR,
+  DT_UNKNOWN,
   O_DIRECTORY,
   O_NOFOLLOW,
   O_RDONLY,
@@ -204,22 +206,39 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
 /**
  * Removes `name` below parentFd: a non-directory is unlinked (a symlink is never
  * followed); a directory is made writable through its own fd, emptied and removed.
- * A missing entry is fine.
+ * A missing entry is fine. `type` is the name's getdents d_type when known (it
+ * saves a stat per entry; a stale one is caught by the unlink or the open).
  */
-export function removeAt(sys: Sys, parentFd: number, name: string | Buffer): void {
-  let mode: number;
+export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN): void {
+  let dir = type === DT_DIR;
+  if (type === DT_UNKNOWN) {
+    try {
+      dir = isDir(sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW).mode);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) return;
+      throw err;
+    }
+  }
+  if (!dir) {
+    try {
+      sys.unlinkat(parentFd, name, 0);
+      return;
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) return;
+      // A directory after all (d_type was stale): remove it as one.
+      if (!hasCode(err, 'EISDIR') || type === DT_UNKNOWN) throw err;
+    }
+  }
+  let fd: number;
   try {
-    mode = sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW).mode;
+    fd = openChildDir(sys, parentFd, name);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return;
+    if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return removeAt(sys, parentFd, name);
     throw err;
   }
-  if (!isDir(mode)) {
-    sys.unlinkat(parentFd, name, 0);
-    return;
-  }
   {
-    using dir = own(sys, openChildDir(sys, parentFd, name));
+    using dir = own(sys, fd);
     emptyDir(sys, dir.fd);
   }
   sys.unlinkat(parentFd, name, AT_REMOVEDIR);
@@ -241,5 +260,5 @@ export function emptyDir(sys: Sys, fd: number): void {
   } catch (err) {
     if (!hasCode(err, 'EPERM')) throw err;
   }
-  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name);
+  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
 }

@@ -1,11 +1,11 @@
-// io.ts: whole-buffer writes, hashing a file to EOF, and bounded stable reads of one file, all through fds.
+// io.ts: whole-buffer writes, in-kernel copies that keep holes, hashing a file to EOF, and bounded stable reads, all through fds.
 import { createHash } from 'node:crypto';
 
 import { SealError } from './errors.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, SEEK_DATA, SEEK_HOLE, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -16,6 +16,60 @@ export const CHUNK_BYTES = 1024 * 1024;
 /** Writes all of bytes to fd at position (default 0), handling short writes. */
 export function writeAll(sys: Sys, fd: number, bytes: Uint8Array, position = 0): void {
   for (let off = 0; off < bytes.length; ) off += sys.pwrite(fd, bytes, off, bytes.length - off, position + off);
+}
+
+/** Files at least this large are copied data segment by data segment (SEEK_DATA/SEEK_HOLE), so holes stay holes. */
+export const SPARSE_MIN_BYTES = 128 * 1024;
+
+/** copy_file_range failures that mean "not between these two files", not "the copy went wrong". */
+const RANGE_UNSUPPORTED = ['EXDEV', 'EINVAL', 'EOPNOTSUPP', 'ENOSYS', 'ENOTSUP'];
+
+/** The data segments [start, end) of fd's first `size` bytes; one segment where the filesystem cannot tell. */
+function dataSegments(sys: Sys, fd: number, size: number): [number, number][] {
+  if (size < SPARSE_MIN_BYTES) return [[0, size]];
+  const out: [number, number][] = [];
+  let pos = 0;
+  try {
+    while (pos < size) {
+      const start = sys.lseek(fd, pos, SEEK_DATA);
+      if (start >= size) break;
+      const end = Math.min(sys.lseek(fd, start, SEEK_HOLE), size);
+      out.push([start, end]);
+      pos = end;
+    }
+  } catch (err) {
+    if (hasCode(err, 'ENXIO')) return out; // no data past pos: the rest is a hole
+    if (hasCode(err, 'EINVAL', 'EOPNOTSUPP', 'ENOSYS')) return [[0, size]];
+    throw err;
+  }
+  return out;
+}
+
+/**
+ * Copies src's first `size` bytes into the empty dst in the kernel (copy_file_range),
+ * data segment by data segment so a sparse file stays sparse. Returns false, having
+ * copied nothing the caller must keep, where copy_file_range cannot copy between
+ * these files (the caller then copies through a buffer). Stops early at src's EOF:
+ * the caller's identity check proves the size.
+ */
+export function copyRanges(sys: Sys, src: number, dst: number, size: number): boolean {
+  let last = 0;
+  try {
+    for (const [start, end] of dataSegments(sys, src, size)) {
+      last = end;
+      for (let off = start; off < end; ) {
+        const n = sys.copy_file_range(src, off, dst, off, end - off);
+        if (n === 0) return true;
+        off += n;
+      }
+    }
+  } catch (err) {
+    if (hasCode(err, ...RANGE_UNSUPPORTED)) return false;
+    throw err;
+  }
+  // A trailing hole: the size, without blocks.
+  if (last < size) sys.ftruncate(dst, size);
+  return true;
 }
 
 /** Opens dirfd/name without following a link or blocking, and hashes it to EOF. */

@@ -17,7 +17,11 @@ export interface ManifestEntry {
 
 export type Json = null | boolean | number | bigint | string | readonly Json[] | { readonly [key: string]: Json };
 
+/** Characters json.dumps writes as themselves: printable ASCII but the quote and the backslash. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 function escapeString(s: string): string {
+  if (PLAIN.test(s)) return '"' + s + '"';
   let out = '"';
   let start = 0;
   for (let i = 0; i < s.length; i++) {
@@ -44,6 +48,7 @@ function formatNumber(n: number): string {
   if (Number.isNaN(n)) return 'NaN';
   if (n === Infinity) return 'Infinity';
   if (n === -Infinity) return '-Infinity';
+  if (Number.isSafeInteger(n)) return String(n);
   if (Number.isInteger(n)) return BigInt(n).toString();
   const [mantissa, expText] = n.toExponential().split('e') as [string, string];
   const exp = Number(expText);
@@ -63,7 +68,17 @@ function formatNumber(n: number): string {
  * sorted keys, no spaces, ASCII only with lowercase \uXXXX escapes (surrogate pairs for astral).
  */
 export function canonicalJson(value: Json): string {
+  return encodeValue(value);
+}
+
+/** Text that is already canonical JSON, spliced in verbatim (an entry list encoded once). */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
+function encodeValue(value: Json | RawJson): string {
   if (value === null) return 'null';
+  if (value instanceof RawJson) return value.text;
   switch (typeof value) {
     case 'boolean':
       return value ? 'true' : 'false';
@@ -74,14 +89,14 @@ export function canonicalJson(value: Json): string {
     case 'string':
       return escapeString(value);
     case 'object': {
-      if (Array.isArray(value)) return '[' + (value as readonly Json[]).map(canonicalJson).join(',') + ']';
-      const obj = value as { readonly [key: string]: Json };
+      if (Array.isArray(value)) return '[' + (value as readonly Json[]).map(encodeValue).join(',') + ']';
+      const obj = value as { readonly [key: string]: Json | RawJson };
       const keys = Object.keys(obj).sort(compareUtf8);
       const parts: string[] = [];
       for (const key of keys) {
         const v = obj[key];
         if (v === undefined) throw new TypeError(`canonicalJson: undefined value at key ${JSON.stringify(key)}`);
-        parts.push(escapeString(key) + ':' + canonicalJson(v));
+        parts.push(escapeString(key) + ':' + encodeValue(v));
       }
       return '{' + parts.join(',') + '}';
     }
@@ -94,8 +109,21 @@ export function sha256Hex(text: string | Uint8Array): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-function entryJson(e: ManifestEntry): Json {
-  return { kind: e.kind, link_target: e.link_target, mode: e.mode, path: e.path, sha256: e.sha256, size: e.size };
+const numberText = (n: number): string => (Number.isSafeInteger(n) ? String(n) : formatNumber(n));
+
+/** One entry's canonical JSON, its keys in sorted order, written directly. */
+export function entryText(e: ManifestEntry): string {
+  return (
+    `{"kind":${escapeString(e.kind)},"link_target":${escapeString(e.link_target)},"mode":${numberText(e.mode)},` +
+    `"path":${escapeString(e.path)},"sha256":${escapeString(e.sha256)},"size":${numberText(e.size)}}`
+  );
+}
+
+/** The canonical JSON list of entries (already sorted). */
+export function entriesText(entries: readonly ManifestEntry[]): string {
+  let out = '[';
+  for (let i = 0; i < entries.length; i++) out += (i === 0 ? '' : ',') + entryText(entries[i]!);
+  return out + ']';
 }
 
 export function sortEntries<T extends { readonly path: string }>(entries: Iterable<T>): T[] {
@@ -104,7 +132,7 @@ export function sortEntries<T extends { readonly path: string }>(entries: Iterab
 
 /** sha256 of the canonical JSON list of entries (entries must already be sorted). */
 export function manifestDigest(entries: readonly ManifestEntry[]): string {
-  return sha256Hex(canonicalJson(entries.map(entryJson)));
+  return sha256Hex(entriesText(entries));
 }
 
 export interface MountDigestInput {
@@ -115,13 +143,18 @@ export interface MountDigestInput {
 
 /** The seed's dependency content and manifest digests over the captured mounts. */
 export function mountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
-  const content = mounts.map((m) => ({ entries: m.entries.map(entryJson) }));
-  const contentDigest = sha256Hex(canonicalJson(content));
+  return mountDigestsOf(mounts.map((m) => ({ source: m.source, target: m.target, entries: entriesText(m.entries) })));
+}
+
+/** mountDigests over entry lists already encoded (entriesText). */
+export function mountDigestsOf(mounts: readonly { source: string; target: string; entries: string }[]): { contentDigest: string; manifestDigest: string } {
+  const content = mounts.map((m) => ({ entries: new RawJson(m.entries) }));
+  const contentDigest = sha256Hex(encodeValue(content as unknown as Json));
   const manifest = {
     dependencies: mounts.map((m, i) => ({ content: content[i]!, source: m.source, target: m.target })),
     schema_version: 1,
   };
-  return { contentDigest, manifestDigest: sha256Hex(canonicalJson(manifest)) };
+  return { contentDigest, manifestDigest: sha256Hex(encodeValue(manifest as unknown as Json)) };
 }
 
 export interface SnapshotDigestInput {

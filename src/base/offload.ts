@@ -87,14 +87,25 @@ export function offload<K extends JobName>(op: K, args: JobArgs<K>, hooks: Offlo
   });
 }
 
-/** Stops the worker thread when no job is pending (the next async call starts a new one). */
+/** How long a stopping worker may take to end on its own before it is terminated. */
+const STOP_WAIT_MS = 5000;
+
+/**
+ * Stops the worker thread when no job is pending (the next async call starts a new
+ * one): it stops its helper threads and ends on its own; terminated if it does not.
+ */
 export async function stopIdleWorker(): Promise<void> {
   const w = worker;
   if (w === undefined || pending.size > 0) return;
   worker = undefined;
   w.removeAllListeners('exit');
   w.removeAllListeners('error');
-  await w.terminate();
+  w.on('error', () => {});
+  const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+  w.postMessage({ stop: true });
+  const timer = setTimeout(() => void w.terminate(), STOP_WAIT_MS);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** The one way to inject a syscall layer: the `sys` option of every public call. */

@@ -1,47 +1,69 @@
-// copy-file.ts: one file's copy into a build: clone-or-copy, hash, and prove the source unchanged around it.
-import { createHash } from 'node:crypto';
+// copy-file.ts: one file's copy into a build: clone, kernel copy or buffered copy, hash, and prove the source unchanged around it.
+import { createHash, hash } from 'node:crypto';
 
-import { writeAll } from '../base/io.js';
-import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
+import { copyRanges, writeAll } from '../base/io.js';
+import { sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
+
+/** How a file's bytes reached the build. */
+export const HOW = { COPIED: 0, CLONED: 1, RANGED: 2 } as const;
+export type How = (typeof HOW)[keyof typeof HOW];
 
 export interface Filled {
   sha256: string;
-  /** The bytes came by FICLONE (else by a buffered copy). */
-  cloned: boolean;
+  how: How;
 }
 
-/** Reads fd from offset 0 to EOF (stopping as soon as more than `size` bytes show up), hashing and optionally writing. */
-function stream(sys: Sys, buffer: Buffer, fd: number, out: number, hash: ReturnType<typeof createHash>, size: number): number {
-  let copied = 0;
-  for (;;) {
-    const n = sys.pread(fd, buffer, 0, buffer.length, copied);
-    if (n === 0) return copied;
-    hash.update(buffer.subarray(0, n));
-    if (out >= 0) writeAll(sys, out, buffer.subarray(0, n), copied);
-    copied += n;
-    if (copied > size) return copied;
-    // A short read of a regular file is its end; the identity check after proves it stayed so.
-    if (copied === size && n < buffer.length) return copied;
-  }
+/** What fillFile may try before a buffered copy (each is probed once per pair of filesystems by the caller). */
+export interface FillMethods {
+  clone: boolean;
+  range: boolean;
 }
 
 /**
- * Clones srcFd into destFd where tryClone and the filesystems allow (else copies it
- * while hashing), then proves the source's identity unchanged since `before`.
- * Returns 'changed' when it was not.
+ * Hashes fd from offset 0 to EOF, stopping as soon as more than `size` bytes show up,
+ * writing each chunk to `out` when out >= 0. Returns the hex digest and the byte count.
+ * A file read whole in one chunk is hashed in one shot (no hash object).
+ */
+function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number): [string, number] {
+  const first = sys.pread(fd, buffer, 0, buffer.length, 0);
+  if (first === size && first < buffer.length) {
+    if (out >= 0 && first > 0) writeAll(sys, out, buffer.subarray(0, first), 0);
+    return [hash('sha256', buffer.subarray(0, first), 'hex'), first];
+  }
+  const h = createHash('sha256');
+  let copied = 0;
+  for (let n = first; n > 0; n = sys.pread(fd, buffer, 0, buffer.length, copied)) {
+    h.update(buffer.subarray(0, n));
+    if (out >= 0) writeAll(sys, out, buffer.subarray(0, n), copied);
+    copied += n;
+    if (copied > size) break;
+    // A short read of a regular file is its end; the identity check after proves it stayed so.
+    if (copied === size && n < buffer.length) break;
+  }
+  return [h.digest('hex'), copied];
+}
+
+/**
+ * Fills destFd with srcFd's bytes — by FICLONE, else by copy_file_range, where
+ * `methods` and the filesystems allow, else by a buffered copy while hashing —
+ * then proves the source's identity unchanged since `before`. Returns 'changed'
+ * when it was not.
  *
  * A clone is a point-in-time copy: FICLONE takes both inodes' locks, so it waits
- * out a write in progress and no write can interleave with it. The bytes hashed
- * are read from the source's (cached) pages after the clone; as no write began
- * between the fstat before the clone and the fstat after the read (identity
- * unchanged), they are exactly the clone's bytes, and reading cached source pages
- * is far cheaper than reading the fresh clone back from disk.
+ * out a write in progress and no write can interleave with it. After a clone or an
+ * in-kernel copy, the bytes hashed are read from the source's (cached) pages; as
+ * no write began between the fstat before the copy and the fstat after the read
+ * (identity unchanged), they are exactly the bytes copied, and reading cached source
+ * pages is far cheaper than reading the fresh copy back.
  */
-export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, tryClone: boolean): Filled | 'changed' {
-  const hash = createHash('sha256');
-  const cloned = tryClone && before.size > 0 && sys.ficlone(destFd, srcFd);
-  const copied = stream(sys, buffer, srcFd, cloned ? -1 : destFd, hash, before.size);
-  if (copied !== before.size || !sameIdentity(before, identityOf(sys.fstat(srcFd)))) return 'changed';
-  return { sha256: hash.digest('hex'), cloned };
+export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, methods: FillMethods): Filled | 'changed' {
+  let how: How = HOW.COPIED;
+  if (before.size > 0 && destFd >= 0) {
+    if (methods.clone && sys.ficlone(destFd, srcFd)) how = HOW.CLONED;
+    else if (methods.range && copyRanges(sys, srcFd, destFd, before.size)) how = HOW.RANGED;
+  }
+  const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
+  if (copied !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return 'changed';
+  return { sha256, how };
 }

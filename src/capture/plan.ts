@@ -71,6 +71,11 @@ export interface Plan {
   statCache: boolean;
 }
 
+/** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
+export function checkParallelism(parallelism: unknown): number | undefined {
+  return parallelism === undefined ? undefined : checkInteger('options.parallelism', parallelism, 0, 64);
+}
+
 function list(value: unknown, name: string): unknown[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalidArgType(name, 'Array', value);
@@ -123,7 +128,7 @@ export function planCapture(options: CaptureOptions): Plan {
   );
   const workspace = checkString('options.workspace', options.workspace ?? '/workspace');
   if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
-  const parallelism = options.parallelism === undefined ? undefined : checkInteger('options.parallelism', options.parallelism, 0, 64);
+  const parallelism = checkParallelism(options.parallelism);
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   return { statCache, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };

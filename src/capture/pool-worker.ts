@@ -2,12 +2,14 @@
 import { workerData } from 'node:worker_threads';
 
 import { CHUNK_BYTES } from '../base/io.js';
-import { H, S, SLOTS, STATE, runSlot, slotBase, type SharedSlots } from './pool.js';
+import { H, S, SLOTS, STATE, receiveSlots, runSlot, slotBase, type SharedSlots } from './pool.js';
 import { sys } from '../sys/native.js';
 
-const m = workerData as SharedSlots;
+const m = receiveSlots(workerData as SharedSlots);
 const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
 
+Atomics.add(m.ctrl, H.READY, 1);
+Atomics.notify(m.ctrl, H.READY);
 try {
   for (;;) {
     const seq = Atomics.load(m.ctrl, H.SEQ);

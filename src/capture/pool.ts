@@ -4,27 +4,31 @@ import { getSystemErrorMap, getSystemErrorName } from 'node:util';
 import { Worker } from 'node:worker_threads';
 
 import { own } from '../base/fd.js';
-import { fillFile, type Filled } from './copy-file.js';
+import { CHUNK_BYTES } from '../base/io.js';
+import { fillFile, type Filled, type FillMethods, type How } from './copy-file.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
 export const SLOTS = 64;
 export const INTS = 8;
 /** Header ints. */
-export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3 } as const;
+export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4 } as const;
 const HEADER = 8;
 /** Slot ints. */
-export const S = { STATE: 0, SRC: 1, DEST: 2, CLONE: 3, CLONED: 4, ERRNO: 5, SYSCALL: 6 } as const;
+export const S = { STATE: 0, SRC: 1, DEST: 2, METHODS: 3, HOW: 4, ERRNO: 5, SYSCALL: 6 } as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
 const EXIT_WAIT_MS = 5000;
-export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'fstat', 'close', 'unknown'] as const;
+export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'unknown'] as const;
+/** Slot METHODS bits. */
+const CLONE_BIT = 1;
+const RANGE_BIT = 2;
 
 /** The shared memory of a pool; the helper threads see the same buffers. */
 export interface SharedSlots {
   ctrl: Int32Array;
   sizes: Float64Array;
   ids: BigInt64Array;
-  sha: Uint8Array;
+  sha: Buffer;
 }
 
 export function allocSlots(): SharedSlots {
@@ -32,8 +36,14 @@ export function allocSlots(): SharedSlots {
     ctrl: new Int32Array(new SharedArrayBuffer(4 * (HEADER + SLOTS * INTS))),
     sizes: new Float64Array(new SharedArrayBuffer(8 * SLOTS)),
     ids: new BigInt64Array(new SharedArrayBuffer(8 * 5 * SLOTS)),
-    sha: new Uint8Array(new SharedArrayBuffer(32 * SLOTS)),
+    sha: Buffer.from(new SharedArrayBuffer(32 * SLOTS)),
   };
+}
+
+/** The slots as received by a helper thread: the digest area is a Buffer view again (a clone carries a plain Uint8Array). */
+export function receiveSlots(data: SharedSlots): SharedSlots {
+  const sha = data.sha as Uint8Array;
+  return { ...data, sha: Buffer.from(sha.buffer, sha.byteOffset, sha.byteLength) };
 }
 
 export const slotBase = (slot: number): number => HEADER + slot * INTS;
@@ -54,12 +64,14 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
   let state: number = STATE.ERROR;
   try {
     using _src = own(sys, src);
-    using _dest = own(sys, dest);
-    const r = fillFile(sys, buffer, src, dest, readIdentity(m, slot), m.ctrl[base + S.CLONE] === 1);
+    // A hash-only job (verify) has no destination.
+    using _dest = dest >= 0 ? own(sys, dest) : undefined;
+    const bits = m.ctrl[base + S.METHODS]!;
+    const r = fillFile(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
     if (r === 'changed') state = STATE.CHANGED;
     else {
-      m.sha.set(Buffer.from(r.sha256, 'hex'), slot * 32);
-      m.ctrl[base + S.CLONED] = r.cloned ? 1 : 0;
+      m.sha.write(r.sha256, slot * 32, 32, 'hex');
+      m.ctrl[base + S.HOW] = r.how;
       state = STATE.OK;
     }
   } catch (err) {
@@ -105,10 +117,12 @@ export class FilePool {
   readonly #buffer: Buffer;
   #inFlight = 0;
   #firstError: unknown;
+  readonly helpers: number;
 
   constructor(sys: Sys, buffer: Buffer, helpers: number) {
     this.#sys = sys;
     this.#buffer = buffer;
+    this.helpers = helpers;
     for (let i = 0; i < helpers; i++) {
       const worker = new Worker(new URL('./pool-worker.js', import.meta.url), { workerData: this.#m });
       worker.unref();
@@ -116,11 +130,20 @@ export class FilePool {
     }
   }
 
+  /** Blocks until every helper is running (its thread and event loop set up), at most EXIT_WAIT_MS. */
+  awaitReady(): void {
+    const ctrl = this.#m.ctrl;
+    const deadline = Date.now() + EXIT_WAIT_MS;
+    while (Atomics.load(ctrl, H.READY) < this.#workers.length && Date.now() < deadline) {
+      Atomics.wait(ctrl, H.READY, Atomics.load(ctrl, H.READY), 50);
+    }
+  }
+
   /** Queues one file; onDone gets the result later, on this thread. */
-  submit(src: number, dest: number, before: FileIdentity, tryClone: boolean, onDone: (r: JobResult) => void): void {
+  submit(src: number, dest: number, before: FileIdentity, methods: FillMethods, onDone: (r: JobResult) => void): void {
     // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
     using srcFd = own(this.#sys, src);
-    using destFd = own(this.#sys, dest);
+    using destFd = dest >= 0 ? own(this.#sys, dest) : undefined;
     let slot = this.#freeSlot();
     while (slot < 0) {
       this.#helpOrWait();
@@ -128,12 +151,12 @@ export class FilePool {
       slot = this.#freeSlot();
     }
     srcFd.release();
-    destFd.release();
+    destFd?.release();
     const m = this.#m;
     const base = slotBase(slot);
     m.ctrl[base + S.SRC] = src;
     m.ctrl[base + S.DEST] = dest;
-    m.ctrl[base + S.CLONE] = tryClone ? 1 : 0;
+    m.ctrl[base + S.METHODS] = (methods.clone ? CLONE_BIT : 0) | (methods.range ? RANGE_BIT : 0);
     m.sizes[slot] = before.size;
     const i = slot * 5;
     m.ids[i] = before.dev;
@@ -157,12 +180,18 @@ export class FilePool {
     this.#rethrow();
   }
 
-  /** Waits for in-flight jobs (their fds close), stops the helpers and waits for them to leave. */
-  close(): void {
+  /** Waits for in-flight jobs (their fds close, their results dropped); the helpers stay for the next user. */
+  release(): void {
     while (this.#inFlight > 0) {
       this.#helpOrWait();
       this.#harvest(true);
     }
+    this.#firstError = undefined;
+  }
+
+  /** Waits for in-flight jobs (their fds close), stops the helpers and waits for them to leave. */
+  close(): void {
+    this.release();
     const ctrl = this.#m.ctrl;
     Atomics.store(ctrl, H.STOP, 1);
     Atomics.notify(ctrl, H.SEQ);
@@ -207,7 +236,7 @@ export class FilePool {
       if (state < STATE.OK) continue;
       let result: JobResult;
       if (state === STATE.OK) {
-        result = { sha256: Buffer.from(m.sha.subarray(s * 32, s * 32 + 32)).toString('hex'), cloned: m.ctrl[base + S.CLONED] === 1 };
+        result = { sha256: m.sha.toString('hex', s * 32, s * 32 + 32), how: m.ctrl[base + S.HOW] as How };
       } else if (state === STATE.CHANGED) result = 'changed';
       else result = systemError(m.ctrl[base + S.ERRNO]!, SYSCALLS[m.ctrl[base + S.SYSCALL]!] ?? 'unknown');
       this.#pending[s] = undefined;
@@ -235,5 +264,102 @@ export class FilePool {
     const err = this.#firstError;
     this.#firstError = undefined;
     throw err;
+  }
+}
+
+let kept: FilePool | undefined;
+let keep = false;
+
+/**
+ * Keeps helper threads alive for the life of this thread (the long-lived worker calls
+ * this at start): the first call with enough files starts them, and later captures
+ * and verifies start no thread.
+ */
+export function keepHelpers(): void {
+  keep = true;
+}
+
+/** Stops the kept helpers (a thread about to end calls this); idempotent. */
+export function dropHelpers(): void {
+  const pool = kept;
+  kept = undefined;
+  keep = false;
+  pool?.close();
+}
+
+/** This thread's kept pool for `parallelism` (undefined: the default), started on first use. */
+function keptPool(sys: Sys, parallelism: number | undefined): FilePool | undefined {
+  if (!keep || (parallelism !== undefined && parallelism !== helperCount(undefined))) return undefined;
+  kept ??= new FilePool(sys, Buffer.allocUnsafe(CHUNK_BYTES), helperCount(undefined));
+  return kept;
+}
+
+/** Files seen before a call starts helper threads of its own (a small tree is not worth them). */
+const AUTO_POOL_FILES = 128;
+
+/**
+ * The file jobs of one call (a capture, a verify): run on this thread's kept pool
+ * when it has one, else on a pool of the call's own once AUTO_POOL_FILES files were
+ * seen (at once for an explicit parallelism), else here. Each job owns, and closes,
+ * its fds; onDone runs on this thread.
+ */
+export class FileJobs {
+  #pool: FilePool | undefined;
+  #kept = false;
+  #files = 0;
+  readonly #helpers: number;
+
+  constructor(
+    readonly sys: Sys,
+    readonly buffer: Buffer,
+    /** Helper threads (undefined: one per spare core); 0 keeps every job on this thread. */
+    readonly parallelism: number | undefined,
+    /** The real syscall layer (an injected one cannot cross threads). */
+    native: boolean,
+  ) {
+    this.#helpers = native ? helperCount(parallelism) : 0;
+  }
+
+  #poolFor(): FilePool | undefined {
+    if (this.#pool !== undefined || this.#helpers === 0) return this.#pool;
+    if (this.#files < (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) return undefined;
+    const kept = keptPool(this.sys, this.parallelism);
+    this.#kept = kept !== undefined;
+    this.#pool = kept ?? new FilePool(this.sys, this.buffer, this.#helpers);
+    return this.#pool;
+  }
+
+  run(src: number, dest: number, before: FileIdentity, methods: FillMethods, onDone: (r: JobResult) => void): void {
+    this.#files++;
+    const pool = this.#poolFor();
+    if (pool !== undefined) {
+      pool.submit(src, dest, before, methods, onDone);
+      return;
+    }
+    let r: Filled | 'changed';
+    {
+      using _src = own(this.sys, src);
+      using _dest = dest >= 0 ? own(this.sys, dest) : undefined;
+      r = fillFile(this.sys, this.buffer, src, dest, before, methods);
+    }
+    onDone(r);
+  }
+
+  /** Waits for every job; throws the first failure. */
+  drain(): void {
+    this.#pool?.drain();
+  }
+
+  /**
+   * Lets go of the helpers after the jobs in flight (their fds closed); idempotent. A
+   * kept pool stays, every helper up before this returns (no thread still starting,
+   * its fds still opening, once the call is over).
+   */
+  close(): void {
+    const pool = this.#pool;
+    this.#pool = undefined;
+    if (!this.#kept) return pool?.close();
+    pool?.release();
+    pool?.awaitReady();
   }
 }

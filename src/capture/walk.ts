@@ -23,9 +23,9 @@ import {
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { CHUNK_BYTES } from '../base/io.js';
-import { fillFile, type Filled } from './copy-file.js';
-import { FilePool, helperCount } from './pool.js';
-import { identityOf, sameIdentity, sameObject } from '../sys/identity.js';
+import { HOW, type Filled, type FillMethods, type How } from './copy-file.js';
+import { FileJobs } from './pool.js';
+import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 
 export type CaptureProgress = Progress;
@@ -46,21 +46,22 @@ export interface FileHook {
   loose(mode: number): [number, string];
 }
 
-/** Files seen before an automatic capture starts its helper threads (a small tree is not worth them). */
-const AUTO_POOL_FILES = 128;
+/** What is known of one source filesystem's pair with the build: undefined until a file has shown it. */
+interface Probe {
+  clone: boolean | undefined;
+  range: boolean | undefined;
+}
 
-/** State shared by every builder of one capture: budget, clone probes, buffer, cancellation. */
+/** State shared by every builder of one capture: budget, copy-method probes, buffer, cancellation. */
 export class CaptureContext {
   entries = 0;
   totalBytes = 0;
   readonly buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   /** The stat cache's hook, when the capture uses one. */
   hook: FileHook | undefined;
-  #pool: FilePool | undefined;
-  #files = 0;
-  readonly #helpers: number;
-  /** Per (source dev, build dev): whether FICLONE works; probed once. */
-  readonly #cloneable = new Map<string, boolean>();
+  readonly #jobs: FileJobs;
+  /** Per source device (the build's device is fixed): whether FICLONE and copy_file_range work. */
+  readonly #probes = new Map<bigint, Probe>();
   readonly #report: (entries: number, bytes: number) => void;
 
   constructor(
@@ -73,50 +74,40 @@ export class CaptureContext {
     readonly parallelism?: number,
   ) {
     this.#report = throttled(onProgress);
-    this.#helpers = helperCount(parallelism);
+    this.#jobs = new FileJobs(sys, this.buffer, parallelism, sys === nativeSys);
+  }
+
+  #probe(dev: bigint): Probe {
+    let p = this.#probes.get(dev);
+    if (p === undefined) this.#probes.set(dev, (p = { clone: undefined, range: undefined }));
+    return p;
   }
 
   /**
    * Fills and hashes one file (owning, and closing, both fds): on a helper thread
-   * once enough files have been seen to pay for one, else here. onDone runs on this
-   * thread, in no particular order; drain() waits for all of them.
+   * when a pool serves this capture, else here. onDone runs on this thread, in no
+   * particular order; drain() waits for all of them.
    */
   runFile(src: number, dest: number, before: Stat, rel: string, onDone: (f: Filled) => void): void {
-    const probe = this.cloneable(before.dev);
+    const probe = this.#probe(before.dev);
+    const methods: FillMethods = { clone: probe.clone !== false, range: probe.range !== false };
     const done = (r: Filled | 'changed' | Error): void => {
       if (r === 'changed') throw changed('file', rel);
       if (r instanceof Error) throw r;
-      if (probe === undefined && before.size > 0) this.setCloneable(before.dev, r.cloned);
+      if (before.size > 0) learn(probe, methods, r.how);
       onDone(r);
     };
-    this.#files++;
-    if (this.#pool === undefined && this.#helpers > 0 && this.sys === nativeSys && this.#files >= (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) {
-      this.#pool = new FilePool(this.sys, this.buffer, this.#helpers);
-    }
-    const identity = identityOf(before);
-    if (this.#pool !== undefined) {
-      this.#pool.submit(src, dest, identity, probe !== false, done);
-      return;
-    }
-    let r: Filled | 'changed';
-    try {
-      r = fillFile(this.sys, this.buffer, src, dest, identity, probe !== false);
-    } finally {
-      closeQuietly(this.sys, src, dest);
-    }
-    done(r);
+    this.#jobs.run(src, dest, before, methods, done);
   }
 
   /** Waits for every file job; throws the first failure. */
   drain(): void {
-    this.#pool?.drain();
+    this.#jobs.drain();
   }
 
-  /** Stops the helper threads after the jobs in flight (their fds closed); idempotent. */
+  /** Lets go of the helper threads after the jobs in flight (their fds closed); idempotent. */
   close(): void {
-    const pool = this.#pool;
-    this.#pool = undefined;
-    pool?.close();
+    this.#jobs.close();
   }
 
   checkAbort(): void {
@@ -141,13 +132,15 @@ export class CaptureContext {
     this.#report(this.entries, this.totalBytes);
   }
 
-  /** undefined: not probed yet for this pair. */
-  cloneable(srcDev: bigint): boolean | undefined {
-    return this.#cloneable.get(`${srcDev}:${this.buildDev}`);
-  }
+}
 
-  setCloneable(srcDev: bigint, ok: boolean): void {
-    this.#cloneable.set(`${srcDev}:${this.buildDev}`, ok);
+/** Records what one file's copy showed about its pair of filesystems. */
+function learn(probe: Probe, tried: FillMethods, how: How): void {
+  if (how === HOW.CLONED) probe.clone = true;
+  else {
+    if (tried.clone) probe.clone = false;
+    if (how === HOW.RANGED) probe.range = true;
+    else if (tried.range) probe.range = false;
   }
 }
 
@@ -214,7 +207,7 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
   }
   try {
     const opened = sys.fstat(fd);
-    if (!sameObject(identityOf(opened), identityOf(st))) throw changedOpening(rel);
+    if (!sameObject(opened, st)) throw changedOpening(rel);
     return [fd, opened];
   } catch (err) {
     closeQuietly(sys, fd);
@@ -252,7 +245,8 @@ export class TreeBuilder {
   }
 
   #record(entry: ManifestEntry): void {
-    if (utf8Bytes(entry.path) > this.ctx.limits.maxPathBytes) {
+    // Three UTF-8 bytes at most per UTF-16 unit: most paths need no count.
+    if (entry.path.length * 3 > this.ctx.limits.maxPathBytes && utf8Bytes(entry.path) > this.ctx.limits.maxPathBytes) {
       throw new SealError('SEAL_LIMIT', `capture exceeds the path byte limit (${this.ctx.limits.maxPathBytes} bytes): ${escapePath(entry.path)}`, { path: entry.path });
     }
     const existing = this.entries.get(entry.path);
@@ -360,7 +354,7 @@ export class TreeBuilder {
     const listed = sys.readdir(srcFd);
     const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
     for (const n of names) this.copyChild(srcFd, destFd, n, rel === '' ? n : `${rel}/${n}`, depth + 1);
-    if (!sameIdentity(identityOf(before), identityOf(sys.fstat(srcFd)))) throw changed('directory', rel);
+    if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 
   /** Checks the limits for a regular file and records its entry (sha256 still empty); returns the entry. */
@@ -394,9 +388,10 @@ export class TreeBuilder {
       closeQuietly(sys, srcFd, dest);
       throw err;
     }
+    // The entry is this builder's own object until the capture returns: filled in place.
     this.ctx.runFile(srcFd, dest, before, rel, (filled) => {
       hook?.captured(before, filled.sha256, loose);
-      this.entries.set(rel, { ...entry, sha256: filled.sha256 });
+      (entry as { sha256: string }).sha256 = filled.sha256;
     });
   }
 
@@ -416,7 +411,7 @@ export class TreeBuilder {
     this.ctx.checkBytes(bytes);
     if (!this.ctx.hook?.deferred) sys.symlinkat(target, destDirFd, destName);
     const after = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
-    if (!sameIdentity(identityOf(before), identityOf(after)) || sys.readlinkat(srcDirFd, name) !== target) {
+    if (!sameIdentity(before, after) || sys.readlinkat(srcDirFd, name) !== target) {
       throw changed('symlink', rel);
     }
     this.totalBytes += bytes;

@@ -1,6 +1,6 @@
 // document.ts: a snapshot's manifest.json (its commit marker): what it holds, how it is written and re-checked.
 import { SealError } from '../base/errors.js';
-import { canonicalJson, manifestDigest, mountDigests, snapshotDigest, type Json, type ManifestEntry } from '../base/manifest.js';
+import { RawJson, canonicalJson, entriesText, mountDigestsOf, sha256Hex, snapshotDigest, type Json, type ManifestEntry } from '../base/manifest.js';
 import type { CapturedMount } from '../capture/mounts.js';
 
 
@@ -17,11 +17,21 @@ export interface SnapshotData {
   mountBinding: { contentDigest: string; manifestDigest: string };
 }
 
-export function computeDigests(
-  d: Pick<SnapshotData, 'source' | 'revision' | 'declarations' | 'entries' | 'mounts'>,
-): Pick<SnapshotData, 'digest' | 'manifestDigest' | 'mountBinding'> {
-  const manifest = manifestDigest(d.entries);
-  const mountBinding = mountDigests(d.mounts);
+type DigestInput = Pick<SnapshotData, 'source' | 'revision' | 'declarations' | 'entries' | 'mounts'>;
+
+/** The canonical JSON of every entry list of a snapshot, encoded once for its digests and its document. */
+export interface EntryTexts {
+  entries: string;
+  mounts: string[];
+}
+
+export function encodeEntryLists(d: Pick<SnapshotData, 'entries' | 'mounts'>): EntryTexts {
+  return { entries: entriesText(d.entries), mounts: d.mounts.map((m) => entriesText(m.entries)) };
+}
+
+export function computeDigests(d: DigestInput, texts: EntryTexts = encodeEntryLists(d)): Pick<SnapshotData, 'digest' | 'manifestDigest' | 'mountBinding'> {
+  const manifest = sha256Hex(texts.entries);
+  const mountBinding = mountDigestsOf(d.mounts.map((m, i) => ({ source: m.source, target: m.target, entries: texts.mounts[i]! })));
   const digest = snapshotDigest({
     source: d.source,
     revision: d.revision,
@@ -33,7 +43,14 @@ export function computeDigests(
   return { digest, manifestDigest: manifest, mountBinding };
 }
 
-export function encodeDocument(d: SnapshotData): string {
+/** Stands for an entry list in the document's skeleton; canonical JSON never holds a raw NUL, so it cannot collide. */
+const SLOT = '\u0000';
+
+/**
+ * manifest.json as pieces, the entry lists not copied into one big string: the
+ * document's skeleton with each list's text put in its place (write them in order).
+ */
+export function encodeDocumentPieces(d: SnapshotData, texts: EntryTexts = encodeEntryLists(d)): string[] {
   const doc = {
     schema_version: 3,
     digest: d.digest,
@@ -42,18 +59,43 @@ export function encodeDocument(d: SnapshotData): string {
     revision: d.revision,
     declarations: d.declarations,
     total_bytes: d.totalBytes,
-    entries: d.entries as unknown as Json[],
-    mounts: d.mounts.map((m) => ({
-      source: m.source,
-      target: m.target,
-      kind: m.kind,
-      total_bytes: m.totalBytes,
-      entries: m.entries as unknown as Json[],
-    })),
+    entries: new RawJson(SLOT),
+    mounts: d.mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, total_bytes: m.totalBytes, entries: new RawJson(SLOT) })),
     mount_content_digest: d.mountBinding.contentDigest,
     mount_manifest_digest: d.mountBinding.manifestDigest,
   };
-  return canonicalJson(doc) + '\n';
+  const skeleton = (canonicalJson(doc as unknown as Json) + '\n').split(SLOT);
+  // Keys sort "entries" before "mounts": the lists fill the slots in this order.
+  const lists = [texts.entries, ...texts.mounts];
+  return skeleton.flatMap((part, i) => (i < lists.length ? [part, lists[i]!] : [part]));
+}
+
+/**
+ * A snapshot as it crosses threads: each entry list as its canonical JSON text (one
+ * flat string, cheap to copy and small), decoded only where the entries are read.
+ */
+export interface PackedSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'> {
+  entriesText: string;
+  mounts: (Omit<CapturedMount, 'entries'> & { entriesText: string })[];
+}
+
+export function packSnapshot(d: SnapshotData, texts: EntryTexts = encodeEntryLists(d)): PackedSnapshot {
+  const { entries: _entries, mounts, ...rest } = d;
+  return {
+    ...rest,
+    entriesText: texts.entries,
+    mounts: mounts.map(({ entries: _e, ...m }, i) => ({ ...m, entriesText: texts.mounts[i]! })),
+  };
+}
+
+/** The full snapshot of a packed one (its texts are canonical JSON lists of entries). */
+export function unpackSnapshot(p: PackedSnapshot): SnapshotData {
+  const { entriesText, mounts, ...rest } = p;
+  return {
+    ...rest,
+    entries: JSON.parse(entriesText) as ManifestEntry[],
+    mounts: mounts.map(({ entriesText: text, ...m }) => ({ ...m, entries: JSON.parse(text) as ManifestEntry[] })),
+  };
 }
 
 function corrupt(what: string): SealError {

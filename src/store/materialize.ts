@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 
-import { CHUNK_BYTES, writeAll } from '../base/io.js';
+import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
 import { DIR_FLAGS, checkRootPath, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
@@ -27,13 +27,13 @@ import {
 import { hasCode } from '../sys/errno.js';
 import { openPublishParent, preflightRoot, removeCreatedDirs, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
-import { identityOf, sameIdentity } from '../sys/identity.js';
+import { sameIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
 export type ReflinkMode = 'auto' | 'always' | 'never';
 
 export interface MaterializeOptions {
-  /** auto: clone, else buffered copy within fallbackBytes; always: clone or fail; never: independent copies. */
+  /** auto: clone, else an in-kernel (copy_file_range) or buffered copy within fallbackBytes; always: clone or fail; never: independent buffered copies. */
   reflink?: ReflinkMode;
   /** Cap on buffered bytes for one call (default 512 MiB). */
   fallbackBytes?: number;
@@ -58,6 +58,8 @@ interface Run {
   mode: ReflinkMode;
   fallbackBytes: number;
   cloneWorks: boolean | undefined;
+  /** copy_file_range between the snapshot and the clone (auto only). */
+  rangeWorks: boolean | undefined;
   buffer: Buffer;
   report: MaterializeReport;
   progress: (entries: number, bytes: number, force?: boolean) => void;
@@ -80,8 +82,7 @@ function checkOptions(options: MaterializeOptions): { mode: ReflinkMode; fallbac
   return { mode, fallbackBytes };
 }
 
-/** Buffered copy with plain read/write (never copy_file_range, which may share extents). */
-function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number): void {
+function checkBudget(run: Run, rel: string, size: number): void {
   if (run.report.bytesCopied + size > run.fallbackBytes) {
     throw new SealError(
       'SEAL_NO_REFLINK',
@@ -89,6 +90,10 @@ function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: num
       { path: rel },
     );
   }
+}
+
+/** Buffered copy with plain read/write (what `never` uses: copy_file_range may share extents). */
+function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number): void {
   let copied = 0;
   for (;;) {
     const n = run.sys.pread(src, run.buffer, 0, run.buffer.length, copied);
@@ -98,16 +103,19 @@ function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: num
     copied += n;
   }
   if (copied !== size) throw corrupt(rel, 'snapshot file changed while materializing');
-  run.report.copied++;
-  run.report.bytesCopied += size;
 }
 
+/**
+ * auto: FICLONE, else copy_file_range in the kernel (holes kept), else a buffered
+ * copy; always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy. What is not
+ * cloned counts against fallbackBytes. Each method that fails once is not tried again.
+ */
 function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): void {
   if (run.mode !== 'never' && run.cloneWorks !== false) {
     const cloned = run.sys.ficlone(dst, src);
     if (run.cloneWorks === undefined) run.cloneWorks = cloned;
+    // A clone copies the whole source, whose size the identity check after proves.
     if (cloned) {
-      if (run.sys.fstat(dst).size !== entry.size) throw corrupt(rel, 'reflink produced an invalid file');
       run.report.reflinked++;
       return;
     }
@@ -115,7 +123,15 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   if (run.mode === 'always') {
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot: ${escapePath(rel)}`, { path: rel });
   }
-  bufferedCopy(run, src, dst, rel, entry.size);
+  checkBudget(run, rel, entry.size);
+  let done = false;
+  if (run.mode === 'auto' && run.rangeWorks !== false && entry.size > 0) {
+    done = copyRanges(run.sys, src, dst, entry.size);
+    run.rangeWorks = done;
+  }
+  if (!done) bufferedCopy(run, src, dst, rel, entry.size);
+  run.report.copied++;
+  run.report.bytesCopied += entry.size;
 }
 
 function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
@@ -136,7 +152,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
     } finally {
       closeQuietly(sys, dst);
     }
-    if (!sameIdentity(identityOf(st), identityOf(sys.fstat(src)))) {
+    if (!sameIdentity(st, sys.fstat(src))) {
       throw corrupt(entry.path, 'snapshot file changed while materializing');
     }
     run.report.files++;
@@ -257,6 +273,7 @@ export function materializeSnapshot(
       mode,
       fallbackBytes,
       cloneWorks: undefined,
+      rangeWorks: undefined,
       buffer: Buffer.allocUnsafe(CHUNK_BYTES),
       report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
       progress: throttled(options.onProgress),

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
-import { computeDigests, encodeDocument, type SnapshotData } from './document.js';
+import { computeDigests, encodeDocumentPieces, encodeEntryLists, type EntryTexts, type SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
@@ -33,16 +33,29 @@ export interface CaptureReport {
   built: boolean;
 }
 
+/** A capture's snapshot, how it went, and its entry lists' canonical JSON (the same for a reused digest, which names them). */
 export interface Built {
   data: SnapshotData;
   report: CaptureReport;
+  texts: EntryTexts;
 }
 
-function writeAllAt(sys: Sys, dirfd: number, name: string, text: string): void {
-  const bytes = Buffer.from(text, 'utf8');
+/** Characters encoded per write: the document never sits in memory twice (as text and as bytes). */
+const WRITE_CHARS = 1 << 20;
+
+/** Writes the pieces, in order, to a new file `name` (frozen at creation). */
+function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly string[]): void {
   const fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
   try {
-    writeAll(sys, fd, bytes);
+    let at = 0;
+    for (const piece of pieces) {
+      for (let i = 0; i < piece.length; i += WRITE_CHARS) {
+        // Canonical JSON is ASCII (everything else is escaped): no character straddles a slice.
+        const bytes = Buffer.from(piece.slice(i, i + WRITE_CHARS), 'latin1');
+        writeAll(sys, fd, bytes, at);
+        at += bytes.length;
+      }
+    }
   } finally {
     closeQuietly(sys, fd);
   }
@@ -193,7 +206,8 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       closeQuietly(sys, mountsFd);
     }
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
-    const data: SnapshotData = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
+    const texts = encodeEntryLists(base);
+    const data: SnapshotData = { ...base, ...computeDigests(base, texts), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;
     if (
       expect !== undefined &&
@@ -207,12 +221,12 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
         saveQuietly(session, data.digest, data);
-        return { data, report: { ...report, built: false } };
+        return { data, report: { ...report, built: false }, texts };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
-    writeAllAt(sys, buildFd, DOCUMENT_NAME, encodeDocument(data));
+    writePiecesAt(sys, buildFd, DOCUMENT_NAME, encodeDocumentPieces(data, texts));
     const reused = withStoreLock(sys, storeRoot, false, () => {
       try {
         sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
@@ -227,7 +241,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     });
     const final = reused ?? data;
     if (session !== undefined) saveQuietly(session, final.digest, final);
-    return { data: final, report };
+    return { data: final, report, texts };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();

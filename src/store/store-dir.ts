@@ -6,7 +6,6 @@ import { SealError, isSealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, mkdirIfMissing, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
-import { THAWED, applyModesAt } from '../tools/freeze.js';
 import { LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -28,19 +27,20 @@ export function openStoreAt(sys: Sys, root: string): number {
   return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
 }
 
-/** Thaws and removes a whole (ephemeral) store directory; a store already gone is fine. */
+/**
+ * Removes a whole (ephemeral) store directory; a store already gone is fine. No thaw
+ * pass: removal opens each directory up through its own fd before emptying it, and
+ * a frozen file needs no mode change to be unlinked.
+ */
 export function closeStoreAt(sys: Sys, root: string): void {
-  {
-    let fd: number;
-    try {
-      fd = openRealDir(sys, root, 'store directory');
-    } catch (err) {
-      if (isSealError(err, 'SEAL_UNAVAILABLE')) return;
-      throw err;
-    }
-    using dir = own(sys, fd);
-    applyModesAt(sys, dir.fd, THAWED);
+  let fd: number;
+  try {
+    fd = openRealDir(sys, root, 'store directory');
+  } catch (err) {
+    if (isSealError(err, 'SEAL_UNAVAILABLE')) return;
+    throw err;
   }
+  own(sys, fd).close();
   using parent = own(sys, openRealDir(sys, dirname(root), 'store parent'));
   removeAt(sys, parent.fd, basename(root));
 }

@@ -7,7 +7,7 @@ import { sealed } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
-import type { SnapshotData } from './document.js';
+import type { PackedSnapshot, SnapshotData } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { buildSnapshot, type BuildHooks, type CaptureReport } from './publish.js';
@@ -69,7 +69,7 @@ export class SnapshotStore {
     if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
   }
 
-  #snapshot(data: SnapshotData, report?: CaptureReport): Snapshot {
+  #snapshot(data: SnapshotData | PackedSnapshot, report?: CaptureReport): Snapshot {
     return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report });
   }
 
@@ -106,7 +106,7 @@ export class SnapshotStore {
       onProgress: options.onProgress,
     });
     this.#checkOpen();
-    return this.#snapshot(built.data, built.report);
+    return this.#snapshot(built.packed, built.report);
   }
 
   /** A published snapshot by its full digest or a unique prefix of it (SEAL_UNAVAILABLE otherwise). */

@@ -1,6 +1,7 @@
-// verify.ts: re-hashes a published snapshot and checks every kind, mode and byte against its manifest.
+// verify.ts: re-hashes a published snapshot (on the helper threads capture uses) and checks every kind, mode and byte against its manifest.
 
-import { CHUNK_BYTES, hashAt } from '../base/io.js';
+import { CHUNK_BYTES } from '../base/io.js';
+import { FileJobs, type JobResult } from '../capture/pool.js';
 import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
@@ -8,8 +9,8 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
-import type { Sys } from '../sys/native.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { COPY_AREA, mountArea } from './layout.js';
 
 export interface VerifyReport {
@@ -17,23 +18,40 @@ export interface VerifyReport {
   bytes: number;
 }
 
+export interface VerifyOptions {
+  onProgress?: ProgressFn | undefined;
+  /** Helper threads hashing files (undefined: one per spare core); 0 hashes everything on this thread. */
+  parallelism?: number | undefined;
+}
+
 interface Walk {
   sys: Sys;
   expected: Map<string, ManifestEntry>;
   seen: Set<string>;
-  drift: string[];
-  buffer: Buffer;
-  bytes: number;
-  progress: (entries: number, bytes: number) => void;
+  /** Drifted paths with their place in the walk (hashes come back in any order). */
+  drift: [number, string][];
+  seq: number;
   shared: Shared;
 }
 
-function hashFile(w: Walk, dirfd: number, name: string): { sha256: string; size: number } {
-  const got = hashAt(w.sys, w.buffer, dirfd, name);
-  w.bytes += got.size;
-  w.shared.entries++;
-  w.progress(w.shared.entries, w.shared.bytes + w.bytes);
-  return got;
+function flag(w: Walk, path: string, seq = w.seq++): void {
+  w.drift.push([seq, path]);
+}
+
+/** Hands one file to the helper threads; a digest or size that differs is drift, found in its walk order. */
+function hashFile(w: Walk, dirfd: number, name: string, path: string, want: ManifestEntry): void {
+  const seq = w.seq++;
+  using file = own(w.sys, w.sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  const before = w.sys.fstat(file.fd);
+  const shared = w.shared;
+  // The job owns (and closes) the fd from here.
+  w.shared.jobs.run(file.release(), -1, before, { clone: false, range: false }, (r: JobResult) => {
+    if (r instanceof Error) throw r;
+    if (r === 'changed' || r.sha256 !== want.sha256 || before.size !== want.size) flag(w, path, seq);
+    shared.bytes += before.size;
+    shared.entries++;
+    shared.progress(shared.entries, shared.bytes);
+  });
 }
 
 function checkDir(w: Walk, fd: number, rel: string): void {
@@ -42,50 +60,40 @@ function checkDir(w: Walk, fd: number, rel: string): void {
     const path = rel === '' ? name : `${rel}/${name}`;
     const want = typeof item.name === 'string' ? w.expected.get(path) : undefined;
     if (want === undefined) {
-      w.drift.push(path);
+      flag(w, path);
       continue;
     }
     w.seen.add(path);
     const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
     const perm = st.mode & 0o7777;
     if (want.kind === 'directory') {
-      if (perm !== 0o500 || !isDir(st.mode)) w.drift.push(path);
+      if (perm !== 0o500 || !isDir(st.mode)) flag(w, path);
       if (!isDir(st.mode)) continue;
       using child = own(w.sys, openChildDir(w.sys, fd, name));
       checkDir(w, child.fd, path);
     } else if (want.kind === 'file') {
       const frozen = want.mode & 0o111 ? 0o500 : 0o400;
       if (!isReg(st.mode) || perm !== frozen || st.size !== want.size) {
-        w.drift.push(path);
+        flag(w, path);
         continue;
       }
-      const got = hashFile(w, fd, name);
-      if (got.size !== want.size || got.sha256 !== want.sha256) w.drift.push(path);
+      hashFile(w, fd, name, path, want);
     } else if (!isLink(st.mode) || w.sys.readlinkat(fd, name) !== want.link_target) {
-      w.drift.push(path);
+      flag(w, path);
     }
   }
 }
 
 interface Shared {
   drift: string[];
-  buffer: Buffer;
+  jobs: FileJobs;
   bytes: number;
   entries: number;
   progress: (entries: number, bytes: number) => void;
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly ManifestEntry[], shared: Shared): void {
-  const walk: Walk = {
-    sys,
-    expected: new Map(entries.map((e) => [e.path, e])),
-    seen: new Set(),
-    drift: [],
-    buffer: shared.buffer,
-    bytes: 0,
-    progress: shared.progress,
-    shared,
-  };
+  const walk: Walk = { sys, expected: new Map(entries.map((e) => [e.path, e])), seen: new Set(), drift: [], seq: 0, shared };
   let fd: number;
   try {
     fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
@@ -98,16 +106,22 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly Ma
     using dir = own(sys, fd);
     checkDir(walk, dir.fd, '');
   }
-  for (const e of entries) if (!walk.seen.has(e.path)) walk.drift.push(e.path);
-  for (const path of walk.drift) shared.drift.push(`${area}/${path}`);
-  shared.bytes += walk.bytes;
+  shared.jobs.drain();
+  for (const e of entries) if (!walk.seen.has(e.path)) flag(walk, e.path);
+  walk.drift.sort((a, b) => a[0] - b[0]);
+  for (const [, path] of walk.drift) shared.drift.push(`${area}/${path}`);
 }
 
 /** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
-export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, onProgress?: ProgressFn): VerifyReport {
-  const shared: Shared = { drift: [], buffer: Buffer.allocUnsafe(CHUNK_BYTES), bytes: 0, entries: 0, progress: throttled(onProgress) };
-  verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared);
-  data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));
+export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, options: VerifyOptions = {}): VerifyReport {
+  const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
+  const shared: Shared = { drift: [], jobs, bytes: 0, entries: 0, progress: throttled(options.onProgress) };
+  try {
+    verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared);
+    data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));
+  } finally {
+    jobs.close();
+  }
   const drift = shared.drift;
   if (drift.length > 0) {
     const first = drift[0]!;
@@ -122,7 +136,7 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, onPro
 }
 
 /** verifyAt for a snapshot directory given by path. */
-export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, onProgress?: ProgressFn): VerifyReport {
+export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, options: VerifyOptions = {}): VerifyReport {
   using root = own(sys, openRealDir(sys, snapshotRoot, 'snapshot'));
-  return verifyAt(sys, root.fd, data, onProgress);
+  return verifyAt(sys, root.fd, data, options);
 }

@@ -47,6 +47,9 @@ export interface Sys {
   readlinkat(dirfd: number, path: PathArg): string | Buffer;
   pread(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number;
   pwrite(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number;
+  /** The new offset; SEEK_DATA/SEEK_HOLE at or past the end throw ENXIO. */
+  lseek(fd: number, offset: number, whence: number): number;
+  ftruncate(fd: number, length: number): void;
   fsync(fd: number): void;
   syncfs(fd: number): void;
   fchmod(fd: number, mode: number): void;
@@ -86,6 +89,8 @@ export const sys: Sys = {
   readlinkat: addon.readlinkat,
   pread: addon.pread,
   pwrite: addon.pwrite,
+  lseek: addon.lseek,
+  ftruncate: addon.ftruncate,
   fsync: addon.fsync,
   syncfs: addon.syncfs,
   fchmod: addon.fchmod,

@@ -21,9 +21,9 @@ function bigTree(repo: string): void {
   writeTree(repo, tree);
 }
 
-async function settleThreads(): Promise<void> {
-  // Helper threads have left their loops when capture returns; give their teardown a tick.
-  await new Promise((r) => setTimeout(r, 50));
+/** Helper threads have left their loops when capture returns; their teardown (closing their loops' fds) may take a moment on a loaded machine. */
+async function settleThreads(fds: number): Promise<void> {
+  for (let waited = 0; openFds().length !== fds && waited < 3000; waited += 50) await new Promise((r) => setTimeout(r, 50));
 }
 
 describe.each(bases)('helper threads on %s', (_name, base) => {
@@ -41,7 +41,7 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
       return out;
     });
     for (const d of digests) expect(d).toEqual(digests[0]);
-    await settleThreads();
+    await settleThreads(fds);
     expect(openFds().length).toBe(fds);
   });
 
@@ -69,7 +69,7 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
       Atomics.store(stop, 0, 1);
       await appender.terminate();
     }
-    await settleThreads();
+    await settleThreads(fds);
     expect(openFds().length).toBe(fds);
     store.closeSync();
   });
@@ -85,7 +85,7 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
     mkfifo(join(repo, 'tree/d9/zz-pipe'));
     await expectError(async () => store.captureSync({ source: repo, copy: ['tree'], parallelism: 2 }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: tree/d9/zz-pipe', unchanged: store.root });
     expect(storeLeftovers(store.root)).toEqual([]);
-    await settleThreads();
+    await settleThreads(fds);
     expect(openFds().length).toBe(fds);
     store.closeSync();
   });

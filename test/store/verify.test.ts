@@ -39,6 +39,37 @@ describe('verify', () => {
     store.closeSync();
   });
 
+  it('hashes on helper threads (parallelism 2) with the same report and the same first drift as one thread', async () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 300; i++) files[`t/d${i % 7}/f${String(i).padStart(3, '0')}`] = `content ${i}`;
+    writeTree(repo, files);
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: repo, copy: ['t'] });
+    const intact = snap.verifySync({ parallelism: 0 });
+    expect(snap.verifySync({ parallelism: 2 })).toEqual(intact);
+    expect(await snap.verify()).toEqual(intact);
+    for (const rel of ['t/d3/f010', 't/d5/f299']) {
+      chmodSync(join(snap.root, 'copy', rel), 0o600);
+      writeFileSync(join(snap.root, 'copy', rel), 'CONTENT 10'.slice(0, statSync(join(snap.root, 'copy', rel)).size));
+      chmodSync(join(snap.root, 'copy', rel), 0o400);
+    }
+    const messages = [0, 2, 2].map((parallelism) => {
+      try {
+        snap.verifySync({ parallelism });
+      } catch (err) {
+        expect((err as SealError).code).toBe('SEAL_CORRUPT');
+        return (err as SealError).message;
+      }
+      return 'passed';
+    });
+    expect(messages[0]).toMatch(/: 2 entries differ from its manifest, first: copy\/t\/d[35]\/f(010|299)$/);
+    expect(messages).toEqual([messages[0], messages[0], messages[0]]);
+    expect(() => snap.verifySync({ parallelism: 1.5 })).toThrow('parallelism must be an integer from 0 to 64');
+    store.closeSync();
+  });
+
   it('finds a re-pointed symlink in a mount', async () => {
     const { store, snap, snapRoot } = fresh();
     const payload = join(snapRoot, 'mounts/00000/payload');

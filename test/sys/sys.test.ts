@@ -385,6 +385,33 @@ describe('ficlone / copy_file_range on this filesystem', () => {
   });
 });
 
+describe('lseek / ftruncate', () => {
+  it('lseek finds data and holes (SEEK_DATA/SEEK_HOLE) and moves the offset; ENXIO past the data', () => {
+    const dir = tempDir();
+    withDir(dir, (d) => {
+      const fd = sys.openat(d, 'sparse', S.O_RDWR | S.O_CREAT | S.O_EXCL, 0o600);
+      try {
+        sys.ftruncate(fd, 8 << 20);
+        expect(sys.fstat(fd).size).toBe(8 << 20);
+        sys.pwrite(fd, Buffer.from('data'), 0, 4, 4 << 20);
+        const start = sys.lseek(fd, 0, S.SEEK_DATA);
+        expect(start).toBeLessThanOrEqual(4 << 20);
+        expect(sys.lseek(fd, start, S.SEEK_HOLE)).toBeGreaterThan(4 << 20);
+        expect(sys.lseek(fd, 10, S.SEEK_SET)).toBe(10);
+        expect(sys.lseek(fd, 0, S.SEEK_END)).toBe(8 << 20);
+        expectSysError(() => sys.lseek(fd, 9 << 20, S.SEEK_DATA), 'ENXIO', 'lseek');
+        expectSysError(() => sys.ftruncate(fd, -1), 'EINVAL', 'ftruncate');
+      } finally {
+        sys.close(fd);
+      }
+      expectSysError(() => sys.lseek(fd, 0, S.SEEK_SET), 'EBADF', 'lseek');
+      const ro = sys.openat(d, 'sparse', S.O_RDONLY);
+      expectSysError(() => sys.ftruncate(ro, 0), 'EINVAL', 'ftruncate');
+      sys.close(ro);
+    });
+  });
+});
+
 describe('worker threads', () => {
   it('the addon loads and works inside a worker thread', async () => {
     const dir = tempDir();

@@ -1,0 +1,147 @@
+// kernel-copy.test.ts: on ext4 (no reflink), capture and materialize copy in the kernel (copy_file_range), keep holes, and catch changes.
+import { appendFileSync, mkdirSync, openSync, closeSync, readFileSync, statSync, writeSync, ftruncateSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore } from '../../dist/index.js';
+import type { Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, openFds, reflinkMount, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const MiB = 1 << 20;
+const ext4 = reflinkMount('ext4');
+
+/** A 100 MiB file with 4 KiB of data at 1 MiB and at 60 MiB; the rest holes. */
+function sparseFile(path: string): Buffer {
+  const fd = openSync(path, 'w');
+  ftruncateSync(fd, 100 * MiB);
+  writeSync(fd, Buffer.alloc(4096, 0x61), 0, 4096, MiB);
+  writeSync(fd, Buffer.alloc(4096, 0x62), 0, 4096, 60 * MiB);
+  closeSync(fd);
+  return readFileSync(path);
+}
+
+/** Counts copy_file_range calls and the bytes that went through pwrite. */
+function counting(): { sys: Sys; calls: { copy_file_range: number; pwriteBytes: number } } {
+  const calls = { copy_file_range: 0, pwriteBytes: 0 };
+  const sys = wrapSys({
+    copy_file_range: (orig) => (fdIn, offIn, fdOut, offOut, len) => {
+      calls.copy_file_range++;
+      return orig(fdIn, offIn, fdOut, offOut, len);
+    },
+    pwrite: (orig) => (fd, buf, off, len, pos) => {
+      const n = orig(fd, buf, off, len, pos);
+      calls.pwriteBytes += n;
+      return n;
+    },
+  });
+  return { sys, calls };
+}
+
+const KiB64 = 64 * 1024;
+
+describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
+  it('a 100 MiB sparse file takes next to no blocks in the store and in each clone (auto), with the right bytes', async () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(join(repo, 'tree'), { recursive: true });
+    const bytes = sparseFile(join(repo, 'tree/sparse.bin'));
+    const store = await SnapshotStore.open(join(work, 'store'), { ephemeral: true });
+    const snap = await store.capture({ source: repo, copy: ['tree'] });
+    const stored = statSync(join(snap.root, 'copy/tree/sparse.bin'));
+    expect(stored.size).toBe(100 * MiB);
+    expect(stored.blocks * 512).toBeLessThan(KiB64 * 4);
+    expect(snap.entries.find((e) => e.path === 'tree/sparse.bin')?.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+    for (let i = 0; i < 2; i++) {
+      const clone = join(work, `clone-${i}`);
+      mkdirSync(clone);
+      const report = await snap.materialize(clone);
+      expect(report).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 100 * MiB });
+      const st = statSync(join(clone, 'tree/sparse.bin'));
+      expect(st.size).toBe(100 * MiB);
+      expect(st.blocks * 512).toBeLessThan(KiB64 * 4);
+      expect(readFileSync(join(clone, 'tree/sparse.bin')).equals(bytes)).toBe(true);
+    }
+    await store.close();
+  });
+
+  it('capture and auto materialize use copy_file_range; never uses plain read/write', () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    writeTree(repo, { 'tree/a': 'alpha', 'tree/big': Buffer.alloc(3 * MiB, 9) });
+    const { sys, calls } = counting();
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys });
+    const snap = store.captureSync({ source: repo, copy: ['tree'] });
+    // Only the store's own small files (manifest.json, the stat cache) went through pwrite.
+    expect([calls.copy_file_range >= 2, calls.pwriteBytes < 64 * 1024]).toEqual([true, true]);
+    calls.copy_file_range = 0;
+    calls.pwriteBytes = 0;
+    const auto = join(work, 'auto');
+    mkdirSync(auto);
+    expect(snap.materializeSync(auto)).toMatchObject({ files: 2, copied: 2, reflinked: 0 });
+    expect([calls.copy_file_range >= 2, calls.pwriteBytes]).toEqual([true, 0]);
+    calls.copy_file_range = 0;
+    const never = join(work, 'never');
+    mkdirSync(never);
+    expect(snap.materializeSync(never, { reflink: 'never' })).toMatchObject({ files: 2, copied: 2 });
+    expect([calls.copy_file_range, calls.pwriteBytes]).toEqual([0, 3 * MiB + 5]);
+    expect(readFileSync(join(never, 'tree/big')).equals(readFileSync(join(auto, 'tree/big')))).toBe(true);
+    expect(readFileSync(join(auto, 'tree/a'), 'utf8')).toBe('alpha');
+    store.closeSync();
+  });
+
+  it('a write to the source during copy_file_range is SEAL_CHANGED, and nothing is left behind', () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    writeTree(repo, { 'tree/big': Buffer.alloc(3 * MiB, 7), 'tree/small': 'small' });
+    let done = false;
+    const sys = wrapSys({
+      copy_file_range: (orig) => (fdIn, offIn, fdOut, offOut, len) => {
+        const n = orig(fdIn, offIn, fdOut, offOut, len);
+        if (!done && len > MiB) {
+          done = true;
+          appendFileSync(join(repo, 'tree/big'), 'x');
+        }
+        return n;
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys });
+    const fds = openFds().length;
+    let caught: unknown;
+    try {
+      store.captureSync({ source: repo, copy: ['tree'] });
+    } catch (err) {
+      caught = err;
+    }
+    expect(done).toBe(true);
+    expect(caught).toBeInstanceOf(SealError);
+    expect([(caught as SealError).code, (caught as SealError).message]).toEqual(['SEAL_CHANGED', 'file changed while snapshotting: tree/big']);
+    expect(storeLeftovers(store.root)).toEqual([]);
+    expect(openFds().length).toBe(fds);
+    store.closeSync();
+  });
+
+  it('falls back to read/write where copy_file_range refuses the pair (EXDEV)', () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    writeTree(repo, { 'tree/a': 'alpha', 'tree/b': Buffer.alloc(2 * MiB, 3) });
+    const sys = wrapSys({
+      copy_file_range: () => () => {
+        throw Object.assign(new Error('EXDEV: cross-device link, copy_file_range'), { errno: -18, code: 'EXDEV', syscall: 'copy_file_range' });
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys });
+    const snap = store.captureSync({ source: repo, copy: ['tree'] });
+    expect(readFileSync(join(snap.root, 'copy/tree/b')).equals(Buffer.alloc(2 * MiB, 3))).toBe(true);
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    expect(snap.materializeSync(clone)).toMatchObject({ files: 2, copied: 2 });
+    expect(readFileSync(join(clone, 'tree/a'), 'utf8')).toBe('alpha');
+    store.closeSync();
+  });
+});
