@@ -66,7 +66,10 @@ describe('verify', () => {
     });
     expect(messages[0]).toMatch(/: 2 entries differ from its manifest, first: copy\/t\/d[35]\/f(010|299)$/);
     expect(messages).toEqual([messages[0], messages[0], messages[0]]);
-    expect(() => snap.verifySync({ parallelism: 1.5 })).toThrow('parallelism must be an integer from 0 to 64');
+    expectError(() => snap.verifySync({ parallelism: 65 }), {
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.parallelism" is out of range. It must be >= 0 && <= 64. Received 65',
+    });
     store.closeSync();
   });
 
