@@ -52,18 +52,27 @@ export function systemError(code, syscall, path) {
 
 const DIST_FRAME = /\bat (?:(\S+) \()?(?:file:\/\/)?\S*\/dist\/(\S+?):(\d+):\d+\)?$/;
 
-/** The call site of a syscall: its name and the two innermost frames of treeseal's code that led to it. */
+/**
+ * The call site of a syscall: its name, the two innermost frames of treeseal's code that
+ * led to it, and the innermost frame above the shared helpers (base/, sys/), so one
+ * helper used by many callers counts once per caller.
+ */
 function callSite(name) {
   const saved = Error.stackTraceLimit;
-  Error.stackTraceLimit = 24;
+  Error.stackTraceLimit = 40;
   const stack = new Error().stack ?? '';
   Error.stackTraceLimit = saved;
   const frames = [];
   for (const line of stack.split('\n')) {
     const m = DIST_FRAME.exec(line.trim());
     if (m === null) continue;
-    frames.push(`${m[1] ?? '<anon>'} ${m[2]}:${m[3]}`);
-    if (frames.length === 2) break;
+    const frame = `${m[1] ?? '<anon>'} ${m[2]}:${m[3]}`;
+    if (frames.length < 2) frames.push(frame);
+    else if (!/^(base|sys)\//.test(m[2])) {
+      frames.push(frame);
+      break;
+    }
+    if (frames.length === 2 && !/^(base|sys)\//.test(m[2])) break;
   }
   return `${name} @ ${frames.join(' < ')}`;
 }
