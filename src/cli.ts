@@ -18,6 +18,9 @@ const OPTIONS = {
   reflink: { type: 'string' },
   'fallback-bytes': { type: 'string' },
   'no-stat-cache': { type: 'boolean' },
+  concurrency: { type: 'string' },
+  insecure: { type: 'boolean' },
+  'mount-from': { type: 'string', multiple: true },
 } as const;
 
 const ALLOWED: Record<Command, string[]> = {
@@ -29,6 +32,8 @@ const ALLOWED: Record<Command, string[]> = {
   diff: [],
   rm: [],
   gc: [],
+  push: ['concurrency', 'insecure', 'mount-from'],
+  pull: ['concurrency', 'insecure'],
   freeze: [],
   thaw: [],
 };
@@ -53,7 +58,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       process.stdout.write(`${HELP[command]}\n`);
       return 0;
     }
-    for (const key of ['copy', 'mount', 'revision', 'reflink', 'fallback-bytes', 'no-stat-cache'] as const) {
+    for (const key of ['copy', 'mount', 'revision', 'reflink', 'fallback-bytes', 'no-stat-cache', 'concurrency', 'insecure', 'mount-from'] as const) {
       if (values[key] !== undefined && !ALLOWED[command].includes(key)) throw new UsageError(`${command} does not take --${key}`, command);
     }
     const v: Values = {
@@ -64,6 +69,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       reflink: values.reflink,
       fallbackBytes: values['fallback-bytes'],
       statCache: values['no-stat-cache'] !== true,
+      concurrency: values.concurrency,
+      insecure: values.insecure === true,
+      mountFrom: values['mount-from'] ?? [],
     };
     return await run(command, args, v, { out: (t) => process.stdout.write(t), err: process.stderr, json: values.json === true });
   } catch (err) {

@@ -6,11 +6,12 @@ import { sealed } from './base/refusal.js';
 import { serializeError, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
 import { dropHelpers, keepHelpers } from './capture/pool.js';
 import { JOBS as CAPTURE_JOBS } from './store/jobs.js';
+import { JOBS as REGISTRY_JOBS } from './store/registry/jobs.js';
 import { JOBS as TOOL_JOBS } from './tools/jobs.js';
 
 type Handlers = { [K in JobName]: (args: JobArgs<K>, ctx: JobContext) => JobResult<K> };
 
-const HANDLERS: Handlers = { ...TOOL_JOBS, ...CAPTURE_JOBS };
+const HANDLERS: Handlers = { ...TOOL_JOBS, ...CAPTURE_JOBS, ...REGISTRY_JOBS };
 
 function run(job: JobRequest, ctx: JobContext): unknown {
   const handler = HANDLERS[job.op] as ((args: unknown[], ctx: JobContext) => unknown) | undefined;

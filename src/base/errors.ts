@@ -15,7 +15,8 @@ export type SealCode =
   | 'SEAL_CLOSED'
   | 'SEAL_ABORTED'
   | 'SEAL_IO'
-  | 'SEAL_AMBIGUOUS';
+  | 'SEAL_AMBIGUOUS'
+  | 'SEAL_REMOTE';
 
 export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CHANGED',
@@ -34,6 +35,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_ABORTED',
   'SEAL_IO',
   'SEAL_AMBIGUOUS',
+  'SEAL_REMOTE',
 ];
 
 export interface SealErrorOptions {

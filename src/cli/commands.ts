@@ -13,24 +13,12 @@ import {
   type SnapshotData,
 } from '../index.js';
 import { bytes, ms, progressLine } from './format.js';
+import { pull, push, type RemoteValues } from './remote.js';
+import { UsageError, emit, need, type Io } from './shared.js';
 
-export class UsageError extends Error {
-  constructor(
-    message: string,
-    readonly command?: string,
-  ) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
+export { UsageError, type Io } from './shared.js';
 
-export interface Io {
-  out: (text: string) => void;
-  err: NodeJS.WriteStream;
-  json: boolean;
-}
-
-export interface Values {
+export interface Values extends RemoteValues {
   store: string;
   copy: string[];
   mount: string[];
@@ -42,14 +30,6 @@ export interface Values {
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
-}
-
-function emit(io: Io, json: unknown, human: string): void {
-  io.out(io.json ? `${JSON.stringify(json, null, 2)}\n` : human.endsWith('\n') ? human : `${human}\n`);
-}
-
-function need(args: string[], count: number, command: string, names: string): void {
-  if (args.length !== count) throw new UsageError(`${command} takes ${names}`, command);
 }
 
 function summary(data: SnapshotData): Record<string, unknown> {
@@ -250,12 +230,12 @@ async function freezeCmd(args: string[], io: Io, thawing: boolean): Promise<void
   emit(io, { [thawing ? 'thawed' : 'frozen']: dir }, `${thawing ? 'thawed' : 'froze'} ${dir}`);
 }
 
-export const COMMANDS = ['capture', 'materialize', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'freeze', 'thaw'] as const;
+export const COMMANDS = ['capture', 'materialize', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'push', 'pull', 'freeze', 'thaw'] as const;
 export type Command = (typeof COMMANDS)[number];
 
 type Handler = (store: SnapshotStore, args: string[], v: Values, io: Io) => Promise<number | void> | number | void;
 
-const STORE_COMMANDS: Record<Exclude<Command, 'freeze' | 'thaw'>, Handler> = { capture, materialize, verify, ls, show, diff, rm, gc };
+const STORE_COMMANDS: Record<Exclude<Command, 'freeze' | 'thaw'>, Handler> = { capture, materialize, verify, ls, show, diff, rm, gc, push, pull };
 
 /** Runs one subcommand; returns the exit status. */
 export async function run(command: Command, args: string[], v: Values, io: Io): Promise<number> {

@@ -37,6 +37,21 @@ Removes snapshots from the store (under the store lock).`,
   gc: `usage: treeseal gc
 
 Sweeps builds left behind by processes that died, and half-removed snapshots.`,
+  push: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--mount-from REPO]...
+
+Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>.
+Blobs the registry already has are skipped; an existing tag for the same snapshot sends nothing.
+  --concurrency N     blobs moved at once (default 8)
+  --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --mount-from REPO   a repository of the same registry to mount blobs from (repeatable)
+Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json.`,
+  pull: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure]
+
+Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store. The snapshot
+digest, every blob and every file are checked before it is published; contents the store already
+holds are taken from local snapshots instead of downloaded.
+  --concurrency N     blobs moved at once (default 8)
+  --insecure          allow plain HTTP to a registry that is not on a loopback address`,
   freeze: `usage: treeseal freeze <dir>
 
 Makes a tree read-only: files 0400 (0500 when executable), directories 0500. Never follows a symlink.`,
@@ -58,6 +73,8 @@ Commands:
   diff <a> <b>                compare two snapshots
   rm <digest>...              remove snapshots
   gc                          sweep stale builds
+  push <digest> <remote>      push a snapshot to an OCI registry
+  pull <digest> <remote>      pull a snapshot from an OCI registry, verified
   freeze <dir> / thaw <dir>   make a tree read-only / writable
 
 Digests may be abbreviated to any unique prefix.

@@ -1,4 +1,4 @@
-// build.ts: runs a capture plan into a private build directory, freezes it and publishes it by one rename.
+// publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
 import { randomBytes } from 'node:crypto';
 
 import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from '../capture/walk.js';
@@ -113,7 +113,7 @@ function freezeCopyParents(sys: Sys, copyFd: number, plan: Plan): void {
   sys.fchmod(copyFd, 0o500);
 }
 
-function freezeArea(sys: Sys, buildFd: number, name: string): void {
+export function freezeArea(sys: Sys, buildFd: number, name: string): void {
   const fd = openChildDir(sys, buildFd, name);
   try {
     applyModesAt(sys, fd, FROZEN_DIRS);
@@ -145,6 +145,81 @@ function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: Sn
   removeAt(sys, buildFd, LOOSE_AREA);
 }
 
+/** A private build directory in the store's tmp/, held by an flock until it is published or removed. */
+export interface Build {
+  readonly sys: Sys;
+  readonly storeRoot: string;
+  readonly tmpFd: number;
+  readonly snapshotsFd: number;
+  readonly fd: number;
+  /** Its name in tmp/ (`build-<32 hex>`). */
+  readonly name: string;
+  published: boolean;
+}
+
+/** Makes and locks `<store>/tmp/build-*`; release it with closeBuild. */
+export function openBuild(sys: Sys, storeRoot: string): Build {
+  let tmpFd = -1;
+  let snapshotsFd = -1;
+  let fd = -1;
+  let made = false;
+  const name = BUILD_PREFIX + randomBytes(16).toString('hex');
+  try {
+    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
+    snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
+    sys.mkdirat(tmpFd, name, 0o700);
+    made = true;
+    fd = sys.openat(tmpFd, name, DIR_FLAGS);
+    // Held until this build is published or removed: a sweep never takes a live build.
+    sys.flock(fd, LOCK_EX | LOCK_NB);
+    return { sys, storeRoot, tmpFd, snapshotsFd, fd, name, published: false };
+  } catch (err) {
+    closeQuietly(sys, fd);
+    if (made) removeQuietly(sys, tmpFd, name);
+    closeQuietly(sys, tmpFd, snapshotsFd);
+    throw err;
+  }
+}
+
+function removeQuietly(sys: Sys, tmpFd: number, name: string): void {
+  try {
+    removeAt(sys, tmpFd, name);
+  } catch {
+    // a stale build is swept when the store is next opened
+  }
+}
+
+/**
+ * Writes data's manifest.json (`document`, in pieces) into the build, last, as its commit marker, and
+ * publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE under the
+ * shared store lock. A digest that is already published is reused, never overwritten.
+ */
+export function publishBuild(build: Build, data: SnapshotData, document: readonly string[]): SnapshotData {
+  const { sys } = build;
+  writePiecesAt(sys, build.fd, DOCUMENT_NAME, document);
+  const reused = withStoreLock(sys, build.storeRoot, false, () => {
+    try {
+      sys.renameat2(build.tmpFd, build.name, build.snapshotsFd, data.digest, RENAME_NOREPLACE);
+      build.published = true;
+      sys.fchmod(build.fd, 0o500);
+      return undefined;
+    } catch (err) {
+      if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
+      // Published already (another process or an earlier run): reuse it, never overwrite it.
+      return loadSnapshotAt(sys, build.snapshotsFd, data.digest);
+    }
+  });
+  return reused ?? data;
+}
+
+/** Closes the build's fds and, unless it was published, removes it. */
+export function closeBuild(build: Build): void {
+  const { sys } = build;
+  closeQuietly(sys, build.fd, build.snapshotsFd);
+  if (!build.published) removeQuietly(sys, build.tmpFd, build.name);
+  closeQuietly(sys, build.tmpFd);
+}
+
 /**
  * Captures `plan` into `<store>/tmp/build-*`, freezes it, writes manifest.json last
  * and publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE. A
@@ -165,22 +240,13 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
 function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, fresh: boolean): Built {
   const sourceFd = openRealDir(sys, plan.source, 'source');
   let storeFd = -1;
-  let tmpFd = -1;
-  let snapshotsFd = -1;
-  let buildFd = -1;
-  let buildName = '';
-  let published = false;
+  let build: Build | undefined;
   let ctx: CaptureContext | undefined;
   let session: StatCacheSession | undefined;
   try {
     storeFd = openRealDir(sys, storeRoot, 'store directory');
-    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
-    snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-    buildName = BUILD_PREFIX + randomBytes(16).toString('hex');
-    sys.mkdirat(tmpFd, buildName, 0o700);
-    buildFd = sys.openat(tmpFd, buildName, DIR_FLAGS);
-    // Held until this build is published or removed: a sweep never takes a live build.
-    sys.flock(buildFd, LOCK_EX | LOCK_NB);
+    build = openBuild(sys, storeRoot);
+    const { tmpFd, snapshotsFd, fd: buildFd } = build;
     // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
     const buildStat = sys.fstat(buildFd);
     ctx = new CaptureContext(sys, plan.limits, buildStat.dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
@@ -226,36 +292,15 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       assembleDeferred(sys, storeRoot, buildFd, data, session);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
-    writePiecesAt(sys, buildFd, DOCUMENT_NAME, encodeDocumentPieces(data, texts));
-    const reused = withStoreLock(sys, storeRoot, false, () => {
-      try {
-        sys.renameat2(tmpFd, buildName, snapshotsFd, data.digest, RENAME_NOREPLACE);
-        published = true;
-        sys.fchmod(buildFd, 0o500);
-        return undefined;
-      } catch (err) {
-        if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
-        // Published already (another process or an earlier run): reuse it, never overwrite it.
-        return loadSnapshotAt(sys, snapshotsFd, data.digest);
-      }
-    });
-    const final = reused ?? data;
+    const final = publishBuild(build, data, encodeDocumentPieces(data, texts));
     if (session !== undefined) saveQuietly(session, final.digest, final);
     return { data: final, report, texts };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();
     session?.close();
-    closeQuietly(sys, sourceFd, snapshotsFd, storeFd);
-    if (buildFd >= 0) closeQuietly(sys, buildFd);
-    if (!published && buildName !== '' && tmpFd >= 0) {
-      try {
-        removeAt(sys, tmpFd, buildName);
-      } catch {
-        // a stale build is swept when the store is next opened
-      }
-    }
-    closeQuietly(sys, tmpFd);
+    closeQuietly(sys, sourceFd, storeFd);
+    if (build !== undefined) closeBuild(build);
   }
 }
 

@@ -11,6 +11,9 @@ import type { PackedSnapshot, SnapshotData } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { buildSnapshot, type BuildHooks, type CaptureReport } from './publish.js';
+import { pullSnapshot } from './registry/pull.js';
+import { pushSnapshot } from './registry/push.js';
+import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { Snapshot } from './snapshot.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 
@@ -156,6 +159,33 @@ export class SnapshotStore {
     const digest = this.resolveDigest(digestOrPrefix);
     sealed('remove', () => withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest)));
     return digest;
+  }
+
+  /**
+   * Pushes a published snapshot (full digest or unique prefix) to an OCI registry
+   * repository (`host[:port]/repository`) under tag `ts-<digest>`; see README
+   * "Sharing snapshots through an OCI registry". Failures of the registry are SEAL_REMOTE.
+   */
+  async push(digestOrPrefix: string, remote: string, options: PushOptions = {}): Promise<PushReport> {
+    const snap = this.get(digestOrPrefix);
+    return pushSnapshot({ sys: this.#sys, root: snap.root, data: snap.toJSON() }, remote, options);
+  }
+
+  /**
+   * Pulls snapshot `digest` (full) from an OCI registry repository into this store,
+   * proving its digest, every blob and every file; contents the store already holds are
+   * reflinked or copied from local snapshots instead of downloaded. Nothing is published
+   * unless everything checks out.
+   */
+  async pull(digest: string, remote: string, options: PullOptions = {}): Promise<PullReport> {
+    this.#checkOpen();
+    if (typeof digest !== 'string' || !DIGEST_RE.test(digest)) {
+      throw new SealError('SEAL_BAD_PATH', `pull needs a full snapshot digest (64 hex digits): ${escapePath(String(digest))}`);
+    }
+    const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
+    const { report } = await pullSnapshot(target, digest, remote, options);
+    this.#checkOpen();
+    return report;
   }
 
   /** Sweeps stale builds and half-removed snapshots under the store lock; returns how many. */

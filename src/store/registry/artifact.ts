@@ -1,0 +1,99 @@
+// artifact.ts: reading an image manifest back: is it a treeseal snapshot, and are its layers exactly what its config implies.
+import { SealError } from '../../base/errors.js';
+import {
+  ANNOTATION_BUCKET,
+  ANNOTATION_BUCKETS,
+  ANNOTATION_SNAPSHOT,
+  ANNOTATION_THRESHOLD,
+  ARTIFACT_TYPE,
+  CONFIG_TYPE,
+  EMPTY_DIGEST,
+  EMPTY_TYPE,
+  FILE_TYPE,
+  PACK_TYPE,
+  type Descriptor,
+  type Layout,
+} from './mapping.js';
+
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+
+export interface Artifact {
+  config: Descriptor;
+  layers: Descriptor[];
+  /** The snapshot digest its annotations claim (never trusted: the config proves it). */
+  snapshot: string;
+  threshold: number;
+  buckets: number;
+}
+
+function descriptor(v: unknown, what: string, bad: (why: string) => SealError): Descriptor {
+  const d = v as Partial<Descriptor> | null;
+  if (d === null || typeof d !== 'object' || typeof d.mediaType !== 'string' || typeof d.digest !== 'string' || !DIGEST_RE.test(d.digest)) {
+    throw bad(`${what} is not a sha256 descriptor`);
+  }
+  if (typeof d.size !== 'number' || !Number.isSafeInteger(d.size) || d.size < 0) throw bad(`${what} has no valid size`);
+  const annotations = d.annotations !== undefined && typeof d.annotations === 'object' && d.annotations !== null ? d.annotations : {};
+  return { mediaType: d.mediaType, digest: d.digest, size: d.size, annotations };
+}
+
+function intAnnotation(a: Record<string, unknown>, key: string, min: number, max: number, bad: (why: string) => SealError): number {
+  const v = Number(a[key]);
+  if (typeof a[key] !== 'string' || !Number.isSafeInteger(v) || v < min || v > max) throw bad(`annotation ${key} is missing or out of range`);
+  return v;
+}
+
+/** Parses an image manifest as a treeseal snapshot artifact; anything else is SEAL_CORRUPT naming `where`. */
+export function parseArtifact(bytes: Buffer, where: string): Artifact {
+  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} is not a treeseal snapshot: ${why}`);
+  let m: Record<string, unknown>;
+  try {
+    m = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+  } catch (err) {
+    throw new SealError('SEAL_CORRUPT', `${where} is not a treeseal snapshot: its manifest is not JSON`, { cause: err });
+  }
+  if (m === null || typeof m !== 'object' || m.schemaVersion !== 2) throw bad('not an image manifest (schemaVersion 2)');
+  if (m.artifactType !== ARTIFACT_TYPE) throw bad(`artifactType is ${JSON.stringify(m.artifactType)}`);
+  const config = descriptor(m.config, 'config', bad);
+  if (config.mediaType !== CONFIG_TYPE) throw bad(`config media type is ${config.mediaType}`);
+  if (!Array.isArray(m.layers)) throw bad('no layers');
+  const layers = m.layers.map((l, i) => descriptor(l, `layer ${i}`, bad));
+  const a = (m.annotations ?? {}) as Record<string, unknown>;
+  return {
+    config,
+    layers,
+    snapshot: String(a[ANNOTATION_SNAPSHOT] ?? ''),
+    threshold: intAnnotation(a, ANNOTATION_THRESHOLD, 1, Number.MAX_SAFE_INTEGER, bad),
+    buckets: intAnnotation(a, ANNOTATION_BUCKETS, 1, 4096, bad),
+  };
+}
+
+/**
+ * Checks that the manifest's layers are exactly the layout its config implies: one
+ * pack per non-empty bucket (media type, bucket, size), then one blob per large
+ * content (its sha256, its size). Returns the pack digests, in bucket order.
+ */
+export function expectLayers(artifact: Artifact, layout: Layout, where: string): string[] {
+  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not match its snapshot manifest: ${why}`);
+  const { layers } = artifact;
+  const wantEmpty = layout.packs.length + layout.files.length === 0;
+  if (wantEmpty) {
+    if (layers.length !== 1 || layers[0]!.mediaType !== EMPTY_TYPE || layers[0]!.digest !== EMPTY_DIGEST) throw bad('expected only the empty layer');
+    return [];
+  }
+  if (layers.length !== layout.packs.length + layout.files.length) {
+    throw bad(`${layers.length} layers, the manifest implies ${layout.packs.length} packs and ${layout.files.length} files`);
+  }
+  const digests = layout.packs.map((p, i) => {
+    const l = layers[i]!;
+    if (l.mediaType !== PACK_TYPE || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${i} is not pack ${p.bucket}`);
+    if (l.size !== p.size) throw bad(`pack ${p.bucket} has size ${l.size}, its contents add up to ${p.size}`);
+    return l.digest;
+  });
+  layout.files.forEach((f, k) => {
+    const i = layout.packs.length + k;
+    const l = layers[i]!;
+    if (l.mediaType !== FILE_TYPE || l.digest !== `sha256:${f.sha256}`) throw bad(`layer ${i} is not the file blob sha256:${f.sha256}`);
+    if (l.size !== f.size) throw bad(`file blob sha256:${f.sha256} has size ${l.size}, the manifest says ${f.size}`);
+  });
+  return digests;
+}

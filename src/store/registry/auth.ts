@@ -1,0 +1,121 @@
+// auth.ts: registry authorization: WWW-Authenticate challenges, Basic, and the Bearer token flow (realm, service, scope).
+import { SealError } from '../../base/errors.js';
+import type { Credentials } from './credentials.js';
+import { isLoopback, type Remote } from './remote.js';
+
+export interface Challenge {
+  scheme: 'basic' | 'bearer';
+  params: Record<string, string>;
+}
+
+/** The first Basic or Bearer challenge of a WWW-Authenticate header (params with quoted strings). */
+export function parseChallenge(header: string | null): Challenge | undefined {
+  if (header === null) return undefined;
+  const m = /^\s*(basic|bearer)\b\s*(.*)$/is.exec(header);
+  if (m === null) return undefined;
+  const params: Record<string, string> = {};
+  const re = /([a-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?/giy;
+  const rest = m[2]!;
+  re.lastIndex = 0;
+  for (let p = re.exec(rest); p !== null && p[0] !== ''; p = re.exec(rest)) {
+    params[p[1]!.toLowerCase()] = p[2] !== undefined ? p[2].replace(/\\(.)/g, '$1') : p[3]!;
+  }
+  return { scheme: m[1]!.toLowerCase() as Challenge['scheme'], params };
+}
+
+/** Sends one HTTP request (with retries on 429, 5xx and lost connections). */
+export type Send = (url: string, init: RequestInit) => Promise<Response>;
+
+export interface AuthorizerOptions {
+  remote: Remote;
+  credentials: Credentials | undefined;
+  /** Token scopes asked for up front, e.g. `repository:team/x:pull,push`. */
+  scopes: string[];
+  send: Send;
+}
+
+function basicHeader(c: Credentials): string {
+  return `Basic ${Buffer.from(`${c.username}:${c.password}`, 'utf8').toString('base64')}`;
+}
+
+/** Holds the Authorization a registry wants, learned from its 401 challenges and refreshed when refused. */
+export class Authorizer {
+  #header: string | undefined;
+  readonly #o: AuthorizerOptions;
+
+  constructor(options: AuthorizerOptions) {
+    this.#o = options;
+  }
+
+  /** The Authorization header to send now, if any. */
+  get header(): string | undefined {
+    return this.#header;
+  }
+
+  #needCredentials(status: number): SealError {
+    return new SealError(
+      'SEAL_REMOTE',
+      `registry ${this.#o.remote.host} requires authentication (HTTP ${status} UNAUTHORIZED); give credentials through options, ` +
+        'TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD or ~/.docker/config.json',
+    );
+  }
+
+  /**
+   * Answers a 401 to a request sent with `sent` as its Authorization: returns true when
+   * the request should be sent again (new Basic header, new or refreshed token), throws
+   * SEAL_REMOTE when the registry refuses what it was given.
+   */
+  async challenged(res: Response, sent: string | undefined, refused: SealError): Promise<boolean> {
+    const challenge = parseChallenge(res.headers.get('www-authenticate'));
+    if (challenge === undefined) throw refused;
+    if (challenge.scheme === 'basic') {
+      const { credentials } = this.#o;
+      if (credentials === undefined) throw this.#needCredentials(res.status);
+      if (sent !== undefined && sent.startsWith('Basic ')) throw refused;
+      this.#header = basicHeader(credentials);
+      return true;
+    }
+    // Another request already fetched a newer token: use it. Else fetch one (a refused token may
+    // have expired; the caller bounds how often one request comes back here).
+    if (sent !== this.#header) return true;
+    this.#header = `Bearer ${await this.#fetchToken(challenge.params)}`;
+    return true;
+  }
+
+  async #fetchToken(params: Record<string, string>): Promise<string> {
+    const { remote, credentials, send } = this.#o;
+    const realm = params.realm;
+    if (realm === undefined) throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a Bearer challenge without a realm`);
+    let url: URL;
+    try {
+      url = new URL(realm);
+    } catch (err) {
+      throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a bad token realm: ${realm}`, { cause: err });
+    }
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.plainHttpAllowed || isLoopback(url.host)))) {
+      throw new SealError('SEAL_REMOTE', `token realm ${realm} is not HTTPS; plain HTTP needs --insecure`);
+    }
+    if (params.service !== undefined) url.searchParams.set('service', params.service);
+    const scopes = new Set(this.#o.scopes);
+    for (const s of (params.scope ?? '').split(' ')) if (s !== '') scopes.add(s);
+    for (const s of scopes) url.searchParams.append('scope', s);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (credentials !== undefined) headers.authorization = basicHeader(credentials);
+    const res = await send(url.toString(), { method: 'GET', headers });
+    const text = await res.text();
+    if (res.status === 401 || res.status === 403) {
+      if (credentials === undefined) throw this.#needCredentials(res.status);
+      throw new SealError('SEAL_REMOTE', `token server ${url.host} refused the credentials for ${remote.host}: HTTP ${res.status}`);
+    }
+    if (!res.ok) throw new SealError('SEAL_REMOTE', `token server ${url.host} answered HTTP ${res.status}`);
+    let body: { token?: unknown; access_token?: unknown };
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch (err) {
+      throw new SealError('SEAL_REMOTE', `token server ${url.host} sent a body that is not JSON`, { cause: err });
+    }
+    const token = typeof body.token === 'string' && body.token !== '' ? body.token : body.access_token;
+    if (typeof token !== 'string' || token === '') throw new SealError('SEAL_REMOTE', `token server ${url.host} sent no token`);
+    return token;
+  }
+}

@@ -1,0 +1,72 @@
+// pack.ts: a pack's bytes read from a frozen snapshot (each content re-hashed), and the file a content is read from.
+import { createHash } from 'node:crypto';
+
+import { SealError } from '../../base/errors.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openRealDir } from '../../base/fd.js';
+import { escapePath } from '../../base/paths.js';
+import { O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
+import type { Sys } from '../../sys/native.js';
+import type { Content, Pack, Place } from './mapping.js';
+
+export function placeParts(place: Place): string[] {
+  return [...place.area.split('/'), ...place.path.split('/')];
+}
+
+function changed(place: Place): SealError {
+  const rel = `${place.area}/${place.path}`;
+  return new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(rel)}`, { path: rel });
+}
+
+/** Opens a content's file in the snapshot open at rootFd (never following a link) and checks it is a regular file of its size. */
+export function openContent(sys: Sys, rootFd: number, content: Content): number {
+  const place = content.places[0]!;
+  let fd: number;
+  try {
+    fd = openBeneath(sys, rootFd, placeParts(place), O_RDONLY | O_NONBLOCK);
+  } catch (err) {
+    throw new SealError('SEAL_CORRUPT', `snapshot file is missing: ${escapePath(`${place.area}/${place.path}`)}`, { cause: err });
+  }
+  const st = sys.fstat(fd);
+  if (!isReg(st.mode) || st.size !== content.size) {
+    closeQuietly(sys, fd);
+    throw changed(place);
+  }
+  return fd;
+}
+
+/**
+ * Reads the pack's contents from the snapshot at snapshotRoot into one buffer, in
+ * order, proving each content's sha256 (a corrupt store is never uploaded).
+ * Returns the bytes and the pack's blob digest.
+ */
+export function readPack(sys: Sys, snapshotRoot: string, pack: Pack): { bytes: Buffer; digest: string } {
+  const rootFd = openRealDir(sys, snapshotRoot, 'snapshot');
+  const bytes = Buffer.allocUnsafe(pack.size);
+  try {
+    let offset = 0;
+    for (const c of pack.contents) {
+      const fd = openContent(sys, rootFd, c);
+      try {
+        let got = 0;
+        while (got < c.size) {
+          const n = sys.pread(fd, bytes, offset + got, c.size - got, got);
+          if (n === 0) break;
+          got += n;
+        }
+        const hash = createHash('sha256').update(bytes.subarray(offset, offset + c.size)).digest('hex');
+        if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
+      } finally {
+        closeQuietly(sys, fd);
+      }
+      offset += c.size;
+    }
+  } finally {
+    closeQuietly(sys, rootFd);
+  }
+  return { bytes, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}` };
+}
+
+/** Opens a snapshot's root directory: re-exported for the pull side's local contents. */
+export function openSnapshotDir(sys: Sys, dirfd: number, digest: string): number {
+  return sys.openat(dirfd, digest, DIR_FLAGS);
+}

@@ -1,0 +1,239 @@
+// pull-build.ts: the disk side of a pull (a worker job each step): a build in the store's tmp/, local contents, packs, publish.
+import { createHash } from 'node:crypto';
+
+import { SealError } from '../../base/errors.js';
+import { CHUNK_BYTES } from '../../base/io.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, removeAt } from '../../base/fd.js';
+import { writeAll } from '../../base/io.js';
+import type { ManifestEntry } from '../../base/manifest.js';
+import { escapePath } from '../../base/paths.js';
+import { fillFile } from '../../capture/copy-file.js';
+import { O_CREAT, O_EXCL, O_WRONLY } from '../../sys/constants.js';
+import { identityOf } from '../../sys/identity.js';
+import type { Sys } from '../../sys/native.js';
+import type { SnapshotData } from '../document.js';
+import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountArea, mountDir } from '../layout.js';
+import { closeBuild, freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
+import { verifyAt } from '../verify.js';
+import { findLocal } from './local.js';
+import type { Content, Layout, Place } from './mapping.js';
+import { openContent, placeParts } from './pack.js';
+
+interface PullState {
+  build: Build;
+  data: SnapshotData;
+  layout: Layout;
+  /** sha256 of every content already in the build, at all its places. */
+  have: Set<string>;
+  buffer: Buffer;
+}
+
+export interface PullStart {
+  id: number;
+  /** Absolute path of the build, where the caller streams large files (`<area>/<path>`). */
+  buildPath: string;
+  /** Indexes into layout.packs and layout.files still to download. */
+  packs: number[];
+  files: number[];
+  /** Contents taken from snapshots already in the store, and their bytes. */
+  reused: number;
+  reusedBytes: number;
+}
+
+const builds = new Map<number, PullState>();
+let nextId = 1;
+
+function state(id: number): PullState {
+  const s = builds.get(id);
+  if (s === undefined) throw new SealError('SEAL_UNAVAILABLE', `pull build ${id} is gone`);
+  return s;
+}
+
+function areas(data: SnapshotData): { area: string; entries: readonly ManifestEntry[] }[] {
+  return [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
+}
+
+function parentOf(sys: Sys, buildFd: number, parts: string[]): number {
+  return openBeneath(sys, buildFd, parts.slice(0, -1), DIR_FLAGS);
+}
+
+/** Creates a file at place, frozen from creation (0400, 0500 when executable), and returns its fd. */
+function createAt(sys: Sys, buildFd: number, place: Place): number {
+  return openBeneath(sys, buildFd, placeParts(place), O_WRONLY | O_CREAT | O_EXCL, place.mode & 0o111 ? 0o500 : 0o400);
+}
+
+/** The build's areas and every directory of the manifest (0700 until frozen), plus its empty files. */
+function makeSkeleton(sys: Sys, s: PullState): void {
+  const { build, data } = s;
+  sys.mkdirat(build.fd, COPY_AREA, 0o700);
+  sys.mkdirat(build.fd, MOUNTS_AREA, 0o700);
+  const mountsFd = openChildDir(sys, build.fd, MOUNTS_AREA);
+  try {
+    data.mounts.forEach((_m, i) => sys.mkdirat(mountsFd, mountDir(i), 0o700));
+  } finally {
+    closeQuietly(sys, mountsFd);
+  }
+  for (const { area, entries } of areas(data)) {
+    for (const e of entries) {
+      if (e.kind !== 'directory') continue;
+      const parts = [...area.split('/'), ...e.path.split('/')];
+      const parent = parentOf(sys, build.fd, parts);
+      try {
+        sys.mkdirat(parent, parts[parts.length - 1]!, 0o700);
+      } finally {
+        closeQuietly(sys, parent);
+      }
+    }
+  }
+  for (const place of s.layout.empty) closeQuietly(sys, createAt(sys, build.fd, place));
+}
+
+/** Fills every place of content from srcFd (reflink where the filesystem can), proving its sha256; false when it differs. */
+function fillPlaces(sys: Sys, s: PullState, srcFd: number, content: Content, from: number): boolean {
+  const before = identityOf(sys.fstat(srcFd));
+  for (const place of content.places.slice(from)) {
+    const dst = createAt(sys, s.build.fd, place);
+    try {
+      const got = fillFile(sys, s.buffer, srcFd, dst, before, true);
+      if (got === 'changed' || got.sha256 !== content.sha256) return false;
+    } finally {
+      closeQuietly(sys, dst);
+    }
+  }
+  return true;
+}
+
+function removePlaces(sys: Sys, s: PullState, content: Content): void {
+  for (const place of content.places) {
+    const parts = placeParts(place);
+    const parent = parentOf(sys, s.build.fd, parts);
+    try {
+      removeAt(sys, parent, parts[parts.length - 1]!);
+    } finally {
+      closeQuietly(sys, parent);
+    }
+  }
+}
+
+/** Takes every content the store's published snapshots already hold; a local copy that fails its hash is left to download. */
+function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: number } {
+  const wanted = [...s.layout.packs.flatMap((p) => p.contents), ...s.layout.files];
+  let reused = 0;
+  let reusedBytes = 0;
+  findLocal(sys, s.build.snapshotsFd, wanted, (rootFd, local, content) => {
+    let ok = false;
+    try {
+      const src = openContent(sys, rootFd, local);
+      try {
+        ok = fillPlaces(sys, s, src, content, 0);
+      } finally {
+        closeQuietly(sys, src);
+      }
+    } catch (err) {
+      if (!(err instanceof SealError)) throw err;
+    }
+    if (!ok) {
+      removePlaces(sys, s, content);
+      return;
+    }
+    s.have.add(content.sha256);
+    reused++;
+    reusedBytes += content.size;
+  });
+  return { reused, reusedBytes };
+}
+
+/** Starts a pull: a locked build in tmp/, its directories and empty files, and the contents the store already has. */
+export function startPull(sys: Sys, storeRoot: string, data: SnapshotData, layout: Layout): PullStart {
+  const build = openBuild(sys, storeRoot);
+  const s: PullState = { build, data, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  try {
+    makeSkeleton(sys, s);
+    const { reused, reusedBytes } = reuseLocal(sys, s);
+    const id = nextId++;
+    builds.set(id, s);
+    const packs = layout.packs.flatMap((p, i) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [i]));
+    const files = layout.files.flatMap((f, i) => (s.have.has(f.sha256) ? [] : [i]));
+    return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, reused, reusedBytes };
+  } catch (err) {
+    closeBuild(build);
+    throw err;
+  }
+}
+
+/** Writes the contents of pack `index` the build lacks, each proven against its sha256 first. */
+export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array): void {
+  const s = state(id);
+  const pack = s.layout.packs[index]!;
+  let offset = 0;
+  for (const c of pack.contents) {
+    const piece = bytes.subarray(offset, offset + c.size);
+    offset += c.size;
+    if (s.have.has(c.sha256)) continue;
+    if (createHash('sha256').update(piece).digest('hex') !== c.sha256) {
+      const rel = `${c.places[0]!.area}/${c.places[0]!.path}`;
+      throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} holds other bytes than the manifest says for ${escapePath(rel)}`, { path: rel });
+    }
+    for (const place of c.places) {
+      const fd = createAt(sys, s.build.fd, place);
+      try {
+        writeAll(sys, fd, piece);
+      } finally {
+        closeQuietly(sys, fd);
+      }
+    }
+    s.have.add(c.sha256);
+  }
+}
+
+function makeSymlinks(sys: Sys, s: PullState): void {
+  for (const { area, entries } of areas(s.data)) {
+    for (const e of entries) {
+      if (e.kind !== 'symlink') continue;
+      const parts = [...area.split('/'), ...e.path.split('/')];
+      const parent = parentOf(sys, s.build.fd, parts);
+      try {
+        sys.symlinkat(e.link_target, parent, parts[parts.length - 1]!);
+      } finally {
+        closeQuietly(sys, parent);
+      }
+    }
+  }
+}
+
+/**
+ * Completes a pull: copies each streamed large file (`streamed`: indexes into
+ * layout.files, written at their first place) to its other places, adds symlinks,
+ * freezes directories, re-verifies the whole build against the manifest, and
+ * publishes it by the store's no-replace rename. The build is gone afterwards.
+ */
+export function finishPull(sys: Sys, id: number, streamed: number[]): SnapshotData {
+  const s = state(id);
+  try {
+    for (const i of streamed) {
+      const content = s.layout.files[i]!;
+      const src = openContent(sys, s.build.fd, content);
+      try {
+        if (!fillPlaces(sys, s, src, content, 1)) throw new SealError('SEAL_CORRUPT', `pulled file changed: ${escapePath(content.places[0]!.path)}`);
+      } finally {
+        closeQuietly(sys, src);
+      }
+      s.have.add(content.sha256);
+    }
+    makeSymlinks(sys, s);
+    freezeArea(sys, s.build.fd, COPY_AREA);
+    freezeArea(sys, s.build.fd, MOUNTS_AREA);
+    verifyAt(sys, s.build.fd, s.data);
+    return publishBuild(s.build, s.data);
+  } finally {
+    abortPull(sys, id);
+  }
+}
+
+/** Removes a pull's build (nothing was published). */
+export function abortPull(_sys: Sys, id: number): void {
+  const s = builds.get(id);
+  if (s === undefined) return;
+  builds.delete(id);
+  closeBuild(s.build);
+}
