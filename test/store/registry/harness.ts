@@ -1,0 +1,236 @@
+// harness.ts: the real registry the registry tests use (from .ci/run's env, or started here), and a token-issuing proxy in front of it.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as netServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect } from 'vitest';
+
+import { stopIdleWorker } from '../../../dist/internal.js';
+
+export const REGISTRY_BIN = '/usr/bin/docker-registry';
+
+export interface TestRegistry {
+  /** host:port */
+  address: string;
+  /** The registry's filesystem storage root, when known (to tamper with blobs). */
+  storage: string | undefined;
+  user?: string;
+  password?: string;
+}
+
+const stops: (() => void)[] = [];
+afterAll(() => {
+  for (const stop of stops.splice(0)) stop();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = netServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Waits until GET /v2/ answers with one of the statuses (the auth registry answers 401). */
+export async function waitForRegistry(address: string, statuses = [200, 401]): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const res = await fetch(`http://${address}/v2/`);
+      await res.body?.cancel();
+      if (statuses.includes(res.status)) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`registry at ${address} did not answer GET /v2/`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts Debian's docker-registry on 127.0.0.1 with storage in a temp dir (htpasswd basic auth when given a user). */
+export async function startRegistry(auth?: { user: string; password: string }): Promise<TestRegistry> {
+  const dir = mkdtempSync(join(tmpdir(), 'treeseal-registry-'));
+  const port = await freePort();
+  const storage = join(dir, 'data');
+  let authYaml = '';
+  if (auth !== undefined) {
+    execFileSync('htpasswd', ['-B', '-C', '4', '-b', '-c', join(dir, 'htpasswd'), auth.user, auth.password], { stdio: 'ignore' });
+    authYaml = `auth:\n  htpasswd:\n    realm: treeseal-test\n    path: ${join(dir, 'htpasswd')}\n`;
+  }
+  const config = `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${authYaml}`;
+  writeFileSync(join(dir, 'config.yml'), config);
+  const child: ChildProcess = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+  stops.push(() => {
+    child.kill('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const address = `127.0.0.1:${port}`;
+  await waitForRegistry(address);
+  return { address, storage, ...(auth ?? {}) };
+}
+
+const started = new Map<string, Promise<TestRegistry>>();
+
+/**
+ * The registry for this test file: TREESEAL_TEST_REGISTRY (no auth) or
+ * TREESEAL_TEST_REGISTRY_AUTH (basic auth, with TREESEAL_TEST_REGISTRY_USER/PASSWORD)
+ * from .ci/run, else one started here when the binary exists. Under CI=true a
+ * missing registry fails; elsewhere the caller skips (undefined).
+ */
+export async function testRegistry(kind: 'plain' | 'basic'): Promise<TestRegistry | undefined> {
+  const env = process.env;
+  const address = kind === 'plain' ? env.TREESEAL_TEST_REGISTRY : env.TREESEAL_TEST_REGISTRY_AUTH;
+  if (address !== undefined && address !== '') {
+    const storage = kind === 'plain' ? env.TREESEAL_TEST_REGISTRY_STORAGE : undefined;
+    return kind === 'plain' ? { address, storage } : { address, storage, user: env.TREESEAL_TEST_REGISTRY_USER ?? '', password: env.TREESEAL_TEST_REGISTRY_PASSWORD ?? '' };
+  }
+  if (!existsSync(REGISTRY_BIN)) {
+    if (env.CI === 'true') throw new Error(`CI=true but no registry: set TREESEAL_TEST_REGISTRY (see .ci/run) or install docker-registry`);
+    return undefined;
+  }
+  let p = started.get(kind);
+  if (p === undefined) started.set(kind, (p = startRegistry(kind === 'basic' ? { user: 'tester', password: 'secret-pw' } : undefined)));
+  return p;
+}
+
+/** A registry of our own (a file's tampering must not touch blobs other files share). */
+export async function ownRegistry(): Promise<TestRegistry | undefined> {
+  if (!existsSync(REGISTRY_BIN)) {
+    if (process.env.CI === 'true') throw new Error('CI=true but docker-registry is not installed');
+    return undefined;
+  }
+  return startRegistry();
+}
+
+/** The path of a blob's bytes in a filesystem-backed registry. */
+export function blobPath(storage: string, digest: string): string {
+  const hex = digest.replace(/^sha256:/, '');
+  return join(storage, 'docker/registry/v2/blobs/sha256', hex.slice(0, 2), hex, 'data');
+}
+
+/** A repository name no other test uses. */
+export function repoName(label: string): string {
+  return `treeseal-test/${label}-${randomBytes(4).toString('hex')}`;
+}
+
+export interface ProxyHooks {
+  /** Called for each proxied request; return 'truncate' to cut the body short, 'stall' to never answer. */
+  onRequest?: (method: string, path: string) => 'truncate' | 'stall' | number | undefined;
+}
+
+export interface TokenProxy {
+  address: string;
+  /** Requests answered by the registry behind the proxy, as `METHOD path`. */
+  log: string[];
+  tokensIssued: number;
+  /** Makes every token issued so far invalid (as if expired). */
+  expireTokens(): void;
+  hooks: ProxyHooks;
+}
+
+function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: 'truncate' | undefined): void {
+  const [host, port] = upstream.split(':');
+  const headers = { ...req.headers, host: upstream };
+  delete headers.authorization;
+  const out = request({ host, port: Number(port), method: req.method, path: req.url, headers }, (up) => {
+    const h = { ...up.headers };
+    if (typeof h.location === 'string') h.location = h.location.replace(`http://${upstream}`, `http://${self}`);
+    res.writeHead(up.statusCode ?? 502, h);
+    if (action !== 'truncate') {
+      up.pipe(res);
+      return;
+    }
+    let sent = 0;
+    const total = Number(up.headers['content-length'] ?? 0);
+    up.on('data', (chunk: Buffer) => {
+      if (sent >= total / 2) return;
+      const part = chunk.subarray(0, Math.max(0, Math.ceil(total / 2) - sent));
+      sent += part.length;
+      res.write(part);
+      if (sent >= total / 2) res.socket?.destroy();
+    });
+  });
+  out.on('error', () => res.destroy());
+  req.pipe(out);
+}
+
+/**
+ * A token server and proxy on 127.0.0.1 in front of a registry without auth: /token
+ * issues opaque tokens (checking Basic credentials when given), /v2/ answers 401 with a
+ * Bearer challenge (realm, service, scope) unless the request carries a live token.
+ */
+export async function tokenProxy(upstream: string, creds?: { user: string; password: string }): Promise<TokenProxy> {
+  const live = new Set<string>();
+  const state: TokenProxy = { address: '', log: [], tokensIssued: 0, expireTokens: () => live.clear(), hooks: {} };
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', `http://${state.address}`);
+    if (url.pathname === '/token') {
+      const want = creds === undefined ? undefined : `Basic ${Buffer.from(`${creds.user}:${creds.password}`).toString('base64')}`;
+      if (want !== undefined && req.headers.authorization !== want) {
+        res.writeHead(401, { 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED"}]}');
+        return;
+      }
+      const token = randomBytes(16).toString('hex');
+      live.add(token);
+      state.tokensIssued++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token, expires_in: 300 }));
+      return;
+    }
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (token === undefined || !live.has(token)) {
+      const repo = /^\/v2\/(.+?)\/(?:manifests|blobs|tags)\//.exec(url.pathname)?.[1];
+      const scope = repo === undefined ? '' : `,scope="repository:${repo}:pull"`;
+      res.writeHead(401, { 'www-authenticate': `Bearer realm="http://${state.address}/token",service="treeseal-test"${scope}`, 'content-type': 'application/json' });
+      res.end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
+      return;
+    }
+    const action = state.hooks.onRequest?.(req.method ?? 'GET', url.pathname);
+    if (action === 'stall') return;
+    if (typeof action === 'number') {
+      state.log.push(`${req.method} ${url.pathname} -> ${action}`);
+      req.resume();
+      res.writeHead(action, { 'content-type': 'application/json' }).end(`{"errors":[{"code":"TEST_${action}","message":"injected"}]}`);
+      return;
+    }
+    state.log.push(`${req.method} ${url.pathname}`);
+    forward(upstream, state.address, req, res, action);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  stops.push(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return state;
+}
+
+/** Open fds that are not sockets (keep-alive connections to the registry come and go with the HTTP client). */
+export function fileFds(): string[] {
+  return readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      return target.startsWith('socket:') ? [] : [`${fd} ${target}`];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** Asserts the file's tests leave no file or directory fd open (sockets aside). */
+export function checkNoFileFdLeaks(): void {
+  let before: string[] = [];
+  beforeAll(async () => {
+    await stopIdleWorker();
+    before = fileFds();
+  });
+  afterAll(async () => {
+    await stopIdleWorker();
+    expect(fileFds().length).toBe(before.length);
+  });
+}

@@ -1,0 +1,144 @@
+// roundtrip.test.ts: push and pull against a real registry: exact round trip, what goes over the wire, deltas, skopeo, the CLI.
+import { execFile, execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../../dist/index.js';
+import { storeLeftovers, tempDir } from '../../helpers.js';
+import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
+import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
+
+const registry = await testRegistry('plain');
+const CLI = fileURLToPath(new URL('../../../dist/cli.js', import.meta.url));
+
+checkNoFileFdLeaks();
+
+async function setup(label: string, smallFiles = 40) {
+  const work = tempDir();
+  const source = join(work, 'source');
+  writeSource(source, smallFiles);
+  const proxy = await tokenProxy(registry!.address);
+  const remote = `${proxy.address}/${repoName(label)}`;
+  const a = await SnapshotStore.open(join(work, 'a'));
+  const b = await SnapshotStore.open(join(work, 'b'));
+  return { work, source, proxy, remote, a, b };
+}
+
+const blobPuts = (log: string[]): string[] => log.filter((l) => /^(PUT|PATCH) \/v2\/.+\/blobs\/uploads\//.test(l));
+const blobGets = (log: string[]): string[] => log.filter((l) => /^GET \/v2\/.+\/blobs\/sha256:/.test(l));
+
+describe.skipIf(registry === undefined)('push and pull through a registry', () => {
+  it('round-trips a snapshot exactly: copy roots, mounts, empty dirs and files, executables, symlinks, a large file', async () => {
+    const { source, proxy, remote, a, b } = await setup('roundtrip');
+    const snap = await a.capture({ source, ...CAPTURE });
+    const pushed = await a.push(snap.digest.slice(0, 10), remote);
+    // config + 1 pack (all small contents fit one bucket) + the 1.5 MiB file once, though two paths hold it
+    expect(pushed).toMatchObject({ digest: snap.digest, existed: false, blobs: 3, uploaded: 3, mounted: 0, skipped: 0, tag: `ts-${snap.digest}` });
+    const progress: number[] = [];
+    const pulled = await b.pull(snap.digest, remote, { onProgress: (p) => progress.push(p.bytes) });
+    expect(pulled).toMatchObject({ digest: snap.digest, existed: false, blobs: 3, downloaded: 3, reused: 0 });
+    expect(progress.length).toBeGreaterThan(0);
+    const copy = b.get(snap.digest);
+    expect(copy.toJSON()).toEqual(snap.toJSON());
+    expect(describeTree(copy.root)).toEqual(describeTree(snap.root));
+    expect(describeTree(copy.root)).toContain('f 500 mounts/00000/payload/pkg/bin/run ' + Buffer.from('#!/bin/sh\necho run\n').toString('base64'));
+    expect(describeTree(copy.root)).toContain('l mounts/00000/payload/pkg/run-link -> bin/run');
+    expect(describeTree(copy.root)).toContain('d 500 copy/src/emptydir');
+    expect(await copy.verify()).toEqual(await snap.verify());
+    expect(storeLeftovers(b.root)).toEqual([`snapshots/${snap.digest}`]);
+    // the large file went up in one chunked upload and came down once
+    expect(blobGets(proxy.log)).toHaveLength(3);
+    expect(await b.pull(snap.digest, remote)).toMatchObject({ existed: true, downloaded: 0 });
+    await a.close();
+    await b.close();
+  });
+
+  it('re-push uploads nothing; a one-file change uploads one config and at most two packs; a pull next to a sibling downloads only the difference', async () => {
+    const { source, proxy, remote, a, b } = await setup('delta', 600);
+    const first = await a.capture({ source, ...CAPTURE });
+    const cold = await a.push(first.digest, remote);
+    expect(cold.uploaded).toBe(cold.blobs);
+    expect(cold.blobs).toBeGreaterThan(3);
+    proxy.log.length = 0;
+    const again = await a.push(first.digest, remote);
+    expect(again).toMatchObject({ existed: true, uploaded: 0, bytesUploaded: 0 });
+    expect(proxy.log.every((l) => l.startsWith('GET '))).toBe(true);
+    await b.pull(first.digest, remote);
+
+    chmodSync(join(source, 'src/many/f123.ts'), 0o644);
+    writeFileSync(join(source, 'src/many/f123.ts'), noise(999));
+    const second = await a.capture({ source, ...CAPTURE, revision: 's'.repeat(40) });
+    proxy.log.length = 0;
+    const delta = await a.push(second.digest, remote);
+    const packsUp = blobPuts(proxy.log).filter((l) => l.startsWith('PUT')).length - 1;
+    expect(packsUp).toBeLessThanOrEqual(2);
+    expect(delta.uploaded).toBe(1 + packsUp);
+    expect(delta.skipped).toBe(delta.blobs - delta.uploaded);
+    expect(delta.bytesUploaded).toBeLessThan(1_000_000);
+
+    proxy.log.length = 0;
+    const pulled = await b.pull(second.digest, remote);
+    // the config and the one pack holding the new content; every other content came from the sibling
+    expect(blobGets(proxy.log)).toHaveLength(2);
+    expect(pulled.downloaded).toBe(2);
+    expect(pulled.reused).toBeGreaterThan(600);
+    expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
+    await a.close();
+    await b.close();
+  });
+
+  it('mounts blobs from another repository of the same registry instead of uploading them', async () => {
+    const { source, proxy, remote, a } = await setup('mount');
+    const snap = await a.capture({ source, ...CAPTURE });
+    await a.push(snap.digest, remote);
+    const other = `${proxy.address}/${repoName('mount-target')}`;
+    proxy.log.length = 0;
+    const r = await a.push(snap.digest, other, { mountFrom: [remote.slice(remote.indexOf('/') + 1)] });
+    expect(r).toMatchObject({ uploaded: 0, mounted: 3, skipped: 0 });
+    expect(proxy.log.filter((l) => l.startsWith('POST')).every((l) => l.includes('/blobs/uploads/'))).toBe(true);
+    await a.close();
+  });
+
+  it.skipIf(!existsSync('/usr/bin/skopeo'))('skopeo inspect --raw reads what push wrote', async () => {
+    const { source, remote, a } = await setup('skopeo');
+    const snap = await a.capture({ source, ...CAPTURE });
+    await a.push(snap.digest, remote);
+    const direct = `${registry!.address}${remote.slice(remote.indexOf('/'))}`;
+    const raw = execFileSync('skopeo', ['inspect', '--raw', '--tls-verify=false', `docker://${direct}:ts-${snap.digest}`], { encoding: 'utf8' });
+    const manifest = JSON.parse(raw);
+    expect(manifest.artifactType).toBe('application/vnd.treeseal.snapshot.v1');
+    expect(manifest.config.mediaType).toBe('application/vnd.treeseal.snapshot.manifest.v1+json');
+    expect(manifest.annotations['vnd.treeseal.snapshot']).toBe(snap.digest);
+    expect(manifest.layers.map((l: { mediaType: string }) => l.mediaType).sort()).toEqual(['application/vnd.treeseal.file.v1', 'application/vnd.treeseal.pack.v1']);
+    const config = execFileSync('skopeo', ['inspect', '--raw', '--config', '--tls-verify=false', `docker://${direct}:ts-${snap.digest}`]);
+    expect(config.toString('utf8')).toBe(execFileSync('cat', [join(snap.root, 'manifest.json')], { encoding: 'utf8' }));
+    await a.close();
+  });
+
+  it('treeseal push and pull on the command line, with --json', async () => {
+    const { work, source, remote, a } = await setup('cli');
+    const snap = await a.capture({ source, ...CAPTURE });
+    await a.close();
+    // Asynchronous: the token proxy answering the command runs in this process.
+    const run = (store: string, ...args: string[]) =>
+      new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(process.execPath, [CLI, '--store', store, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
+          resolve({ status: err === null ? 0 : Number((err as { code?: number }).code), stdout, stderr });
+        });
+      });
+    const pushed = await run(join(work, 'a'), 'push', snap.digest.slice(0, 12), remote, '--json', '--concurrency', '2');
+    expect(pushed.stderr).toBe('');
+    expect(JSON.parse(pushed.stdout)).toMatchObject({ digest: snap.digest, uploaded: 3, existed: false });
+    const human = await run(join(work, 'c'), 'pull', snap.digest, remote);
+    expect(human.status).toBe(0);
+    expect(human.stdout).toMatch(new RegExp(`^pulled ${snap.digest.slice(0, 12)} from ${remote}: 3 of 3 blobs downloaded \\(.+\\), 0 contents \\(0 B\\) taken from local snapshots, all verified in `));
+    const missing = await run(join(work, 'd'), 'pull', 'f'.repeat(64), remote);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toBe(`treeseal: SEAL_REMOTE: snapshot ${'f'.repeat(64)} is not in ${remote} (no tag ts-${'f'.repeat(64)}): HTTP 404 MANIFEST_UNKNOWN (manifest unknown)\n`);
+    const usage = await run(join(work, 'd'), 'pull', snap.digest, remote, '--mount-from', 'x');
+    expect(usage.status).toBe(2);
+    expect(usage.stderr).toMatch(/^treeseal: pull does not take --mount-from\n/);
+  });
+});
