@@ -66,10 +66,12 @@ export async function startRegistry(auth?: { user: string; password: string }): 
   const config = `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${authYaml}`;
   writeFileSync(join(dir, 'config.yml'), config);
   const child: ChildProcess = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
-  stops.push(() => {
+  const stop = (): void => {
     child.kill('SIGTERM');
     rmSync(dir, { recursive: true, force: true });
-  });
+  };
+  stops.push(stop);
+  process.once('exit', stop);
   const address = `127.0.0.1:${port}`;
   await waitForRegistry(address);
   return { address, storage, ...(auth ?? {}) };
