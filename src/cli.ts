@@ -89,4 +89,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
 }
 
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+// Registry commands leave idle keep-alive connections that would hold the process for
+// seconds: once stdout and stderr are flushed, nothing is left to wait for.
+await Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => s.write('', resolve))));
+process.exit(code);

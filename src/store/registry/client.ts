@@ -132,7 +132,7 @@ export class RegistryClient {
     if (bytes.length !== size) {
       throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent ${bytes.length} bytes for blob ${digest}, its manifest says ${size}`);
     }
-    if (sha256Digest(bytes) !== digest) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent blob ${digest} with other content (sha256 ${sha256Digest(bytes)})`);
+    if (sha256Digest(bytes) !== digest) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent blob ${digest} with other content`);
     return bytes;
   }
 

@@ -1,0 +1,212 @@
+// registry.mjs: `npm run bench:registry`: push and pull of the 5k tree through a local docker-registry, against one tar blob through the same client.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync, chmodSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { SnapshotStore } from '../dist/index.js';
+import { RegistryClient, parseRemote } from '../dist/internal.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const shared = resolve(root, process.env.TREESEAL_SHARED ?? '../shared');
+const work = resolve(process.env.TREESEAL_BENCH_DIR ?? join(root, '.bench'));
+const reps = Number(process.env.TREESEAL_BENCH_REPS ?? 3);
+const REGISTRY_BIN = '/usr/bin/docker-registry';
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const fmt = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
+const mb = (n) => `${(n / 1e6).toFixed(2)} MB`;
+const dropDir = (path) => {
+  if (!existsSync(path)) return;
+  spawnSync('chmod', ['-R', 'u+rwx', path]);
+  rmSync(path, { recursive: true, force: true });
+};
+
+function freePort() {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function startRegistry(dir) {
+  const port = await freePort();
+  writeFileSync(
+    join(dir, 'config.yml'),
+    `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\nhttp:\n  addr: 127.0.0.1:${port}\n`,
+  );
+  const child = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+  const address = `127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      const r = await fetch(`http://${address}/v2/`);
+      await r.body?.cancel();
+      if (r.status === 200) return { address, stop: () => child.kill('SIGTERM') };
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGTERM');
+  throw new Error('registry did not start');
+}
+
+async function timed(fn) {
+  spawnSync('sync');
+  const t = performance.now();
+  const out = await fn();
+  return { ms: performance.now() - t, out };
+}
+
+/** The reference: the tree as one uncompressed tar blob, chunked PATCHes through the same client. */
+async function tarPush(address, repo, src, tarFile) {
+  execFileSync('tar', ['-cf', tarFile, '-C', src, 'tree']);
+  const client = new RegistryClient({ remote: parseRemote(`${address}/${repo}`), credentials: undefined, scopes: [], what: 'tar push' });
+  const file = await open(tarFile, 'r');
+  const hash = createHash('sha256');
+  const size = (await file.stat()).size;
+  let location = await client.startUpload();
+  const buf = Buffer.allocUnsafe(16 * 1024 * 1024);
+  for (let off = 0; off < size; ) {
+    const { bytesRead } = await file.read(buf, 0, Math.min(buf.length, size - off), off);
+    const chunk = buf.subarray(0, bytesRead);
+    hash.update(chunk);
+    location = await client.patchChunk(location, chunk, off);
+    off += bytesRead;
+  }
+  await file.close();
+  const digest = `sha256:${hash.digest('hex')}`;
+  await client.finishChunked(location, digest);
+  return { digest, size };
+}
+
+async function tarPull(address, repo, blob, dest) {
+  const client = new RegistryClient({ remote: parseRemote(`${address}/${repo}`), credentials: undefined, scopes: [], what: 'tar pull' });
+  const res = await client.openBlob(blob.digest);
+  const tarFile = `${dest}.tar`;
+  const file = await open(tarFile, 'wx');
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of res.body) {
+    hash.update(chunk);
+    await file.write(chunk, 0, chunk.length, size);
+    size += chunk.length;
+  }
+  await file.close();
+  if (size !== blob.size || `sha256:${hash.digest('hex')}` !== blob.digest) throw new Error('tar blob differs');
+  mkdirSync(dest);
+  execFileSync('tar', ['-xf', tarFile, '-C', dest]);
+}
+
+function ensureTree() {
+  const src = join(work, 'bench-5000-64', 'src');
+  if (!existsSync(join(src, 'tree'))) {
+    mkdirSync(src, { recursive: true });
+    execFileSync('python3', [join(shared, 'bench/gen_tree.py'), join(src, 'tree'), '--files', '5000', '--big-mib', '64']);
+  }
+  return src;
+}
+
+/** A copy of the source with one small file changed. */
+function changedSource(src, dir) {
+  const out = join(dir, 'src-changed');
+  execFileSync('cp', ['-a', '--reflink=auto', src, out]);
+  const victim = join(out, 'tree', 'd00000', 'f00001.ts');
+  const path = existsSync(victim) ? victim : execFileSync('sh', ['-c', `find ${join(out, 'tree')} -name '*.ts' | sort | head -1`], { encoding: 'utf8' }).trim();
+  chmodSync(path, 0o644);
+  const fd = openSync(path, 'r+');
+  const b = Buffer.alloc(1);
+  readSync(fd, b, 0, 1, 0);
+  b[0] ^= 0xff;
+  writeSync(fd, b, 0, 1, 0);
+  closeSync(fd);
+  return { source: out, size: statSync(path).size };
+}
+
+async function rep(i, address, src, scratch) {
+  const dir = join(scratch, `rep-${i}`);
+  mkdirSync(dir, { recursive: true });
+  const a = await SnapshotStore.open(join(dir, 'a'));
+  const snap = await a.capture({ source: src, copy: ['tree'], revision: 'bench' });
+  const changed = changedSource(src, dir);
+  const snap2 = await a.capture({ source: changed.source, copy: ['tree'], revision: 'bench' });
+  const repo = `bench/rep-${i}-${Date.now()}`;
+  const remote = `${address}/${repo}`;
+  const r = {};
+  const cold = await timed(() => a.push(snap.digest, remote));
+  r.coldPush = cold.ms;
+  r.layers = cold.out.blobs;
+  r.bytes = cold.out.bytesUploaded;
+  r.rePush = (await timed(() => a.push(snap.digest, remote))).ms;
+  const delta = await timed(() => a.push(snap2.digest, remote));
+  r.deltaPush = delta.ms;
+  r.deltaPacks = delta.out.uploaded - 1;
+  r.deltaBytes = delta.out.bytesUploaded - statSync(join(snap2.root, 'manifest.json')).size;
+  r.changedFile = changed.size;
+  const b = await SnapshotStore.open(join(dir, 'b'));
+  const pull = await timed(() => b.pull(snap.digest, remote));
+  r.pull = pull.ms;
+  r.siblingPull = (await timed(() => b.pull(snap2.digest, remote))).ms;
+  await a.close();
+  await b.close();
+  const tarFile = join(dir, 'tree.tar');
+  const tarRepo = `bench/tar-${i}-${Date.now()}`;
+  const tp = await timed(() => tarPush(address, tarRepo, src, tarFile));
+  r.tarPush = tp.ms;
+  rmSync(tarFile);
+  r.tarPull = (await timed(() => tarPull(address, tarRepo, tp.out, join(dir, 'untar')))).ms;
+  dropDir(dir);
+  return r;
+}
+
+async function main() {
+  if (!existsSync(REGISTRY_BIN)) throw new Error(`bench:registry needs ${REGISTRY_BIN} (apt-get install docker-registry)`);
+  mkdirSync(work, { recursive: true });
+  const src = ensureTree();
+  const scratch = mkdtempSync(join(work, 'registry-'));
+  const reg = await startRegistry(scratch);
+  const rows = [];
+  try {
+    for (let i = 0; i < reps; i++) {
+      console.error(`bench:registry rep ${i + 1}/${reps}…`);
+      rows.push(await rep(i, reg.address, src, scratch));
+    }
+  } finally {
+    reg.stop();
+    dropDir(scratch);
+  }
+  const m = Object.fromEntries(Object.keys(rows[0]).map((k) => [k, median(rows.map((r) => r[k]))]));
+  console.log(`treeseal bench:registry — ${cpus().length} cores (${cpus()[0]?.model ?? 'cpu'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, docker-registry on 127.0.0.1, 5k+64MiB tree, medians of ${reps}`);
+  console.log('');
+  console.log('| operation | treeseal | one tar blob | ratio |');
+  console.log('|---|---|---|---|');
+  console.log(`| cold push (${m.layers} blobs, ${mb(m.bytes)}) | ${fmt(m.coldPush)} | ${fmt(m.tarPush)} | ${(m.coldPush / m.tarPush).toFixed(2)}× |`);
+  console.log(`| pull with verification | ${fmt(m.pull)} | ${fmt(m.tarPull)} | ${(m.pull / m.tarPull).toFixed(2)}× |`);
+  console.log(`| re-push (unchanged) | ${fmt(m.rePush)} | | |`);
+  console.log(`| push after one changed file | ${fmt(m.deltaPush)}: ${m.deltaPacks} packs, ${mb(m.deltaBytes)} + config | | |`);
+  console.log(`| pull next to the sibling snapshot | ${fmt(m.siblingPull)} | | |`);
+  const checks = [
+    ['cold push ≤ 2× the tar reference', m.coldPush <= 2 * m.tarPush],
+    ['pull with verification ≤ 2× the tar reference', m.pull <= 2 * m.tarPull],
+    ['re-push ≤ 0.3 s', m.rePush <= 300],
+    ['one changed file uploads ≤ 2 packs', Math.max(...rows.map((r) => r.deltaPacks)) <= 2],
+    ['one changed file uploads ≤ 1 MB plus that file', Math.max(...rows.map((r) => r.deltaBytes - r.changedFile)) <= 1e6],
+  ];
+  console.log('');
+  for (const [name, ok] of checks) console.log(`${ok ? 'met    ' : 'NOT MET'}  ${name}`);
+  const missed = checks.filter(([, ok]) => !ok).length;
+  console.log(missed === 0 ? '\nall targets met' : `\n${missed} of ${checks.length} targets not met`);
+}
+
+await main();

@@ -1,0 +1,87 @@
+// mapping.test.ts: the layout of a snapshot as an OCI artifact: limits for a 50k-file tree, stable buckets, the threshold, and layer checks.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+import type { SnapshotData } from '../../../dist/index.js';
+import { LARGE_FILE_BYTES, MAX_FILE_LAYERS, MAX_MANIFEST_BYTES, bucketOf, chooseLayout, expectLayers, layersOf, layoutWith, manifestOf, parseArtifact } from '../../../dist/internal.js';
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+/** A snapshot document with `files` files of the given sizes (no bytes behind it: the layout needs only the manifest). */
+function synthetic(sizes: number[]): SnapshotData {
+  const entries = sizes.map((size, i) => ({ kind: 'file' as const, path: `t/f${String(i).padStart(6, '0')}`, size, sha256: sha(`content ${i}`), mode: 0, link_target: '' }));
+  entries.unshift({ kind: 'directory' as const, path: 't', size: 0, sha256: '', mode: 0, link_target: '' } as never);
+  return { digest: sha('snap'), manifestDigest: sha('m'), source: '/src', revision: '', declarations: ['t'], entries, totalBytes: sizes.reduce((a, b) => a + b, 0), mounts: [], mountBinding: { contentDigest: '', manifestDigest: '' } };
+}
+
+/** Sizes like ../shared/bench/gen_tree.py: log-normal, median ~2 KiB, capped at 1 MiB. */
+function lognormal(n: number): number[] {
+  let seed = 7;
+  const rnd = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) + 0.5) / 2 ** 31;
+  return Array.from({ length: n }, () => {
+    const z = Math.sqrt(-2 * Math.log(rnd())) * Math.cos(2 * Math.PI * rnd());
+    return Math.min(Math.floor(Math.exp(7.6 + 1.3 * z)), 1 << 20);
+  });
+}
+
+function manifestFor(data: SnapshotData): { bytes: Buffer; layers: number } {
+  const layout = chooseLayout(data);
+  const layers = layersOf(layout, layout.packs.map((_p: unknown, i: number) => `sha256:${sha(`pack ${i}`)}`));
+  const config = { mediaType: 'application/vnd.treeseal.snapshot.manifest.v1+json', digest: `sha256:${sha('config')}`, size: 123 };
+  return { bytes: manifestOf(data.digest, layout, config, layers), layers: layers.length };
+}
+
+describe('snapshot to OCI layout', () => {
+  it('keeps a 50k-file tree well under 500 layers and the manifest far under 4 MiB', () => {
+    const data = synthetic(lognormal(50_000));
+    const layout = chooseLayout(data);
+    const { bytes, layers } = manifestFor(data);
+    expect(layers).toBeLessThanOrEqual(256 + MAX_FILE_LAYERS);
+    expect(layout.packs.length).toBe(256);
+    expect(layout.files.length).toBe(data.entries.filter((e) => e.kind === 'file' && e.size >= LARGE_FILE_BYTES).length);
+    expect(bytes.length).toBeLessThan(MAX_MANIFEST_BYTES / 40);
+    // every content is in exactly one place, packs in digest order
+    const packed = layout.packs.flatMap((p: { contents: { sha256: string }[] }) => p.contents.map((c) => c.sha256));
+    expect(new Set([...packed, ...layout.files.map((f: { sha256: string }) => f.sha256)]).size).toBe(50_000);
+    for (const p of layout.packs) expect(p.contents.map((c: { sha256: string }) => c.sha256)).toEqual(p.contents.map((c: { sha256: string }) => c.sha256).sort());
+  });
+
+  it('sizes packs from the small bytes (5k tree: 128 packs averaging ~200 KB), with a bucket set by the top bits of the sha256', () => {
+    const layout = chooseLayout(synthetic(lognormal(5_000)));
+    expect(layout.buckets).toBe(128);
+    const sizes = layout.packs.map((p: { size: number }) => p.size);
+    expect(sizes.reduce((a: number, b: number) => a + b, 0) / sizes.length).toBeLessThanOrEqual(256 * 1024);
+    expect(Math.max(...sizes)).toBeLessThan(2 * LARGE_FILE_BYTES);
+    expect(bucketOf('00'.repeat(32), 128)).toBe(0);
+    expect(bucketOf('ff'.repeat(32), 128)).toBe(127);
+    expect(bucketOf('80' + '00'.repeat(31), 128)).toBe(64);
+    expect(bucketOf('80' + '00'.repeat(31), 1)).toBe(0);
+  });
+
+  it('raises the threshold when there are more large files than one-file layers allowed', () => {
+    const sizes = Array.from({ length: 300 }, (_, i) => 2 * LARGE_FILE_BYTES + i);
+    const layout = chooseLayout(synthetic(sizes));
+    expect(layout.files.length).toBe(MAX_FILE_LAYERS);
+    expect(layout.threshold).toBe(2 * LARGE_FILE_BYTES + 300 - MAX_FILE_LAYERS);
+    expect(Math.min(...layout.files.map((f: { size: number }) => f.size))).toBe(layout.threshold);
+  });
+
+  it('reads back its own manifest and refuses layers that differ from what the config implies', () => {
+    const data = synthetic([10, 20, 30, 2 * LARGE_FILE_BYTES]);
+    const { bytes } = manifestFor(data);
+    const artifact = parseArtifact(bytes, 'r/x:tag');
+    const layout = layoutWith(data, artifact.threshold, artifact.buckets);
+    expect(expectLayers(artifact, layout, 'r/x:tag')).toEqual([`sha256:${sha('pack 0')}`]);
+    const swapped = { ...artifact, layers: [...artifact.layers].reverse() };
+    expect(() => expectLayers(swapped, layout, 'r/x:tag')).toThrow('r/x:tag does not match its snapshot manifest: layer 0 is not pack 0');
+    const foreign = JSON.parse(bytes.toString());
+    foreign.artifactType = 'application/vnd.example';
+    expect(() => parseArtifact(Buffer.from(JSON.stringify(foreign)), 'r/x:tag')).toThrow('r/x:tag is not a treeseal snapshot: artifactType is "application/vnd.example"');
+  });
+
+  it('gives a snapshot without bytes the empty layer', () => {
+    const data = synthetic([]);
+    const { bytes } = manifestFor(data);
+    expect(JSON.parse(bytes.toString()).layers).toEqual([{ mediaType: 'application/vnd.oci.empty.v1+json', digest: 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', size: 2 }]);
+  });
+});
