@@ -8,4 +8,4 @@ export { expectLayers, parseArtifact } from './store/registry/artifact.js';
 export { parseRemote, isLoopback } from './store/registry/remote.js';
 export { parseChallenge } from './store/registry/auth.js';
 export { findCredentials } from './store/registry/credentials.js';
-export { MAX_MANIFEST_BYTES } from './store/registry/client.js';
+export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';

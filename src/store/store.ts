@@ -167,8 +167,9 @@ export class SnapshotStore {
    * "Sharing snapshots through an OCI registry". Failures of the registry are SEAL_REMOTE.
    */
   async push(digestOrPrefix: string, remote: string, options: PushOptions = {}): Promise<PushReport> {
-    const snap = this.get(digestOrPrefix);
-    return pushSnapshot({ sys: this.#sys, root: snap.root, data: snap.toJSON() }, remote, options);
+    this.#checkOpen();
+    const digest = this.resolveDigest(digestOrPrefix);
+    return pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, options);
   }
 
   /**

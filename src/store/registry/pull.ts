@@ -16,6 +16,8 @@ import { checkShape } from './shape.js';
 
 /** The largest snapshot manifest (config blob) accepted. */
 const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
+/** Bytes gathered before each write of a streamed large file. */
+const WRITE_BYTES = 4 * 1024 * 1024;
 
 export interface PullTarget {
   sys: Sys;
@@ -59,16 +61,28 @@ async function streamFile(client: RegistryClient, buildPath: string, content: Co
   const file = await open(`${buildPath}/${place.area}/${place.path}`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   const hash = createHash('sha256');
   let size = 0;
+  // Chunks from the socket are small: gather them into WRITE_BYTES writes.
+  const pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  const flush = async (): Promise<void> => {
+    const block = Buffer.concat(pending, pendingBytes);
+    pending.length = 0;
+    pendingBytes = 0;
+    await file.write(block, 0, block.length, size - block.length);
+  };
   try {
     try {
       for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
         size += chunk.length;
         if (size > content.size) break;
         hash.update(chunk);
-        await file.write(chunk, 0, chunk.length, size - chunk.length);
+        pending.push(chunk);
+        pendingBytes += chunk.length;
+        if (pendingBytes >= WRITE_BYTES) await flush();
         client.bytesDown += chunk.length;
         meter.add(chunk.length);
       }
+      if (pendingBytes > 0 && size <= content.size) await flush();
     } catch (err) {
       throw client.lost(err, `reading blob ${digest}`);
     }

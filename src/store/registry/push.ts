@@ -6,7 +6,7 @@ import { open, readFile } from 'node:fs/promises';
 import { SealError } from '../../base/errors.js';
 import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
-import { encodeDocument, type SnapshotData } from '../document.js';
+import { decodeDocument } from '../document.js';
 import { DOCUMENT_NAME } from '../layout.js';
 import { parseArtifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
@@ -104,9 +104,9 @@ async function alreadyThere(client: RegistryClient, tag: string, configDigest: s
 
 export interface PushTarget {
   sys: Sys;
-  /** The published snapshot's directory and its data. */
+  /** The published snapshot's digest and directory. */
+  digest: string;
   root: string;
-  data: SnapshotData;
 }
 
 function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
@@ -130,19 +130,22 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const chunkBytes = checkChunkBytes(options);
   const mountFrom = checkMountFrom(options, options.insecure === true);
   const { remote } = checked;
-  const { data, root } = target;
-  const tag = snapshotTag(data.digest);
-  const config = await readFile(`${root}/${DOCUMENT_NAME}`);
-  if (config.toString('utf8') !== encodeDocument(data)) throw new SealError('SEAL_CORRUPT', `snapshot ${data.digest} has a manifest.json that is not its canonical form`);
+  const { digest, root } = target;
+  const tag = snapshotTag(digest);
+  const config = await readFile(`${root}/${DOCUMENT_NAME}`).catch((err: unknown) => {
+    throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
+  });
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = makeClient(checked, options, scopes, 'push');
-  const base = { digest: data.digest, remote: remote.text, tag };
+  const base = { digest, remote: remote.text, tag };
   await client.ping();
   const existing = await alreadyThere(client, tag, configDigest);
   if (existing !== undefined) {
     return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
   }
+  // Proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
+  const data = decodeDocument(config.toString('utf8'), digest);
   const layout = chooseLayout(data);
   const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
   const blobs = 1 + layout.packs.length + layout.files.length;
