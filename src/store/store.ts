@@ -184,7 +184,7 @@ export class SnapshotStore {
       throw new SealError('SEAL_BAD_PATH', `pull needs a full snapshot digest (64 hex digits): ${escapePath(String(digest))}`);
     }
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
-    const { report } = await pullSnapshot(target, digest, remote, options);
+    const report = await pullSnapshot(target, digest, remote, options);
     this.#checkOpen();
     return report;
   }

@@ -2,27 +2,29 @@
 import { inline, offload } from '../../base/offload.js';
 import type { JobArgs, JobName, JobResult } from '../../base/jobs.js';
 import { sys as nativeSys, type Sys } from '../../sys/native.js';
-import type { SnapshotData } from '../document.js';
 import type { Layout, Pack } from './mapping.js';
 import { readPack } from './pack.js';
+import { planPush, type Fetched } from './prove.js';
 import { abortPull, finishPull, startPull, writePack, type PullStart } from './pull-build.js';
 
 declare module '../../base/jobs.js' {
   interface JobMap {
     readPack: { args: [snapshotRoot: string, pack: Pack]; result: { bytes: Uint8Array; digest: string } };
-    pullStart: { args: [storeRoot: string, data: SnapshotData, layout: Layout]; result: PullStart };
+    pushPlan: { args: [config: string, digest: string]; result: Layout };
+    pullStart: { args: [storeRoot: string, fetched: Fetched]; result: PullStart };
     pullWritePack: { args: [id: number, index: number, bytes: Uint8Array]; result: void };
-    pullFinish: { args: [id: number, streamed: number[]]; result: SnapshotData };
+    pullFinish: { args: [id: number, streamed: number[]]; result: void };
     pullAbort: { args: [id: number]; result: void };
   }
 }
 
-type RegistryJob = 'readPack' | 'pullStart' | 'pullWritePack' | 'pullFinish' | 'pullAbort';
+type RegistryJob = 'readPack' | 'pushPlan' | 'pullStart' | 'pullWritePack' | 'pullFinish' | 'pullAbort';
 type Cores = { [K in RegistryJob]: (sys: Sys, args: JobArgs<K>) => JobResult<K> };
 
 const CORES: Cores = {
   readPack: (sys, [root, pack]) => readPack(sys, root, pack),
-  pullStart: (sys, [storeRoot, data, layout]) => startPull(sys, storeRoot, data, layout),
+  pushPlan: (_sys, [config, digest]) => planPush(config, digest),
+  pullStart: (sys, [storeRoot, fetched]) => startPull(sys, storeRoot, fetched),
   pullWritePack: (sys, [id, index, bytes]) => writePack(sys, id, index, bytes),
   pullFinish: (sys, [id, streamed]) => finishPull(sys, id, streamed),
   pullAbort: (sys, [id]) => abortPull(sys, id),
@@ -30,6 +32,7 @@ const CORES: Cores = {
 
 export const JOBS = {
   readPack: (args: JobArgs<'readPack'>) => CORES.readPack(nativeSys, args),
+  pushPlan: (args: JobArgs<'pushPlan'>) => CORES.pushPlan(nativeSys, args),
   pullStart: (args: JobArgs<'pullStart'>) => CORES.pullStart(nativeSys, args),
   pullWritePack: (args: JobArgs<'pullWritePack'>) => CORES.pullWritePack(nativeSys, args),
   pullFinish: (args: JobArgs<'pullFinish'>) => CORES.pullFinish(nativeSys, args),

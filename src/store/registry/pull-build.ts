@@ -17,6 +17,7 @@ import { closeBuild, freezeArea, openBuild, publishBuild, type Build } from '../
 import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
 import type { Content, Layout, Place } from './mapping.js';
+import { proveSnapshot, type Fetched } from './prove.js';
 import { openContent, placeParts } from './pack.js';
 
 interface PullState {
@@ -28,13 +29,30 @@ interface PullState {
   buffer: Buffer;
 }
 
+/** A pack to download: its index in the layout, blob digest and size. */
+export interface PackToPull {
+  index: number;
+  digest: string;
+  size: number;
+}
+
+/** A large file to stream: its index in the layout, sha256, size, and the place it goes first. */
+export interface FileToPull {
+  index: number;
+  sha256: string;
+  size: number;
+  place: Place;
+}
+
 export interface PullStart {
   id: number;
   /** Absolute path of the build, where the caller streams large files (`<area>/<path>`). */
   buildPath: string;
-  /** Indexes into layout.packs and layout.files still to download. */
-  packs: number[];
-  files: number[];
+  /** What is still to download. */
+  packs: PackToPull[];
+  files: FileToPull[];
+  /** Blobs the snapshot has (config included). */
+  blobs: number;
   /** Contents taken from snapshots already in the store, and their bytes. */
   reused: number;
   reusedBytes: number;
@@ -143,8 +161,13 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
   return { reused, reusedBytes };
 }
 
-/** Starts a pull: a locked build in tmp/, its directories and empty files, and the contents the store already has. */
-export function startPull(sys: Sys, storeRoot: string, data: SnapshotData, layout: Layout): PullStart {
+/**
+ * Starts a pull: proves the fetched config (see proveSnapshot), then makes a locked
+ * build in tmp/ with its directories and empty files, and takes the contents the store
+ * already has. Returns what is left to download.
+ */
+export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullStart {
+  const { data, layout, packDigests } = proveSnapshot(fetched);
   const build = openBuild(sys, storeRoot);
   const s: PullState = { build, data, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
@@ -152,9 +175,10 @@ export function startPull(sys: Sys, storeRoot: string, data: SnapshotData, layou
     const { reused, reusedBytes } = reuseLocal(sys, s);
     const id = nextId++;
     builds.set(id, s);
-    const packs = layout.packs.flatMap((p, i) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [i]));
-    const files = layout.files.flatMap((f, i) => (s.have.has(f.sha256) ? [] : [i]));
-    return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, reused, reusedBytes };
+    const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packDigests[index]!, size: p.size }]));
+    const files = layout.files.flatMap((f, index) => (s.have.has(f.sha256) ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
+    const blobs = 1 + layout.packs.length + layout.files.length;
+    return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
   } catch (err) {
     closeBuild(build);
     throw err;
@@ -207,7 +231,7 @@ function makeSymlinks(sys: Sys, s: PullState): void {
  * freezes directories, re-verifies the whole build against the manifest, and
  * publishes it by the store's no-replace rename. The build is gone afterwards.
  */
-export function finishPull(sys: Sys, id: number, streamed: number[]): SnapshotData {
+export function finishPull(sys: Sys, id: number, streamed: number[]): void {
   const s = state(id);
   try {
     for (const i of streamed) {
@@ -224,7 +248,7 @@ export function finishPull(sys: Sys, id: number, streamed: number[]): SnapshotDa
     freezeArea(sys, s.build.fd, COPY_AREA);
     freezeArea(sys, s.build.fd, MOUNTS_AREA);
     verifyAt(sys, s.build.fd, s.data);
-    return publishBuild(s.build, s.data);
+    publishBuild(s.build, s.data);
   } finally {
     abortPull(sys, id);
   }

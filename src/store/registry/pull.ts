@@ -5,14 +5,13 @@ import { open } from 'node:fs/promises';
 
 import { SealError } from '../../base/errors.js';
 import type { Sys } from '../../sys/native.js';
-import { decodeDocument, encodeDocument, type SnapshotData } from '../document.js';
-import { expectLayers, parseArtifact } from './artifact.js';
+import { parseArtifact } from './artifact.js';
 import type { RegistryClient } from './client.js';
 import { runJob } from './jobs.js';
-import { layoutWith, type Content, type Layout } from './mapping.js';
 import { Meter, checkOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { snapshotTag } from './remote.js';
-import { checkShape } from './shape.js';
+import type { Fetched } from './prove.js';
+import type { FileToPull } from './pull-build.js';
 
 /** The largest snapshot manifest (config blob) accepted. */
 const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
@@ -26,35 +25,23 @@ export interface PullTarget {
   has: (digest: string) => boolean;
 }
 
-/** Fetches the tag's manifest and config and proves the config is the requested snapshot. */
-async function fetchSnapshot(client: RegistryClient, digest: string, where: string): Promise<{ data: SnapshotData; layout: Layout; packDigests: string[] }> {
+/** Fetches the tag's manifest and its config blob (size and sha256 checked); the worker proves the rest. */
+async function fetchSnapshot(client: RegistryClient, digest: string, where: string): Promise<Fetched> {
   const tag = snapshotTag(digest);
   const missing = (detail: string): SealError => new SealError('SEAL_REMOTE', `snapshot ${digest} is not in ${where} (no tag ${tag}): ${detail}`);
   const bytes = (await client.getManifest(tag, missing))!;
   const artifact = parseArtifact(bytes, `${where}:${tag}`);
   if (artifact.config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where}:${tag} has a config of ${artifact.config.size} bytes`);
   const config = (await client.getBlob(artifact.config.digest, artifact.config.size)).toString('utf8');
-  let data: SnapshotData;
-  try {
-    data = decodeDocument(config);
-  } catch (err) {
-    throw new SealError('SEAL_CORRUPT', `${where}:${tag} does not hold a valid snapshot manifest: ${(err as Error).message}`, { cause: err });
-  }
-  if (data.digest !== digest) {
-    throw new SealError('SEAL_CORRUPT', `${where}:${tag} holds snapshot ${data.digest}, not ${digest} (the tag was moved or the registry lies)`);
-  }
-  if (encodeDocument(data) !== config) throw new SealError('SEAL_CORRUPT', `${where}:${tag} holds a snapshot manifest that is not in canonical form`);
-  checkShape(data);
-  const layout = layoutWith(data, artifact.threshold, artifact.buckets);
-  return { data, layout, packDigests: expectLayers(artifact, layout, `${where}:${tag}`) };
+  return { digest, where: `${where}:${tag}`, config, artifact };
 }
 
 /**
  * Streams a large file's blob into the build at the content's first place: async writes,
  * hashed as it comes, its size and sha256 proven before the file counts.
  */
-async function streamFile(client: RegistryClient, buildPath: string, content: Content, meter: Meter): Promise<void> {
-  const place = content.places[0]!;
+async function streamFile(client: RegistryClient, buildPath: string, content: FileToPull, meter: Meter): Promise<void> {
+  const { place } = content;
   const digest = `sha256:${content.sha256}`;
   const res = await client.openBlob(digest);
   const mode = place.mode & 0o111 ? 0o500 : 0o400;
@@ -104,51 +91,47 @@ async function streamFile(client: RegistryClient, buildPath: string, content: Co
  * hash to the requested digest, every blob must have its size and sha256 and every
  * file its sha256; then the build in tmp/ is published by the no-replace rename.
  */
-export async function pullSnapshot(target: PullTarget, digest: string, remoteText: string, options: PullOptions = {}): Promise<{ report: PullReport; data: SnapshotData | undefined }> {
+export async function pullSnapshot(target: PullTarget, digest: string, remoteText: string, options: PullOptions = {}): Promise<PullReport> {
   const started = performance.now();
   const checked = checkOptions(remoteText, options);
   const { remote } = checked;
+  const base = { digest, remote: remote.text, tag: snapshotTag(digest) };
   if (target.has(digest)) {
-    const report = { digest, remote: remote.text, tag: snapshotTag(digest), existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0 };
-    return { report: { ...report, elapsedMs: performance.now() - started }, data: undefined };
+    return { ...base, existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0, elapsedMs: performance.now() - started };
   }
   const client = makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   await client.ping();
-  const { data, layout, packDigests } = await fetchSnapshot(client, digest, remote.text);
-  const start = await runJob(target.sys, 'pullStart', [target.storeRoot, data, layout]);
-  const needBytes = start.packs.reduce((n, i) => n + layout.packs[i]!.size, 0) + start.files.reduce((n, i) => n + layout.files[i]!.size, 0);
+  const fetched = await fetchSnapshot(client, digest, remote.text);
+  const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
+  const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
   const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
-  let finished: SnapshotData;
   try {
     const tasks = [
-      ...start.packs.map((i) => async () => {
-        const bytes = await client.getBlob(packDigests[i]!, layout.packs[i]!.size);
-        await runJob(target.sys, 'pullWritePack', [start.id, i, bytes]);
+      ...start.packs.map((p) => async () => {
+        const bytes = await client.getBlob(p.digest, p.size);
+        await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
         meter.add(bytes.length, 1);
       }),
-      ...start.files.map((i) => async () => {
-        await streamFile(client, start.buildPath, layout.files[i]!, meter);
+      ...start.files.map((f) => async () => {
+        await streamFile(client, start.buildPath, f, meter);
         meter.add(0, 1);
       }),
     ];
     await eachLimited(tasks, checked.concurrency, (t) => t());
     if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
-    finished = await runJob(target.sys, 'pullFinish', [start.id, start.files]);
+    await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
   } catch (err) {
     await runJob(target.sys, 'pullAbort', [start.id]);
     throw err;
   }
-  const report: PullReport = {
-    digest,
-    remote: remote.text,
-    tag: snapshotTag(digest),
+  return {
+    ...base,
     existed: false,
-    blobs: 1 + layout.packs.length + layout.files.length,
+    blobs: start.blobs,
     downloaded: 1 + start.packs.length + start.files.length,
     bytesDownloaded: client.bytesDown,
     reused: start.reused,
     reusedBytes: start.reusedBytes,
     elapsedMs: performance.now() - started,
   };
-  return { report, data: finished };
 }

@@ -6,12 +6,11 @@ import { open, readFile } from 'node:fs/promises';
 import { SealError } from '../../base/errors.js';
 import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
-import { decodeDocument } from '../document.js';
 import { DOCUMENT_NAME } from '../layout.js';
 import { parseArtifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
 import { runJob } from './jobs.js';
-import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, chooseLayout, layersOf, manifestOf, type Content } from './mapping.js';
+import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
 import { Meter, checkChunkBytes, checkOptions, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { parseRemote, snapshotTag } from './remote.js';
 
@@ -144,9 +143,8 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   if (existing !== undefined) {
     return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
   }
-  // Proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
-  const data = decodeDocument(config.toString('utf8'), digest);
-  const layout = chooseLayout(data);
+  // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
+  const layout = await runJob(target.sys, 'pushPlan', [config.toString('utf8'), digest]);
   const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
   const blobs = 1 + layout.packs.length + layout.files.length;
   const p: Push = { client, mountFrom, chunkBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
@@ -164,7 +162,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   ];
   if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, uploadBytes(p, EMPTY_DIGEST, EMPTY_BLOB)));
   await eachLimited(tasks, checked.concurrency, (t) => t());
-  const manifest = manifestOf(data.digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
+  const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
   const manifestDigest = await client.putManifest(tag, manifest);
   return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
 }

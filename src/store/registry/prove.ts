@@ -1,0 +1,41 @@
+// prove.ts: what a pulled config must be (the requested snapshot, canonical, well formed) and the layers it implies; a sync core for the worker.
+import { SealError } from '../../base/errors.js';
+import { decodeDocument, encodeDocument, type SnapshotData } from '../document.js';
+import { expectLayers, type Artifact } from './artifact.js';
+import { chooseLayout, layoutWith, type Layout } from './mapping.js';
+import { checkShape } from './shape.js';
+
+export interface Fetched {
+  digest: string;
+  /** `remote:tag`, for messages. */
+  where: string;
+  /** The config blob (its size and sha256 already proven against the descriptor). */
+  config: string;
+  artifact: Artifact;
+}
+
+/**
+ * Proves that the config is the snapshot asked for: its digest recomputed from its own
+ * entries equals `digest` (a moved tag is refused), it is in canonical form, its entries
+ * are well formed, and the manifest's layers are exactly the ones it implies.
+ */
+export function proveSnapshot(f: Fetched): { data: SnapshotData; layout: Layout; packDigests: string[] } {
+  let data: SnapshotData;
+  try {
+    data = decodeDocument(f.config);
+  } catch (err) {
+    throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, { cause: err });
+  }
+  if (data.digest !== f.digest) {
+    throw new SealError('SEAL_CORRUPT', `${f.where} holds snapshot ${data.digest}, not ${f.digest} (the tag was moved or the registry lies)`);
+  }
+  if (encodeDocument(data) !== f.config) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
+  checkShape(data);
+  const layout = layoutWith(data, f.artifact.threshold, f.artifact.buckets);
+  return { data, layout, packDigests: expectLayers(f.artifact, layout, f.where) };
+}
+
+/** The layout push uses for the snapshot whose manifest.json is `config` (proven to hash to `digest`). */
+export function planPush(config: string, digest: string): Layout {
+  return chooseLayout(decodeDocument(config, digest));
+}
