@@ -23,6 +23,8 @@ import { openContent, placeParts } from './pack.js';
 interface PullState {
   build: Build;
   data: SnapshotData;
+  /** The exact manifest.json bytes pulled (canonical, proven). */
+  config: string;
   layout: Layout;
   /** sha256 of every content already in the build, at all its places. */
   have: Set<string>;
@@ -112,7 +114,7 @@ function fillPlaces(sys: Sys, s: PullState, srcFd: number, content: Content, fro
   for (const place of content.places.slice(from)) {
     const dst = createAt(sys, s.build.fd, place);
     try {
-      const got = fillFile(sys, s.buffer, srcFd, dst, before, true);
+      const got = fillFile(sys, s.buffer, srcFd, dst, before, { clone: true, range: true });
       if (got === 'changed' || got.sha256 !== content.sha256) return false;
     } finally {
       closeQuietly(sys, dst);
@@ -169,7 +171,7 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
 export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullStart {
   const { data, layout, packDigests } = proveSnapshot(fetched);
   const build = openBuild(sys, storeRoot);
-  const s: PullState = { build, data, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const s: PullState = { build, data, config: fetched.config, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     makeSkeleton(sys, s);
     const { reused, reusedBytes } = reuseLocal(sys, s);
@@ -248,7 +250,7 @@ export function finishPull(sys: Sys, id: number, streamed: number[]): void {
     freezeArea(sys, s.build.fd, COPY_AREA);
     freezeArea(sys, s.build.fd, MOUNTS_AREA);
     verifyAt(sys, s.build.fd, s.data);
-    publishBuild(s.build, s.data);
+    publishBuild(s.build, s.data, [s.config]);
   } finally {
     abortPull(sys, id);
   }
