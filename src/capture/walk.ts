@@ -152,6 +152,16 @@ function changedOpening(rel: string, cause?: unknown): SealError {
   return new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(rel)}`, { path: rel, cause });
 }
 
+/** readlinkat of a name fstatat showed as a symlink: a name swapped or removed since is SEAL_CHANGED. */
+function readLinkOf(sys: Sys, dirfd: number, name: string, gone: (err: unknown) => SealError): ReturnType<Sys['readlinkat']> {
+  try {
+    return sys.readlinkat(dirfd, name);
+  } catch (err) {
+    if (hasCode(err, 'EINVAL', 'ENOENT')) throw gone(err);
+    throw err;
+  }
+}
+
 function special(rel: string): SealError {
   return new SealError('SEAL_SPECIAL_FILE', `capture accepts only regular files and directories: ${escapePath(rel)}`, {
     path: rel,
@@ -397,7 +407,7 @@ export class TreeBuilder {
 
   #copySymlink(srcDirFd: number, destDirFd: number, name: string, destName: string, rel: string, before: Stat): void {
     const { sys, limits } = this.ctx;
-    const target = sys.readlinkat(srcDirFd, name);
+    const target = readLinkOf(sys, srcDirFd, name, (err) => changedOpening(rel, err));
     if (typeof target !== 'string' || !isWellFormed(target)) {
       throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
     }
@@ -410,8 +420,14 @@ export class TreeBuilder {
     }
     this.ctx.checkBytes(bytes);
     if (!this.ctx.hook?.deferred) sys.symlinkat(target, destDirFd, destName);
-    const after = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
-    if (!sameIdentity(before, after) || sys.readlinkat(srcDirFd, name) !== target) {
+    let after: Stat;
+    try {
+      after = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw changed('symlink', rel);
+      throw err;
+    }
+    if (!sameIdentity(before, after) || readLinkOf(sys, srcDirFd, name, () => changed('symlink', rel)) !== target) {
       throw changed('symlink', rel);
     }
     this.totalBytes += bytes;

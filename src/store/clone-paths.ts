@@ -1,10 +1,26 @@
 // clone-paths.ts: the clone-side path checks materialize and mount points share: no symlink, no special file on the way.
+import { resolve } from 'node:path';
+
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, Fd, openBeneath, openChildDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+
+/**
+ * Refuses a clone that lies inside the snapshot's store, or one of whose copy roots holds the
+ * store: materializing there would rewrite published snapshots or remove the store.
+ */
+export function checkCloneOutsideStore(snapshotRoot: string, clone: unknown, declarations: readonly string[]): void {
+  if (typeof clone !== 'string') return;
+  const store = resolve(snapshotRoot, '..', '..');
+  const dir = resolve(clone);
+  const within = (inner: string, outer: string): boolean => inner === outer || inner.startsWith(`${outer}/`);
+  if (within(dir, store) || declarations.some((d) => within(store, resolve(dir, d)))) {
+    throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(dir)}`);
+  }
+}
 
 /** fstatat(no-follow), or null when the name does not exist. */
 export function statOrNull(sys: Sys, dirfd: number, name: string): Stat | null {

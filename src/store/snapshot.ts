@@ -11,6 +11,7 @@ import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
 import type { CaptureReport } from './publish.js';
 import { checkParallelism } from '../capture/plan.js';
+import { checkCloneOutsideStore } from './clone-paths.js';
 
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
@@ -78,7 +79,10 @@ export class Snapshot {
 
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
     checkString('clone', clone);
-    return sealed('materialize', () => materializeSnapshot(this.#sys, this.root, this.#full, clone, options));
+    return sealed('materialize', () => {
+      checkCloneOutsideStore(this.root, clone, this.declarations);
+      return materializeSnapshot(this.#sys, this.root, this.#full, clone, options);
+    });
   }
 
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
@@ -86,13 +90,17 @@ export class Snapshot {
     checkString('clone', clone);
     checkOptions('options', options);
     if (this.#sys !== nativeSys) return inline(() => this.materializeSync(clone, options));
+    checkCloneOutsideStore(this.root, clone, this.declarations);
     const { onProgress, ...rest } = options;
     return offload('materialize', [this.root, this.digest, clone, rest], { onProgress });
   }
 
   /** Read-only mounts of the frozen payloads, each mount point prepared inside clone. */
   mountPoints(clone: string, options: MountPointOptions = {}): MountPoint[] {
-    return sealed('mountPoints', () => mountPointsOf(this.#sys, this.root, this.#full, clone, options));
+    return sealed('mountPoints', () => {
+      checkCloneOutsideStore(this.root, clone, []);
+      return mountPointsOf(this.#sys, this.root, this.#full, clone, options);
+    });
   }
 
   verifySync(options: VerifyOptions = {}): VerifyReport {

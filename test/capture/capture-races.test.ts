@@ -164,6 +164,40 @@ describe('deterministic races on this filesystem (read, hash, write)', () => {
   for (const c of cases) it(c.name, () => runCase(undefined, c));
 });
 
+describe('a mount symlink swapped for a file between its fstatat and its readlinkat', () => {
+  for (const when of ['first', 'second'] as const) {
+    it(`is SEAL_CHANGED at the ${when} readlinkat, with nothing left behind`, () => {
+      const work = tempDir();
+      const repo = join(work, 'repo');
+      writeTree(repo, { 'nm/a': 'a' });
+      symlinkSync('a', join(repo, 'nm/l'));
+      let calls = 0;
+      const sys = wrapSys({
+        readlinkat: (orig) => (dirfd, path) => {
+          if (nameOf(path) === 'l' && ++calls === (when === 'first' ? 1 : 2)) {
+            unlinkSync(join(repo, 'nm/l'));
+            writeFileSync(join(repo, 'nm/l'), 'now a file');
+          }
+          return orig(dirfd, path);
+        },
+      });
+      const store = SnapshotStore.openSync(join(work, 'store'), { sys });
+      let err: unknown;
+      try {
+        store.captureSync({ source: repo, mounts: [{ source: 'nm', target: 'nm' }] });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(SealError);
+      expect([(err as SealError).code, (err as SealError).message]).toEqual(
+        when === 'first' ? ['SEAL_CHANGED', 'path changed while opening: payload/l'] : ['SEAL_CHANGED', 'symlink changed while snapshotting: payload/l'],
+      );
+      expect(storeLeftovers(store.root)).toEqual([]);
+      store.closeSync();
+    });
+  }
+});
+
 for (const kind of ['xfs', 'btrfs'] as const) {
   const mount = reflinkMount(kind);
   describe.skipIf(mount === undefined)(`deterministic races on ${kind} (clone, then hash the clone)`, () => {

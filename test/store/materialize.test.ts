@@ -162,6 +162,19 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     store.closeSync();
   });
 
+  it('refuses a clone inside the store, or one whose copy root holds the store, leaving the snapshot intact', async () => {
+    const { snap, store, work } = fixture(undefined, { 'store/x': 'one', 'z': 'z' }, ['store', 'z']);
+    for (const dir of [join(snap.root, 'copy'), store.root, join(store.root, 'tmp'), work]) {
+      const err = materializeError(snap, dir);
+      expect([err.code, err.message]).toEqual(['SEAL_OVERLAP', `clone overlaps the snapshot store: ${dir}`]);
+      await expect(snap.materialize(dir)).rejects.toMatchObject({ code: 'SEAL_OVERLAP' });
+    }
+    expect(() => snap.mountPoints(join(snap.root, 'copy'))).toThrow(expect.objectContaining({ code: 'SEAL_OVERLAP' }));
+    expect(readdirSync(join(snap.root, 'copy'))).toEqual(['store', 'z']);
+    await snap.verify();
+    store.closeSync();
+  });
+
   it('a tampered snapshot file (size changed) is SEAL_CORRUPT and nothing is published', () => {
     const { snap, store, work } = fixture(undefined, { 'a/x': 'original' }, ['a']);
     const file = join(snap.root, 'copy/a/x');
