@@ -83,6 +83,15 @@ function judgeCli(c, r, codes) {
   return bad;
 }
 
+/** The error a case ended in (undefined when it succeeded): a code, or `usage` for the CLI's exit 2. */
+function outcomeOf(res) {
+  if (res.lib) return res.lib.hang ? 'hang' : res.lib.ok ? undefined : (res.lib.error.code ?? res.lib.error.name);
+  const r = res.cli;
+  if (r.status === 0) return undefined;
+  if (r.status === 2) return 'usage';
+  return /(SEAL_[A-Z_]+): /.exec(`${r.stderr}\n${r.stdout}`)?.[1] ?? `exit ${r.status ?? r.signal}`;
+}
+
 /** A capture writes into its store: the store is the directory it names. */
 function capturing(c, s) {
   if (c.lib) return /\bcap\(|captureSync/.test(c.lib);
@@ -137,12 +146,14 @@ export async function runMalformed(ctx, { fsRoots, log }) {
     spawnSync('cp', ['-a', tpl.dir, dir]);
     const s = { dir, src: join(dir, 'src'), store: join(dir, 'store'), clone: join(dir, 'clone'), outside: join(dir, 'outside'), stageParent: join(dir, 'stage'), digest: tpl.digest, cwd: w.cwd };
     let bad = [];
+    let outcome;
     try {
       c.setup?.(s);
       const before = fingerprint([dir, w.cwd]);
       const res = await runCase(ctx, w, c, s);
       c.cleanup?.(s);
       bad = res.lib ? judgeLib(c, res.lib, codes) : judgeCli(c, res.cli, codes);
+      outcome = outcomeOf(res);
       const may = (c.may ?? DEFAULT_MAY[c.group] ?? (capturing(c, s) ? ['store'] : [])).map((p) => join(dir, p));
       bad.push(...changedOutside(before, fingerprint([dir, w.cwd]), may).map((m) => `wrote outside the directory named: ${m.replaceAll(`${base}/`, '')}`));
       const tmp = join(s.store, 'tmp');
@@ -150,7 +161,7 @@ export async function runMalformed(ctx, { fsRoots, log }) {
     } catch (err) {
       bad.push(`harness: ${err.message}`);
     }
-    count(rows.get(c.group), bad, { label: c.name });
+    count(rows.get(c.group), bad, { label: c.name, refusedCode: outcome });
     dropTree(dir);
     for (const n of readdirSync(w.cwd)) dropTree(join(w.cwd, n));
   }
