@@ -1,5 +1,5 @@
 // treeseal-run.mjs: one fresh-process run of treeseal for the benchmark: async open, capture and materialize as a harness calls them, then the sync twins.
-// usage: node treeseal-run.mjs JSON  (JSON: { dist, source, storeA, storeB, storeC, clones: [3 paths], flip: bool })
+// usage: node treeseal-run.mjs JSON  (JSON: { dist, source, storeA, storeB, storeC, clones: [3 paths], flip: bool, pairs: bool })
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -50,7 +50,7 @@ const pairs = [
   },
 ];
 if (args.flip) pairs.reverse();
-for (const pair of pairs) await pair();
+if (args.pairs !== false) for (const pair of pairs) await pair();
 storeB.closeSync();
 await storeC.close();
 await storeA.close();
