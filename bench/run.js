@@ -1,4 +1,4 @@
-// run.js: `npm run bench`: treeseal as a harness calls it (fresh process, async API) against `cp -a --reflink=auto` and the seed's Python cache, every target of issue 16 with met / NOT MET; writes bench/RESULTS.md.
+// run.js: `npm run bench`: treeseal as a harness calls it (fresh process, async API) against `cp -a --reflink=auto` and the seed's Python cache, every speed target with met / NOT MET; writes bench/RESULTS.md.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
