@@ -44,6 +44,8 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       TREESEAL_ENTRY(S_IFSOCK) TREESEAL_ENTRY(S_IFCHR) TREESEAL_ENTRY(S_IFBLK)
       TREESEAL_ENTRY(DT_UNKNOWN) TREESEAL_ENTRY(DT_FIFO) TREESEAL_ENTRY(DT_CHR) TREESEAL_ENTRY(DT_DIR) TREESEAL_ENTRY(DT_BLK)
       TREESEAL_ENTRY(DT_REG) TREESEAL_ENTRY(DT_LNK) TREESEAL_ENTRY(DT_SOCK)
+      // statx(2) attributes
+      TREESEAL_ENTRY(STATX_ATTR_IMMUTABLE) TREESEAL_ENTRY(STATX_ATTR_APPEND)
   };
 #undef TREESEAL_ENTRY
   for (const auto& entry : table) c.Set(entry.name, Napi::Number::New(env, static_cast<double>(entry.value)));

@@ -1,4 +1,4 @@
-// stat.cc: fstat and fstatat, with nanosecond times as bigints.
+// stat.cc: fstat and fstatat, with nanosecond times as bigints; statx for inode attributes.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -52,9 +52,32 @@ static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
   return StatObject(info.Env(), st);
 }
 
+static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
+  return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx) < 0 ? -errno : 0;
+}
+
+// statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask }: the inode attributes
+// (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...) that fstatat does not report.
+static Napi::Value Statx(const Napi::CallbackInfo& info) {
+  int64_t dirfd, flags;
+  std::string path;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+    return info.Env().Undefined();
+  struct statx stx = {};
+  int r = DoStatx(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), &stx);
+  if (r < 0) return ThrowSys(info.Env(), -r, "statx", &path);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("mode", Napi::Number::New(info.Env(), stx.stx_mode));
+  o.Set("uid", Napi::Number::New(info.Env(), stx.stx_uid));
+  o.Set("attributes", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes)));
+  o.Set("attributesMask", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes_mask)));
+  return o;
+}
+
 void RegisterStat(Napi::Env env, Napi::Object exports) {
   exports.Set("fstat", Napi::Function::New(env, Fstat, "fstat"));
   exports.Set("fstatat", Napi::Function::New(env, Fstatat, "fstatat"));
+  exports.Set("statx", Napi::Function::New(env, Statx, "statx"));
 }
 
 }  // namespace treeseal

@@ -8,6 +8,7 @@ export type { SnapshotData } from './store/document.js';
 export type { MaterializeOptions, MaterializeReport, ReflinkMode } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';
+export type { CloneReport } from './store/clone-check.js';
 export type { CaptureReport } from './store/publish.js';
 export { Snapshot } from './store/snapshot.js';
 export { SnapshotStore, type StoreOptions, type CaptureCallOptions } from './store/store.js';

@@ -1,4 +1,6 @@
 // fd.ts: fd ownership (`using` with Fd), the one parent walk, root opens that traverse no symlink, beneath-root opens, removal without following links.
+import { randomBytes } from 'node:crypto';
+
 import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
@@ -9,6 +11,8 @@ import {
   AT_SYMLINK_NOFOLLOW,
   DT_DIR,
   DT_UNKNOWN,
+  LOCK_EX,
+  LOCK_NB,
   O_DIRECTORY,
   O_NOFOLLOW,
   O_RDONLY,
@@ -20,6 +24,7 @@ import {
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { Fd } from '../sys/fd.js';
+import { identityOf, sameObject } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
 export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -261,4 +266,54 @@ export function emptyDir(sys: Sys, fd: number): void {
     if (!hasCode(err, 'EPERM')) throw err;
   }
   for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
+}
+
+const LOCKED_DIR_ATTEMPTS = 8;
+
+/** Opens and flocks parentFd/name; -1 when a sweep took or removed it between mkdir and flock. */
+function lockNew(sys: Sys, parentFd: number, name: string): number {
+  let fd: number;
+  try {
+    fd = sys.openat(parentFd, name, DIR_FLAGS);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return -1;
+    throw err;
+  }
+  using dir = own(sys, fd);
+  try {
+    sys.flock(dir.fd, LOCK_EX | LOCK_NB);
+  } catch (err) {
+    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return -1;
+    throw err;
+  }
+  // A sweep that won the lock first removed the name: this fd is of an unlinked directory.
+  let named;
+  try {
+    named = sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return -1;
+    throw err;
+  }
+  return sameObject(identityOf(named), identityOf(sys.fstat(dir.fd))) ? dir.release() : -1;
+}
+
+/**
+ * Makes a private directory `<prefix><hex>` (0700) below parentFd and holds its flock,
+ * the mark sweeps respect. A sweep can take a directory between its mkdir and its
+ * flock; then another name is tried. A failure removes what was made.
+ */
+export function makeLockedDir(sys: Sys, parentFd: number, prefix: string, hexBytes: number): { name: string; fd: number } {
+  for (let attempt = 0; attempt < LOCKED_DIR_ATTEMPTS; attempt++) {
+    const name = prefix + randomBytes(hexBytes).toString('hex');
+    sys.mkdirat(parentFd, name, 0o700);
+    let fd: number;
+    try {
+      fd = lockNew(sys, parentFd, name);
+    } catch (err) {
+      removeQuietly(sys, parentFd, name);
+      throw err;
+    }
+    if (fd >= 0) return { name, fd };
+  }
+  throw new SealError('SEAL_UNAVAILABLE', `a private directory could not be made: each new one was swept at once (${prefix}*)`);
 }

@@ -1,4 +1,4 @@
-// jobs.ts: the store's jobs for the worker thread: open, capture, materialize, verify, close.
+// jobs.ts: the store's jobs for the worker thread: open, capture, materialize, verify, checkClone, close.
 import { basename, dirname } from 'node:path';
 
 import type { JobContext } from '../base/jobs.js';
@@ -12,6 +12,7 @@ import { buildSnapshot, type CaptureReport } from './publish.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt } from './store-dir.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { verifySnapshotAt, type VerifyReport } from './verify.js';
+import { checkCloneAt, type CloneReport } from './clone-check.js';
 
 export type MaterializeJobOptions = Omit<MaterializeOptions, 'onProgress'>;
 
@@ -22,6 +23,7 @@ declare module '../base/jobs.js' {
     capture: { args: [storeRoot: string, plan: Plan]; result: { packed: PackedSnapshot; report: CaptureReport } };
     materialize: { args: [snapshotRoot: string, digest: string, clone: string, options: MaterializeJobOptions]; result: MaterializeReport };
     verify: { args: [snapshotRoot: string, digest: string, parallelism: number | undefined]; result: VerifyReport };
+    checkClone: { args: [snapshotRoot: string, digest: string, clone: string]; result: CloneReport };
   }
 }
 
@@ -63,4 +65,5 @@ export const JOBS = {
     materializeSnapshot(sys, root, snapshotAt(root, digest), clone, { ...options, onProgress: ctx.onProgress }),
   verify: ([root, digest, parallelism]: [string, string, number | undefined], ctx: JobContext) =>
     verifySnapshotAt(sys, root, snapshotAt(root, digest), { onProgress: ctx.onProgress, parallelism }),
+  checkClone: ([root, digest, clone]: [string, string, string], _ctx: JobContext) => checkCloneAt(sys, snapshotAt(root, digest), clone),
 };

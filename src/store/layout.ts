@@ -23,3 +23,8 @@ export function mountDir(i: number): string {
 export function mountArea(i: number): string {
   return `${MOUNTS_AREA}/${mountDir(i)}`;
 }
+
+/** A materialize's private stage inside the clone: `<clone>/.treeseal-materialize-<24 hex>`, held by an flock. */
+export const CLONE_STAGE_PREFIX = '.treeseal-materialize-';
+/** Inside a clone while a materialize swaps its roots: written before the first swap, removed after the last. */
+export const CLONE_MARKER = '.treeseal-materializing';

@@ -1,16 +1,90 @@
-// lock.ts: the store lock: shared while a snapshot is published, exclusive while snapshots are removed.
-import { own } from '../base/fd.js';
-import { AT_FDCWD, LOCK_EX, LOCK_SH, LOCK_UN, O_CREAT, O_NOFOLLOW, O_RDWR } from '../sys/constants.js';
+// lock.ts: the store lock: shared while a snapshot is published or read, exclusive while snapshots are removed.
+import { dirname } from 'node:path';
+
+import { SealError, isSealError } from '../base/errors.js';
+import { openRealDir, own } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { throwIfRefused } from '../base/refusal.js';
+import { LOCK_EX, LOCK_SH, LOCK_UN, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { LOCK_NAME } from './layout.js';
 
+export interface LockOptions {
+  /** Create the lock file when missing (writers); a reader of a store that never had one runs unlocked. */
+  create?: boolean;
+}
+
+function lockError(err: unknown, storeRoot: string): SealError {
+  const shown = escapePath(`${storeRoot}/${LOCK_NAME}`);
+  throwIfRefused(err, `store lock cannot be taken: ${shown}`);
+  if (hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `store lock must not be a symlink: ${shown}`, { cause: err });
+  if (hasCode(err, 'EISDIR', 'ENXIO')) return new SealError('SEAL_CORRUPT', `store lock is not a regular file: ${shown}`, { cause: err });
+  return new SealError('SEAL_UNAVAILABLE', `store lock is unavailable: ${shown}: ${(err as Error).message}`, { cause: err });
+}
+
+/** Opens the store's lock file below the store directory (never through a link); -1 when missing and not created. */
+function openLock(sys: Sys, storeRoot: string, create: boolean): number {
+  let fd: number;
+  {
+    using root = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+    try {
+      fd = sys.openat(root.fd, LOCK_NAME, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK, 0o600);
+    } catch (err) {
+      if (!create && hasCode(err, 'ENOENT')) return -1;
+      throw lockError(err, storeRoot);
+    }
+  }
+  using lock = own(sys, fd);
+  let st;
+  try {
+    st = sys.fstat(lock.fd);
+  } catch (err) {
+    throw lockError(err, storeRoot);
+  }
+  if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store lock is not a regular file: ${escapePath(`${storeRoot}/${LOCK_NAME}`)}`);
+  return lock.release();
+}
+
 /** Runs fn holding the store lock (shared or exclusive); released however fn ends. */
-export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean, fn: () => T): T {
-  using lock = own(sys, sys.openat(AT_FDCWD, `${storeRoot}/${LOCK_NAME}`, O_RDWR | O_CREAT | O_NOFOLLOW, 0o600));
-  sys.flock(lock.fd, exclusive ? LOCK_EX : LOCK_SH);
+export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean, fn: () => T, options: LockOptions = {}): T {
+  const fd = openLock(sys, storeRoot, options.create !== false);
+  if (fd < 0) return fn();
+  using lock = own(sys, fd);
+  try {
+    sys.flock(lock.fd, exclusive ? LOCK_EX : LOCK_SH);
+  } catch (err) {
+    throw lockError(err, storeRoot);
+  }
   try {
     return fn();
   } finally {
     sys.flock(lock.fd, LOCK_UN);
   }
+}
+
+/**
+ * Runs fn with the published snapshot's directory open, holding the store's shared
+ * lock (an rm waits until fn returns). A snapshot already removed is SEAL_UNAVAILABLE.
+ */
+export function readingSnapshot<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (snapshotFd: number) => T): T {
+  return withStoreLock(
+    sys,
+    dirname(dirname(snapshotRoot)),
+    false,
+    () => {
+      let fd: number;
+      try {
+        fd = openRealDir(sys, snapshotRoot, 'snapshot');
+      } catch (err) {
+        if (isSealError(err, 'SEAL_UNAVAILABLE') && hasCode(err.cause, 'ENOENT')) {
+          throw new SealError('SEAL_UNAVAILABLE', `snapshot was removed: ${digest}`, { cause: err.cause });
+        }
+        throw err;
+      }
+      using root = own(sys, fd);
+      return fn(root.fd);
+    },
+    { create: false },
+  );
 }

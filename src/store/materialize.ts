@@ -1,33 +1,21 @@
-// materialize.ts: builds a snapshot's copy roots in a private stage beside a clone and swaps each root in exactly.
-import { randomBytes } from 'node:crypto';
-import { dirname } from 'node:path';
-
+// materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
 import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
-import { DIR_FLAGS, checkRootPath, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import {
-
-  O_CREAT,
-  O_EXCL,
-  O_NOFOLLOW,
-  O_NONBLOCK,
-  O_RDONLY,
-  O_WRONLY,
-  RENAME_EXCHANGE,
-  RENAME_NOREPLACE,
-  isDir,
-  isLink,
-  isReg,
-} from '../sys/constants.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { openPublishParent, preflightRoot, removeCreatedDirs, statOrNull } from './clone-paths.js';
+import { preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
+import { checkRemovable, closeCloneStage, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
+import { CloneSwap } from './clone-swap.js';
 import { sameIdentity } from '../sys/identity.js';
+import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
+import { readingSnapshot } from './lock.js';
 import type { Sys } from '../sys/native.js';
 
 export type ReflinkMode = 'auto' | 'always' | 'never';
@@ -51,7 +39,6 @@ export interface MaterializeReport {
 }
 
 export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
-export const STAGE_PREFIX = '.treeseal-materialize-';
 
 interface Run {
   sys: Sys;
@@ -194,118 +181,124 @@ function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: strin
   }
 }
 
-/** publishInto, and on failure removes the parent directories it made: the clone keeps no trace of the root. */
-function publishRoot(sys: Sys, stageFd: number, cloneFd: number, parts: readonly string[]): void {
-  const created: string[][] = [];
+function newRun(sys: Sys, options: MaterializeOptions): Run {
+  const { mode, fallbackBytes } = checkOptions(options);
+  return {
+    sys,
+    mode,
+    fallbackBytes,
+    cloneWorks: undefined,
+    rangeWorks: undefined,
+    buffer: Buffer.allocUnsafe(CHUNK_BYTES),
+    report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+    progress: throttled(options.onProgress),
+    bytes: 0,
+  };
+}
+
+/** The declared roots as components; a root on treeseal's own names in the clone is refused. */
+function rootsOf(data: SnapshotData): string[][] {
+  return data.declarations.map((d) => {
+    const parts = d.split('/').filter((p) => p !== '' && p !== '.');
+    if (parts[0] === CLONE_MARKER || parts[0]!.startsWith(CLONE_STAGE_PREFIX)) {
+      throw new SealError('SEAL_COLLISION', `copy root collides with materialize's own names in the clone: ${escapePath(d)}`, { path: d });
+    }
+    return parts;
+  });
+}
+
+/** What a root replaces must be removable once swapped out: checked before anything is written. */
+function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[]): void {
+  let parent: number;
   try {
-    publishInto(sys, stageFd, cloneFd, parts, created);
+    parent = parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS);
   } catch (err) {
-    removeCreatedDirs(sys, cloneFd, created);
+    if (hasCode(err, 'ENOENT', 'ENOTDIR')) return;
+    throw err;
+  }
+  try {
+    if (statOrNull(sys, parent, parts[parts.length - 1]!) !== null) checkRemovable(sys, parent, parts[parts.length - 1]!, parts.join('/'));
+  } finally {
+    closeQuietly(sys, parent);
+  }
+}
+
+/**
+ * Swaps every root in under the marker; on a failure every swap is undone. When an undo
+ * fails too, the marker stays and `stage.keep` is set: what the stage holds is not
+ * removed by this call (the clone is mixed; checkClone says how).
+ */
+function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string): void {
+  try {
+    writeMarker(sys, cloneFd, digest, stage.name);
+  } catch (err) {
+    try {
+      removeMarker(sys, cloneFd);
+    } catch {
+      // nothing was swapped yet; the first error says why
+    }
+    throw err;
+  }
+  const swap = new CloneSwap(sys, cloneFd, stage);
+  try {
+    for (const parts of roots) swap.publish(parts);
+    removeMarker(sys, cloneFd);
+  } catch (err) {
+    // Nothing is deleted before this point: every swap can be undone.
+    if (swap.rollback()) removeMarker(sys, cloneFd);
+    else stage.keep = true;
     throw err;
   }
 }
 
-function publishInto(sys: Sys, stageFd: number, cloneFd: number, parts: readonly string[], created: string[][]): void {
-  const rel = parts.join('/');
-  const name = parts[parts.length - 1]!;
-  const parentParts = parts.slice(0, -1);
-  const destParent = openPublishParent(sys, cloneFd, parentParts, 'copy', created);
-  let srcParent = -1;
-  try {
-    srcParent = parentParts.length === 0 ? sys.openat(stageFd, '.', DIR_FLAGS) : openBeneath(sys, stageFd, parentParts, DIR_FLAGS);
-    const existing = statOrNull(sys, destParent, name);
-    if (existing !== null && isLink(existing.mode)) {
-      throw new SealError('SEAL_SYMLINK', `copy target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
-    }
-    if (existing !== null && !isDir(existing.mode) && !isReg(existing.mode)) {
-      throw new SealError('SEAL_SPECIAL_FILE', `copy target has an unsupported type: ${escapePath(rel)}`, { path: rel });
-    }
-    if (existing === null) {
-      try {
-        sys.renameat2(srcParent, name, destParent, name, RENAME_NOREPLACE);
-      } catch (err) {
-        if (!hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
-        sys.renameat2(srcParent, name, destParent, name, 0);
-      }
-      return;
+/** Builds the roots in the stage from the snapshot's copy area, holding the store's shared lock while it reads. */
+function buildFromSnapshot(run: Run, snapshotRoot: string, data: SnapshotData, stage: CloneStage): void {
+  readingSnapshot(run.sys, snapshotRoot, data.digest, (snapshotFd) => {
+    let copyFd: number;
+    try {
+      copyFd = openBeneath(run.sys, snapshotFd, [COPY_AREA], DIR_FLAGS);
+    } catch (err) {
+      throwIfRefused(err, `snapshot area cannot be opened: ${COPY_AREA}`);
+      throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     try {
-      sys.renameat2(srcParent, name, destParent, name, RENAME_EXCHANGE);
-      // The old tree now sits in the stage; remove it there, through fds.
-      removeAt(sys, srcParent, name);
-    } catch (err) {
-      if (!hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
-      removeAt(sys, destParent, name);
-      sys.renameat2(srcParent, name, destParent, name, 0);
+      buildStage(run, childrenOf(data.entries), '', copyFd, stage.newFd);
+    } finally {
+      closeQuietly(run.sys, copyFd);
     }
-  } finally {
-    closeQuietly(sys, srcParent, destParent);
-  }
+  });
 }
 
-/** Materializes data's copy roots (from snapshotRoot/copy) into clone. */
-export function materializeSnapshot(
-  sys: Sys,
-  snapshotRoot: string,
-  data: SnapshotData,
-  clone: string,
-  options: MaterializeOptions = {},
-): MaterializeReport {
+/**
+ * Materializes data's copy roots (from snapshotRoot/copy) into clone. Every byte is
+ * written inside the clone: the roots are built in a locked stage there, swapped in
+ * under the in-progress marker, and what they replace is removed with the stage.
+ */
+export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MaterializeOptions = {}): MaterializeReport {
   const started = performance.now();
-  const { mode, fallbackBytes } = checkOptions(options);
-  const clonePath = checkRootPath(clone, 'clone');
-  const cloneFd = openRealDir(sys, clonePath, 'clone');
-  let parentFd = -1;
-  let snapFd = -1;
-  let stageFd = -1;
-  const stageName = STAGE_PREFIX + randomBytes(12).toString('hex');
-  let staged = false;
+  const run = newRun(sys, options);
+  const cloneFd = openRealDir(sys, clone, 'clone');
   try {
-    const roots = data.declarations.map((d) => d.split('/').filter((p) => p !== '' && p !== '.'));
+    const roots = rootsOf(data);
     for (const parts of roots) preflightRoot(sys, cloneFd, parts);
-    snapFd = openSnapshotArea(sys, snapshotRoot, 'copy');
-    parentFd = openRealDir(sys, dirname(clonePath), 'clone parent');
-    sys.mkdirat(parentFd, stageName, 0o700);
-    staged = true;
-    stageFd = openChildDir(sys, parentFd, stageName);
-    const run: Run = {
-      sys,
-      mode,
-      fallbackBytes,
-      cloneWorks: undefined,
-      rangeWorks: undefined,
-      buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-      report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
-      progress: throttled(options.onProgress),
-      bytes: 0,
-    };
-    buildStage(run, childrenOf(data.entries), '', snapFd, stageFd);
-    for (const parts of roots) publishRoot(sys, stageFd, cloneFd, parts);
+    for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
+    sweepCloneStages(sys, cloneFd);
+    const stage = openCloneStage(sys, cloneFd);
+    try {
+      buildFromSnapshot(run, snapshotRoot, data, stage);
+      swapRoots(sys, cloneFd, stage, roots, data.digest);
+    } finally {
+      try {
+        if (stage.keep) closeQuietly(sys, stage.newFd, stage.oldFd, stage.fd);
+        else closeCloneStage(sys, cloneFd, stage);
+      } catch {
+        // The roots are in place (or rolled back); what the stage still holds stays inside the clone, unlocked, for the next sweep.
+      }
+    }
     run.progress(run.report.files, run.bytes, true);
     run.report.elapsedMs = performance.now() - started;
     return run.report;
   } finally {
-    closeQuietly(sys, stageFd, snapFd, cloneFd);
-    if (staged) {
-      try {
-        removeAt(sys, parentFd, stageName);
-      } catch {
-        // nothing more can be done; the stage name is hidden and private (0700)
-      }
-    }
-    closeQuietly(sys, parentFd);
-  }
-}
-
-/** Opens an area (`copy`, `mounts/00000`) of a published snapshot without crossing a symlink. */
-export function openSnapshotArea(sys: Sys, snapshotRoot: string, area: string): number {
-  const root = openRealDir(sys, snapshotRoot, 'snapshot');
-  try {
-    return openBeneath(sys, root, area.split('/'), DIR_FLAGS);
-  } catch (err) {
-    throwIfRefused(err, `snapshot area cannot be opened: ${escapePath(area)}`);
-    throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${escapePath(area)}`, { cause: err });
-  } finally {
-    closeQuietly(sys, root);
+    closeQuietly(sys, cloneFd);
   }
 }

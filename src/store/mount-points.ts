@@ -6,9 +6,10 @@ import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { openPublishParent, preflightRoot, statOrNull } from './clone-paths.js';
 import { escapePath } from '../base/paths.js';
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { PAYLOAD_NAME, mountArea } from './layout.js';
+import { readingSnapshot } from './lock.js';
 
 export interface MountPoint {
   /** Absolute path of the frozen payload inside the snapshot. */
@@ -41,11 +42,12 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData
   checkString('clone', clone);
   const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
-  return data.mounts.map((m, i) => {
+  // Under the store's shared lock: an rm waits; a snapshot already removed is SEAL_UNAVAILABLE.
+  return readingSnapshot(sys, snapshotRoot, data.digest, (snapshotFd) => data.mounts.map((m, i) => {
     const source = `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`;
     let st;
     try {
-      st = sys.fstatat(AT_FDCWD, source, AT_SYMLINK_NOFOLLOW);
+      st = sys.fstatat(snapshotFd, `${mountArea(i)}/${PAYLOAD_NAME}`, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
       throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
       throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
@@ -56,5 +58,5 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData
     const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
     prepareTarget(sys, cloneDir.fd, parts, m.kind === 'directory');
     return { source, target: `${workspace}/${parts.join('/')}`, readOnly: true as const };
-  });
+  }));
 }

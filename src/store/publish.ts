@@ -1,9 +1,7 @@
 // publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
-import { randomBytes } from 'node:crypto';
-
 import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
 import { computeDigests, encodeDocumentPieces, encodeEntryLists, type EntryTexts, type SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
@@ -15,7 +13,7 @@ import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSH
 import { assembleAreas } from './assemble.js';
 import { CacheMiss, StatCacheSession } from './recapture.js';
 import { publishedAmong } from './stat-cache-file.js';
-import { LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 
@@ -161,31 +159,15 @@ export interface Build {
 export function openBuild(sys: Sys, storeRoot: string): Build {
   let tmpFd = -1;
   let snapshotsFd = -1;
-  let fd = -1;
-  let made = false;
-  const name = BUILD_PREFIX + randomBytes(16).toString('hex');
   try {
     tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
     snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-    sys.mkdirat(tmpFd, name, 0o700);
-    made = true;
-    fd = sys.openat(tmpFd, name, DIR_FLAGS);
-    // Held until this build is published or removed: a sweep never takes a live build.
-    sys.flock(fd, LOCK_EX | LOCK_NB);
+    // Its flock is held until this build is published or removed: a sweep never takes a live build.
+    const { name, fd } = makeLockedDir(sys, tmpFd, BUILD_PREFIX, 16);
     return { sys, storeRoot, tmpFd, snapshotsFd, fd, name, published: false };
   } catch (err) {
-    closeQuietly(sys, fd);
-    if (made) removeQuietly(sys, tmpFd, name);
     closeQuietly(sys, tmpFd, snapshotsFd);
     throw err;
-  }
-}
-
-function removeQuietly(sys: Sys, tmpFd: number, name: string): void {
-  try {
-    removeAt(sys, tmpFd, name);
-  } catch {
-    // a stale build is swept when the store is next opened
   }
 }
 
@@ -215,9 +197,10 @@ export function publishBuild(build: Build, data: SnapshotData, document: readonl
 /** Closes the build's fds and, unless it was published, removes it. */
 export function closeBuild(build: Build): void {
   const { sys } = build;
-  closeQuietly(sys, build.fd, build.snapshotsFd);
+  closeQuietly(sys, build.snapshotsFd);
+  // Removed while its flock is still held: a sweep in another process never removes it at the same time.
   if (!build.published) removeQuietly(sys, build.tmpFd, build.name);
-  closeQuietly(sys, build.tmpFd);
+  closeQuietly(sys, build.fd, build.tmpFd);
 }
 
 /**

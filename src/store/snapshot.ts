@@ -1,4 +1,4 @@
-// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify.
+// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone.
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData } from './document.js';
 import type { ManifestEntry } from '../base/manifest.js';
@@ -12,6 +12,7 @@ import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verif
 import type { CaptureReport } from './publish.js';
 import { checkParallelism } from '../capture/plan.js';
 import { checkCloneOutsideStore } from './clone-paths.js';
+import { checkCloneAt, type CloneReport } from './clone-check.js';
 
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
@@ -116,5 +117,18 @@ export class Snapshot {
     if (this.#sys !== nativeSys) return inline(() => this.verifySync(options));
     const parallelism = checkParallelism(options.parallelism);
     return offload('verify', [this.root, this.digest, parallelism], { onProgress: options.onProgress });
+  }
+
+  /** Re-hashes clone's copy roots against this manifest: every added, removed and changed path, and the in-progress marker. */
+  checkCloneSync(clone: string): CloneReport {
+    checkString('clone', clone);
+    return sealed('checkClone', () => checkCloneAt(this.#sys, this.#full, clone));
+  }
+
+  /** checkCloneSync on the worker thread (on the calling thread when the snapshot has an injected `sys`). */
+  async checkClone(clone: string): Promise<CloneReport> {
+    checkString('clone', clone);
+    if (this.#sys !== nativeSys) return inline(() => this.checkCloneSync(clone));
+    return offload('checkClone', [this.root, this.digest, clone]);
   }
 }

@@ -10,6 +10,7 @@ import { sys as nativeSys, type Sys } from '../sys/native.js';
 import type { PackedSnapshot, SnapshotData } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
+import { sweepCloneAt } from './clone-stage.js';
 import { buildSnapshot, type BuildHooks, type CaptureReport } from './publish.js';
 import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
@@ -189,10 +190,16 @@ export class SnapshotStore {
     return report;
   }
 
-  /** Sweeps stale builds and half-removed snapshots under the store lock; returns how many. */
-  gc(): number {
+  /**
+   * Sweeps stale builds and half-removed snapshots under the store lock and, given a
+   * clone, the stages materializes that died left inside it; returns how many.
+   */
+  gc(options: { clone?: string } = {}): number {
     this.#checkOpen();
-    return sealed('gc', () => withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root)));
+    const swept = sealed('gc', () => withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root)));
+    if (options.clone === undefined) return swept;
+    const clone = options.clone;
+    return swept + sealed('gc', () => sweepCloneAt(this.#sys, clone));
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */

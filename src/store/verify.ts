@@ -2,7 +2,7 @@
 
 import { CHUNK_BYTES } from '../base/io.js';
 import { FileJobs, type JobResult } from '../capture/pool.js';
-import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, own } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -12,6 +12,7 @@ import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { COPY_AREA, mountArea } from './layout.js';
+import { readingSnapshot } from './lock.js';
 
 export interface VerifyReport {
   entries: number;
@@ -135,8 +136,7 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, optio
   return { entries, bytes: shared.bytes };
 }
 
-/** verifyAt for a snapshot directory given by path. */
+/** verifyAt for a published snapshot given by path, under the store's shared lock (an rm waits; a removed one is SEAL_UNAVAILABLE). */
 export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, options: VerifyOptions = {}): VerifyReport {
-  using root = own(sys, openRealDir(sys, snapshotRoot, 'snapshot'));
-  return verifyAt(sys, root.fd, data, options);
+  return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => verifyAt(sys, fd, data, options));
 }

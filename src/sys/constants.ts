@@ -56,6 +56,8 @@ export const DT_BLK = get('DT_BLK');
 export const DT_REG = get('DT_REG');
 export const DT_LNK = get('DT_LNK');
 export const DT_SOCK = get('DT_SOCK');
+export const STATX_ATTR_IMMUTABLE = get('STATX_ATTR_IMMUTABLE');
+export const STATX_ATTR_APPEND = get('STATX_ATTR_APPEND');
 
 export const isDir = (mode: number): boolean => (mode & S_IFMT) === S_IFDIR;
 export const isReg = (mode: number): boolean => (mode & S_IFMT) === S_IFREG;

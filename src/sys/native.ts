@@ -16,6 +16,15 @@ export interface Stat {
   ctimeNs: bigint;
 }
 
+/** statx result: the inode attributes fstatat does not report (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND). */
+export interface StatxResult {
+  mode: number;
+  uid: number;
+  attributes: number;
+  /** The attributes this filesystem reports at all. */
+  attributesMask: number;
+}
+
 /** One getdents64 record: a name that is not valid UTF-8 comes back as a Buffer. */
 export interface DirEntry {
   name: string | Buffer;
@@ -39,6 +48,7 @@ export interface Sys {
   close(fd: number): void;
   fstat(fd: number): Stat;
   fstatat(dirfd: number, path: PathArg, flags: number): Stat;
+  statx(dirfd: number, path: PathArg, flags: number): StatxResult;
   readdir(fd: number): DirEntry[];
   mkdirat(dirfd: number, path: PathArg, mode: number): void;
   unlinkat(dirfd: number, path: PathArg, flags: number): void;
@@ -81,6 +91,7 @@ export const sys: Sys = {
   close: addon.close,
   fstat: addon.fstat,
   fstatat: addon.fstatat,
+  statx: addon.statx,
   readdir: addon.readdir,
   mkdirat: addon.mkdirat,
   unlinkat: addon.unlinkat,

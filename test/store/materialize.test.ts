@@ -27,8 +27,10 @@ function clone(work: string, tree: Record<string, string | Buffer | null> = {}):
   return dir;
 }
 
+/** Stages or markers left inside the clone or beside it. */
 function stagesLeft(cloneDir: string): string[] {
-  return readdirSync(dirname(cloneDir)).filter((n) => n.startsWith('.treeseal-materialize-'));
+  const inside = existsSync(cloneDir) && statSync(cloneDir).isDirectory() ? readdirSync(cloneDir) : [];
+  return [...readdirSync(dirname(cloneDir)), ...inside].filter((n) => n.startsWith('.treeseal-materializ'));
 }
 
 function tree(dir: string, rel = ''): string[] {

@@ -1,0 +1,156 @@
+// clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale), its marker, and the removability check.
+import { SealError } from '../base/errors.js';
+import { DIR_FLAGS, closeQuietly, makeLockedDir, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { writeAll } from '../base/io.js';
+import { escapePath } from '../base/paths.js';
+import {
+  AT_SYMLINK_NOFOLLOW,
+  LOCK_EX,
+  LOCK_NB,
+  O_CREAT,
+  O_NOFOLLOW,
+  O_NONBLOCK,
+  O_TRUNC,
+  O_WRONLY,
+  STATX_ATTR_APPEND,
+  STATX_ATTR_IMMUTABLE,
+  isDir,
+  isReg,
+} from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Sys } from '../sys/native.js';
+import { CLONE_MARKER, CLONE_STAGE_PREFIX } from './layout.js';
+
+/** A stage: `new/` holds the trees being built, `old/` what they displace until the last swap. */
+export interface CloneStage {
+  name: string;
+  fd: number;
+  newFd: number;
+  oldFd: number;
+  /** Set when a failed swap could not be undone: the stage is left for the next sweep, not removed now. */
+  keep?: boolean;
+}
+
+/** Makes and locks a new stage directly inside the clone (so on the clone's filesystem); the caller closes its fds. */
+export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
+  const { name, fd } = makeLockedDir(sys, cloneFd, CLONE_STAGE_PREFIX, 12);
+  const stage: CloneStage = { name, fd, newFd: -1, oldFd: -1 };
+  try {
+    for (const area of ['new', 'old'] as const) {
+      sys.mkdirat(fd, area, 0o700);
+      stage[area === 'new' ? 'newFd' : 'oldFd'] = openChildDir(sys, fd, area);
+    }
+    return stage;
+  } catch (err) {
+    try {
+      closeCloneStage(sys, cloneFd, stage);
+    } catch {
+      // the first error says why; the unlocked stage is swept later
+    }
+    throw err;
+  }
+}
+
+/** Removes the stage (whatever it still holds) and releases its lock; a failure leaves it for the next sweep and is thrown. */
+export function closeCloneStage(sys: Sys, cloneFd: number, stage: CloneStage): void {
+  closeQuietly(sys, stage.newFd, stage.oldFd);
+  try {
+    removeAt(sys, cloneFd, stage.name);
+  } finally {
+    closeQuietly(sys, stage.fd);
+  }
+}
+
+/** Removes stages left in the clone by materializes that died (their flock is free); returns how many. */
+export function sweepCloneStages(sys: Sys, cloneFd: number): number {
+  let swept = 0;
+  for (const entry of sys.readdir(cloneFd)) {
+    if (typeof entry.name !== 'string' || !entry.name.startsWith(CLONE_STAGE_PREFIX)) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(cloneFd, entry.name, DIR_FLAGS);
+    } catch {
+      continue;
+    }
+    try {
+      sys.flock(fd, LOCK_EX | LOCK_NB);
+      removeAt(sys, cloneFd, entry.name);
+      swept++;
+    } catch {
+      // held by a live materialize, or not removable now: left for a later sweep
+    } finally {
+      closeQuietly(sys, fd);
+    }
+  }
+  return swept;
+}
+
+/** sweepCloneStages for a clone given by path. */
+export function sweepCloneAt(sys: Sys, clone: string): number {
+  const fd = openRealDir(sys, clone, 'clone');
+  try {
+    return sweepCloneStages(sys, fd);
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+/** Writes the in-progress marker (replacing one a dead materialize left). */
+export function writeMarker(sys: Sys, cloneFd: number, digest: string, stage: string): void {
+  let fd: number;
+  try {
+    fd = sys.openat(cloneFd, CLONE_MARKER, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0o600);
+  } catch (err) {
+    if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `materialize marker cannot be a symlink: ${CLONE_MARKER}`, { path: CLONE_MARKER, cause: err });
+    throw err;
+  }
+  try {
+    if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_SPECIAL_FILE', `materialize marker has an unsupported type: ${CLONE_MARKER}`, { path: CLONE_MARKER });
+    writeAll(sys, fd, Buffer.from(`${JSON.stringify({ digest, stage })}\n`));
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}
+
+export function removeMarker(sys: Sys, cloneFd: number): void {
+  try {
+    sys.unlinkat(cloneFd, CLONE_MARKER, 0);
+  } catch (err) {
+    if (!hasCode(err, 'ENOENT')) throw err;
+  }
+}
+
+/** True when the clone holds the in-progress marker. */
+export function hasMarker(sys: Sys, cloneFd: number): boolean {
+  try {
+    sys.fstatat(cloneFd, CLONE_MARKER, AT_SYMLINK_NOFOLLOW);
+    return true;
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return false;
+    throw err;
+  }
+}
+
+const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
+
+/**
+ * Refuses (SEAL_IO, before anything is written) a tree that could not be removed once
+ * swapped out: an immutable or append-only inode anywhere in it, the root included.
+ */
+export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, rel: string, depth = 0): void {
+  const st = sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  if (st.attributes & PINNED) {
+    throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel)} is immutable or append-only`, { path: rel });
+  }
+  if (!isDir(st.mode)) return;
+  if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`, { path: rel });
+  const fd = openChildDir(sys, dirfd, name);
+  try {
+    for (const entry of sys.readdir(fd)) {
+      const child = typeof entry.name === 'string' ? entry.name : escapePath(entry.name);
+      checkRemovable(sys, fd, entry.name, `${rel}/${child}`, depth + 1);
+    }
+  } finally {
+    closeQuietly(sys, fd);
+  }
+}

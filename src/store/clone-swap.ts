@@ -1,0 +1,165 @@
+// clone-swap.ts: moves built roots from the stage into the clone as one undoable transaction: nothing is deleted until the last swap.
+import { SealError, isSealError } from '../base/errors.js';
+import { DIR_FLAGS, closeQuietly, openBeneath } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { ioError, isRefusal } from '../base/refusal.js';
+import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Sys } from '../sys/native.js';
+import { statOrNull } from './clone-paths.js';
+import type { CloneStage } from './clone-stage.js';
+
+type Base = 'clone' | 'new' | 'old';
+
+/** One done step, by paths below its base directories, so it can be undone after every fd is closed. */
+type Step =
+  | { kind: 'mkdir'; parent: string[]; name: string }
+  | { kind: 'displaced'; parent: string[]; name: string; slot: string }
+  | { kind: 'renamed'; parent: string[]; name: string }
+  | { kind: 'exchanged'; parent: string[]; name: string };
+
+function swapError(err: unknown, rel: string): unknown {
+  if (isSealError(err)) return err;
+  if (hasCode(err, 'EXDEV')) {
+    return new SealError('SEAL_UNAVAILABLE', `copy target is on another filesystem than the clone: ${escapePath(rel)}`, { path: rel, cause: err });
+  }
+  if (isRefusal(err)) return ioError('copy target cannot be replaced', err, rel);
+  return new SealError('SEAL_UNAVAILABLE', `copy target is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+}
+
+export class CloneSwap {
+  readonly #steps: Step[] = [];
+  #slots = 0;
+
+  constructor(
+    readonly sys: Sys,
+    readonly cloneFd: number,
+    readonly stage: CloneStage,
+  ) {}
+
+  #open(base: Base, parts: readonly string[]): number {
+    const fd = base === 'clone' ? this.cloneFd : base === 'new' ? this.stage.newFd : this.stage.oldFd;
+    return parts.length === 0 ? this.sys.openat(fd, '.', DIR_FLAGS) : openBeneath(this.sys, fd, parts, DIR_FLAGS);
+  }
+
+  /** rename from one base to another; with RENAME_NOREPLACE unless the filesystem lacks it. */
+  #move(from: [Base, string[], string], to: [Base, string[], string], flags = RENAME_NOREPLACE): void {
+    const src = this.#open(from[0], from[1]);
+    let dst = -1;
+    try {
+      dst = this.#open(to[0], to[1]);
+      try {
+        this.sys.renameat2(src, from[2], dst, to[2], flags);
+      } catch (err) {
+        if (flags !== RENAME_NOREPLACE || !hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
+        this.sys.renameat2(src, from[2], dst, to[2], 0);
+      }
+    } finally {
+      closeQuietly(this.sys, src, dst);
+    }
+  }
+
+  /** Moves clone/<parent>/<name> into old/ (kept whole until commit). */
+  #displace(parent: string[], name: string): void {
+    const slot = String(this.#slots++);
+    this.#move(['clone', parent, name], ['old', [], slot]);
+    this.#steps.push({ kind: 'displaced', parent, name, slot });
+  }
+
+  /** Opens the clone directories above a root, making missing ones and displacing a regular file in the way. */
+  #parents(parts: readonly string[], rel: string): void {
+    for (let i = 0; i < parts.length; i++) {
+      const parent = parts.slice(0, i);
+      const name = parts[i]!;
+      const dir = this.#open('clone', parent);
+      let st;
+      try {
+        st = statOrNull(this.sys, dir, name);
+        if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel });
+        if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
+          throw new SealError('SEAL_SPECIAL_FILE', `copy target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
+        }
+      } finally {
+        closeQuietly(this.sys, dir);
+      }
+      if (st !== null && isDir(st.mode)) continue;
+      if (st !== null) this.#displace(parent, name);
+      const again = this.#open('clone', parent);
+      try {
+        this.sys.mkdirat(again, name, 0o700);
+      } finally {
+        closeQuietly(this.sys, again);
+      }
+      this.#steps.push({ kind: 'mkdir', parent, name });
+    }
+  }
+
+  /** Puts stage new/<parts> at clone/<parts>, swapping out whatever was there (kept in the stage until commit). */
+  publish(parts: readonly string[]): void {
+    const rel = parts.join('/');
+    const parent = parts.slice(0, -1);
+    const name = parts[parts.length - 1]!;
+    try {
+      this.#parents(parent, rel);
+      const dir = this.#open('clone', parent);
+      let existing;
+      try {
+        existing = statOrNull(this.sys, dir, name);
+      } finally {
+        closeQuietly(this.sys, dir);
+      }
+      if (existing !== null && isLink(existing.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
+      if (existing !== null && !isDir(existing.mode) && !isReg(existing.mode)) {
+        throw new SealError('SEAL_SPECIAL_FILE', `copy target has an unsupported type: ${escapePath(rel)}`, { path: rel });
+      }
+      if (existing !== null) this.#exchange(parent, name);
+      else {
+        this.#move(['new', parent, name], ['clone', parent, name]);
+        this.#steps.push({ kind: 'renamed', parent, name });
+      }
+    } catch (err) {
+      throw swapError(err, rel);
+    }
+  }
+
+  #exchange(parent: string[], name: string): void {
+    try {
+      this.#move(['new', parent, name], ['clone', parent, name], RENAME_EXCHANGE);
+      this.#steps.push({ kind: 'exchanged', parent, name });
+    } catch (err) {
+      if (!hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
+      // No RENAME_EXCHANGE here: the old tree moves aside first, then the new one in.
+      this.#displace(parent, name);
+      this.#move(['new', parent, name], ['clone', parent, name]);
+      this.#steps.push({ kind: 'renamed', parent, name });
+    }
+  }
+
+  #undo(step: Step): void {
+    const { parent, name } = step;
+    if (step.kind === 'exchanged') this.#move(['new', parent, name], ['clone', parent, name], RENAME_EXCHANGE);
+    else if (step.kind === 'renamed') this.#move(['clone', parent, name], ['new', parent, name]);
+    else if (step.kind === 'displaced') this.#move(['old', [], step.slot], ['clone', parent, name]);
+    else {
+      const dir = this.#open('clone', parent);
+      try {
+        this.sys.unlinkat(dir, name, AT_REMOVEDIR);
+      } finally {
+        closeQuietly(this.sys, dir);
+      }
+    }
+  }
+
+  /** Undoes every step, last first; false when one could not be undone (the clone is then mixed). */
+  rollback(): boolean {
+    let whole = true;
+    for (const step of this.#steps.splice(0).reverse()) {
+      try {
+        this.#undo(step);
+      } catch {
+        whole = false;
+      }
+    }
+    return whole;
+  }
+}

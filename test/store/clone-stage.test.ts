@@ -1,0 +1,295 @@
+// clone-stage.test.ts: materialize writes only inside the clone: a locked stage there, swept when stale; failures leave the clone as it was.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { Snapshot, SnapshotStore } from '../../dist/index.js';
+import { LOCK_EX, LOCK_NB, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const STAGE = '.treeseal-materialize-';
+const MARKER = '.treeseal-materializing';
+
+function fixture(tree: Record<string, string | null>, copy: string[]): { work: string; store: SnapshotStore; snap: Snapshot } {
+  const work = tempDir();
+  writeTree(join(work, 'repo'), tree);
+  const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+  return { work, store, snap: store.captureSync({ source: join(work, 'repo'), copy }) };
+}
+
+function withSys(snap: Snapshot, sys: Sys): Snapshot {
+  return new Snapshot(snap.root, snap.toJSON(), { sys });
+}
+
+/** Every path below dir with its contents (files) or '/' (directories). */
+function contents(dir: string, rel = ''): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(join(dir, rel)).sort()) {
+    const path = rel === '' ? name : `${rel}/${name}`;
+    try {
+      out[path] = readFileSync(join(dir, path), 'utf8');
+    } catch {
+      out[`${path}/`] = '';
+      Object.assign(out, contents(dir, path));
+    }
+  }
+  return out;
+}
+
+/** True when an flock on the directory can be taken now (nobody holds the stage). */
+function lockFree(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    nativeSys.flock(fd, LOCK_EX | LOCK_NB);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const immutable: string[] = [];
+afterEach(() => {
+  for (const path of immutable.splice(0)) execFileSync('chattr', ['-i', path]);
+});
+
+describe('the materialize stage lives inside the clone', () => {
+  it('is a locked hidden directory in the clone while building, and nothing is written beside the clone', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha', 'src/b/c': 'gamma' }, ['src']);
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    const beside = readdirSync(work).sort();
+    const seen: string[] = [];
+    const spy = withSys(snap, wrapSys({
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        orig(dirfd, path, mode);
+        if (path === 'b') {
+          const stages = readdirSync(clone).filter((n) => n.startsWith(STAGE));
+          seen.push(...stages.map((n) => `${n.length}:${String(lockFree(join(clone, n)))}`));
+          expect(readdirSync(work).sort()).toEqual(beside);
+        }
+      },
+    }));
+    spy.materializeSync(clone);
+    expect(seen).toEqual([`${STAGE.length + 24}:false`]);
+    expect(contents(clone)).toEqual({ 'src/': '', 'src/a': 'alpha', 'src/b/': '', 'src/b/c': 'gamma' });
+    expect(readdirSync(work).sort()).toEqual(beside);
+    store.closeSync();
+  });
+
+  it('sweeps stale stages whose lock is free (materialize and gc --clone) and never a held one', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, ['src']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { [`${STAGE}dead1/new/src/x`]: 'left by a killed run', [`${STAGE}dead2/old/0/y`]: 'old tree' });
+    const held = join(clone, `${STAGE}live`);
+    mkdirSync(held);
+    const fd = openSync(held, 'r');
+    nativeSys.flock(fd, LOCK_EX | LOCK_NB);
+    try {
+      snap.materializeSync(clone);
+      expect(readdirSync(clone).sort()).toEqual([`${STAGE}live`, 'src']);
+      writeTree(clone, { [`${STAGE}dead3/new/f`]: 'x' });
+      expect(store.gc({ clone })).toBe(1);
+      expect(readdirSync(clone).sort()).toEqual([`${STAGE}live`, 'src']);
+    } finally {
+      closeSync(fd);
+    }
+    expect(store.gc({ clone })).toBe(1);
+    expect(readdirSync(clone)).toEqual(['src']);
+    store.closeSync();
+  });
+
+  it('works when the clone is itself a mount point', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha', other: 'o' }, ['src', 'other']);
+    const clone = join(work, 'mounted');
+    mkdirSync(clone);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', clone]);
+    try {
+      writeTree(clone, { 'src/stale': 's', keep: 'k' });
+      expect(snap.materializeSync(clone)).toMatchObject({ files: 2 });
+      expect(contents(clone)).toEqual({ keep: 'k', other: 'o', 'src/': '', 'src/a': 'alpha' });
+    } finally {
+      execFileSync('umount', [clone]);
+    }
+    store.closeSync();
+  });
+
+  it('an immutable file in an old tree: a typed error, the clone as it was, nothing left anywhere', () => {
+    const { work, store, snap } = fixture({ 'one/a': 'new1', 'two/b': 'new2' }, ['one', 'two']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'one/a': 'old1', 'two/deep/locked': 'old2', 'two/deep/plain': 'p' });
+    const locked = join(clone, 'two/deep/locked');
+    execFileSync('chattr', ['+i', locked]);
+    immutable.push(locked);
+    const before = contents(clone);
+    const beside = readdirSync(work).sort();
+    expectError(() => snap.materializeSync(clone), {
+      code: 'SEAL_IO',
+      message: 'copy target cannot be replaced: two/deep/locked is immutable or append-only',
+      path: 'two/deep/locked',
+      unchanged: clone,
+    });
+    expect(contents(clone)).toEqual(before);
+    expect(readdirSync(work).sort()).toEqual(beside);
+    store.closeSync();
+  });
+
+  it('a root whose rename fails part way (EXDEV) is rolled back: the clone as it was, the system error as cause', () => {
+    const { work, store, snap } = fixture({ 'one/a': 'new1', 'mid/f': 'file in place of a dir', 'two/b': 'new2' }, ['one', 'mid/f', 'two']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'one/a': 'old1', mid: 'a file where a directory goes', 'two/b': 'old2' });
+    const before = contents(clone);
+    let renames = 0;
+    const failing = withSys(snap, wrapSys({
+      renameat2: (orig) => (a, b, c, d, flags) => {
+        if (d === 'two' && ++renames === 1) throw Object.assign(new Error('EXDEV: cross-device link not permitted, renameat2'), { code: 'EXDEV', errno: -18, syscall: 'renameat2' });
+        orig(a, b, c, d, flags);
+      },
+    }));
+    const err = expectError(() => failing.materializeSync(clone), {
+      code: 'SEAL_UNAVAILABLE',
+      message: 'copy target is on another filesystem than the clone: two',
+      unchanged: clone,
+    });
+    expect((err.cause as { code: string }).code).toBe('EXDEV');
+    expect(contents(clone)).toEqual(before);
+    store.closeSync();
+  });
+});
+
+describe('an interrupted materialize is detectable', () => {
+  it('a marker in the clone records a materialize in progress until the last root is swapped', () => {
+    const { work, store, snap } = fixture({ 'one/a': '1', 'two/b': '2' }, ['one', 'two']);
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    const markers: boolean[] = [];
+    const spy = withSys(snap, wrapSys({
+      renameat2: (orig) => (a, b, c, d, flags) => {
+        markers.push(existsSync(join(clone, MARKER)));
+        orig(a, b, c, d, flags);
+      },
+    }));
+    spy.materializeSync(clone);
+    expect(markers).toEqual([true, true]);
+    expect(existsSync(join(clone, MARKER))).toBe(false);
+    expect(contents(clone)).toEqual({ 'one/': '', 'one/a': '1', 'two/': '', 'two/b': '2' });
+    store.closeSync();
+  });
+
+  it('checkClone re-hashes the copy roots and names every difference, and the marker', async () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha', 'src/b/c': 'gamma', 'src/d': 'delta', 'lib/x/y': 'why' }, ['src', 'lib/x']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'lib/unrelated': 'not a root' });
+    snap.materializeSync(clone);
+    const clean = { ok: true, marker: false, added: [], removed: [], changed: [] };
+    expect(snap.checkCloneSync(clone)).toMatchObject(clean);
+    expect(await snap.checkClone(clone)).toMatchObject(clean);
+    writeFileSync(join(clone, 'src/a'), 'ALPHA');
+    writeFileSync(join(clone, 'src/new'), 'n');
+    execFileSync('rm', ['-r', join(clone, 'src/b')]);
+    writeFileSync(join(clone, MARKER), '{}');
+    const dirty = { ok: false, marker: true, added: ['src/new'], removed: ['src/b', 'src/b/c'], changed: ['src/a'] };
+    expect(snap.checkCloneSync(clone)).toMatchObject(dirty);
+    expect(await snap.checkClone(clone)).toMatchObject(dirty);
+    execFileSync('rm', ['-r', join(clone, 'lib/x')]);
+    writeFileSync(join(clone, 'lib/x'), 'file for dir');
+    expect(snap.checkCloneSync(clone)).toMatchObject({ changed: ['lib/x', 'src/a'], removed: ['lib/x/y', 'src/b', 'src/b/c'] });
+    snap.materializeSync(clone);
+    expect(snap.checkCloneSync(clone)).toMatchObject(clean);
+    expectError(() => snap.checkCloneSync(join(work, 'missing')), { code: 'SEAL_UNAVAILABLE' });
+    store.closeSync();
+  });
+});
+
+describe('rm racing materialize, mountPoints and verify', () => {
+  function racing(): { work: string; store: SnapshotStore; snap: Snapshot; other: SnapshotStore } {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a': 'alpha', 'src/b': 'beta', 'deps/f': 'x' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'deps', target: 'deps' }] });
+    return { work, store, snap, other: SnapshotStore.openSync(store.root) };
+  }
+
+  /** rm of the snapshot, as another process would try it at this exact step: it must wait while a reader holds the store. */
+  function tryRemove(storeRoot: string): 'removed' | 'waits' {
+    const fd = openSync(join(storeRoot, 'lock'), 'r');
+    try {
+      nativeSys.flock(fd, LOCK_EX | LOCK_NB);
+    } catch {
+      closeSync(fd);
+      return 'waits';
+    }
+    closeSync(fd);
+    return 'removed';
+  }
+
+  it('materialize holds the shared store lock while it reads the snapshot; rm waits and then succeeds', () => {
+    const { work, store, snap, other } = racing();
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    const seen: string[] = [];
+    const spy = withSys(snap, wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (path === 'a' && seen.length === 0) {
+          seen.push(tryRemove(store.root));
+          if (seen[0] === 'removed') other.remove(snap.digest);
+        }
+        return orig(dirfd, path, flags, mode);
+      },
+    }));
+    expect(spy.materializeSync(clone)).toMatchObject({ files: 2 });
+    expect(seen).toEqual(['waits']);
+    expect(contents(clone)).toEqual({ 'src/': '', 'src/a': 'alpha', 'src/b': 'beta' });
+    expect(other.remove(snap.digest)).toBe(snap.digest);
+    other.closeSync();
+    store.closeSync();
+  });
+
+  it('a snapshot removed before materialize, mountPoints or verify takes the lock is SEAL_UNAVAILABLE, not SEAL_CORRUPT', async () => {
+    const { work, store, snap, other } = racing();
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    let armed = true;
+    const removing = withSys(snap, wrapSys({
+      flock: (orig) => (fd, op) => {
+        if (armed) {
+          armed = false;
+          other.remove(snap.digest);
+        }
+        orig(fd, op);
+      },
+    }));
+    for (const call of [() => removing.materializeSync(clone), () => removing.mountPoints(clone), () => removing.verifySync()]) {
+      expectError(call, { code: 'SEAL_UNAVAILABLE', message: `snapshot was removed: ${snap.digest}`, unchanged: clone });
+    }
+    expect(readdirSync(clone)).toEqual([]);
+    await expect(snap.materialize(clone)).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE' });
+    await expect(snap.verify()).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE' });
+    other.closeSync();
+    store.closeSync();
+  });
+
+  it('verify and mountPoints hold the shared lock too', () => {
+    const { work, store, snap, other } = racing();
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    const seen: string[] = [];
+    const spy = withSys(snap, wrapSys({
+      fstatat: (orig) => (dirfd, path, flags) => {
+        if (path === 'a' || String(path).endsWith('/payload')) seen.push(tryRemove(store.root));
+        return orig(dirfd, path, flags);
+      },
+    }));
+    spy.verifySync();
+    spy.mountPoints(clone);
+    expect(seen.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(seen)).toEqual(new Set(['waits']));
+    other.closeSync();
+    store.closeSync();
+    expect(existsSync(snap.root)).toBe(true);
+  });
+});
