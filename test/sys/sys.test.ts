@@ -98,6 +98,7 @@ describe('errors', () => {
       close: () => sys.close(bad),
       fstat: () => sys.fstat(bad),
       fstatat: () => sys.fstatat(bad, 'x', 0),
+      statx: () => sys.statx(bad, 'x', 0),
       readdir: () => sys.readdir(bad),
       mkdirat: () => sys.mkdirat(bad, 'x', 0o700),
       unlinkat: () => sys.unlinkat(bad, 'x', 0),
