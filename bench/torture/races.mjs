@@ -56,7 +56,7 @@ function checkSnapshot(res, trial, secret) {
   return bad;
 }
 
-async function oneTrial(ctx, block, t) {
+async function oneTrial(ctx, lane, block, t) {
   const seed = `${block.kind}-${block.fs}-${block.mode}-${t}-${randomBytes(4).toString('hex')}`;
   const dir = join(block.dir, `t${t}`);
   const trial = {
@@ -68,9 +68,9 @@ async function oneTrial(ctx, block, t) {
     paceUs: [0, 40, 250, 1500, 30000, 150000][Math.floor(Math.random() * 6)],
     parallelism: t % 4 === 1 ? 2 : 0,
   };
-  buildSource(trial.src, { kind: block.kind, seed, secret: block.secret, trial: t });
-  const driver = block.mode === 'async' ? await ready(startDriver(ctx, true)) : block.driver;
-  const started = await block.mutator.request({ op: 'start', kind: trial.kind, src: trial.src, seed, paceUs: trial.paceUs }, 30000);
+  buildSource(trial.src, { kind: block.kind, seed, secret: lane.secret, trial: t });
+  const driver = block.mode === 'async' ? await ready(startDriver(ctx, true)) : lane.driver;
+  const started = await lane.mutator.request({ op: 'start', kind: trial.kind, src: trial.src, seed, paceUs: trial.paceUs }, 30000);
   if (!started.started) throw new Error(`mutator: ${JSON.stringify(started)}`);
   const decl = trial.mount ? { mounts: [{ source: 'tree', target: 'tree' }] } : { copy: ['tree'] };
   let res;
@@ -79,7 +79,7 @@ async function oneTrial(ctx, block, t) {
   } catch (err) {
     res = { hang: err.message };
   }
-  const stopped = await block.mutator.request({ op: 'stop' }, 30000);
+  const stopped = await lane.mutator.request({ op: 'stop' }, 30000);
   if (!stopped.stopped) throw new Error(`mutator: ${JSON.stringify(stopped)}`);
   trial.count = stopped.count;
   const label = `trial ${t} (${trial.mount ? 'mount' : 'copy'}, pace ${trial.paceUs} us, parallelism ${trial.parallelism}, ${trial.count} versions)`;
@@ -88,12 +88,12 @@ async function oneTrial(ctx, block, t) {
   if (res.hang !== undefined) {
     bad = [`capture: ${res.hang}`];
     driver.kill();
-    if (block.mode === 'sync') block.driver = await ready(startDriver(ctx, false));
+    if (block.mode === 'sync') lane.driver = await ready(startDriver(ctx, false));
   } else if (!res.ok) {
     refusedCode = res.error.sealError ? res.error.code : `untyped ${res.error.code ?? res.error.name}`;
     bad = errorViolations(res);
   } else {
-    bad = checkSnapshot(res, trial, block.secret);
+    bad = checkSnapshot(res, trial, lane.secret);
   }
   const left = tmpLeftovers(trial.store);
   if (left.length > 0) bad.push(`store tmp/ not empty: ${left.join(', ')}`);
@@ -105,34 +105,40 @@ async function oneTrial(ctx, block, t) {
   dropTree(dir);
 }
 
-async function runBlock(ctx, block, trials, log) {
-  const { kind, fs, mode, dir } = block;
-  mkdirSync(dir, { recursive: true });
-  const secret = makeSecret(`${dir}-secret`, randomBytes(32));
-  const secretBefore = sha256(readFileSync(secret.key));
-  block.secret = secret;
-  block.mutator = new Peer(process.execPath, [join(ctx.scripts, 'mutator.mjs')], { cwd: ctx.project });
-  if (mode === 'sync') block.driver = await ready(startDriver(ctx, false));
-  const t0 = performance.now();
-  for (let t = 0; t < trials; t++) await oneTrial(ctx, block, t);
-  await block.mutator.close();
-  if (block.driver) await block.driver.close();
-  if (sha256(readFileSync(secret.key)) !== secretBefore) count(block.row, ['the secret outside the source was modified'], { label: 'after the block' });
-  dropTree(dir);
-  dropTree(secret.dir);
-  const r = block.row;
-  log(`races ${kind} ${fs} ${mode}: ${r.trials} trials, ${r.passed} ok, ${r.refused} typed errors, ${r.violations} violations (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+/**
+ * Runs `trials` trials of every kind on every fs, sync and async. The filesystems run side by
+ * side, each with one mutator process and one sync driver; trial t of every kind and mode runs
+ * before trial t + 1, so a run cut short has covered every row evenly.
+ */
+export async function runRaces(ctx, { trials, fsRoots, log, kinds = KINDS }) {
+  const lanes = Object.entries(fsRoots).map(([fs, root]) => ({
+    fs,
+    dir: join(root, 'races'),
+    blocks: kinds.flatMap((kind) => ['sync', 'async'].map((mode) => ({ kind, mode, dir: join(root, 'races', `${kind}-${mode}`) }))),
+  }));
+  for (const kind of kinds) {
+    for (const lane of lanes) for (const b of lane.blocks.filter((x) => x.kind === kind)) b.row = row(kind, lane.fs, b.mode);
+  }
+  await Promise.all(lanes.map((lane) => runLane(ctx, lane, trials, log)));
 }
 
-/** Runs `trials` trials of every kind on every fs, sync and async; the filesystems side by side. */
-export async function runRaces(ctx, { trials, fsRoots, log, kinds = KINDS }) {
-  const lanes = Object.entries(fsRoots).map(([fs, root]) =>
-    kinds.flatMap((kind) => ['sync', 'async'].map((mode) => ({ kind, fs, mode, dir: join(root, 'races', `${kind}-${mode}`) }))),
-  );
-  for (const kind of kinds) {
-    for (const block of lanes.flatMap((lane) => lane.filter((b) => b.kind === kind))) block.row = row(kind, block.fs, block.mode);
+async function runLane(ctx, lane, trials, log) {
+  mkdirSync(lane.dir, { recursive: true });
+  lane.secret = makeSecret(`${lane.dir}-secret`, randomBytes(32));
+  const secretBefore = sha256(readFileSync(lane.secret.key));
+  lane.mutator = new Peer(process.execPath, [join(ctx.scripts, 'mutator.mjs')], { cwd: ctx.project });
+  lane.driver = await ready(startDriver(ctx, false));
+  const t0 = performance.now();
+  for (let t = 0; t < trials; t++) {
+    for (const block of lane.blocks) {
+      mkdirSync(block.dir, { recursive: true });
+      await oneTrial(ctx, lane, block, t);
+    }
+    if ((t + 1) % 10 === 0 || t + 1 === trials) log(`races on ${lane.fs}: ${t + 1} of ${trials} trials of each kind and mode (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   }
-  await Promise.all(lanes.map(async (lane) => {
-    for (const block of lane) await runBlock(ctx, block, trials, log);
-  }));
+  await lane.mutator.close();
+  await lane.driver.close();
+  if (sha256(readFileSync(lane.secret.key)) !== secretBefore) count(lane.blocks[0].row, ['the secret outside the source was modified'], { label: 'after the run' });
+  dropTree(lane.dir);
+  dropTree(lane.secret.dir);
 }

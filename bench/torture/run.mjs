@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // run.mjs: `npm run torture [-- --short] [-- --only races,kills,malformed]`: attacks the built, packed
 // package from separate processes on ext4 and XFS loop mounts and prints a table; exits 1 on any violation.
-import { installPackage, loopMount, makeWorkDir, cleanupAll } from './env.mjs';
+import { installPackage, loopMount, makeWorkDir, cleanupAll, onCleanup } from './env.mjs';
 import { runKills } from './kills.mjs';
 import { runMalformed } from './malformed.mjs';
 import { runRaces } from './races.mjs';
@@ -30,17 +30,30 @@ const ctx = { ...pkg, base };
 const fsRoots = Object.fromEntries(fsList.map((fs) => [fs, loopMount(base, fs)]));
 log(`package from ${pkg.source}; work dir ${base}; ${raceTrials} race trials a kind, ${killTrials} kills a kind`);
 
-try {
-  if (only.has('races')) await runRaces(ctx, { trials: raceTrials, fsRoots, log, kinds });
-  if (only.has('kills')) await runKills(ctx, { trials: killTrials, fsRoots, log });
-  if (only.has('malformed')) await runMalformed(ctx, { fsRoots, log });
-} catch (err) {
-  log(`aborted: ${err.stack ?? err}`);
-  process.exitCode = 3;
+let printed = false;
+function report(note = '') {
+  printed = true;
+  const seconds = ((performance.now() - started) / 1000).toFixed(0);
+  console.log(`treeseal torture (${short ? 'short' : 'full'}${note}, package from ${pkg.source}, ${seconds} s)\n`);
+  console.log(render({ maxDetails: short ? 5 : 20 }));
 }
+// An interrupted run still prints what it has done (before the work dir is torn down).
+onCleanup(() => {
+  if (!printed) report(', INTERRUPTED: partial');
+});
 
-const seconds = ((performance.now() - started) / 1000).toFixed(0);
-console.log(`treeseal torture (${short ? 'short' : 'full'}, package from ${pkg.source}, ${seconds} s)\n`);
-console.log(render({ maxDetails: short ? 5 : 20 }));
+// The three parts run side by side; races also run the filesystems side by side.
+const parts = [];
+if (only.has('races')) parts.push(runRaces(ctx, { trials: raceTrials, fsRoots, log, kinds }));
+if (only.has('kills')) parts.push(runKills(ctx, { trials: killTrials, fsRoots, log }));
+if (only.has('malformed')) parts.push(runMalformed(ctx, { fsRoots, log }));
+const outcomes = await Promise.allSettled(parts);
+for (const o of outcomes) {
+  if (o.status === 'rejected') {
+    log(`aborted: ${o.reason?.stack ?? o.reason}`);
+    process.exitCode = 3;
+  }
+}
+report();
 cleanupAll();
 if (totalViolations() > 0) process.exitCode = 1;
