@@ -35,10 +35,6 @@ export interface CacheEntry {
   location: string;
 }
 
-function keyOf(dev: bigint, ino: bigint): string {
-  return `${dev}:${ino}`;
-}
-
 /**
  * The racy rule (as git's index): an entry is trusted only when the file's mtime and
  * ctime are both older than the entry's recording by more than the granularity, so a
@@ -47,39 +43,6 @@ function keyOf(dev: bigint, ino: bigint): string {
 export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs'>): boolean {
   const limit = entry.recordNs - GRANULARITY_NS;
   return !(entry.mtimeNs < limit && entry.ctimeNs < limit);
-}
-
-/** The entries of one cache file, by (dev, ino). */
-export class StatCache {
-  readonly #byKey = new Map<string, CacheEntry>();
-
-  constructor(entries: Iterable<CacheEntry> = []) {
-    for (const e of entries) this.#byKey.set(keyOf(e.dev, e.ino), e);
-  }
-
-  get size(): number {
-    return this.#byKey.size;
-  }
-
-  /** The entry for a regular file with this fstatat result when its identity is unchanged and the entry is not racy. */
-  trusted(st: Stat): CacheEntry | undefined {
-    const e = this.#byKey.get(keyOf(st.dev, st.ino));
-    if (e === undefined || e.mode !== st.mode || e.size !== st.size || e.mtimeNs !== st.mtimeNs || e.ctimeNs !== st.ctimeNs) return undefined;
-    return isRacy(e) ? undefined : e;
-  }
-
-  entries(): IterableIterator<CacheEntry> {
-    return this.#byKey.values();
-  }
-
-  /** Adds or replaces the entry of its (dev, ino). */
-  set(e: CacheEntry): void {
-    this.#byKey.set(keyOf(e.dev, e.ino), e);
-  }
-
-  has(dev: bigint, ino: bigint): boolean {
-    return this.#byKey.has(keyOf(dev, ino));
-  }
 }
 
 /**
@@ -123,7 +86,14 @@ export function encodeStatCache(key: Buffer, entries: readonly CacheEntry[]): Bu
   return out;
 }
 
-function checkedLayout(bytes: Buffer, key: Buffer): { count: number; digests: string[]; recordsAt: number; stringsAt: number } | undefined {
+interface Layout {
+  count: number;
+  digests: string[];
+  recordsAt: number;
+  stringsAt: number;
+}
+
+function checkedLayout(bytes: Buffer, key: Buffer): Layout | undefined {
   if (bytes.length < HEADER_BYTES + TRAILER_BYTES || !bytes.subarray(0, 8).equals(MAGIC)) return undefined;
   if (bytes.readUInt32LE(8) !== STAT_CACHE_VERSION || !bytes.subarray(16, 48).equals(key)) return undefined;
   const count = bytes.readUInt32LE(12);
@@ -136,33 +106,115 @@ function checkedLayout(bytes: Buffer, key: Buffer): { count: number; digests: st
   if (!sum.equals(bytes.subarray(bytes.length - TRAILER_BYTES))) return undefined;
   const digests: string[] = [];
   for (let i = 0; i < digestCount; i++) digests.push(bytes.toString('hex', HEADER_BYTES + i * DIGEST_BYTES, HEADER_BYTES + (i + 1) * DIGEST_BYTES));
+  for (let i = 0; i < count; i++) {
+    const at = recordsAt + i * RECORD_BYTES;
+    if (bytes.readUInt32LE(at + 52) >= digestCount || bytes.readUInt32LE(at + 56) + bytes.readUInt32LE(at + 60) > stringBytes) return undefined;
+  }
   return { count, digests, recordsAt, stringsAt };
+}
+
+/** 8-byte words per record: dev, ino, mtime, ctime, record time, size, (mode, snapshot), (location offset, length), sha256 x4. */
+const WORDS = RECORD_BYTES / 8;
+
+/**
+ * A decoded cache file, read in place (no object per entry until one is asked for):
+ * entries are found by inode number and matched on the whole identity.
+ */
+export class StatCache {
+  readonly #bytes: Buffer;
+  readonly #layout: Layout;
+  readonly #u64: BigUint64Array;
+  readonly #i64: BigInt64Array;
+  readonly #f64: Float64Array;
+  readonly #u32: Uint32Array;
+  readonly #byIno = new Map<number, number>();
+
+  private constructor(bytes: Buffer, layout: Layout) {
+    this.#bytes = bytes;
+    this.#layout = layout;
+    const { buffer, byteOffset } = bytes;
+    const words = layout.count * WORDS;
+    this.#u64 = new BigUint64Array(buffer, byteOffset + layout.recordsAt, words);
+    this.#i64 = new BigInt64Array(buffer, byteOffset + layout.recordsAt, words);
+    this.#f64 = new Float64Array(buffer, byteOffset + layout.recordsAt, words);
+    this.#u32 = new Uint32Array(buffer, byteOffset + layout.recordsAt, words * 2);
+    // Two devices may share an inode number: the later entry wins, the other is simply not trusted.
+    for (let i = 0; i < layout.count; i++) this.#byIno.set(Number(this.#u64[i * WORDS + 1]!), i);
+  }
+
+  /** The cache in a file's bytes, or undefined when they are torn, garbage, of another version or for another key. */
+  static decode(bytes: Buffer, key: Buffer): StatCache | undefined {
+    const layout = checkedLayout(bytes, key);
+    if (layout === undefined) return undefined;
+    // Typed views need 8-byte alignment; a small buffer may sit at any offset of Node's pool.
+    const aligned = bytes.byteOffset % 8 === 0 ? bytes : Buffer.from(new Uint8Array(bytes).buffer);
+    return new StatCache(aligned, layout);
+  }
+
+  static empty(): StatCache {
+    const key = Buffer.alloc(32);
+    return StatCache.decode(encodeStatCache(key, []), key)!;
+  }
+
+  get size(): number {
+    return this.#layout.count;
+  }
+
+  /** The index of the entry for a regular file with this fstatat result, when its identity is unchanged and it is not racy; else -1. */
+  trusted(st: Stat): number {
+    const i = this.#byIno.get(Number(st.ino));
+    if (i === undefined) return -1;
+    const w = i * WORDS;
+    const u64 = this.#u64;
+    const i64 = this.#i64;
+    if (u64[w] !== st.dev || u64[w + 1] !== st.ino || this.#u32[w * 2 + 12] !== st.mode || this.#f64[w + 5] !== st.size) return -1;
+    const mtimeNs = i64[w + 2]!;
+    const ctimeNs = i64[w + 3]!;
+    if (mtimeNs !== st.mtimeNs || ctimeNs !== st.ctimeNs) return -1;
+    return isRacy({ mtimeNs, ctimeNs, recordNs: i64[w + 4]! }) ? -1 : i;
+  }
+
+  sha256(i: number): string {
+    const at = this.#layout.recordsAt + i * RECORD_BYTES + 64;
+    return this.#bytes.toString('hex', at, at + 32);
+  }
+
+  snapshot(i: number): string {
+    return this.#layout.digests[this.#u32[i * WORDS * 2 + 13]!]!;
+  }
+
+  location(i: number): string {
+    const off = this.#layout.stringsAt + this.#u32[i * WORDS * 2 + 14]!;
+    return this.#bytes.toString('utf8', off, off + this.#u32[i * WORDS * 2 + 15]!);
+  }
+
+  entry(i: number): CacheEntry {
+    const w = i * WORDS;
+    return {
+      dev: this.#u64[w]!,
+      ino: this.#u64[w + 1]!,
+      mtimeNs: this.#i64[w + 2]!,
+      ctimeNs: this.#i64[w + 3]!,
+      recordNs: this.#i64[w + 4]!,
+      size: this.#f64[w + 5]!,
+      mode: this.#u32[w * 2 + 12]!,
+      sha256: this.sha256(i),
+      snapshot: this.snapshot(i),
+      location: this.location(i),
+    };
+  }
+
+  /** The snapshot digests entries point at. */
+  snapshots(): readonly string[] {
+    return this.#layout.digests;
+  }
+
+  entries(): CacheEntry[] {
+    return Array.from({ length: this.size }, (_, i) => this.entry(i));
+  }
 }
 
 /** The entries of a cache file, or undefined when it is torn, garbage, of another version or for another key. */
 export function decodeStatCache(bytes: Buffer, key: Buffer): CacheEntry[] | undefined {
-  const layout = checkedLayout(bytes, key);
-  if (layout === undefined) return undefined;
-  const { count, digests, recordsAt, stringsAt } = layout;
-  const entries: CacheEntry[] = new Array(count);
-  for (let i = 0; i < count; i++) {
-    const at = recordsAt + i * RECORD_BYTES;
-    const snapshot = digests[bytes.readUInt32LE(at + 52)];
-    const strOff = stringsAt + bytes.readUInt32LE(at + 56);
-    const strEnd = strOff + bytes.readUInt32LE(at + 60);
-    if (snapshot === undefined || strEnd > bytes.length - TRAILER_BYTES) return undefined;
-    entries[i] = {
-      dev: bytes.readBigUInt64LE(at),
-      ino: bytes.readBigUInt64LE(at + 8),
-      mtimeNs: bytes.readBigInt64LE(at + 16),
-      ctimeNs: bytes.readBigInt64LE(at + 24),
-      recordNs: bytes.readBigInt64LE(at + 32),
-      size: bytes.readDoubleLE(at + 40),
-      mode: bytes.readUInt32LE(at + 48),
-      snapshot,
-      location: bytes.toString('utf8', strOff, strEnd),
-      sha256: bytes.toString('hex', at + 64, at + 96),
-    };
-  }
-  return entries;
+  return StatCache.decode(bytes, key)?.entries();
 }

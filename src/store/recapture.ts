@@ -55,11 +55,13 @@ export class StatCacheSession implements FileHook {
   readonly #o: SessionOpen;
   readonly #key: Buffer;
   readonly #loaded: StatCache;
-  readonly #dropped: number;
-  readonly #reused: CacheEntry[] = [];
+  /** The snapshots the loaded entries point at that are still published. */
+  readonly #live: Set<string>;
+  /** Loaded entries reused by this capture, by index. */
+  readonly #reused: number[] = [];
   readonly #fresh: CacheEntry[] = [];
-  /** sha256 -> a reused entry holding those bytes in a published snapshot. */
-  readonly #stored = new Map<string, CacheEntry>();
+  /** sha256 -> a reused entry (its index) holding those bytes in a published snapshot. */
+  readonly #stored = new Map<string, number>();
   /** sha256 -> a loose file holding those bytes, and its mode. */
   readonly #loose = new Map<string, [string, number]>();
   readonly #looseModes = new Map<string, number>();
@@ -73,12 +75,9 @@ export class StatCacheSession implements FileHook {
     this.#o = o;
     const { sys } = o;
     this.#key = statCacheKey(sys.fstat(o.storeFd), o.source, sys.fstat(o.sourceFd));
-    const all = o.fresh ? [] : loadStatCache(sys, o.storeFd, this.#key);
-    const live = publishedAmong(sys, o.snapshotsFd, new Set(all.map((e) => e.snapshot)));
-    const kept = all.filter((e) => live.has(e.snapshot));
-    this.#dropped = all.length - kept.length;
-    this.#loaded = new StatCache(kept);
-    this.deferred = this.#loaded.size > 0;
+    this.#loaded = o.fresh ? StatCache.empty() : loadStatCache(sys, o.storeFd, this.#key);
+    this.#live = publishedAmong(sys, o.snapshotsFd, this.#loaded.snapshots());
+    this.deferred = this.#live.size > 0;
     if (this.deferred) {
       sys.mkdirat(o.buildFd, LOOSE_AREA, 0o700);
       this.#looseFd = openChildDir(sys, o.buildFd, LOOSE_AREA);
@@ -86,12 +85,13 @@ export class StatCacheSession implements FileHook {
   }
 
   reuse(st: Stat): string | undefined {
-    const e = this.#loaded.trusted(st);
-    if (e === undefined) return undefined;
+    const i = this.#loaded.trusted(st);
+    if (i < 0 || !this.#live.has(this.#loaded.snapshot(i))) return undefined;
     this.reusedFiles++;
-    this.#reused.push(e);
-    if (!this.#stored.has(e.sha256)) this.#stored.set(e.sha256, e);
-    return e.sha256;
+    this.#reused.push(i);
+    const sha256 = this.#loaded.sha256(i);
+    if (!this.#stored.has(sha256)) this.#stored.set(sha256, i);
+    return sha256;
   }
 
   captured(st: Stat, sha256: string, loose: string | undefined): void {
@@ -143,8 +143,9 @@ export class StatCacheSession implements FileHook {
 
   #openStored(sha256: string): number {
     const { sys, snapshotsFd } = this.#o;
-    const e = this.#stored.get(sha256);
-    if (e === undefined) throw new CacheMiss(sha256);
+    const i = this.#stored.get(sha256);
+    if (i === undefined) throw new CacheMiss(sha256);
+    const e = { snapshot: this.#loaded.snapshot(i), location: this.#loaded.location(i) };
     const cut = e.location.lastIndexOf('/');
     const dir = `${e.snapshot}/${e.location.slice(0, cut)}`;
     try {
@@ -183,19 +184,24 @@ export class StatCacheSession implements FileHook {
    * kept. Nothing is written when nothing was hashed and nothing was dropped.
    */
   save(digest: string, data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
-    if (this.#fresh.length === 0 && this.#dropped === 0) return;
+    const loaded = this.#loaded;
+    if (this.#fresh.length === 0 && this.#live.size === loaded.snapshots().length) return;
     const where = new Map<string, string>();
     for (const [location, e] of filesOf(data)) if (!where.has(e.sha256)) where.set(e.sha256, location);
-    const next = new StatCache();
-    for (const e of [...this.#reused, ...this.#fresh]) {
+    const next = new Map<string, CacheEntry>();
+    const add = (e: CacheEntry): void => {
+      if (next.size < MAX_CACHE_ENTRIES) next.set(`${e.dev}:${e.ino}`, e);
+    };
+    for (const e of [...this.#reused.map((i) => loaded.entry(i)), ...this.#fresh]) {
       const location = where.get(e.sha256);
-      if (location !== undefined) next.set({ ...e, snapshot: digest, location });
+      if (location !== undefined) add({ ...e, snapshot: digest, location });
     }
-    for (const e of this.#loaded.entries()) {
-      if (next.size >= MAX_CACHE_ENTRIES) break;
-      if (!next.has(e.dev, e.ino)) next.set(e);
+    for (let i = 0; i < loaded.size; i++) {
+      if (!this.#live.has(loaded.snapshot(i))) continue;
+      const e = loaded.entry(i);
+      if (!next.has(`${e.dev}:${e.ino}`)) add(e);
     }
-    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, [...next.entries()]);
+    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, [...next.values()]);
   }
 
   close(): void {

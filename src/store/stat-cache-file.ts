@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import { closeQuietly, openChildDir, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
-import { decodeStatCache, encodeStatCache, type CacheEntry } from '../capture/stat-cache.js';
+import { StatCache, encodeStatCache, type CacheEntry } from '../capture/stat-cache.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -24,18 +24,18 @@ export function statCacheName(key: Buffer): string {
   return `${key.toString('hex')}.bin`;
 }
 
-/** The cache's entries, or [] when there is none or it is torn, garbage or another's. */
-export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): CacheEntry[] {
+/** The cache, or an empty one when there is none or it is torn, garbage or another's. */
+export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache {
   let dir: number;
   try {
     dir = openChildDir(sys, storeFd, CACHE_DIR);
   } catch {
-    return [];
+    return StatCache.empty();
   }
   try {
-    return decodeStatCache(readAllAt(sys, dir, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? [];
+    return StatCache.decode(readAllAt(sys, dir, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? StatCache.empty();
   } catch {
-    return [];
+    return StatCache.empty();
   } finally {
     closeQuietly(sys, dir);
   }

@@ -70,3 +70,27 @@ describe('golden digests (seed-compatible)', () => {
     expect(manifestDigest(entries)).toBe('368e1825c77615a6893010b262debd2ea539d98d0a9f146f8ced67f1bf3c27ec');
   });
 });
+
+describe('digests written directly equal canonicalJson of the seed objects', () => {
+  const entries: ManifestEntry[] = [
+    { kind: 'directory', path: 'payload', size: 0, sha256: '', mode: 0o755, link_target: '' },
+    { kind: 'file', path: 'payload/\u00e9\n"q"\\', size: 12, sha256: 'a'.repeat(64), mode: 0o644, link_target: '' },
+    { kind: 'symlink', path: 'payload/\u{1f600}', size: 3, sha256: 'b'.repeat(64), mode: 0, link_target: '../\u007f' },
+  ];
+  const objects = entries.map((e) => ({ kind: e.kind, link_target: e.link_target, mode: e.mode, path: e.path, sha256: e.sha256, size: e.size }));
+
+  it('manifest and mount digests', () => {
+    expect(manifestDigest(entries)).toBe(sha256Hex(canonicalJson(objects)));
+    const mounts = [
+      { source: 'node_modules', target: 'node_modules', entries },
+      { source: 'a\u00e9', target: 'b"c', entries: entries.slice(0, 1) },
+    ];
+    const content = [{ entries: objects }, { entries: objects.slice(0, 1) }];
+    expect(mountDigests(mounts)).toEqual({
+      contentDigest: sha256Hex(canonicalJson(content)),
+      manifestDigest: sha256Hex(
+        canonicalJson({ dependencies: mounts.map((m, i) => ({ content: content[i]!, source: m.source, target: m.target })), schema_version: 1 }),
+      ),
+    });
+  });
+});

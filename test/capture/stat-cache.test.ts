@@ -65,11 +65,15 @@ describe('racy rule', () => {
 
   it('matches on the whole identity: dev, ino, mode, size, mtime and ctime', () => {
     const e = entry(3);
-    const cache = new StatCache([e, entry(4, { mtimeNs: T - 1n })]);
-    expect(cache.trusted(statOf(e))?.sha256).toBe(e.sha256);
+    const cache = StatCache.decode(encodeStatCache(KEY, [entry(2), e, entry(4, { mtimeNs: T - 1n })]), KEY)!;
+    const i = cache.trusted(statOf(e));
+    expect([i, cache.sha256(i), cache.snapshot(i), cache.location(i)]).toEqual([1, e.sha256, e.snapshot, e.location]);
     for (const change of [{ dev: 1n }, { ino: 1n }, { mode: 0o100755 }, { size: 31 }, { mtimeNs: e.mtimeNs + 1n }, { ctimeNs: e.ctimeNs + 1n }]) {
-      expect(cache.trusted({ ...statOf(e), ...change })).toBeUndefined();
+      expect(cache.trusted({ ...statOf(e), ...change })).toBe(-1);
     }
-    expect(cache.trusted(statOf(entry(4, { mtimeNs: T - 1n })))).toBeUndefined();
+    expect(cache.trusted(statOf(entry(4, { mtimeNs: T - 1n })))).toBe(-1);
+    // Decoded in place at any buffer offset (a small file may sit anywhere in Node's pool).
+    const shifted = Buffer.concat([Buffer.alloc(3), encodeStatCache(KEY, [e])]).subarray(3);
+    expect(StatCache.decode(shifted, KEY)!.entry(0)).toEqual(e);
   });
 });
