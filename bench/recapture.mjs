@@ -24,7 +24,7 @@ async function child(args) {
 }
 
 function sh(cmd, args) {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 28 });
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -59,12 +59,21 @@ function mountImage(fs) {
   if (fs === 'xfs') sh('mkfs.xfs', ['-q', '-m', 'reflink=1', img]);
   else sh('mkfs.ext4', ['-q', '-F', img]);
   sh('mount', ['-o', 'loop', img, mnt]);
+  const cleanup = () => {
+    spawnSync('umount', [mnt]);
+    rmSync(mnt, { recursive: true, force: true });
+    rmSync(base, { recursive: true, force: true });
+  };
+  const onSignal = () => {
+    cleanup();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
   return {
     mnt,
     cleanup: () => {
-      spawnSync('umount', [mnt]);
-      rmSync(mnt, { recursive: true, force: true });
-      rmSync(base, { recursive: true, force: true });
+      process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
+      cleanup();
     },
   };
 }

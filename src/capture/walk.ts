@@ -330,7 +330,7 @@ export class TreeBuilder {
     }
     const reused = isReg(st.mode) ? this.ctx.hook?.reuse(st) : undefined;
     if (reused !== undefined) {
-      this.entries.set(rel, { ...this.#addFile(rel, st), sha256: reused });
+      this.#addFile(rel, st, reused);
       return;
     }
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
@@ -367,11 +367,11 @@ export class TreeBuilder {
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 
-  /** Checks the limits for a regular file and records its entry (sha256 still empty); returns the entry. */
-  #addFile(rel: string, st: Stat): ManifestEntry {
+  /** Checks the limits for a regular file and records its entry (sha256 empty until the file is filled); returns the entry. */
+  #addFile(rel: string, st: Stat, sha256 = ''): ManifestEntry {
     const { limits } = this.ctx;
     const capturedMode = this.options.preserveModes ? st.mode & 0o7777 : 0;
-    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256, mode: capturedMode, link_target: '' };
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }

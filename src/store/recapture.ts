@@ -1,9 +1,8 @@
 // recapture.ts: one capture's use of the stat cache: the walk's hook, where reused bytes come from, and the cache written after.
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
-import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-cache.js';
-import type { FileHook } from '../capture/walk.js';
+import type { CaptureContext, FileHook } from '../capture/walk.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
@@ -68,8 +67,7 @@ export class StatCacheSession implements FileHook {
   #looseFd = -1;
   #uses = new Map<string, number>();
   #lastDir: [string, number] = ['', -1];
-  #cloneWorks: boolean | undefined;
-  readonly #buffer = Buffer.allocUnsafe(1 << 20);
+  #ctx: CaptureContext | undefined;
 
   constructor(o: SessionOpen) {
     this.#o = o;
@@ -107,12 +105,17 @@ export class StatCacheSession implements FileHook {
     return [fd, name];
   }
 
-  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned). */
-  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
+  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned); ctx runs the clones. */
+  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>, ctx: CaptureContext): void {
+    this.#ctx = ctx;
     for (const [, e] of filesOf(data)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
   }
 
-  /** Puts a file's bytes at dirFd/name: its loose file, or a clone (else a copy) of a frozen copy in the store. */
+  /**
+   * Puts a file's bytes at dirFd/name: its loose file renamed into place, else a clone
+   * (or copy) of a loose file or of the frozen copy in the store, filled and hashed like
+   * a captured file, so the bytes placed are proven to be the ones recorded.
+   */
   readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
     const { sys } = this.#o;
     const mode = frozenMode(entry.mode);
@@ -122,19 +125,19 @@ export class StatCacheSession implements FileHook {
       return;
     }
     const src = loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256);
+    let dest = -1;
+    let st: Stat;
     try {
-      const st = sys.fstat(src);
+      st = sys.fstat(src);
       if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
-      const dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
-      try {
-        this.#fill(src, dest, entry.size);
-        if (sys.fstat(dest).size !== entry.size) throw new CacheMiss(entry.path);
-      } finally {
-        closeQuietly(sys, dest);
-      }
-    } finally {
+      dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+    } catch (err) {
       closeQuietly(sys, src);
+      throw err;
     }
+    this.#ctx!.runFile(src, dest, st, entry.path, (filled) => {
+      if (filled.sha256 !== entry.sha256) throw new CacheMiss(entry.path);
+    });
   };
 
   #openLoose(name: string): number {
@@ -157,24 +160,6 @@ export class StatCacheSession implements FileHook {
       return sys.openat(this.#lastDir[1], e.location.slice(cut + 1), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
       throw new CacheMiss(`${e.snapshot}/${e.location}: ${(err as Error).message}`);
-    }
-  }
-
-  #fill(src: number, dest: number, size: number): void {
-    const { sys } = this.#o;
-    if (size === 0) return;
-    if (this.#cloneWorks !== false) {
-      const cloned = sys.ficlone(dest, src);
-      this.#cloneWorks ??= cloned;
-      if (cloned) return;
-    }
-    let copied = 0;
-    for (;;) {
-      const n = sys.pread(src, this.#buffer, 0, this.#buffer.length, copied);
-      if (n === 0) break;
-      if (copied + n > size) throw new CacheMiss('a stored file grew');
-      writeAll(sys, dest, this.#buffer.subarray(0, n), copied);
-      copied += n;
     }
   }
 

@@ -106,7 +106,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'race', 'concurrent'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -304,6 +304,24 @@ describe('stat cache: a bad or stale cache is never trusted', () => {
     expect(stored(snap, 'tree/b.txt').toString()).toBe('BRAVO');
     expect(snap.digest).toBe(fullDigest(repo));
     expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+  });
+});
+
+describe('stat cache: the stored copies', () => {
+  it('a stored copy whose bytes no longer match its hash is caught, and the capture starts over and reads every file', () => {
+    const { repo, store } = repos.tampered!;
+    const s = SnapshotStore.openSync(store);
+    const [digest] = s.list();
+    s.closeSync();
+    const copy = join(store, 'snapshots', digest!, 'copy/tree/sub/c.txt');
+    chmodSync(copy, 0o600);
+    writeFileSync(copy, 'CHARLIE');
+    chmodSync(copy, 0o400);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(stored(snap, 'tree/sub/c.txt').toString()).toBe('charlie');
+    expect(snap.digest).toBe(fullDigest(repo));
   });
 });
 
