@@ -137,13 +137,9 @@ function saveQuietly(session: StatCacheSession, digest: string, data: SnapshotDa
 }
 
 /** Builds the deferred tree (under the shared store lock, so no stored copy it clones is removed meanwhile) and drops the loose files. */
-function assembleDeferred(ctx: CaptureContext, storeRoot: string, buildFd: number, data: SnapshotData, session: StatCacheSession): void {
-  const { sys } = ctx;
-  session.prepare(data, ctx);
-  withStoreLock(sys, storeRoot, false, () => {
-    assembleAreas(sys, buildFd, data, session.place);
-    ctx.drain();
-  });
+function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: SnapshotData, session: StatCacheSession): void {
+  session.prepare(data);
+  withStoreLock(sys, storeRoot, false, () => assembleAreas(sys, buildFd, data, session.place));
   removeAt(sys, buildFd, LOOSE_AREA);
 }
 
@@ -276,7 +272,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
         saveQuietly(session, data.digest, data);
         return { data, report: { ...report, built: false }, texts };
       }
-      assembleDeferred(ctx, storeRoot, buildFd, data, session);
+      assembleDeferred(sys, storeRoot, buildFd, data, session);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data, texts));

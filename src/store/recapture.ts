@@ -1,8 +1,9 @@
 // recapture.ts: one capture's use of the stat cache: the walk's hook, where reused bytes come from, and the cache written after.
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
+import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-cache.js';
-import type { CaptureContext, FileHook } from '../capture/walk.js';
+import type { FileHook } from '../capture/walk.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
@@ -67,7 +68,8 @@ export class StatCacheSession implements FileHook {
   #looseFd = -1;
   #uses = new Map<string, number>();
   #lastDir: [string, number] = ['', -1];
-  #ctx: CaptureContext | undefined;
+  #cloneWorks: boolean | undefined;
+  #buffer: Buffer | undefined;
 
   constructor(o: SessionOpen) {
     this.#o = o;
@@ -105,16 +107,15 @@ export class StatCacheSession implements FileHook {
     return [fd, name];
   }
 
-  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned); ctx runs the clones. */
-  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>, ctx: CaptureContext): void {
-    this.#ctx = ctx;
+  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned). */
+  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
     for (const [, e] of filesOf(data)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
   }
 
   /**
    * Puts a file's bytes at dirFd/name: its loose file renamed into place, else a clone
-   * (or copy) of a loose file or of the frozen copy in the store, filled and hashed like
-   * a captured file, so the bytes placed are proven to be the ones recorded.
+   * (or copy) of a loose file or of the frozen copy in the store, whose bytes are those
+   * the cache recorded; the copy's size is checked.
    */
   readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
     const { sys } = this.#o;
@@ -125,20 +126,39 @@ export class StatCacheSession implements FileHook {
       return;
     }
     const src = loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256);
-    let dest = -1;
-    let st: Stat;
     try {
-      st = sys.fstat(src);
+      const st = sys.fstat(src);
       if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
-      dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
-    } catch (err) {
+      const dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+      try {
+        this.#fill(src, dest, entry.size);
+        if (sys.fstat(dest).size !== entry.size) throw new CacheMiss(entry.path);
+      } finally {
+        closeQuietly(sys, dest);
+      }
+    } finally {
       closeQuietly(sys, src);
-      throw err;
     }
-    this.#ctx!.runFile(src, dest, st, entry.path, (filled) => {
-      if (filled.sha256 !== entry.sha256) throw new CacheMiss(entry.path);
-    });
   };
+
+  /** FICLONE where the store can (probed once), else a buffered copy of at most size bytes. */
+  #fill(src: number, dest: number, size: number): void {
+    const { sys } = this.#o;
+    if (size === 0) return;
+    if (this.#cloneWorks !== false) {
+      const cloned = sys.ficlone(dest, src);
+      this.#cloneWorks ??= cloned;
+      if (cloned) return;
+    }
+    this.#buffer ??= Buffer.allocUnsafe(1 << 20);
+    for (let copied = 0; ; ) {
+      const n = sys.pread(src, this.#buffer, 0, this.#buffer.length, copied);
+      if (n === 0) return;
+      if (copied + n > size) throw new CacheMiss('a stored copy grew');
+      writeAll(sys, dest, this.#buffer.subarray(0, n), copied);
+      copied += n;
+    }
+  }
 
   #openLoose(name: string): number {
     return this.#o.sys.openat(this.#looseFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
