@@ -1,0 +1,75 @@
+// push.test.ts: push never uploads a damaged store, stops on abort, and leaves no tag when the manifest cannot be stored.
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore } from '../../../dist/index.js';
+import { tempDir } from '../../helpers.js';
+import { CAPTURE, writeSource } from './fixtures.js';
+import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
+
+const registry = await testRegistry('plain');
+
+checkNoFileFdLeaks();
+
+async function captured() {
+  const work = tempDir();
+  const source = join(work, 'source');
+  writeSource(source, 5);
+  const store = await SnapshotStore.open(join(work, 'a'));
+  const snap = await store.capture({ source, ...CAPTURE });
+  return { store, snap };
+}
+
+async function tagStatus(address: string, remote: string, tag: string): Promise<number> {
+  const repo = remote.slice(remote.indexOf('/') + 1);
+  const res = await fetch(`http://${address}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } });
+  return res.status;
+}
+
+async function fails(p: Promise<unknown>): Promise<SealError> {
+  const err = await p.then(
+    () => new Error('unexpectedly succeeded'),
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(SealError);
+  return err as SealError;
+}
+
+describe.skipIf(registry === undefined)('push', () => {
+  it('refuses to upload a snapshot file whose bytes no longer match its sha256, small or large, and leaves no tag', async () => {
+    for (const rel of ['copy/src/a.txt', 'copy/src/index/graph-copy.bin']) {
+      const { store, snap } = await captured();
+      const path = join(snap.root, rel);
+      chmodSync(join(snap.root, rel, '..'), 0o700);
+      chmodSync(path, 0o600);
+      writeFileSync(path, rel.endsWith('.bin') ? Buffer.alloc(1536 * 1024, 7) : 'ALPHA\n');
+      const remote = `${registry!.address}/${repoName('damaged')}`;
+      const err = await fails(store.push(snap.digest, remote));
+      expect([err.code, err.message, err.path]).toEqual(['SEAL_CORRUPT', `snapshot file changed: ${rel}`, rel]);
+      expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(404);
+      await store.close();
+    }
+  });
+
+  it('an aborted push is SEAL_ABORTED; a manifest the registry will not store leaves no tag', async () => {
+    const proxy = await tokenProxy(registry!.address);
+    const { store, snap } = await captured();
+    const controller = new AbortController();
+    proxy.hooks.onRequest = (method) => {
+      if (method === 'PATCH' || method === 'PUT') controller.abort();
+      return undefined;
+    };
+    const remote = `${proxy.address}/${repoName('abort')}`;
+    const err = await fails(store.push(snap.digest, remote, { signal: controller.signal }));
+    expect([err.code, err.message]).toEqual(['SEAL_ABORTED', 'push was aborted']);
+    proxy.hooks.onRequest = (method, path) => (method === 'PUT' && path.includes('/manifests/') ? 500 : undefined);
+    const refused = await fails(store.push(snap.digest, remote, { retries: 0 }));
+    expect(refused.message).toMatch(/refused PUT \/v2\/.+\/manifests\/ts-[0-9a-f]{64}: HTTP 500 TEST_500 \(injected\)$/);
+    expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(404);
+    proxy.hooks.onRequest = undefined;
+    expect(await store.push(snap.digest, remote)).toMatchObject({ existed: false, uploaded: 0, skipped: 3 });
+    expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(200);
+    await store.close();
+  });
+});
