@@ -124,10 +124,18 @@ export class RegistryClient {
     return this.call({ method: 'GET', path, ok: [200], doing: `GET ${path}` });
   }
 
-  /** GETs a whole blob into memory and proves its size and sha256. */
+  /** GETs a whole blob into memory and proves its size and sha256; a connection dropped mid-body is retried. */
   async getBlob(digest: string, size: number): Promise<Buffer> {
-    const res = await this.openBlob(digest);
-    const bytes = await readBounded(this.transport, res, size, `blob ${digest}`);
+    let bytes: Buffer;
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.openBlob(digest);
+      try {
+        bytes = await readBounded(this.transport, res, size, `blob ${digest}`);
+        break;
+      } catch (err) {
+        if (!(err instanceof SealError && err.code === 'SEAL_REMOTE') || attempt >= this.transport.retries) throw err;
+      }
+    }
     this.bytesDown += bytes.length;
     if (bytes.length !== size) {
       throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent ${bytes.length} bytes for blob ${digest}, its manifest says ${size}`);

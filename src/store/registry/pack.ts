@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openRealDir } from '../../base/fd.js';
+import { closeQuietly, openBeneath, openRealDir } from '../../base/fd.js';
 import { escapePath } from '../../base/paths.js';
 import { O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
 import type { Sys } from '../../sys/native.js';
@@ -64,9 +64,4 @@ export function readPack(sys: Sys, snapshotRoot: string, pack: Pack): { bytes: B
     closeQuietly(sys, rootFd);
   }
   return { bytes, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}` };
-}
-
-/** Opens a snapshot's root directory: re-exported for the pull side's local contents. */
-export function openSnapshotDir(sys: Sys, dirfd: number, digest: string): number {
-  return sys.openat(dirfd, digest, DIR_FLAGS);
 }
