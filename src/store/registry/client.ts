@@ -1,4 +1,4 @@
-// client.ts: the distribution API over fetch: ping, manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
+// client.ts: the distribution API over fetch: manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
@@ -70,12 +70,6 @@ export class RegistryClient {
       }
       throw await refused(res);
     }
-  }
-
-  /** GET /v2/: learns the registry's authorization before the real work starts. */
-  async ping(): Promise<void> {
-    const res = await this.call({ method: 'GET', path: '/v2/', ok: [200], doing: 'GET /v2/' });
-    await res.body?.cancel().catch(() => {});
   }
 
   #repo(): string {

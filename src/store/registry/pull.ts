@@ -100,7 +100,6 @@ export async function pullSnapshot(target: PullTarget, digest: string, remoteTex
     return { ...base, existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0, elapsedMs: performance.now() - started };
   }
   const client = makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
-  await client.ping();
   const fetched = await fetchSnapshot(client, digest, remote.text);
   const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
   const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);

@@ -138,7 +138,6 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = makeClient(checked, options, scopes, 'push');
   const base = { digest, remote: remote.text, tag };
-  await client.ping();
   const existing = await alreadyThere(client, tag, configDigest);
   if (existing !== undefined) {
     return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };

@@ -125,7 +125,7 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
     });
     const work = tempDir();
     const err = await pullFails(await SnapshotStore.open(join(work, 's')), 'a'.repeat(64), `127.0.0.1:${port}/x/y`);
-    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `registry 127.0.0.1:${port} is unreachable or dropped the connection while GET /v2/: ECONNREFUSED`]);
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `registry 127.0.0.1:${port} is unreachable or dropped the connection while GET /v2/x/y/manifests/ts-${'a'.repeat(64)}: ECONNREFUSED`]);
   });
 
   it('an aborted pull is SEAL_ABORTED and leaves nothing', async () => {
