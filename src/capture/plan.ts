@@ -34,6 +34,13 @@ export interface CaptureOptions {
   /** Fail closed (SEAL_BINDING) unless the mounts captured have exactly these digests. */
   expectMounts?: MountBinding;
   limits?: Partial<Limits>;
+  /**
+   * Record the permission bits of executable files in copy roots (as mounts record
+   * them), so they are frozen 0500 and materialized 0700. Off by default: it changes
+   * the manifest (and the digests) of any tree that holds an executable, which then
+   * no longer match the seed's, whose copy roots record mode 0.
+   */
+  keepExecutable?: boolean;
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
   /**
@@ -69,6 +76,7 @@ export interface Plan {
   expectMounts: MountBinding | undefined;
   parallelism: number | undefined;
   statCache: boolean;
+  keepExecutable: boolean;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -131,5 +139,6 @@ export function planCapture(options: CaptureOptions): Plan {
   const parallelism = checkParallelism(options.parallelism);
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
-  return { statCache, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
+  return { statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -173,8 +173,19 @@ function unavailable(rel: string, err: unknown): SealError {
   return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
 }
 
-function symlinkRefused(rel: string): SealError {
-  return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}`, { path: rel });
+/**
+ * A symlink where none may be; inside a copy root the message names the directory that
+ * holds it and the way out: that copy root captured as a mount instead, or left out.
+ */
+function symlinkRefused(rel: string, copyRoot?: string): SealError {
+  let hint = '';
+  if (copyRoot !== undefined) {
+    const dir = rel.slice(0, rel.lastIndexOf('/'));
+    const root = escapePath(copyRoot);
+    const where = dir === copyRoot ? `in copy root ${root}` : `in ${escapePath(dir)}, inside copy root ${root}`;
+    hint = ` (${where}: declare ${root} as a mount (--mount ${root}) or leave it out)`;
+  }
+  return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}${hint}`, { path: rel });
 }
 
 function nameOf(name: string | Buffer, parentRel: string): string {
@@ -230,6 +241,8 @@ export interface BuilderOptions {
   allowSymlinks: boolean;
   /** Record permission bits (mounts); copy roots record mode 0 as the seed does. */
   preserveModes: boolean;
+  /** Record the permission bits of executable files only (copy roots with keepExecutable). */
+  keepExecutable?: boolean;
   /**
    * Freeze each walked directory (0500) as soon as its children are in (copy roots,
    * whose trees never change once walked); mounts are frozen after ensureDirs.
@@ -241,6 +254,8 @@ export interface BuilderOptions {
 export class TreeBuilder {
   readonly entries = new Map<string, ManifestEntry>();
   totalBytes = 0;
+  /** The declared root being walked (named in a refusal). */
+  #root = '';
 
   constructor(
     readonly ctx: CaptureContext,
@@ -322,9 +337,11 @@ export class TreeBuilder {
       if (hasCode(err, 'ENOENT') && !declared) throw changedOpening(rel, err);
       throw unavailable(rel, err);
     }
+    if (declared) this.#root = rel;
     if (isLink(st.mode)) {
       // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
-      if (declared || !this.options.allowSymlinks) throw symlinkRefused(rel);
+      if (declared) throw symlinkRefused(rel);
+      if (!this.options.allowSymlinks) throw symlinkRefused(rel, this.#root);
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
@@ -370,7 +387,8 @@ export class TreeBuilder {
   /** Checks the limits for a regular file and records its entry (sha256 empty until the file is filled); returns the entry. */
   #addFile(rel: string, st: Stat, sha256 = ''): ManifestEntry {
     const { limits } = this.ctx;
-    const capturedMode = this.options.preserveModes ? st.mode & 0o7777 : 0;
+    const bits = st.mode & 0o7777;
+    const capturedMode = this.options.preserveModes || (this.options.keepExecutable === true && (bits & 0o111) !== 0) ? bits : 0;
     const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256, mode: capturedMode, link_target: '' };
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
@@ -412,7 +430,7 @@ export class TreeBuilder {
       throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
     }
     if (target === '' || target.startsWith('/')) {
-      throw new SealError('SEAL_ESCAPE', `symlink must be a bounded relative link: ${escapePath(rel)}`, { path: rel });
+      throw new SealError('SEAL_ESCAPE', `symlink must be a bounded relative link: ${escapePath(rel)} -> ${escapePath(target)}`, { path: rel });
     }
     const bytes = utf8Bytes(target);
     if (bytes > limits.maxPathBytes) {

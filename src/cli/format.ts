@@ -1,6 +1,9 @@
 // format.ts: human-readable sizes, durations and the progress line the CLI draws on a terminal.
 import type { CaptureProgress as Progress } from '../index.js';
 
+/** What a progress line counts towards (entries and bytes). */
+export type Totals = Progress;
+
 export function bytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = n;
@@ -25,7 +28,7 @@ export interface ProgressLine {
  * A progress line on stderr, drawn only when stderr is a terminal. With totals it
  * draws a bar; without, counts alone.
  */
-export function progressLine(label: string, stream: NodeJS.WriteStream, total?: Progress): ProgressLine {
+export function progressLine(label: string, stream: NodeJS.WriteStream, total?: Totals): ProgressLine {
   if (!stream.isTTY) return { update: () => {}, done: () => {} };
   let drawn = false;
   const width = 24;

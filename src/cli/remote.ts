@@ -1,45 +1,79 @@
-// remote.ts: the push and pull subcommands: a snapshot to or from an OCI registry repository.
-import { type PullReport, type PushReport, type SnapshotStore } from '../index.js';
-import { bytes, ms, progressLine } from './format.js';
-import { UsageError, emit, need, type Io } from './shared.js';
+// remote.ts: `treeseal push` and `pull`: a snapshot to or from an OCI registry repository.
+import type { PullReport, PushReport } from '../index.js';
+import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
+import { bytes, ms } from './format.js';
 
-/** The options push and pull take. */
-export interface RemoteValues {
-  concurrency: string | undefined;
-  insecure: boolean;
-  mountFrom: string[];
-}
-
-function concurrency(v: RemoteValues, command: string): { concurrency?: number } {
-  if (v.concurrency === undefined) return {};
-  const n = Number(v.concurrency);
-  if (!/^\d+$/.test(v.concurrency) || n < 1 || n > 64) throw new UsageError(`--concurrency takes a number from 1 to 64, not ${JSON.stringify(v.concurrency)}`, command);
+function concurrency(ctx: Context): { concurrency?: number } {
+  const raw = stringOption(ctx, 'concurrency');
+  if (raw === undefined) return {};
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < 1 || n > 64) throw new UsageError(`--concurrency takes a number from 1 to 64, not ${JSON.stringify(raw)}`, ctx.command);
   return { concurrency: n };
 }
 
-export async function push(store: SnapshotStore, args: string[], v: RemoteValues, io: Io): Promise<void> {
-  need(args, 2, 'push', '<digest> <remote>');
-  const line = progressLine('pushing', io.err);
-  const r: PushReport = await store.push(args[0]!, args[1]!, {
-    ...concurrency(v, 'push'),
-    insecure: v.insecure,
-    mountFrom: v.mountFrom,
+async function push(ctx: Context): Promise<void> {
+  need(ctx, 2, '<digest> <remote>');
+  const store = await ctx.store();
+  const line = ctx.io.progress('pushing');
+  const r: PushReport = await store.push(ctx.args[0]!, ctx.args[1]!, {
+    ...concurrency(ctx),
+    insecure: flag(ctx, 'insecure'),
+    mountFrom: listOption(ctx, 'mount-from'),
     onProgress: (p) => line.update(p),
   });
   line.done();
   const what = r.existed
     ? `already there, nothing sent`
     : `${r.uploaded} of ${r.blobs} blobs uploaded (${bytes(r.bytesUploaded)}), ${r.mounted} mounted, ${r.skipped} already there`;
-  emit(io, r, `pushed ${r.digest.slice(0, 12)} to ${r.remote}:${r.tag}: ${what} in ${ms(r.elapsedMs)}`);
+  ctx.io.emit(r, `pushed ${r.digest.slice(0, 12)} to ${r.remote}:${r.tag}: ${what} in ${ms(r.elapsedMs)}`);
 }
 
-export async function pull(store: SnapshotStore, args: string[], v: RemoteValues, io: Io): Promise<void> {
-  need(args, 2, 'pull', '<digest> <remote>');
-  const line = progressLine('pulling', io.err);
-  const r: PullReport = await store.pull(args[0]!, args[1]!, { ...concurrency(v, 'pull'), insecure: v.insecure, onProgress: (p) => line.update(p) });
+async function pull(ctx: Context): Promise<void> {
+  need(ctx, 2, '<digest> <remote>');
+  const store = await ctx.store();
+  const line = ctx.io.progress('pulling');
+  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
     : `${r.downloaded} of ${r.blobs} blobs downloaded (${bytes(r.bytesDownloaded)}), ${r.reused} contents (${bytes(r.reusedBytes)}) taken from local snapshots, all verified`;
-  emit(io, r, `pulled ${r.digest.slice(0, 12)} from ${r.remote}: ${what} in ${ms(r.elapsedMs)}`);
+  ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${r.remote}: ${what} in ${ms(r.elapsedMs)}`);
 }
+
+export const PUSH: CommandSpec = {
+  name: 'push',
+  synopsis: 'push <digest> <remote>',
+  summary: 'push a snapshot to an OCI registry',
+  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--mount-from REPO]...
+
+Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>.
+Blobs the registry already has are skipped; an existing tag for the same snapshot sends nothing.
+  --concurrency N     blobs moved at once (default 8)
+  --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --mount-from REPO   a repository of the same registry to mount blobs from (repeatable)
+Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json.`,
+  options: {
+    concurrency: { type: 'string' },
+    insecure: { type: 'boolean' },
+    'mount-from': { type: 'string', multiple: true },
+  },
+  run: push,
+};
+
+export const PULL: CommandSpec = {
+  name: 'pull',
+  synopsis: 'pull <digest> <remote>',
+  summary: 'pull a snapshot from an OCI registry, verified',
+  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure]
+
+Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store. The snapshot
+digest, every blob and every file are checked before it is published; contents the store already
+holds are taken from local snapshots instead of downloaded.
+  --concurrency N     blobs moved at once (default 8)
+  --insecure          allow plain HTTP to a registry that is not on a loopback address`,
+  options: {
+    concurrency: { type: 'string' },
+    insecure: { type: 'boolean' },
+  },
+  run: pull,
+};

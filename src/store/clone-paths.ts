@@ -1,12 +1,28 @@
 // clone-paths.ts: the clone-side path checks materialize and mount points share: no symlink, no special file on the way.
-import { resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, Fd, openBeneath, openChildDir, own, walkDown } from '../base/fd.js';
+import { DIR_FLAGS, Fd, openBeneath, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+
+/**
+ * Makes the directory `clonePath` (0777 less the umask, as mkdir(1) does) when its
+ * parent is a real directory reached through no symlink; an existing name is left
+ * for the caller's open to judge (a symlink there is never followed).
+ */
+export function makeCloneDir(sys: Sys, clonePath: string): void {
+  using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
+  try {
+    sys.mkdirat(parent.fd, basename(clonePath), 0o777);
+  } catch (err) {
+    if (!hasCode(err, 'EEXIST')) {
+      throw new SealError('SEAL_UNAVAILABLE', `clone cannot be created: ${escapePath(clonePath)}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
 
 /**
  * Refuses a clone that lies inside the snapshot's store, or one of whose copy roots holds the

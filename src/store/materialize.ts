@@ -9,7 +9,7 @@ import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { preflightRoot, statOrNull } from './clone-paths.js';
+import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
 import { checkRemovable, closeCloneStage, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
 import { CloneSwap } from './clone-swap.js';
@@ -27,6 +27,8 @@ export interface MaterializeOptions {
   fallbackBytes?: number;
   /** Called now and then with the files and bytes materialized so far. */
   onProgress?: ProgressFn;
+  /** Make the clone directory when only its last component is missing (never through a symlink). */
+  createClone?: boolean;
 }
 
 export interface MaterializeReport {
@@ -133,7 +135,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   try {
     const st = sys.fstat(src);
     if (!isReg(st.mode) || st.size !== entry.size) throw corrupt(entry.path);
-    const dst = sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    const dst = sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600);
     try {
       fillFile(run, src, dst, entry.path, entry);
     } finally {
@@ -277,6 +279,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: SnapshotData, s
 export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MaterializeOptions = {}): MaterializeReport {
   const started = performance.now();
   const run = newRun(sys, options);
+  if (options.createClone === true) makeCloneDir(sys, clone);
   const cloneFd = openRealDir(sys, clone, 'clone');
   try {
     const roots = rootsOf(data);

@@ -29,6 +29,8 @@ export interface CaptureReport {
   reusedFiles: number;
   /** false: the manifest named a published snapshot and no byte was written. */
   built: boolean;
+  /** The digest was published already (by this store, another process or an earlier run): the store holds nothing new. */
+  reused: boolean;
 }
 
 /** A capture's snapshot, how it went, and its entry lists' canonical JSON (the same for a reused digest, which names them). */
@@ -61,7 +63,7 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly s
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
   const { sys } = ctx;
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, freezeDirs: true });
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, keepExecutable: plan.keepExecutable, freezeDirs: true });
   for (const parts of plan.copyParts) {
     let srcParent = -1;
     let destParent = -1;
@@ -265,19 +267,19 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       throw new SealError('SEAL_BINDING', 'mount content changed after binding');
     }
     ctx.checkAbort();
-    const report: CaptureReport = { files: countFiles(data), reusedFiles: session?.reusedFiles ?? 0, built: true };
+    const report: CaptureReport = { files: countFiles(data), reusedFiles: session?.reusedFiles ?? 0, built: true, reused: false };
     if (session?.deferred) {
       // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
         saveQuietly(session, data.digest, data);
-        return { data, report: { ...report, built: false }, texts };
+        return { data, report: { ...report, built: false, reused: true }, texts };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data, texts));
     if (session !== undefined) saveQuietly(session, final.digest, final);
-    return { data: final, report, texts };
+    return { data: final, report: { ...report, reused: !build.published }, texts };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();

@@ -35,6 +35,7 @@ export class SnapshotStore {
   readonly ephemeral: boolean;
   readonly #sys: Sys;
   #closed = false;
+  #sweptAtOpen = 0;
 
   private constructor(root: string, options: StoreOptions) {
     this.root = root;
@@ -53,16 +54,21 @@ export class SnapshotStore {
   /** Opens (creating it 0700 if needed) a store and sweeps builds no live process holds. */
   static openSync(dir: string, options: StoreOptions = {}): SnapshotStore {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    sealed('openStore', () => openStoreAt(store.#sys, store.root));
+    store.#sweptAtOpen = sealed('openStore', () => openStoreAt(store.#sys, store.root));
     return store;
   }
 
   /** openSync's directory work on the worker thread (on the calling thread when `sys` is given). */
   static async open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    if (options.sys !== undefined) await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root)));
-    else await offload('openStore', [store.root]);
+    if (options.sys !== undefined) store.#sweptAtOpen = await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root)));
+    else store.#sweptAtOpen = await offload('openStore', [store.root]);
     return store;
+  }
+
+  /** How many stale builds and half-removed snapshots opening this store swept. */
+  get sweptAtOpen(): number {
+    return this.#sweptAtOpen;
   }
 
   get closed(): boolean {

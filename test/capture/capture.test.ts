@@ -109,7 +109,7 @@ describe('refusals', () => {
   it('refuses a symlink inside a copy root, as the root, and as a parent', () => {
     const { repo, store } = setup({ 'src/a': 'x', 'real/f': 'y' });
     symlinkSync('/etc/passwd', join(repo, 'src/evil'));
-    expectError(() => store.captureSync({ source: repo, copy: ['src'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: src/evil', path: 'src/evil', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['src'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: src/evil (in copy root src: declare src as a mount (--mount src) or leave it out)', path: 'src/evil', unchanged: store.root });
     symlinkSync('real', join(repo, 'alias'));
     expectError(() => store.captureSync({ source: repo, copy: ['alias'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: alias', unchanged: store.root });
     expectError(() => store.captureSync({ source: repo, copy: ['alias/f'] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: alias', unchanged: store.root });
@@ -256,7 +256,7 @@ describe('mounts', () => {
 
   it('refuses absolute, escaping and dangling links', () => {
     const cases: [string, string, string][] = [
-      ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/l'],
+      ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/l -> /etc/passwd'],
       ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/l -> ../../../../etc'],
       ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/l -> missing'],
       ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/loop -> loop'],

@@ -1,38 +1,12 @@
 // cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
-import { tempDir, writeTree } from '../helpers.js';
-
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-
-interface Result {
-  status: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(store: string, ...args: string[]): Result {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
-  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
-
-function json(r: Result): any {
-  expect(r.stderr).toBe('');
-  expect(r.status).toBe(0);
-  return JSON.parse(r.stdout);
-}
-
-function setup(): { work: string; repo: string; store: string } {
-  const work = tempDir();
-  const repo = join(work, 'repo');
-  writeTree(repo, { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta', 'node_modules/p/index.js': 'p', README: 'readme' });
-  return { work, repo, store: join(work, 'store') };
-}
+import { writeTree } from '../helpers.js';
+import { CLI, cli, json, setup } from './run-cli.js';
 
 describe('treeseal CLI', () => {
   it('capture, ls, show, materialize, verify, diff, rm, gc: human and JSON output', () => {
@@ -68,12 +42,15 @@ describe('treeseal CLI', () => {
     expect(v.snapshots).toHaveLength(2);
     expect(cli(store, 'verify', a.digest).stdout).toBe(`ok   ${a.digest}  4 entries, 9 B\n1 ok, 0 corrupt\n`);
 
-    const d = json(cli(store, 'diff', a.digest, b.digest, '--json'));
+    const dr = cli(store, 'diff', a.digest, b.digest, '--json');
+    expect([dr.status, dr.stderr]).toEqual([1, '']);
+    const d = JSON.parse(dr.stdout);
     expect(d.added).toContain('src/new.ts');
     expect(d.added).toContain('[mount node_modules] payload/p/index.js');
     expect(d.changed).toEqual(['src/a.ts']);
     expect(d.removed).toEqual([]);
     expect(cli(store, 'diff', a.digest, b.digest).stdout).toMatch(/~ src\/a\.ts\n5 added, 0 removed, 1 changed\n$/);
+    expect(cli(store, 'diff', a.digest, a.digest)).toEqual({ status: 0, stdout: '0 added, 0 removed, 0 changed\n', stderr: '' });
 
     expect(json(cli(store, 'gc', '--json'))).toEqual({ swept: 0 });
     expect(cli(store, 'rm', b.digest).stdout).toBe(`removed ${b.digest}\n`);
@@ -114,7 +91,7 @@ describe('treeseal CLI', () => {
     r = cli(store, '--help');
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^usage: treeseal <command>/);
-    for (const c of ['capture', 'materialize', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'freeze', 'thaw']) {
+    for (const c of ['capture', 'materialize', 'mounts', 'verify', 'ls', 'show', 'diff', 'rm', 'gc', 'freeze', 'thaw', 'help']) {
       r = cli(store, c, '--help');
       expect([r.status, r.stdout.startsWith(`usage: treeseal ${c}`)]).toEqual([0, true]);
     }

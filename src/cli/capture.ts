@@ -1,0 +1,101 @@
+// capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
+import { readdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+import { SealError, type MountDeclaration, type SnapshotData } from '../index.js';
+import { UsageError, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
+import { bytes } from './format.js';
+
+/** What `capture --json` and `ls --json` print for a snapshot. */
+export function summary(data: SnapshotData): Record<string, unknown> {
+  return {
+    digest: data.digest,
+    manifestDigest: data.manifestDigest,
+    source: data.source,
+    revision: data.revision,
+    declarations: data.declarations,
+    mounts: data.mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, entries: m.entries.length })),
+    entries: data.entries.length + data.mounts.reduce((n, m) => n + m.entries.length, 0),
+    totalBytes: data.totalBytes,
+    mountBinding: data.mountBinding,
+  };
+}
+
+function parseMount(spec: string): MountDeclaration {
+  const cut = spec.indexOf(':');
+  const source = cut < 0 ? spec : spec.slice(0, cut);
+  const target = cut < 0 ? spec : spec.slice(cut + 1);
+  if (source === '' || target === '') throw new UsageError(`--mount takes SRC[:TARGET], not ${JSON.stringify(spec)}`, 'capture');
+  return { source, target };
+}
+
+/** Every top-level entry of source, except those holding a mount source. */
+function topLevel(source: string, mounts: MountDeclaration[]): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(source).sort();
+  } catch (err) {
+    throw new SealError('SEAL_UNAVAILABLE', `source is unavailable: ${source}: ${(err as Error).message}`, { cause: err });
+  }
+  const mounted = new Set(mounts.map((m) => m.source.split('/').find((p) => p !== '' && p !== '.')));
+  return names.filter((n) => !mounted.has(n));
+}
+
+async function run(ctx: Context): Promise<void> {
+  need(ctx, 1, 'one <source> directory');
+  const { io } = ctx;
+  const source = resolve(ctx.args[0]!);
+  const mounts = listOption(ctx, 'mount').map(parseMount);
+  const copy = listOption(ctx, 'copy');
+  const revision = stringOption(ctx, 'revision');
+  const statCache = !flag(ctx, 'no-stat-cache');
+  const store = await ctx.store();
+  const line = io.progress('capturing');
+  const snap = await store.capture({
+    source,
+    copy: copy.length === 0 ? topLevel(source, mounts) : copy,
+    mounts,
+    ...(revision === undefined ? {} : { revision }),
+    ...(flag(ctx, 'keep-exec') ? { keepExecutable: true } : {}),
+    statCache,
+    onProgress: (p) => line.update(p),
+  });
+  line.done();
+  const data = snap.toJSON();
+  const s = summary(data);
+  const r = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
+  const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
+  io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused }, [
+    `${r.reused ? 'reused' : 'captured'} ${source}`,
+    `  digest    ${data.digest}`,
+    `  manifest  ${data.manifestDigest}`,
+    `  entries   ${String(s.entries)}`,
+    `  bytes     ${data.totalBytes} (${bytes(data.totalBytes)})`,
+    `  reused    ${cache}`,
+    `  root      ${snap.root}`,
+  ].join('\n'));
+}
+
+export const CAPTURE: CommandSpec = {
+  name: 'capture',
+  synopsis: 'capture <source>',
+  summary: 'capture a snapshot (or reuse the one already stored)',
+  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--no-stat-cache]
+
+Captures paths below the directory <source> into a frozen, content-addressed snapshot.
+Without --copy, every top-level entry of <source> that holds no --mount source is a copy root.
+Prints "captured" for a new snapshot, "reused" when the store already held it.
+  --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside)
+  --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
+  --revision R         folded into the digest (e.g. a commit id)
+  --keep-exec          record executable bits in copy roots (changes the manifest; off by default)
+  --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)`,
+  options: {
+    copy: { type: 'string', multiple: true },
+    mount: { type: 'string', multiple: true },
+    revision: { type: 'string' },
+    'keep-exec': { type: 'boolean' },
+    'no-stat-cache': { type: 'boolean' },
+  },
+  run,
+};

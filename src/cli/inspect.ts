@@ -1,0 +1,97 @@
+// inspect.ts: `treeseal ls`, `show` and `diff`: what the store holds, one manifest, and two compared.
+import { SealError, type ManifestEntry, type SnapshotData } from '../index.js';
+import { summary } from './capture.js';
+import { need, type CommandSpec, type Context } from './command.js';
+import { bytes } from './format.js';
+
+async function ls(ctx: Context): Promise<void> {
+  need(ctx, 0, 'no arguments');
+  const store = await ctx.store();
+  const rows: Record<string, unknown>[] = [];
+  const lines: string[] = [];
+  for (const digest of store.list()) {
+    try {
+      const s = summary(store.get(digest).toJSON());
+      rows.push(s);
+      const decl = [...(s.declarations as string[]), ...(s.mounts as { target: string }[]).map((m) => `mount:${m.target}`)].join(',');
+      lines.push(`${digest.slice(0, 12)}  ${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}  ${String(s.source)}  [${decl}]${s.revision ? `  @${String(s.revision)}` : ''}`);
+    } catch (err) {
+      if (!(err instanceof SealError)) throw err;
+      rows.push({ digest, error: { code: err.code, message: err.message } });
+      lines.push(`${digest.slice(0, 12)}  ${err.code}: ${err.message}`);
+    }
+  }
+  ctx.io.emit(rows, lines.length === 0 ? 'no snapshots' : lines.join('\n'));
+}
+
+function entryLine(e: ManifestEntry): string {
+  const mode = e.mode.toString(8).padStart(4, '0');
+  const tail = e.kind === 'symlink' ? ` -> ${e.link_target}` : '';
+  return `${e.kind.padEnd(9)} ${mode} ${String(e.size).padStart(10)} ${e.sha256 === '' ? '-'.repeat(64) : e.sha256}  ${e.path}${tail}`;
+}
+
+async function show(ctx: Context): Promise<void> {
+  need(ctx, 1, 'one <digest>');
+  const data = (await ctx.store()).get(ctx.args[0]!).toJSON();
+  const lines = [`snapshot ${data.digest}`, `source   ${data.source}`, `revision ${data.revision === '' ? '(none)' : data.revision}`, `manifest ${data.manifestDigest}`, '', ...data.entries.map(entryLine)];
+  data.mounts.forEach((m, i) => {
+    lines.push('', `mount ${String(i).padStart(5, '0')}: ${m.source} -> ${m.target}`, ...m.entries.map(entryLine));
+  });
+  ctx.io.emit(data, lines.join('\n'));
+}
+
+function keyed(data: SnapshotData): Map<string, ManifestEntry> {
+  const out = new Map<string, ManifestEntry>();
+  for (const e of data.entries) out.set(e.path, e);
+  for (const m of data.mounts) for (const e of m.entries) out.set(`[mount ${m.target}] ${e.path}`, e);
+  return out;
+}
+
+function differs(x: ManifestEntry, y: ManifestEntry): boolean {
+  return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target;
+}
+
+async function diff(ctx: Context): Promise<number> {
+  need(ctx, 2, '<a> <b>');
+  const store = await ctx.store();
+  const a = keyed(store.get(ctx.args[0]!).toJSON());
+  const b = keyed(store.get(ctx.args[1]!).toJSON());
+  const added = [...b.keys()].filter((k) => !a.has(k)).sort();
+  const removed = [...a.keys()].filter((k) => !b.has(k)).sort();
+  const changed = [...a.keys()].filter((k) => b.has(k) && differs(a.get(k)!, b.get(k)!)).sort();
+  const lines = [...added.map((p) => `+ ${p}`), ...removed.map((p) => `- ${p}`), ...changed.map((p) => `~ ${p}`)];
+  lines.push(`${added.length} added, ${removed.length} removed, ${changed.length} changed`);
+  ctx.io.emit({ added, removed, changed }, lines.join('\n'));
+  return added.length + removed.length + changed.length === 0 ? 0 : 1;
+}
+
+export const LS: CommandSpec = {
+  name: 'ls',
+  synopsis: 'ls',
+  summary: 'list snapshots',
+  help: `usage: treeseal ls
+
+Lists the snapshots in the store.`,
+  run: ls,
+};
+
+export const SHOW: CommandSpec = {
+  name: 'show',
+  synopsis: 'show <digest>',
+  summary: 'print a manifest',
+  help: `usage: treeseal show <digest>
+
+Prints a snapshot's manifest.`,
+  run: show,
+};
+
+export const DIFF: CommandSpec = {
+  name: 'diff',
+  synopsis: 'diff <a> <b>',
+  summary: 'compare two snapshots (exit 1 when they differ)',
+  help: `usage: treeseal diff <a> <b>
+
+Lists the paths added, removed and changed from snapshot <a> to snapshot <b>.
+Exits 0 when the manifests are the same, 1 when they differ (as diff(1) does).`,
+  run: diff,
+};

@@ -1,0 +1,101 @@
+// main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+import { SealError, SnapshotStore } from '../index.js';
+import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
+import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
+import { Io } from './io.js';
+import { DEFAULT_RETRIES, withRetries } from './retry.js';
+import { COMMANDS, findCommand } from './table.js';
+
+/** Every option any command takes (parseArgs needs them all before it knows the command). */
+function allOptions(): Record<string, OptionSpec> {
+  const all: Record<string, OptionSpec> = { ...COMMON_OPTIONS };
+  for (const c of COMMANDS) {
+    for (const [name, spec] of Object.entries(c.options ?? {})) {
+      const seen = all[name];
+      if (seen !== undefined && (seen.type !== spec.type || seen.multiple !== spec.multiple)) {
+        throw new Error(`option --${name} is declared twice with different types`);
+      }
+      all[name] = spec;
+    }
+  }
+  return all;
+}
+
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+function defaultStore(env: NodeJS.ProcessEnv): string {
+  if (env.TREESEAL_STORE) return env.TREESEAL_STORE;
+  return join(env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'treeseal');
+}
+
+function checkOptions(spec: CommandSpec, values: Record<string, OptionValue>): void {
+  for (const name of Object.keys(values)) {
+    if (!(name in COMMON_OPTIONS) && !(name in (spec.options ?? {}))) throw new UsageError(`${spec.name} does not take --${name}`, spec.name);
+  }
+}
+
+function isParseError(err: unknown): boolean {
+  return err instanceof TypeError && String((err as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
+}
+
+/** Reports a failure on stderr; returns the exit status. */
+function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
+  if (err instanceof UsageError || isParseError(err)) {
+    const which = err instanceof UsageError && err.command !== undefined ? findCommand(err.command) : spec;
+    io.warn(`treeseal: ${(err as Error).message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
+    return 2;
+  }
+  if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}`);
+  else io.warn(`treeseal: ${err instanceof Error ? err.message : String(err)}`);
+  return 1;
+}
+
+/** Runs the treeseal command with argv (without `node cli.js`); returns the exit status. */
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = new Io()): Promise<number> {
+  let spec: CommandSpec | undefined;
+  let store: SnapshotStore | undefined;
+  try {
+    const { values, positionals } = parseArgs({ args: argv, options: allOptions(), allowPositionals: true, strict: true });
+    if (values.version === true) {
+      io.out(`treeseal ${version()}\n`);
+      return 0;
+    }
+    const [first, ...args] = positionals;
+    if (first === undefined) {
+      if (values.help !== true) throw new UsageError('a command is required');
+      io.out(`${mainHelp(COMMANDS)}\n`);
+      return 0;
+    }
+    spec = findCommand(first);
+    if (spec === undefined) throw new UsageError(`unknown command: ${first}`);
+    if (values.help === true) {
+      io.out(`${commandHelp(spec)}\n`);
+      return 0;
+    }
+    checkOptions(spec, values);
+    io.json = values.json === true;
+    const storeDir = typeof values.store === 'string' ? values.store : defaultStore(env);
+    const ctx: Context = {
+      command: spec.name,
+      args,
+      io,
+      options: values,
+      store: async () => (store ??= await SnapshotStore.open(storeDir)),
+    };
+    const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;
+    const run = spec.run;
+    return (await withRetries(async () => run(ctx), retries, io)) ?? 0;
+  } catch (err) {
+    return report(err, spec, io);
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}

@@ -1,0 +1,87 @@
+// mounts.ts: `treeseal mounts`: a snapshot's mount points made inside a clone, printed as JSON, bwrap or docker arguments.
+import { resolve } from 'node:path';
+
+import type { ManifestEntry, Snapshot } from '../index.js';
+import { choiceOption, need, stringOption, type CommandSpec, type Context } from './command.js';
+
+const FORMATS = ['json', 'bwrap', 'docker'] as const;
+
+/** The directory inside a node_modules payload that vite writes to; the sandbox puts a tmpfs on it. */
+const VITE_TEMP = '.vite-temp';
+
+interface Planned {
+  source: string;
+  target: string;
+  readOnly: true;
+  /** Empty directories of the payload to cover with a writable tmpfs. */
+  tmpfs: string[];
+}
+
+function hasEmptyDir(entries: readonly ManifestEntry[], path: string): boolean {
+  return entries.some((e) => e.path === path && e.kind === 'directory') && !entries.some((e) => e.path.startsWith(`${path}/`));
+}
+
+function plan(snap: Snapshot, clone: string, workspace: string | undefined): Planned[] {
+  const points = snap.mountPoints(clone, workspace === undefined ? {} : { workspace });
+  return points.map((p, i) => {
+    const entries = snap.mounts[i]!.entries;
+    return { ...p, tmpfs: hasEmptyDir(entries, `payload/${VITE_TEMP}`) ? [`${p.target}/${VITE_TEMP}`] : [] };
+  });
+}
+
+/** One word for sh: left bare when it is safe, else single-quoted. */
+export function shellQuote(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/** One field of docker's comma-separated --mount value, quoted as CSV when it holds a comma or a quote. */
+function csvField(field: string): string {
+  return /[",\n]/.test(field) ? `"${field.replace(/"/g, '""')}"` : field;
+}
+
+function bwrapArgs(mounts: Planned[]): string[] {
+  return mounts.flatMap((m) => [['--ro-bind', m.source, m.target], ...m.tmpfs.map((t) => ['--tmpfs', t])].flat());
+}
+
+function dockerArgs(mounts: Planned[]): string[] {
+  return mounts.flatMap((m) => [
+    '--mount',
+    ['type=bind', `src=${m.source}`, `dst=${m.target}`, 'readonly'].map(csvField).join(','),
+    ...m.tmpfs.flatMap((t) => ['--mount', ['type=tmpfs', `dst=${t}`].map(csvField).join(',')]),
+  ]);
+}
+
+async function run(ctx: Context): Promise<void> {
+  need(ctx, 2, '<digest> <clone>');
+  const format = choiceOption(ctx, 'format', FORMATS, 'json');
+  const snap = (await ctx.store()).get(ctx.args[0]!);
+  const mounts = plan(snap, resolve(ctx.args[1]!), stringOption(ctx, 'workspace'));
+  if (format === 'json') {
+    ctx.io.out(`${JSON.stringify(mounts, null, 2)}\n`);
+    return;
+  }
+  const args = format === 'bwrap' ? bwrapArgs(mounts) : dockerArgs(mounts);
+  ctx.io.emit(args, args.map(shellQuote).join(' '));
+}
+
+export const MOUNTS: CommandSpec = {
+  name: 'mounts',
+  synopsis: 'mounts <digest> <clone>',
+  summary: 'make mount points in a clone and print how to mount the payloads',
+  help: `usage: treeseal mounts <digest> <clone> [--workspace DIR] [--format json|bwrap|docker]
+
+Makes each mount target of a snapshot inside the directory <clone> (an empty directory, or
+an empty file for a file mount) and prints where the frozen payloads mount, read-only, in a
+sandbox that binds <clone> at DIR (default /workspace):
+  --format json    [{ source, target, readOnly, tmpfs }] (the default)
+  --format bwrap   bubblewrap arguments, shell-quoted: --ro-bind SRC DST for each mount, and
+                   --tmpfs DST/.vite-temp where the payload holds an empty .vite-temp
+  --format docker  docker run arguments, shell-quoted: --mount type=bind,src=SRC,dst=DST,readonly
+                   (and type=tmpfs for .vite-temp)
+With --json, bwrap and docker arguments print as one JSON list of words instead.`,
+  options: {
+    workspace: { type: 'string' },
+    format: { type: 'string' },
+  },
+  run,
+};

@@ -1,0 +1,208 @@
+// unix.test.ts: the command as Unix users expect it: --version, help, a closed stdout, the progress line on a terminal, retries, exit statuses.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { writeTree } from '../helpers.js';
+import { CLI, cli, json, setup } from './run-cli.js';
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** Runs `treeseal …` under a pseudo-terminal (script(1)); returns what the terminal got and the exit status. */
+function onTerminal(store: string, ...args: string[]): { status: number; screen: string } {
+  const quoted = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  const r = spawnSync('script', ['-qec', `TREESEAL_STORE='${store}' ${quoted}`, '/dev/null'], { encoding: 'utf8' });
+  return { status: r.status ?? -1, screen: r.stdout };
+}
+
+/** A repository whose `many/` holds enough files that `show` prints far more than a pipe holds. */
+function manyFiles(repo: string): void {
+  const tree: Record<string, string> = {};
+  for (let i = 0; i < 1500; i++) tree[`many/file-with-a-long-name-${String(i).padStart(5, '0')}.txt`] = String(i);
+  writeTree(repo, tree);
+}
+
+describe('version and help', () => {
+  it('--version, help, help <command>, and the usage errors', () => {
+    const { store } = setup();
+    expect(cli(store, '--version')).toEqual({ status: 0, stdout: `treeseal ${VERSION}\n`, stderr: '' });
+    const help = cli(store, 'help');
+    expect([help.status, help.stderr]).toEqual([0, '']);
+    expect(help.stdout).toMatch(/^usage: treeseal <command> \[options\]\n/);
+    expect(help.stdout).toMatch(/\n {2}mounts <digest> <clone> +make mount points in a clone/);
+    expect(help.stdout).toContain('--retries N');
+    expect(cli(store, '--help').stdout).toBe(help.stdout);
+    const one = cli(store, 'help', 'capture');
+    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec]']);
+    expect(one.stdout).toBe(cli(store, 'capture', '--help').stdout);
+    let r = cli(store, 'help', 'nope');
+    expect([r.status, r.stdout]).toEqual([2, '']);
+    expect(r.stderr).toMatch(/^treeseal: unknown command: nope\nusage: treeseal <command>/);
+    r = cli(store);
+    expect([r.status, r.stdout]).toEqual([2, '']);
+    expect(r.stderr).toMatch(/^treeseal: a command is required\nusage: treeseal <command>/);
+    r = cli(store, 'ls', '--retries', 'many');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --retries takes a count, not "many"']);
+  });
+});
+
+describe('a closed stdout', () => {
+  it('ends the command quietly, by SIGPIPE, in a shell pipeline and when the reader closes early', async () => {
+    const { repo, store } = setup();
+    manyFiles(repo);
+    const { digest } = json(cli(store, 'capture', repo, '--copy', 'many', '--json'));
+    const shell = spawnSync('bash', ['-c', `set -o pipefail; '${process.execPath}' '${CLI}' show ${digest} | head -1`], {
+      encoding: 'utf8',
+      env: { ...process.env, TREESEAL_STORE: store },
+    });
+    expect([shell.status, shell.stdout, shell.stderr]).toEqual([141, `snapshot ${digest}\n`, '']);
+
+    const child = spawn(process.execPath, [CLI, 'show', digest, '--json'], { env: { ...process.env, TREESEAL_STORE: store } });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.stdout.once('data', () => child.stdout.destroy());
+    const [code, signal] = await new Promise<[number | null, string | null]>((res) => child.on('close', (c, s) => res([c, s])));
+    expect([code, signal, stderr]).toEqual([null, 'SIGPIPE', '']);
+  });
+});
+
+describe('the progress line on a terminal', () => {
+  it('is cleared before an error and before the summary', () => {
+    const { repo, store } = setup();
+    writeTree(repo, { 'big/a.bin': Buffer.alloc(8 << 20, 7), 'good/a.bin': Buffer.alloc(8 << 20, 8) });
+    symlinkSync('a.bin', join(repo, 'big/z-link'));
+    const failed = onTerminal(store, 'capture', repo, '--copy', 'big');
+    expect(failed.status).toBe(1);
+    expect(failed.screen).toMatch(/^\r\x1b\[2Kcapturing \d+ entries, [\d.]+ (B|KiB|MiB)/);
+    expect(failed.screen).toMatch(/capturing [^\r\n]*\r\x1b\[2Ktreeseal: SEAL_SYMLINK: capture must not traverse a symlink: big\/z-link \(in copy root big: /);
+    expect(failed.screen.slice(failed.screen.indexOf('treeseal: '))).not.toContain('capturing');
+
+    const ok = onTerminal(store, 'capture', repo, '--copy', 'good');
+    expect(ok.status).toBe(0);
+    expect(ok.screen).toMatch(/capturing [^\r\n]*\r\x1b\[2Kcaptured /);
+    const clone = join(repo, '..', 'clone');
+    const digest = /digest {4}([0-9a-f]{64})/.exec(ok.screen)![1]!;
+    const m = onTerminal(store, 'materialize', digest, clone);
+    expect(m.status).toBe(0);
+    expect(m.screen).toMatch(/materializing [^\r\n]*\r\x1b\[2Kmaterialized /);
+  });
+});
+
+/** A process that rewrites the start of `path` as fast as it can until killed. */
+function keepChanging(path: string): ChildProcess {
+  const code = `const fs=require('fs');const fd=fs.openSync(${JSON.stringify(path)},'r+');const b=Buffer.alloc(4096);let i=0;process.stdout.write('go\\n');for(;;){b[0]=i++;fs.writeSync(fd,b,0,4096,0);}`;
+  return spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+async function started(writer: ChildProcess): Promise<void> {
+  await new Promise((res) => writer.stdout!.once('data', res));
+}
+
+async function stopped(writer: ChildProcess): Promise<void> {
+  const gone = new Promise((res) => writer.once('exit', res));
+  writer.kill('SIGKILL');
+  await gone;
+}
+
+describe('--retries', () => {
+  it('runs a capture again after SEAL_CHANGED, saying so on stderr, and gives up after N retries', async () => {
+    const { repo, store } = setup();
+    const hot = join(repo, 'src', 'hot.bin');
+    writeFileSync(hot, Buffer.alloc(48 << 20, 1));
+    const retryLine = /^treeseal: SEAL_CHANGED: file changed while snapshotting: src\/hot\.bin; retrying in (\d+) ms \((\d) of (\d)\)$/;
+
+    let writer = keepChanging(hot);
+    await started(writer);
+    const gaveUp = cli(store, 'capture', repo, '--copy', 'src', '--retries', '1');
+    await stopped(writer);
+    const lines = gaveUp.stderr.trimEnd().split('\n');
+    expect([gaveUp.status, gaveUp.stdout, lines.length]).toEqual([1, '', 2]);
+    expect(retryLine.exec(lines[0]!)!.slice(1)).toEqual(['100', '1', '1']);
+    expect(lines[1]).toBe('treeseal: SEAL_CHANGED: file changed while snapshotting: src/hot.bin');
+
+    writer = keepChanging(hot);
+    await started(writer);
+    const child = spawn(process.execPath, [CLI, 'capture', repo, '--copy', 'src', '--json'], { env: { ...process.env, TREESEAL_STORE: store } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    const firstRetry = new Promise<void>((res) =>
+      child.stderr.on('data', (b: Buffer) => {
+        stderr += b.toString();
+        if (stderr.includes('retrying')) res();
+      }),
+    );
+    const exited = new Promise<number | null>((res) => child.on('close', res));
+    await Promise.race([firstRetry, exited]);
+    await stopped(writer);
+    expect(await exited).toBe(0);
+    expect(stderr).toMatch(/^treeseal: SEAL_CHANGED: file changed while snapshotting: src\/hot\.bin; retrying in 100 ms \(1 of 2\)\n/);
+    expect(JSON.parse(stdout)).toMatchObject({ reused: false, declarations: ['src'] });
+
+    writer = keepChanging(hot);
+    await started(writer);
+    const none = cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r0', '--retries', '0');
+    await stopped(writer);
+    expect([none.status, none.stderr]).toEqual([1, 'treeseal: SEAL_CHANGED: file changed while snapshotting: src/hot.bin\n']);
+  });
+});
+
+describe('exit statuses and reports', () => {
+  it('capture says captured or reused; gc counts what the store open swept; JSON milliseconds are integers', () => {
+    const { work, repo, store } = setup();
+    expect(cli(store, 'capture', repo, '--copy', 'src').stdout).toMatch(/^captured /);
+    expect(cli(store, 'capture', repo, '--copy', 'src').stdout).toMatch(/^reused /);
+    const again = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    expect(again.reused).toBe(true);
+    expect(json(cli(store, 'capture', repo, '--copy', 'README', '--json')).reused).toBe(false);
+
+    mkdirSync(join(store, 'tmp', `build-${'0'.repeat(32)}`));
+    writeTree(join(store, 'tmp', `build-${'1'.repeat(32)}`), { 'copy/f': 'x' });
+    expect(cli(store, 'gc')).toEqual({ status: 0, stdout: 'swept 2 stale builds\n', stderr: '' });
+    mkdirSync(join(store, 'tmp', `build-${'2'.repeat(32)}`));
+    expect(json(cli(store, 'gc', '--json'))).toEqual({ swept: 1 });
+    expect(cli(store, 'gc').stdout).toBe('swept 0 stale builds\n');
+
+    const m = json(cli(store, 'materialize', again.digest, join(work, 'fresh'), '--json'));
+    expect(Number.isInteger(m.elapsedMs)).toBe(true);
+    expect(readFileSync(join(work, 'fresh/src/a.ts'), 'utf8')).toBe('alpha');
+  });
+
+  it('materialize creates the clone only when its last component is missing, and never through a symlink', () => {
+    const { work, repo, store } = setup();
+    const { digest } = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    let r = cli(store, 'materialize', digest, join(work, 'no/such'));
+    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: clone parent is unavailable: ${work}/no: ENOENT: no such file or directory, openat '${work}/no'\n`]);
+    const real = join(work, 'real');
+    mkdirSync(real);
+    symlinkSync(real, join(work, 'link'));
+    r = cli(store, 'materialize', digest, join(work, 'link/clone'));
+    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_SYMLINK: clone parent must be a real directory, not a symlink: ${work}/link\n`]);
+    symlinkSync(join(real, 'elsewhere'), join(work, 'dangling'));
+    r = cli(store, 'materialize', digest, join(work, 'dangling'));
+    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_SYMLINK: clone must be a real directory, not a symlink: ${work}/dangling\n`]);
+    expect(spawnSync('ls', ['-A', real], { encoding: 'utf8' }).stdout).toBe('');
+    r = cli(store, 'materialize', digest, join(work, 'made'));
+    expect(r.status).toBe(0);
+    expect(readFileSync(join(work, 'made/src/lib/b.ts'), 'utf8')).toBe('beta');
+  });
+
+  it('capture without --copy copies every top-level entry but the mounts; --keep-exec; a refused link says the way out', () => {
+    const { work, repo, store } = setup();
+    writeFileSync(join(repo, 'src/run.sh'), '#!/bin/sh\n', { mode: 0o755 });
+    mkdirSync(join(repo, 'node_modules/.bin'));
+    symlinkSync('../p/index.js', join(repo, 'node_modules/.bin/p'));
+    const refused = cli(store, 'capture', repo);
+    expect([refused.status, refused.stderr]).toEqual([
+      1,
+      'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: node_modules/.bin/p (in node_modules/.bin, inside copy root node_modules: declare node_modules as a mount (--mount node_modules) or leave it out)\n',
+    ]);
+    const snap = json(cli(store, 'capture', repo, '--mount', 'node_modules', '--keep-exec', '--json'));
+    expect(snap.declarations).toEqual(['README', 'src']);
+    expect(snap.mounts).toEqual([{ source: 'node_modules', target: 'node_modules', kind: 'directory', entries: 6 }]);
+    expect(cli(store, 'show', snap.digest).stdout).toMatch(/\nfile {6}0755 +10 [0-9a-f]{64}  src\/run\.sh\n/);
+    json(cli(store, 'materialize', snap.digest, join(work, 'clone'), '--json'));
+    expect([0o700, 0o600]).toEqual(['src/run.sh', 'src/a.ts'].map((p) => spawnSync('stat', ['-c', '%a', join(work, 'clone', p)], { encoding: 'utf8' }).stdout.trim()).map((m) => parseInt(m, 8)));
+  });
+});

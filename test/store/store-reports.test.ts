@@ -1,0 +1,53 @@
+// store-reports.test.ts: what a capture and a store open report: reused vs new snapshots, builds swept at open.
+import { mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+describe('capture reports whether it reused a snapshot', () => {
+  it('new, then reused in the same store and by another store object, sync or async; get() has no capture report', async () => {
+    const base = tempDir();
+    const repo = join(base, 'repo');
+    writeTree(repo, { 'src/a': 'a' });
+    const dir = join(base, 'store');
+    const first = await SnapshotStore.open(dir);
+    const a = await first.capture({ source: repo, copy: ['src'] });
+    expect(a.captureReport!.reused).toBe(false);
+    const again = await first.capture({ source: repo, copy: ['src'] });
+    expect([again.captureReport!.reused, again.digest]).toEqual([true, a.digest]);
+    expect(first.captureSync({ source: repo, copy: ['src'] }).captureReport!.reused).toBe(true);
+    const second = SnapshotStore.openSync(dir);
+    expect(second.captureSync({ source: repo, copy: ['src'] }).captureReport!.reused).toBe(true);
+    const third = await SnapshotStore.open(dir);
+    expect((await third.capture({ source: repo, copy: ['src'] })).captureReport!.reused).toBe(true);
+    await third.close();
+    expect((await second.capture({ source: repo, copy: ['src'], revision: 'r' })).captureReport!.reused).toBe(false);
+    expect(second.get(a.digest).captureReport).toBeUndefined();
+    await first.close();
+    second.closeSync();
+  });
+});
+
+describe('store open reports what it swept', () => {
+  it('counts stale builds and half-removed snapshots, sync and async; gc then finds none', async () => {
+    const dir = join(tempDir(), 'store');
+    SnapshotStore.openSync(dir).closeSync();
+    mkdirSync(join(dir, 'tmp', `build-${'a'.repeat(32)}`));
+    writeTree(join(dir, 'tmp', `build-${'b'.repeat(32)}`), { 'copy/f': 'x' });
+    mkdirSync(join(dir, 'tmp', `rm-${'c'.repeat(24)}`));
+    const store = await SnapshotStore.open(dir);
+    expect(store.sweptAtOpen).toBe(3);
+    expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
+    expect(store.gc()).toBe(0);
+    await store.close();
+    mkdirSync(join(dir, 'tmp', `build-${'d'.repeat(32)}`));
+    const sync = SnapshotStore.openSync(dir);
+    expect(sync.sweptAtOpen).toBe(1);
+    expect(SnapshotStore.openSync(dir).sweptAtOpen).toBe(0);
+    sync.closeSync();
+  });
+});
