@@ -6,9 +6,9 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 import { writeTree } from '../helpers.js';
-import { CLI, cli, json, setup } from './run-cli.js';
+import { CLI_TIMEOUT_MS, CLI, cli, json, setup } from './run-cli.js';
 
-describe('treeseal CLI', () => {
+describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
   it('capture, ls, show, materialize, verify, diff, rm, gc: human and JSON output', () => {
     const { work, repo, store } = setup();
     const human = cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r1');

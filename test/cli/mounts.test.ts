@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { tempDir, writeTree } from '../helpers.js';
-import { cli, json } from './run-cli.js';
+import { CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
 /** Paths with a space, a quote and a comma, so every form's quoting is exercised. */
 function setup(): { work: string; repo: string; store: string; clone: string; digest: string; payload: string } {
@@ -46,7 +46,7 @@ function sandboxBase(clone: string): string[] {
   return [...args, '--dev', '/dev', '--proc', '/proc', '--bind', clone, '/workspace'];
 }
 
-describe('treeseal mounts', () => {
+describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
   it('makes the mount point in the clone and prints the mounts as JSON and as docker arguments', () => {
     const { work, store, clone, digest, payload } = setup();
     expect(readdirSync(clone)).toEqual(['src']);

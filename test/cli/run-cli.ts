@@ -6,6 +6,9 @@ import { expect } from 'vitest';
 
 import { tempDir, writeTree } from '../helpers.js';
 
+/** Each CLI test starts many processes; on a loaded machine each takes seconds. */
+export const CLI_TIMEOUT_MS = 240_000;
+
 export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
 export interface Result {
