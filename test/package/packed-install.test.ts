@@ -49,7 +49,7 @@ export async function arm(source: string, store: string, clone: string): Promise
   try {
     const snap: Snapshot = await s.capture({ source, copy: ['src'], keepExecutable: true });
     const report = await snap.materialize(clone, { reflink: 'auto', createClone: true });
-    return [snap.digest, snap.reused, report];
+    return [snap.digest, snap.captureReport?.reused === true, report];
   } catch (err) {
     if (err instanceof SealError && err.retryable) return arm(source, store, clone);
     throw err;
