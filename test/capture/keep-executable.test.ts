@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -68,9 +68,10 @@ describe('keepExecutable', () => {
     const off = await store.capture({ source: repo, copy: ['a'] });
     const on = await store.capture({ source: repo, copy: ['a'], keepExecutable: true });
     expect(on.digest).toBe(off.digest);
-    expect(() => store.captureSync({ source: repo, copy: ['a'], keepExecutable: 'yes' as unknown as boolean })).toThrow(
-      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
-    );
+    expectError(() => store.captureSync({ source: repo, copy: ['a'], keepExecutable: 'yes' as unknown as boolean }), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: /^The "options\.keepExecutable" property must be of type boolean\./,
+    });
     await store.close();
   });
 
