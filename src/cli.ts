@@ -1,9 +1,17 @@
 #!/usr/bin/env node
-// cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's.
+// cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's; an addon that cannot load is said in one line.
 import { endQuietlyOnClosedOutput } from './cli/io.js';
-import { main } from './cli/main.js';
 
 endQuietlyOnClosedOutput();
+let main: typeof import('./cli/main.js').main;
+try {
+  ({ main } = await import('./cli/main.js'));
+} catch (err) {
+  // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
+  const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
+  process.stderr.write(`treeseal: cannot load the library: ${first} (is the addon built? npm rebuild treeseal)\n`);
+  process.exit(1);
+}
 const code = await main(process.argv.slice(2));
 // Registry commands leave idle keep-alive connections that would hold the process for
 // seconds: once stdout and stderr are flushed, nothing is left to wait for.

@@ -17,7 +17,8 @@ function setup(): { work: string; repo: string; store: string; clone: string; di
   const store = join(work, 'the store');
   const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json'));
   const clone = join(work, "arm 1's");
-  json(cli(store, 'materialize', snap.digest, clone, '--json'));
+  const m = cli(store, 'materialize', snap.digest, clone);
+  expect(m.stdout.split('\n').slice(1)).toEqual([`1 mount to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`, '']);
   return { work, repo, store, clone, digest: snap.digest, payload: join(snap.root, 'mounts/00000/payload') };
 }
 

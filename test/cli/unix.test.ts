@@ -1,10 +1,10 @@
 // unix.test.ts: the command as Unix users expect it: --version, help, a closed stdout, the progress line on a terminal, retries, exit statuses.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { writeTree } from '../helpers.js';
+import { tempDir, writeTree } from '../helpers.js';
 import { CLI_TIMEOUT_MS, CLI, cli, json, setup } from './run-cli.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -34,7 +34,7 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(help.stdout).toContain('--retries N');
     expect(cli(store, '--help').stdout).toBe(help.stdout);
     const one = cli(store, 'help', 'capture');
-    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec]']);
+    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--no-stat-cache]']);
     expect(one.stdout).toBe(cli(store, 'capture', '--help').stdout);
     let r = cli(store, 'help', 'nope');
     expect([r.status, r.stdout]).toEqual([2, '']);
@@ -44,6 +44,17 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(r.stderr).toMatch(/^treeseal: a command is required\nusage: treeseal <command>/);
     r = cli(store, 'ls', '--retries', 'many');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --retries takes a count, not "many"']);
+  });
+});
+
+describe('an addon that is not built', { timeout: CLI_TIMEOUT_MS }, () => {
+  it('is said in one line with the way out, not a stack trace', () => {
+    const root = tempDir();
+    cpSync(new URL('../../dist', import.meta.url), join(root, 'dist'), { recursive: true });
+    cpSync(new URL('../../package.json', import.meta.url), join(root, 'package.json'));
+    symlinkSync(new URL('../../node_modules', import.meta.url).pathname, join(root, 'node_modules'));
+    const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), '--version'], { encoding: 'utf8' });
+    expect([r.status, r.stdout, r.stderr]).toEqual([1, '', 'treeseal: cannot load the library: Could not locate the bindings file. (is the addon built? npm rebuild treeseal)\n']);
   });
 });
 
