@@ -112,7 +112,7 @@ beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
   await settle();
   // The first capture of each records every file; its files are all older than the granularity.
-  for (const n of NAMES) expect(capture(repos[n]!.store, repos[n]!.repo).captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+  for (const n of NAMES) expect(capture(repos[n]!.store, repos[n]!.repo).captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
 }, 60_000);
 
 describe('stat cache: an unchanged tree', () => {
@@ -134,7 +134,7 @@ describe('stat cache: an unchanged tree', () => {
     const s = SnapshotStore.openSync(store, { sys });
     const snap = s.captureSync({ source: repo, ...DEFINITION });
     s.closeSync();
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false, reused: true });
     // No file of the tree is opened, no directory of it made: the build stays empty and is removed.
     expect(touched).toEqual([]);
     expect(snap.verifySync().entries).toBe(15);
@@ -146,7 +146,7 @@ describe('stat cache: an unchanged tree', () => {
     const { repo, store } = repos.unchanged!;
     const before = readFileSync(cacheFile(store));
     const snap = capture(store, repo, { statCache: false });
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: true });
     expect(readFileSync(cacheFile(store)).equals(before)).toBe(true);
     expect(() => capture(store, repo, { statCache: 'no' as unknown as boolean })).toThrow(
       expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
@@ -159,7 +159,7 @@ describe('stat cache: every change is seen', () => {
     const { repo, store } = repos.rewrite!;
     rewriteKeepingTimes(join(repo, 'tree/a.txt'), 'ALPHA');
     const snap = capture(store, repo);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: true, reused: false });
     expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
     expect(stored(snap, 'tree/sub/d.bin').equals(Buffer.alloc(70_000, 3))).toBe(true);
     expect(snap.digest).toBe(fullDigest(repo));
@@ -194,7 +194,7 @@ describe('stat cache: every change is seen', () => {
     chmodSync(join(repo, 'modules/pkg/index.js'), 0o755);
     chmodSync(join(repo, 'tree/b.txt'), 0o600);
     const snap = capture(store, repo);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 2, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 2, built: true, reused: false });
     expect(snap.mounts[0]!.entries.find((e) => e.path === 'payload/pkg/index.js')!.mode).toBe(0o755);
     expect(snap.manifestDigest).toBe(first.manifestDigest);
     expect(statSync(join(snap.root, 'mounts/00000/payload/pkg/index.js')).mode & 0o777).toBe(0o500);
@@ -232,7 +232,7 @@ describe('stat cache: the racy rule', () => {
     capture(store, repo, {}, sameTick);
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
     const snap = capture(store, repo, {}, sameTick);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
     expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
     expect(snap.digest).toBe(fullDigest(repo));
   });
@@ -255,7 +255,7 @@ describe('stat cache: a bad or stale cache is never trusted', () => {
     const file = cacheFile(store);
     truncateSync(file, Math.floor(statSync(file).size / 2));
     expect(capture(store, repo).captureReport?.reusedFiles).toBe(0);
-    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false });
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false, reused: true });
   });
 
   it('a garbage cache file is ignored', () => {
@@ -285,7 +285,7 @@ describe('stat cache: a bad or stale cache is never trusted', () => {
     for (const d of s.list()) s.remove(d);
     s.closeSync();
     const snap = capture(store, repo);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
   });
 
   it('a stored copy that went missing after the walk: the capture starts over and reads every file', () => {
@@ -300,7 +300,7 @@ describe('stat cache: a bad or stale cache is never trusted', () => {
     });
     const snap = capture(store, repo, {}, sys);
     expect(removed).toBe(true);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
     expect(stored(snap, 'tree/b.txt').toString()).toBe('BRAVO');
     expect(snap.digest).toBe(fullDigest(repo));
     expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
