@@ -108,6 +108,14 @@ export async function stopIdleWorker(): Promise<void> {
   clearTimeout(timer);
 }
 
+/**
+ * Kills the worker thread now, whatever it is doing, as a crash would (internal, for
+ * tests): its pending calls reject with SEAL_UNAVAILABLE; the next call starts a new one.
+ */
+export async function killWorker(): Promise<void> {
+  await worker?.terminate();
+}
+
 /** The one way to inject a syscall layer: the `sys` option of every public call. */
 export interface ToolOptions {
   /**

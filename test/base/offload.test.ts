@@ -3,8 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, freeze, readStable, thaw } from '../../dist/index.js';
-import { tempDir, writeTree } from '../helpers.js';
+import { SnapshotStore, freeze, readStable, stageFiles, thaw } from '../../dist/index.js';
+import { killWorker } from '../../dist/internal.js';
+import { expectError, tempDir, writeTree } from '../helpers.js';
 
 const INDEX = new URL('../../dist/index.js', import.meta.url).href;
 
@@ -38,6 +39,53 @@ describe('async calls', () => {
     await freeze(join(root, 'clone'));
     await thaw(join(root, 'clone'));
     await expect(snaps[1].verify()).resolves.toEqual({ entries: 1, bytes: 3 });
+    await store.close();
+  });
+
+  it('errors cross the thread as the sync call throws them: TypeError/RangeError keep their code', async () => {
+    const parent = tempDir();
+    // stageFiles checks its prefix on the worker thread.
+    const err = await expectError(async () => stageFiles(parent, [], { prefix: '../x' }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.prefix' must be a plain name. Received '../x'",
+      unchanged: parent,
+    });
+    expect(err).toBeInstanceOf(TypeError);
+    await expectError(async () => stageFiles(parent, [], { maxPathBytes: -1 }), { code: 'ERR_OUT_OF_RANGE', unchanged: parent });
+    await expectError(async () => stageFiles(parent, [{ target: '../x', bytes: Buffer.from('x') }]), {
+      code: 'SEAL_BAD_PATH',
+      message: "stage target must not contain '..': ../x",
+      unchanged: parent,
+    });
+  });
+
+  it('a worker that dies mid-job rejects the pending call with a SealError, and the next call starts a new one', async () => {
+    const root = tempDir();
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 3000; i++) tree[`repo/d${i % 30}/f${i}`] = `file ${i}`;
+    writeTree(root, { ...tree, clone: null });
+    const store = await SnapshotStore.open(join(root, 'store'), { ephemeral: true });
+    const source = join(root, 'repo');
+    let killed: Promise<void> | undefined;
+    // Killed at its first progress report: the capture is under way on the worker.
+    await expectError(
+      async () =>
+        store.capture({
+          source,
+          copy: ['d0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7', 'd8', 'd9'],
+          parallelism: 0,
+          onProgress: () => {
+            killed ??= killWorker();
+          },
+        }),
+      // A thread killed mid-job never closes what it held open: no fd count here.
+      { code: 'SEAL_UNAVAILABLE', message: 'treeseal worker thread stopped: exit code 1', fds: false },
+    );
+    expect(killed).toBeDefined();
+    await killed;
+    const snap = await store.capture({ source, copy: ['d0'] });
+    expect(snap.entries.length).toBe(101);
+    await expect(snap.materialize(join(root, 'clone'))).resolves.toMatchObject({ files: 100 });
     await store.close();
   });
 });

@@ -1,6 +1,8 @@
 // capture.test.ts: the guarded capture: contents, manifests, modes, declarations, limits, mounts and the store.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -116,11 +118,28 @@ describe('refusals', () => {
     store.closeSync();
   });
 
-  it('refuses FIFOs, sockets and devices without blocking', () => {
-    const { repo, store } = setup({ 'd/ok': 'x' });
+  it('refuses FIFOs, sockets and devices without blocking', async () => {
+    const { repo, store } = setup({ 'd/ok': 'x', 's/ok': 'x', 'c/ok': 'x' });
     mkfifo(join(repo, 'd/pipe'));
-    expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: d/pipe', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: d/pipe', path: 'd/pipe', unchanged: store.root });
     expectError(() => store.captureSync({ source: repo, copy: ['d/pipe'] }), { code: 'SEAL_SPECIAL_FILE', unchanged: store.root });
+    // A listening unix socket in the source tree.
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(join(repo, 's/sock'), resolve));
+    try {
+      expect(lstatSync(join(repo, 's/sock')).isSocket()).toBe(true);
+      expectError(() => store.captureSync({ source: repo, copy: ['s'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: s/sock', path: 's/sock', unchanged: store.root });
+      await expectError(async () => store.capture({ source: repo, copy: ['s/sock'] }), { code: 'SEAL_SPECIAL_FILE', unchanged: store.root });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // A character device (1,3: the null device), made as root; CI runs as root.
+    if (process.getuid?.() === 0 || process.env.CI === 'true') {
+      execFileSync('mknod', [join(repo, 'c/null'), 'c', '1', '3']);
+      expect(lstatSync(join(repo, 'c/null')).isCharacterDevice()).toBe(true);
+      expectError(() => store.captureSync({ source: repo, copy: ['c'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: c/null', path: 'c/null', unchanged: store.root });
+      expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'c/null', target: 'dev' }] }), { code: 'SEAL_SPECIAL_FILE', unchanged: store.root });
+    }
     const { repo: repo2, store: store2 } = setup({});
     expectError(() => store2.captureSync({ source: repo2, copy: ['..'] }), { code: 'SEAL_BAD_PATH', unchanged: store2.root });
     symlinkSync('/dev/null', join(repo2, 'null'));

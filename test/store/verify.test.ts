@@ -1,11 +1,10 @@
 // verify.test.ts: verify() re-hashes a snapshot and names drift as SEAL_CORRUPT.
-import { chmodSync, mkdirSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, SnapshotStore, freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, mkfifo, tempDir, writeTree } from '../helpers.js';
-import { lstatSync, readdirSync, statSync } from 'node:fs';
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -97,40 +96,5 @@ describe('verify', () => {
     expect(() => store.get(snap.digest)).toThrow(expect.objectContaining({ code: 'SEAL_CORRUPT' }));
     renameSync(doc, `${doc}.gone`);
     expect(() => store.get(snap.digest)).toThrow(expect.objectContaining({ code: 'SEAL_CORRUPT', message: `snapshot has no readable manifest: ${snap.digest}` }));
-  });
-});
-
-describe('freeze and thaw', () => {
-  it('freeze: files 0400 or 0500, dirs 0500; thaw: 0600 and 0700; links are never followed', async () => {
-    const work = tempDir();
-    const dir = join(work, 't');
-    writeTree(dir, { 'f': 'x', 'x.sh': '#!', 'd/g': 'y' });
-    chmodSync(join(dir, 'x.sh'), 0o710);
-    const outside = join(work, 'outside');
-    writeFileSync(outside, 'o');
-    chmodSync(outside, 0o644);
-    symlinkSync(outside, join(dir, 'd/link'));
-    freezeSync(dir);
-    const mode = (p: string): number => statSync(join(dir, p)).mode & 0o7777;
-    expect([mode('f'), mode('x.sh'), mode('d/g'), mode('d'), mode('')]).toEqual([0o400, 0o500, 0o400, 0o500, 0o500]);
-    expect(statSync(outside).mode & 0o7777).toBe(0o644);
-    expect(lstatSync(join(dir, 'd/link')).isSymbolicLink()).toBe(true);
-    await thaw(dir);
-    expect([mode('f'), mode('x.sh'), mode('d/g'), mode('d'), mode('')]).toEqual([0o600, 0o600, 0o600, 0o700, 0o700]);
-    await freeze(dir);
-    expect(mode('d')).toBe(0o500);
-    thawSync(dir);
-    expect(statSync(outside).mode & 0o7777).toBe(0o644);
-  });
-
-  it('refuses special files and symlinked roots', () => {
-    const work = tempDir();
-    const dir = join(work, 't');
-    mkdirSync(dir);
-    mkfifo(join(dir, 'p'));
-    expect(() => freezeSync(dir)).toThrow(expect.objectContaining({ code: 'SEAL_SPECIAL_FILE', message: 'tree contains a special file: p' }));
-    symlinkSync(dir, join(work, 'link'));
-    expect(() => freezeSync(join(work, 'link'))).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK' }));
-    expect(readdirSync(dir)).toEqual(['p']);
   });
 });

@@ -1,9 +1,9 @@
-// stable-read.test.ts: readStable and writeFrozenFile: bounded, race-checked, never following or blocking.
-import { appendFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+// stable-read.test.ts: readStable: bounded, race-checked reads that never follow a link or block.
+import { appendFileSync, chmodSync, mkdirSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, readStable, readStableAt, readStableSync, writeFrozenFile, writeFrozenFileSync } from '../../dist/index.js';
+import { SealError, readStable, readStableAt, readStableSync } from '../../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, mkfifo, tempDir, wrapSys } from '../helpers.js';
 
@@ -87,44 +87,22 @@ describe('readStable', () => {
   });
 });
 
-describe('writeFrozenFile', () => {
-  it('writes a new read-only file, executable or not', async () => {
+describe('readStable options', () => {
+  it('a missing or wrong maxBytes is Node\'s TypeError or RangeError, before any open', async () => {
     const dir = tempDir();
-    writeFrozenFileSync(join(dir, 'data'), Buffer.from('bytes'));
-    await writeFrozenFile(join(dir, 'tool'), Buffer.from('#!/bin/sh'), { executable: true, fsync: false });
-    expect(readFileSync(join(dir, 'data'), 'utf8')).toBe('bytes');
-    expect(statSync(join(dir, 'data')).mode & 0o7777).toBe(0o444);
-    expect(statSync(join(dir, 'tool')).mode & 0o7777).toBe(0o555);
-  });
-
-  it('never overwrites a file or writes through a dangling symlink', () => {
-    const dir = tempDir();
-    writeFileSync(join(dir, 'exists'), 'keep');
-    symlinkSync(join(dir, 'target-that-does-not-exist'), join(dir, 'dangling'));
-    expectError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')), { code: 'SEAL_COLLISION', message: `file already exists: ${join(dir, 'exists')}` });
-    expect(readFileSync(join(dir, 'exists'), 'utf8')).toBe('keep');
-    expectError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')), { code: 'SEAL_COLLISION' });
-    expect(existsSync(join(dir, 'target-that-does-not-exist'))).toBe(false);
-    expect(lstatSync(join(dir, 'dangling')).isSymbolicLink()).toBe(true);
-  });
-
-  it('needs a real parent directory and removes a partial file when a write fails', () => {
-    const dir = tempDir();
-    mkdirSync(join(dir, 'real'));
-    symlinkSync(join(dir, 'real'), join(dir, 'alias'));
-    expectError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')), { code: 'SEAL_SYMLINK' });
-    expect(readdirSync(join(dir, 'real'))).toEqual([]);
-    const failing = wrapSys({
-      pwrite: () => () => {
-        throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
-      },
+    writeFileSync(join(dir, 'f'), 'x');
+    expectError(() => readStableSync(join(dir, 'f'), { maxBytes: -1 }), {
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.maxBytes" is out of range. It must be >= 0 && <= 9007199254740991. Received -1',
     });
-    const full = expectError(() => writeFrozenFileSync(join(dir, 'real/f'), Buffer.from('x'), { sys: failing }), {
-      code: 'SEAL_IO',
-      message: 'writeFrozenFile: ENOSPC: no space left on device, pwrite',
-      unchanged: join(dir, 'real'),
+    expectError(() => readStableSync(join(dir, 'f'), {} as never), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "options.maxBytes" property must be of type number. Received undefined',
     });
-    expect((full.cause as { code?: string }).code).toBe('ENOSPC');
-    expect(readdirSync(join(dir, 'real'))).toEqual([]);
+    await expectError(async () => readStable(join(dir, 'f'), { maxBytes: 1.5 }), { code: 'ERR_OUT_OF_RANGE' });
+    expectError(() => readStableSync(Buffer.from('x') as never, { maxBytes: 1 }), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "path" argument must be of type string. Received an instance of Buffer',
+    });
   });
 });

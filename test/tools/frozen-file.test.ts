@@ -1,0 +1,66 @@
+// frozen-file.test.ts: writeFrozenFile creates a new read-only file, never overwrites or follows anything, and cleans up a failed write.
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { writeFrozenFile, writeFrozenFileSync } from '../../dist/index.js';
+import { checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
+
+checkNoFdLeaks();
+
+describe('writeFrozenFile', () => {
+  it('writes a new read-only file, executable or not', async () => {
+    const dir = tempDir();
+    writeFrozenFileSync(join(dir, 'data'), Buffer.from('bytes'));
+    await writeFrozenFile(join(dir, 'tool'), Buffer.from('#!/bin/sh'), { executable: true, fsync: false });
+    expect(readFileSync(join(dir, 'data'), 'utf8')).toBe('bytes');
+    expect(statSync(join(dir, 'data')).mode & 0o7777).toBe(0o444);
+    expect(statSync(join(dir, 'tool')).mode & 0o7777).toBe(0o555);
+  });
+
+  it('never overwrites a file or writes through a dangling symlink', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'exists'), 'keep');
+    symlinkSync(join(dir, 'target-that-does-not-exist'), join(dir, 'dangling'));
+    expectError(() => writeFrozenFileSync(join(dir, 'exists'), Buffer.from('new')), { code: 'SEAL_COLLISION', message: `file already exists: ${join(dir, 'exists')}` });
+    expect(readFileSync(join(dir, 'exists'), 'utf8')).toBe('keep');
+    expectError(() => writeFrozenFileSync(join(dir, 'dangling'), Buffer.from('new')), { code: 'SEAL_COLLISION' });
+    expect(existsSync(join(dir, 'target-that-does-not-exist'))).toBe(false);
+    expect(lstatSync(join(dir, 'dangling')).isSymbolicLink()).toBe(true);
+  });
+
+  it('needs a real parent directory and removes a partial file when a write fails', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'real'));
+    symlinkSync(join(dir, 'real'), join(dir, 'alias'));
+    expectError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')), { code: 'SEAL_SYMLINK' });
+    expect(readdirSync(join(dir, 'real'))).toEqual([]);
+    const failing = wrapSys({
+      pwrite: () => () => {
+        throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
+      },
+    });
+    const full = expectError(() => writeFrozenFileSync(join(dir, 'real/f'), Buffer.from('x'), { sys: failing }), {
+      code: 'SEAL_IO',
+      message: 'writeFrozenFile: ENOSPC: no space left on device, pwrite',
+      unchanged: join(dir, 'real'),
+    });
+    expect((full.cause as { code?: string }).code).toBe('ENOSPC');
+    expect(readdirSync(join(dir, 'real'))).toEqual([]);
+  });
+
+  it('a wrong argument type is Node\'s TypeError, and nothing is written', async () => {
+    const dir = tempDir();
+    expectError(() => writeFrozenFileSync(join(dir, 'f'), 'text' as never), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "bytes" argument must be an instance of Buffer or Uint8Array. Received type string (\'text\')',
+      unchanged: dir,
+    });
+    await expectError(async () => writeFrozenFile(join(dir, 'f'), Buffer.from('x'), { executable: 'yes' as never }), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "options.executable" property must be of type boolean. Received type string (\'yes\')',
+      unchanged: dir,
+    });
+    expectError(() => writeFrozenFileSync(7 as never, Buffer.from('x')), { code: 'ERR_INVALID_ARG_TYPE', unchanged: dir });
+  });
+});
