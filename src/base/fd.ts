@@ -211,7 +211,7 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
 /**
  * Removes `name` below parentFd: a non-directory is unlinked (a symlink is never
  * followed); a directory is made writable through its own fd, emptied and removed.
- * A missing entry is fine. `type` is the name's getdents d_type when known (it
+ * A missing entry, or one removed meanwhile, is fine. `type` is the name's getdents d_type when known (it
  * saves a stat per entry; a stale one is caught by the unlink or the open).
  */
 export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN): void {
@@ -242,11 +242,16 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
     if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return removeAt(sys, parentFd, name);
     throw err;
   }
-  {
-    using dir = own(sys, fd);
-    emptyDir(sys, dir.fd);
+  try {
+    {
+      using dir = own(sys, fd);
+      emptyDir(sys, dir.fd);
+    }
+    sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+  } catch (err) {
+    // Removed meanwhile (a concurrent sweep, or the build's own cleanup): gone is what was asked.
+    if (!hasCode(err, 'ENOENT')) throw err;
   }
-  sys.unlinkat(parentFd, name, AT_REMOVEDIR);
 }
 
 /** removeAt after a failure: a second failure must not mask the first (what it leaves is swept or retried later). */
