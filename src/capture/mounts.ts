@@ -1,6 +1,5 @@
 // mounts.ts: capture of mount payloads, their symlink containment, and mount points in a clone.
-import { CaptureContext, TreeBuilder, openChecked } from './walk.js';
-import { closeQuietly } from '../base/fd.js';
+import { CaptureContext, TreeBuilder, openDeclaredParents } from './walk.js';
 import { SealError } from '../base/errors.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import type { PlannedMount } from './plan.js';
@@ -83,25 +82,17 @@ export function captureMount(
 ): CapturedMount {
   const { sys } = ctx;
   const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
-  let parent = -1;
-  try {
-    for (let i = 0; i < mount.sourceParts.length - 1; i++) {
-      const rel = mount.sourceParts.slice(0, i + 1).join('/');
-      const [fd] = openChecked(sys, parent < 0 ? sourceFd : parent, mount.sourceParts[i]!, rel, true);
-      closeQuietly(sys, parent);
-      parent = fd;
-    }
+  {
+    using parent = openDeclaredParents(sys, sourceFd, mount.sourceParts);
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
-    builder.copyChild(parent < 0 ? sourceFd : parent, containerFd, last, 'payload', 1, 'payload', true);
-  } finally {
-    closeQuietly(sys, parent);
+    builder.copyChild({ srcDirFd: parent.fd, destDirFd: containerFd, name: last, rel: 'payload', depth: 1, destName: 'payload', declared: true });
   }
   const payload = builder.entries.get('payload');
   if (payload === undefined) throw new SealError('SEAL_UNAVAILABLE', `mount snapshot is empty: ${escapePath(mount.source)}`);
   const ensureDirs =
     mount.ensureDirs ?? (mount.targetParts[mount.targetParts.length - 1] === 'node_modules' ? [['.vite-temp']] : []);
   if (payload.kind === 'directory') {
-    for (const dir of ensureDirs) closeQuietly(sys, builder.ensureDirs(['payload', ...dir]));
+    for (const dir of ensureDirs) builder.ensureDirs(['payload', ...dir])?.[Symbol.dispose]();
   } else if (mount.ensureDirs !== undefined && mount.ensureDirs.length > 0) {
     throw new SealError('SEAL_BAD_PATH', `ensureDirs needs a directory mount: ${escapePath(mount.source)}`);
   }

@@ -1,7 +1,7 @@
 // capture.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
 import { createHash } from 'node:crypto';
 
-import { closeQuietly, openChildDir } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, own, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { Limits } from '../base/limits.js';
@@ -52,6 +52,17 @@ interface Probe {
   range: boolean | undefined;
 }
 
+export interface CaptureContextOptions {
+  sys: Sys;
+  limits: Limits;
+  /** Device of the build directory (copy-method probes are per source and build device). */
+  buildDev: bigint;
+  isAborted?: (() => boolean) | undefined;
+  onProgress?: ProgressFn | undefined;
+  /** Helper threads for file jobs (undefined: one per spare core); 0 keeps everything on this thread. */
+  parallelism?: number | undefined;
+}
+
 /** State shared by every builder of one capture: budget, copy-method probes, buffer, cancellation. */
 export class CaptureContext {
   entries = 0;
@@ -64,17 +75,20 @@ export class CaptureContext {
   readonly #probes = new Map<bigint, Probe>();
   readonly #report: (entries: number, bytes: number) => void;
 
-  constructor(
-    readonly sys: Sys,
-    readonly limits: Limits,
-    readonly buildDev: bigint,
-    readonly isAborted: () => boolean = () => false,
-    onProgress?: ProgressFn,
-    /** Helper threads for file jobs (undefined: one per spare core); 0 keeps everything on this thread. */
-    readonly parallelism?: number,
-  ) {
-    this.#report = throttled(onProgress);
-    this.#jobs = new FileJobs(sys, this.buffer, parallelism, sys === nativeSys);
+  readonly sys: Sys;
+  readonly limits: Limits;
+  readonly buildDev: bigint;
+  readonly isAborted: () => boolean;
+  readonly parallelism: number | undefined;
+
+  constructor(o: CaptureContextOptions) {
+    this.sys = o.sys;
+    this.limits = o.limits;
+    this.buildDev = o.buildDev;
+    this.isAborted = o.isAborted ?? (() => false);
+    this.parallelism = o.parallelism;
+    this.#report = throttled(o.onProgress);
+    this.#jobs = new FileJobs(o.sys, this.buffer, o.parallelism, o.sys === nativeSys);
   }
 
   #probe(dev: bigint): Probe {
@@ -226,14 +240,35 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
       cause: err,
     });
   }
-  try {
-    const opened = sys.fstat(fd);
-    if (!sameObject(opened, st)) throw changedOpening(rel);
-    return [fd, opened];
-  } catch (err) {
-    closeQuietly(sys, fd);
-    throw err;
-  }
+  using file = own(sys, fd);
+  const opened = sys.fstat(fd);
+  if (!sameObject(opened, st)) throw changedOpening(rel);
+  return [file.release(), opened];
+}
+
+/**
+ * Opens the parent directories of a declared root (`parts` without its last
+ * component) below sourceFd, each by openChecked: a symlink or a non-directory on the
+ * way is refused. Returns the last (sourceFd borrowed when there is none).
+ */
+export function openDeclaredParents(sys: Sys, sourceFd: number, parts: readonly string[]): Fd {
+  return walkDown(sys, sourceFd, parts.slice(0, -1), (dirfd, name, i) => openChecked(sys, dirfd, name, parts.slice(0, i + 1).join('/'), true)[0]);
+}
+
+/** One entry for TreeBuilder.copyChild to capture. */
+export interface ChildCopy {
+  srcDirFd: number;
+  destDirFd: number;
+  /** Its name below srcDirFd. */
+  name: string;
+  /** Its manifest path. */
+  rel: string;
+  /** Component count of rel. */
+  depth: number;
+  /** Its name below destDirFd (default: name). */
+  destName?: string;
+  /** A declared root (copy root or mount source): never a symlink, and missing is SEAL_UNAVAILABLE. */
+  declared?: boolean;
 }
 
 export interface BuilderOptions {
@@ -289,42 +324,37 @@ export class TreeBuilder {
 
   /**
    * Opens (creating and recording as they go) the directories `parts` below the
-   * area root, returning an fd of the last; the caller closes it.
+   * area root and returns the last (the area root borrowed for no parts); undefined
+   * in deferred mode, where nothing is built in place.
    */
-  ensureDirs(parts: readonly string[]): number {
-    let fd = -1;
-    try {
-      for (let i = 0; i < parts.length; i++) {
-        const rel = parts.slice(0, i + 1).join('/');
-        const existing = this.entries.get(rel);
-        if (existing !== undefined && existing.kind !== 'directory') {
-          throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(rel)}`, { path: rel });
-        }
-        this.#recordDir(rel);
-        if (this.ctx.hook?.deferred) continue;
-        const parent = fd < 0 ? this.destFd : fd;
-        try {
-          this.ctx.sys.mkdirat(parent, parts[i]!, 0o700);
-        } catch (err) {
-          if (!hasCode(err, 'EEXIST')) throw err;
-        }
-        const next = openChildDir(this.ctx.sys, parent, parts[i]!);
-        closeQuietly(this.ctx.sys, fd);
-        fd = next;
+  ensureDirs(parts: readonly string[]): Fd | undefined {
+    const { sys } = this.ctx;
+    const record = (i: number): void => {
+      const rel = parts.slice(0, i + 1).join('/');
+      const existing = this.entries.get(rel);
+      if (existing !== undefined && existing.kind !== 'directory') {
+        throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(rel)}`, { path: rel });
       }
-      if (this.ctx.hook?.deferred) return -1;
-      return fd < 0 ? this.ctx.sys.openat(this.destFd, '.', O_RDONLY | O_DIRECTORY) : fd;
-    } catch (err) {
-      closeQuietly(this.ctx.sys, fd);
-      throw err;
+      this.#recordDir(rel);
+    };
+    if (this.ctx.hook?.deferred) {
+      parts.forEach((_, i) => record(i));
+      return undefined;
     }
+    return walkDown(sys, this.destFd, parts, (dirfd, name, i) => {
+      record(i);
+      mkdirIfMissing(sys, dirfd, name);
+      return openChildDir(sys, dirfd, name);
+    });
   }
 
   /**
    * Captures the source entry `name` below srcDirFd into destDirFd under the
    * manifest path `rel` (depth = its component count), named destName there.
    */
-  copyChild(srcDirFd: number, destDirFd: number, name: string, rel: string, depth: number, destName = name, declared = false): void {
+  copyChild(c: ChildCopy): void {
+    const { srcDirFd, destDirFd, name, rel, depth, declared = false } = c;
+    const destName = c.destName ?? name;
     const { sys, limits } = this.ctx;
     this.ctx.checkAbort();
     if (depth > limits.maxDepth) {
@@ -355,24 +385,17 @@ export class TreeBuilder {
       this.#copyFile(fd, destDirFd, destName, rel, opened);
       return;
     }
-    try {
-      this.#recordDir(rel);
-      if (this.ctx.hook?.deferred) {
-        this.copyDirContents(fd, -1, rel, opened, depth);
-        return;
-      }
-      sys.mkdirat(destDirFd, destName, 0o700);
-      const dest = openChildDir(sys, destDirFd, destName);
-      try {
-        this.copyDirContents(fd, dest, rel, opened, depth);
-        // Files still being filled by helper threads are written through fds already open.
-        if (this.options.freezeDirs) sys.fchmod(dest, 0o500);
-      } finally {
-        closeQuietly(sys, dest);
-      }
-    } finally {
-      closeQuietly(sys, fd);
+    using src = own(sys, fd);
+    this.#recordDir(rel);
+    if (this.ctx.hook?.deferred) {
+      this.copyDirContents(src.fd, -1, rel, opened, depth);
+      return;
     }
+    sys.mkdirat(destDirFd, destName, 0o700);
+    using dest = own(sys, openChildDir(sys, destDirFd, destName));
+    this.copyDirContents(src.fd, dest.fd, rel, opened, depth);
+    // Files still being filled by helper threads are written through fds already open.
+    if (this.options.freezeDirs) sys.fchmod(dest.fd, 0o500);
   }
 
   /** Copies every child of the open source directory, then checks it did not change meanwhile. */
@@ -380,7 +403,7 @@ export class TreeBuilder {
     const { sys } = this.ctx;
     const listed = sys.readdir(srcFd);
     const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
-    for (const n of names) this.copyChild(srcFd, destFd, n, rel === '' ? n : `${rel}/${n}`, depth + 1);
+    for (const n of names) this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1 });
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 
@@ -404,20 +427,16 @@ export class TreeBuilder {
   #copyFile(srcFd: number, destDirFd: number, name: string, rel: string, before: Stat): void {
     const { sys } = this.ctx;
     const hook = this.ctx.hook;
-    let dest = -1;
+    // Both fds are ours until runFile takes them.
+    using src = own(sys, srcFd);
+    const entry = this.#addFile(rel, before);
+    const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
+    let dest: number;
     let loose: string | undefined;
-    let entry: ManifestEntry;
-    try {
-      entry = this.#addFile(rel, before);
-      const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
-      if (hook?.deferred) [dest, loose] = hook.loose(frozen);
-      else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
-    } catch (err) {
-      closeQuietly(sys, srcFd, dest);
-      throw err;
-    }
+    if (hook?.deferred) [dest, loose] = hook.loose(frozen);
+    else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     // The entry is this builder's own object until the capture returns: filled in place.
-    this.ctx.runFile(srcFd, dest, before, rel, (filled) => {
+    this.ctx.runFile(src.release(), dest, before, rel, (filled) => {
       hook?.captured(before, filled.sha256, loose);
       (entry as { sha256: string }).sha256 = filled.sha256;
     });

@@ -1,5 +1,5 @@
 // publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
-import { CaptureContext, TreeBuilder, openChecked, type CaptureProgress } from '../capture/walk.js';
+import { CaptureContext, TreeBuilder, openDeclaredParents, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
 import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
 import { computeDigests, encodeDocumentPieces, encodeEntryLists, type EntryTexts, type SnapshotData } from './document.js';
@@ -65,21 +65,10 @@ function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number,
   const { sys } = ctx;
   const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, keepExecutable: plan.keepExecutable, freezeDirs: true });
   for (const parts of plan.copyParts) {
-    let srcParent = -1;
-    let destParent = -1;
-    try {
-      for (let i = 0; i < parts.length - 1; i++) {
-        const rel = parts.slice(0, i + 1).join('/');
-        const [fd] = openChecked(sys, srcParent < 0 ? sourceFd : srcParent, parts[i]!, rel, true);
-        closeQuietly(sys, srcParent);
-        srcParent = fd;
-      }
-      destParent = builder.ensureDirs(parts.slice(0, -1));
-      const rel = parts.join('/');
-      builder.copyChild(srcParent < 0 ? sourceFd : srcParent, destParent, parts[parts.length - 1]!, rel, parts.length, undefined, true);
-    } finally {
-      closeQuietly(sys, srcParent, destParent);
-    }
+    using srcParent = openDeclaredParents(sys, sourceFd, parts);
+    using destParent = builder.ensureDirs(parts.slice(0, -1));
+    const name = parts[parts.length - 1]!;
+    builder.copyChild({ srcDirFd: srcParent.fd, destDirFd: destParent?.fd ?? -1, name, rel: parts.join('/'), depth: parts.length, declared: true });
   }
   return builder;
 }
@@ -234,7 +223,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     const { tmpFd, snapshotsFd, fd: buildFd } = build;
     // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
     const buildStat = sys.fstat(buildFd);
-    ctx = new CaptureContext(sys, plan.limits, buildStat.dev, hooks.isAborted, hooks.onProgress, plan.parallelism);
+    ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism });
     if (plan.statCache) {
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs, fresh });
       ctx.hook = session;
