@@ -1,5 +1,5 @@
 // verify.test.ts: verify() re-hashes a snapshot and names drift as SEAL_CORRUPT.
-import { chmodSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, renameSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
