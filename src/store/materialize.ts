@@ -2,6 +2,7 @@
 import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
 import type { SnapshotData } from './document.js';
+import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
@@ -59,16 +60,12 @@ function corrupt(rel: string, what = 'snapshot file changed'): SealError {
   return new SealError('SEAL_CORRUPT', `${what}: ${escapePath(rel)}`, { path: rel });
 }
 
-function checkOptions(options: MaterializeOptions): { mode: ReflinkMode; fallbackBytes: number } {
-  const mode = options.reflink ?? 'auto';
+function checkMaterializeOptions(options: MaterializeOptions): { mode: ReflinkMode; fallbackBytes: number } {
+  const { reflink: mode = 'auto', fallbackBytes = DEFAULT_FALLBACK_BYTES } = checkOptions('options', options);
   if (mode !== 'auto' && mode !== 'always' && mode !== 'never') {
-    throw new SealError('SEAL_BAD_PATH', `reflink must be 'auto', 'always' or 'never', not ${String(mode)}`);
+    throw invalidArgValue('options.reflink', mode, "must be 'auto', 'always' or 'never'");
   }
-  const fallbackBytes = options.fallbackBytes ?? DEFAULT_FALLBACK_BYTES;
-  if (!Number.isSafeInteger(fallbackBytes) || fallbackBytes < 0) {
-    throw new SealError('SEAL_BAD_PATH', 'fallbackBytes must be a non-negative integer');
-  }
-  return { mode, fallbackBytes };
+  return { mode, fallbackBytes: checkInteger('options.fallbackBytes', fallbackBytes) };
 }
 
 function checkBudget(run: Run, rel: string, size: number): void {
@@ -184,7 +181,7 @@ function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: strin
 }
 
 function newRun(sys: Sys, options: MaterializeOptions): Run {
-  const { mode, fallbackBytes } = checkOptions(options);
+  const { mode, fallbackBytes } = checkMaterializeOptions(options);
   return {
     sys,
     mode,

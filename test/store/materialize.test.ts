@@ -85,13 +85,24 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     store.closeSync();
   });
 
-  it("'always' on a filesystem that cannot clone is SEAL_NO_REFLINK with nothing published", () => {
+  it("'always' on a filesystem that cannot clone is SEAL_NO_REFLINK with nothing published", async () => {
     const { snap, store, work } = fixture(undefined, { 'a/x': 'x' }, ['a']);
     const dir = clone(work);
     expectError(() => snap.materializeSync(dir, { reflink: 'always' }), { code: 'SEAL_NO_REFLINK', message: 'filesystem cannot reflink the snapshot: a/x', unchanged: dirname(dir) });
     expect(tree(dir)).toEqual([]);
-    expect(() => snap.materializeSync(dir, { reflink: 'sometimes' as never })).toThrow("reflink must be 'auto', 'always' or 'never', not sometimes");
-    expect(() => snap.materializeSync(dir, { fallbackBytes: -1 })).toThrow('fallbackBytes must be a non-negative integer');
+    expectError(() => snap.materializeSync(dir, { reflink: 'sometimes' as never }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.reflink' must be 'auto', 'always' or 'never'. Received 'sometimes'",
+      unchanged: dirname(dir),
+    });
+    expectError(() => snap.materializeSync(dir, { fallbackBytes: -1 }), {
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.fallbackBytes" is out of range. It must be >= 0 && <= 9007199254740991. Received -1',
+      unchanged: dirname(dir),
+    });
+    // The same errors, with their class and code, from the worker thread.
+    await expectError(async () => snap.materialize(dir, { reflink: 'sometimes' as never }), { code: 'ERR_INVALID_ARG_VALUE', unchanged: dirname(dir) });
+    await expectError(async () => snap.materialize(dir, { fallbackBytes: 1.5 }), { code: 'ERR_OUT_OF_RANGE', unchanged: dirname(dir) });
     store.closeSync();
   });
 
