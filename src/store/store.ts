@@ -1,6 +1,7 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkRootPath, closeQuietly, makeRealDir, openRealDir } from '../base/fd.js';
+import { checkOptions, checkString, invalidArgValue } from '../base/arg-errors.js';
+import { checkRootPath, makeRealDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
@@ -44,10 +45,10 @@ export class SnapshotStore {
   }
 
   static #prepareOpen(dir: string, options: StoreOptions): SnapshotStore {
-    if (typeof dir !== 'string' || dir === '') throw new SealError('SEAL_BAD_PATH', 'store directory must be a path');
+    checkString('dir', dir);
+    const sys = checkOptions('options', options).sys ?? nativeSys;
     const root = checkRootPath(dir, 'store directory');
-    const sys = options.sys ?? nativeSys;
-    closeQuietly(sys, makeRealDir(sys, root, 'store directory'));
+    own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
     return new SnapshotStore(root, options);
   }
 
@@ -119,17 +120,13 @@ export class SnapshotStore {
     return this.#snapshot(built.packed, built.report);
   }
 
-  /** A published snapshot by its full digest or a unique prefix of it (SEAL_UNAVAILABLE otherwise). */
+  /** A published snapshot by its full digest or a unique prefix of it (none: SEAL_UNAVAILABLE; several: SEAL_AMBIGUOUS). */
   get(digestOrPrefix: string): Snapshot {
     this.#checkOpen();
     const digest = this.resolveDigest(digestOrPrefix);
     return sealed('get', () => {
-      const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-      try {
-        return this.#snapshot(loadSnapshotAt(this.#sys, fd, digest));
-      } finally {
-        closeQuietly(this.#sys, fd);
-      }
+      using snapshots = this.#openSnapshots();
+      return this.#snapshot(loadSnapshotAt(this.#sys, snapshots.fd, digest));
     });
   }
 
@@ -137,26 +134,32 @@ export class SnapshotStore {
   list(): string[] {
     this.#checkOpen();
     return sealed('list', () => {
-      const fd = openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-      try {
-        return this.#sys
-          .readdir(fd)
-          .map((e) => e.name)
-          .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
-          .sort();
-      } finally {
-        closeQuietly(this.#sys, fd);
-      }
+      using snapshots = this.#openSnapshots();
+      return this.#sys
+        .readdir(snapshots.fd)
+        .map((e) => e.name)
+        .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
+        .sort();
     });
   }
 
+  #openSnapshots(): Fd {
+    return own(this.#sys, openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  }
+
+  /**
+   * The full digest a digest or a prefix of one names: not 1 to 64 lower-case hex
+   * digits is Node's TypeError (ERR_INVALID_ARG_VALUE), no match SEAL_UNAVAILABLE,
+   * more than one SEAL_AMBIGUOUS.
+   */
   resolveDigest(digestOrPrefix: string): string {
-    if (typeof digestOrPrefix !== 'string' || !/^[0-9a-f]{1,64}$/.test(digestOrPrefix)) {
-      throw new SealError('SEAL_BAD_PATH', `not a snapshot digest: ${escapePath(String(digestOrPrefix))}`);
+    checkString('digest', digestOrPrefix);
+    if (!/^[0-9a-f]{1,64}$/.test(digestOrPrefix)) {
+      throw invalidArgValue('digest', digestOrPrefix, 'must be a snapshot digest or a prefix of one (1 to 64 lower-case hex digits)');
     }
     const matches = this.list().filter((d) => d.startsWith(digestOrPrefix));
     if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digestOrPrefix}`);
-    if (matches.length > 1) throw new SealError('SEAL_BAD_PATH', `digest prefix is ambiguous: ${digestOrPrefix} (${matches.length} snapshots)`);
+    if (matches.length > 1) throw new SealError('SEAL_AMBIGUOUS', `digest prefix is ambiguous: ${digestOrPrefix} (${matches.length} snapshots)`);
     return matches[0]!;
   }
 

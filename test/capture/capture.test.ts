@@ -333,7 +333,21 @@ describe('store lifetime', () => {
     expect(loaded.entries).toEqual(snap.entries);
     expect(loaded.revision).toBe('v');
     expect(() => reopened.get('ffff')).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
-    expect(() => reopened.get('xyz')).toThrow(expect.objectContaining({ code: 'SEAL_BAD_PATH' }));
+    expectError(() => reopened.get('xyz'), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The argument 'digest' must be a snapshot digest or a prefix of one (1 to 64 lower-case hex digits). Received 'xyz'",
+    });
+    // Snapshots until two share a first digit (at most 17): that prefix names both.
+    const byFirst = new Map<string, string>([[snap.digest[0]!, snap.digest]]);
+    let shared: string | undefined;
+    for (let i = 0; shared === undefined; i++) {
+      const d = reopened.captureSync({ source: repo, copy: ['a'], revision: `r${i}` }).digest;
+      if (byFirst.has(d[0]!)) shared = d[0]!;
+      else byFirst.set(d[0]!, d);
+    }
+    expectError(() => reopened.get(shared!), { code: 'SEAL_AMBIGUOUS', message: `digest prefix is ambiguous: ${shared} (2 snapshots)` });
+    expectError(() => reopened.remove(shared!), { code: 'SEAL_AMBIGUOUS', unchanged: dir });
+    reopened.closeSync();
   });
 
   it('sweeps stale builds on open but never a live one', () => {
