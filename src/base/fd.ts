@@ -36,7 +36,8 @@ export { Fd };
 
 /**
  * Closes fds, ignoring failures so cleanup never masks the first error.
- * @deprecated own the fd instead: `using dir = own(sys, fd)` (or walkDown for a path).
+ * @deprecated own the fd instead: `using dir = own(sys, fd)` (or walkDown for a path);
+ * kept only for the registry code that still uses it.
  */
 export function closeQuietly(sys: Sys, ...fds: number[]): void {
   for (const fd of fds) {

@@ -1,5 +1,5 @@
 // assemble.ts: builds a snapshot's tree from its manifest after a deferred walk: directories, links, and files placed by a content source.
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, own } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import type { Sys } from '../sys/native.js';
 import type { SnapshotData } from './document.js';
@@ -28,13 +28,9 @@ function buildDir(sys: Sys, children: Map<string, ManifestEntry[]>, rel: string,
     else if (entry.kind === 'symlink') sys.symlinkat(entry.link_target, dirFd, name);
     else {
       sys.mkdirat(dirFd, name, 0o700);
-      const child = openChildDir(sys, dirFd, name);
-      try {
-        buildDir(sys, children, entry.path, child, place);
-        sys.fchmod(child, 0o500);
-      } finally {
-        closeQuietly(sys, child);
-      }
+      using child = own(sys, openChildDir(sys, dirFd, name));
+      buildDir(sys, children, entry.path, child.fd, place);
+      sys.fchmod(child.fd, 0o500);
     }
   }
 }
@@ -43,12 +39,8 @@ function buildDir(sys: Sys, children: Map<string, ManifestEntry[]>, rel: string,
 export function assembleAreas(sys: Sys, buildFd: number, data: Pick<SnapshotData, 'entries' | 'mounts'>, place: PlaceFile): void {
   const areas: [string, readonly ManifestEntry[]][] = [[COPY_AREA, data.entries], ...data.mounts.map((m, i): [string, readonly ManifestEntry[]] => [mountArea(i), m.entries])];
   for (const [area, entries] of areas) {
-    const fd = openBeneath(sys, buildFd, area.split('/'), DIR_FLAGS);
-    try {
-      buildDir(sys, childrenOf(entries), '', fd, place);
-      sys.fchmod(fd, 0o500);
-    } finally {
-      closeQuietly(sys, fd);
-    }
+    using dir = own(sys, openBeneath(sys, buildFd, area.split('/'), DIR_FLAGS));
+    buildDir(sys, childrenOf(entries), '', dir.fd, place);
+    sys.fchmod(dir.fd, 0o500);
   }
 }

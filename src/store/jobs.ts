@@ -4,7 +4,7 @@ import { basename, dirname } from 'node:path';
 import type { JobContext } from '../base/jobs.js';
 import type { Plan } from '../capture/plan.js';
 import { sys } from '../sys/native.js';
-import { closeQuietly, openRealDir } from '../base/fd.js';
+import { openRealDir, own } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { packSnapshot, type PackedSnapshot, type SnapshotData } from './document.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
@@ -43,12 +43,8 @@ function snapshotAt(root: string, digest: string): SnapshotData {
   const known = held.get(root);
   if (known !== undefined && known.digest === digest) return hold(root, known);
   if (basename(root) !== digest) throw new SealError('SEAL_CORRUPT', `snapshot root does not name its digest: ${digest}`);
-  const fd = openRealDir(sys, dirname(root), 'store snapshots directory');
-  try {
-    return hold(root, loadSnapshotAt(sys, fd, digest));
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using snapshots = own(sys, openRealDir(sys, dirname(root), 'store snapshots directory'));
+  return hold(root, loadSnapshotAt(sys, snapshots.fd, digest));
 }
 
 function capture(storeRoot: string, plan: Plan, ctx: JobContext): { packed: PackedSnapshot; report: CaptureReport } {

@@ -1,5 +1,5 @@
 // recapture.ts: one capture's use of the stat cache: the walk's hook, where reused bytes come from, and the cache written after.
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-cache.js';
@@ -65,9 +65,11 @@ export class StatCacheSession implements FileHook {
   /** sha256 -> a loose file holding those bytes, and its mode. */
   readonly #loose = new Map<string, [string, number]>();
   readonly #looseModes = new Map<string, number>();
-  #looseFd = -1;
+  /** The build's loose/ directory (deferred mode). */
+  #looseDir: Fd | undefined;
   #uses = new Map<string, number>();
-  #lastDir: [string, number] = ['', -1];
+  /** The stored snapshot directory opened last, by its path below snapshots/. */
+  #lastDir: [string, Fd | undefined] = ['', undefined];
   #cloneWorks: boolean | undefined;
   #buffer: Buffer | undefined;
 
@@ -80,8 +82,12 @@ export class StatCacheSession implements FileHook {
     this.deferred = this.#live.size > 0;
     if (this.deferred) {
       sys.mkdirat(o.buildFd, LOOSE_AREA, 0o700);
-      this.#looseFd = openChildDir(sys, o.buildFd, LOOSE_AREA);
+      this.#looseDir = own(sys, openChildDir(sys, o.buildFd, LOOSE_AREA));
     }
+  }
+
+  #looseFd(): number {
+    return this.#looseDir!.fd;
   }
 
   reuse(st: Stat): string | undefined {
@@ -102,7 +108,7 @@ export class StatCacheSession implements FileHook {
 
   loose(mode: number): [number, string] {
     const name = String(this.#looseModes.size);
-    const fd = this.#o.sys.openat(this.#looseFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+    const fd = this.#o.sys.openat(this.#looseFd(), name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
     this.#looseModes.set(name, mode);
     return [fd, name];
   }
@@ -122,23 +128,15 @@ export class StatCacheSession implements FileHook {
     const mode = frozenMode(entry.mode);
     const loose = this.#loose.get(entry.sha256);
     if (loose !== undefined && loose[1] === mode && this.#uses.get(entry.sha256) === 1) {
-      sys.renameat2(this.#looseFd, loose[0], dirFd, name, RENAME_NOREPLACE);
+      sys.renameat2(this.#looseFd(), loose[0], dirFd, name, RENAME_NOREPLACE);
       return;
     }
-    const src = loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256);
-    try {
-      const st = sys.fstat(src);
-      if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
-      const dest = sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
-      try {
-        this.#fill(src, dest, entry.size);
-        if (sys.fstat(dest).size !== entry.size) throw new CacheMiss(entry.path);
-      } finally {
-        closeQuietly(sys, dest);
-      }
-    } finally {
-      closeQuietly(sys, src);
-    }
+    using src = own(sys, loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256));
+    const st = sys.fstat(src.fd);
+    if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
+    using dest = own(sys, sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+    this.#fill(src.fd, dest.fd, entry.size);
+    if (sys.fstat(dest.fd).size !== entry.size) throw new CacheMiss(entry.path);
   };
 
   /** FICLONE where the store can (probed once), else a buffered copy of at most size bytes. */
@@ -161,7 +159,7 @@ export class StatCacheSession implements FileHook {
   }
 
   #openLoose(name: string): number {
-    return this.#o.sys.openat(this.#looseFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    return this.#o.sys.openat(this.#looseFd(), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   }
 
   #openStored(sha256: string): number {
@@ -173,11 +171,11 @@ export class StatCacheSession implements FileHook {
     const dir = `${e.snapshot}/${e.location.slice(0, cut)}`;
     try {
       if (this.#lastDir[0] !== dir) {
-        closeQuietly(sys, this.#lastDir[1]);
-        this.#lastDir = ['', -1];
-        this.#lastDir = [dir, openBeneath(sys, snapshotsFd, dir.split('/'), DIR_FLAGS)];
+        this.#lastDir[1]?.[Symbol.dispose]();
+        this.#lastDir = ['', undefined];
+        this.#lastDir = [dir, own(sys, openBeneath(sys, snapshotsFd, dir.split('/'), DIR_FLAGS))];
       }
-      return sys.openat(this.#lastDir[1], e.location.slice(cut + 1), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+      return sys.openat(this.#lastDir[1]!.fd, e.location.slice(cut + 1), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
       throw new CacheMiss(`${e.snapshot}/${e.location}: ${(err as Error).message}`);
     }
@@ -210,8 +208,8 @@ export class StatCacheSession implements FileHook {
   }
 
   close(): void {
-    closeQuietly(this.#o.sys, this.#looseFd, this.#lastDir[1]);
-    this.#looseFd = -1;
-    this.#lastDir = ['', -1];
+    this.#looseDir?.[Symbol.dispose]();
+    this.#lastDir[1]?.[Symbol.dispose]();
+    this.#lastDir = ['', undefined];
   }
 }
