@@ -23,12 +23,7 @@ static ssize_t DoPwrite(int fd, uint8_t* buf, size_t len, int64_t pos) {
   return n < 0 ? -errno : n;
 }
 
-static int DoFsync(int fd) {
-  int r;
-  do r = ::fsync(fd);
-  while (r < 0 && errno == EINTR);
-  return r < 0 ? -errno : 0;
-}
+static int DoFsync(int fd) { return Restart([=] { return ::fsync(fd); }); }
 
 static int DoSyncfs(int fd) { return ::syncfs(fd) < 0 ? -errno : 0; }
 
@@ -37,12 +32,7 @@ static int64_t DoLseek(int fd, int64_t offset, int whence) {
   return r < 0 ? -errno : static_cast<int64_t>(r);
 }
 
-static int DoFtruncate(int fd, int64_t length) {
-  int r;
-  do r = ::ftruncate(fd, static_cast<off_t>(length));
-  while (r < 0 && errno == EINTR);
-  return r < 0 ? -errno : 0;
-}
+static int DoFtruncate(int fd, int64_t length) { return Restart([=] { return ::ftruncate(fd, static_cast<off_t>(length)); }); }
 
 // lseek(fd, offset, whence) -> the new offset (SEEK_DATA/SEEK_HOLE past the last data: ENXIO)
 static Napi::Value Lseek(const Napi::CallbackInfo& info) {

@@ -22,12 +22,7 @@ static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
   return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags) < 0 ? -errno : 0;
 }
 
-static int DoFlock(int fd, int64_t op) {
-  int r;
-  do r = ::flock(fd, static_cast<int>(op));
-  while (r < 0 && errno == EINTR);
-  return r < 0 ? -errno : 0;
-}
+static int DoFlock(int fd, int64_t op) { return Restart([=] { return ::flock(fd, static_cast<int>(op)); }); }
 
 // fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
 static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
