@@ -124,7 +124,8 @@ export class FilePool {
     this.#buffer = buffer;
     this.helpers = helpers;
     for (let i = 0; i < helpers; i++) {
-      const worker = new Worker(new URL('./pool-worker.js', import.meta.url), { workerData: this.#m });
+      // No inherited execArgv: a host run with `node -e`, --input-type or a loader must not break the helpers.
+      const worker = new Worker(new URL('./pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
       worker.unref();
       this.#workers.push(worker);
     }

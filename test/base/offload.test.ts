@@ -25,6 +25,22 @@ describe('async calls', () => {
     expect(JSON.parse(out.trim())).toEqual({ manifest: '9ae5789c2ed0b9aac154a385a78feda0255b76213fd2be5f2022e06e48b5e31e', files: 2 });
   });
 
+  it('a sync capture big enough for helper threads runs from `node --input-type=module -e` too', () => {
+    const root = tempDir();
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 300; i++) tree[`repo/d/f${i}`] = `file ${i}`;
+    writeTree(root, tree);
+    const script = `
+      import { SnapshotStore } from ${JSON.stringify(INDEX)};
+      const store = SnapshotStore.openSync(${JSON.stringify(join(root, 'store'))}, { ephemeral: true });
+      const snap = store.captureSync({ source: ${JSON.stringify(join(root, 'repo'))}, copy: ['d'] });
+      store.closeSync();
+      console.log(snap.entries.length);
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '--no-warnings', '-e', script], { encoding: 'utf8', input: '' });
+    expect(out.trim()).toBe('301');
+  });
+
   it('reuse one worker thread: many calls in a row and at once give the sync results', async () => {
     const root = tempDir();
     writeTree(root, { 'repo/a/x': 'x', 'repo/b': 'bbb', clone: null });
