@@ -30,14 +30,14 @@ function mountXfs(base) {
 }
 
 /** Runs one operation once on a fresh fixture; `target` (optional) is the call to fail. */
-function once(op, shared, target) {
+async function once(op, shared, target) {
   const layer = new FaultLayer(target);
   const fds = openFds();
   const fx = op.setup(shared, layer);
   let outcome;
   layer.armed = true;
   try {
-    outcome = { ok: true, value: op.run(shared, fx) };
+    outcome = { ok: true, value: await op.run(shared, fx) };
   } catch (err) {
     outcome = { ok: false, err };
   } finally {
@@ -46,8 +46,8 @@ function once(op, shared, target) {
   const violations = [];
   if (target === undefined && !outcome.ok) violations.push(`clean run failed: ${outcome.err?.code ?? ''} ${outcome.err?.message}`);
   if (layer.fired !== undefined) violations.push(...judgeOutcome(outcome, layer.fired));
-  violations.push(...op.check(shared, fx, outcome));
-  op.cleanup(fx);
+  violations.push(...(await op.check(shared, fx, outcome)));
+  await op.cleanup(fx);
   const after = openFds();
   if (after !== fds) violations.push(`fds left open: ${after.split(',').filter((f) => !fds.split(',').includes(f)).join(', ')}`);
   return { layer, outcome, violations };
@@ -64,14 +64,14 @@ function plan(sites) {
   return out;
 }
 
-function runOp(op, env) {
-  const shared = op.prepare(env);
-  const clean = once(op, shared, undefined);
+async function runOp(op, env) {
+  const shared = await op.prepare(env);
+  const clean = await once(op, shared, undefined);
   const row = { name: op.name, sites: clean.layer.sites.size, calls: 0, injections: 0, unreached: 0, violations: [], absorbed: [] };
   for (const { count } of clean.layer.sites.values()) row.calls += count;
   row.violations.push(...clean.violations.map((v) => `clean run: ${v}`));
   for (const target of plan(clean.layer.sites)) {
-    const r = once(op, shared, target);
+    const r = await once(op, shared, target);
     if (r.layer.fired === undefined) {
       row.unreached++;
       continue;
@@ -83,7 +83,7 @@ function runOp(op, env) {
   return row;
 }
 
-function main() {
+async function main() {
   const base = mkdtempSync('/dev/shm/treeseal-faults-');
   const env = { shm: join(base, 'shm'), xfs: undefined };
   mkdirSync(env.shm);
@@ -98,7 +98,7 @@ function main() {
         continue;
       }
       const started = Date.now();
-      const row = runOp(op, env);
+      const row = await runOp(op, env);
       rows.push(row);
       const shown = verbose ? row.violations : row.violations.slice(0, 12);
       console.log(`${op.name}: ${row.sites} call sites (${row.calls} calls), ${row.injections} injections, ${row.violations.length} violations` +
@@ -128,4 +128,4 @@ function main() {
   process.exit(failed ? 1 : 0);
 }
 
-main();
+await main();
