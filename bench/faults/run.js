@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { judgeOutcome, openFds } from './checks.js';
 import { CLONE_OPS } from './clone-ops.js';
 import { FaultLayer } from './layer.js';
+import { REGISTRY_OPS, registryAvailable } from './registry-ops.js';
 import { STORE_OPS } from './store-ops.js';
 import { TOOL_OPS } from './tool-ops.js';
 import { forceRemove } from './tree.js';
@@ -15,7 +16,7 @@ const args = process.argv.slice(2);
 const short = args.includes('--short');
 const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const verbose = args.includes('--verbose');
-const OPS = [...STORE_OPS, ...CLONE_OPS, ...TOOL_OPS].filter((op) => only === undefined || op.name.includes(only));
+const OPS = [...STORE_OPS, ...CLONE_OPS, ...TOOL_OPS, ...REGISTRY_OPS].filter((op) => only === undefined || op.name.includes(only));
 
 /** A small reflink-capable XFS loop image on /dev/shm (root only), unmounted at exit. */
 function mountXfs(base) {
@@ -90,10 +91,11 @@ async function main() {
   let failed = false;
   try {
     env.xfs = mountXfs(base);
+    env.registry = registryAvailable() ? env.shm : undefined;
     const rows = [];
     for (const op of OPS) {
       if (env[op.fs] === undefined) {
-        console.log(`${op.name}: skipped (no ${op.fs} mount; run as root)`);
+        console.log(`${op.name}: skipped (no ${op.fs}${op.fs === 'registry' ? ' binary' : ' mount; run as root'})`);
         if (process.env.CI === 'true') failed = true;
         continue;
       }
