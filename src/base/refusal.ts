@@ -38,8 +38,21 @@ export function sealed<T>(label: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (!isSystemError(err) || err instanceof SealError) throw err;
-    if (isRefusal(err)) throw ioError(label, err);
-    throw new SealError('SEAL_UNAVAILABLE', `${label}: ${escapePath(err.message)}`, { cause: err });
+    throw typed(label, err);
   }
+}
+
+/** sealed for an async public call (push, pull): the same errors, from a promise. */
+export async function sealedAsync<T>(label: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw typed(label, err);
+  }
+}
+
+function typed(label: string, err: unknown): unknown {
+  if (!isSystemError(err) || err instanceof SealError) return err;
+  if (isRefusal(err)) return ioError(label, err);
+  return new SealError('SEAL_UNAVAILABLE', `${label}: ${escapePath(err.message)}`, { cause: err });
 }

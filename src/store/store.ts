@@ -4,7 +4,7 @@ import { checkOptions, checkString, invalidArgValue } from '../base/arg-errors.j
 import { checkRootPath, makeRealDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
-import { sealed } from '../base/refusal.js';
+import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
@@ -179,7 +179,7 @@ export class SnapshotStore {
   async push(digestOrPrefix: string, remote: string, options: PushOptions = {}): Promise<PushReport> {
     this.#checkOpen();
     const digest = this.resolveDigest(digestOrPrefix);
-    return pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, options);
+    return sealedAsync('push', () => pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, options));
   }
 
   /**
@@ -194,7 +194,7 @@ export class SnapshotStore {
       throw new SealError('SEAL_BAD_PATH', `pull needs a full snapshot digest (64 hex digits): ${escapePath(String(digest))}`);
     }
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
-    const report = await pullSnapshot(target, digest, remote, options);
+    const report = await sealedAsync('pull', () => pullSnapshot(target, digest, remote, options));
     this.#checkOpen();
     return report;
   }

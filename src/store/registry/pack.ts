@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { SealError } from '../../base/errors.js';
 import { closeQuietly, openBeneath, openRealDir } from '../../base/fd.js';
 import { escapePath } from '../../base/paths.js';
+import { throwIfRefused } from '../../base/refusal.js';
 import { O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
 import type { Sys } from '../../sys/native.js';
 import type { Content, Pack, Place } from './mapping.js';
@@ -24,9 +25,16 @@ export function openContent(sys: Sys, rootFd: number, content: Content): number 
   try {
     fd = openBeneath(sys, rootFd, placeParts(place), O_RDONLY | O_NONBLOCK);
   } catch (err) {
+    throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(`${place.area}/${place.path}`)}`);
     throw new SealError('SEAL_CORRUPT', `snapshot file is missing: ${escapePath(`${place.area}/${place.path}`)}`, { cause: err });
   }
-  const st = sys.fstat(fd);
+  let st;
+  try {
+    st = sys.fstat(fd);
+  } catch (err) {
+    closeQuietly(sys, fd);
+    throw err;
+  }
   if (!isReg(st.mode) || st.size !== content.size) {
     closeQuietly(sys, fd);
     throw changed(place);
