@@ -319,7 +319,7 @@ describe('stat cache: the stored copies', () => {
     chmodSync(copy, 0o400);
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
     const snap = capture(store, repo);
-    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
     expect(stored(snap, 'tree/sub/c.txt').toString()).toBe('charlie');
     expect(snap.digest).toBe(fullDigest(repo));
   });
