@@ -1,5 +1,6 @@
 // index.ts: the public API of treeseal.
 export { SealError, isSealError, SEAL_CODES, type SealCode } from './base/errors.js';
+export { escapePath } from './base/paths.js';
 export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
 export { canonicalJson, manifestDigest, mountDigests, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';

@@ -92,6 +92,11 @@ export function checkString(name: string, value: unknown): string {
   return value;
 }
 
+/** An optional callback option (undefined is fine). */
+export function checkFunction(name: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'function') throw invalidArgType(name, 'function', value);
+}
+
 /** An options object (or undefined, which becomes `{}`). */
 export function checkOptions<T extends object>(name: string, value: T | undefined): T {
   if (value === undefined) return {} as T;

@@ -136,6 +136,10 @@ export function planCapture(options: CaptureOptions): Plan {
   );
   const workspace = checkString('options.workspace', options.workspace ?? '/workspace');
   if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
+  if (workspace.includes('\0')) throw new SealError('SEAL_BAD_PATH', `workspace contains a NUL byte: ${escapePath(workspace)}`);
+  if (workspace !== '/' && workspace.split('/').slice(1).some((p) => p === '' || p === '.' || p === '..')) {
+    throw new SealError('SEAL_BAD_PATH', `workspace must be a canonical absolute path: ${escapePath(workspace)}`);
+  }
   const parallelism = checkParallelism(options.parallelism);
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;

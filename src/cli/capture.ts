@@ -2,7 +2,7 @@
 import { readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import { SealError, type MountDeclaration, type SnapshotData } from '../index.js';
+import { SealError, escapePath, type MountDeclaration, type SnapshotData } from '../index.js';
 import { UsageError, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
@@ -31,12 +31,20 @@ function parseMount(spec: string): MountDeclaration {
 
 /** Every top-level entry of source, except those holding a mount source. */
 function topLevel(source: string, mounts: MountDeclaration[]): string[] {
-  let names: string[];
+  let raw: Buffer[];
   try {
-    names = readdirSync(source).sort();
+    raw = readdirSync(source, { encoding: 'buffer' });
   } catch (err) {
-    throw new SealError('SEAL_UNAVAILABLE', `source is unavailable: ${source}: ${(err as Error).message}`, { cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `source is unavailable: ${escapePath(source)}: ${(err as Error).message}`, { cause: err });
   }
+  const names = raw.map((b) => {
+    const name = b.toString('utf8');
+    if (!Buffer.from(name, 'utf8').equals(b)) {
+      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(b)}`, { path: escapePath(b) });
+    }
+    return name;
+  });
+  names.sort();
   const mounted = new Set(mounts.map((m) => m.source.split('/').find((p) => p !== '' && p !== '.')));
   return names.filter((n) => !mounted.has(n));
 }

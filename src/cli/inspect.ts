@@ -1,5 +1,5 @@
 // inspect.ts: `treeseal ls`, `show` and `diff`: what the store holds, one manifest, and two compared.
-import { SealError, type ManifestEntry, type SnapshotData } from '../index.js';
+import { SealError, escapePath, type ManifestEntry, type SnapshotData } from '../index.js';
 import { summary } from './capture.js';
 import { need, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
@@ -14,7 +14,7 @@ async function ls(ctx: Context): Promise<void> {
       const s = summary(store.get(digest).toJSON());
       rows.push(s);
       const decl = [...(s.declarations as string[]), ...(s.mounts as { target: string }[]).map((m) => `mount:${m.target}`)].join(',');
-      lines.push(`${digest.slice(0, 12)}  ${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}  ${String(s.source)}  [${decl}]${s.revision ? `  @${String(s.revision)}` : ''}`);
+      lines.push(`${digest.slice(0, 12)}  ${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
       rows.push({ digest, error: { code: err.code, message: err.message } });
@@ -26,16 +26,16 @@ async function ls(ctx: Context): Promise<void> {
 
 function entryLine(e: ManifestEntry): string {
   const mode = e.mode.toString(8).padStart(4, '0');
-  const tail = e.kind === 'symlink' ? ` -> ${e.link_target}` : '';
-  return `${e.kind.padEnd(9)} ${mode} ${String(e.size).padStart(10)} ${e.sha256 === '' ? '-'.repeat(64) : e.sha256}  ${e.path}${tail}`;
+  const tail = e.kind === 'symlink' ? ` -> ${escapePath(e.link_target)}` : '';
+  return `${e.kind.padEnd(9)} ${mode} ${String(e.size).padStart(10)} ${e.sha256 === '' ? '-'.repeat(64) : e.sha256}  ${escapePath(e.path)}${tail}`;
 }
 
 async function show(ctx: Context): Promise<void> {
   need(ctx, 1, 'one <digest>');
   const data = (await ctx.store()).get(ctx.args[0]!).toJSON();
-  const lines = [`snapshot ${data.digest}`, `source   ${data.source}`, `revision ${data.revision === '' ? '(none)' : data.revision}`, `manifest ${data.manifestDigest}`, '', ...data.entries.map(entryLine)];
+  const lines = [`snapshot ${data.digest}`, `source   ${escapePath(data.source)}`, `revision ${data.revision === '' ? '(none)' : escapePath(data.revision)}`, `manifest ${data.manifestDigest}`, '', ...data.entries.map(entryLine)];
   data.mounts.forEach((m, i) => {
-    lines.push('', `mount ${String(i).padStart(5, '0')}: ${m.source} -> ${m.target}`, ...m.entries.map(entryLine));
+    lines.push('', `mount ${String(i).padStart(5, '0')}: ${escapePath(m.source)} -> ${escapePath(m.target)}`, ...m.entries.map(entryLine));
   });
   ctx.io.emit(data, lines.join('\n'));
 }
@@ -59,7 +59,7 @@ async function diff(ctx: Context): Promise<number> {
   const added = [...b.keys()].filter((k) => !a.has(k)).sort();
   const removed = [...a.keys()].filter((k) => !b.has(k)).sort();
   const changed = [...a.keys()].filter((k) => b.has(k) && differs(a.get(k)!, b.get(k)!)).sort();
-  const lines = [...added.map((p) => `+ ${p}`), ...removed.map((p) => `- ${p}`), ...changed.map((p) => `~ ${p}`)];
+  const lines = [...added.map((p) => `+ ${escapePath(p)}`), ...removed.map((p) => `- ${escapePath(p)}`), ...changed.map((p) => `~ ${escapePath(p)}`)];
   lines.push(`${added.length} added, ${removed.length} removed, ${changed.length} changed`);
   ctx.io.emit({ added, removed, changed }, lines.join('\n'));
   return added.length + removed.length + changed.length === 0 ? 0 : 1;

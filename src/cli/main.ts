@@ -1,10 +1,10 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { SealError, SnapshotStore } from '../index.js';
+import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
@@ -42,6 +42,27 @@ function checkOptions(spec: CommandSpec, values: Record<string, OptionValue>): v
   }
 }
 
+/** Commands that only read the store: a missing store is an error for them, never created. */
+const READ_ONLY = new Set(['ls', 'show', 'diff', 'verify', 'push', 'mounts']);
+
+/** A single-valued option given twice is a usage error, not last-wins. */
+function checkRepeats(tokens: readonly { kind: string; name?: string }[], options: Record<string, OptionSpec>): void {
+  const seen = new Set<string>();
+  for (const t of tokens) {
+    if (t.kind !== 'option' || t.name === undefined || options[t.name]?.multiple === true) continue;
+    if (seen.has(t.name)) throw new UsageError(`--${t.name} is given more than once`);
+    seen.add(t.name);
+  }
+}
+
+function checkStoreExists(storeDir: string): void {
+  try {
+    lstatSync(storeDir);
+  } catch (err) {
+    throw new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
+  }
+}
+
 function isParseError(err: unknown): boolean {
   return err instanceof TypeError && String((err as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
 }
@@ -63,7 +84,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
   let spec: CommandSpec | undefined;
   let store: SnapshotStore | undefined;
   try {
-    const { values, positionals } = parseArgs({ args: argv, options: allOptions(), allowPositionals: true, strict: true });
+    const options = allOptions();
+    const { values, positionals, tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: true, tokens: true });
+    checkRepeats(tokens, options);
     if (values.version === true) {
       io.out(`treeseal ${version()}\n`);
       return 0;
@@ -88,7 +111,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       args,
       io,
       options: values,
-      store: async () => (store ??= await SnapshotStore.open(storeDir)),
+      store: async () => {
+        if (store === undefined && READ_ONLY.has(spec!.name)) checkStoreExists(storeDir);
+        return (store ??= await SnapshotStore.open(storeDir));
+      },
     };
     const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;
     const run = spec.run;

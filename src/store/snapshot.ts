@@ -1,5 +1,5 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone.
-import { checkOptions, checkString } from '../base/arg-errors.js';
+import { checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData } from './document.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
@@ -90,6 +90,7 @@ export class Snapshot {
   async materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
     checkString('clone', clone);
     checkOptions('options', options);
+    checkFunction('options.onProgress', options.onProgress);
     if (this.#sys !== nativeSys) return inline(() => this.materializeSync(clone, options));
     checkCloneOutsideStore(this.root, clone, this.declarations);
     const { onProgress, ...rest } = options;
@@ -105,6 +106,7 @@ export class Snapshot {
   }
 
   verifySync(options: VerifyOptions = {}): VerifyReport {
+    checkFunction('options.onProgress', options.onProgress);
     const parallelism = checkParallelism(options.parallelism);
     return sealed('verify', () => verifySnapshotAt(this.#sys, this.root, this.#full, { onProgress: options.onProgress, parallelism }));
   }
@@ -115,6 +117,7 @@ export class Snapshot {
    */
   async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     if (this.#sys !== nativeSys) return inline(() => this.verifySync(options));
+    checkFunction('options.onProgress', options.onProgress);
     const parallelism = checkParallelism(options.parallelism);
     return offload('verify', [this.root, this.digest, parallelism], { onProgress: options.onProgress });
   }

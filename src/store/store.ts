@@ -1,6 +1,6 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkOptions, checkString, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath, makeRealDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
@@ -47,6 +47,7 @@ export class SnapshotStore {
   static #prepareOpen(dir: string, options: StoreOptions): SnapshotStore {
     checkString('dir', dir);
     const sys = checkOptions('options', options).sys ?? nativeSys;
+    checkBoolean('options.ephemeral', options.ephemeral);
     const root = checkRootPath(dir, 'store directory');
     own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
     return new SnapshotStore(root, options);
@@ -88,6 +89,7 @@ export class SnapshotStore {
   #prepare(options: CaptureCallOptions): Plan {
     this.#checkOpen();
     const plan = planCapture(options);
+    checkFunction('options.onProgress', options.onProgress);
     // A store below the source is fine unless a declared root contains it (it would copy itself).
     for (const parts of [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]) {
       const declared = `${plan.source}/${parts.join('/')}`;

@@ -1,0 +1,67 @@
+// validation.test.ts: input the CLI and the library must refuse cleanly: repeated flags, missing stores, hostile names, wrong option types.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { expectError, tempDir, writeTree } from '../helpers.js';
+import { CLI_TIMEOUT_MS, cli, json, setup } from './run-cli.js';
+
+describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
+  it('a single-valued flag given twice is a usage error (exit 2), not last-wins', () => {
+    const { work, repo, store } = setup();
+    const a = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    mkdirSync(join(work, 'clone'));
+    const r = cli(store, 'materialize', a.digest, join(work, 'clone'), '--reflink', 'always', '--reflink', 'never');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^treeseal: --reflink is given more than once\n/);
+    expect(existsSync(join(work, 'clone/src'))).toBe(false);
+  });
+
+  it('read-only commands never create a missing store', () => {
+    const work = tempDir();
+    for (const args of [['ls'], ['verify'], ['show', 'abc']]) {
+      const store = join(work, 'missing/deep/store');
+      const r = cli(store, ...args);
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe(`treeseal: SEAL_UNAVAILABLE: no store at ${store}\n`);
+      expect(existsSync(join(work, 'missing'))).toBe(false);
+    }
+  });
+
+  it('show, ls and diff escape control characters in names', () => {
+    const { repo, store } = setup();
+    writeFileSync(join(repo, 'src/evil\nfile \x1b[31m'), 'x');
+    const a = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    const shown = cli(store, 'show', a.digest).stdout;
+    expect(shown).toContain('src/evil\\x0afile \\x1b[31m');
+    expect(shown).not.toContain('\x1b');
+    expect(shown.split('\n').filter((l) => l.includes('evil'))).toHaveLength(1);
+  });
+
+  it('a top-level name that is not UTF-8 is SEAL_BAD_PATH in a whole-source capture', () => {
+    const { repo, store } = setup();
+    writeFileSync(Buffer.concat([Buffer.from(`${repo}/`), Buffer.from([0x66, 0xff, 0x6f])]), 'x');
+    const r = cli(store, 'capture', repo);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe('treeseal: SEAL_BAD_PATH: source holds a name that is not valid UTF-8: f\\xffo\n');
+  });
+
+  it('the library refuses a NUL or non-canonical workspace, a non-boolean ephemeral and a non-function onProgress', async () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/a': 'a' });
+    const source = join(root, 'repo');
+    expect(() => SnapshotStore.openSync(join(root, 's1'), { ephemeral: 'yes' as unknown as boolean })).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }),
+    );
+    const store = SnapshotStore.openSync(join(root, 'store'), { ephemeral: true });
+    for (const workspace of ['/work\0space', '/work/../etc', '/work//x', '/work/./x']) {
+      expectError(() => store.captureSync({ source, copy: ['a'], workspace }), { code: 'SEAL_BAD_PATH', unchanged: join(root, 'store') });
+    }
+    expectError(() => store.captureSync({ source, copy: ['a'], onProgress: 42 as unknown as () => void }), { code: 'ERR_INVALID_ARG_TYPE' });
+    const snap = store.captureSync({ source, copy: ['a'] });
+    await expectError(async () => snap.materialize(join(root, 'repo'), { onProgress: 'x' as unknown as () => void }), { code: 'ERR_INVALID_ARG_TYPE' });
+    await expectError(async () => snap.verify({ onProgress: 1 as unknown as () => void }), { code: 'ERR_INVALID_ARG_TYPE' });
+    await store.close();
+  });
+});
