@@ -4,10 +4,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { closeQuietly, openChildDir, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache, encodeStatCache, type CacheEntry } from '../capture/stat-cache.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import { BUILD_PREFIX, CACHE_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
 
 const MAX_CACHE_BYTES = 512 * 1024 * 1024;
 
@@ -65,6 +65,18 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) throw err;
   }
+  // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
+  // so the new file cannot be swept between its creation and its rename.
+  const lock = sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK);
+  try {
+    sys.flock(lock, LOCK_SH);
+    writeStatCache(sys, storeFd, tmpFd, key, entries);
+  } finally {
+    closeQuietly(sys, lock);
+  }
+}
+
+function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, entries: readonly CacheEntry[]): void {
   const dir = openChildDir(sys, storeFd, CACHE_DIR);
   const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
   let renamed = false;
