@@ -59,11 +59,56 @@ function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number)
  */
 export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, methods: FillMethods): Filled | 'changed' {
   let how: How = HOW.COPIED;
+  // A write() already running at the first fstat changed the timestamps when it began, so
+  // the identity check cannot see it. FICLONE waits it out (it takes both inode locks); a
+  // kernel or buffered copy does not (ext4 and tmpfs reads take no inode lock), so a
+  // recently changed file is proven again once any such write is over: the source and
+  // the copy must then both hash to what was recorded.
+  const recent = before.size > 0 && changedRecently(before);
   if (before.size > 0 && destFd >= 0) {
     if (methods.clone && sys.ficlone(destFd, srcFd)) how = HOW.CLONED;
     else if (methods.range && copyRanges(sys, srcFd, destFd, before.size)) how = HOW.RANGED;
   }
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
   if (copied !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return 'changed';
+  if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, destFd, before, sha256)) return 'changed';
   return { sha256, how };
+}
+
+/**
+ * How long one write() call may still be running after it set the file's timestamps,
+ * plus the coarse clock's granularity: a file changed longer ago than this has no
+ * write in flight from before the first fstat.
+ */
+export const IN_FLIGHT_WINDOW_NS = 250_000_000n;
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+function nowNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
+}
+
+function changedRecently(id: FileIdentity): boolean {
+  const latest = id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
+  return nowNs() - latest < IN_FLIGHT_WINDOW_NS;
+}
+
+/** After the in-flight window: the source (unchanged) and the copy both still hash to sha256. */
+function provenAfterWrites(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, sha256: string): boolean {
+  waitPastWrites(before);
+  const [source, size] = stream(sys, buffer, srcFd, -1, before.size);
+  if (source !== sha256 || size !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return false;
+  if (destFd < 0) return true;
+  const [stored, storedSize] = stream(sys, buffer, destFd, -1, before.size);
+  return stored === sha256 && storedSize === before.size;
+}
+
+/** Sleeps until the window after the file's last change is over (once per burst of fresh files). */
+function waitPastWrites(id: FileIdentity): void {
+  const latest = id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
+  for (;;) {
+    const left = latest + IN_FLIGHT_WINDOW_NS - nowNs();
+    if (left <= 0n) return;
+    Atomics.wait(sleeper, 0, 0, Number(left / 1_000_000n) + 1);
+  }
 }
