@@ -1,13 +1,32 @@
 // verify.ts: `treeseal verify`: re-hashes snapshots against their manifests and reports every corrupt one.
-import { SealError, type SnapshotStore } from '../index.js';
-import type { CommandSpec, Context } from './command.js';
+import { resolve } from 'node:path';
+
+import { SealError, escapePath, type SnapshotStore } from '../index.js';
+import { need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
 function targets(store: SnapshotStore, args: string[]): string[] {
   return args.length === 0 ? store.list() : args.map((d) => store.resolveDigest(d));
 }
 
+/** verify <digest> --clone DIR: the clone's copy roots re-hashed against the manifest; exit 1 on any difference or the marker. */
+async function verifyClone(ctx: Context, clone: string): Promise<number> {
+  need(ctx, 1, 'one <digest> with --clone');
+  const report = await (await ctx.store()).get(ctx.args[0]!).checkClone(clone);
+  const lines = [
+    ...report.added.map((p) => `+ ${escapePath(p)}`),
+    ...report.removed.map((p) => `- ${escapePath(p)}`),
+    ...report.changed.map((p) => `~ ${escapePath(p)}`),
+    ...(report.marker ? ['! a materialize was interrupted (or is running): .treeseal-materializing is in the clone'] : []),
+    `${report.ok ? 'ok' : 'DIFFERS'}  ${escapePath(clone)}: ${report.added.length} added, ${report.removed.length} removed, ${report.changed.length} changed`,
+  ];
+  ctx.io.emit({ clone, ...report }, lines.join('\n'));
+  return report.ok ? 0 : 1;
+}
+
 async function run(ctx: Context): Promise<number> {
+  const clone = stringOption(ctx, 'clone');
+  if (clone !== undefined) return verifyClone(ctx, resolve(clone));
   const { io } = ctx;
   const store = await ctx.store();
   const digests = targets(store, ctx.args);
@@ -36,11 +55,16 @@ async function run(ctx: Context): Promise<number> {
 
 export const VERIFY: CommandSpec = {
   name: 'verify',
-  synopsis: 'verify [<digest>...]',
-  summary: 're-hash snapshots against their manifests',
+  synopsis: 'verify [<digest>...] | verify <digest> --clone DIR',
+  summary: 're-hash snapshots (or a clone) against their manifests',
   help: `usage: treeseal verify [<digest>...]
+       treeseal verify <digest> --clone DIR
 
 Re-hashes snapshots against their manifests; with no digest, every snapshot in the store.
-Exits 1 when any snapshot is corrupt, after reporting them all.`,
+Exits 1 when any snapshot is corrupt, after reporting them all.
+With --clone, re-hashes DIR's copy roots against the snapshot's manifest instead, names
+every added (+), removed (-) and changed (~) path, and says whether an interrupted
+materialize left its marker; exits 1 on any difference.`,
+  options: { clone: { type: 'string' } },
   run,
 };

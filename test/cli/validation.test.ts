@@ -65,3 +65,22 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     await store.close();
   });
 });
+
+describe('treeseal verify --clone and gc --clone', { timeout: CLI_TIMEOUT_MS }, () => {
+  it('names every difference in a clone, escaped, and exits 1; gc --clone sweeps dead stages', () => {
+    const { work, repo, store } = setup();
+    const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--json')).digest as string;
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    expect(cli(store, 'materialize', digest, clone).status).toBe(0);
+    const clean = cli(store, 'verify', digest, '--clone', clone);
+    expect([clean.status, clean.stdout]).toEqual([0, `ok  ${clone}: 0 added, 0 removed, 0 changed\n`]);
+    writeFileSync(join(clone, 'src/a.ts'), 'changed');
+    writeFileSync(join(clone, 'src/evil\nok  forged'), 'x');
+    const dirty = cli(store, 'verify', digest, '--clone', clone);
+    expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/evil\\x0aok  forged\n~ src/a.ts\nDIFFERS  ${clone}: 1 added, 0 removed, 1 changed\n`]);
+    mkdirSync(join(clone, '.treeseal-materialize-dead'));
+    expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale build\n');
+    expect(existsSync(join(clone, '.treeseal-materialize-dead'))).toBe(false);
+  });
+});
