@@ -67,9 +67,15 @@ function isParseError(err: unknown): boolean {
   return err instanceof TypeError && String((err as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
 }
 
+/** A wrong argument or option value the library refused (a malformed digest, a bad count): a usage error. */
+function isArgumentError(err: unknown): boolean {
+  const code = String((err as { code?: string } | undefined)?.code);
+  return (err instanceof TypeError || err instanceof RangeError) && /^ERR_(INVALID_ARG_(TYPE|VALUE)|OUT_OF_RANGE)$/.test(code);
+}
+
 /** Reports a failure on stderr; returns the exit status. */
 function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
-  if (err instanceof UsageError || isParseError(err)) {
+  if (err instanceof UsageError || isParseError(err) || isArgumentError(err)) {
     const which = err instanceof UsageError && err.command !== undefined ? findCommand(err.command) : spec;
     io.warn(`treeseal: ${(err as Error).message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
