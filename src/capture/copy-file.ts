@@ -71,7 +71,7 @@ export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number
   }
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
   if (copied !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return 'changed';
-  if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, destFd, before, sha256)) return 'changed';
+  if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256)) return 'changed';
   return { sha256, how };
 }
 
@@ -93,7 +93,10 @@ function changedRecently(id: FileIdentity): boolean {
   return nowNs() - latest < IN_FLIGHT_WINDOW_NS;
 }
 
-/** After the in-flight window: the source (unchanged) and the copy both still hash to sha256. */
+/**
+ * After the in-flight window: the source (unchanged) still hashes to sha256, and so does a
+ * kernel copy (destFd >= 0; a buffered copy wrote exactly the bytes hashed).
+ */
 function provenAfterWrites(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, sha256: string): boolean {
   waitPastWrites(before);
   const [source, size] = stream(sys, buffer, srcFd, -1, before.size);

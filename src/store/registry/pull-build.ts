@@ -8,7 +8,7 @@ import { writeAll } from '../../base/io.js';
 import type { ManifestEntry } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
 import { fillFile } from '../../capture/copy-file.js';
-import { O_CREAT, O_EXCL, O_WRONLY } from '../../sys/constants.js';
+import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
 import type { SnapshotData } from '../document.js';
@@ -79,7 +79,7 @@ function parentOf(sys: Sys, buildFd: number, parts: string[]): number {
 
 /** Creates a file at place, frozen from creation (0400, 0500 when executable), and returns its fd. */
 function createAt(sys: Sys, buildFd: number, place: Place): number {
-  return openBeneath(sys, buildFd, placeParts(place), O_WRONLY | O_CREAT | O_EXCL, place.mode & 0o111 ? 0o500 : 0o400);
+  return openBeneath(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, place.mode & 0o111 ? 0o500 : 0o400);
 }
 
 /** The build's areas and every directory of the manifest (0700 until frozen), plus its empty files. */

@@ -7,7 +7,7 @@ import { SealError, SnapshotStore } from '../../../dist/index.js';
 import { findCredentials, parseChallenge, parseRemote } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CAPTURE, writeSource } from './fixtures.js';
-import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
+import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const basic = await testRegistry('basic');
 const plain = await testRegistry('plain');
@@ -29,15 +29,6 @@ async function captured() {
   const a = await SnapshotStore.open(join(work, 'a'));
   const snap = await a.capture({ source, ...CAPTURE });
   return { work, a, snap };
-}
-
-async function fails(p: Promise<unknown>): Promise<SealError> {
-  const err = await p.then(
-    () => new Error('unexpectedly succeeded'),
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(SealError);
-  return err as SealError;
 }
 
 describe.skipIf(basic === undefined)('basic auth (htpasswd)', () => {

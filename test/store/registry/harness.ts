@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
+import { SealError } from '../../../dist/index.js';
 import { stopIdleWorker } from '../../../dist/internal.js';
 
 export const REGISTRY_BIN = '/usr/bin/docker-registry';
@@ -235,4 +236,14 @@ export function checkNoFileFdLeaks(): void {
     await stopIdleWorker();
     expect(fileFds().length).toBe(before.length);
   });
+}
+
+/** Awaits a call that must fail with a SealError, and returns it. */
+export async function fails(p: Promise<unknown>): Promise<SealError> {
+  const err = await p.then(
+    () => new Error('unexpectedly succeeded'),
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(SealError);
+  return err as SealError;
 }

@@ -3,10 +3,10 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, SnapshotStore } from '../../../dist/index.js';
+import { SnapshotStore } from '../../../dist/index.js';
 import { tempDir } from '../../helpers.js';
 import { CAPTURE, writeSource } from './fixtures.js';
-import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
+import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const registry = await testRegistry('plain');
 
@@ -25,15 +25,6 @@ async function tagStatus(address: string, remote: string, tag: string): Promise<
   const repo = remote.slice(remote.indexOf('/') + 1);
   const res = await fetch(`http://${address}/v2/${repo}/manifests/${tag}`, { method: 'HEAD', headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } });
   return res.status;
-}
-
-async function fails(p: Promise<unknown>): Promise<SealError> {
-  const err = await p.then(
-    () => new Error('unexpectedly succeeded'),
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(SealError);
-  return err as SealError;
 }
 
 describe.skipIf(registry === undefined)('push', () => {
