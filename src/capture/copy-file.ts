@@ -88,9 +88,13 @@ function nowNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
 
+/** The later of the file's mtime and ctime. */
+function lastChangeNs(id: FileIdentity): bigint {
+  return id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
+}
+
 function changedRecently(id: FileIdentity): boolean {
-  const latest = id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
-  return nowNs() - latest < IN_FLIGHT_WINDOW_NS;
+  return nowNs() - lastChangeNs(id) < IN_FLIGHT_WINDOW_NS;
 }
 
 /**
@@ -108,9 +112,9 @@ function provenAfterWrites(sys: Sys, buffer: Buffer, srcFd: number, destFd: numb
 
 /** Sleeps until the window after the file's last change is over (once per burst of fresh files). */
 function waitPastWrites(id: FileIdentity): void {
-  const latest = id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
+  const end = lastChangeNs(id) + IN_FLIGHT_WINDOW_NS;
   for (;;) {
-    const left = latest + IN_FLIGHT_WINDOW_NS - nowNs();
+    const left = end - nowNs();
     if (left <= 0n) return;
     Atomics.wait(sleeper, 0, 0, Number(left / 1_000_000n) + 1);
   }
