@@ -140,13 +140,11 @@ export function runCmd(cmd, args, { timeoutMs = 60000, killAfterMs, input, ...op
     }, timeoutMs);
     let killer;
     if (killAfterMs !== undefined) killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    child.on('exit', (status, signal) => {
+    // 'close', not 'exit': only then has every byte the child wrote to its pipes been read.
+    child.on('close', (status, signal) => {
       clearTimeout(timer);
       clearTimeout(killer);
-      child.stdout.on('end', () => {});
-      setImmediate(() =>
-        resolve({ status, signal, stdout: stdout.toString('utf8'), stderr, ms: performance.now() - started, timedOut }),
-      );
+      resolve({ status, signal, stdout: stdout.toString('utf8'), stderr, ms: performance.now() - started, timedOut });
     });
   });
 }
