@@ -1,10 +1,10 @@
-// .dependency-cruiser.cjs: the import rules of the folders by role, checked on the built dist/ by `npm run lint`.
+// .dependency-cruiser.cjs: the import rules of the folders by role, checked on tsc's unbundled output (tsc-out/) by `npm run lint`.
 const layer = (name, allowed) => ({
   name: `${name}-imports`,
   comment: `${name}/ may import only ${allowed.join(', ')}`,
   severity: 'error',
-  from: { path: `^dist/${name}/` },
-  to: { path: '^dist/', pathNot: allowed.map((a) => `^dist/${a}/`) },
+  from: { path: `^tsc-out/${name}/` },
+  to: { path: '^tsc-out/', pathNot: allowed.map((a) => `^tsc-out/${a}/`) },
 });
 
 module.exports = {
@@ -19,17 +19,17 @@ module.exports = {
       name: 'cli-uses-public-api',
       comment: 'the command uses the public API only (index.js, sys/index.js) and its own cli/ modules',
       severity: 'error',
-      from: { path: '^dist/(cli\\.js$|cli/)' },
-      to: { path: '^dist/', pathNot: ['^dist/index\\.js$', '^dist/sys/index\\.js$', '^dist/cli/'] },
+      from: { path: '^tsc-out/(cli\\.js$|cli/)' },
+      to: { path: '^tsc-out/', pathNot: ['^tsc-out/index\\.js$', '^tsc-out/sys/index\\.js$', '^tsc-out/cli/'] },
     },
     {
       name: 'entry-points-are-not-imported',
       comment: 'worker.js, cli.js and internal.js are entry points: nothing in the library imports them',
       severity: 'error',
-      from: { path: '^dist/' },
-      to: { path: '^dist/(worker|cli|internal)\\.js$' },
+      from: { path: '^tsc-out/' },
+      to: { path: '^tsc-out/(worker|cli|internal)\\.js$' },
     },
-    { name: 'no-orphans', severity: 'error', from: { orphan: true, pathNot: ['\\.d\\.ts$', '^dist/(worker|cli|internal|index)\\.js$', '^dist/capture/pool-worker\\.js$', '^dist/sys/index\\.js$'] }, to: {} },
+    { name: 'no-orphans', severity: 'error', from: { orphan: true, pathNot: ['\\.d\\.ts$', '^tsc-out/(worker|cli|internal|index)\\.js$', '^tsc-out/capture/pool-worker\\.js$', '^tsc-out/sys/index\\.js$'] }, to: {} },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -1,0 +1,58 @@
+// bundle.mjs: bundles tsc's output (tsc-out/) into dist/: one file per entry point plus shared chunks, so every module is loaded once per thread from a few files.
+// usage: node scripts/bundle.mjs [--sourcemap]
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { build } from 'esbuild';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const FROM = 'tsc-out';
+const TO = 'dist';
+
+/** Every entry point: the package's exports and bin, the two thread entries, and the tests' internal entry. */
+const ENTRIES = ['index', 'sys/index', 'cli', 'worker', 'capture/pool-worker', 'internal'];
+
+const depth = (path) => path.split('/').length - 1;
+const inside = (dir, path) => relative(dir, path).split(sep).join('/');
+const usesOwnUrl = (input) => readFileSync(join(ROOT, input), 'utf8').includes('import.meta.url');
+
+/**
+ * A module that resolves a path from its own `import.meta.url` (the worker entries, the
+ * addon's package root, package.json) must land as deep in dist/ as it sits in src/:
+ * those relative paths are written for the folder it is in.
+ */
+function checkPlacement(metafile) {
+  const wrong = [];
+  for (const [out, info] of Object.entries(metafile.outputs)) {
+    for (const input of Object.keys(info.inputs)) {
+      if (!usesOwnUrl(input)) continue;
+      const from = inside(FROM, input);
+      const to = inside(TO, out);
+      if (depth(from) !== depth(to)) wrong.push(`${from} (depth ${depth(from)}) landed in ${to} (depth ${depth(to)})`);
+    }
+  }
+  if (wrong.length > 0) throw new Error(`bundle: modules that resolve paths from import.meta.url moved to another depth:\n  ${wrong.join('\n  ')}`);
+}
+
+const sourcemap = process.argv.includes('--sourcemap');
+const result = await build({
+  absWorkingDir: ROOT,
+  entryPoints: ENTRIES.map((e) => ({ in: `${FROM}/${e}.js`, out: e })),
+  outdir: TO,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  // Dependencies (bindings, node-addon-api) stay installed packages.
+  packages: 'external',
+  chunkNames: 'chunks/[name]-[hash]',
+  sourcemap: sourcemap ? 'linked' : false,
+  legalComments: 'none',
+  metafile: true,
+  logLevel: 'warning',
+});
+checkPlacement(result.metafile);
+chmodSync(join(ROOT, TO, 'cli.js'), 0o755);
+writeFileSync(join(ROOT, FROM, 'bundle-meta.json'), JSON.stringify(result.metafile));

@@ -1,0 +1,88 @@
+// bundle.test.ts: the built package is a few bundled files: every module in one of them only, the entries sharing chunks, a fresh `node` loading treeseal from them alone.
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+import { SealError, SnapshotStore } from '../../dist/index.js';
+import { offload } from '../../dist/internal.js';
+import { tempDir } from '../helpers.js';
+
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+
+interface Meta {
+  inputs: Record<string, unknown>;
+  outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown>; imports: { path: string; kind: string; external?: boolean }[] }>;
+}
+const META = JSON.parse(readFileSync(join(REPO, 'tsc-out/bundle-meta.json'), 'utf8')) as Meta;
+const OUTPUTS = Object.keys(META.outputs).filter((o) => o.endsWith('.js'));
+/** The entry points (a module imported dynamically is an entry of its own, but a chunk). */
+const ENTRIES = OUTPUTS.filter((o) => META.outputs[o]!.entryPoint !== undefined && !o.startsWith('dist/chunks/'));
+
+/** Every .js file under dir, relative to the repository. */
+function jsFiles(dir: string): string[] {
+  return readdirSync(join(REPO, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.js'))
+    .map((f) => join(dir, f))
+    .sort();
+}
+
+/** The bundled files a thread loads for `entry`: the entry and every file it imports, statically, at any depth. */
+function staticGraph(entry: string): string[] {
+  const seen = new Set<string>([entry]);
+  for (const file of seen) {
+    for (const i of META.outputs[file]!.imports) if (i.external !== true && i.kind === 'import-statement') seen.add(i.path);
+  }
+  return [...seen].sort();
+}
+
+describe('the bundled package', () => {
+  it('puts every module tsc compiled in exactly one bundled file', () => {
+    const counts = new Map<string, number>(jsFiles('tsc-out').map((m) => [m, 0]));
+    for (const o of OUTPUTS) for (const input of Object.keys(META.outputs[o]!.inputs)) counts.set(input, (counts.get(input) ?? 0) + 1);
+    expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);
+  });
+
+  it('holds in dist/ only its entry points and their shared chunks; the exports, bin and thread entries are entry points', () => {
+    expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/'))).toEqual([]);
+    const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { main: string; exports: Record<string, { default: string }>; bin: Record<string, string> };
+    const named = [pkg.main, ...Object.values(pkg.exports).map((e) => e.default), ...Object.values(pkg.bin)].map((p) => relative('.', p));
+    // The thread entries are found from import.meta.url (base/offload, capture/pool) and the tests' internal entry.
+    expect(ENTRIES.sort()).toEqual([...new Set([...named, 'dist/worker.js', 'dist/capture/pool-worker.js', 'dist/internal.js'])].sort());
+    for (const entry of ENTRIES) expect(staticGraph(entry).every((f) => f === entry || f.startsWith('dist/chunks/'))).toBe(true);
+  });
+
+  it('is loaded by a fresh `node` from the files of its static graph, each once, nothing from tsc-out/', () => {
+    const dir = tempDir();
+    const log = join(dir, 'loaded.txt');
+    writeFileSync(log, '');
+    writeFileSync(
+      join(dir, 'hooks.mjs'),
+      `import { appendFileSync } from 'node:fs';
+export async function load(url, context, next) {
+  if (url.startsWith('file:')) appendFileSync(${JSON.stringify(log)}, url + '\\n');
+  return next(url, context);
+}`,
+    );
+    writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+    const script = `await import(${JSON.stringify(pathToFileURL(join(REPO, 'dist/index.js')).href)});`;
+    execFileSync(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, '--input-type=module', '-e', script], { encoding: 'utf8' });
+    const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
+    expect(loaded.sort()).toEqual(staticGraph('dist/index.js'));
+    expect(loaded.length).toBeLessThanOrEqual(12);
+  });
+
+  it('shares one copy of each module between the entries: an error from the worker is the public SealError', async () => {
+    const root = tempDir();
+    const store = await SnapshotStore.open(join(root, 'store'), { ephemeral: true });
+    try {
+      const fromCapture = await store.capture({ source: join(root, 'missing'), copy: ['x'] }).catch((err: unknown) => err);
+      expect(fromCapture).toBeInstanceOf(SealError);
+      const fromInternal = await offload('openStore', [join(root, 'missing', 'store')]).catch((err: unknown) => err);
+      expect(fromInternal).toBeInstanceOf(SealError);
+    } finally {
+      await store.close();
+    }
+  });
+});
