@@ -119,11 +119,54 @@ export function entryText(e: ManifestEntry): string {
   );
 }
 
-/** The canonical JSON list of entries (already sorted). */
-export function entriesText(entries: readonly ManifestEntry[]): string {
+/** Entries in manifest order: an array, or a packed table (base/entry-table.ts). */
+export interface Entries extends Iterable<ManifestEntry> {
+  readonly length: number;
+}
+
+/** Characters per chunk when an entry list is encoded piecewise. */
+const CHUNK_CHARS = 1 << 16;
+
+/** The canonical JSON list of entries (already sorted), handed to sink in chunks: never whole in memory. */
+export function encodeEntries(entries: Iterable<ManifestEntry>, sink: (chunk: string) => void): void {
   let out = '[';
-  for (let i = 0; i < entries.length; i++) out += (i === 0 ? '' : ',') + entryText(entries[i]!);
-  return out + ']';
+  let first = true;
+  for (const e of entries) {
+    out += (first ? '' : ',') + entryText(e);
+    first = false;
+    if (out.length >= CHUNK_CHARS) {
+      sink(out);
+      out = '';
+    }
+  }
+  sink(out + ']');
+}
+
+/** The canonical JSON list of entries (already sorted), as one string. */
+export function entriesText(entries: Iterable<ManifestEntry>): string {
+  let out = '';
+  encodeEntries(entries, (chunk) => (out += chunk));
+  return out;
+}
+
+/** Canonical JSON in pieces: text, or an entry list encoded in its place. */
+export type Piece = string | Entries;
+
+/** Hands every piece's text to sink, in order, the entry lists in chunks. */
+export function eachChunk(pieces: readonly Piece[], sink: (chunk: string) => void): void {
+  for (const p of pieces) {
+    if (typeof p === 'string') sink(p);
+    else encodeEntries(p, sink);
+  }
+}
+
+/** Stands for an entry list in a skeleton; canonical JSON never holds a raw NUL, so it cannot collide. */
+export const SLOT = '\u0000';
+
+/** canonicalJson of value with each RawJson(SLOT) in it replaced, in order, by lists[i]: as pieces. */
+export function piecesOf(value: Json | object, lists: readonly Entries[]): Piece[] {
+  const skeleton = encodeValue(value as Json).split(SLOT);
+  return skeleton.flatMap((part, i): Piece[] => (i < lists.length ? [part, lists[i]!] : [part]));
 }
 
 export function sortEntries<T extends { readonly path: string }>(entries: Iterable<T>): T[] {
@@ -131,30 +174,40 @@ export function sortEntries<T extends { readonly path: string }>(entries: Iterab
 }
 
 /** sha256 of the canonical JSON list of entries (entries must already be sorted). */
-export function manifestDigest(entries: readonly ManifestEntry[]): string {
-  return sha256Hex(entriesText(entries));
+export function manifestDigest(entries: Entries): string {
+  const hash = createHash('sha256');
+  encodeEntries(entries, (chunk) => hash.update(chunk));
+  return hash.digest('hex');
 }
 
 export interface MountDigestInput {
   readonly source: string;
   readonly target: string;
-  readonly entries: readonly ManifestEntry[];
+  readonly entries: Entries;
 }
 
-/** The seed's dependency content and manifest digests over the captured mounts. */
+/** The seed's dependency content and manifest digests over the captured mounts; each entry list is encoded once, for both. */
 export function mountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
-  return mountDigestsOf(mounts.map((m) => ({ source: m.source, target: m.target, entries: entriesText(m.entries) })));
-}
-
-/** mountDigests over entry lists already encoded (entriesText). */
-export function mountDigestsOf(mounts: readonly { source: string; target: string; entries: string }[]): { contentDigest: string; manifestDigest: string } {
-  const content = mounts.map((m) => ({ entries: new RawJson(m.entries) }));
-  const contentDigest = sha256Hex(encodeValue(content as unknown as Json));
+  const content = mounts.map(() => ({ entries: new RawJson(SLOT) }));
+  const contentParts = encodeValue(content as unknown as Json).split(SLOT);
   const manifest = {
     dependencies: mounts.map((m, i) => ({ content: content[i]!, source: m.source, target: m.target })),
     schema_version: 1,
   };
-  return { contentDigest, manifestDigest: sha256Hex(encodeValue(manifest as unknown as Json)) };
+  const manifestParts = encodeValue(manifest as unknown as Json).split(SLOT);
+  const c = createHash('sha256');
+  const m = createHash('sha256');
+  mounts.forEach((mount, i) => {
+    c.update(contentParts[i]!);
+    m.update(manifestParts[i]!);
+    encodeEntries(mount.entries, (chunk) => {
+      c.update(chunk);
+      m.update(chunk);
+    });
+  });
+  c.update(contentParts[mounts.length]!);
+  m.update(manifestParts[mounts.length]!);
+  return { contentDigest: c.digest('hex'), manifestDigest: m.digest('hex') };
 }
 
 export interface SnapshotDigestInput {

@@ -1,7 +1,8 @@
 // mounts.ts: capture of mount payloads, their symlink containment, and mount points in a clone.
 import { CaptureContext, TreeBuilder, openDeclaredParents } from './walk.js';
 import { SealError } from '../base/errors.js';
-import type { ManifestEntry } from '../base/manifest.js';
+import type { Entries, ManifestEntry } from '../base/manifest.js';
+import { EntryTable } from '../base/entry-table.js';
 import type { PlannedMount } from './plan.js';
 import { escapePath, normalize } from '../base/paths.js';
 
@@ -11,6 +12,11 @@ export interface CapturedMount {
   kind: 'directory' | 'file';
   entries: ManifestEntry[];
   totalBytes: number;
+}
+
+/** A captured mount as the library holds it: its entries an array or a packed table. */
+export interface MountData extends Omit<CapturedMount, 'entries'> {
+  entries: Entries;
 }
 
 /** The kernel's MAXSYMLINKS: links followed while resolving one path. */
@@ -24,7 +30,8 @@ const startsWith = (parts: readonly string[], prefix: readonly string[]): boolea
   parts.length >= prefix.length && prefix.every((p, i) => parts[i] === p);
 
 interface Payload {
-  entries: Map<string, ManifestEntry>;
+  /** The payload's entry at a path. */
+  entry(path: string): ManifestEntry | undefined;
   /** Absolute components of the workspace, and of the mount target (where `payload` is mounted). */
   workspace: string[];
   mountAt: string[];
@@ -53,7 +60,7 @@ function resolveKernelWay(p: Payload, link: ManifestEntry): void {
     }
     resolved.push(part);
     if (!startsWith(resolved, p.mountAt)) continue;
-    const entry = p.entries.get(['payload', ...resolved.slice(p.mountAt.length)].join('/'));
+    const entry = p.entry(['payload', ...resolved.slice(p.mountAt.length)].join('/'));
     if (entry === undefined) throw refuse(link, 'is dangling or escapes its snapshot');
     if (entry.kind === 'symlink') {
       if (++hops > MAX_LINK_HOPS) throw refuse(link, 'is dangling or escapes its snapshot');
@@ -66,10 +73,16 @@ function resolveKernelWay(p: Payload, link: ManifestEntry): void {
 }
 
 /** The containment rule for symlinks kept in a mount payload: each resolves, as the kernel will, inside the workspace. */
-export function checkMountSymlinks(entries: ManifestEntry[], targetParts: string[], workspace: string): void {
+export function checkMountSymlinks(entries: Entries, targetParts: string[], workspace: string): void {
   const workspaceParts = normalize(workspace.split('/'), true);
-  const p: Payload = { entries: new Map(entries.map((e) => [e.path, e])), workspace: workspaceParts, mountAt: [...workspaceParts, ...targetParts] };
-  for (const entry of entries) if (entry.kind === 'symlink') resolveKernelWay(p, entry);
+  let table: EntryTable | undefined;
+  const entry = (path: string): ManifestEntry | undefined => {
+    table ??= entries instanceof EntryTable ? entries : EntryTable.from(entries);
+    const i = table.find(path);
+    return i < 0 ? undefined : table.entry(i);
+  };
+  const p: Payload = { entry, workspace: workspaceParts, mountAt: [...workspaceParts, ...targetParts] };
+  for (const e of entries) if (e.kind === 'symlink') resolveKernelWay(p, e);
 }
 
 /** Captures one mount into the container open at containerFd (`payload` inside it). */
@@ -79,7 +92,7 @@ export function captureMount(
   containerFd: number,
   mount: PlannedMount,
   workspace: string,
-): CapturedMount {
+): MountData {
   const { sys } = ctx;
   const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
   {
@@ -87,7 +100,8 @@ export function captureMount(
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
     builder.copyChild({ srcDirFd: parent.fd, destDirFd: containerFd, name: last, rel: 'payload', depth: 1, destName: 'payload', declared: true });
   }
-  const payload = builder.entries.get('payload');
+  const at = builder.entries.find('payload');
+  const payload = at < 0 ? undefined : builder.entries.entry(at);
   if (payload === undefined) throw new SealError('SEAL_UNAVAILABLE', `mount snapshot is empty: ${escapePath(mount.source)}`);
   const ensureDirs =
     mount.ensureDirs ?? (mount.targetParts[mount.targetParts.length - 1] === 'node_modules' ? [['.vite-temp']] : []);

@@ -6,7 +6,8 @@ import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { Limits } from '../base/limits.js';
 import { throttled, type Progress, type ProgressFn } from '../base/progress.js';
-import { sortEntries, type ManifestEntry } from '../base/manifest.js';
+import type { ManifestEntry } from '../base/manifest.js';
+import { EntryTable } from '../base/entry-table.js';
 import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
 import {
   AT_SYMLINK_NOFOLLOW,
@@ -287,7 +288,8 @@ export interface BuilderOptions {
 
 /** Builds one area of a snapshot (the copy roots, or one mount) below destFd. */
 export class TreeBuilder {
-  readonly entries = new Map<string, ManifestEntry>();
+  /** The area's entries, packed; sorted by finished(). */
+  readonly entries = new EntryTable();
   totalBytes = 0;
   /** The declared root being walked (named in a refusal). */
   #root = '';
@@ -299,23 +301,25 @@ export class TreeBuilder {
   ) {}
 
   /** The sorted entries, once every file job has finished. */
-  finished(): ManifestEntry[] {
+  finished(): EntryTable {
     this.ctx.drain();
-    return sortEntries(this.entries.values());
+    return this.entries.sort();
   }
 
-  #record(entry: ManifestEntry): void {
+  /** Records an entry (a directory already there is kept); returns its index in the table. */
+  #record(entry: ManifestEntry): number {
     // Three UTF-8 bytes at most per UTF-16 unit: most paths need no count.
     if (entry.path.length * 3 > this.ctx.limits.maxPathBytes && utf8Bytes(entry.path) > this.ctx.limits.maxPathBytes) {
       throw new SealError('SEAL_LIMIT', `capture exceeds the path byte limit (${this.ctx.limits.maxPathBytes} bytes): ${escapePath(entry.path)}`, { path: entry.path });
     }
-    const existing = this.entries.get(entry.path);
-    if (existing !== undefined) {
-      if (existing.kind === entry.kind && existing.kind === 'directory') return;
+    const { index, added } = this.entries.add(entry);
+    if (!added) {
+      if (entry.kind === 'directory' && this.entries.kindOf(index) === 'directory') return index;
       throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(entry.path)}`, { path: entry.path });
     }
+    // A capture past the limit fails as a whole: the entry just added goes with it.
     this.ctx.addEntry();
-    this.entries.set(entry.path, entry);
+    return index;
   }
 
   #recordDir(rel: string): void {
@@ -331,8 +335,8 @@ export class TreeBuilder {
     const { sys } = this.ctx;
     const record = (i: number): void => {
       const rel = parts.slice(0, i + 1).join('/');
-      const existing = this.entries.get(rel);
-      if (existing !== undefined && existing.kind !== 'directory') {
+      const existing = this.entries.find(rel);
+      if (existing >= 0 && this.entries.kindOf(existing) !== 'directory') {
         throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(rel)}`, { path: rel });
       }
       this.#recordDir(rel);
@@ -407,8 +411,8 @@ export class TreeBuilder {
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 
-  /** Checks the limits for a regular file and records its entry (sha256 empty until the file is filled); returns the entry. */
-  #addFile(rel: string, st: Stat, sha256 = ''): ManifestEntry {
+  /** Checks the limits for a regular file and records its entry (sha256 empty until the file is filled); returns its index and mode. */
+  #addFile(rel: string, st: Stat, sha256 = ''): { index: number; mode: number } {
     const { limits } = this.ctx;
     const bits = st.mode & 0o7777;
     const capturedMode = this.options.preserveModes || (this.options.keepExecutable === true && (bits & 0o111) !== 0) ? bits : 0;
@@ -417,10 +421,10 @@ export class TreeBuilder {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
     this.ctx.checkBytes(st.size);
-    this.#record(entry);
+    const index = this.#record(entry);
     this.totalBytes += st.size;
     this.ctx.addBytes(st.size);
-    return entry;
+    return { index, mode: capturedMode };
   }
 
   /** Copies the open regular file (owning srcFd) into destDirFd/name, frozen at creation, and records it. */
@@ -431,14 +435,14 @@ export class TreeBuilder {
     using src = own(sys, srcFd);
     const entry = this.#addFile(rel, before);
     const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
+    const table = this.entries;
     let dest: number;
     let loose: string | undefined;
     if (hook?.deferred) [dest, loose] = hook.loose(frozen);
     else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
-    // The entry is this builder's own object until the capture returns: filled in place.
     this.ctx.runFile(src.release(), dest, before, rel, (filled) => {
       hook?.captured(before, filled.sha256, loose);
-      (entry as { sha256: string }).sha256 = filled.sha256;
+      table.setDigest(entry.index, filled.sha256);
     });
   }
 

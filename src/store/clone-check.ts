@@ -7,7 +7,7 @@ import { AT_SYMLINK_NOFOLLOW, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
-import type { SnapshotData } from './document.js';
+import type { StoredSnapshot } from './document.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -94,10 +94,10 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): nu
 }
 
 /** Compares the clone's copy roots (not the rest of the clone) with data's manifest. */
-export function checkCloneAt(sys: Sys, data: SnapshotData, clone: string): CloneReport {
+export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): CloneReport {
   const cloneFd = openRealDir(sys, clone, 'clone');
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
-  const c: Check = { sys, expected: new Map(data.entries.map((e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     report.marker = hasMarker(sys, cloneFd);
     for (const declared of data.declarations) {

@@ -1,7 +1,8 @@
 // document.ts: a snapshot's manifest.json (its commit marker): what it holds, how it is written and re-checked.
 import { SealError } from '../base/errors.js';
-import { RawJson, canonicalJson, entriesText, mountDigestsOf, sha256Hex, snapshotDigest, type Json, type ManifestEntry } from '../base/manifest.js';
-import type { CapturedMount } from '../capture/mounts.js';
+import { RawJson, SLOT, eachChunk, manifestDigest, mountDigests, piecesOf, snapshotDigest, type Entries, type ManifestEntry, type Piece } from '../base/manifest.js';
+import { EntryTable, type PackedEntries } from '../base/entry-table.js';
+import type { CapturedMount, MountData } from '../capture/mounts.js';
 
 
 /** Everything a snapshot is, as stored in its manifest.json. */
@@ -17,21 +18,18 @@ export interface SnapshotData {
   mountBinding: { contentDigest: string; manifestDigest: string };
 }
 
-type DigestInput = Pick<SnapshotData, 'source' | 'revision' | 'declarations' | 'entries' | 'mounts'>;
-
-/** The canonical JSON of every entry list of a snapshot, encoded once for its digests and its document. */
-export interface EntryTexts {
-  entries: string;
-  mounts: string[];
+/** A snapshot as the library holds it: each entry list an array or a packed table. */
+export interface StoredSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'> {
+  entries: Entries;
+  mounts: MountData[];
 }
 
-export function encodeEntryLists(d: Pick<SnapshotData, 'entries' | 'mounts'>): EntryTexts {
-  return { entries: entriesText(d.entries), mounts: d.mounts.map((m) => entriesText(m.entries)) };
-}
+type DigestInput = Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' | 'entries' | 'mounts'>;
 
-export function computeDigests(d: DigestInput, texts: EntryTexts = encodeEntryLists(d)): Pick<SnapshotData, 'digest' | 'manifestDigest' | 'mountBinding'> {
-  const manifest = sha256Hex(texts.entries);
-  const mountBinding = mountDigestsOf(d.mounts.map((m, i) => ({ source: m.source, target: m.target, entries: texts.mounts[i]! })));
+/** The digests of a snapshot's entries, each list encoded piecewise (never whole in memory). */
+export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 'manifestDigest' | 'mountBinding'> {
+  const manifest = manifestDigest(d.entries);
+  const mountBinding = mountDigests(d.mounts);
   const digest = snapshotDigest({
     source: d.source,
     revision: d.revision,
@@ -43,14 +41,8 @@ export function computeDigests(d: DigestInput, texts: EntryTexts = encodeEntryLi
   return { digest, manifestDigest: manifest, mountBinding };
 }
 
-/** Stands for an entry list in the document's skeleton; canonical JSON never holds a raw NUL, so it cannot collide. */
-const SLOT = '\u0000';
-
-/**
- * manifest.json as pieces, the entry lists not copied into one big string: the
- * document's skeleton with each list's text put in its place (write them in order).
- */
-export function encodeDocumentPieces(d: SnapshotData, texts: EntryTexts = encodeEntryLists(d)): string[] {
+/** manifest.json as pieces: the document's skeleton, each entry list in its place (encoded in chunks as it is written). */
+export function encodeDocumentPieces(d: StoredSnapshot): Piece[] {
   const doc = {
     schema_version: 3,
     digest: d.digest,
@@ -64,37 +56,43 @@ export function encodeDocumentPieces(d: SnapshotData, texts: EntryTexts = encode
     mount_content_digest: d.mountBinding.contentDigest,
     mount_manifest_digest: d.mountBinding.manifestDigest,
   };
-  const skeleton = (canonicalJson(doc as unknown as Json) + '\n').split(SLOT);
   // Keys sort "entries" before "mounts": the lists fill the slots in this order.
-  const lists = [texts.entries, ...texts.mounts];
-  return skeleton.flatMap((part, i) => (i < lists.length ? [part, lists[i]!] : [part]));
+  const pieces = piecesOf(doc, [d.entries, ...d.mounts.map((m) => m.entries)]);
+  pieces.push('\n');
+  return pieces;
 }
 
-/**
- * A snapshot as it crosses threads: each entry list as its canonical JSON text (one
- * flat string, cheap to copy and small), decoded only where the entries are read.
- */
+/** manifest.json as one string. */
+export function documentText(d: StoredSnapshot): string {
+  let out = '';
+  eachChunk(encodeDocumentPieces(d), (chunk) => (out += chunk));
+  return out;
+}
+
+/** A snapshot as it crosses threads: each entry list as a packed table's arrays (copied, small, no object per entry). */
 export interface PackedSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'> {
-  entriesText: string;
-  mounts: (Omit<CapturedMount, 'entries'> & { entriesText: string })[];
+  packedEntries: PackedEntries;
+  mounts: (Omit<MountData, 'entries'> & { packedEntries: PackedEntries })[];
 }
 
-export function packSnapshot(d: SnapshotData, texts: EntryTexts = encodeEntryLists(d)): PackedSnapshot {
-  const { entries: _entries, mounts, ...rest } = d;
+const tableOf = (entries: Entries): EntryTable => (entries instanceof EntryTable ? entries : EntryTable.from(entries));
+
+export function packSnapshot(d: StoredSnapshot): PackedSnapshot {
+  const { entries, mounts, ...rest } = d;
   return {
     ...rest,
-    entriesText: texts.entries,
-    mounts: mounts.map(({ entries: _e, ...m }, i) => ({ ...m, entriesText: texts.mounts[i]! })),
+    packedEntries: tableOf(entries).pack(),
+    mounts: mounts.map(({ entries: e, ...m }) => ({ ...m, packedEntries: tableOf(e).pack() })),
   };
 }
 
-/** The full snapshot of a packed one (its texts are canonical JSON lists of entries). */
-export function unpackSnapshot(p: PackedSnapshot): SnapshotData {
-  const { entriesText, mounts, ...rest } = p;
+/** The snapshot of a packed one (its entry lists as tables). */
+export function unpackSnapshot(p: PackedSnapshot): StoredSnapshot {
+  const { packedEntries, mounts, ...rest } = p;
   return {
     ...rest,
-    entries: JSON.parse(entriesText) as ManifestEntry[],
-    mounts: mounts.map(({ entriesText: text, ...m }) => ({ ...m, entries: JSON.parse(text) as ManifestEntry[] })),
+    entries: EntryTable.unpack(packedEntries),
+    mounts: mounts.map(({ packedEntries: e, ...m }) => ({ ...m, entries: EntryTable.unpack(e) })),
   };
 }
 

@@ -6,7 +6,7 @@ import type { Plan } from '../capture/plan.js';
 import { sys } from '../sys/native.js';
 import { openRealDir, own } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
-import { packSnapshot, type PackedSnapshot, type SnapshotData } from './document.js';
+import { packSnapshot, type PackedSnapshot, type StoredSnapshot } from './document.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { buildSnapshot, type CaptureReport } from './publish.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt } from './store-dir.js';
@@ -28,10 +28,10 @@ declare module '../base/jobs.js' {
 }
 
 /** Snapshots this worker captured or loaded lately, by root: a job names one, its entries never cross threads again. */
-const held = new Map<string, SnapshotData>();
+const held = new Map<string, StoredSnapshot>();
 const HELD_MAX = 4;
 
-function hold(root: string, data: SnapshotData): SnapshotData {
+function hold(root: string, data: StoredSnapshot): StoredSnapshot {
   held.delete(root);
   held.set(root, data);
   if (held.size > HELD_MAX) held.delete(held.keys().next().value!);
@@ -39,7 +39,7 @@ function hold(root: string, data: SnapshotData): SnapshotData {
 }
 
 /** The snapshot at root: held, else read from its manifest.json and proven against its digest. */
-function snapshotAt(root: string, digest: string): SnapshotData {
+function snapshotAt(root: string, digest: string): StoredSnapshot {
   const known = held.get(root);
   if (known !== undefined && known.digest === digest) return hold(root, known);
   if (basename(root) !== digest) throw new SealError('SEAL_CORRUPT', `snapshot root does not name its digest: ${digest}`);
@@ -48,9 +48,9 @@ function snapshotAt(root: string, digest: string): SnapshotData {
 }
 
 function capture(storeRoot: string, plan: Plan, ctx: JobContext): { packed: PackedSnapshot; report: CaptureReport } {
-  const { data, texts, report } = buildSnapshot(sys, storeRoot, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress });
+  const { data, report } = buildSnapshot(sys, storeRoot, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress });
   hold(`${storeRoot}/${SNAPSHOTS_DIR}/${data.digest}`, data);
-  return { packed: packSnapshot(data, texts), report };
+  return { packed: packSnapshot(data), report };
 }
 
 export const JOBS = {

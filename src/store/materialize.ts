@@ -1,7 +1,7 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
 import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
-import type { SnapshotData } from './document.js';
+import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -196,7 +196,7 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
 }
 
 /** The declared roots as components; a root on treeseal's own names in the clone is refused. */
-function rootsOf(data: SnapshotData): string[][] {
+function rootsOf(data: StoredSnapshot): string[][] {
   return data.declarations.map((d) => {
     const parts = d.split('/').filter((p) => p !== '' && p !== '.');
     if (parts[0] === CLONE_MARKER || parts[0]!.startsWith(CLONE_STAGE_PREFIX)) {
@@ -251,7 +251,7 @@ function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly
 }
 
 /** Builds the roots in the stage from the snapshot's copy area, holding the store's shared lock while it reads. */
-function buildFromSnapshot(run: Run, snapshotRoot: string, data: SnapshotData, stage: CloneStage): void {
+function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot, stage: CloneStage): void {
   readingSnapshot(run.sys, snapshotRoot, data.digest, (snapshotFd) => {
     let copyFd: number;
     try {
@@ -273,7 +273,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: SnapshotData, s
  * written inside the clone: the roots are built in a locked stage there, swapped in
  * under the in-progress marker, and what they replace is removed with the stage.
  */
-export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MaterializeOptions = {}): MaterializeReport {
+export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions = {}): MaterializeReport {
   const started = performance.now();
   const run = newRun(sys, options);
   if (options.createClone === true) makeCloneDir(sys, clone);

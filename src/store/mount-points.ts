@@ -1,6 +1,6 @@
 // mount-points.ts: the read-only mount list of a snapshot, with each mount point prepared inside the clone.
 import { openRealDir, own } from '../base/fd.js';
-import type { SnapshotData } from './document.js';
+import type { StoredSnapshot } from './document.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -38,7 +38,7 @@ function prepareTarget(sys: Sys, cloneFd: number, parts: string[], directory: bo
   else own(sys, sys.openat(parent.fd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)).close();
 }
 
-export function mountPointsOf(sys: Sys, snapshotRoot: string, data: SnapshotData, clone: string, options: MountPointOptions = {}): MountPoint[] {
+export function mountPointsOf(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MountPointOptions = {}): MountPoint[] {
   checkString('clone', clone);
   const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));

@@ -1,12 +1,13 @@
 // publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
 import { CaptureContext, TreeBuilder, openDeclaredParents, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
-import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, removeAt, removeQuietly } from '../base/fd.js';
-import { computeDigests, encodeDocumentPieces, encodeEntryLists, type EntryTexts, type SnapshotData } from './document.js';
+import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly } from '../base/fd.js';
+import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
+import { eachChunk, type Piece } from '../base/manifest.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
-import { captureMount, type CapturedMount } from '../capture/mounts.js';
+import { captureMount, type MountData } from '../capture/mounts.js';
 import { withStoreLock } from './lock.js';
 import { loadSnapshotAt } from './store-dir.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
@@ -33,32 +34,36 @@ export interface CaptureReport {
   reused: boolean;
 }
 
-/** A capture's snapshot, how it went, and its entry lists' canonical JSON (the same for a reused digest, which names them). */
+/** A capture's snapshot and how it went. */
 export interface Built {
-  data: SnapshotData;
+  data: StoredSnapshot;
   report: CaptureReport;
-  texts: EntryTexts;
 }
 
-/** Characters encoded per write: the document never sits in memory twice (as text and as bytes). */
-const WRITE_CHARS = 1 << 20;
+/** Bytes gathered per write. */
+const WRITE_BYTES = 1 << 20;
 
-/** Writes the pieces, in order, to a new file `name` (frozen at creation). */
-function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly string[]): void {
-  const fd = sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400);
-  try {
-    let at = 0;
-    for (const piece of pieces) {
-      for (let i = 0; i < piece.length; i += WRITE_CHARS) {
-        // Canonical JSON is ASCII (everything else is escaped): no character straddles a slice.
-        const bytes = Buffer.from(piece.slice(i, i + WRITE_CHARS), 'latin1');
-        writeAll(sys, fd, bytes, at);
-        at += bytes.length;
-      }
+/** Writes the pieces, in order, to a new file `name` (frozen at creation); entry lists are encoded chunk by chunk as they are written. */
+function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly Piece[]): void {
+  using file = own(sys, sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o400));
+  const buffer = Buffer.allocUnsafe(WRITE_BYTES);
+  let used = 0;
+  let at = 0;
+  const flush = (): void => {
+    writeAll(sys, file.fd, buffer.subarray(0, used), at);
+    at += used;
+    used = 0;
+  };
+  eachChunk(pieces, (chunk) => {
+    // Canonical JSON is ASCII (everything else is escaped): one byte per character.
+    for (let i = 0; i < chunk.length; ) {
+      if (used === WRITE_BYTES) flush();
+      const n = buffer.write(chunk.slice(i, i + WRITE_BYTES - used), used, 'latin1');
+      used += n;
+      i += n;
     }
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  });
+  flush();
 }
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
@@ -73,7 +78,7 @@ function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number,
   return builder;
 }
 
-function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, plan: Plan): CapturedMount[] {
+function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, plan: Plan): MountData[] {
   const { sys } = ctx;
   return plan.mounts.map((mount, index) => {
     const name = mountDir(index);
@@ -111,7 +116,7 @@ export function freezeArea(sys: Sys, buildFd: number, name: string): void {
   }
 }
 
-function countFiles(data: SnapshotData): number {
+function countFiles(data: StoredSnapshot): number {
   let n = 0;
   for (const e of data.entries) if (e.kind === 'file') n++;
   for (const m of data.mounts) for (const e of m.entries) if (e.kind === 'file') n++;
@@ -119,7 +124,7 @@ function countFiles(data: SnapshotData): number {
 }
 
 /** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */
-function saveQuietly(session: StatCacheSession, digest: string, data: SnapshotData): void {
+function saveQuietly(session: StatCacheSession, digest: string, data: StoredSnapshot): void {
   try {
     session.save(digest, data);
   } catch {
@@ -128,7 +133,7 @@ function saveQuietly(session: StatCacheSession, digest: string, data: SnapshotDa
 }
 
 /** Builds the deferred tree (under the shared store lock, so no stored copy it clones is removed meanwhile) and drops the loose files. */
-function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: SnapshotData, session: StatCacheSession): void {
+function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: StoredSnapshot, session: StatCacheSession): void {
   session.prepare(data);
   withStoreLock(sys, storeRoot, false, () => assembleAreas(sys, buildFd, data, session.place));
   removeAt(sys, buildFd, LOOSE_AREA);
@@ -167,7 +172,7 @@ export function openBuild(sys: Sys, storeRoot: string): Build {
  * publishes it as `<store>/snapshots/<digest>` with one RENAME_NOREPLACE under the
  * shared store lock. A digest that is already published is reused, never overwritten.
  */
-export function publishBuild(build: Build, data: SnapshotData, document: readonly string[]): SnapshotData {
+export function publishBuild(build: Build, data: StoredSnapshot, document: readonly Piece[]): StoredSnapshot {
   const { sys } = build;
   writePiecesAt(sys, build.fd, DOCUMENT_NAME, document);
   const reused = withStoreLock(sys, build.storeRoot, false, () => {
@@ -239,15 +244,14 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     }
     sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
     const mountsFd = openChildDir(sys, buildFd, MOUNTS_AREA);
-    let mounts: CapturedMount[];
+    let mounts: MountData[];
     try {
       mounts = captureMounts(ctx, sourceFd, mountsFd, plan);
     } finally {
       closeQuietly(sys, mountsFd);
     }
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
-    const texts = encodeEntryLists(base);
-    const data: SnapshotData = { ...base, ...computeDigests(base, texts), totalBytes: ctx.totalBytes };
+    const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;
     if (
       expect !== undefined &&
@@ -261,14 +265,14 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
         saveQuietly(session, data.digest, data);
-        return { data, report: { ...report, built: false, reused: true }, texts };
+        return { data, report: { ...report, built: false, reused: true } };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
-    const final = publishBuild(build, data, encodeDocumentPieces(data, texts));
+    const final = publishBuild(build, data, encodeDocumentPieces(data));
     if (session !== undefined) saveQuietly(session, final.digest, final);
-    return { data: final, report: { ...report, reused: !build.published }, texts };
+    return { data: final, report: { ...report, reused: !build.published } };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();

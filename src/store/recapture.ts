@@ -6,7 +6,7 @@ import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-c
 import type { FileHook } from '../capture/walk.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
-import type { SnapshotData } from './document.js';
+import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
 import { loadStatCache, publishedAmong, saveStatCache, statCacheKey } from './stat-cache-file.js';
 
@@ -35,7 +35,7 @@ export interface SessionOpen {
 const frozenMode = (mode: number): number => (mode & 0o111 ? 0o500 : 0o400);
 
 /** Every file entry of a snapshot with its path below the snapshot root. */
-function filesOf(data: Pick<SnapshotData, 'entries' | 'mounts'>): [string, ManifestEntry][] {
+function filesOf(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): [string, ManifestEntry][] {
   const out: [string, ManifestEntry][] = [];
   for (const e of data.entries) if (e.kind === 'file') out.push([`${COPY_AREA}/${e.path}`, e]);
   data.mounts.forEach((m, i) => {
@@ -114,7 +114,7 @@ export class StatCacheSession implements FileHook {
   }
 
   /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned). */
-  prepare(data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
+  prepare(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): void {
     for (const [, e] of filesOf(data)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
   }
 
@@ -186,7 +186,7 @@ export class StatCacheSession implements FileHook {
    * and entries reused point at it; entries of the old cache not seen this time are
    * kept. Nothing is written when nothing was hashed and nothing was dropped.
    */
-  save(digest: string, data: Pick<SnapshotData, 'entries' | 'mounts'>): void {
+  save(digest: string, data: Pick<StoredSnapshot, 'entries' | 'mounts'>): void {
     const loaded = this.#loaded;
     if (this.#fresh.length === 0 && this.#live.size === loaded.snapshots().length) return;
     const where = new Map<string, string>();

@@ -1,7 +1,7 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone.
 import { checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
-import { unpackSnapshot, type PackedSnapshot, type SnapshotData } from './document.js';
-import type { ManifestEntry } from '../base/manifest.js';
+import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
+import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
@@ -28,14 +28,16 @@ export class Snapshot {
   readonly declarations: readonly string[];
   /** How the capture that returned this snapshot went (files reused from the stat cache); undefined when loaded from the store. */
   readonly captureReport: CaptureReport | undefined;
-  #data: SnapshotData | undefined;
+  #data: StoredSnapshot | undefined;
   #packed: PackedSnapshot | undefined;
+  /** The public form (entry lists as arrays), made on first use. */
+  #view: SnapshotData | undefined;
   readonly #sys: Sys;
 
   /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer. */
-  constructor(root: string, data: SnapshotData | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined } = {}) {
+  constructor(root: string, data: StoredSnapshot | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined } = {}) {
     this.root = root;
-    if ('entriesText' in data) this.#packed = data;
+    if ('packedEntries' in data) this.#packed = data;
     else this.#data = data;
     this.#sys = options.sys ?? nativeSys;
     this.digest = data.digest;
@@ -47,25 +49,34 @@ export class Snapshot {
     this.captureReport = options.report === undefined ? undefined : Object.freeze({ ...options.report });
   }
 
-  /** Everything, decoded from the packed form on first use (an async capture sends its entries as text). */
-  get #full(): SnapshotData {
+  /** Everything, its entry lists packed tables or arrays (an async capture sends them packed). */
+  get #full(): StoredSnapshot {
     if (this.#data === undefined) {
-      const data = unpackSnapshot(this.#packed!);
-      Object.freeze(data.entries);
-      Object.freeze(data.mounts);
-      this.#data = data;
+      this.#data = unpackSnapshot(this.#packed!);
       this.#packed = undefined;
     }
     return this.#data;
   }
 
+  /** Everything with its entry lists as frozen arrays of entries, made on first use. */
+  get #public(): SnapshotData {
+    if (this.#view === undefined) {
+      const { entries, mounts, ...rest } = this.#full;
+      const list = (e: Entries): ManifestEntry[] => Object.freeze(Array.isArray(e) ? e : Array.from(e)) as ManifestEntry[];
+      const view = { ...rest, entries: list(entries), mounts: mounts.map((m) => ({ ...m, entries: list(m.entries) })) };
+      Object.freeze(view.mounts);
+      this.#view = view;
+    }
+    return this.#view;
+  }
+
   /** The copy roots' entries, sorted by UTF-8 bytes. */
   get entries(): readonly ManifestEntry[] {
-    return Object.freeze(this.#full.entries);
+    return this.#public.entries;
   }
 
   get mounts(): readonly CapturedMount[] {
-    return Object.freeze(this.#full.mounts);
+    return this.#public.mounts;
   }
 
   /** The digests a caller pins with `expectMounts` to fail closed on drift. */
@@ -75,7 +86,7 @@ export class Snapshot {
 
   /** The stored form (what manifest.json holds). */
   toJSON(): SnapshotData {
-    return this.#full;
+    return this.#public;
   }
 
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {

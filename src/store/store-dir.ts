@@ -9,7 +9,7 @@ import { readAllAt } from '../base/io.js';
 import { LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
-import { decodeDocument, type SnapshotData } from './document.js';
+import { decodeDocument, type StoredSnapshot } from './document.js';
 import { BUILD_PREFIX, DOCUMENT_NAME, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 
@@ -46,7 +46,7 @@ export function closeStoreAt(sys: Sys, root: string): void {
 }
 
 /** Reads and proves the manifest.json of a published snapshot directory. */
-export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): SnapshotData {
+export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): StoredSnapshot {
   using dir = openSnapshotDir(sys, snapshotsFd, digest);
   let text: Buffer;
   try {

@@ -8,7 +8,7 @@ import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
-import type { PackedSnapshot, SnapshotData } from './document.js';
+import type { PackedSnapshot, StoredSnapshot } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { sweepCloneAt } from './clone-stage.js';
@@ -81,7 +81,7 @@ export class SnapshotStore {
     if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
   }
 
-  #snapshot(data: SnapshotData | PackedSnapshot, report?: CaptureReport): Snapshot {
+  #snapshot(data: StoredSnapshot | PackedSnapshot, report?: CaptureReport): Snapshot {
     return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report });
   }
 

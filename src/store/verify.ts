@@ -3,10 +3,10 @@
 import { CHUNK_BYTES } from '../base/io.js';
 import { FileJobs, type JobResult } from '../capture/pool.js';
 import { DIR_FLAGS, openBeneath, openChildDir, own } from '../base/fd.js';
-import type { SnapshotData } from './document.js';
+import type { StoredSnapshot } from './document.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import type { ManifestEntry } from '../base/manifest.js';
+import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
@@ -93,8 +93,8 @@ interface Shared {
   progress: (entries: number, bytes: number) => void;
 }
 
-function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly ManifestEntry[], shared: Shared): void {
-  const walk: Walk = { sys, expected: new Map(entries.map((e) => [e.path, e])), seen: new Set(), drift: [], seq: 0, shared };
+function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared): void {
+  const walk: Walk = { sys, expected: new Map(Array.from(entries, (e) => [e.path, e])), seen: new Set(), drift: [], seq: 0, shared };
   let fd: number;
   try {
     fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
@@ -114,7 +114,7 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: readonly Ma
 }
 
 /** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
-export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, options: VerifyOptions = {}): VerifyReport {
+export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}): VerifyReport {
   const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
   const shared: Shared = { drift: [], jobs, bytes: 0, entries: 0, progress: throttled(options.onProgress) };
   try {
@@ -137,6 +137,6 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: SnapshotData, optio
 }
 
 /** verifyAt for a published snapshot given by path, under the store's shared lock (an rm waits; a removed one is SEAL_UNAVAILABLE). */
-export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: SnapshotData, options: VerifyOptions = {}): VerifyReport {
+export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: StoredSnapshot, options: VerifyOptions = {}): VerifyReport {
   return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => verifyAt(sys, fd, data, options));
 }

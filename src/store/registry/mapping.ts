@@ -1,5 +1,5 @@
 // mapping.ts: a snapshot as an OCI artifact: its distinct contents, which are packed and which get a blob, and the image manifest.
-import type { SnapshotData } from '../document.js';
+import type { StoredSnapshot } from '../document.js';
 import { COPY_AREA, mountArea } from '../layout.js';
 
 export const ARTIFACT_TYPE = 'application/vnd.treeseal.snapshot.v1';
@@ -66,7 +66,7 @@ export interface Descriptor {
 }
 
 /** Every file of a snapshot grouped by content (empty files apart). */
-export function contentsOf(data: SnapshotData): { contents: Content[]; empty: Place[] } {
+export function contentsOf(data: StoredSnapshot): { contents: Content[]; empty: Place[] } {
   const byHash = new Map<string, Content>();
   const empty: Place[] = [];
   const areas = [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
@@ -93,7 +93,7 @@ export function bucketOf(sha256: string, buckets: number): number {
 }
 
 /** Splits contents into one-file blobs and packs for a given threshold and bucket count. */
-export function layoutWith(data: SnapshotData, threshold: number, buckets: number): Layout {
+export function layoutWith(data: StoredSnapshot, threshold: number, buckets: number): Layout {
   const { contents, empty } = contentsOf(data);
   const files: Content[] = [];
   const byBucket = new Map<number, Pack>();
@@ -117,7 +117,7 @@ export function layoutWith(data: SnapshotData, threshold: number, buckets: numbe
  * when there are more than MAX_FILE_LAYERS of them); the rest go into a power-of-two
  * number of packs (at most MAX_PACKS) sized towards PACK_TARGET_BYTES.
  */
-export function chooseLayout(data: SnapshotData): Layout {
+export function chooseLayout(data: StoredSnapshot): Layout {
   const { contents } = contentsOf(data);
   const large = contents.map((c) => c.size).filter((s) => s >= LARGE_FILE_BYTES).sort((a, b) => b - a);
   const threshold = large.length > MAX_FILE_LAYERS ? large[MAX_FILE_LAYERS]! + 1 : LARGE_FILE_BYTES;

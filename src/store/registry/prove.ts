@@ -1,6 +1,6 @@
 // prove.ts: what a pulled config must be (the requested snapshot, canonical, well formed) and the layers it implies; a sync core for the worker.
 import { SealError } from '../../base/errors.js';
-import { decodeDocument, encodeDocumentPieces, type SnapshotData } from '../document.js';
+import { decodeDocument, documentText, type StoredSnapshot } from '../document.js';
 import { expectLayers, type Artifact } from './artifact.js';
 import { chooseLayout, layoutWith, type Layout } from './mapping.js';
 import { checkShape } from './shape.js';
@@ -19,8 +19,8 @@ export interface Fetched {
  * entries equals `digest` (a moved tag is refused), it is in canonical form, its entries
  * are well formed, and the manifest's layers are exactly the ones it implies.
  */
-export function proveSnapshot(f: Fetched): { data: SnapshotData; layout: Layout; packDigests: string[] } {
-  let data: SnapshotData;
+export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packDigests: string[] } {
+  let data: StoredSnapshot;
   try {
     data = decodeDocument(f.config);
   } catch (err) {
@@ -29,7 +29,7 @@ export function proveSnapshot(f: Fetched): { data: SnapshotData; layout: Layout;
   if (data.digest !== f.digest) {
     throw new SealError('SEAL_CORRUPT', `${f.where} holds snapshot ${data.digest}, not ${f.digest} (the tag was moved or the registry lies)`);
   }
-  if (encodeDocumentPieces(data).join('') !== f.config) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
+  if (documentText(data) !== f.config) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
   checkShape(data);
   const layout = layoutWith(data, f.artifact.threshold, f.artifact.buckets);
   return { data, layout, packDigests: expectLayers(f.artifact, layout, f.where) };

@@ -5,13 +5,13 @@ import { SealError } from '../../base/errors.js';
 import { CHUNK_BYTES } from '../../base/io.js';
 import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, removeAt } from '../../base/fd.js';
 import { writeAll } from '../../base/io.js';
-import type { ManifestEntry } from '../../base/manifest.js';
+import type { Entries } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
 import { fillFile } from '../../capture/copy-file.js';
 import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
-import type { SnapshotData } from '../document.js';
+import type { StoredSnapshot } from '../document.js';
 import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountArea, mountDir } from '../layout.js';
 import { closeBuild, freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
 import { verifyAt } from '../verify.js';
@@ -22,7 +22,7 @@ import { openContent, placeParts } from './pack.js';
 
 interface PullState {
   build: Build;
-  data: SnapshotData;
+  data: StoredSnapshot;
   /** The exact manifest.json bytes pulled (canonical, proven). */
   config: string;
   layout: Layout;
@@ -69,7 +69,7 @@ function state(id: number): PullState {
   return s;
 }
 
-function areas(data: SnapshotData): { area: string; entries: readonly ManifestEntry[] }[] {
+function areas(data: StoredSnapshot): { area: string; entries: Entries }[] {
   return [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
 }
 

@@ -1,8 +1,8 @@
 // shape.ts: the structural checks a snapshot manifest from a registry must pass before anything is built from it.
 import { SealError } from '../../base/errors.js';
-import type { ManifestEntry } from '../../base/manifest.js';
+import type { Entries } from '../../base/manifest.js';
 import { compareUtf8, escapePath, isWellFormed } from '../../base/paths.js';
-import type { SnapshotData } from '../document.js';
+import type { StoredSnapshot } from '../document.js';
 
 const SHA_RE = /^[0-9a-f]{64}$/;
 
@@ -19,7 +19,7 @@ function checkPath(digest: string, path: string): void {
 }
 
 /** One area's entries: sorted, unique, well-formed paths whose parents are directories listed before them. */
-function checkArea(digest: string, entries: readonly ManifestEntry[], mount: boolean): number {
+function checkArea(digest: string, entries: Entries, mount: boolean): number {
   const dirs = new Set<string>();
   let bytes = 0;
   let previous: string | undefined;
@@ -47,10 +47,10 @@ function checkArea(digest: string, entries: readonly ManifestEntry[], mount: boo
 }
 
 /** Throws SEAL_CORRUPT unless every area is well formed and total_bytes adds up. */
-export function checkShape(data: SnapshotData): void {
+export function checkShape(data: StoredSnapshot): void {
   let bytes = checkArea(data.digest, data.entries, false);
   for (const m of data.mounts) {
-    if (m.entries.length === 0 || m.entries[0]!.path !== 'payload') throw refuse(data.digest, 'mount without payload');
+    if (m.entries.length === 0 || m.entries[Symbol.iterator]().next().value?.path !== 'payload') throw refuse(data.digest, 'mount without payload');
     bytes += checkArea(data.digest, m.entries, true);
   }
   if (bytes !== data.totalBytes) throw refuse(data.digest, `total_bytes ${data.totalBytes} but the entries hold ${bytes}`);

@@ -1,0 +1,67 @@
+// path-index.ts: an open-addressing hash set of byte ranges (packed paths), by index, with no object per member.
+
+/** FNV-1a over bytes[start, end). */
+function hashBytes(bytes: Uint8Array, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
+  return h >>> 0;
+}
+
+/** Where member i's bytes are: [start, end) of one shared byte array. */
+export interface ByteRanges {
+  readonly bytes: Uint8Array;
+  start(i: number): number;
+  end(i: number): number;
+}
+
+/**
+ * Members are indices into `ranges`; two members are equal when their bytes are.
+ * The slots hold index + 1 (0: empty) and stay at most half full.
+ */
+export class PathIndex {
+  #slots = new Uint32Array(1024);
+  #count = 0;
+
+  constructor(readonly ranges: ByteRanges) {}
+
+  /** The member whose bytes equal bytes[start, end), or -1. */
+  find(bytes: Uint8Array, start: number, end: number): number {
+    const slots = this.#slots;
+    const mask = slots.length - 1;
+    for (let s = hashBytes(bytes, start, end) & mask; ; s = (s + 1) & mask) {
+      const v = slots[s]!;
+      if (v === 0) return -1;
+      if (this.#equals(v - 1, bytes, start, end)) return v - 1;
+    }
+  }
+
+  /** Adds member i (not yet a member, and equal to none). */
+  add(i: number): void {
+    if ((this.#count + 1) * 2 > this.#slots.length) this.#grow();
+    this.#place(i);
+    this.#count++;
+  }
+
+  #place(i: number): void {
+    const { bytes } = this.ranges;
+    const slots = this.#slots;
+    const mask = slots.length - 1;
+    let s = hashBytes(bytes, this.ranges.start(i), this.ranges.end(i)) & mask;
+    while (slots[s] !== 0) s = (s + 1) & mask;
+    slots[s] = i + 1;
+  }
+
+  #grow(): void {
+    const old = this.#slots;
+    this.#slots = new Uint32Array(old.length * 2);
+    for (const v of old) if (v !== 0) this.#place(v - 1);
+  }
+
+  #equals(i: number, bytes: Uint8Array, start: number, end: number): boolean {
+    const own = this.ranges.bytes;
+    const a = this.ranges.start(i);
+    if (this.ranges.end(i) - a !== end - start) return false;
+    for (let k = 0; k < end - start; k++) if (own[a + k] !== bytes[start + k]) return false;
+    return true;
+  }
+}
