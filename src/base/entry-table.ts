@@ -18,6 +18,12 @@ export interface PackedEntries {
   order: Uint32Array | undefined;
 }
 
+/** The buffers of pack()'s arrays (each its own). */
+export function entryBuffers(p: PackedEntries): ArrayBuffer[] {
+  const arrays = [p.paths, p.ends, p.kinds, p.sizes, p.modes, p.digests, ...(p.order === undefined ? [] : [p.order])];
+  return arrays.map((a) => a.buffer as ArrayBuffer);
+}
+
 function grown<T extends Uint8Array | Uint32Array | Float64Array>(a: T, need: number): T {
   if (need <= a.length) return a;
   const next = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2));
@@ -64,6 +70,16 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   end(i: number): number {
     return this.#ends[i]!;
+  }
+
+  /** The UTF-8 byte count of entry i's path. */
+  pathBytes(i: number): number {
+    return this.#ends[i]! - this.start(i);
+  }
+
+  /** Copies entry i's path (UTF-8) to out at `at`; returns the bytes copied. */
+  copyPath(i: number, out: Buffer, at: number): number {
+    return this.#paths.copy(out, at, this.start(i), this.#ends[i]!);
   }
 
   /** The index of the entry at `path`, or -1. */
@@ -146,14 +162,14 @@ export class EntryTable implements Iterable<ManifestEntry> {
   pack(): PackedEntries {
     const n = this.#count;
     return {
-      paths: this.#paths.subarray(0, this.#used).slice(),
+      paths: new Uint8Array(this.#paths.subarray(0, this.#used)),
       ends: this.#ends.slice(0, n),
       kinds: this.#kinds.slice(0, n),
       sizes: this.#sizes.slice(0, n),
       modes: this.#modes.slice(0, n),
-      digests: this.#digests.subarray(0, n * DIGEST_BYTES).slice(),
+      digests: new Uint8Array(this.#digests.subarray(0, n * DIGEST_BYTES)),
       links: [...this.#links],
-      order: this.#order,
+      order: this.#order?.slice(),
     };
   }
 

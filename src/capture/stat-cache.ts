@@ -6,7 +6,7 @@ import type { Stat } from '../sys/native.js';
 const MAGIC = Buffer.from('TSSTATC\0', 'latin1');
 export const STAT_CACHE_VERSION = 1;
 const HEADER_BYTES = 64;
-const RECORD_BYTES = 96;
+export const RECORD_BYTES = 96;
 const DIGEST_BYTES = 32;
 const TRAILER_BYTES = 32;
 /** Entries kept in one cache file at most (older, unseen ones are dropped first). */
@@ -48,42 +48,60 @@ export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs
 /**
  * The binary form: a 64-byte header (magic, version, entry count, the 32-byte key,
  * digest count, string bytes), the snapshot digests, fixed 96-byte records, the
- * location strings, and a sha256 of everything before it.
+ * location strings, and a sha256 of everything before it. fill writes the records
+ * (at recordsAt) and their location strings (at stringsAt).
  */
+export function frameStatCache(
+  key: Buffer,
+  digests: readonly string[],
+  sizes: { count: number; stringBytes: number },
+  fill: (out: Buffer, recordsAt: number, stringsAt: number) => void,
+): Buffer {
+  const recordsAt = HEADER_BYTES + digests.length * DIGEST_BYTES;
+  const stringsAt = recordsAt + sizes.count * RECORD_BYTES;
+  const out = Buffer.alloc(stringsAt + sizes.stringBytes + TRAILER_BYTES);
+  MAGIC.copy(out, 0);
+  out.writeUInt32LE(STAT_CACHE_VERSION, 8);
+  out.writeUInt32LE(sizes.count, 12);
+  key.copy(out, 16);
+  out.writeUInt32LE(digests.length, 48);
+  out.writeUInt32LE(sizes.stringBytes, 52);
+  digests.forEach((d, i) => out.write(d, HEADER_BYTES + i * DIGEST_BYTES, 'hex'));
+  fill(out, recordsAt, stringsAt);
+  createHash('sha256').update(out.subarray(0, out.length - TRAILER_BYTES)).digest().copy(out, out.length - TRAILER_BYTES);
+  return out;
+}
+
+/** Writes one record's identity, recording time, size and mode (bytes 0-51 of its 96). */
+export function writeIdentity(out: Buffer, at: number, e: Pick<CacheEntry, 'dev' | 'ino' | 'mtimeNs' | 'ctimeNs' | 'recordNs' | 'size' | 'mode'>): void {
+  out.writeBigUInt64LE(e.dev, at);
+  out.writeBigUInt64LE(e.ino, at + 8);
+  out.writeBigInt64LE(e.mtimeNs, at + 16);
+  out.writeBigInt64LE(e.ctimeNs, at + 24);
+  out.writeBigInt64LE(e.recordNs, at + 32);
+  out.writeDoubleLE(e.size, at + 40);
+  out.writeUInt32LE(e.mode, at + 48);
+}
+
+/** The binary form of these entries (see frameStatCache). */
 export function encodeStatCache(key: Buffer, entries: readonly CacheEntry[]): Buffer {
   const digests = [...new Set(entries.map((e) => e.snapshot))];
   const digestIndex = new Map(digests.map((d, i) => [d, i]));
   const locations = entries.map((e) => Buffer.from(e.location, 'utf8'));
   const stringBytes = locations.reduce((n, b) => n + b.length, 0);
-  const recordsAt = HEADER_BYTES + digests.length * DIGEST_BYTES;
-  const stringsAt = recordsAt + entries.length * RECORD_BYTES;
-  const out = Buffer.alloc(stringsAt + stringBytes + TRAILER_BYTES);
-  MAGIC.copy(out, 0);
-  out.writeUInt32LE(STAT_CACHE_VERSION, 8);
-  out.writeUInt32LE(entries.length, 12);
-  key.copy(out, 16);
-  out.writeUInt32LE(digests.length, 48);
-  out.writeUInt32LE(stringBytes, 52);
-  digests.forEach((d, i) => out.write(d, HEADER_BYTES + i * DIGEST_BYTES, 'hex'));
-  let strOff = 0;
-  entries.forEach((e, i) => {
-    const at = recordsAt + i * RECORD_BYTES;
-    out.writeBigUInt64LE(e.dev, at);
-    out.writeBigUInt64LE(e.ino, at + 8);
-    out.writeBigInt64LE(e.mtimeNs, at + 16);
-    out.writeBigInt64LE(e.ctimeNs, at + 24);
-    out.writeBigInt64LE(e.recordNs, at + 32);
-    out.writeDoubleLE(e.size, at + 40);
-    out.writeUInt32LE(e.mode, at + 48);
-    out.writeUInt32LE(digestIndex.get(e.snapshot)!, at + 52);
-    out.writeUInt32LE(strOff, at + 56);
-    out.writeUInt32LE(locations[i]!.length, at + 60);
-    out.write(e.sha256, at + 64, 'hex');
-    locations[i]!.copy(out, stringsAt + strOff);
-    strOff += locations[i]!.length;
+  return frameStatCache(key, digests, { count: entries.length, stringBytes }, (out, recordsAt, stringsAt) => {
+    let strOff = 0;
+    entries.forEach((e, i) => {
+      const at = recordsAt + i * RECORD_BYTES;
+      writeIdentity(out, at, e);
+      out.writeUInt32LE(digestIndex.get(e.snapshot)!, at + 52);
+      out.writeUInt32LE(strOff, at + 56);
+      out.writeUInt32LE(locations[i]!.length, at + 60);
+      out.write(e.sha256, at + 64, 'hex');
+      locations[i]!.copy(out, stringsAt + strOff);
+      strOff += locations[i]!.length;
+    });
   });
-  createHash('sha256').update(out.subarray(0, out.length - TRAILER_BYTES)).digest().copy(out, out.length - TRAILER_BYTES);
-  return out;
 }
 
 interface Layout {
@@ -180,7 +198,7 @@ export class StatCache {
   }
 
   snapshot(i: number): string {
-    return this.#layout.digests[this.#u32[i * WORDS * 2 + 13]!]!;
+    return this.#layout.digests[this.snapshotIndex(i)]!;
   }
 
   location(i: number): string {
@@ -202,6 +220,32 @@ export class StatCache {
       snapshot: this.snapshot(i),
       location: this.location(i),
     };
+  }
+
+  /** Copies entry i's 96-byte record to out at `at`. */
+  copyRecord(i: number, out: Buffer, at: number): void {
+    const from = this.#layout.recordsAt + i * RECORD_BYTES;
+    this.#bytes.copy(out, at, from, from + RECORD_BYTES);
+  }
+
+  /** Copies entry i's location bytes to out at `at`; returns their count. */
+  copyLocation(i: number, out: Buffer, at: number): number {
+    const off = this.#layout.stringsAt + this.#u32[i * WORDS * 2 + 14]!;
+    return this.#bytes.copy(out, at, off, off + this.#u32[i * WORDS * 2 + 15]!);
+  }
+
+  locationBytes(i: number): number {
+    return this.#u32[i * WORDS * 2 + 15]!;
+  }
+
+  /** 32-bit word k of entry i's record (0-1: dev, 2-3: ino, low word first). */
+  word(i: number, k: number): number {
+    return this.#u32[i * WORDS * 2 + k]!;
+  }
+
+  /** The index (among snapshots()) of the snapshot entry i points at. */
+  snapshotIndex(i: number): number {
+    return this.#u32[i * WORDS * 2 + 13]!;
   }
 
   /** The snapshot digests entries point at. */

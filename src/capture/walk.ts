@@ -39,8 +39,13 @@ export type CaptureProgress = Progress;
 export interface FileHook {
   /** The sha256 to reuse, without opening the file, for a regular file with this fstatat result; undefined: capture it. */
   reuse(st: Stat): string | undefined;
-  /** A file was captured: its identity was proven unchanged around the read that gave sha256 (loose: its file in deferred mode). */
-  captured(st: Stat, sha256: string, loose: string | undefined): void;
+  /** The file reuse() last answered for is recorded as entry `index` of `table`. */
+  reusedAt(table: EntryTable, index: number): void;
+  /**
+   * A file was captured (entry `index` of `table`): its identity was proven unchanged
+   * around the read that gave sha256 (loose: its file in deferred mode).
+   */
+  captured(st: Stat, sha256: string, loose: string | undefined, table: EntryTable, index: number): void;
   /** Build nothing in place: no directory or link is made, captured files go to loose(), and the tree is assembled after the walk. */
   readonly deferred: boolean;
   /** In deferred mode: a new file (created O_EXCL, at its frozen mode) for one captured file's bytes; its fd and name. */
@@ -381,7 +386,7 @@ export class TreeBuilder {
     }
     const reused = isReg(st.mode) ? this.ctx.hook?.reuse(st) : undefined;
     if (reused !== undefined) {
-      this.#addFile(rel, st, reused);
+      this.ctx.hook!.reusedAt(this.entries, this.#addFile(rel, st, reused).index);
       return;
     }
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
@@ -441,7 +446,7 @@ export class TreeBuilder {
     if (hook?.deferred) [dest, loose] = hook.loose(frozen);
     else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     this.ctx.runFile(src.release(), dest, before, rel, (filled) => {
-      hook?.captured(before, filled.sha256, loose);
+      hook?.captured(before, filled.sha256, loose, table, entry.index);
       table.setDigest(entry.index, filled.sha256);
     });
   }

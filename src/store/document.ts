@@ -1,7 +1,7 @@
 // document.ts: a snapshot's manifest.json (its commit marker): what it holds, how it is written and re-checked.
 import { SealError } from '../base/errors.js';
 import { RawJson, SLOT, eachChunk, manifestDigest, mountDigests, piecesOf, snapshotDigest, type Entries, type ManifestEntry, type Piece } from '../base/manifest.js';
-import { EntryTable, type PackedEntries } from '../base/entry-table.js';
+import { EntryTable, entryBuffers, type PackedEntries } from '../base/entry-table.js';
 import type { CapturedMount, MountData } from '../capture/mounts.js';
 
 
@@ -84,6 +84,11 @@ export function packSnapshot(d: StoredSnapshot): PackedSnapshot {
     packedEntries: tableOf(entries).pack(),
     mounts: mounts.map(({ entries: e, ...m }) => ({ ...m, packedEntries: tableOf(e).pack() })),
   };
+}
+
+/** The buffers of a packed snapshot's arrays (each its own: they can be moved to another thread). */
+export function packedBuffers(p: PackedSnapshot): ArrayBuffer[] {
+  return [p.packedEntries, ...p.mounts.map((m) => m.packedEntries)].flatMap((e) => entryBuffers(e));
 }
 
 /** The snapshot of a packed one (its entry lists as tables). */

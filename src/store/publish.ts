@@ -271,7 +271,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data));
-    if (session !== undefined) saveQuietly(session, final.digest, final);
+    if (session !== undefined) saveQuietly(session, final.digest, data);
     return { data: final, report: { ...report, reused: !build.published } };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.

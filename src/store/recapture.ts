@@ -2,7 +2,9 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { MAX_CACHE_ENTRIES, StatCache, type CacheEntry } from '../capture/stat-cache.js';
+import { StatCache } from '../capture/stat-cache.js';
+import { CacheRecords, encodeNextCache, type RecordArea } from '../capture/cache-records.js';
+import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -57,9 +59,14 @@ export class StatCacheSession implements FileHook {
   readonly #loaded: StatCache;
   /** The snapshots the loaded entries point at that are still published. */
   readonly #live: Set<string>;
-  /** Loaded entries reused by this capture, by index. */
-  readonly #reused: number[] = [];
-  readonly #fresh: CacheEntry[] = [];
+  /** Files hashed or reused by this capture, packed, each pointing at its entry. */
+  readonly #records = new CacheRecords();
+  /** The tables those entries are in, by number. */
+  readonly #tables: EntryTable[] = [];
+  /** Files hashed by this capture. */
+  #hashed = 0;
+  /** The loaded entry reuse() last answered with. */
+  #pending = -1;
   /** sha256 -> a reused entry (its index) holding those bytes in a published snapshot. */
   readonly #stored = new Map<string, number>();
   /** sha256 -> a loose file holding those bytes, and its mode. */
@@ -94,15 +101,19 @@ export class StatCacheSession implements FileHook {
     const i = this.#loaded.trusted(st);
     if (i < 0 || !this.#live.has(this.#loaded.snapshot(i))) return undefined;
     this.reusedFiles++;
-    this.#reused.push(i);
+    this.#pending = i;
     const sha256 = this.#loaded.sha256(i);
     if (!this.#stored.has(sha256)) this.#stored.set(sha256, i);
     return sha256;
   }
 
-  captured(st: Stat, sha256: string, loose: string | undefined): void {
-    const { dev, ino, mode, size, mtimeNs, ctimeNs } = st;
-    this.#fresh.push({ dev, ino, mode, size, mtimeNs, ctimeNs, recordNs: this.#o.recordNs, sha256, snapshot: '', location: '' });
+  reusedAt(table: EntryTable, index: number): void {
+    this.#records.reused(this.#loaded, this.#pending, this.#tableNumber(table), index);
+  }
+
+  captured(st: Stat, sha256: string, loose: string | undefined, table: EntryTable, index: number): void {
+    this.#hashed++;
+    this.#records.hashed(st, this.#o.recordNs, sha256, this.#tableNumber(table), index);
     if (loose !== undefined && !this.#loose.has(sha256)) this.#loose.set(sha256, [loose, this.#looseModes.get(loose)!]);
   }
 
@@ -181,30 +192,29 @@ export class StatCacheSession implements FileHook {
     }
   }
 
+  #tableNumber(table: EntryTable): number {
+    const last = this.#tables.length - 1;
+    if (this.#tables[last] === table) return last;
+    const known = this.#tables.indexOf(table);
+    return known >= 0 ? known : this.#tables.push(table) - 1;
+  }
+
   /**
-   * Writes the cache for the snapshot `data` published as `digest`: entries hashed now
-   * and entries reused point at it; entries of the old cache not seen this time are
-   * kept. Nothing is written when nothing was hashed and nothing was dropped.
+   * Writes the cache for the snapshot `data` (as this capture built it) published as
+   * `digest`: files hashed now and files reused point at it, at their own entries;
+   * entries of the old cache not seen this time are kept. Nothing is written when
+   * nothing was hashed and nothing was dropped.
    */
   save(digest: string, data: Pick<StoredSnapshot, 'entries' | 'mounts'>): void {
     const loaded = this.#loaded;
-    if (this.#fresh.length === 0 && this.#live.size === loaded.snapshots().length) return;
-    const where = new Map<string, string>();
-    for (const [location, e] of filesOf(data)) if (!where.has(e.sha256)) where.set(e.sha256, location);
-    const next = new Map<string, CacheEntry>();
-    const add = (e: CacheEntry): void => {
-      if (next.size < MAX_CACHE_ENTRIES) next.set(`${e.dev}:${e.ino}`, e);
-    };
-    for (const e of [...this.#reused.map((i) => loaded.entry(i)), ...this.#fresh]) {
-      const location = where.get(e.sha256);
-      if (location !== undefined) add({ ...e, snapshot: digest, location });
-    }
-    for (let i = 0; i < loaded.size; i++) {
-      if (!this.#live.has(loaded.snapshot(i))) continue;
-      const e = loaded.entry(i);
-      if (!next.has(`${e.dev}:${e.ino}`)) add(e);
-    }
-    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, [...next.values()]);
+    if (this.#hashed === 0 && this.#live.size === loaded.snapshots().length) return;
+    const areas = this.#tables.map((table): RecordArea | undefined => {
+      if (table === data.entries) return { prefix: COPY_AREA, table };
+      const i = data.mounts.findIndex((m) => m.entries === table);
+      return i < 0 ? undefined : { prefix: mountArea(i), table };
+    });
+    const bytes = encodeNextCache({ key: this.#key, digest, records: this.#records, areas, loaded, live: this.#live });
+    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, bytes);
   }
 
   close(): void {

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import { closeQuietly, openChildDir, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
-import { StatCache, encodeStatCache, type CacheEntry } from '../capture/stat-cache.js';
+import { StatCache } from '../capture/stat-cache.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -59,7 +59,7 @@ export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<
  * so a sweep removes it if this process dies), fsynced, renamed over cache/<key>.bin,
  * and the directory fsynced. A reader sees the old file or the new one, never a mix.
  */
-export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, entries: readonly CacheEntry[]): void {
+export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, bytes: Buffer): void {
   try {
     sys.mkdirat(storeFd, CACHE_DIR, 0o700);
   } catch (err) {
@@ -70,20 +70,20 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
   const lock = sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK);
   try {
     sys.flock(lock, LOCK_SH);
-    writeStatCache(sys, storeFd, tmpFd, key, entries);
+    writeStatCache(sys, storeFd, tmpFd, key, bytes);
   } finally {
     closeQuietly(sys, lock);
   }
 }
 
-function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, entries: readonly CacheEntry[]): void {
+function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, bytes: Buffer): void {
   const dir = openChildDir(sys, storeFd, CACHE_DIR);
   const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
     const fd = sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
-      writeAll(sys, fd, encodeStatCache(key, entries));
+      writeAll(sys, fd, bytes);
       sys.fsync(fd);
     } finally {
       closeQuietly(sys, fd);
