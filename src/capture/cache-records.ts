@@ -1,7 +1,7 @@
 // cache-records.ts: the stat cache records one capture gathers, packed in the file's 96-byte layout, and the next cache file made from them.
 import type { EntryTable } from '../base/entry-table.js';
 import type { Stat } from '../sys/native.js';
-import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, writeIdentity, type StatCache } from './stat-cache.js';
+import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, writeIdentity, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
 
 const WORDS = RECORD_BYTES / 4;
 
@@ -122,52 +122,89 @@ export interface NextCache {
   live: ReadonlySet<string>;
 }
 
-/**
- * The next cache file: the capture's records pointing at `digest` and their entries'
- * locations, then the loaded entries not seen this time whose snapshot is live.
- */
-export function encodeNextCache(c: NextCache): Buffer {
+interface Chosen {
+  fresh: Uint8Array;
+  old: Uint8Array;
+  digests: string[];
+  /** The loaded cache's snapshot indices, renumbered among digests. */
+  oldDigest: Int32Array;
+  sizes: CacheSizes;
+}
+
+function chooseFor(c: NextCache): Chosen {
   const { records, loaded } = c;
-  const liveIndex = loaded.snapshots().map((d) => c.live.has(d));
-  const placed = (i: number): RecordArea | undefined => c.areas[records.word(i, 14)];
-  const { fresh, old } = choose(records, loaded, (j) => liveIndex[loaded.snapshotIndex(j)]!);
-  for (let i = 0; i < fresh.length; i++) if (fresh[i] === 1 && placed(i) === undefined) fresh[i] = 0;
-  const digests = [c.digest, ...loaded.snapshots().filter((_, k) => liveIndex[k])];
-  const digestIndex = new Map(digests.map((d, k) => [d, k]));
-  let count = 0;
-  let stringBytes = 0;
+  const live = loaded.snapshots().map((d) => c.live.has(d));
+  const { fresh, old } = choose(records, loaded, (j) => live[loaded.snapshotIndex(j)]!);
+  const digests = [c.digest];
+  const oldDigest = new Int32Array(live.length).fill(-1);
+  live.forEach((l, k) => {
+    if (l) oldDigest[k] = digests.push(loaded.snapshots()[k]!) - 1;
+  });
+  const sizes = { count: 0, stringBytes: 0 };
   for (let i = 0; i < fresh.length; i++) {
-    if (fresh[i] === 0) continue;
-    const { prefix, table } = placed(i)!;
-    stringBytes += Buffer.byteLength(prefix) + 1 + table.pathBytes(records.word(i, 15));
-    count++;
+    const area = c.areas[records.word(i, 14)];
+    if (fresh[i] === 0 || area === undefined) {
+      fresh[i] = 0;
+      continue;
+    }
+    sizes.stringBytes += Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 15));
+    sizes.count++;
   }
   for (let j = 0; j < old.length; j++) {
     if (old[j] === 0) continue;
-    stringBytes += loaded.locationBytes(j);
-    count++;
+    sizes.stringBytes += loaded.locationBytes(j);
+    sizes.count++;
   }
-  return frameStatCache(c.key, digests, { count, stringBytes }, (out, recordsAt, stringsAt) => {
-    let r = recordsAt;
+  return { fresh, old, digests, oldDigest, sizes };
+}
+
+/**
+ * Writes the next cache file to sink: the capture's records pointing at `digest` and
+ * their entries' locations, then the loaded entries not seen this time whose snapshot
+ * is live.
+ */
+export function writeNextCache(c: NextCache, sink: (bytes: Buffer) => void): void {
+  const { records, loaded } = c;
+  const chosen = chooseFor(c);
+  const { fresh, old } = chosen;
+  frameStatCache(c.key, chosen.digests, chosen.sizes, sink, (w) => {
     let str = 0;
-    const record = (len: number, snapshot: number): void => {
-      out.writeUInt32LE(snapshot, r + 52);
-      out.writeUInt32LE(str, r + 56);
-      out.writeUInt32LE(len, r + 60);
-      r += RECORD_BYTES;
+    const record = (len: number, snapshot: number, at: number): void => {
+      w.chunk.writeUInt32LE(snapshot, at + 52);
+      w.chunk.writeUInt32LE(str, at + 56);
+      w.chunk.writeUInt32LE(len, at + 60);
       str += len;
     };
     for (let i = 0; i < fresh.length; i++) {
       if (fresh[i] === 0) continue;
-      const { prefix, table } = placed(i)!;
-      records.bytes.copy(out, r, i * RECORD_BYTES, (i + 1) * RECORD_BYTES);
-      const head = out.write(`${prefix}/`, stringsAt + str, 'utf8');
-      record(head + table.copyPath(records.word(i, 15), out, stringsAt + str + head), 0);
+      const at = w.room(RECORD_BYTES);
+      records.bytes.copy(w.chunk, at, i * RECORD_BYTES, (i + 1) * RECORD_BYTES);
+      const area = c.areas[records.word(i, 14)]!;
+      record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 15)), 0, at);
     }
     for (let j = 0; j < old.length; j++) {
       if (old[j] === 0) continue;
-      loaded.copyRecord(j, out, r);
-      record(loaded.copyLocation(j, out, stringsAt + str), digestIndex.get(loaded.snapshot(j))!);
+      const at = w.room(RECORD_BYTES);
+      loaded.copyRecord(j, w.chunk, at);
+      record(loaded.locationBytes(j), chosen.oldDigest[loaded.snapshotIndex(j)]!, at);
     }
+    writeLocations(c, chosen, w);
   });
+}
+
+/** The location strings, in record order. */
+function writeLocations(c: NextCache, chosen: Chosen, w: ChunkWriter): void {
+  const { records, loaded } = c;
+  for (let i = 0; i < chosen.fresh.length; i++) {
+    if (chosen.fresh[i] === 0) continue;
+    const { prefix, table } = c.areas[records.word(i, 14)]!;
+    const index = records.word(i, 15);
+    const head = Buffer.byteLength(prefix) + 1;
+    const at = w.room(head + table.pathBytes(index));
+    w.chunk.write(`${prefix}/`, at, 'utf8');
+    table.copyPath(index, w.chunk, at + head);
+  }
+  for (let j = 0; j < chosen.old.length; j++) {
+    if (chosen.old[j] === 1) loaded.copyLocation(j, w.chunk, w.room(loaded.locationBytes(j)));
+  }
 }

@@ -46,30 +46,67 @@ export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs
 }
 
 /**
+ * Bytes in order, gathered into chunks for a sink (which consumes each before the
+ * next is gathered), hashed as they go: the file's trailer is their sha256.
+ */
+export class ChunkWriter {
+  readonly chunk: Buffer;
+  #used = 0;
+  readonly #hash = createHash('sha256');
+
+  constructor(
+    readonly sink: (bytes: Buffer) => void,
+    size = 1 << 20,
+  ) {
+    this.chunk = Buffer.alloc(size);
+  }
+
+  /** Where in `chunk` the next n bytes (at most its size) go. */
+  room(n: number): number {
+    if (this.#used + n > this.chunk.length) this.#flush();
+    const at = this.#used;
+    this.#used += n;
+    return at;
+  }
+
+  #flush(): void {
+    const bytes = this.chunk.subarray(0, this.#used);
+    this.#hash.update(bytes);
+    this.sink(bytes);
+    this.#used = 0;
+  }
+
+  /** Sends what is gathered, then the sha256 of everything sent. */
+  end(): void {
+    this.#flush();
+    this.sink(this.#hash.digest());
+  }
+}
+
+export interface CacheSizes {
+  count: number;
+  stringBytes: number;
+}
+
+/**
  * The binary form: a 64-byte header (magic, version, entry count, the 32-byte key,
  * digest count, string bytes), the snapshot digests, fixed 96-byte records, the
- * location strings, and a sha256 of everything before it. fill writes the records
- * (at recordsAt) and their location strings (at stringsAt).
+ * location strings, and a sha256 of everything before it. fill writes the records,
+ * then their location strings, through the writer.
  */
-export function frameStatCache(
-  key: Buffer,
-  digests: readonly string[],
-  sizes: { count: number; stringBytes: number },
-  fill: (out: Buffer, recordsAt: number, stringsAt: number) => void,
-): Buffer {
-  const recordsAt = HEADER_BYTES + digests.length * DIGEST_BYTES;
-  const stringsAt = recordsAt + sizes.count * RECORD_BYTES;
-  const out = Buffer.alloc(stringsAt + sizes.stringBytes + TRAILER_BYTES);
-  MAGIC.copy(out, 0);
-  out.writeUInt32LE(STAT_CACHE_VERSION, 8);
-  out.writeUInt32LE(sizes.count, 12);
-  key.copy(out, 16);
-  out.writeUInt32LE(digests.length, 48);
-  out.writeUInt32LE(sizes.stringBytes, 52);
-  digests.forEach((d, i) => out.write(d, HEADER_BYTES + i * DIGEST_BYTES, 'hex'));
-  fill(out, recordsAt, stringsAt);
-  createHash('sha256').update(out.subarray(0, out.length - TRAILER_BYTES)).digest().copy(out, out.length - TRAILER_BYTES);
-  return out;
+export function frameStatCache(key: Buffer, digests: readonly string[], sizes: CacheSizes, sink: (bytes: Buffer) => void, fill: (w: ChunkWriter) => void): void {
+  const w = new ChunkWriter(sink);
+  const at = w.room(HEADER_BYTES);
+  const out = w.chunk;
+  MAGIC.copy(out, at);
+  out.writeUInt32LE(STAT_CACHE_VERSION, at + 8);
+  out.writeUInt32LE(sizes.count, at + 12);
+  key.copy(out, at + 16);
+  out.writeUInt32LE(digests.length, at + 48);
+  out.writeUInt32LE(sizes.stringBytes, at + 52);
+  for (const d of digests) out.write(d, w.room(DIGEST_BYTES), 'hex');
+  fill(w);
+  w.end();
 }
 
 /** Writes one record's identity, recording time, size and mode (bytes 0-51 of its 96). */
@@ -89,19 +126,21 @@ export function encodeStatCache(key: Buffer, entries: readonly CacheEntry[]): Bu
   const digestIndex = new Map(digests.map((d, i) => [d, i]));
   const locations = entries.map((e) => Buffer.from(e.location, 'utf8'));
   const stringBytes = locations.reduce((n, b) => n + b.length, 0);
-  return frameStatCache(key, digests, { count: entries.length, stringBytes }, (out, recordsAt, stringsAt) => {
+  const chunks: Buffer[] = [];
+  frameStatCache(key, digests, { count: entries.length, stringBytes }, (b) => chunks.push(Buffer.from(b)), (w) => {
     let strOff = 0;
     entries.forEach((e, i) => {
-      const at = recordsAt + i * RECORD_BYTES;
-      writeIdentity(out, at, e);
-      out.writeUInt32LE(digestIndex.get(e.snapshot)!, at + 52);
-      out.writeUInt32LE(strOff, at + 56);
-      out.writeUInt32LE(locations[i]!.length, at + 60);
-      out.write(e.sha256, at + 64, 'hex');
-      locations[i]!.copy(out, stringsAt + strOff);
+      const at = w.room(RECORD_BYTES);
+      writeIdentity(w.chunk, at, e);
+      w.chunk.writeUInt32LE(digestIndex.get(e.snapshot)!, at + 52);
+      w.chunk.writeUInt32LE(strOff, at + 56);
+      w.chunk.writeUInt32LE(locations[i]!.length, at + 60);
+      w.chunk.write(e.sha256, at + 64, 'hex');
       strOff += locations[i]!.length;
     });
+    for (const l of locations) l.copy(w.chunk, w.room(l.length));
   });
+  return Buffer.concat(chunks);
 }
 
 interface Layout {

@@ -3,7 +3,7 @@ import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.j
 import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { StatCache } from '../capture/stat-cache.js';
-import { CacheRecords, encodeNextCache, type RecordArea } from '../capture/cache-records.js';
+import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
@@ -213,8 +213,8 @@ export class StatCacheSession implements FileHook {
       const i = data.mounts.findIndex((m) => m.entries === table);
       return i < 0 ? undefined : { prefix: mountArea(i), table };
     });
-    const bytes = encodeNextCache({ key: this.#key, digest, records: this.#records, areas, loaded, live: this.#live });
-    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, bytes);
+    const next = { key: this.#key, digest, records: this.#records, areas, loaded, live: this.#live };
+    saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, (sink) => writeNextCache(next, sink));
   }
 
   close(): void {

@@ -11,6 +11,9 @@ import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
 
 const MAX_CACHE_BYTES = 512 * 1024 * 1024;
 
+/** Produces a cache file's bytes, in order, into sink (each chunk consumed before the next). */
+export type WriteCache = (sink: (bytes: Buffer) => void) => void;
+
 /**
  * The key of one source's cache in one store: sha256 of the store directory's
  * (dev, ino), the source path and the source directory's (dev, ino). Two stores,
@@ -59,7 +62,7 @@ export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<
  * so a sweep removes it if this process dies), fsynced, renamed over cache/<key>.bin,
  * and the directory fsynced. A reader sees the old file or the new one, never a mix.
  */
-export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, bytes: Buffer): void {
+export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
   try {
     sys.mkdirat(storeFd, CACHE_DIR, 0o700);
   } catch (err) {
@@ -70,20 +73,24 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
   const lock = sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK);
   try {
     sys.flock(lock, LOCK_SH);
-    writeStatCache(sys, storeFd, tmpFd, key, bytes);
+    writeStatCache(sys, storeFd, tmpFd, key, write);
   } finally {
     closeQuietly(sys, lock);
   }
 }
 
-function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, bytes: Buffer): void {
+function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
   const dir = openChildDir(sys, storeFd, CACHE_DIR);
   const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
     const fd = sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
-      writeAll(sys, fd, bytes);
+      let at = 0;
+      write((bytes) => {
+        writeAll(sys, fd, bytes, at);
+        at += bytes.length;
+      });
       sys.fsync(fd);
     } finally {
       closeQuietly(sys, fd);
