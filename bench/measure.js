@@ -219,11 +219,14 @@ function extras(base) {
   x.rss1g = extra('rss', base, bigFileTree(base)).maxRssMB;
   dropDir(join(base, 'rss-1g'));
   const small = extra('rss', base, sourceTree(base, T50K));
+  // Growth per entry between two trees of the same shape (empty files), 50k and SYNTHETIC_ENTRIES.
+  const start = extra('rss', base, syntheticTree(base, 50_000));
   const synthetic = extra('rss', base, syntheticTree(base, SYNTHETIC_ENTRIES));
-  dropDir(join(base, `synthetic-${SYNTHETIC_ENTRIES}`));
+  for (const n of [50_000, SYNTHETIC_ENTRIES]) dropDir(join(base, `synthetic-${n}`));
   x.rssSmall = { ...small, tree: T50K.name };
+  x.rssSyntheticStart = start;
   x.rssSynthetic = synthetic;
-  x.growth = ((synthetic.maxRssMB - small.maxRssMB) * 1024 * 1024) / (synthetic.entries - small.entries);
+  x.growth = ((synthetic.maxRssMB - start.maxRssMB) * 1024 * 1024) / (synthetic.entries - start.entries);
   const v = extra('verify', base, sourceTree(base, T5K));
   x.verify = { single: median(v.single), pooled: median(v.pooled) };
   const closes = [0, 1, 2].map(() => extra('close', base, sourceTree(base, T5K)));

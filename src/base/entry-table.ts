@@ -82,6 +82,15 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return this.#paths.copy(out, at, this.start(i), this.#ends[i]!);
   }
 
+  size(i: number): number {
+    return this.#sizes[i]!;
+  }
+
+  /** Copies entry i's raw sha256 (32 bytes) to out at `at`. */
+  copyDigest(i: number, out: Buffer, at: number): void {
+    this.#digests.copy(out, at, i * DIGEST_BYTES, (i + 1) * DIGEST_BYTES);
+  }
+
   /** The index of the entry at `path`, or -1. */
   find(path: string): number {
     const [at, end] = this.#stage(path);

@@ -1,17 +1,20 @@
-// cache-records.ts: the stat cache records one capture gathers, packed in the file's 96-byte layout, and the next cache file made from them.
+// cache-records.ts: the stat cache records one capture gathers, packed (48 bytes each, no object), and the next cache file made from them.
 import type { EntryTable } from '../base/entry-table.js';
 import type { Stat } from '../sys/native.js';
-import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, writeIdentity, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
+import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
 
-const WORDS = RECORD_BYTES / 4;
+/** A record while the capture runs: dev, ino, mtime, ctime (as in the file), mode, the loaded entry reused (or NONE), table, entry index. */
+const HELD_BYTES = 48;
+const HELD_WORDS = HELD_BYTES / 4;
+const NONE = 0xffffffff;
 
 /**
  * Records of files hashed or reused by one capture, each pointing at the entry that
- * holds its bytes in the new snapshot (bytes 56-63: the table's number and the
- * entry's index, until the file is written with the entry's location).
+ * holds its bytes (and, for a hashed file, its size and sha256) in the new snapshot.
+ * A reused record is the loaded one, copied out when the cache is written.
  */
 export class CacheRecords {
-  #bytes = Buffer.alloc(RECORD_BYTES * 256);
+  #bytes = Buffer.alloc(HELD_BYTES * 256);
   #words = new Uint32Array(this.#bytes.buffer, this.#bytes.byteOffset, this.#bytes.length / 4);
   #count = 0;
 
@@ -19,39 +22,56 @@ export class CacheRecords {
     return this.#count;
   }
 
-  /** A file hashed now: its identity, the recording time, its sha256 and its entry. */
-  hashed(st: Stat, recordNs: bigint, sha256: string, table: number, index: number): void {
-    const at = this.#next(table, index);
-    writeIdentity(this.#bytes, at, { ...st, recordNs });
-    this.#bytes.write(sha256, at + 64, 32, 'hex');
+  /** A file hashed now: its identity (at the read) and its entry. */
+  hashed(st: Stat, table: number, index: number): void {
+    const at = this.#next(NONE, table, index);
+    const b = this.#bytes;
+    b.writeBigUInt64LE(st.dev, at);
+    b.writeBigUInt64LE(st.ino, at + 8);
+    b.writeBigInt64LE(st.mtimeNs, at + 16);
+    b.writeBigInt64LE(st.ctimeNs, at + 24);
+    b.writeUInt32LE(st.mode, at + 32);
   }
 
-  /** A record of the loaded cache reused by this capture, now at its entry. */
+  /** Entry i of the loaded cache, reused by this capture, now at its entry. */
   reused(loaded: StatCache, i: number, table: number, index: number): void {
-    const at = this.#next(table, index);
-    loaded.copyRecord(i, this.#bytes, at);
-    this.#bytes.writeUInt32LE(table, at + 56);
-    this.#bytes.writeUInt32LE(index, at + 60);
+    const at = this.#next(i, table, index);
+    for (let k = 0; k < 4; k++) this.#words[at / 4 + k] = loaded.word(i, k);
   }
 
+  /** Word k of record i: 0-1 dev, 2-3 ino (low word first), 10 table, 11 entry index. */
   word(i: number, k: number): number {
-    return this.#words[i * WORDS + k]!;
+    return this.#words[i * HELD_WORDS + k]!;
   }
 
-  get bytes(): Buffer {
-    return this.#bytes;
+  /** Writes record i as the file holds it (but its snapshot and location: bytes 52-63) to out at `at`. */
+  write(i: number, out: Buffer, at: number, from: { loaded: StatCache; recordNs: bigint; table: EntryTable }): void {
+    const held = i * HELD_BYTES;
+    const reused = this.#words[i * HELD_WORDS + 9]!;
+    if (reused !== NONE) {
+      from.loaded.copyRecord(reused, out, at);
+      return;
+    }
+    const index = this.word(i, 11);
+    this.#bytes.copy(out, at, held, held + 32);
+    out.writeBigInt64LE(from.recordNs, at + 32);
+    out.writeDoubleLE(from.table.size(index), at + 40);
+    out.writeUInt32LE(this.#bytes.readUInt32LE(held + 32), at + 48);
+    from.table.copyDigest(index, out, at + 64);
   }
 
-  #next(table: number, index: number): number {
-    const at = this.#count * RECORD_BYTES;
-    if (at + RECORD_BYTES > this.#bytes.length) {
+  #next(reused: number, table: number, index: number): number {
+    const at = this.#count * HELD_BYTES;
+    if (at + HELD_BYTES > this.#bytes.length) {
       const next = Buffer.alloc(this.#bytes.length * 2);
       this.#bytes.copy(next);
       this.#bytes = next;
       this.#words = new Uint32Array(next.buffer, next.byteOffset, next.length / 4);
     }
-    this.#bytes.writeUInt32LE(table, at + 56);
-    this.#bytes.writeUInt32LE(index, at + 60);
+    const w = at / 4;
+    this.#words[w + 9] = reused;
+    this.#words[w + 10] = table;
+    this.#words[w + 11] = index;
     this.#count++;
     return at;
   }
@@ -118,6 +138,8 @@ export interface NextCache {
   /** The tables the records' entries are in, by number. */
   areas: readonly (RecordArea | undefined)[];
   loaded: StatCache;
+  /** When the capture's hashed files were recorded (the store's clock before the walk). */
+  recordNs: bigint;
   /** The loaded cache's snapshots still published. */
   live: ReadonlySet<string>;
 }
@@ -142,12 +164,12 @@ function chooseFor(c: NextCache): Chosen {
   });
   const sizes = { count: 0, stringBytes: 0 };
   for (let i = 0; i < fresh.length; i++) {
-    const area = c.areas[records.word(i, 14)];
+    const area = c.areas[records.word(i, 10)];
     if (fresh[i] === 0 || area === undefined) {
       fresh[i] = 0;
       continue;
     }
-    sizes.stringBytes += Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 15));
+    sizes.stringBytes += Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 11));
     sizes.count++;
   }
   for (let j = 0; j < old.length; j++) {
@@ -178,9 +200,9 @@ export function writeNextCache(c: NextCache, sink: (bytes: Buffer) => void): voi
     for (let i = 0; i < fresh.length; i++) {
       if (fresh[i] === 0) continue;
       const at = w.room(RECORD_BYTES);
-      records.bytes.copy(w.chunk, at, i * RECORD_BYTES, (i + 1) * RECORD_BYTES);
-      const area = c.areas[records.word(i, 14)]!;
-      record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 15)), 0, at);
+      const area = c.areas[records.word(i, 10)]!;
+      records.write(i, w.chunk, at, { loaded, recordNs: c.recordNs, table: area.table });
+      record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 11)), 0, at);
     }
     for (let j = 0; j < old.length; j++) {
       if (old[j] === 0) continue;
@@ -197,8 +219,8 @@ function writeLocations(c: NextCache, chosen: Chosen, w: ChunkWriter): void {
   const { records, loaded } = c;
   for (let i = 0; i < chosen.fresh.length; i++) {
     if (chosen.fresh[i] === 0) continue;
-    const { prefix, table } = c.areas[records.word(i, 14)]!;
-    const index = records.word(i, 15);
+    const { prefix, table } = c.areas[records.word(i, 10)]!;
+    const index = records.word(i, 11);
     const head = Buffer.byteLength(prefix) + 1;
     const at = w.room(head + table.pathBytes(index));
     w.chunk.write(`${prefix}/`, at, 'utf8');

@@ -110,7 +110,7 @@ export function frameStatCache(key: Buffer, digests: readonly string[], sizes: C
 }
 
 /** Writes one record's identity, recording time, size and mode (bytes 0-51 of its 96). */
-export function writeIdentity(out: Buffer, at: number, e: Pick<CacheEntry, 'dev' | 'ino' | 'mtimeNs' | 'ctimeNs' | 'recordNs' | 'size' | 'mode'>): void {
+function writeIdentity(out: Buffer, at: number, e: Pick<CacheEntry, 'dev' | 'ino' | 'mtimeNs' | 'ctimeNs' | 'recordNs' | 'size' | 'mode'>): void {
   out.writeBigUInt64LE(e.dev, at);
   out.writeBigUInt64LE(e.ino, at + 8);
   out.writeBigInt64LE(e.mtimeNs, at + 16);

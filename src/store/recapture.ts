@@ -36,16 +36,6 @@ export interface SessionOpen {
 
 const frozenMode = (mode: number): number => (mode & 0o111 ? 0o500 : 0o400);
 
-/** Every file entry of a snapshot with its path below the snapshot root. */
-function filesOf(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): [string, ManifestEntry][] {
-  const out: [string, ManifestEntry][] = [];
-  for (const e of data.entries) if (e.kind === 'file') out.push([`${COPY_AREA}/${e.path}`, e]);
-  data.mounts.forEach((m, i) => {
-    for (const e of m.entries) if (e.kind === 'file') out.push([`${mountArea(i)}/${e.path}`, e]);
-  });
-  return out;
-}
-
 /**
  * The stat cache's side of one capture. With a non-empty cache the walk is deferred:
  * trusted files are not opened, the others are captured into loose files, and the tree
@@ -113,7 +103,7 @@ export class StatCacheSession implements FileHook {
 
   captured(st: Stat, sha256: string, loose: string | undefined, table: EntryTable, index: number): void {
     this.#hashed++;
-    this.#records.hashed(st, this.#o.recordNs, sha256, this.#tableNumber(table), index);
+    this.#records.hashed(st, this.#tableNumber(table), index);
     if (loose !== undefined && !this.#loose.has(sha256)) this.#loose.set(sha256, [loose, this.#looseModes.get(loose)!]);
   }
 
@@ -124,9 +114,11 @@ export class StatCacheSession implements FileHook {
     return [fd, name];
   }
 
-  /** Counts how many file entries use each hash (a loose file used once is renamed into place, else cloned). */
+  /** Counts how many file entries use each loose file's hash (a loose file used once is renamed into place, else cloned). */
   prepare(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): void {
-    for (const [, e] of filesOf(data)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
+    for (const list of [data.entries, ...data.mounts.map((m) => m.entries)]) {
+      for (const e of list) if (e.kind === 'file' && this.#loose.has(e.sha256)) this.#uses.set(e.sha256, (this.#uses.get(e.sha256) ?? 0) + 1);
+    }
   }
 
   /**
@@ -213,7 +205,7 @@ export class StatCacheSession implements FileHook {
       const i = data.mounts.findIndex((m) => m.entries === table);
       return i < 0 ? undefined : { prefix: mountArea(i), table };
     });
-    const next = { key: this.#key, digest, records: this.#records, areas, loaded, live: this.#live };
+    const next = { key: this.#key, digest, records: this.#records, areas, loaded, recordNs: this.#o.recordNs, live: this.#live };
     saveStatCache(this.#o.sys, this.#o.storeFd, this.#o.tmpFd, this.#key, (sink) => writeNextCache(next, sink));
   }
 
