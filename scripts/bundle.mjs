@@ -4,7 +4,11 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { build } from 'esbuild';
+// A checkout whose node_modules predates esbuild: say what to do rather than fail on the import.
+const { build } = await import('esbuild').catch((err) => {
+  console.error(`bundle: esbuild is not installed (${err.message.split('\n')[0]}): run npm install`);
+  process.exit(1);
+});
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FROM = 'tsc-out';

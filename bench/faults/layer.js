@@ -1,4 +1,5 @@
 // layer.js: the fault layer: records every syscall by call site, and fails one chosen call with a chosen errno.
+import { readFileSync } from 'node:fs';
 import { getSystemErrorMap } from 'node:util';
 import { constants as osConstants } from 'node:os';
 
@@ -50,7 +51,29 @@ export function systemError(code, syscall, path) {
   return err;
 }
 
-const DIST_FRAME = /\bat (?:(\S+) \()?(?:file:\/\/)?\S*\/dist\/(\S+?):(\d+):\d+\)?$/;
+const DIST_FRAME = /\bat (?:(\S+) \()?(?:file:\/\/)?(\S*\/dist\/(\S+?)):(\d+):\d+\)?$/;
+
+/** Per bundled file: the line of each `// tsc-out/MODULE` comment esbuild puts before a module's code. */
+const modulesOf = new Map();
+
+/**
+ * A line of the bundled dist/ as the module it belongs to and the line from that
+ * module's start (`base/fd.js:12`), so sites read as treeseal's modules, not chunks.
+ */
+function moduleLine(file, rel, line) {
+  let marks = modulesOf.get(file);
+  if (marks === undefined) {
+    marks = [];
+    readFileSync(file, 'utf8').split('\n').forEach((text, i) => {
+      const m = /^\/\/ tsc-out\/(\S+)$/.exec(text);
+      if (m !== null) marks.push([i + 1, m[1]]);
+    });
+    modulesOf.set(file, marks);
+  }
+  let at = [0, rel];
+  for (const mark of marks) if (mark[0] <= line) at = mark;
+  return `${at[1]}:${line - at[0]}`;
+}
 
 /**
  * The call site of a syscall: its name, the two innermost frames of treeseal's code that
@@ -66,13 +89,14 @@ function callSite(name) {
   for (const line of stack.split('\n')) {
     const m = DIST_FRAME.exec(line.trim());
     if (m === null) continue;
-    const frame = `${m[1] ?? '<anon>'} ${m[2]}:${m[3]}`;
+    const where = moduleLine(m[2], m[3], Number(m[4]));
+    const frame = `${m[1] ?? '<anon>'} ${where}`;
     if (frames.length < 2) frames.push(frame);
-    else if (!/^(base|sys)\//.test(m[2])) {
+    else if (!/^(base|sys)\//.test(where)) {
       frames.push(frame);
       break;
     }
-    if (frames.length === 2 && !/^(base|sys)\//.test(m[2])) break;
+    if (frames.length === 2 && !/^(base|sys)\//.test(where)) break;
   }
   return `${name} @ ${frames.join(' < ')}`;
 }
