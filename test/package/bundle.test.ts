@@ -44,6 +44,17 @@ describe('the bundled package', () => {
     expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);
   });
 
+  it('marks where each module starts in its bundled file (the fault injection names call sites by these marks)', () => {
+    const unmarked: string[] = [];
+    for (const o of OUTPUTS) {
+      const text = readFileSync(join(REPO, o), 'utf8');
+      for (const [input, { bytesInOutput }] of Object.entries(META.outputs[o]!.inputs as Record<string, { bytesInOutput: number }>)) {
+        if (bytesInOutput > 0 && !`\n${text}`.includes(`\n// ${input}\n`)) unmarked.push(`${input} in ${o}`);
+      }
+    }
+    expect(unmarked).toEqual([]);
+  });
+
   it('holds in dist/ only its entry points and their shared chunks; the exports, bin and thread entries are entry points', () => {
     expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/'))).toEqual([]);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { main: string; exports: Record<string, { default: string }>; bin: Record<string, string> };
