@@ -1,8 +1,8 @@
 // bundle.mjs: bundles tsc's output (tsc-out/) into dist/: one file per entry point plus shared chunks, so every module is loaded once per thread from a few files.
 // usage: node scripts/bundle.mjs [--sourcemap]
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 // A checkout whose node_modules predates esbuild: say what to do rather than fail on the import.
 const { build } = await import('esbuild').catch((err) => {
@@ -21,10 +21,14 @@ const depth = (path) => path.split('/').length - 1;
 const inside = (dir, path) => relative(dir, path).split(sep).join('/');
 const usesOwnUrl = (input) => readFileSync(join(ROOT, input), 'utf8').includes('import.meta.url');
 
+/** The relative paths a module resolves from its own URL: `new URL('../worker.js', import.meta.url)`. */
+const ownUrls = (input) => [...readFileSync(join(ROOT, input), 'utf8').matchAll(/new URL\((['"])([^'"]+)\1, import\.meta\.url\)/g)].map((m) => m[2]);
+
 /**
  * A module that resolves a path from its own `import.meta.url` (the worker entries, the
  * addon's package root, package.json) must land as deep in dist/ as it sits in src/:
- * those relative paths are written for the folder it is in.
+ * those relative paths are written for the folder it is in. What they name must be
+ * there (a thread entry not listed in ENTRIES would be missing).
  */
 function checkPlacement(metafile) {
   const wrong = [];
@@ -34,9 +38,12 @@ function checkPlacement(metafile) {
       const from = inside(FROM, input);
       const to = inside(TO, out);
       if (depth(from) !== depth(to)) wrong.push(`${from} (depth ${depth(from)}) landed in ${to} (depth ${depth(to)})`);
+      for (const rel of ownUrls(input)) {
+        if (!existsSync(fileURLToPath(new URL(rel, pathToFileURL(join(ROOT, out)))))) wrong.push(`${from} names ${rel}, missing from ${to}`);
+      }
     }
   }
-  if (wrong.length > 0) throw new Error(`bundle: modules that resolve paths from import.meta.url moved to another depth:\n  ${wrong.join('\n  ')}`);
+  if (wrong.length > 0) throw new Error(`bundle: paths resolved from import.meta.url do not hold in dist/:\n  ${wrong.join('\n  ')}`);
 }
 
 const sourcemap = process.argv.includes('--sourcemap');
