@@ -2,6 +2,7 @@
 export { compareUtf8, escapePath, normalize } from './base/paths.js';
 export { sha256Hex } from './base/manifest.js';
 export { killWorker, offload, stopIdleWorker } from './base/offload.js';
+export { reviveError, serializeError } from './base/jobs.js';
 export { GRANULARITY_NS, STAT_CACHE_VERSION, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from './capture/stat-cache.js';
 export { bucketOf, chooseLayout, layersOf, layoutWith, manifestOf, MAX_FILE_LAYERS, MAX_PACKS, LARGE_FILE_BYTES } from './store/registry/mapping.js';
 export { expectLayers, parseArtifact } from './store/registry/artifact.js';

@@ -42,12 +42,18 @@ export interface SealErrorOptions {
   /** The relative path the error is about, unescaped. */
   path?: string;
   cause?: unknown;
+  /** Whether trying again may succeed (default: only for SEAL_CHANGED). */
+  retryable?: boolean;
 }
 
 export class SealError extends Error {
   readonly code: SealCode;
   readonly path: string | undefined;
-  /** True when trying again may succeed (the tree was changing). */
+  /**
+   * True when trying again may succeed because the tree was changing: always for
+   * SEAL_CHANGED, and for a SEAL_UNAVAILABLE whose declared path went away while its
+   * directory was changing during the capture.
+   */
   readonly retryable: boolean;
 
   constructor(code: SealCode, message: string, options: SealErrorOptions = {}) {
@@ -55,7 +61,7 @@ export class SealError extends Error {
     this.name = 'SealError';
     this.code = code;
     this.path = options.path;
-    this.retryable = code === 'SEAL_CHANGED';
+    this.retryable = options.retryable ?? code === 'SEAL_CHANGED';
   }
 }
 

@@ -68,7 +68,11 @@ export function reviveError(e: SerializedError): Error {
   const cause = e.cause === undefined ? undefined : reviveError(e.cause);
   const code = e.props.code;
   if (e.name === 'SealError' && typeof code === 'string' && (SEAL_CODES as readonly string[]).includes(code)) {
-    return new SealError(code as SealCode, e.message, { path: e.props.path as string | undefined, cause });
+    return new SealError(code as SealCode, e.message, {
+      path: e.props.path as string | undefined,
+      cause,
+      retryable: e.props.retryable === true,
+    });
   }
   const Ctor = e.name === 'TypeError' ? TypeError : e.name === 'RangeError' ? RangeError : Error;
   const err = new Ctor(e.message, cause === undefined ? undefined : { cause });

@@ -93,10 +93,9 @@ export function captureMount(
   mount: PlannedMount,
   workspace: string,
 ): MountData {
-  const { sys } = ctx;
   const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
   {
-    using parent = openDeclaredParents(sys, sourceFd, mount.sourceParts);
+    using parent = openDeclaredParents(ctx, sourceFd, mount.sourceParts);
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
     builder.copyChild({ srcDirFd: parent.fd, destDirFd: containerFd, name: last, rel: 'payload', depth: 1, destName: 'payload', declared: true });
   }

@@ -31,6 +31,9 @@ import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 
 export type CaptureProgress = Progress;
 
+/** Margin for the kernel's coarse timestamp clock, which may lag the wall clock by a tick. */
+const CHANGE_MARGIN_MS = 100;
+
 /**
  * Incremental capture (the store's stat cache), consulted for each regular file the
  * walk reaches. The walk itself (fstatat of every entry, directory identity checks,
@@ -86,6 +89,11 @@ export class CaptureContext {
   readonly buildDev: bigint;
   readonly isAborted: () => boolean;
   readonly parallelism: number | undefined;
+  /**
+   * When the capture began, less a margin for the kernel's coarse timestamp clock: a
+   * directory changed after it was changing during the capture.
+   */
+  readonly startedNs = BigInt(Date.now() - CHANGE_MARGIN_MS) * 1_000_000n;
 
   constructor(o: CaptureContextOptions) {
     this.sys = o.sys;
@@ -188,6 +196,27 @@ function special(rel: string): SealError {
   });
 }
 
+/**
+ * A declared root, or a directory on its way, that is missing: SEAL_UNAVAILABLE, and
+ * retryable when the directory that should hold it (dirfd) had an entry added, removed
+ * or renamed since the capture began (its mtime): the path went away under the capture,
+ * rather than being absent from the start.
+ */
+function declaredMissing(ctx: CaptureContext, dirfd: number, rel: string, err: unknown): SealError {
+  let changing = false;
+  try {
+    const st = ctx.sys.fstat(dirfd);
+    changing = st.mtimeNs >= ctx.startedNs;
+  } catch {
+    // Unknown: not retryable.
+  }
+  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, {
+    path: rel,
+    cause: err,
+    retryable: changing,
+  });
+}
+
 function unavailable(rel: string, err: unknown): SealError {
   throwIfRefused(err, `path cannot be read: ${escapePath(rel)}`, rel);
   return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
@@ -257,8 +286,19 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
  * component) below sourceFd, each by openChecked: a symlink or a non-directory on the
  * way is refused. Returns the last (sourceFd borrowed when there is none).
  */
-export function openDeclaredParents(sys: Sys, sourceFd: number, parts: readonly string[]): Fd {
-  return walkDown(sys, sourceFd, parts.slice(0, -1), (dirfd, name, i) => openChecked(sys, dirfd, name, parts.slice(0, i + 1).join('/'), true)[0]);
+export function openDeclaredParents(ctx: CaptureContext, sourceFd: number, parts: readonly string[]): Fd {
+  const { sys } = ctx;
+  return walkDown(sys, sourceFd, parts.slice(0, -1), (dirfd, name, i) => {
+    const rel = parts.slice(0, i + 1).join('/');
+    let st: Stat;
+    try {
+      st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw declaredMissing(ctx, dirfd, rel, err);
+      throw unavailable(rel, err);
+    }
+    return openChecked(sys, dirfd, name, rel, true, st)[0];
+  });
 }
 
 /** One entry for TreeBuilder.copyChild to capture. */
@@ -373,7 +413,7 @@ export class TreeBuilder {
     try {
       st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
     } catch (err) {
-      if (hasCode(err, 'ENOENT') && !declared) throw changedOpening(rel, err);
+      if (hasCode(err, 'ENOENT')) throw declared ? declaredMissing(this.ctx, srcDirFd, rel, err) : changedOpening(rel, err);
       throw unavailable(rel, err);
     }
     if (declared) this.#root = rel;

@@ -67,10 +67,9 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
 }
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
-  const { sys } = ctx;
   const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, keepExecutable: plan.keepExecutable, freezeDirs: true });
   for (const parts of plan.copyParts) {
-    using srcParent = openDeclaredParents(sys, sourceFd, parts);
+    using srcParent = openDeclaredParents(ctx, sourceFd, parts);
     using destParent = builder.ensureDirs(parts.slice(0, -1));
     const name = parts[parts.length - 1]!;
     builder.copyChild({ srcDirFd: srcParent.fd, destDirFd: destParent?.fd ?? -1, name, rel: parts.join('/'), depth: parts.length, declared: true });

@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, freeze, readStable, stageFiles, thaw } from '../../dist/index.js';
-import { killWorker } from '../../dist/internal.js';
+import { SealError, SnapshotStore, freeze, readStable, stageFiles, thaw } from '../../dist/index.js';
+import { killWorker, reviveError, serializeError } from '../../dist/internal.js';
 import { expectError, tempDir, writeTree } from '../helpers.js';
 
 const INDEX = new URL('../../dist/index.js', import.meta.url).href;
@@ -73,6 +73,16 @@ describe('async calls', () => {
       message: "stage target must not contain '..': ../x",
       unchanged: parent,
     });
+  });
+
+  it('a SealError crosses the thread with its code, path, cause and retryable flag', () => {
+    const cause = Object.assign(new Error("ENOENT: no such file or directory, fstatat 'b'"), { code: 'ENOENT', errno: -2, syscall: 'fstatat' });
+    for (const [code, retryable] of [['SEAL_UNAVAILABLE', true], ['SEAL_UNAVAILABLE', false], ['SEAL_CHANGED', true]] as const) {
+      const back = reviveError(serializeError(new SealError(code, 'path is unavailable: b', { path: 'b', cause, retryable })));
+      expect(back).toBeInstanceOf(SealError);
+      expect([(back as SealError).code, (back as SealError).path, (back as SealError).retryable, back.message]).toEqual([code, 'b', retryable, 'path is unavailable: b']);
+      expect(back.cause).toMatchObject({ code: 'ENOENT', errno: -2, syscall: 'fstatat' });
+    }
   });
 
   it('a worker that dies mid-job rejects the pending call with a SealError, and the next call starts a new one', async () => {

@@ -1,5 +1,5 @@
 // capture-races.test.ts: deterministic races (a wrapped syscall layer changes the tree at an exact step) and a real concurrent mutator.
-import { readFileSync, appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { readFileSync, appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync, openSync, writeSync, closeSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -196,6 +196,56 @@ describe('a mount symlink swapped for a file between its fstatat and its readlin
       store.closeSync();
     });
   }
+});
+
+describe('a declared root missing at capture', () => {
+  /** Captures copy roots a, b and c/d of a fresh repo; `sys` may move things at an exact step. */
+  function captureRoots(sys?: (repo: string) => Sys): SealError {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'a/x': 'x', 'b/y': 'y', 'c/d/z': 'z' });
+    // The tree was last changed long before the capture (as a checkout is).
+    for (const dir of ['', 'c']) utimesSync(join(repo, dir), 1e9, 1e9);
+    const store = SnapshotStore.openSync(join(work, 'store'), { sys: sys?.(repo) });
+    let err: unknown;
+    try {
+      store.captureSync({ source: repo, copy: ['a', 'b', 'c/d', 'gone'] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(SealError);
+    expect(storeLeftovers(store.root)).toEqual([]);
+    store.closeSync();
+    return err as SealError;
+  }
+
+  /** Renames `from` (below the repo) away just before the capture first looks at `name`. */
+  const renamedBefore = (name: string, from: string) => (repo: string) => {
+    const run = once(() => renameSync(join(repo, from), join(repo, `${from.replace('/', '-')}.moved`)));
+    return wrapSys({
+      fstatat: (orig) => (dirfd, path, flags) => {
+        if (nameOf(path) === name) run();
+        return orig(dirfd, path, flags);
+      },
+    });
+  };
+
+  it('is SEAL_UNAVAILABLE and not retryable when it was never there', () => {
+    const err = captureRoots();
+    expect([err.code, err.path, err.retryable]).toEqual(['SEAL_UNAVAILABLE', 'gone', false]);
+    expect(err.message).toBe("path is unavailable: gone: ENOENT: no such file or directory, fstatat 'gone'");
+  });
+
+  it('is SEAL_UNAVAILABLE and retryable when it was renamed away during the capture', () => {
+    const err = captureRoots(renamedBefore('b', 'b'));
+    expect([err.code, err.path, err.retryable]).toEqual(['SEAL_UNAVAILABLE', 'b', true]);
+    expect(err.message).toBe("path is unavailable: b: ENOENT: no such file or directory, fstatat 'b'");
+  });
+
+  it('is retryable when a directory on its way was renamed away during the capture', () => {
+    const err = captureRoots(renamedBefore('c', 'c'));
+    expect([err.code, err.path, err.retryable]).toEqual(['SEAL_UNAVAILABLE', 'c', true]);
+  });
 });
 
 for (const kind of ['xfs', 'btrfs'] as const) {
