@@ -13,7 +13,7 @@ export const COMMON_OPTIONS: Record<string, OptionSpec> = {
 export const COMMON = `Common options:
   --store DIR    the snapshot store (default: $TREESEAL_STORE, else $XDG_CACHE_HOME/treeseal, else ~/.cache/treeseal)
   --json         print one JSON document on stdout instead of a summary
-  --retries N    run a command that failed with a retryable error (SEAL_CHANGED) again, up to N times (default 2)
+  --retries N    run a command that failed with a retryable error (the tree was changing) again, up to N times (default 2)
   -h, --help     show help
   --version      print the version`;
 
