@@ -1,12 +1,12 @@
 // helpers.ts: temp trees, FIFOs, fd counting, the reflink loop mounts and the one failure expectation the tests share.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 
 import { stopIdleWorker } from '../dist/internal.js';
-import { sys as nativeSys, type Sys } from '../dist/sys/index.js';
+import { sys as nativeSys, type Stat, type Sys } from '../dist/sys/index.js';
 
 const made: string[] = [];
 
@@ -206,4 +206,39 @@ export function failOnce<K extends keyof Sys>(name: K, code: string, when: (...a
       },
   } as Wrappers);
   return { sys, injected: () => thrown };
+}
+
+/**
+ * The syscall layer a write in flight looks like: every stat of the file shows what the
+ * first one showed (its timestamps were set when the write began), while the rest of the
+ * write lands right after the first copy or read of its bytes.
+ */
+export function inFlight(path: string, rest: Buffer): Sys {
+  const ino = statSync(path).ino;
+  let first: Stat | undefined;
+  let landed = false;
+  const hide = (st: Stat): Stat => {
+    if (st.ino !== BigInt(ino)) return st;
+    first ??= st;
+    return first;
+  };
+  const land = (): void => {
+    if (landed) return;
+    landed = true;
+    writeFileSync(path, rest);
+  };
+  return wrapSys({
+    fstatat: (orig) => (dirfd, name, flags) => hide(orig(dirfd, name, flags)),
+    fstat: (orig) => (fd) => hide(orig(fd)),
+    copy_file_range: (orig) => (...args) => {
+      const n = orig(...args);
+      land();
+      return n;
+    },
+    pread: (orig) => (fd, buffer, offset, length, position) => {
+      const n = orig(fd, buffer, offset, length, position);
+      if (n > 0) land();
+      return n;
+    },
+  });
 }

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from './errors.js';
+import { changedRecently, waitPastWrites } from './in-flight.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
@@ -111,15 +112,19 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   if (before.size > maxBytes) throw tooBig(maxBytes, shown);
   // size + 1: a file that grew is seen as such without reading (or allocating) more.
   const bytes = Buffer.allocUnsafe(before.size + 1);
-  let got = 0;
-  while (got < bytes.length) {
-    const n = sys.pread(fd, bytes, got, bytes.length - got, got);
-    if (n === 0) break;
-    got += n;
-  }
+  const got = readFrom(sys, fd, bytes);
   const after = sys.fstat(fd);
   if (after.size > maxBytes) throw tooBig(maxBytes, shown);
-  if (got !== before.size || !sameIdentity(identityOf(before), identityOf(after))) throw changedWhileCopied(shown);
+  const id = identityOf(before);
+  if (got !== before.size || !sameIdentity(id, identityOf(after))) throw changedWhileCopied(shown);
+  // A same-size write begun before the first fstat may still have been copying bytes:
+  // once it must be over, the file (unchanged) must read the same again.
+  if (got > 0 && changedRecently(id)) {
+    waitPastWrites(id);
+    const again = Buffer.allocUnsafe(before.size + 1);
+    if (readFrom(sys, fd, again) !== got || !again.subarray(0, got).equals(bytes.subarray(0, got))) throw changedWhileCopied(shown);
+    if (!sameIdentity(id, identityOf(sys.fstat(fd)))) throw changedWhileCopied(shown);
+  }
   let named;
   try {
     named = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
@@ -127,8 +132,19 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
     throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
     throw changedWhileCopied(shown, err);
   }
-  if (!sameIdentity(identityOf(before), identityOf(named))) throw changedWhileCopied(shown);
-  return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: identityOf(before) };
+  if (!sameIdentity(id, identityOf(named))) throw changedWhileCopied(shown);
+  return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: id };
+}
+
+/** pread from offset 0 until `into` is full or EOF; the byte count. */
+function readFrom(sys: Sys, fd: number, into: Buffer): number {
+  let got = 0;
+  while (got < into.length) {
+    const n = sys.pread(fd, into, got, into.length - got, got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got;
 }
 
 function openToRead(sys: Sys, dirfd: number, name: string, shown: string): Fd {

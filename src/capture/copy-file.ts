@@ -2,6 +2,7 @@
 import { createHash, hash } from 'node:crypto';
 
 import { copyRanges, writeAll } from '../base/io.js';
+import { changedRecently, waitPastWrites } from '../base/in-flight.js';
 import { sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -76,28 +77,6 @@ export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number
 }
 
 /**
- * How long one write() call may still be running after it set the file's timestamps,
- * plus the coarse clock's granularity: a file changed longer ago than this has no
- * write in flight from before the first fstat.
- */
-export const IN_FLIGHT_WINDOW_NS = 250_000_000n;
-
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-function nowNs(): bigint {
-  return BigInt(Date.now()) * 1_000_000n;
-}
-
-/** The later of the file's mtime and ctime. */
-function lastChangeNs(id: FileIdentity): bigint {
-  return id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
-}
-
-function changedRecently(id: FileIdentity): boolean {
-  return nowNs() - lastChangeNs(id) < IN_FLIGHT_WINDOW_NS;
-}
-
-/**
  * After the in-flight window: the source (unchanged) still hashes to sha256, and so does a
  * kernel copy (destFd >= 0; a buffered copy wrote exactly the bytes hashed).
  */
@@ -110,12 +89,3 @@ function provenAfterWrites(sys: Sys, buffer: Buffer, srcFd: number, destFd: numb
   return stored === sha256 && storedSize === before.size;
 }
 
-/** Sleeps until the window after the file's last change is over (once per burst of fresh files). */
-function waitPastWrites(id: FileIdentity): void {
-  const end = lastChangeNs(id) + IN_FLIGHT_WINDOW_NS;
-  for (;;) {
-    const left = end - nowNs();
-    if (left <= 0n) return;
-    Atomics.wait(sleeper, 0, 0, Number(left / 1_000_000n) + 1);
-  }
-}

@@ -1,48 +1,11 @@
 // in-flight.test.ts: a write already running when a file is first examined (its timestamps set before the fstat) is caught on filesystems without reflink.
-import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import type { Stat, Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, inFlight, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
-
-/**
- * The syscall layer a write in flight looks like: every stat of the file shows what the
- * first one showed (its timestamps were set when the write began), while the rest of the
- * write lands right after the first copy or read of its bytes.
- */
-function inFlight(path: string, rest: Buffer): Sys {
-  const ino = statSync(path).ino;
-  let first: Stat | undefined;
-  let landed = false;
-  const hide = (st: Stat): Stat => {
-    if (st.ino !== BigInt(ino)) return st;
-    first ??= st;
-    return first;
-  };
-  const land = (): void => {
-    if (landed) return;
-    landed = true;
-    writeFileSync(path, rest);
-  };
-  return wrapSys({
-    fstatat: (orig) => (dirfd, name, flags) => hide(orig(dirfd, name, flags)),
-    fstat: (orig) => (fd) => hide(orig(fd)),
-    copy_file_range: (orig) => (...args) => {
-      const n = orig(...args);
-      land();
-      return n;
-    },
-    pread: (orig) => (fd, buffer, offset, length, position) => {
-      const n = orig(fd, buffer, offset, length, position);
-      if (n > 0) land();
-      return n;
-    },
-  });
-}
 
 describe('a write in flight at the first fstat', () => {
   it('is SEAL_CHANGED once it is over (the source no longer hashes to what was copied), nothing left behind', () => {

@@ -1,11 +1,11 @@
 // stable-read.test.ts: readStable: bounded, race-checked reads that never follow a link or block.
-import { appendFileSync, chmodSync, mkdirSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, renameSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, readStable, readStableAt, readStableSync } from '../../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, mkfifo, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, expectError, inFlight, mkfifo, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -104,5 +104,56 @@ describe('readStable options', () => {
       code: 'ERR_INVALID_ARG_TYPE',
       message: 'The "path" argument must be of type string. Received an instance of Buffer',
     });
+  });
+});
+
+describe('readStable and a write in flight at the first fstat', () => {
+  it('is SEAL_CHANGED once the write is over (the file no longer reads the same)', () => {
+    const dir = tempDir();
+    const path = join(dir, 'f');
+    writeFileSync(path, Buffer.alloc(64 * 1024, 0x41));
+    expectError(() => readStableSync(path, { maxBytes: 1 << 20, sys: inFlight(path, Buffer.alloc(64 * 1024, 0x42)) }), {
+      code: 'SEAL_CHANGED',
+      message: `file changed while being copied: ${path}`,
+      path,
+    });
+  });
+
+  it('a file changed just now is read twice and returned whole when it held still', () => {
+    const dir = tempDir();
+    const path = join(dir, 'f');
+    writeFileSync(path, 'fresh bytes');
+    let preads = 0;
+    const counting = wrapSys({
+      pread: (orig) => (...args) => {
+        preads++;
+        return orig(...args);
+      },
+    });
+    const r = readStableSync(path, { maxBytes: 100, sys: counting });
+    expect(r.bytes.toString()).toBe('fresh bytes');
+    // Two reads to EOF (each a read and the empty read that shows EOF).
+    expect(preads).toBe(4);
+  });
+
+  it('a file last changed outside the window is read once', () => {
+    const dir = tempDir();
+    const path = join(dir, 'f');
+    writeFileSync(path, 'settled');
+    utimesSync(path, 1e9, 1e9);
+    const start = Date.now();
+    // ctime cannot be set back: let it age past the in-flight window.
+    while (Date.now() - start < 400) {
+      // wait
+    }
+    let preads = 0;
+    const counting = wrapSys({
+      pread: (orig) => (...args) => {
+        preads++;
+        return orig(...args);
+      },
+    });
+    expect(readStableSync(path, { maxBytes: 100, sys: counting }).bytes.toString()).toBe('settled');
+    expect(preads).toBe(2);
   });
 });
