@@ -2,9 +2,9 @@
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, Fd, openBeneath, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
@@ -66,28 +66,19 @@ export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[
 }
 
 /**
- * Opens the parent directories of a root inside the clone, creating missing ones
- * (0700, each recorded in `created`) and replacing a regular file that stands where a
- * directory must be. Returns an fd the caller owns (cloneFd reopened for no parts).
+ * Opens the parent directories of a mount target inside the clone, making missing ones
+ * (0700). A symlink on the way is SEAL_SYMLINK; anything else that is not a directory
+ * (a regular file included: it is never removed) is SEAL_COLLISION. Returns an fd the
+ * caller owns (cloneFd reopened for no parts).
  */
-export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy', created: string[][] = []): number {
-  const rel = parts.join('/');
+export function openMountParent(sys: Sys, cloneFd: number, parts: readonly string[], target: string): number {
   const symlink = (cause?: unknown): SealError =>
-    new SealError('SEAL_SYMLINK', `${label} target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel, cause });
-  using parent = walkDown(sys, cloneFd, parts, (dirfd, part, i) => {
-    let st = statOrNull(sys, dirfd, part);
+    new SealError('SEAL_SYMLINK', `mount target cannot traverse a symlink: ${escapePath(target)}`, { path: target, cause });
+  using parent = walkDown(sys, cloneFd, parts, (dirfd, part) => {
+    const st = statOrNull(sys, dirfd, part);
     if (st !== null && isLink(st.mode)) throw symlink();
-    if (st !== null && !isDir(st.mode)) {
-      if (!isReg(st.mode)) {
-        throw new SealError('SEAL_SPECIAL_FILE', `${label} target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
-      }
-      sys.unlinkat(dirfd, part, 0);
-      st = null;
-    }
-    if (st === null) {
-      sys.mkdirat(dirfd, part, 0o700);
-      created.push(parts.slice(0, i + 1));
-    }
+    if (st !== null && !isDir(st.mode)) throw parentCollision(target);
+    if (st === null) sys.mkdirat(dirfd, part, 0o700);
     try {
       return openChildDir(sys, dirfd, part);
     } catch (err) {
@@ -98,14 +89,7 @@ export function openPublishParent(sys: Sys, cloneFd: number, parts: readonly str
   return parts.length === 0 ? sys.openat(cloneFd, '.', DIR_FLAGS) : parent.release();
 }
 
-/** Removes, deepest first, the directories openPublishParent created, where they are still empty (after a failed publish). */
-export function removeCreatedDirs(sys: Sys, cloneFd: number, created: readonly string[][]): void {
-  for (const parts of [...created].reverse()) {
-    try {
-      using parent = parts.length === 1 ? Fd.borrow(cloneFd, sys) : own(sys, openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
-      sys.unlinkat(parent.fd, parts[parts.length - 1]!, AT_REMOVEDIR);
-    } catch {
-      // not empty (the root got in) or refused: it stays, empty or whole
-    }
-  }
+/** A mount target whose parent path holds something that is not a directory. */
+export function parentCollision(target: string): SealError {
+  return new SealError('SEAL_COLLISION', `mount target parent exists with another type: ${escapePath(target)}`, { path: target });
 }

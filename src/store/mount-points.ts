@@ -1,10 +1,10 @@
 // mount-points.ts: the read-only mount list of a snapshot, with each mount point prepared inside the clone.
-import { openRealDir, own } from '../base/fd.js';
+import { openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { openPublishParent, preflightRoot, statOrNull } from './clone-paths.js';
+import { openMountParent, parentCollision, preflightRoot, statOrNull } from './clone-paths.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
@@ -23,10 +23,28 @@ export interface MountPointOptions {
   workspace?: string;
 }
 
-function prepareTarget(sys: Sys, cloneFd: number, parts: string[], directory: boolean): void {
+/** Refuses a target that cannot be prepared (a symlink, special file or other type on its path), writing nothing. */
+function checkTarget(sys: Sys, cloneFd: number, parts: readonly string[], directory: boolean): void {
   const rel = parts.join('/');
   preflightRoot(sys, cloneFd, parts, 'mount');
-  using parent = own(sys, openPublishParent(sys, cloneFd, parts.slice(0, -1), 'mount'));
+  using _ = walkDown(sys, cloneFd, parts, (dirfd, name, i) => {
+    const st = statOrNull(sys, dirfd, name);
+    if (st === null) return null;
+    if (i < parts.length - 1) {
+      if (!isDir(st.mode)) throw parentCollision(rel);
+      return openChildDir(sys, dirfd, name);
+    }
+    if (directory ? !isDir(st.mode) : !isReg(st.mode)) {
+      throw new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(rel)}`, { path: rel });
+    }
+    return null;
+  });
+}
+
+/** Makes the target (an empty directory or file) and its missing parents; an existing one of its type is kept. */
+function prepareTarget(sys: Sys, cloneFd: number, parts: readonly string[], directory: boolean): void {
+  const rel = parts.join('/');
+  using parent = own(sys, openMountParent(sys, cloneFd, parts.slice(0, -1), rel));
   const name = parts[parts.length - 1]!;
   const st = statOrNull(sys, parent.fd, name);
   if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `mount target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
@@ -43,20 +61,31 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: StoredSnapsh
   const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
   // Under the store's shared lock: an rm waits; a snapshot already removed is SEAL_UNAVAILABLE.
-  return readingSnapshot(sys, snapshotRoot, data.digest, (snapshotFd) => data.mounts.map((m, i) => {
-    const source = `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`;
-    let st;
-    try {
-      st = sys.fstatat(snapshotFd, `${mountArea(i)}/${PAYLOAD_NAME}`, AT_SYMLINK_NOFOLLOW);
-    } catch (err) {
-      throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
-      throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
-    }
-    if (m.kind === 'directory' ? !isDir(st.mode) : !isReg(st.mode)) {
-      throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`);
-    }
-    const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
-    prepareTarget(sys, cloneDir.fd, parts, m.kind === 'directory');
-    return { source, target: `${workspace}/${parts.join('/')}`, readOnly: true as const };
-  }));
+  return readingSnapshot(sys, snapshotRoot, data.digest, (snapshotFd) => {
+    const points = data.mounts.map((m, i) => {
+      checkPayload(sys, snapshotFd, i, m);
+      const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
+      return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}` };
+    });
+    // Every target is checked before any is made: a refusal writes nothing.
+    for (const p of points) checkTarget(sys, cloneDir.fd, p.parts, p.directory);
+    return points.map((p) => {
+      prepareTarget(sys, cloneDir.fd, p.parts, p.directory);
+      return { source: p.source, target: `${workspace}/${p.parts.join('/')}`, readOnly: true as const };
+    });
+  });
+}
+
+/** The frozen payload of mount i is there, of the kind the manifest says. */
+function checkPayload(sys: Sys, snapshotFd: number, i: number, m: StoredSnapshot['mounts'][number]): void {
+  let st;
+  try {
+    st = sys.fstatat(snapshotFd, `${mountArea(i)}/${PAYLOAD_NAME}`, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    throwIfRefused(err, `mount snapshot cannot be read: ${escapePath(m.source)}`);
+    throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`, { cause: err });
+  }
+  if (m.kind === 'directory' ? !isDir(st.mode) : !isReg(st.mode)) {
+    throw new SealError('SEAL_CORRUPT', `mount snapshot changed: ${escapePath(m.source)}`);
+  }
 }

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, listTree, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -299,6 +299,39 @@ describe('mount point collisions', () => {
     const dir = clone(work, { node_modules: 'a file' });
     expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION', message: 'mount target exists with another type: node_modules' }));
     expect(readFileSync(join(dir, 'node_modules'), 'utf8')).toBe('a file');
+    store.closeSync();
+  });
+
+  /** A snapshot with two mounts: web/node_modules (first) and api/node_modules. */
+  function twoMounts(): { snap: Snapshot; store: SnapshotStore; work: string } {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'web/node_modules/p/i.js': '1', 'api/node_modules/q/i.js': '2', 'a/x': 'x' });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const mounts = ['web/node_modules', 'api/node_modules'].map((m) => ({ source: m, target: m }));
+    return { snap: store.captureSync({ source: repo, copy: ['a'], mounts }), store, work };
+  }
+
+  it('a regular file where a target\'s parent directory must be is SEAL_COLLISION, kept, and no target is made', () => {
+    const { snap, store, work } = twoMounts();
+    const dir = clone(work, { api: 'a file where a directory must be' });
+    const before = listTree(dir);
+    expectError(() => snap.mountPoints(dir), {
+      code: 'SEAL_COLLISION',
+      message: 'mount target parent exists with another type: api/node_modules',
+      path: 'api/node_modules',
+      unchanged: dir,
+    });
+    expect(listTree(dir)).toEqual(before);
+    expect(readFileSync(join(dir, 'api'), 'utf8')).toBe('a file where a directory must be');
+    store.closeSync();
+  });
+
+  it('the targets are made, parents included, when nothing is in the way', () => {
+    const { snap, store, work } = twoMounts();
+    const dir = clone(work, { 'web/keep': 'k' });
+    expect(snap.mountPoints(dir).map((m) => m.target)).toEqual(['/workspace/web/node_modules', '/workspace/api/node_modules']);
+    expect(tree(dir)).toEqual(['api/', 'api/node_modules/', 'web/', 'web/keep', 'web/node_modules/']);
     store.closeSync();
   });
 });
