@@ -242,3 +242,15 @@ export function inFlight(path: string, rest: Buffer): Sys {
     },
   });
 }
+
+/** A syscall layer that counts its pread calls. */
+export function countingPreads(): { sys: Sys; preads: () => number } {
+  let n = 0;
+  const sys = wrapSys({
+    pread: (orig) => (...args) => {
+      n++;
+      return orig(...args);
+    },
+  });
+  return { sys, preads: () => n };
+}

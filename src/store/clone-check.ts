@@ -1,10 +1,10 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
-import { DIR_FLAGS, closeQuietly, openChildDir, openRealDir } from '../base/fd.js';
+import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
+import { statOrNull } from './clone-paths.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isDir, isReg } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { isDir, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
@@ -34,22 +34,13 @@ interface Check {
 }
 
 function checkEntry(c: Check, dirfd: number, name: string, path: string, want: ManifestEntry): void {
-  let st;
-  try {
-    st = c.sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return;
-    throw err;
-  }
+  const st = statOrNull(c.sys, dirfd, name);
+  if (st === null) return;
   c.seen.add(path);
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
-    const fd = openChildDir(c.sys, dirfd, name);
-    try {
-      checkDir(c, fd, path);
-    } finally {
-      closeQuietly(c.sys, fd);
-    }
+    using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
+    checkDir(c, dir.fd, path);
     return;
   }
   if (!isReg(st.mode) || st.size !== want.size) return void c.report.changed.push(path);
@@ -69,50 +60,40 @@ function checkDir(c: Check, fd: number, rel: string): void {
   }
 }
 
-/** Opens the directory holding a root (its implicit parents must be directories), or -1 when it is missing. */
-function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): number {
-  let fd = c.sys.openat(cloneFd, '.', DIR_FLAGS);
-  for (let i = 0; i < parts.length - 1; i++) {
+/** Opens the directory holding a root (its implicit parents must be directories), or undefined when one is missing. */
+function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd | undefined {
+  const parents = parts.slice(0, -1);
+  let reached = 0;
+  const dir = walkDown(c.sys, cloneFd, parents, (fd, name, i) => {
     const path = parts.slice(0, i + 1).join('/');
-    let next = -1;
-    try {
-      const st = c.sys.fstatat(fd, parts[i]!, AT_SYMLINK_NOFOLLOW);
-      if (isDir(st.mode)) next = openChildDir(c.sys, fd, parts[i]!);
-      else c.report.changed.push(path);
-    } catch (err) {
-      if (!hasCode(err, 'ENOENT')) {
-        closeQuietly(c.sys, fd);
-        throw err;
-      }
+    const st = statOrNull(c.sys, fd, name);
+    if (st === null) return null;
+    if (!isDir(st.mode)) {
+      c.report.changed.push(path);
+      return null;
     }
-    closeQuietly(c.sys, fd);
-    if (next < 0) return -1;
+    const next = openChildDir(c.sys, fd, name);
     c.seen.add(path);
-    fd = next;
-  }
-  return fd;
+    reached = i + 1;
+    return next;
+  });
+  if (reached === parents.length) return dir;
+  dir[Symbol.dispose]();
+  return undefined;
 }
 
 /** Compares the clone's copy roots (not the rest of the clone) with data's manifest. */
 export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): CloneReport {
-  const cloneFd = openRealDir(sys, clone, 'clone');
+  using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
   const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
-  try {
-    report.marker = hasMarker(sys, cloneFd);
-    for (const declared of data.declarations) {
-      const parts = declared.split('/').filter((p) => p !== '' && p !== '.');
-      const parent = openRootParent(c, cloneFd, parts);
-      if (parent < 0) continue;
-      try {
-        const path = parts.join('/');
-        checkEntry(c, parent, parts[parts.length - 1]!, path, c.expected.get(path)!);
-      } finally {
-        closeQuietly(sys, parent);
-      }
-    }
-  } finally {
-    closeQuietly(sys, cloneFd);
+  report.marker = hasMarker(sys, cloneDir.fd);
+  for (const declared of data.declarations) {
+    const parts = declared.split('/').filter((p) => p !== '' && p !== '.');
+    using parent = openRootParent(c, cloneDir.fd, parts);
+    if (parent === undefined) continue;
+    const path = parts.join('/');
+    checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
   for (const e of data.entries) if (!c.seen.has(e.path)) report.removed.push(e.path);
   for (const list of [report.added, report.removed, report.changed]) list.sort(compareUtf8);

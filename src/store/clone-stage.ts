@@ -1,6 +1,6 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale), its marker, and the removability check.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, closeQuietly, makeLockedDir, openChildDir, openRealDir, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import {
@@ -53,12 +53,10 @@ export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
 
 /** Removes the stage (whatever it still holds) and releases its lock; a failure leaves it for the next sweep and is thrown. */
 export function closeCloneStage(sys: Sys, cloneFd: number, stage: CloneStage): void {
-  closeQuietly(sys, stage.newFd, stage.oldFd);
-  try {
-    removeAt(sys, cloneFd, stage.name);
-  } finally {
-    closeQuietly(sys, stage.fd);
-  }
+  // Closed quietly: a failed close must not keep the stage from being removed.
+  for (const fd of [stage.newFd, stage.oldFd]) if (fd >= 0) own(sys, fd)[Symbol.dispose]();
+  using _lock = own(sys, stage.fd);
+  removeAt(sys, cloneFd, stage.name);
 }
 
 /** Removes stages left in the clone by materializes that died (their flock is free); returns how many. */
@@ -72,14 +70,13 @@ export function sweepCloneStages(sys: Sys, cloneFd: number): number {
     } catch {
       continue;
     }
+    using stage = own(sys, fd);
     try {
-      sys.flock(fd, LOCK_EX | LOCK_NB);
+      sys.flock(stage.fd, LOCK_EX | LOCK_NB);
       removeAt(sys, cloneFd, entry.name);
       swept++;
     } catch {
       // held by a live materialize, or not removable now: left for a later sweep
-    } finally {
-      closeQuietly(sys, fd);
     }
   }
   return swept;
@@ -87,12 +84,8 @@ export function sweepCloneStages(sys: Sys, cloneFd: number): number {
 
 /** sweepCloneStages for a clone given by path. */
 export function sweepCloneAt(sys: Sys, clone: string): number {
-  const fd = openRealDir(sys, clone, 'clone');
-  try {
-    return sweepCloneStages(sys, fd);
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using dir = own(sys, openRealDir(sys, clone, 'clone'));
+  return sweepCloneStages(sys, dir.fd);
 }
 
 /** Writes the in-progress marker (replacing one a dead materialize left). */
@@ -104,12 +97,9 @@ export function writeMarker(sys: Sys, cloneFd: number, digest: string, stage: st
     if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `materialize marker cannot be a symlink: ${CLONE_MARKER}`, { path: CLONE_MARKER, cause: err });
     throw err;
   }
-  try {
-    if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_SPECIAL_FILE', `materialize marker has an unsupported type: ${CLONE_MARKER}`, { path: CLONE_MARKER });
-    writeAll(sys, fd, Buffer.from(`${JSON.stringify({ digest, stage })}\n`));
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using marker = own(sys, fd);
+  if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_SPECIAL_FILE', `materialize marker has an unsupported type: ${CLONE_MARKER}`, { path: CLONE_MARKER });
+  writeAll(sys, marker.fd, Buffer.from(`${JSON.stringify({ digest, stage })}\n`));
 }
 
 export function removeMarker(sys: Sys, cloneFd: number): void {
@@ -144,13 +134,9 @@ export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, r
   }
   if (!isDir(st.mode)) return;
   if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`, { path: rel });
-  const fd = openChildDir(sys, dirfd, name);
-  try {
-    for (const entry of sys.readdir(fd)) {
-      const child = typeof entry.name === 'string' ? entry.name : escapePath(entry.name);
-      checkRemovable(sys, fd, entry.name, `${rel}/${child}`, depth + 1);
-    }
-  } finally {
-    closeQuietly(sys, fd);
+  using dir = own(sys, openChildDir(sys, dirfd, name));
+  for (const entry of sys.readdir(dir.fd)) {
+    const child = typeof entry.name === 'string' ? entry.name : escapePath(entry.name);
+    checkRemovable(sys, dir.fd, entry.name, `${rel}/${child}`, depth + 1);
   }
 }

@@ -1,11 +1,11 @@
 // clone-swap.ts: moves built roots from the stage into the clone as one undoable transaction: nothing is deleted until the last swap.
 import { SealError, isSealError } from '../base/errors.js';
-import { DIR_FLAGS, closeQuietly, openBeneath } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { ioError, isRefusal } from '../base/refusal.js';
 import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { statOrNull } from './clone-paths.js';
 import type { CloneStage } from './clone-stage.js';
 
@@ -37,25 +37,27 @@ export class CloneSwap {
     readonly stage: CloneStage,
   ) {}
 
-  #open(base: Base, parts: readonly string[]): number {
+  /** The directory at parts below a base, owned by the caller. */
+  #open(base: Base, parts: readonly string[]): Fd {
     const fd = base === 'clone' ? this.cloneFd : base === 'new' ? this.stage.newFd : this.stage.oldFd;
-    return parts.length === 0 ? this.sys.openat(fd, '.', DIR_FLAGS) : openBeneath(this.sys, fd, parts, DIR_FLAGS);
+    return own(this.sys, parts.length === 0 ? this.sys.openat(fd, '.', DIR_FLAGS) : openBeneath(this.sys, fd, parts, DIR_FLAGS));
+  }
+
+  /** fstatat (no follow) of clone/<parent>/<name>, or null when it does not exist. */
+  #stat(parent: readonly string[], name: string): Stat | null {
+    using dir = this.#open('clone', parent);
+    return statOrNull(this.sys, dir.fd, name);
   }
 
   /** rename from one base to another; with RENAME_NOREPLACE unless the filesystem lacks it. */
   #move(from: [Base, string[], string], to: [Base, string[], string], flags = RENAME_NOREPLACE): void {
-    const src = this.#open(from[0], from[1]);
-    let dst = -1;
+    using src = this.#open(from[0], from[1]);
+    using dst = this.#open(to[0], to[1]);
     try {
-      dst = this.#open(to[0], to[1]);
-      try {
-        this.sys.renameat2(src, from[2], dst, to[2], flags);
-      } catch (err) {
-        if (flags !== RENAME_NOREPLACE || !hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
-        this.sys.renameat2(src, from[2], dst, to[2], 0);
-      }
-    } finally {
-      closeQuietly(this.sys, src, dst);
+      this.sys.renameat2(src.fd, from[2], dst.fd, to[2], flags);
+    } catch (err) {
+      if (flags !== RENAME_NOREPLACE || !hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
+      this.sys.renameat2(src.fd, from[2], dst.fd, to[2], 0);
     }
   }
 
@@ -71,25 +73,15 @@ export class CloneSwap {
     for (let i = 0; i < parts.length; i++) {
       const parent = parts.slice(0, i);
       const name = parts[i]!;
-      const dir = this.#open('clone', parent);
-      let st;
-      try {
-        st = statOrNull(this.sys, dir, name);
-        if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel });
-        if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
-          throw new SealError('SEAL_SPECIAL_FILE', `copy target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
-        }
-      } finally {
-        closeQuietly(this.sys, dir);
+      const st = this.#stat(parent, name);
+      if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel });
+      if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
+        throw new SealError('SEAL_SPECIAL_FILE', `copy target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
       }
       if (st !== null && isDir(st.mode)) continue;
       if (st !== null) this.#displace(parent, name);
-      const again = this.#open('clone', parent);
-      try {
-        this.sys.mkdirat(again, name, 0o700);
-      } finally {
-        closeQuietly(this.sys, again);
-      }
+      using again = this.#open('clone', parent);
+      this.sys.mkdirat(again.fd, name, 0o700);
       this.#steps.push({ kind: 'mkdir', parent, name });
     }
   }
@@ -101,13 +93,7 @@ export class CloneSwap {
     const name = parts[parts.length - 1]!;
     try {
       this.#parents(parent, rel);
-      const dir = this.#open('clone', parent);
-      let existing;
-      try {
-        existing = statOrNull(this.sys, dir, name);
-      } finally {
-        closeQuietly(this.sys, dir);
-      }
+      const existing = this.#stat(parent, name);
       if (existing !== null && isLink(existing.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
       if (existing !== null && !isDir(existing.mode) && !isReg(existing.mode)) {
         throw new SealError('SEAL_SPECIAL_FILE', `copy target has an unsupported type: ${escapePath(rel)}`, { path: rel });
@@ -141,12 +127,8 @@ export class CloneSwap {
     else if (step.kind === 'renamed') this.#move(['clone', parent, name], ['new', parent, name]);
     else if (step.kind === 'displaced') this.#move(['old', [], step.slot], ['clone', parent, name]);
     else {
-      const dir = this.#open('clone', parent);
-      try {
-        this.sys.unlinkat(dir, name, AT_REMOVEDIR);
-      } finally {
-        closeQuietly(this.sys, dir);
-      }
+      using dir = this.#open('clone', parent);
+      this.sys.unlinkat(dir.fd, name, AT_REMOVEDIR);
     }
   }
 

@@ -1,6 +1,6 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
 import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, openRealDir } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
@@ -129,24 +129,19 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
     throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(entry.path)}`, entry.path);
     throw new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
   }
-  try {
-    const st = sys.fstat(src);
-    if (!isReg(st.mode) || st.size !== entry.size) throw corrupt(entry.path);
-    const dst = sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600);
-    try {
-      fillFile(run, src, dst, entry.path, entry);
-    } finally {
-      closeQuietly(sys, dst);
-    }
-    if (!sameIdentity(st, sys.fstat(src))) {
-      throw corrupt(entry.path, 'snapshot file changed while materializing');
-    }
-    run.report.files++;
-    run.bytes += entry.size;
-    run.progress(run.report.files, run.bytes);
-  } finally {
-    closeQuietly(sys, src);
+  using source = own(sys, src);
+  const st = sys.fstat(src);
+  if (!isReg(st.mode) || st.size !== entry.size) throw corrupt(entry.path);
+  {
+    using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
+    fillFile(run, source.fd, dst.fd, entry.path, entry);
   }
+  if (!sameIdentity(st, sys.fstat(src))) {
+    throw corrupt(entry.path, 'snapshot file changed while materializing');
+  }
+  run.report.files++;
+  run.bytes += entry.size;
+  run.progress(run.report.files, run.bytes);
 }
 
 function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: string, snapDir: number, stageDir: number): void {
@@ -165,18 +160,11 @@ function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: strin
       throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
       throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
     }
-    try {
-      sys.mkdirat(stageDir, name, 0o700);
-      const stageChild = openChildDir(sys, stageDir, name);
-      try {
-        run.report.directories++;
-        buildStage(run, children, entry.path, snapChild, stageChild);
-      } finally {
-        closeQuietly(sys, stageChild);
-      }
-    } finally {
-      closeQuietly(sys, snapChild);
-    }
+    using snapDirChild = own(sys, snapChild);
+    sys.mkdirat(stageDir, name, 0o700);
+    using stageChild = own(sys, openChildDir(sys, stageDir, name));
+    run.report.directories++;
+    buildStage(run, children, entry.path, snapDirChild.fd, stageChild.fd);
   }
 }
 
@@ -215,11 +203,8 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
     if (hasCode(err, 'ENOENT', 'ENOTDIR')) return;
     throw err;
   }
-  try {
-    if (statOrNull(sys, parent, parts[parts.length - 1]!) !== null) checkRemovable(sys, parent, parts[parts.length - 1]!, parts.join('/'));
-  } finally {
-    closeQuietly(sys, parent);
-  }
+  using dir = own(sys, parent);
+  if (statOrNull(sys, dir.fd, parts[parts.length - 1]!) !== null) checkRemovable(sys, dir.fd, parts[parts.length - 1]!, parts.join('/'));
 }
 
 /**
@@ -260,11 +245,8 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throwIfRefused(err, `snapshot area cannot be opened: ${COPY_AREA}`);
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
-    try {
-      buildStage(run, childrenOf(data.entries), '', copyFd, stage.newFd);
-    } finally {
-      closeQuietly(run.sys, copyFd);
-    }
+    using copyDir = own(run.sys, copyFd);
+    buildStage(run, childrenOf(data.entries), '', copyDir.fd, stage.newFd);
   });
 }
 
@@ -277,28 +259,25 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
   const started = performance.now();
   const run = newRun(sys, options);
   if (options.createClone === true) makeCloneDir(sys, clone);
-  const cloneFd = openRealDir(sys, clone, 'clone');
+  using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
+  const cloneFd = cloneDir.fd;
+  const roots = rootsOf(data);
+  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
+  for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
+  sweepCloneStages(sys, cloneFd);
+  const stage = openCloneStage(sys, cloneFd);
   try {
-    const roots = rootsOf(data);
-    for (const parts of roots) preflightRoot(sys, cloneFd, parts);
-    for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
-    sweepCloneStages(sys, cloneFd);
-    const stage = openCloneStage(sys, cloneFd);
-    try {
-      buildFromSnapshot(run, snapshotRoot, data, stage);
-      swapRoots(sys, cloneFd, stage, roots, data.digest);
-    } finally {
-      try {
-        if (stage.keep) closeQuietly(sys, stage.newFd, stage.oldFd, stage.fd);
-        else closeCloneStage(sys, cloneFd, stage);
-      } catch {
-        // The roots are in place (or rolled back); what the stage still holds stays inside the clone, unlocked, for the next sweep.
-      }
-    }
-    run.progress(run.report.files, run.bytes, true);
-    run.report.elapsedMs = performance.now() - started;
-    return run.report;
+    buildFromSnapshot(run, snapshotRoot, data, stage);
+    swapRoots(sys, cloneFd, stage, roots, data.digest);
   } finally {
-    closeQuietly(sys, cloneFd);
+    try {
+      if (stage.keep) for (const fd of [stage.newFd, stage.oldFd, stage.fd]) own(sys, fd)[Symbol.dispose]();
+      else closeCloneStage(sys, cloneFd, stage);
+    } catch {
+      // The roots are in place (or rolled back); what the stage still holds stays inside the clone, unlocked, for the next sweep.
+    }
   }
+  run.progress(run.report.files, run.bytes, true);
+  run.report.elapsedMs = performance.now() - started;
+  return run.report;
 }

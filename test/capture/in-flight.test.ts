@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, inFlight, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, countingPreads, expectError, inFlight, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -29,17 +29,11 @@ describe('a write in flight at the first fstat', () => {
     while (Date.now() - start < 400) {
       // let the file age past the in-flight window
     }
-    let preads = 0;
-    const sys = wrapSys({
-      pread: (orig) => (...args) => {
-        preads++;
-        return orig(...args);
-      },
-    });
-    const store = SnapshotStore.openSync(join(root, 'store'), { ephemeral: true, sys });
+    const counting = countingPreads();
+    const store = SnapshotStore.openSync(join(root, 'store'), { ephemeral: true, sys: counting.sys });
     const snap = store.captureSync({ source: join(root, 'repo'), copy: ['tree'], parallelism: 0, statCache: false });
     expect(snap.entries.map((e) => [e.path, e.size])).toEqual([['tree', 0], ['tree/f', 7]]);
-    expect(preads).toBe(1);
+    expect(counting.preads()).toBe(1);
     store.closeSync();
   });
 });

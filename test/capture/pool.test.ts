@@ -1,5 +1,5 @@
 // pool.test.ts: captures with helper threads give the serial manifest and the serial errors, leaving nothing behind.
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -62,9 +62,23 @@ describe.each(bases)('helper threads on %s', (_name, base) => {
     await new Promise((r) => setTimeout(r, 50));
     const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
     try {
-      const err = await expectError(async () => store.captureSync({ source: repo, copy: ['tree'], parallelism: 2 }), { code: 'SEAL_CHANGED', unchanged: store.root, fds: false });
-      expect(['file changed while snapshotting: tree/d5/growing', 'directory changed while snapshotting: tree/d5']).toContain(err.message);
-      expect(storeLeftovers(store.root)).toEqual([]);
+      // On a loaded machine the appender may get no timeslice during one capture: a capture
+      // that succeeds must then hold one real version of the file (zeros, then only 'x's).
+      let err: unknown;
+      for (let attempt = 0; attempt < 5 && err === undefined; attempt++) {
+        try {
+          const snap = store.captureSync({ source: repo, copy: ['tree'], parallelism: 2 });
+          const bytes = readFileSync(join(snap.root, 'copy/tree/d5/growing'));
+          const tail = bytes.length - (48 << 20);
+          expect(tail >= 0 && bytes.equals(Buffer.concat([Buffer.alloc(48 << 20), Buffer.alloc(tail, 'x')]))).toBe(true);
+        } catch (e) {
+          err = e;
+        }
+      }
+      expect(err).toBeInstanceOf(SealError);
+      expect((err as SealError).code).toBe('SEAL_CHANGED');
+      expect(['file changed while snapshotting: tree/d5/growing', 'directory changed while snapshotting: tree/d5']).toContain((err as SealError).message);
+      expect(readdirSync(join(store.root, 'tmp'))).toEqual([]);
     } finally {
       Atomics.store(stop, 0, 1);
       await appender.terminate();

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SealError, readStable, readStableAt, readStableSync } from '../../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, inFlight, mkfifo, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, countingPreads, expectError, inFlight, mkfifo, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -123,17 +123,11 @@ describe('readStable and a write in flight at the first fstat', () => {
     const dir = tempDir();
     const path = join(dir, 'f');
     writeFileSync(path, 'fresh bytes');
-    let preads = 0;
-    const counting = wrapSys({
-      pread: (orig) => (...args) => {
-        preads++;
-        return orig(...args);
-      },
-    });
-    const r = readStableSync(path, { maxBytes: 100, sys: counting });
+    const counting = countingPreads();
+    const r = readStableSync(path, { maxBytes: 100, sys: counting.sys });
     expect(r.bytes.toString()).toBe('fresh bytes');
     // Two reads to EOF (each a read and the empty read that shows EOF).
-    expect(preads).toBe(4);
+    expect(counting.preads()).toBe(4);
   });
 
   it('a file last changed outside the window is read once', () => {
@@ -146,14 +140,8 @@ describe('readStable and a write in flight at the first fstat', () => {
     while (Date.now() - start < 400) {
       // wait
     }
-    let preads = 0;
-    const counting = wrapSys({
-      pread: (orig) => (...args) => {
-        preads++;
-        return orig(...args);
-      },
-    });
-    expect(readStableSync(path, { maxBytes: 100, sys: counting }).bytes.toString()).toBe('settled');
-    expect(preads).toBe(2);
+    const counting = countingPreads();
+    expect(readStableSync(path, { maxBytes: 100, sys: counting.sys }).bytes.toString()).toBe('settled');
+    expect(counting.preads()).toBe(2);
   });
 });

@@ -1,5 +1,5 @@
 // local.ts: finds contents a pull needs in the snapshots the store already holds.
-import { closeQuietly, openChildDir } from '../../base/fd.js';
+import { openChildDir, own } from '../../base/fd.js';
 import type { Sys } from '../../sys/native.js';
 import { loadSnapshotAt } from '../store-dir.js';
 import { contentsOf, type Content } from './mapping.js';
@@ -28,14 +28,10 @@ export function findLocal(sys: Sys, snapshotsFd: number, wanted: readonly Conten
       continue;
     }
     if (found.length === 0) continue;
-    const rootFd = openChildDir(sys, snapshotsFd, digest);
-    try {
-      for (const [local, want] of found) {
-        missing.delete(want.sha256);
-        use(rootFd, local, want);
-      }
-    } finally {
-      closeQuietly(sys, rootFd);
+    using root = own(sys, openChildDir(sys, snapshotsFd, digest));
+    for (const [local, want] of found) {
+      missing.delete(want.sha256);
+      use(root.fd, local, want);
     }
   }
 }

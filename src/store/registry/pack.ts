@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
-import { closeQuietly, openBeneath, openRealDir } from '../../base/fd.js';
+import { openBeneath, openRealDir, own } from '../../base/fd.js';
 import { escapePath } from '../../base/paths.js';
 import { throwIfRefused } from '../../base/refusal.js';
 import { O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
@@ -28,18 +28,10 @@ export function openContent(sys: Sys, rootFd: number, content: Content): number 
     throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(`${place.area}/${place.path}`)}`);
     throw new SealError('SEAL_CORRUPT', `snapshot file is missing: ${escapePath(`${place.area}/${place.path}`)}`, { cause: err });
   }
-  let st;
-  try {
-    st = sys.fstat(fd);
-  } catch (err) {
-    closeQuietly(sys, fd);
-    throw err;
-  }
-  if (!isReg(st.mode) || st.size !== content.size) {
-    closeQuietly(sys, fd);
-    throw changed(place);
-  }
-  return fd;
+  using file = own(sys, fd);
+  const st = sys.fstat(fd);
+  if (!isReg(st.mode) || st.size !== content.size) throw changed(place);
+  return file.release();
 }
 
 /**
@@ -48,28 +40,20 @@ export function openContent(sys: Sys, rootFd: number, content: Content): number 
  * Returns the bytes and the pack's blob digest.
  */
 export function readPack(sys: Sys, snapshotRoot: string, pack: Pack): { bytes: Buffer; digest: string } {
-  const rootFd = openRealDir(sys, snapshotRoot, 'snapshot');
+  using root = own(sys, openRealDir(sys, snapshotRoot, 'snapshot'));
   const bytes = Buffer.allocUnsafe(pack.size);
-  try {
-    let offset = 0;
-    for (const c of pack.contents) {
-      const fd = openContent(sys, rootFd, c);
-      try {
-        let got = 0;
-        while (got < c.size) {
-          const n = sys.pread(fd, bytes, offset + got, c.size - got, got);
-          if (n === 0) break;
-          got += n;
-        }
-        const hash = createHash('sha256').update(bytes.subarray(offset, offset + c.size)).digest('hex');
-        if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
-      } finally {
-        closeQuietly(sys, fd);
-      }
-      offset += c.size;
+  let offset = 0;
+  for (const c of pack.contents) {
+    using file = own(sys, openContent(sys, root.fd, c));
+    let got = 0;
+    while (got < c.size) {
+      const n = sys.pread(file.fd, bytes, offset + got, c.size - got, got);
+      if (n === 0) break;
+      got += n;
     }
-  } finally {
-    closeQuietly(sys, rootFd);
+    const hash = createHash('sha256').update(bytes.subarray(offset, offset + c.size)).digest('hex');
+    if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
+    offset += c.size;
   }
   return { bytes, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}` };
 }

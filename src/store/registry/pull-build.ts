@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
 import { CHUNK_BYTES } from '../../base/io.js';
-import { DIR_FLAGS, closeQuietly, openBeneath, openChildDir, removeAt } from '../../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, own, removeAt } from '../../base/fd.js';
 import { writeAll } from '../../base/io.js';
 import type { Entries } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
@@ -87,38 +87,28 @@ function makeSkeleton(sys: Sys, s: PullState): void {
   const { build, data } = s;
   sys.mkdirat(build.fd, COPY_AREA, 0o700);
   sys.mkdirat(build.fd, MOUNTS_AREA, 0o700);
-  const mountsFd = openChildDir(sys, build.fd, MOUNTS_AREA);
-  try {
-    data.mounts.forEach((_m, i) => sys.mkdirat(mountsFd, mountDir(i), 0o700));
-  } finally {
-    closeQuietly(sys, mountsFd);
+  {
+    using mounts = own(sys, openChildDir(sys, build.fd, MOUNTS_AREA));
+    data.mounts.forEach((_m, i) => sys.mkdirat(mounts.fd, mountDir(i), 0o700));
   }
   for (const { area, entries } of areas(data)) {
     for (const e of entries) {
       if (e.kind !== 'directory') continue;
       const parts = [...area.split('/'), ...e.path.split('/')];
-      const parent = parentOf(sys, build.fd, parts);
-      try {
-        sys.mkdirat(parent, parts[parts.length - 1]!, 0o700);
-      } finally {
-        closeQuietly(sys, parent);
-      }
+      using parent = own(sys, parentOf(sys, build.fd, parts));
+      sys.mkdirat(parent.fd, parts[parts.length - 1]!, 0o700);
     }
   }
-  for (const place of s.layout.empty) closeQuietly(sys, createAt(sys, build.fd, place));
+  for (const place of s.layout.empty) own(sys, createAt(sys, build.fd, place)).close();
 }
 
 /** Fills every place of content from srcFd (reflink where the filesystem can), proving its sha256; false when it differs. */
 function fillPlaces(sys: Sys, s: PullState, srcFd: number, content: Content, from: number): boolean {
   const before = identityOf(sys.fstat(srcFd));
   for (const place of content.places.slice(from)) {
-    const dst = createAt(sys, s.build.fd, place);
-    try {
-      const got = fillFile(sys, s.buffer, srcFd, dst, before, { clone: true, range: true });
-      if (got === 'changed' || got.sha256 !== content.sha256) return false;
-    } finally {
-      closeQuietly(sys, dst);
-    }
+    using dst = own(sys, createAt(sys, s.build.fd, place));
+    const got = fillFile(sys, s.buffer, srcFd, dst.fd, before, { clone: true, range: true });
+    if (got === 'changed' || got.sha256 !== content.sha256) return false;
   }
   return true;
 }
@@ -126,12 +116,8 @@ function fillPlaces(sys: Sys, s: PullState, srcFd: number, content: Content, fro
 function removePlaces(sys: Sys, s: PullState, content: Content): void {
   for (const place of content.places) {
     const parts = placeParts(place);
-    const parent = parentOf(sys, s.build.fd, parts);
-    try {
-      removeAt(sys, parent, parts[parts.length - 1]!);
-    } finally {
-      closeQuietly(sys, parent);
-    }
+    using parent = own(sys, parentOf(sys, s.build.fd, parts));
+    removeAt(sys, parent.fd, parts[parts.length - 1]!);
   }
 }
 
@@ -143,12 +129,8 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
   findLocal(sys, s.build.snapshotsFd, wanted, (rootFd, local, content) => {
     let ok = false;
     try {
-      const src = openContent(sys, rootFd, local);
-      try {
-        ok = fillPlaces(sys, s, src, content, 0);
-      } finally {
-        closeQuietly(sys, src);
-      }
+      using src = own(sys, openContent(sys, rootFd, local));
+      ok = fillPlaces(sys, s, src.fd, content, 0);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
     }
@@ -201,12 +183,8 @@ export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array
       throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} holds other bytes than the manifest says for ${escapePath(rel)}`, { path: rel });
     }
     for (const place of c.places) {
-      const fd = createAt(sys, s.build.fd, place);
-      try {
-        writeAll(sys, fd, piece);
-      } finally {
-        closeQuietly(sys, fd);
-      }
+      using file = own(sys, createAt(sys, s.build.fd, place));
+      writeAll(sys, file.fd, piece);
     }
     s.have.add(c.sha256);
   }
@@ -217,12 +195,8 @@ function makeSymlinks(sys: Sys, s: PullState): void {
     for (const e of entries) {
       if (e.kind !== 'symlink') continue;
       const parts = [...area.split('/'), ...e.path.split('/')];
-      const parent = parentOf(sys, s.build.fd, parts);
-      try {
-        sys.symlinkat(e.link_target, parent, parts[parts.length - 1]!);
-      } finally {
-        closeQuietly(sys, parent);
-      }
+      using parent = own(sys, parentOf(sys, s.build.fd, parts));
+      sys.symlinkat(e.link_target, parent.fd, parts[parts.length - 1]!);
     }
   }
 }
@@ -238,12 +212,8 @@ export function finishPull(sys: Sys, id: number, streamed: number[]): void {
   try {
     for (const i of streamed) {
       const content = s.layout.files[i]!;
-      const src = openContent(sys, s.build.fd, content);
-      try {
-        if (!fillPlaces(sys, s, src, content, 1)) throw new SealError('SEAL_CORRUPT', `pulled file changed: ${escapePath(content.places[0]!.path)}`);
-      } finally {
-        closeQuietly(sys, src);
-      }
+      using src = own(sys, openContent(sys, s.build.fd, content));
+      if (!fillPlaces(sys, s, src.fd, content, 1)) throw new SealError('SEAL_CORRUPT', `pulled file changed: ${escapePath(content.places[0]!.path)}`);
       s.have.add(content.sha256);
     }
     makeSymlinks(sys, s);
