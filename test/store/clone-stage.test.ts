@@ -206,12 +206,15 @@ describe('an interrupted materialize is detectable', () => {
 });
 
 describe('rm racing materialize, mountPoints and verify', () => {
-  function racing(): { work: string; store: SnapshotStore; snap: Snapshot; other: SnapshotStore } {
+  /** A store with one snapshot, a second store object on it (`other`), and an empty clone. */
+  function racing(): { work: string; store: SnapshotStore; snap: Snapshot; other: SnapshotStore; clone: string } {
     const work = tempDir();
     writeTree(join(work, 'repo'), { 'src/a': 'alpha', 'src/b': 'beta', 'deps/f': 'x' });
     const store = SnapshotStore.openSync(join(work, 'store'));
     const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'deps', target: 'deps' }] });
-    return { work, store, snap, other: SnapshotStore.openSync(store.root) };
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    return { work, store, snap, other: SnapshotStore.openSync(store.root), clone };
   }
 
   /** rm of the snapshot, as another process would try it at this exact step: it must wait while a reader holds the store. */
@@ -228,9 +231,7 @@ describe('rm racing materialize, mountPoints and verify', () => {
   }
 
   it('materialize holds the shared store lock while it reads the snapshot; rm waits and then succeeds', () => {
-    const { work, store, snap, other } = racing();
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
+    const { store, snap, other, clone } = racing();
     const seen: string[] = [];
     const spy = withSys(snap, wrapSys({
       openat: (orig) => (dirfd, path, flags, mode) => {
@@ -250,9 +251,7 @@ describe('rm racing materialize, mountPoints and verify', () => {
   });
 
   it('a snapshot removed before materialize, mountPoints or verify takes the lock is SEAL_UNAVAILABLE, not SEAL_CORRUPT', async () => {
-    const { work, store, snap, other } = racing();
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
+    const { store, snap, other, clone } = racing();
     let armed = true;
     const removing = withSys(snap, wrapSys({
       flock: (orig) => (fd, op) => {
@@ -274,9 +273,7 @@ describe('rm racing materialize, mountPoints and verify', () => {
   });
 
   it('verify and mountPoints hold the shared lock too', () => {
-    const { work, store, snap, other } = racing();
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
+    const { store, snap, other, clone } = racing();
     const seen: string[] = [];
     const spy = withSys(snap, wrapSys({
       fstatat: (orig) => (dirfd, path, flags) => {

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, listTree, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -207,6 +207,16 @@ describe('materialize on this filesystem (buffered fallback)', () => {
   });
 });
 
+/** mountPoints in a clone where `link` is a symlink to a directory outside: SEAL_SYMLINK, and nothing is made outside. */
+function refusedThroughLink(snap: Snapshot, work: string, link: string, message: string): void {
+  const outside = join(work, `outside-${link}`);
+  mkdirSync(outside);
+  const dir = clone(work);
+  symlinkSync(outside, join(dir, link));
+  expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message }));
+  expect(readdirSync(outside)).toEqual([]);
+}
+
 describe('mount points', () => {
   it('lists frozen payloads as read-only sources and prepares mount points in the clone', () => {
     const { snap, store, work } = fixture(undefined, { 'node_modules/p/index.js': '1', 'a/x': 'x' }, ['a'], true);
@@ -215,12 +225,7 @@ describe('mount points', () => {
     expect(mounts).toEqual([{ source: join(snap.root, 'mounts/00000/payload'), target: '/workspace/node_modules', readOnly: true }]);
     expect(statSync(join(dir, 'node_modules')).isDirectory()).toBe(true);
     expect(snap.mountPoints(dir, { workspace: '/w/' })[0]!.target).toBe('/w/node_modules');
-    const outside = join(work, 'outside');
-    mkdirSync(outside);
-    const evil = clone(work);
-    symlinkSync(outside, join(evil, 'node_modules'));
-    expect(() => snap.mountPoints(evil)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message: 'mount target cannot be a symlink: node_modules' }));
-    expect(readdirSync(outside)).toEqual([]);
+    refusedThroughLink(snap, work, 'node_modules', 'mount target cannot be a symlink: node_modules');
     store.closeSync();
   });
 
@@ -230,12 +235,7 @@ describe('mount points', () => {
     writeTree(repo, { 'deps/f': 'x' });
     const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
     const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'lib/deps' }] });
-    const outside = join(work, 'outside');
-    mkdirSync(outside);
-    const dir = clone(work);
-    symlinkSync(outside, join(dir, 'lib'));
-    expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message: 'mount target has a symlink parent: lib/deps' }));
-    expect(readdirSync(outside)).toEqual([]);
+    refusedThroughLink(snap, work, 'lib', 'mount target has a symlink parent: lib/deps');
     store.closeSync();
   });
 });
@@ -315,14 +315,12 @@ describe('mount point collisions', () => {
   it('a regular file where a target\'s parent directory must be is SEAL_COLLISION, kept, and no target is made', () => {
     const { snap, store, work } = twoMounts();
     const dir = clone(work, { api: 'a file where a directory must be' });
-    const before = listTree(dir);
     expectError(() => snap.mountPoints(dir), {
       code: 'SEAL_COLLISION',
       message: 'mount target parent exists with another type: api/node_modules',
       path: 'api/node_modules',
       unchanged: dir,
     });
-    expect(listTree(dir)).toEqual(before);
     expect(readFileSync(join(dir, 'api'), 'utf8')).toBe('a file where a directory must be');
     store.closeSync();
   });

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SealError, SnapshotStore } from '../../../dist/index.js';
 import { findCredentials, parseChallenge, parseRemote } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
-import { CAPTURE, writeSource } from './fixtures.js';
+import { captured } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const basic = await testRegistry('basic');
@@ -22,18 +22,9 @@ afterEach(() => {
   }
 });
 
-async function captured() {
-  const work = tempDir();
-  const source = join(work, 'source');
-  writeSource(source, 5);
-  const a = await SnapshotStore.open(join(work, 'a'));
-  const snap = await a.capture({ source, ...CAPTURE });
-  return { work, a, snap };
-}
-
 describe.skipIf(basic === undefined)('basic auth (htpasswd)', () => {
   it('takes credentials from options, the environment and ~/.docker/config.json; refuses none and wrong ones', async () => {
-    const { work, a, snap } = await captured();
+    const { work, store: a, snap } = await captured();
     const remote = `${basic!.address}/${repoName('basic')}`;
     const credentials = { username: basic!.user!, password: basic!.password! };
     delete process.env.TREESEAL_REGISTRY_USER;
@@ -68,7 +59,7 @@ describe.skipIf(plain === undefined)('bearer token flow', () => {
   it('gets a token from the realm with the credentials, and a new one when the registry refuses an expired token', async () => {
     const credentials = { username: 'robot', password: 'tok-pw' };
     const proxy = await tokenProxy(plain!.address, { user: credentials.username, password: credentials.password });
-    const { work, a, snap } = await captured();
+    const { work, store: a, snap } = await captured();
     const remote = `${proxy.address}/${repoName('bearer')}`;
     await a.push(snap.digest, remote, { credentials });
     expect(proxy.tokensIssued).toBe(1);

@@ -3,7 +3,8 @@ import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSyn
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-import { writeTree } from '../../helpers.js';
+import { SnapshotStore, type Snapshot } from '../../../dist/index.js';
+import { tempDir, writeTree } from '../../helpers.js';
 
 /** Random bytes seeded by nothing: every run's contents are new to the registry. */
 export function noise(n: number): Buffer {
@@ -40,6 +41,16 @@ export function writeSource(root: string, smallFiles = 40): void {
 }
 
 export const CAPTURE = { copy: ['src'], mounts: [{ source: 'deps', target: 'node_modules' }], revision: 'r'.repeat(40) };
+
+/** A fresh work dir whose store `a` holds one capture of a small writeSource tree. */
+export async function captured(): Promise<{ work: string; store: SnapshotStore; snap: Snapshot }> {
+  const work = tempDir();
+  const source = join(work, 'source');
+  writeSource(source, 5);
+  const store = await SnapshotStore.open(join(work, 'a'));
+  const snap = await store.capture({ source, ...CAPTURE });
+  return { work, store, snap };
+}
 
 /** Every path below dir with its type, permission bits and bytes or link target. */
 export function describeTree(dir: string, rel = ''): string[] {

@@ -3,23 +3,12 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../../dist/index.js';
-import { tempDir } from '../../helpers.js';
-import { CAPTURE, writeSource } from './fixtures.js';
+import { captured } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const registry = await testRegistry('plain');
 
 checkNoFileFdLeaks();
-
-async function captured() {
-  const work = tempDir();
-  const source = join(work, 'source');
-  writeSource(source, 5);
-  const store = await SnapshotStore.open(join(work, 'a'));
-  const snap = await store.capture({ source, ...CAPTURE });
-  return { store, snap };
-}
 
 async function tagStatus(address: string, remote: string, tag: string): Promise<number> {
   const repo = remote.slice(remote.indexOf('/') + 1);
