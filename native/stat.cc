@@ -1,4 +1,4 @@
-// stat.cc: fstat and fstatat, with nanosecond times as bigints; statx for inode attributes.
+// stat.cc: fstat and fstatat, filling a caller-owned stat block; statx for inode attributes.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,41 +15,62 @@ static int DoFstatat(int dirfd, const char* path, struct stat* st, int flags) {
   return ::fstatat(dirfd, path, st, flags) < 0 ? -errno : 0;
 }
 
-static Napi::Value StatObject(Napi::Env env, const struct stat& st) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("dev", Napi::BigInt::New(env, static_cast<uint64_t>(st.st_dev)));
-  o.Set("ino", Napi::BigInt::New(env, static_cast<uint64_t>(st.st_ino)));
-  o.Set("mode", Napi::Number::New(env, st.st_mode));
-  o.Set("nlink", Napi::Number::New(env, static_cast<double>(st.st_nlink)));
-  o.Set("uid", Napi::Number::New(env, st.st_uid));
-  o.Set("gid", Napi::Number::New(env, st.st_gid));
-  o.Set("size", Napi::Number::New(env, static_cast<double>(st.st_size)));
-  o.Set("blocks", Napi::Number::New(env, static_cast<double>(st.st_blocks)));
-  o.Set("mtimeNs", Napi::BigInt::New(env, static_cast<int64_t>(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec)));
-  o.Set("ctimeNs", Napi::BigInt::New(env, static_cast<int64_t>(static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec)));
-  return o;
+// The stat block the JS side reads (src/sys/native.ts): eight 8-byte slots, dev and ino as
+// uint64, mtime and ctime as int64 nanoseconds, then mode, nlink, uid, gid, size and blocks as
+// doubles. Filled in place, so a stat costs no object or BigInt on this side.
+static const size_t kStatBytes = 80;
+
+static bool ArgStatBlock(const Napi::CallbackInfo& info, size_t i, uint8_t** out) {
+  size_t len;
+  if (!ArgBuffer(info, i, "out", out, &len)) return false;
+  if (len < kStatBytes || reinterpret_cast<uintptr_t>(*out) % 8 != 0) {
+    ThrowArg(info.Env(), "ERR_OUT_OF_RANGE", "The \"out\" argument must be an aligned block of at least 80 bytes");
+    return false;
+  }
+  return true;
 }
 
-// fstat(fd) -> Stat
+static void FillStat(uint8_t* out, const struct stat& st) {
+  uint64_t* u = reinterpret_cast<uint64_t*>(out);
+  int64_t* i = reinterpret_cast<int64_t*>(out);
+  double* d = reinterpret_cast<double*>(out);
+  u[0] = static_cast<uint64_t>(st.st_dev);
+  u[1] = static_cast<uint64_t>(st.st_ino);
+  i[2] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  i[3] = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
+  d[4] = st.st_mode;
+  d[5] = static_cast<double>(st.st_nlink);
+  d[6] = st.st_uid;
+  d[7] = st.st_gid;
+  d[8] = static_cast<double>(st.st_size);
+  d[9] = static_cast<double>(st.st_blocks);
+}
+
+// fstat(fd, out) -> undefined; the stat block filled
 static Napi::Value Fstat(const Napi::CallbackInfo& info) {
   int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
+  uint8_t* out;
+  if (!ArgInt(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
   struct stat st;
   int r = DoFstat(static_cast<int>(fd), &st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstat");
-  return StatObject(info.Env(), st);
+  FillStat(out, st);
+  return info.Env().Undefined();
 }
 
-// fstatat(dirfd, path, flags) -> Stat
+// fstatat(dirfd, path, flags, out) -> undefined; the stat block filled
 static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
   int64_t dirfd, flags;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+  uint8_t* out;
+  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags) ||
+      !ArgStatBlock(info, 3, &out))
     return info.Env().Undefined();
   struct stat st;
   int r = DoFstatat(static_cast<int>(dirfd), path.c_str(), &st, static_cast<int>(flags));
   if (r < 0) return ThrowSys(info.Env(), -r, "fstatat", &path);
-  return StatObject(info.Env(), st);
+  FillStat(out, st);
+  return info.Env().Undefined();
 }
 
 static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {

@@ -69,8 +69,11 @@ export interface Sys {
   copy_file_range(fdIn: number, offIn: number, fdOut: number, offOut: number, length: number): number;
 }
 
-interface Addon extends Sys {
+/** The addon's own faces: fstat and fstatat fill a stat block (see statBlock) instead of returning an object. */
+interface Addon extends Omit<Sys, 'fstat' | 'fstatat'> {
   constants: Constants;
+  fstat(fd: number, out: Uint8Array): void;
+  fstatat(dirfd: number, path: PathArg, flags: number, out: Uint8Array): void;
 }
 
 function load(): Addon {
@@ -84,13 +87,34 @@ function load(): Addon {
 
 export const addon: Addon = load();
 
+/**
+ * This thread's stat block, filled by the addon's fstat and fstatat in place: dev and
+ * ino (uint64), mtime and ctime (int64 ns), then mode, nlink, uid, gid, size, blocks
+ * (doubles). A Stat is read out of it at once, so the block is never shared.
+ */
+const block = new ArrayBuffer(80);
+const blockBytes = new Uint8Array(block);
+const ids = new BigUint64Array(block, 0, 2);
+const times = new BigInt64Array(block, 16, 2);
+const nums = new Float64Array(block, 32, 6);
+
+function readBlock(): Stat {
+  return { dev: ids[0]!, ino: ids[1]!, mode: nums[0]!, nlink: nums[1]!, uid: nums[2]!, gid: nums[3]!, size: nums[4]!, blocks: nums[5]!, mtimeNs: times[0]!, ctimeNs: times[1]! };
+}
+
 /** The real syscall layer, without the constants table. */
 export const sys: Sys = {
   openat: addon.openat,
   openat2: addon.openat2,
   close: addon.close,
-  fstat: addon.fstat,
-  fstatat: addon.fstatat,
+  fstat: (fd) => {
+    addon.fstat(fd, blockBytes);
+    return readBlock();
+  },
+  fstatat: (dirfd, path, flags) => {
+    addon.fstatat(dirfd, path, flags, blockBytes);
+    return readBlock();
+  },
   statx: addon.statx,
   readdir: addon.readdir,
   mkdirat: addon.mkdirat,

@@ -1,6 +1,6 @@
 // sys.test.ts: every native primitive: one success and at least one real failure each, and no fd leaks.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -222,6 +222,25 @@ describe('fstat / fstatat', () => {
       expect(S.sameIdentity(S.identityOf(sys.fstat(fd)), S.identityOf(st))).toBe(true);
       sys.close(fd);
       expectSysError(() => sys.fstat(fd), 'EBADF', 'fstat');
+    });
+  });
+
+  it('each call returns its own Stat (the addon fills one block per thread; a result is never overwritten later)', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a'), 'a');
+    writeFileSync(join(dir, 'b'), 'bb');
+    chmodSync(join(dir, 'b'), 0o600);
+    const refA = statSync(join(dir, 'a'), { bigint: true });
+    const refB = statSync(join(dir, 'b'), { bigint: true });
+    withDir(dir, (d) => {
+      const a = sys.fstatat(d, 'a', S.AT_SYMLINK_NOFOLLOW);
+      const b = sys.fstatat(d, 'b', S.AT_SYMLINK_NOFOLLOW);
+      expect([a.ino, a.size, a.mode, a.blocks]).toEqual([refA.ino, 1, Number(refA.mode), Number(refA.blocks)]);
+      expect([b.ino, b.size, b.mode, b.gid]).toEqual([refB.ino, 2, Number(refB.mode), Number(refB.gid)]);
+      expect(() => sys.fstatat(d, 'nope', 0)).toThrow();
+      // A failed call leaves earlier results as they were.
+      expect(a.ino).toBe(refA.ino);
+      expect(Object.keys(a)).toEqual(['dev', 'ino', 'mode', 'nlink', 'uid', 'gid', 'size', 'blocks', 'mtimeNs', 'ctimeNs']);
     });
   });
 });
