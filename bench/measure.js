@@ -234,4 +234,4 @@ function extras(base) {
   return x;
 }
 
-export { benchTree, extras, quick, reps, RamMounts, seedRunner, work, T5K, TREES };
+export { benchTree, extras, quick, reps, RamMounts, seedRunner, sourceTree, work, T5K, T50K, TREES };

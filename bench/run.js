@@ -5,7 +5,8 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { RamMounts, T5K, TREES, benchTree, extras, quick, reps, seedRunner, work } from './measure.js';
+import { RamMounts, T5K, T50K, TREES, benchTree, extras, quick, reps, seedRunner, sourceTree, work } from './measure.js';
+import { benchRecapture, recaptureChecks, recaptureLine } from './recapture.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fmt = (ms) => (Number.isNaN(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
@@ -32,6 +33,12 @@ function measureAll(log) {
     log('bench: peak RSS, verify threads, ephemeral close…');
     const extra = extras(xfs);
     log(`bench: ${JSON.stringify(extra)}`);
+    // The recapture rows (issue 13's targets) rewrite files of the 50k tree (the 5k tree's in a quick run): after every row that reads it.
+    extra.recapture = [];
+    for (const [fs, base] of [['xfs (RAM)', xfs], ['ext4 (RAM)', ext4]]) {
+      log(`bench: recapture ${fs} (${reps} reps)…`);
+      extra.recapture.push(benchRecapture(fs, sourceTree(base, quick ? T5K : T50K), join(base, 'recapture'), log));
+    }
     // Last: the throttled real disk is slow to settle and to delete on.
     log('bench: root fs (real disk) 5k+64MiB…');
     const rootBase = join(work, 'rootfs');
@@ -92,6 +99,7 @@ function targets(rows, e) {
   c.push(['verify of the 5k tree ≤ 0.6× single-threaded', v <= 0.6, `${x(e.verify.pooled, e.verify.single)} (${fmt(e.verify.pooled)} vs ${fmt(e.verify.single)})`]);
   const cl = e.close.close / e.close.capture;
   c.push(['ephemeral close < 1/5 of its capture (5k tree, xfs RAM)', cl < 0.2, `${x(e.close.close, e.close.capture)} (${fmt(e.close.close)} vs ${fmt(e.close.capture)})`]);
+  for (const r of e.recapture) c.push(...recaptureChecks(r));
   return c;
 }
 
@@ -107,6 +115,8 @@ function report(rows, e, load) {
   for (const r of rows) lines.push(`  ${r.fs} ${r.tree}: capture ${ms(r.captureOverhead)}, materialize ${ms(r.materializeOverhead)}; event-loop delay during capture p99 ${ms(r.loopP99)} (max ${ms(r.loopMax)})`);
   lines.push(`peak RSS: 1 GiB file ${e.rss1g.toFixed(0)} MB; ${e.rssSmall.tree} tree ${e.rssSmall.maxRssMB.toFixed(0)} MB; ${e.rssSyntheticStart.entries} / ${e.rssSynthetic.entries} empty files ${e.rssSyntheticStart.maxRssMB.toFixed(0)} / ${e.rssSynthetic.maxRssMB.toFixed(0)} MB`);
   lines.push(`verify 5k tree: helper pool ${fmt(e.verify.pooled)}, one thread ${fmt(e.verify.single)}; ephemeral close ${fmt(e.close.close)} after a ${fmt(e.close.capture)} capture`);
+  lines.push('recapture (stat cache), each capture in a fresh node process (open, async capture, close), against a full capture without the cache and find:');
+  for (const r of e.recapture) lines.push(recaptureLine(r));
   lines.push('');
   const checks = targets(rows, e);
   for (const [name, ok, figure] of checks) lines.push(`${ok ? 'met    ' : 'NOT MET'}  ${name}: ${figure}`);
