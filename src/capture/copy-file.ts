@@ -1,6 +1,7 @@
 // copy-file.ts: one file's copy into a build: clone, kernel copy or buffered copy, hash, and prove the source unchanged around it.
 import { createHash, hash } from 'node:crypto';
 
+import { own } from '../base/fd.js';
 import { copyRanges, writeAll } from '../base/io.js';
 import { changedRecently, waitPastWrites } from '../base/in-flight.js';
 import { sameIdentity, type FileIdentity } from '../sys/identity.js';
@@ -74,6 +75,24 @@ export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number
   if (copied !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return 'changed';
   if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256)) return 'changed';
   return { sha256, how };
+}
+
+/**
+ * fillFile on fds it owns: both are closed when it returns or throws (a failed close
+ * ignored, as an Fd's dispose does). A plain try/finally, not `using`: this runs once
+ * per file on every thread, and the downleveled `using` costs a disposal closure per
+ * scope and makes each function that holds one slower to optimize.
+ */
+export function fillOwned(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, methods: FillMethods): Filled | 'changed' {
+  const src = own(sys, srcFd);
+  // A hash-only job (verify) has no destination.
+  const dest = destFd >= 0 ? own(sys, destFd) : undefined;
+  try {
+    return fillFile(sys, buffer, srcFd, destFd, before, methods);
+  } finally {
+    dest?.[Symbol.dispose]();
+    src[Symbol.dispose]();
+  }
 }
 
 /**

@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 
 import { own } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
-import { fillFile, type Filled, type FillMethods, type How } from './copy-file.js';
+import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -63,11 +63,8 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
   const dest = m.ctrl[base + S.DEST]!;
   let state: number = STATE.ERROR;
   try {
-    using _src = own(sys, src);
-    // A hash-only job (verify) has no destination.
-    using _dest = dest >= 0 ? own(sys, dest) : undefined;
     const bits = m.ctrl[base + S.METHODS]!;
-    const r = fillFile(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
+    const r = fillOwned(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
     if (r === 'changed') state = STATE.CHANGED;
     else {
       m.sha.write(r.sha256, slot * 32, 32, 'hex');
@@ -142,17 +139,19 @@ export class FilePool {
 
   /** Queues one file; onDone gets the result later, on this thread. */
   submit(src: number, dest: number, before: FileIdentity, methods: FillMethods, onDone: (r: JobResult) => void): void {
-    // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
-    using srcFd = own(this.#sys, src);
-    using destFd = dest >= 0 ? own(this.#sys, dest) : undefined;
     let slot = this.#freeSlot();
     while (slot < 0) {
-      this.#helpOrWait();
-      this.#harvest();
+      try {
+        this.#helpOrWait();
+        this.#harvest();
+      } catch (err) {
+        // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
+        own(this.#sys, src)[Symbol.dispose]();
+        if (dest >= 0) own(this.#sys, dest)[Symbol.dispose]();
+        throw err;
+      }
       slot = this.#freeSlot();
     }
-    srcFd.release();
-    destFd?.release();
     const m = this.#m;
     const base = slotBase(slot);
     m.ctrl[base + S.SRC] = src;
@@ -337,13 +336,7 @@ export class FileJobs {
       pool.submit(src, dest, before, methods, onDone);
       return;
     }
-    let r: Filled | 'changed';
-    {
-      using _src = own(this.sys, src);
-      using _dest = dest >= 0 ? own(this.sys, dest) : undefined;
-      r = fillFile(this.sys, this.buffer, src, dest, before, methods);
-    }
-    onDone(r);
+    onDone(fillOwned(this.sys, this.buffer, src, dest, before, methods));
   }
 
   /** Waits for every job; throws the first failure. */

@@ -275,10 +275,15 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
       cause: err,
     });
   }
-  using file = own(sys, fd);
-  const opened = sys.fstat(fd);
-  if (!sameObject(opened, st)) throw changedOpening(rel);
-  return [file.release(), opened];
+  // try/finally rather than `using`: once per entry (see fillOwned).
+  const file = own(sys, fd);
+  try {
+    const opened = sys.fstat(fd);
+    if (!sameObject(opened, st)) throw changedOpening(rel);
+    return [file.release(), opened];
+  } finally {
+    file[Symbol.dispose]();
+  }
 }
 
 /**
@@ -476,15 +481,21 @@ export class TreeBuilder {
   #copyFile(srcFd: number, destDirFd: number, name: string, rel: string, before: Stat): void {
     const { sys } = this.ctx;
     const hook = this.ctx.hook;
-    // Both fds are ours until runFile takes them.
-    using src = own(sys, srcFd);
-    const entry = this.#addFile(rel, before);
-    const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
-    const table = this.entries;
+    // Both fds are ours until runFile takes them (try/catch rather than `using`: once per file, see fillOwned).
+    const src = own(sys, srcFd);
+    let entry: { index: number; mode: number };
     let dest: number;
     let loose: string | undefined;
-    if (hook?.deferred) [dest, loose] = hook.loose(frozen);
-    else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
+    try {
+      entry = this.#addFile(rel, before);
+      const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
+      if (hook?.deferred) [dest, loose] = hook.loose(frozen);
+      else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
+    } catch (err) {
+      src[Symbol.dispose]();
+      throw err;
+    }
+    const table = this.entries;
     this.ctx.runFile(src.release(), dest, before, rel, (filled) => {
       hook?.captured(before, filled.sha256, loose, table, entry.index);
       table.setDigest(entry.index, filled.sha256);
