@@ -61,7 +61,10 @@ static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
   return ::unlinkat(dirfd, path, static_cast<int>(flags)) < 0 ? -errno : 0;
 }
 
-// readdir(fd) -> [{ name: string | Buffer, type: DT_* }]
+// readdir(fd) -> [names, types, odd]: every entry but "." and ".." in getdents order, in three
+// values rather than an object per entry. names: the UTF-8 names joined by "/" (a byte no name
+// holds); types: a Buffer of their DT_* bytes, one per entry; odd: [index, Buffer] for each name
+// that is not valid UTF-8 (its place in names is left empty).
 static Napi::Value Readdir(const Napi::CallbackInfo& info) {
   int64_t fd;
   if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
@@ -70,15 +73,27 @@ static Napi::Value Readdir(const Napi::CallbackInfo& info) {
   int r = DoReaddir(static_cast<int>(fd), &names, &listed);
   if (r < 0) return ThrowSys(info.Env(), -r, "readdir");
   Napi::Env env = info.Env();
-  Napi::Array out = Napi::Array::New(env, listed.size());
-  Napi::String nameKey = Napi::String::New(env, "name");
-  Napi::String typeKey = Napi::String::New(env, "type");
+  std::string joined;
+  joined.reserve(names.size() + listed.size());
+  Napi::Buffer<uint8_t> types = Napi::Buffer<uint8_t>::New(env, listed.size());
+  Napi::Array odd = Napi::Array::New(env);
   for (size_t i = 0; i < listed.size(); i++) {
-    Napi::Object o = Napi::Object::New(env);
-    o.Set(nameKey, NameValue(env, names.data() + listed[i].offset, listed[i].length));
-    o.Set(typeKey, Napi::Number::New(env, listed[i].type));
-    out.Set(static_cast<uint32_t>(i), o);
+    const char* name = names.data() + listed[i].offset;
+    if (i > 0) joined.push_back('/');
+    if (ValidUtf8(name, listed[i].length)) {
+      joined.append(name, listed[i].length);
+    } else {
+      Napi::Array pair = Napi::Array::New(env, 2);
+      pair.Set(static_cast<uint32_t>(0), Napi::Number::New(env, static_cast<double>(i)));
+      pair.Set(static_cast<uint32_t>(1), Napi::Buffer<char>::Copy(env, name, listed[i].length));
+      odd.Set(odd.Length(), pair);
+    }
+    types.Data()[i] = listed[i].type;
   }
+  Napi::Array out = Napi::Array::New(env, 3);
+  out.Set(static_cast<uint32_t>(0), Napi::String::New(env, joined.data(), joined.size()));
+  out.Set(static_cast<uint32_t>(1), types);
+  out.Set(static_cast<uint32_t>(2), odd);
   return out;
 }
 

@@ -70,10 +70,12 @@ export interface Sys {
 }
 
 /** The addon's own faces: fstat and fstatat fill a stat block (see statBlock) instead of returning an object. */
-interface Addon extends Omit<Sys, 'fstat' | 'fstatat'> {
+interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
   constants: Constants;
   fstat(fd: number, out: Uint8Array): void;
   fstatat(dirfd: number, path: PathArg, flags: number, out: Uint8Array): void;
+  /** The UTF-8 names joined by '/', their DT_* types, and [index, bytes] for each name that is not UTF-8. */
+  readdir(fd: number): [string, Uint8Array, [number, Buffer][]];
 }
 
 function load(): Addon {
@@ -98,6 +100,17 @@ const ids = new BigUint64Array(block, 0, 2);
 const times = new BigInt64Array(block, 16, 2);
 const nums = new Float64Array(block, 32, 6);
 
+/** The addon's readdir, one DirEntry per entry. */
+function readdir(fd: number): DirEntry[] {
+  const [joined, types, odd] = addon.readdir(fd);
+  if (types.length === 0) return [];
+  const names: (string | Buffer)[] = joined.split('/');
+  for (const [i, raw] of odd) names[i] = raw;
+  const out = new Array<DirEntry>(types.length);
+  for (let i = 0; i < types.length; i++) out[i] = { name: names[i]!, type: types[i]! };
+  return out;
+}
+
 function readBlock(): Stat {
   return { dev: ids[0]!, ino: ids[1]!, mode: nums[0]!, nlink: nums[1]!, uid: nums[2]!, gid: nums[3]!, size: nums[4]!, blocks: nums[5]!, mtimeNs: times[0]!, ctimeNs: times[1]! };
 }
@@ -116,7 +129,7 @@ export const sys: Sys = {
     return readBlock();
   },
   statx: addon.statx,
-  readdir: addon.readdir,
+  readdir,
   mkdirat: addon.mkdirat,
   unlinkat: addon.unlinkat,
   renameat2: addon.renameat2,

@@ -269,6 +269,24 @@ describe('readdir / mkdirat / unlinkat', () => {
     expectSysError(() => sys.readdir(999999), 'EBADF', 'readdir');
   });
 
+  it('an empty directory lists nothing; names that are not UTF-8 keep their places among the others', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'empty'));
+    mkdirSync(join(dir, 'odd'));
+    const raws = [Buffer.from([0x80]), Buffer.from([0x61, 0xc0, 0x41])];
+    for (const raw of raws) writeFileSync(Buffer.concat([Buffer.from(`${dir}/odd/`), raw]), '');
+    for (const name of ['x', 'y', 'zz']) writeFileSync(join(dir, 'odd', name), '');
+    withDir(join(dir, 'empty'), (d) => expect(sys.readdir(d)).toEqual([]));
+    withDir(join(dir, 'odd'), (d) => {
+      const entries = sys.readdir(d);
+      expect(entries.map((e) => e.type)).toEqual(Array(5).fill(S.DT_REG));
+      const names = entries.map((e) => (typeof e.name === 'string' ? e.name : `hex:${e.name.toString('hex')}`)).sort();
+      expect(names).toEqual(['hex:61c041', 'hex:80', 'x', 'y', 'zz']);
+      // Every name, string or Buffer, opens its own file.
+      for (const e of entries) sys.close(sys.openat(d, e.name, S.O_RDONLY));
+    });
+  });
+
   it('mkdirat creates with the mode; EEXIST on an existing name; unlinkat removes files and dirs', () => {
     const dir = tempDir();
     withDir(dir, (d) => {
