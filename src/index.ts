@@ -2,7 +2,8 @@
 export { SealError, isSealError, SEAL_CODES, type SealCode } from './base/errors.js';
 export { escapePath } from './base/paths.js';
 export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
-export { canonicalJson, manifestDigest, mountDigests, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';
+export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';
+export { manifestDigest, mountDigests } from './base/manifest-stream.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';
 export type { CaptureProgress } from './capture/walk.js';
 export type { SnapshotData } from './store/document.js';

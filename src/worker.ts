@@ -3,7 +3,7 @@ import { parentPort } from 'node:worker_threads';
 
 import { SealError } from './base/errors.js';
 import { sealed } from './base/refusal.js';
-import { serializeError, transferOf, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
+import { serializeError, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
 import { dropHelpers, keepHelpers } from './capture/pool.js';
 import { JOBS as CAPTURE_JOBS } from './store/jobs.js';
 import { JOBS as REGISTRY_JOBS } from './store/registry/jobs.js';
@@ -42,6 +42,6 @@ if (port !== null) {
     } catch (err) {
       reply = { id: job.id, kind: 'error', error: serializeError(err) };
     }
-    port.postMessage(reply, reply.kind === 'result' ? transferOf(reply.result) : []);
+    port.postMessage(reply);
   });
 }

@@ -1,13 +1,34 @@
-// entry-table.ts: manifest entries packed in growing typed arrays (paths as one UTF-8 buffer, digests as raw bytes): no object per entry.
+// entry-table.ts: manifest entries packed in typed arrays grown in place (paths as one UTF-8 buffer, digests as raw bytes): no object per entry.
 import type { EntryKind, ManifestEntry } from './manifest.js';
+import { MAX_GROWABLE_BYTES, ensureBytes, growableShared } from './growable.js';
 import { PathIndex } from './path-index.js';
 
 const KINDS: readonly EntryKind[] = ['directory', 'file', 'symlink'];
 const KIND_CODE: Readonly<Record<EntryKind, number>> = { directory: 0, file: 1, symlink: 2 };
 const DIGEST_BYTES = 32;
 
-/** A table's arrays, trimmed to its entries, as they cross threads (structured clone copies them). */
+/** A table's arrays as they are (not copied; longer than its entries), for reading only. */
+export interface EntryArrays {
+  count: number;
+  paths: Buffer;
+  ends: Float64Array;
+  kinds: Uint8Array;
+  sizes: Float64Array;
+  modes: Uint32Array;
+  digests: Buffer;
+  links: ReadonlyMap<number, string>;
+  /** Indices in manifest order (undefined: the order added). */
+  order: Uint32Array | undefined;
+}
+
+/**
+ * A table as it crosses threads: its arrays are on shared memory, so the other
+ * thread gets them without a copy (the table no longer changes once sorted).
+ */
 export interface PackedEntries {
+  count: number;
+  /** Path bytes in use. */
+  used: number;
   paths: Uint8Array;
   ends: Float64Array;
   kinds: Uint8Array;
@@ -18,25 +39,8 @@ export interface PackedEntries {
   order: Uint32Array | undefined;
 }
 
-/** The buffers of pack()'s arrays (each its own). */
-export function entryBuffers(p: PackedEntries): ArrayBuffer[] {
-  const arrays = [p.paths, p.ends, p.kinds, p.sizes, p.modes, p.digests, ...(p.order === undefined ? [] : [p.order])];
-  return arrays.map((a) => a.buffer as ArrayBuffer);
-}
-
-function grown<T extends Uint8Array | Uint32Array | Float64Array>(a: T, need: number): T {
-  if (need <= a.length) return a;
-  const next = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2));
-  next.set(a);
-  return next;
-}
-
-function grownBuffer(b: Buffer, need: number, used: number): Buffer {
-  if (need <= b.length) return b;
-  const next = Buffer.alloc(Math.max(need, b.length * 2));
-  b.copy(next, 0, 0, used);
-  return next;
-}
+/** Entries a table holds at most: its digests fill the largest growable buffer. */
+const MAX_ENTRIES = MAX_GROWABLE_BYTES / DIGEST_BYTES;
 
 /**
  * Entries by index (the order they were added); sort() then gives the manifest
@@ -44,13 +48,16 @@ function grownBuffer(b: Buffer, need: number, used: number): Buffer {
  * unique: add() returns the index of an entry already at that path instead.
  */
 export class EntryTable implements Iterable<ManifestEntry> {
-  #paths: Buffer = Buffer.alloc(1 << 16);
+  // Growable shared memory: grown in place, handed to another thread without a copy.
+  readonly #pathMemory = growableShared(MAX_GROWABLE_BYTES);
+  #paths: Buffer = Buffer.from(this.#pathMemory);
   #used = 0;
-  #ends: Float64Array = new Float64Array(1024);
-  #kinds: Uint8Array = new Uint8Array(1024);
-  #sizes: Float64Array = new Float64Array(1024);
-  #modes: Uint32Array = new Uint32Array(1024);
-  #digests: Buffer = Buffer.alloc(1024 * DIGEST_BYTES);
+  #ends: Float64Array = new Float64Array(growableShared(MAX_ENTRIES * 8));
+  #kinds: Uint8Array = new Uint8Array(growableShared(MAX_ENTRIES));
+  #sizes: Float64Array = new Float64Array(growableShared(MAX_ENTRIES * 8));
+  #modes: Uint32Array = new Uint32Array(growableShared(MAX_ENTRIES * 4));
+  readonly #digestMemory = growableShared(MAX_ENTRIES * DIGEST_BYTES);
+  #digests: Buffer = Buffer.from(this.#digestMemory);
   #links = new Map<number, string>();
   #order: Uint32Array | undefined;
   #count = 0;
@@ -152,7 +159,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
   sort(): this {
     const p = this.#paths;
     const ends = this.#ends;
-    const order = new Uint32Array(this.#count);
+    const order = new Uint32Array(new SharedArrayBuffer(this.#count * 4));
     for (let i = 0; i < order.length; i++) order[i] = i;
     order.sort((a, b) => {
       let i = a === 0 ? 0 : ends[a - 1]!;
@@ -167,33 +174,39 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return this;
   }
 
-  /** The arrays trimmed to the entries (copies), for another thread. */
+  /** The arrays themselves, for an encoder to read. */
+  arrays(): EntryArrays {
+    return { count: this.#count, paths: this.#paths, ends: this.#ends, kinds: this.#kinds, sizes: this.#sizes, modes: this.#modes, digests: this.#digests, links: this.#links, order: this.#order };
+  }
+
+  /** The table for another thread: its arrays themselves (shared memory, not copied); add nothing to it afterwards. */
   pack(): PackedEntries {
-    const n = this.#count;
     return {
-      paths: new Uint8Array(this.#paths.subarray(0, this.#used)),
-      ends: this.#ends.slice(0, n),
-      kinds: this.#kinds.slice(0, n),
-      sizes: this.#sizes.slice(0, n),
-      modes: this.#modes.slice(0, n),
-      digests: new Uint8Array(this.#digests.subarray(0, n * DIGEST_BYTES)),
+      count: this.#count,
+      used: this.#used,
+      paths: this.#paths,
+      ends: this.#ends,
+      kinds: this.#kinds,
+      sizes: this.#sizes,
+      modes: this.#modes,
+      digests: this.#digests,
       links: [...this.#links],
-      order: this.#order?.slice(),
+      order: this.#order,
     };
   }
 
   static unpack(p: PackedEntries): EntryTable {
     const t = new EntryTable();
-    t.#paths = Buffer.from(p.paths.buffer, p.paths.byteOffset, p.paths.length);
-    t.#used = p.paths.length;
+    t.#paths = Buffer.from(p.paths.buffer, p.paths.byteOffset, p.used);
+    t.#used = p.used;
     t.#ends = p.ends;
     t.#kinds = p.kinds;
     t.#sizes = p.sizes;
     t.#modes = p.modes;
-    t.#digests = Buffer.from(p.digests.buffer, p.digests.byteOffset, p.digests.length);
+    t.#digests = Buffer.from(p.digests.buffer, p.digests.byteOffset, p.count * DIGEST_BYTES);
     t.#links = new Map(p.links);
     t.#order = p.order;
-    t.#count = p.kinds.length;
+    t.#count = p.count;
     return t;
   }
 
@@ -206,7 +219,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   /** Writes path into the spare tail of the path buffer (not yet an entry's); returns where its bytes start and end. */
   #stage(path: string): [number, number] {
-    this.#paths = grownBuffer(this.#paths, this.#used + path.length * 3, this.#used);
+    if (ensureBytes(this.#pathMemory, this.#used + path.length * 3)) this.#paths = Buffer.from(this.#pathMemory);
     return [this.#used, this.#used + this.#paths.write(path, this.#used, 'utf8')];
   }
 
@@ -219,10 +232,8 @@ export class EntryTable implements Iterable<ManifestEntry> {
   }
 
   #reserve(n: number): void {
-    this.#ends = grown(this.#ends, n);
-    this.#kinds = grown(this.#kinds, n);
-    this.#sizes = grown(this.#sizes, n);
-    this.#modes = grown(this.#modes, n);
-    this.#digests = grownBuffer(this.#digests, n * DIGEST_BYTES, this.#count * DIGEST_BYTES);
+    if (n > MAX_ENTRIES) throw new RangeError(`a table holds at most ${MAX_ENTRIES} entries`);
+    for (const a of [this.#ends, this.#kinds, this.#sizes, this.#modes]) ensureBytes(a.buffer, n * a.BYTES_PER_ELEMENT);
+    if (ensureBytes(this.#digestMemory, n * DIGEST_BYTES)) this.#digests = Buffer.from(this.#digestMemory);
   }
 }

@@ -18,19 +18,6 @@ export type JobResult<K extends JobName> = JobMap[K] extends { result: infer R }
 export type JobRequest = { [K in JobName]: { id: number; op: K; args: JobArgs<K>; abort: Int32Array } }[JobName];
 
 /** What the sync core of a job gets besides its arguments. */
-/** A job result's buffers to move, not copy, to the calling thread (a symbol key: never cloned itself). */
-export const TRANSFER: unique symbol = Symbol('transfer');
-
-/** A result that may name buffers to move. */
-export interface Moving {
-  [TRANSFER]?: ArrayBuffer[];
-}
-
-/** The buffers a result asks to be moved (none by default). */
-export function transferOf(result: unknown): ArrayBuffer[] {
-  return (result !== null && typeof result === 'object' && (result as Moving)[TRANSFER]) || [];
-}
-
 export interface JobContext {
   isAborted(): boolean;
   onProgress(p: Progress): void;

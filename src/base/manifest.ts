@@ -20,7 +20,8 @@ export type Json = null | boolean | number | bigint | string | readonly Json[] |
 /** Characters json.dumps writes as themselves: printable ASCII but the quote and the backslash. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
-function escapeString(s: string): string {
+/** A string as json.dumps writes it (quoted, ASCII only). */
+export function jsonString(s: string): string {
   if (PLAIN.test(s)) return '"' + s + '"';
   let out = '"';
   let start = 0;
@@ -76,7 +77,8 @@ export class RawJson {
   constructor(readonly text: string) {}
 }
 
-function encodeValue(value: Json | RawJson): string {
+/** canonicalJson of a value that may hold RawJson pieces. */
+export function encodeValue(value: Json | RawJson): string {
   if (value === null) return 'null';
   if (value instanceof RawJson) return value.text;
   switch (typeof value) {
@@ -87,7 +89,7 @@ function encodeValue(value: Json | RawJson): string {
     case 'bigint':
       return value.toString();
     case 'string':
-      return escapeString(value);
+      return jsonString(value);
     case 'object': {
       if (Array.isArray(value)) return '[' + (value as readonly Json[]).map(encodeValue).join(',') + ']';
       const obj = value as { readonly [key: string]: Json | RawJson };
@@ -96,7 +98,7 @@ function encodeValue(value: Json | RawJson): string {
       for (const key of keys) {
         const v = obj[key];
         if (v === undefined) throw new TypeError(`canonicalJson: undefined value at key ${JSON.stringify(key)}`);
-        parts.push(escapeString(key) + ':' + encodeValue(v));
+        parts.push(jsonString(key) + ':' + encodeValue(v));
       }
       return '{' + parts.join(',') + '}';
     }
@@ -114,8 +116,8 @@ const numberText = (n: number): string => (Number.isSafeInteger(n) ? String(n) :
 /** One entry's canonical JSON, its keys in sorted order, written directly. */
 export function entryText(e: ManifestEntry): string {
   return (
-    `{"kind":${escapeString(e.kind)},"link_target":${escapeString(e.link_target)},"mode":${numberText(e.mode)},` +
-    `"path":${escapeString(e.path)},"sha256":${escapeString(e.sha256)},"size":${numberText(e.size)}}`
+    `{"kind":${jsonString(e.kind)},"link_target":${jsonString(e.link_target)},"mode":${numberText(e.mode)},` +
+    `"path":${jsonString(e.path)},"sha256":${jsonString(e.sha256)},"size":${numberText(e.size)}}`
   );
 }
 
@@ -124,91 +126,6 @@ export interface Entries extends Iterable<ManifestEntry> {
   readonly length: number;
 }
 
-/** Characters per chunk when an entry list is encoded piecewise. */
-const CHUNK_CHARS = 1 << 16;
-
-/** The canonical JSON list of entries (already sorted), handed to sink in chunks: never whole in memory. */
-export function encodeEntries(entries: Iterable<ManifestEntry>, sink: (chunk: string) => void): void {
-  let out = '[';
-  let first = true;
-  for (const e of entries) {
-    out += (first ? '' : ',') + entryText(e);
-    first = false;
-    if (out.length >= CHUNK_CHARS) {
-      sink(out);
-      out = '';
-    }
-  }
-  sink(out + ']');
-}
-
-/** The canonical JSON list of entries (already sorted), as one string. */
-export function entriesText(entries: Iterable<ManifestEntry>): string {
-  let out = '';
-  encodeEntries(entries, (chunk) => (out += chunk));
-  return out;
-}
-
-/** Canonical JSON in pieces: text, or an entry list encoded in its place. */
-export type Piece = string | Entries;
-
-/** Hands every piece's text to sink, in order, the entry lists in chunks. */
-export function eachChunk(pieces: readonly Piece[], sink: (chunk: string) => void): void {
-  for (const p of pieces) {
-    if (typeof p === 'string') sink(p);
-    else encodeEntries(p, sink);
-  }
-}
-
-/** Stands for an entry list in a skeleton; canonical JSON never holds a raw NUL, so it cannot collide. */
-export const SLOT = '\u0000';
-
-/** canonicalJson of value with each RawJson(SLOT) in it replaced, in order, by lists[i]: as pieces. */
-export function piecesOf(value: Json | object, lists: readonly Entries[]): Piece[] {
-  const skeleton = encodeValue(value as Json).split(SLOT);
-  return skeleton.flatMap((part, i): Piece[] => (i < lists.length ? [part, lists[i]!] : [part]));
-}
-
-export function sortEntries<T extends { readonly path: string }>(entries: Iterable<T>): T[] {
-  return [...entries].sort((a, b) => compareUtf8(a.path, b.path));
-}
-
-/** sha256 of the canonical JSON list of entries (entries must already be sorted). */
-export function manifestDigest(entries: Entries): string {
-  const hash = createHash('sha256');
-  encodeEntries(entries, (chunk) => hash.update(chunk));
-  return hash.digest('hex');
-}
-
-export interface MountDigestInput {
-  readonly source: string;
-  readonly target: string;
-  readonly entries: Entries;
-}
-
-/** The seed's dependency content and manifest digests over the captured mounts; each entry list is encoded once, for both. */
-export function mountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
-  const content = mounts.map(() => ({ entries: new RawJson(SLOT) }));
-  const contentParts = encodeValue(content as unknown as Json).split(SLOT);
-  const manifest = {
-    dependencies: mounts.map((m, i) => ({ content: content[i]!, source: m.source, target: m.target })),
-    schema_version: 1,
-  };
-  const manifestParts = encodeValue(manifest as unknown as Json).split(SLOT);
-  const c = createHash('sha256');
-  const m = createHash('sha256');
-  mounts.forEach((mount, i) => {
-    c.update(contentParts[i]!);
-    m.update(manifestParts[i]!);
-    encodeEntries(mount.entries, (chunk) => {
-      c.update(chunk);
-      m.update(chunk);
-    });
-  });
-  c.update(contentParts[mounts.length]!);
-  m.update(manifestParts[mounts.length]!);
-  return { contentDigest: c.digest('hex'), manifestDigest: m.digest('hex') };
-}
 
 export interface SnapshotDigestInput {
   readonly source: string;

@@ -1,5 +1,6 @@
 // cache-records.ts: the stat cache records one capture gathers, packed (48 bytes each, no object), and the next cache file made from them.
 import type { EntryTable } from '../base/entry-table.js';
+import { MAX_GROWABLE_BYTES, ensureBytes, growablePrivate } from '../base/growable.js';
 import type { Stat } from '../sys/native.js';
 import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
 
@@ -14,8 +15,10 @@ const NONE = 0xffffffff;
  * A reused record is the loaded one, copied out when the cache is written.
  */
 export class CacheRecords {
-  #bytes = Buffer.alloc(HELD_BYTES * 256);
-  #words = new Uint32Array(this.#bytes.buffer, this.#bytes.byteOffset, this.#bytes.length / 4);
+  // Grown in place: no copy, and no old buffer left for the collector.
+  readonly #memory = growablePrivate(MAX_GROWABLE_BYTES);
+  #bytes = Buffer.from(this.#memory);
+  readonly #words = new Uint32Array(this.#memory);
   #count = 0;
 
   get length(): number {
@@ -62,12 +65,7 @@ export class CacheRecords {
 
   #next(reused: number, table: number, index: number): number {
     const at = this.#count * HELD_BYTES;
-    if (at + HELD_BYTES > this.#bytes.length) {
-      const next = Buffer.alloc(this.#bytes.length * 2);
-      this.#bytes.copy(next);
-      this.#bytes = next;
-      this.#words = new Uint32Array(next.buffer, next.byteOffset, next.length / 4);
-    }
+    if (ensureBytes(this.#memory, at + HELD_BYTES)) this.#bytes = Buffer.from(this.#memory);
     const w = at / 4;
     this.#words[w + 9] = reused;
     this.#words[w + 10] = table;

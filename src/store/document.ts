@@ -1,7 +1,8 @@
 // document.ts: a snapshot's manifest.json (its commit marker): what it holds, how it is written and re-checked.
 import { SealError } from '../base/errors.js';
-import { RawJson, SLOT, eachChunk, manifestDigest, mountDigests, piecesOf, snapshotDigest, type Entries, type ManifestEntry, type Piece } from '../base/manifest.js';
-import { EntryTable, entryBuffers, type PackedEntries } from '../base/entry-table.js';
+import { RawJson, snapshotDigest, type Entries, type ManifestEntry } from '../base/manifest.js';
+import { SLOT, chunkText, eachChunk, manifestDigest, mountDigests, piecesOf, type Piece } from '../base/manifest-stream.js';
+import { EntryTable, type PackedEntries } from '../base/entry-table.js';
 import type { CapturedMount, MountData } from '../capture/mounts.js';
 
 
@@ -65,11 +66,11 @@ export function encodeDocumentPieces(d: StoredSnapshot): Piece[] {
 /** manifest.json as one string. */
 export function documentText(d: StoredSnapshot): string {
   let out = '';
-  eachChunk(encodeDocumentPieces(d), (chunk) => (out += chunk));
+  eachChunk(encodeDocumentPieces(d), (chunk) => (out += chunkText(chunk)));
   return out;
 }
 
-/** A snapshot as it crosses threads: each entry list as a packed table's arrays (copied, small, no object per entry). */
+/** A snapshot as it crosses threads: each entry list as a packed table's arrays (shared memory, not copied; no object per entry). */
 export interface PackedSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'> {
   packedEntries: PackedEntries;
   mounts: (Omit<MountData, 'entries'> & { packedEntries: PackedEntries })[];
@@ -84,11 +85,6 @@ export function packSnapshot(d: StoredSnapshot): PackedSnapshot {
     packedEntries: tableOf(entries).pack(),
     mounts: mounts.map(({ entries: e, ...m }) => ({ ...m, packedEntries: tableOf(e).pack() })),
   };
-}
-
-/** The buffers of a packed snapshot's arrays (each its own: they can be moved to another thread). */
-export function packedBuffers(p: PackedSnapshot): ArrayBuffer[] {
-  return [p.packedEntries, ...p.mounts.map((m) => m.packedEntries)].flatMap((e) => entryBuffers(e));
 }
 
 /** The snapshot of a packed one (its entry lists as tables). */

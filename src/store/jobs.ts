@@ -1,12 +1,12 @@
 // jobs.ts: the store's jobs for the worker thread: open, capture, materialize, verify, checkClone, close.
 import { basename, dirname } from 'node:path';
 
-import { TRANSFER, type JobContext, type Moving } from '../base/jobs.js';
+import type { JobContext } from '../base/jobs.js';
 import type { Plan } from '../capture/plan.js';
 import { sys } from '../sys/native.js';
 import { openRealDir, own } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
-import { packSnapshot, packedBuffers, type PackedSnapshot, type StoredSnapshot } from './document.js';
+import { packSnapshot, type PackedSnapshot, type StoredSnapshot } from './document.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { buildSnapshot, type CaptureReport } from './publish.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt } from './store-dir.js';
@@ -20,7 +20,7 @@ declare module '../base/jobs.js' {
   interface JobMap {
     openStore: { args: [root: string]; result: number };
     closeStore: { args: [root: string]; result: void };
-    capture: { args: [storeRoot: string, plan: Plan]; result: { packed: PackedSnapshot; report: CaptureReport } & Moving };
+    capture: { args: [storeRoot: string, plan: Plan]; result: { packed: PackedSnapshot; report: CaptureReport } };
     materialize: { args: [snapshotRoot: string, digest: string, clone: string, options: MaterializeJobOptions]; result: MaterializeReport };
     verify: { args: [snapshotRoot: string, digest: string, parallelism: number | undefined]; result: VerifyReport };
     checkClone: { args: [snapshotRoot: string, digest: string, clone: string]; result: CloneReport };
@@ -47,12 +47,10 @@ function snapshotAt(root: string, digest: string): StoredSnapshot {
   return hold(root, loadSnapshotAt(sys, snapshots.fd, digest));
 }
 
-function capture(storeRoot: string, plan: Plan, ctx: JobContext): { packed: PackedSnapshot; report: CaptureReport } & Moving {
+function capture(storeRoot: string, plan: Plan, ctx: JobContext): { packed: PackedSnapshot; report: CaptureReport } {
   const { data, report } = buildSnapshot(sys, storeRoot, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress });
   hold(`${storeRoot}/${SNAPSHOTS_DIR}/${data.digest}`, data);
-  const packed = packSnapshot(data);
-  // The packed arrays are copies made for the caller: moved to its thread, not cloned again.
-  return { packed, report, [TRANSFER]: packedBuffers(packed) };
+  return { packed: packSnapshot(data), report };
 }
 
 export const JOBS = {

@@ -3,7 +3,7 @@ import { CaptureContext, TreeBuilder, openDeclaredParents, type CaptureProgress 
 import type { Plan } from '../capture/plan.js';
 import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly } from '../base/fd.js';
 import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
-import { eachChunk, type Piece } from '../base/manifest.js';
+import { eachChunk, type Piece } from '../base/manifest-stream.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
@@ -58,7 +58,7 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
     // Canonical JSON is ASCII (everything else is escaped): one byte per character.
     for (let i = 0; i < chunk.length; ) {
       if (used === WRITE_BYTES) flush();
-      const n = buffer.write(chunk.slice(i, i + WRITE_BYTES - used), used, 'latin1');
+      const n = typeof chunk === 'string' ? buffer.write(chunk.slice(i, i + WRITE_BYTES - used), used, 'latin1') : chunk.copy(buffer, used, i);
       used += n;
       i += n;
     }

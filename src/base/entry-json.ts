@@ -1,0 +1,109 @@
+// entry-json.ts: entry lists as canonical JSON in chunks; a packed table's written as bytes straight from its arrays.
+import { EntryTable, type EntryArrays } from './entry-table.js';
+import { entryText, jsonString, type ManifestEntry } from './manifest.js';
+
+/** A piece of canonical JSON text (ASCII: a Buffer holds one byte per character). */
+export type Chunk = string | Buffer;
+
+/** Bytes gathered per chunk. */
+const CHUNK_BYTES = 1 << 16;
+/** The most one entry takes besides its path and link target (keys, kind, 64 hex digits, two numbers). */
+const ENTRY_FIXED = 256;
+const KIND_TEXT = ['"directory"', '"file"', '"symlink"'].map((k) => Buffer.from(k, 'latin1'));
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+
+/** The canonical JSON list of entries (already sorted), handed to sink in chunks: never whole in memory. */
+export function encodeEntries(entries: Iterable<ManifestEntry>, sink: (chunk: Chunk) => void): void {
+  if (entries instanceof EntryTable) {
+    encodeTable(entries.arrays(), sink);
+    return;
+  }
+  let out = '[';
+  let first = true;
+  for (const e of entries) {
+    out += (first ? '' : ',') + entryText(e);
+    first = false;
+    if (out.length >= CHUNK_BYTES) {
+      sink(out);
+      out = '';
+    }
+  }
+  sink(out + ']');
+}
+
+/** Writes text (ASCII) at `at`; returns the position after it. */
+function put(out: Buffer, at: number, text: string | Buffer): number {
+  return typeof text === 'string' ? at + out.write(text, at, 'latin1') : at + text.copy(out, at);
+}
+
+/** A non-negative integer's digits at `at`; returns the position after them. */
+function putInteger(out: Buffer, at: number, n: number): number {
+  if (!Number.isSafeInteger(n) || n < 0) return put(out, at, String(n));
+  let digits = 1;
+  for (let p = 10; p <= n; p *= 10) digits++;
+  for (let i = digits - 1; i >= 0; i--, n = Math.floor(n / 10)) out[at + i] = 0x30 + (n % 10);
+  return at + digits;
+}
+
+/** A path's JSON string: its bytes copied when they need no escape, else decoded and escaped. */
+function putPath(out: Buffer, at: number, a: EntryArrays, i: number): number {
+  const start = i === 0 ? 0 : a.ends[i - 1]!;
+  const end = a.ends[i]!;
+  for (let k = start; k < end; k++) {
+    const c = a.paths[k]!;
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return put(out, at, jsonString(a.paths.toString('utf8', start, end)));
+  }
+  out[at] = 0x22;
+  a.paths.copy(out, at + 1, start, end);
+  out[at + 1 + end - start] = 0x22;
+  return at + 2 + end - start;
+}
+
+/** Entry i's canonical JSON at `at` (keys sorted); returns the position after it. */
+function putEntry(out: Buffer, at: number, a: EntryArrays, i: number): number {
+  const kind = a.kinds[i]!;
+  at = put(out, at, '{"kind":');
+  at = put(out, at, KIND_TEXT[kind]!);
+  at = put(out, at, ',"link_target":');
+  at = put(out, at, jsonString(a.links.get(i) ?? ''));
+  at = put(out, at, ',"mode":');
+  at = putInteger(out, at, a.modes[i]!);
+  at = put(out, at, ',"path":');
+  at = putPath(out, at, a, i);
+  at = put(out, at, ',"sha256":"');
+  if (kind !== 0) {
+    for (let k = i * 32; k < i * 32 + 32; k++) {
+      out[at++] = HEX[a.digests[k]! >> 4]!;
+      out[at++] = HEX[a.digests[k]! & 15]!;
+    }
+  }
+  at = put(out, at, '","size":');
+  at = putInteger(out, at, a.sizes[i]!);
+  out[at] = 0x7d;
+  return at + 1;
+}
+
+/** A table's entries in manifest order, as canonical JSON bytes in chunks (each consumed before the next is written). */
+function encodeTable(a: EntryArrays, sink: (chunk: Chunk) => void): void {
+  let out = Buffer.allocUnsafe(CHUNK_BYTES);
+  let used = put(out, 0, '[');
+  for (let n = 0; n < a.count; n++) {
+    const i = a.order === undefined ? n : a.order[n]!;
+    const pathBytes = a.ends[i]! - (i === 0 ? 0 : a.ends[i - 1]!);
+    // Escaped, a byte takes six characters at most; a link target a UTF-16 unit six.
+    const need = ENTRY_FIXED + 6 * pathBytes + 6 * (a.links.get(i)?.length ?? 0);
+    if (used + need > out.length) {
+      sink(out.subarray(0, used));
+      used = 0;
+      if (need > out.length) out = Buffer.allocUnsafe(need);
+    }
+    if (n > 0) out[used++] = 0x2c;
+    used = putEntry(out, used, a, i);
+  }
+  if (used === out.length) {
+    sink(out.subarray(0, used));
+    used = 0;
+  }
+  out[used++] = 0x5d;
+  sink(out.subarray(0, used));
+}

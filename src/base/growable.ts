@@ -1,0 +1,39 @@
+// growable.ts: buffers grown in place (no copy, no old buffer left for the collector), their pages resident only once written.
+
+/** The largest buffer V8 grows in place: 4 GiB. */
+export const MAX_GROWABLE_BYTES = 2 ** 32;
+
+/** What ES2024 adds to (Shared)ArrayBuffer, which this TypeScript lib does not declare. */
+interface Growable {
+  readonly byteLength: number;
+  readonly maxByteLength: number;
+  grow?(size: number): void;
+  resize?(size: number): void;
+}
+
+const Shared = SharedArrayBuffer as unknown as new (size: number, options: { maxByteLength: number }) => SharedArrayBuffer;
+const Private = ArrayBuffer as unknown as new (size: number, options: { maxByteLength: number }) => ArrayBuffer;
+
+/** Shared memory (another thread can be handed it without a copy) that grows up to maxBytes. */
+export function growableShared(maxBytes: number): SharedArrayBuffer {
+  return new Shared(0, { maxByteLength: Math.min(maxBytes, MAX_GROWABLE_BYTES) });
+}
+
+/** Private memory that grows up to maxBytes. */
+export function growablePrivate(maxBytes: number): ArrayBuffer {
+  return new Private(0, { maxByteLength: Math.min(maxBytes, MAX_GROWABLE_BYTES) });
+}
+
+/**
+ * Grows buf to hold at least `need` bytes (doubling, from 4 KiB); true when it grew.
+ * Typed arrays made on it without a length follow its length; a Buffer must be made again.
+ */
+export function ensureBytes(buffer: ArrayBufferLike, need: number): boolean {
+  const buf = buffer as unknown as Growable;
+  if (need <= buf.byteLength) return false;
+  if (need > buf.maxByteLength) throw new RangeError(`a table outgrows its ${buf.maxByteLength}-byte buffer`);
+  const size = Math.min(buf.maxByteLength, Math.max(need, buf.byteLength * 2, 4096));
+  if (buf.grow !== undefined) buf.grow(size);
+  else buf.resize!(size);
+  return true;
+}
