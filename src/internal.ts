@@ -1,6 +1,8 @@
 // internal.ts: the one internal entry the tests and the torture suite import (not part of the package's exports).
 export { compareUtf8, escapePath, normalize } from './base/paths.js';
 export { sha256Hex } from './base/manifest.js';
+export { EntryTable } from './base/entry-table.js';
+export { entriesText } from './base/manifest-stream.js';
 export { killWorker, offload, stopIdleWorker } from './base/offload.js';
 export { reviveError, serializeError } from './base/jobs.js';
 export { GRANULARITY_NS, STAT_CACHE_VERSION, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from './capture/stat-cache.js';

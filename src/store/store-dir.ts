@@ -92,7 +92,7 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
 /**
  * Takes the flock of a build no live process holds and returns its fd (the lock);
  * undefined when it cannot be opened as a directory (nothing to lock), null while a
- * live process holds it.
+ * live process holds it or once it is gone.
  */
 function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined | null {
   let fd: number;
@@ -102,6 +102,8 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
     // Only what is not a directory (no build can live there) goes without its lock: a
     // build the kernel would not open now (EMFILE, EIO) may be another process's live one.
     if (hasCode(err, 'ENOTDIR', 'ELOOP')) return undefined;
+    // Removed since it was listed: its owner removes it under its own lock, not the store's.
+    if (hasCode(err, 'ENOENT')) return null;
     throw err;
   }
   const build = own(sys, fd);

@@ -1,0 +1,73 @@
+// entry-table.test.ts: packed entry tables: unique paths, manifest order, canonical JSON byte for byte as the entry objects give it, shared across threads.
+import { Worker } from 'node:worker_threads';
+
+import { describe, expect, it } from 'vitest';
+
+import { canonicalJson, manifestDigest, mountDigests, type ManifestEntry } from '../../dist/index.js';
+import { EntryTable, compareUtf8, entriesText, sha256Hex } from '../../dist/internal.js';
+
+const NAMES = ['a', 'a b', 'a-b', 'q"x', 'back\\slash', 'ctl\u0001\u001f', 'del\u007f', '\u00e9\u20ac', '\u{1f600}x', '\uffff', 'tab\t', 'long'.repeat(300)];
+
+/** Every kind, odd paths and link targets, sizes past 2^32, modes, in the order added (not sorted). */
+function awkward(): ManifestEntry[] {
+  const out: ManifestEntry[] = [];
+  let n = 0;
+  for (const x of NAMES) {
+    for (const y of NAMES) {
+      const kind = (['directory', 'file', 'symlink'] as const)[n++ % 3]!;
+      const sha256 = kind === 'directory' ? '' : sha256Hex(`${x}/${y}`);
+      const link_target = kind === 'symlink' ? `../${y}"\u0002\u00e9` : '';
+      out.push({ kind, path: `${x}/${y}`, size: kind === 'directory' ? 0 : n * 987_654_321, sha256, mode: n % 2 ? 0o755 : 0, link_target });
+    }
+  }
+  return out;
+}
+
+const sorted = (entries: ManifestEntry[]): ManifestEntry[] => [...entries].sort((a, b) => compareUtf8(a.path, b.path));
+const objects = (entries: ManifestEntry[]): object[] =>
+  entries.map((e) => ({ kind: e.kind, link_target: e.link_target, mode: e.mode, path: e.path, sha256: e.sha256, size: e.size }));
+
+describe('EntryTable', () => {
+  it('keeps one entry per path and gives them back in manifest order', () => {
+    const entries = awkward();
+    const table = EntryTable.from(entries);
+    expect(table.add({ ...entries[5]!, kind: 'file' })).toEqual({ index: 5, added: false });
+    expect(table.find(entries[7]!.path)).toBe(7);
+    expect(table.find('missing')).toBe(-1);
+    expect([...table.sort()]).toEqual(sorted(entries));
+  });
+
+  it('encodes as canonicalJson of the entry objects, and digests the same as the array', () => {
+    const entries = sorted(awkward());
+    const table = EntryTable.from(awkward()).sort();
+    expect(entriesText(table)).toBe(canonicalJson(objects(entries) as never));
+    expect(manifestDigest(table as never)).toBe(manifestDigest(entries));
+    const mounts = (list: unknown) => [{ source: 'node_modules', target: 'node_modules', entries: list as ManifestEntry[] }];
+    expect(mountDigests(mounts(table))).toEqual(mountDigests(mounts(entries)));
+  });
+
+  it('encodes a list larger than its chunks the same way', () => {
+    const entries: ManifestEntry[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      entries.push({ kind: 'file', path: `d/${String(i).padStart(6, '0')}${i % 7 === 0 ? '\u00e9' : ''}`, size: i, sha256: sha256Hex(String(i)), mode: 0, link_target: '' });
+    }
+    const text = entriesText(EntryTable.from(entries).sort());
+    expect(text.length).toBeGreaterThan(1 << 21);
+    expect(text).toBe(canonicalJson(objects(sorted(entries)) as never));
+  });
+
+  it('crosses to another thread as shared memory, not copied', async () => {
+    const table = EntryTable.from(awkward()).sort();
+    const packed = table.pack();
+    const code = `const { parentPort, workerData } = require('node:worker_threads'); workerData.ends[0] = -1; parentPort.postMessage(workerData.count);`;
+    const count = await new Promise((resolve, reject) => {
+      const w = new Worker(code, { eval: true, workerData: packed });
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    expect(count).toBe(table.length);
+    // The other thread wrote into the same memory.
+    expect(packed.ends[0]).toBe(-1);
+    expect(packed.ends.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+});
