@@ -11,6 +11,8 @@ import { benchRecapture, recaptureChecks, recaptureLine } from './recapture.mjs'
 const here = dirname(fileURLToPath(import.meta.url));
 const fmt = (ms) => (Number.isNaN(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
 const x = (a, b) => `${(a / b).toFixed(2)}×`;
+/** A harness's capture: the async open (which starts the worker thread) and the capture call, medians summed. */
+const opened = (r) => r.open + r.capture;
 
 function measureAll(log) {
   const ram = new RamMounts();
@@ -52,12 +54,12 @@ function measureAll(log) {
 
 function table(rows) {
   const out = [
-    '| fs | tree | cp -a --reflink=auto | capture (async) | materialize (async) | seed capture | seed materialize | capture/cp | materialize/cp | seed/capture | seed/materialize | capture sync | materialize sync | worker start (open) |',
+    '| fs | tree | cp -a --reflink=auto | open + capture (async) | materialize (async) | seed capture | seed materialize | capture/cp | materialize/cp | seed/capture | seed/materialize | capture sync | materialize sync | of which open |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     out.push(
-      `| ${r.fs} | ${r.tree} | ${fmt(r.cp)} | ${fmt(r.capture)} | ${fmt(r.materialize)} | ${fmt(r.seedCapture)} | ${fmt(r.seedMaterialize)} | ${x(r.capture, r.cp)} | ${x(r.materialize, r.cp)} | ${x(r.seedCapture, r.capture)} | ${x(r.seedMaterialize, r.materialize)} | ${fmt(r.captureSync)} | ${fmt(r.materializeSync)} | ${fmt(r.open)} |`,
+      `| ${r.fs} | ${r.tree} | ${fmt(r.cp)} | ${fmt(opened(r))} | ${fmt(r.materialize)} | ${fmt(r.seedCapture)} | ${fmt(r.seedMaterialize)} | ${x(opened(r), r.cp)} | ${x(r.materialize, r.cp)} | ${x(r.seedCapture, opened(r))} | ${x(r.seedMaterialize, r.materialize)} | ${fmt(r.captureSync)} | ${fmt(r.materializeSync)} | ${fmt(r.open)} |`,
     );
   }
   return out;
@@ -65,17 +67,18 @@ function table(rows) {
 
 function rowTargets(r) {
   const c = [];
+  const cap = opened(r);
   const add = (name, ok, figure) => c.push([`${r.fs} ${r.tree}: ${name}`, ok, figure]);
   if (r.fs.startsWith('xfs')) {
-    add('capture ≤ 1.3× cp', r.capture <= 1.3 * r.cp, x(r.capture, r.cp));
-    add('capture ≥ 2× faster than the seed', r.seedCapture >= 2 * r.capture, x(r.seedCapture, r.capture));
+    add('capture ≤ 1.3× cp', cap <= 1.3 * r.cp, x(cap, r.cp));
+    add('capture ≥ 2× faster than the seed', r.seedCapture >= 2 * cap, x(r.seedCapture, cap));
     add('materialize ≤ 1.1× cp', r.materialize <= 1.1 * r.cp, x(r.materialize, r.cp));
     add('materialize ≥ 4× faster than the seed', r.seedMaterialize >= 4 * r.materialize, x(r.seedMaterialize, r.materialize));
     add(`every file reflinked`, r.reflinked === r.files, `${r.reflinked}/${r.files}`);
   } else if (r.fs.startsWith('ext4')) {
-    add('capture ≤ 1.5× cp', r.capture <= 1.5 * r.cp, x(r.capture, r.cp));
+    add('capture ≤ 1.5× cp', cap <= 1.5 * r.cp, x(cap, r.cp));
     add('materialize ≤ 1.2× cp', r.materialize <= 1.2 * r.cp, x(r.materialize, r.cp));
-    add('capture ≥ 2× faster than the seed', r.seedCapture >= 2 * r.capture, x(r.seedCapture, r.capture));
+    add('capture ≥ 2× faster than the seed', r.seedCapture >= 2 * cap, x(r.seedCapture, cap));
     add('materialize ≥ 2× faster than the seed', r.seedMaterialize >= 2 * r.materialize, x(r.seedMaterialize, r.materialize));
   }
   add("manifest digest equals the seed's", r.digestMatch, r.digestMatch ? 'equal' : 'differs');
