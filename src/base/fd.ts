@@ -34,17 +34,6 @@ const OPENAT2_RETRIES = 8;
 
 export { Fd };
 
-/**
- * Closes fds, ignoring failures so cleanup never masks the first error.
- * @deprecated own the fd instead: `using dir = own(sys, fd)` (or walkDown for a path);
- * kept only for the registry code that still uses it.
- */
-export function closeQuietly(sys: Sys, ...fds: number[]): void {
-  for (const fd of fds) {
-    if (fd >= 0) new Fd(fd, sys)[Symbol.dispose]();
-  }
-}
-
 /** Owns fd: `using dir = own(sys, sys.openat(...))` closes it when the scope ends, whatever happens. */
 export function own(sys: Sys, fd: number): Fd {
   return new Fd(fd, sys);

@@ -1,7 +1,7 @@
 // publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
 import { CaptureContext, TreeBuilder, openDeclaredParents, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
-import { DIR_FLAGS, closeQuietly, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly } from '../base/fd.js';
+import { DIR_FLAGS, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly } from '../base/fd.js';
 import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
 import { eachChunk, type Piece } from '../base/manifest-stream.js';
 import { SealError } from '../base/errors.js';
@@ -82,12 +82,8 @@ function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, 
   return plan.mounts.map((mount, index) => {
     const name = mountDir(index);
     sys.mkdirat(mountsFd, name, 0o700);
-    const container = openChildDir(sys, mountsFd, name);
-    try {
-      return captureMount(ctx, sourceFd, container, mount, plan.workspace);
-    } finally {
-      closeQuietly(sys, container);
-    }
+    using container = own(sys, openChildDir(sys, mountsFd, name));
+    return captureMount(ctx, sourceFd, container.fd, mount, plan.workspace);
   });
 }
 
@@ -96,23 +92,15 @@ function freezeCopyParents(sys: Sys, copyFd: number, plan: Plan): void {
   const parents = new Set<string>();
   for (const parts of plan.copyParts) for (let i = 1; i < parts.length; i++) parents.add(parts.slice(0, i).join('/'));
   for (const rel of parents) {
-    const fd = openBeneath(sys, copyFd, rel.split('/'), DIR_FLAGS);
-    try {
-      sys.fchmod(fd, 0o500);
-    } finally {
-      closeQuietly(sys, fd);
-    }
+    using dir = own(sys, openBeneath(sys, copyFd, rel.split('/'), DIR_FLAGS));
+    sys.fchmod(dir.fd, 0o500);
   }
   sys.fchmod(copyFd, 0o500);
 }
 
 export function freezeArea(sys: Sys, buildFd: number, name: string): void {
-  const fd = openChildDir(sys, buildFd, name);
-  try {
-    applyModesAt(sys, fd, FROZEN_DIRS);
-  } finally {
-    closeQuietly(sys, fd);
-  }
+  using area = own(sys, openChildDir(sys, buildFd, name));
+  applyModesAt(sys, area.fd, FROZEN_DIRS);
 }
 
 function countFiles(data: StoredSnapshot): number {
@@ -152,18 +140,11 @@ export interface Build {
 
 /** Makes and locks `<store>/tmp/build-*`; release it with closeBuild. */
 export function openBuild(sys: Sys, storeRoot: string): Build {
-  let tmpFd = -1;
-  let snapshotsFd = -1;
-  try {
-    tmpFd = openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory');
-    snapshotsFd = openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory');
-    // Its flock is held until this build is published or removed: a sweep never takes a live build.
-    const { name, fd } = makeLockedDir(sys, tmpFd, BUILD_PREFIX, 16);
-    return { sys, storeRoot, tmpFd, snapshotsFd, fd, name, published: false };
-  } catch (err) {
-    closeQuietly(sys, tmpFd, snapshotsFd);
-    throw err;
-  }
+  using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
+  using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  // Its flock is held until this build is published or removed: a sweep never takes a live build.
+  const { name, fd } = makeLockedDir(sys, tmp.fd, BUILD_PREFIX, 16);
+  return { sys, storeRoot, tmpFd: tmp.release(), snapshotsFd: snapshots.release(), fd, name, published: false };
 }
 
 /**
@@ -192,10 +173,12 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
 /** Closes the build's fds and, unless it was published, removes it. */
 export function closeBuild(build: Build): void {
   const { sys } = build;
-  closeQuietly(sys, build.snapshotsFd);
+  // Closed quietly: a failed close must not mask the error leaving the capture.
+  own(sys, build.snapshotsFd)[Symbol.dispose]();
   // Removed while its flock is still held: a sweep in another process never removes it at the same time.
   if (!build.published) removeQuietly(sys, build.tmpFd, build.name);
-  closeQuietly(sys, build.fd, build.tmpFd);
+  own(sys, build.fd)[Symbol.dispose]();
+  own(sys, build.tmpFd)[Symbol.dispose]();
 }
 
 /**
@@ -215,14 +198,30 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
   }
 }
 
+/** Captures the copy roots into the build's copy/ and each mount into its mounts/ container. */
+function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, plan: Plan, deferred: boolean): Pick<StoredSnapshot, 'entries' | 'mounts'> {
+  const { sys } = ctx;
+  sys.mkdirat(buildFd, COPY_AREA, 0o700);
+  let entries;
+  {
+    using copy = own(sys, openChildDir(sys, buildFd, COPY_AREA));
+    entries = captureCopyRoots(ctx, sourceFd, copy.fd, plan).finished();
+    if (!deferred) freezeCopyParents(sys, copy.fd, plan);
+  }
+  sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
+  using mountsDir = own(sys, openChildDir(sys, buildFd, MOUNTS_AREA));
+  return { entries, mounts: captureMounts(ctx, sourceFd, mountsDir.fd, plan) };
+}
+
 function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, fresh: boolean): Built {
-  const sourceFd = openRealDir(sys, plan.source, 'source');
-  let storeFd = -1;
+  using source = own(sys, openRealDir(sys, plan.source, 'source'));
+  const sourceFd = source.fd;
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  const storeFd = store.fd;
   let build: Build | undefined;
   let ctx: CaptureContext | undefined;
   let session: StatCacheSession | undefined;
   try {
-    storeFd = openRealDir(sys, storeRoot, 'store directory');
     build = openBuild(sys, storeRoot);
     const { tmpFd, snapshotsFd, fd: buildFd } = build;
     // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
@@ -232,23 +231,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs, fresh });
       ctx.hook = session;
     }
-    sys.mkdirat(buildFd, COPY_AREA, 0o700);
-    const copyFd = openChildDir(sys, buildFd, COPY_AREA);
-    let entries;
-    try {
-      entries = captureCopyRoots(ctx, sourceFd, copyFd, plan).finished();
-      if (session?.deferred !== true) freezeCopyParents(sys, copyFd, plan);
-    } finally {
-      closeQuietly(sys, copyFd);
-    }
-    sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
-    const mountsFd = openChildDir(sys, buildFd, MOUNTS_AREA);
-    let mounts: MountData[];
-    try {
-      mounts = captureMounts(ctx, sourceFd, mountsFd, plan);
-    } finally {
-      closeQuietly(sys, mountsFd);
-    }
+    const { entries, mounts } = captureAreas(ctx, sourceFd, buildFd, plan, session?.deferred === true);
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
     const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;
@@ -276,7 +259,6 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();
     session?.close();
-    closeQuietly(sys, sourceFd, storeFd);
     if (build !== undefined) closeBuild(build);
   }
 }

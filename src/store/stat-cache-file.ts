@@ -1,7 +1,7 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { closeQuietly, openChildDir, removeAt } from '../base/fd.js';
+import { openChildDir, own, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache } from '../capture/stat-cache.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
@@ -29,18 +29,17 @@ export function statCacheName(key: Buffer): string {
 
 /** The cache, or an empty one when there is none or it is torn, garbage or another's. */
 export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache {
-  let dir: number;
+  let fd: number;
   try {
-    dir = openChildDir(sys, storeFd, CACHE_DIR);
+    fd = openChildDir(sys, storeFd, CACHE_DIR);
   } catch {
     return StatCache.empty();
   }
+  using dir = own(sys, fd);
   try {
-    return StatCache.decode(readAllAt(sys, dir, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? StatCache.empty();
+    return StatCache.decode(readAllAt(sys, dir.fd, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? StatCache.empty();
   } catch {
     return StatCache.empty();
-  } finally {
-    closeQuietly(sys, dir);
   }
 }
 
@@ -70,34 +69,28 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
   }
   // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
   // so the new file cannot be swept between its creation and its rename.
-  const lock = sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK);
-  try {
-    sys.flock(lock, LOCK_SH);
-    writeStatCache(sys, storeFd, tmpFd, key, write);
-  } finally {
-    closeQuietly(sys, lock);
-  }
+  using lock = own(sys, sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
+  sys.flock(lock.fd, LOCK_SH);
+  writeStatCache(sys, storeFd, tmpFd, key, write);
 }
 
 function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
-  const dir = openChildDir(sys, storeFd, CACHE_DIR);
+  using dir = own(sys, openChildDir(sys, storeFd, CACHE_DIR));
   const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
-    const fd = sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-    try {
+    {
+      using file = own(sys, sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
       let at = 0;
       write((bytes) => {
-        writeAll(sys, fd, bytes, at);
+        writeAll(sys, file.fd, bytes, at);
         at += bytes.length;
       });
-      sys.fsync(fd);
-    } finally {
-      closeQuietly(sys, fd);
+      sys.fsync(file.fd);
     }
-    sys.renameat2(tmpFd, tmpName, dir, statCacheName(key), 0);
+    sys.renameat2(tmpFd, tmpName, dir.fd, statCacheName(key), 0);
     renamed = true;
-    sys.fsync(dir);
+    sys.fsync(dir.fd);
   } finally {
     if (!renamed) {
       try {
@@ -106,6 +99,5 @@ function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, w
         // swept later
       }
     }
-    closeQuietly(sys, dir);
   }
 }
