@@ -1,4 +1,4 @@
-// link.cc: symlinkat and readlinkat (targets that are not UTF-8 come back as Buffers).
+// link.cc: linkat, symlinkat and readlinkat (targets that are not UTF-8 come back as Buffers).
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +11,10 @@
 
 namespace treeseal {
 
+static int DoLinkat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath, int flags) {
+  return ::linkat(olddirfd, oldpath, newdirfd, newpath, flags) < 0 ? -errno : 0;
+}
+
 static int DoSymlinkat(const char* target, int dirfd, const char* path) {
   return ::symlinkat(target, dirfd, path) < 0 ? -errno : 0;
 }
@@ -22,6 +26,18 @@ static ssize_t DoReadlinkat(int dirfd, const char* path, std::vector<char>* out)
     if (n < 0) return -errno;
     if (static_cast<size_t>(n) < size) return n;
   }
+}
+
+// linkat(olddirfd, oldpath, newdirfd, newpath, flags)
+static Napi::Value Linkat(const Napi::CallbackInfo& info) {
+  int64_t olddirfd, newdirfd, flags;
+  std::string oldpath, newpath;
+  if (!ArgInt(info, 0, "olddirfd", &olddirfd) || !ArgPath(info, 1, "oldpath", &oldpath) || !ArgInt(info, 2, "newdirfd", &newdirfd) ||
+      !ArgPath(info, 3, "newpath", &newpath) || !ArgInt(info, 4, "flags", &flags))
+    return info.Env().Undefined();
+  int r = DoLinkat(static_cast<int>(olddirfd), oldpath.c_str(), static_cast<int>(newdirfd), newpath.c_str(), static_cast<int>(flags));
+  if (r < 0) return ThrowSys(info.Env(), -r, "linkat", &oldpath, &newpath);
+  return info.Env().Undefined();
 }
 
 // symlinkat(target, dirfd, path)
@@ -47,6 +63,7 @@ static Napi::Value Readlinkat(const Napi::CallbackInfo& info) {
 }
 
 void RegisterLink(Napi::Env env, Napi::Object exports) {
+  exports.Set("linkat", Napi::Function::New(env, Linkat, "linkat"));
   exports.Set("symlinkat", Napi::Function::New(env, Symlinkat, "symlinkat"));
   exports.Set("readlinkat", Napi::Function::New(env, Readlinkat, "readlinkat"));
 }

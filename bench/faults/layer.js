@@ -23,6 +23,7 @@ const ERRNOS = {
   mkdirat: () => ['ENOSPC', 'EIO', 'EACCES'],
   unlinkat: () => ['EIO', 'EACCES'],
   renameat2: () => ['ENOSPC', 'EIO', 'EACCES'],
+  linkat: () => ['EMLINK', 'ENOSPC', 'EIO', 'EPERM'],
   symlinkat: () => ['ENOSPC', 'EIO', 'EACCES'],
   readlinkat: () => ['EIO'],
   pread: () => ['EIO'],
@@ -103,7 +104,7 @@ function callSite(name) {
 
 /** The path argument of a call, for the error message, as the addon would report it. */
 function pathArg(name, args) {
-  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'renameat2'].includes(name)) {
+  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'renameat2', 'linkat'].includes(name)) {
     return typeof args[1] === 'string' ? args[1] : undefined;
   }
   if (name === 'symlinkat') return typeof args[2] === 'string' ? args[2] : undefined;

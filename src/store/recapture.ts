@@ -6,7 +6,8 @@ import { StatCache } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
@@ -68,6 +69,8 @@ export class StatCacheSession implements FileHook {
   /** The stored snapshot directory opened last, by its path below snapshots/. */
   #lastDir: [string, Fd | undefined] = ['', undefined];
   #cloneWorks: boolean | undefined;
+  /** false once the store refused a link for a reason of its own (not one inode's link limit). */
+  #linkWorks: boolean | undefined;
   #buffer: Buffer | undefined;
 
   constructor(o: SessionOpen) {
@@ -122,9 +125,11 @@ export class StatCacheSession implements FileHook {
   }
 
   /**
-   * Puts a file's bytes at dirFd/name: its loose file renamed into place, else a clone
-   * (or copy) of a loose file or of the frozen copy in the store, whose bytes are those
-   * the cache recorded; the copy's size is checked.
+   * Puts a file's bytes at dirFd/name: its loose file renamed into place; else a new
+   * name (linkat) for the frozen copy in the store when it is a regular file of this
+   * size and frozen mode (snapshots are read-only, so sharing the inode shares nothing
+   * that can change); else a clone (or copy) of a loose file or of that stored copy,
+   * whose bytes are those the cache recorded. The result's size is checked.
    */
   readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
     const { sys } = this.#o;
@@ -134,6 +139,7 @@ export class StatCacheSession implements FileHook {
       sys.renameat2(this.#looseFd(), loose[0], dirFd, name, RENAME_NOREPLACE);
       return;
     }
+    if (loose === undefined && this.#linkStored(dirFd, name, entry, mode)) return;
     using src = own(sys, loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256));
     const st = sys.fstat(src.fd);
     if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
@@ -141,6 +147,31 @@ export class StatCacheSession implements FileHook {
     this.#fill(src.fd, dest.fd, entry.size);
     if (sys.fstat(dest.fd).size !== entry.size) throw new CacheMiss(entry.path);
   };
+
+  /**
+   * Links the stored copy of entry's bytes at dirFd/name; false (nothing left there)
+   * when the store cannot link it (a link limit, another filesystem, a policy) or it
+   * was frozen with another mode. A stored copy that is not a regular file of the
+   * recorded size is a CacheMiss.
+   */
+  #linkStored(dirFd: number, name: string, entry: ManifestEntry, mode: number): boolean {
+    const { sys } = this.#o;
+    if (this.#linkWorks === false) return false;
+    const [storedDir, leaf] = this.#storedAt(entry.sha256);
+    try {
+      sys.linkat(storedDir, leaf, dirFd, name, 0);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT', 'ENOTDIR')) throw new CacheMiss(`${entry.sha256}: ${(err as Error).message}`);
+      // EMLINK is this inode's limit; anything else (EXDEV, EPERM, EACCES...) is the store's.
+      if (!hasCode(err, 'EMLINK')) this.#linkWorks = false;
+      return false;
+    }
+    const st = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);
+    if (isReg(st.mode) && st.size === entry.size && (st.mode & 0o7777) === mode) return true;
+    sys.unlinkat(dirFd, name, 0);
+    if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
+    return false;
+  }
 
   /** FICLONE where the store can (probed once), else a buffered copy of at most size bytes. */
   #fill(src: number, dest: number, size: number): void {
@@ -166,22 +197,33 @@ export class StatCacheSession implements FileHook {
   }
 
   #openStored(sha256: string): number {
+    const [dir, leaf] = this.#storedAt(sha256);
+    try {
+      return this.#o.sys.openat(dir, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      throw new CacheMiss(`${sha256}: ${(err as Error).message}`);
+    }
+  }
+
+  /** The open directory in the store holding a frozen copy of these bytes, and the copy's name in it. */
+  #storedAt(sha256: string): [number, string] {
     const { sys, snapshotsFd } = this.#o;
     const i = this.#stored.get(sha256);
     if (i === undefined) throw new CacheMiss(sha256);
-    const e = { snapshot: this.#loaded.snapshot(i), location: this.#loaded.location(i) };
-    const cut = e.location.lastIndexOf('/');
-    const dir = `${e.snapshot}/${e.location.slice(0, cut)}`;
+    const snapshot = this.#loaded.snapshot(i);
+    const location = this.#loaded.location(i);
+    const cut = location.lastIndexOf('/');
+    const dir = `${snapshot}/${location.slice(0, cut)}`;
     try {
       if (this.#lastDir[0] !== dir) {
         this.#lastDir[1]?.[Symbol.dispose]();
         this.#lastDir = ['', undefined];
         this.#lastDir = [dir, own(sys, openBeneath(sys, snapshotsFd, dir.split('/'), DIR_FLAGS))];
       }
-      return sys.openat(this.#lastDir[1]!.fd, e.location.slice(cut + 1), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
-      throw new CacheMiss(`${e.snapshot}/${e.location}: ${(err as Error).message}`);
+      throw new CacheMiss(`${snapshot}/${location}: ${(err as Error).message}`);
     }
+    return [this.#lastDir[1]!.fd, location.slice(cut + 1)];
   }
 
   #tableNumber(table: EntryTable): number {

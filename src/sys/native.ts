@@ -53,6 +53,8 @@ export interface Sys {
   mkdirat(dirfd: number, path: PathArg, mode: number): void;
   unlinkat(dirfd: number, path: PathArg, flags: number): void;
   renameat2(olddirfd: number, oldpath: PathArg, newdirfd: number, newpath: PathArg, flags: number): void;
+  /** A new name for an existing file (flags 0: a symlink at oldpath is linked, not followed). */
+  linkat(olddirfd: number, oldpath: PathArg, newdirfd: number, newpath: PathArg, flags: number): void;
   symlinkat(target: PathArg, dirfd: number, path: PathArg): void;
   readlinkat(dirfd: number, path: PathArg): string | Buffer;
   pread(fd: number, buffer: Uint8Array, offset: number, length: number, position: number): number;
@@ -133,6 +135,7 @@ export const sys: Sys = {
   mkdirat: addon.mkdirat,
   unlinkat: addon.unlinkat,
   renameat2: addon.renameat2,
+  linkat: addon.linkat,
   symlinkat: addon.symlinkat,
   readlinkat: addon.readlinkat,
   pread: addon.pread,

@@ -19,7 +19,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
 import { isDir, type Stat, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, fsTargets, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, fsTargets, listTree, storeLeftovers, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -106,7 +106,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent', 'linked', 'modes', 'nolink', 'emlink'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -320,6 +320,99 @@ describe('stat cache: the stored copies', () => {
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
     const snap = capture(store, repo);
     expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
+    expect(stored(snap, 'tree/sub/c.txt').toString()).toBe('charlie');
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+});
+
+/** The inode of a file in a snapshot's tree (below its root). */
+const inode = (snap: Snapshot, rel: string): bigint => statSync(join(snap.root, rel), { bigint: true }).ino;
+
+/** The store's only snapshot, before a recapture adds another. */
+function onlySnapshot(store: string): Snapshot {
+  const s = SnapshotStore.openSync(store);
+  try {
+    const [digest] = s.list();
+    return s.get(digest!);
+  } finally {
+    s.closeSync();
+  }
+}
+
+/** A syscall layer whose linkat fails with `code` for the names `when` picks; counts the calls. */
+function refusingLinks(code: string, when: (newpath: string) => boolean): { sys: Sys; calls: () => number } {
+  let calls = 0;
+  const sys = wrapSys({
+    linkat: (orig) => (olddirfd, oldpath, newdirfd, newpath, flags) => {
+      calls++;
+      if (when(String(newpath))) throw systemError(code, 'linkat');
+      orig(olddirfd, oldpath, newdirfd, newpath, flags);
+    },
+  });
+  return { sys, calls: () => calls };
+}
+
+describe('stat cache: unchanged files in a new build', () => {
+  it('are new names of the stored frozen copy (one inode, mode 0400); the old snapshot can go', () => {
+    const { repo, store } = repos.linked!;
+    const old = onlySnapshot(store);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: true, reused: false });
+    for (const rel of ['copy/tree/b.txt', 'copy/tree/sub/d.bin', 'mounts/00000/payload/pkg/bin.sh']) {
+      expect(inode(snap, rel)).toBe(inode(old, rel));
+    }
+    expect(statSync(join(snap.root, 'copy/tree/b.txt')).mode & 0o7777).toBe(0o400);
+    expect(statSync(join(snap.root, 'mounts/00000/payload/pkg/bin.sh')).mode & 0o7777).toBe(0o500);
+    expect(inode(snap, 'copy/tree/a.txt')).not.toBe(inode(old, 'copy/tree/a.txt'));
+    expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
+    const s = SnapshotStore.openSync(store);
+    s.remove(old.digest);
+    expect(s.get(snap.digest).verifySync().entries).toBeGreaterThan(FILES);
+    const clone = tempDir();
+    s.get(snap.digest).materializeSync(clone);
+    s.closeSync();
+    expect(readFileSync(join(clone, 'tree/sub/c.txt'), 'utf8')).toBe('charlie');
+    expect(readFileSync(join(clone, 'tree/sub/d.bin')).equals(Buffer.alloc(70_000, 3))).toBe(true);
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('a stored copy frozen with another mode is cloned, not linked', () => {
+    const { repo, store } = repos.modes!;
+    const old = onlySnapshot(store);
+    // As a copy root, bin.sh records mode 0 (frozen 0400); its stored copy is the mount's, frozen 0500.
+    const snap = capture(store, repo, { copy: ['tree', 'modules'], mounts: [] });
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: true, reused: false });
+    expect(statSync(join(snap.root, 'copy/modules/pkg/bin.sh')).mode & 0o7777).toBe(0o400);
+    expect(inode(snap, 'copy/modules/pkg/bin.sh')).not.toBe(inode(old, 'mounts/00000/payload/pkg/bin.sh'));
+    expect(inode(snap, 'copy/modules/pkg/index.js')).toBe(inode(old, 'mounts/00000/payload/pkg/index.js'));
+    expect(readFileSync(join(snap.root, 'copy/modules/pkg/bin.sh'), 'utf8')).toBe('#!/bin/sh\n');
+    expect(snap.digest).toBe(fullDigest(repo, { copy: ['tree', 'modules'], mounts: [] }));
+    expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
+  });
+
+  it('a store that refuses links (EPERM) gets clones, and is asked once', () => {
+    const { repo, store } = repos.nolink!;
+    const old = onlySnapshot(store);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const { sys, calls } = refusingLinks('EPERM', () => true);
+    const snap = capture(store, repo, {}, sys);
+    expect(calls()).toBe(1);
+    expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: true, reused: false });
+    expect(inode(snap, 'copy/tree/b.txt')).not.toBe(inode(old, 'copy/tree/b.txt'));
+    expect(listTree(join(snap.root, 'copy'))).toEqual(listTree(join(old.root, 'copy')));
+    expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it("a stored copy at its link limit (EMLINK) is cloned; the other files are still linked", () => {
+    const { repo, store } = repos.emlink!;
+    const old = onlySnapshot(store);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const { sys, calls } = refusingLinks('EMLINK', (name) => name === 'c.txt');
+    const snap = capture(store, repo, {}, sys);
+    expect(calls()).toBe(FILES - 1);
+    expect(inode(snap, 'copy/tree/sub/c.txt')).not.toBe(inode(old, 'copy/tree/sub/c.txt'));
+    expect(inode(snap, 'copy/tree/b.txt')).toBe(inode(old, 'copy/tree/b.txt'));
     expect(stored(snap, 'tree/sub/c.txt').toString()).toBe('charlie');
     expect(snap.digest).toBe(fullDigest(repo));
   });

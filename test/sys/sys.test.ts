@@ -1,6 +1,6 @@
 // sys.test.ts: every native primitive: one success and at least one real failure each, and no fd leaks.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, lstatSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -103,6 +103,7 @@ describe('errors', () => {
       mkdirat: () => sys.mkdirat(bad, 'x', 0o700),
       unlinkat: () => sys.unlinkat(bad, 'x', 0),
       renameat2: () => sys.renameat2(bad, 'x', bad, 'y', 0),
+      linkat: () => sys.linkat(bad, 'x', bad, 'y', 0),
       symlinkat: () => sys.symlinkat('t', bad, 'x'),
       readlinkat: () => sys.readlinkat(bad, 'x'),
       pread: () => sys.pread(bad, buf, 0, 4, -1),
@@ -326,6 +327,30 @@ describe('renameat2', () => {
       sys.renameat2(d, 'a', d, 'c', S.RENAME_NOREPLACE);
       expect(readdirSync(dir).sort()).toEqual(['b', 'c']);
       expectSysError(() => sys.renameat2(d, 'a', d, 'c', S.RENAME_EXCHANGE), 'ENOENT', 'renameat2', 'a');
+    });
+  });
+});
+
+describe('linkat', () => {
+  it('gives a file a second name (one inode); a symlink is linked, not followed; errors name both paths', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), 'bytes');
+    symlinkSync('f', join(dir, 'l'));
+    withDir(dir, (d) => {
+      sys.linkat(d, 'f', d, 'g', 0);
+      expect(statSync(join(dir, 'g')).ino).toBe(statSync(join(dir, 'f')).ino);
+      expect(statSync(join(dir, 'f')).nlink).toBe(2);
+      sys.linkat(d, 'l', d, 'm', 0);
+      expect(lstatSync(join(dir, 'm')).isSymbolicLink()).toBe(true);
+      let err: S.SystemError | undefined;
+      try {
+        sys.linkat(d, 'f', d, 'g', 0);
+      } catch (e) {
+        err = e as S.SystemError;
+      }
+      expect([err?.code, err?.syscall, err?.path, err?.dest]).toEqual(['EEXIST', 'linkat', 'f', 'g']);
+      expect(err?.message).toBe("EEXIST: file already exists, linkat 'f' -> 'g'");
+      expectSysError(() => sys.linkat(d, 'missing', d, 'h', 0), 'ENOENT', 'linkat', 'missing');
     });
   });
 });
