@@ -125,6 +125,20 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return { index: i, added: true };
   }
 
+  /** Sets entry i's sha256 from its 32 raw bytes. */
+  setDigestBytes(i: number, sha256: Uint8Array): void {
+    if (sha256.length !== DIGEST_BYTES) throw new RangeError(`a sha256 is ${DIGEST_BYTES} bytes, not ${sha256.length}`);
+    this.#digests.set(sha256, i * DIGEST_BYTES);
+  }
+
+  /** How many entries are of this kind. */
+  count(kind: EntryKind): number {
+    const code = KIND_CODE[kind];
+    let n = 0;
+    for (let i = 0; i < this.#count; i++) if (this.#kinds[i] === code) n++;
+    return n;
+  }
+
   setDigest(i: number, sha256: string): void {
     this.#digests.write(sha256, i * DIGEST_BYTES, DIGEST_BYTES, 'hex');
   }

@@ -42,6 +42,18 @@ export class CacheRecords {
     for (let k = 0; k < 4; k++) this.#words[at / 4 + k] = loaded.word(i, k);
   }
 
+  /** sha256 (hex) -> the first loaded entry this capture reused with those bytes. */
+  reusedBySha256(loaded: StatCache): Map<string, number> {
+    const out = new Map<string, number>();
+    for (let r = 0; r < this.#count; r++) {
+      const i = this.#words[r * HELD_WORDS + 9]!;
+      if (i === NONE) continue;
+      const sha256 = loaded.sha256(i);
+      if (!out.has(sha256)) out.set(sha256, i);
+    }
+    return out;
+  }
+
   /** Word k of record i: 0-1 dev, 2-3 ino (low word first), 10 table, 11 entry index. */
   word(i: number, k: number): number {
     return this.#words[i * HELD_WORDS + k]!;
@@ -158,7 +170,9 @@ function chooseFor(c: NextCache): Chosen {
   const digests = [c.digest];
   const oldDigest = new Int32Array(live.length).fill(-1);
   live.forEach((l, k) => {
-    if (l) oldDigest[k] = digests.push(loaded.snapshots()[k]!) - 1;
+    const d = loaded.snapshots()[k]!;
+    // The new snapshot may be one the loaded entries point at already: each digest is listed once.
+    if (l) oldDigest[k] = d === c.digest ? 0 : digests.push(d) - 1;
   });
   const sizes = { count: 0, stringBytes: 0 };
   for (let i = 0; i < fresh.length; i++) {

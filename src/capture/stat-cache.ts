@@ -175,7 +175,8 @@ const WORDS = RECORD_BYTES / 8;
 
 /**
  * A decoded cache file, read in place (no object per entry until one is asked for):
- * entries are found by inode number and matched on the whole identity.
+ * entries are found by inode number (first where the last one found left off: a walk
+ * visits files in the order the cache was written) and matched on the whole identity.
  */
 export class StatCache {
   readonly #bytes: Buffer;
@@ -184,7 +185,10 @@ export class StatCache {
   readonly #i64: BigInt64Array;
   readonly #f64: Float64Array;
   readonly #u32: Uint32Array;
-  readonly #byIno = new Map<number, number>();
+  /** Entries by inode number, made on the first lookup the walk order does not answer. */
+  #byIno: Map<number, number> | undefined;
+  /** The entry after the last one found: a walk in the order the cache was written finds each here. */
+  #next = 0;
 
   private constructor(bytes: Buffer, layout: Layout) {
     this.#bytes = bytes;
@@ -195,8 +199,28 @@ export class StatCache {
     this.#i64 = new BigInt64Array(buffer, byteOffset + layout.recordsAt, words);
     this.#f64 = new Float64Array(buffer, byteOffset + layout.recordsAt, words);
     this.#u32 = new Uint32Array(buffer, byteOffset + layout.recordsAt, words * 2);
-    // Two devices may share an inode number: the later entry wins, the other is simply not trusted.
-    for (let i = 0; i < layout.count; i++) this.#byIno.set(Number(this.#u64[i * WORDS + 1]!), i);
+  }
+
+  #inodes(): Map<number, number> {
+    if (this.#byIno === undefined) {
+      this.#byIno = new Map();
+      // Two devices may share an inode number: the later entry wins, the other is simply not trusted.
+      for (let i = 0; i < this.#layout.count; i++) this.#byIno.set(Number(this.#u64[i * WORDS + 1]!), i);
+    }
+    return this.#byIno;
+  }
+
+  /** An entry for this inode (one with the same dev and ino when the walk order finds it), else -1. */
+  #find(st: Stat): number {
+    const next = this.#next;
+    if (next < this.#layout.count && this.#u64[next * WORDS + 1] === st.ino && this.#u64[next * WORDS] === st.dev) {
+      this.#next = next + 1;
+      return next;
+    }
+    const i = this.#inodes().get(Number(st.ino));
+    if (i === undefined) return -1;
+    this.#next = i + 1;
+    return i;
   }
 
   /** The cache in a file's bytes, or undefined when they are torn, garbage, of another version or for another key. */
@@ -219,8 +243,8 @@ export class StatCache {
 
   /** The index of the entry for a regular file with this fstatat result, when its identity is unchanged and it is not racy; else -1. */
   trusted(st: Stat): number {
-    const i = this.#byIno.get(Number(st.ino));
-    if (i === undefined) return -1;
+    const i = this.#find(st);
+    if (i < 0) return -1;
     const w = i * WORDS;
     const u64 = this.#u64;
     const i64 = this.#i64;
@@ -234,6 +258,12 @@ export class StatCache {
   sha256(i: number): string {
     const at = this.#layout.recordsAt + i * RECORD_BYTES + 64;
     return this.#bytes.toString('hex', at, at + 32);
+  }
+
+  /** Entry i's raw sha256 (32 bytes, a view of the file's bytes). */
+  sha256Bytes(i: number): Buffer {
+    const at = this.#layout.recordsAt + i * RECORD_BYTES + 64;
+    return this.#bytes.subarray(at, at + 32);
   }
 
   snapshot(i: number): string {

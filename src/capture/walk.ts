@@ -40,9 +40,9 @@ const CHANGE_MARGIN_MS = 100;
  * limits) is the same with or without one.
  */
 export interface FileHook {
-  /** The sha256 to reuse, without opening the file, for a regular file with this fstatat result; undefined: capture it. */
-  reuse(st: Stat): string | undefined;
-  /** The file reuse() last answered for is recorded as entry `index` of `table`. */
+  /** Whether the cache knows the sha256 of a regular file with this fstatat result (it is not opened); false: capture it. */
+  reuse(st: Stat): boolean;
+  /** The file reuse() last said yes to is recorded as entry `index` of `table`: its sha256 goes there. */
   reusedAt(table: EntryTable, index: number): void;
   /**
    * A file was captured (entry `index` of `table`): its identity was proven unchanged
@@ -429,9 +429,8 @@ export class TreeBuilder {
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
-    const reused = isReg(st.mode) ? this.ctx.hook?.reuse(st) : undefined;
-    if (reused !== undefined) {
-      this.ctx.hook!.reusedAt(this.entries, this.#addFile(rel, st, reused).index);
+    if (isReg(st.mode) && this.ctx.hook?.reuse(st) === true) {
+      this.ctx.hook.reusedAt(this.entries, this.#addFile(rel, st).index);
       return;
     }
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
@@ -462,11 +461,11 @@ export class TreeBuilder {
   }
 
   /** Checks the limits for a regular file and records its entry (sha256 empty until the file is filled); returns its index and mode. */
-  #addFile(rel: string, st: Stat, sha256 = ''): { index: number; mode: number } {
+  #addFile(rel: string, st: Stat): { index: number; mode: number } {
     const { limits } = this.ctx;
     const bits = st.mode & 0o7777;
     const capturedMode = this.options.preserveModes || (this.options.keepExecutable === true && (bits & 0o111) !== 0) ? bits : 0;
-    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256, mode: capturedMode, link_target: '' };
+    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }

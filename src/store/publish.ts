@@ -9,6 +9,7 @@ import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
 import { withStoreLock } from './lock.js';
+import { EntryTable } from '../base/entry-table.js';
 import { loadSnapshotAt } from './store-dir.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
 import { assembleAreas } from './assemble.js';
@@ -104,10 +105,7 @@ export function freezeArea(sys: Sys, buildFd: number, name: string): void {
 }
 
 function countFiles(data: StoredSnapshot): number {
-  let n = 0;
-  for (const e of data.entries) if (e.kind === 'file') n++;
-  for (const m of data.mounts) for (const e of m.entries) if (e.kind === 'file') n++;
-  return n;
+  return [data.entries, ...data.mounts.map((m) => m.entries)].reduce((n, table) => n + (table instanceof EntryTable ? table.count('file') : [...table].filter((e) => e.kind === 'file').length), 0);
 }
 
 /** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */

@@ -58,8 +58,10 @@ export class StatCacheSession implements FileHook {
   #hashed = 0;
   /** The loaded entry reuse() last answered with. */
   #pending = -1;
-  /** sha256 -> a reused entry (its index) holding those bytes in a published snapshot. */
-  readonly #stored = new Map<string, number>();
+  /** Whether each of the loaded cache's snapshots is still published, by its index. */
+  readonly #liveIndex: boolean[];
+  /** sha256 -> a reused entry (its index) holding those bytes in a published snapshot; made when the first is placed. */
+  #stored: Map<string, number> | undefined;
   /** sha256 -> a loose file holding those bytes, and its mode. */
   readonly #loose = new Map<string, [string, number]>();
   readonly #looseModes = new Map<string, number>();
@@ -79,6 +81,7 @@ export class StatCacheSession implements FileHook {
     this.#key = statCacheKey(sys.fstat(o.storeFd), o.source, sys.fstat(o.sourceFd));
     this.#loaded = o.fresh ? StatCache.empty() : loadStatCache(sys, o.storeFd, this.#key);
     this.#live = publishedAmong(sys, o.snapshotsFd, this.#loaded.snapshots());
+    this.#liveIndex = this.#loaded.snapshots().map((d) => this.#live.has(d));
     this.deferred = this.#live.size > 0;
     if (this.deferred) {
       sys.mkdirat(o.buildFd, LOOSE_AREA, 0o700);
@@ -90,17 +93,16 @@ export class StatCacheSession implements FileHook {
     return this.#looseDir!.fd;
   }
 
-  reuse(st: Stat): string | undefined {
+  reuse(st: Stat): boolean {
     const i = this.#loaded.trusted(st);
-    if (i < 0 || !this.#live.has(this.#loaded.snapshot(i))) return undefined;
+    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)]) return false;
     this.reusedFiles++;
     this.#pending = i;
-    const sha256 = this.#loaded.sha256(i);
-    if (!this.#stored.has(sha256)) this.#stored.set(sha256, i);
-    return sha256;
+    return true;
   }
 
   reusedAt(table: EntryTable, index: number): void {
+    table.setDigestBytes(index, this.#loaded.sha256Bytes(this.#pending));
     this.#records.reused(this.#loaded, this.#pending, this.#tableNumber(table), index);
   }
 
@@ -208,6 +210,7 @@ export class StatCacheSession implements FileHook {
   /** The open directory in the store holding a frozen copy of these bytes, and the copy's name in it. */
   #storedAt(sha256: string): [number, string] {
     const { sys, snapshotsFd } = this.#o;
+    this.#stored ??= this.#records.reusedBySha256(this.#loaded);
     const i = this.#stored.get(sha256);
     if (i === undefined) throw new CacheMiss(sha256);
     const snapshot = this.#loaded.snapshot(i);
@@ -241,7 +244,7 @@ export class StatCacheSession implements FileHook {
    */
   save(digest: string, data: Pick<StoredSnapshot, 'entries' | 'mounts'>): void {
     const loaded = this.#loaded;
-    if (this.#hashed === 0 && this.#live.size === loaded.snapshots().length) return;
+    if (this.#hashed === 0 && this.#liveIndex.every(Boolean)) return;
     const areas = this.#tables.map((table): RecordArea | undefined => {
       if (table === data.entries) return { prefix: COPY_AREA, table };
       const i = data.mounts.findIndex((m) => m.entries === table);

@@ -79,6 +79,12 @@ function cacheFile(store: string): string {
   return join(store, 'cache', names[0]!);
 }
 
+/** The snapshot digests a cache file lists (its header's count at byte 48, the digests from byte 64). */
+function cacheDigests(store: string): string[] {
+  const bytes = readFileSync(cacheFile(store));
+  return Array.from({ length: bytes.readUInt32LE(48) }, (_, i) => bytes.toString('hex', 64 + 32 * i, 96 + 32 * i));
+}
+
 /** A rewrite that keeps the size, with atime and mtime put back as they were (the ctime still moves). */
 function rewriteKeepingTimes(path: string, content: string | Buffer): void {
   const before = statSync(path, { bigint: true });
@@ -106,7 +112,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent', 'linked', 'modes', 'nolink', 'emlink'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent', 'linked', 'back', 'modes', 'nolink', 'emlink'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -376,6 +382,27 @@ describe('stat cache: unchanged files in a new build', () => {
     expect(readFileSync(join(clone, 'tree/sub/d.bin')).equals(Buffer.alloc(70_000, 3))).toBe(true);
     expect(snap.digest).toBe(fullDigest(repo));
   });
+
+  it('going back to an earlier tree reuses its snapshot; the cache lists each snapshot once and, once settled, is not rewritten', async () => {
+    const { repo, store } = repos.back!;
+    const first = onlySnapshot(store).digest;
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const upper = capture(store, repo);
+    expect(upper.captureReport).toMatchObject({ built: true, reused: false });
+    writeFileSync(join(repo, 'tree/a.txt'), 'alpha');
+    const back = capture(store, repo);
+    expect([back.digest, back.captureReport]).toEqual([first, { files: FILES, reusedFiles: FILES - 1, built: false, reused: true }]);
+    expect(cacheDigests(store).sort()).toEqual([first, upper.digest].sort());
+    await settle();
+    // a.txt, recorded in its write's tick, is hashed once more; after that nothing is.
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: false, reused: true });
+    const before = statSync(cacheFile(store), { bigint: true });
+    const bytes = readFileSync(cacheFile(store));
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false, reused: true });
+    expect(statSync(cacheFile(store), { bigint: true }).ino).toBe(before.ino);
+    expect(readFileSync(cacheFile(store)).equals(bytes)).toBe(true);
+    expect(cacheDigests(store).sort()).toEqual([first, upper.digest].sort());
+  }, 20_000);
 
   it('a stored copy frozen with another mode is cloned, not linked', () => {
     const { repo, store } = repos.modes!;
