@@ -51,6 +51,9 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
   for (const auto& entry : table) c.Set(entry.name, Napi::Number::New(env, static_cast<double>(entry.value)));
   c.Freeze();
   exports.Set("constants", c);
+  // The interface revision src/sys/native.ts expects (ADDON_REVISION there): bumped with
+  // every change to a function's arguments or results, so a stale build is refused.
+  exports.Set("revision", Napi::Number::New(env, 2));
 }
 
 }  // namespace treeseal

@@ -12,3 +12,4 @@ export { parseRemote, isLoopback } from './store/registry/remote.js';
 export { parseChallenge } from './store/registry/auth.js';
 export { findCredentials } from './store/registry/credentials.js';
 export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';
+export { ADDON_REVISION } from './sys/native.js';

@@ -74,11 +74,19 @@ export interface Sys {
 /** The addon's own faces: fstat and fstatat fill a stat block (see statBlock) instead of returning an object. */
 interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
   constants: Constants;
+  /** The interface revision (see ADDON_REVISION); undefined in builds older than the check. */
+  revision: number | undefined;
   fstat(fd: number, out: Uint8Array): void;
   fstatat(dirfd: number, path: PathArg, flags: number, out: Uint8Array): void;
   /** The UTF-8 names joined by '/', their DT_* types, and [index, bytes] for each name that is not UTF-8. */
   readdir(fd: number): [string, Uint8Array, [number, Buffer][]];
 }
+
+/**
+ * The addon interface this code expects: native/constants.cc exports the same number,
+ * bumped with every change to a function's arguments or results.
+ */
+export const ADDON_REVISION = 2;
 
 function load(): Addon {
   if (process.platform !== 'linux') {
@@ -86,7 +94,15 @@ function load(): Addon {
   }
   const require = createRequire(import.meta.url);
   const bindings = require('bindings') as (opts: { bindings: string; module_root: string }) => Addon;
-  return bindings({ bindings: 'treeseal.node', module_root: fileURLToPath(new URL('../..', import.meta.url)) });
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+  const addon = bindings({ bindings: 'treeseal.node', module_root: root });
+  if (addon.revision !== ADDON_REVISION) {
+    throw new Error(
+      `treeseal's native addon in ${root} is revision ${String(addon.revision ?? 'unknown')}, this code needs ${ADDON_REVISION}: ` +
+        'it was built from other sources; rebuild it (`npm rebuild treeseal`, or `npx node-gyp rebuild` in a checkout)',
+    );
+  }
+  return addon;
 }
 
 export const addon: Addon = load();

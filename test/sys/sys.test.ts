@@ -1,7 +1,9 @@
 // sys.test.ts: every native primitive: one success and at least one real failure each, and no fd leaks.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, lstatSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, readFileSync, lstatSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 
@@ -511,5 +513,30 @@ describe('platform', () => {
       { encoding: 'utf8' },
     );
     expect(out.trim()).toBe('treeseal supports Linux only; this platform is darwin');
+  });
+
+  it('the built addon is the revision this code expects', async () => {
+    const { ADDON_REVISION } = await import('../../dist/internal.js');
+    const require = createRequire(import.meta.url);
+    const built = require('../../build/Release/treeseal.node') as { revision: number };
+    expect(built.revision).toBe(ADDON_REVISION);
+  });
+
+  it('an addon built from other sources is refused by name, with the way out', () => {
+    // A copy of the package whose code expects another revision than its addon has.
+    const pkg = tempDir();
+    cpSync(fileURLToPath(new URL('../../dist', import.meta.url)), join(pkg, 'dist'), { recursive: true });
+    cpSync(fileURLToPath(new URL('../../build/Release/treeseal.node', import.meta.url)), join(pkg, 'build/Release/treeseal.node'));
+    cpSync(fileURLToPath(new URL('../../package.json', import.meta.url)), join(pkg, 'package.json'));
+    symlinkSync(fileURLToPath(new URL('../../node_modules', import.meta.url)), join(pkg, 'node_modules'));
+    const chunks = readdirSync(join(pkg, 'dist/chunks')).filter((f) => f.endsWith('.js') && readFileSync(join(pkg, 'dist/chunks', f), 'utf8').includes('ADDON_REVISION = '));
+    expect(chunks).toHaveLength(1);
+    const chunk = join(pkg, 'dist/chunks', chunks[0]!);
+    writeFileSync(chunk, readFileSync(chunk, 'utf8').replace(/ADDON_REVISION = (\d+)/, (_, n: string) => `ADDON_REVISION = ${Number(n) + 1}`));
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(pathToFileURL(join(pkg, 'dist/index.js')).href)}).then(() => console.log('loaded'), (e) => console.log(e.message));`], { encoding: 'utf8' });
+    const expected = Number(/ADDON_REVISION = (\d+)/.exec(readFileSync(chunk, 'utf8'))![1]);
+    expect(out.trim()).toBe(
+      `treeseal's native addon in ${pkg}/ is revision ${expected - 1}, this code needs ${expected}: it was built from other sources; rebuild it (\`npm rebuild treeseal\`, or \`npx node-gyp rebuild\` in a checkout)`,
+    );
   });
 });
