@@ -1,4 +1,4 @@
-// pool.ts: FilePool, helper threads that clone/copy and hash files handed over as fds, in shared-memory slots.
+// pool.ts: FilePool, helper threads that clone/copy and hash files handed over as fds, or hash batches of files below a directory fd, in shared-memory slots.
 import { availableParallelism } from 'node:os';
 import { getSystemErrorMap, getSystemErrorName } from 'node:util';
 import { Worker } from 'node:worker_threads';
@@ -6,6 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { own } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
+import { BATCH_BYTES, allocBatchArea, batchDiffers, receiveBatchArea, runBatchItem, sameFileAt, writeBatch, type BatchArea, type HashBatch } from './hash-batch.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -18,10 +19,12 @@ const HEADER = 8;
 export const S = { STATE: 0, SRC: 1, DEST: 2, METHODS: 3, HOW: 4, ERRNO: 5, SYSCALL: 6 } as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
 const EXIT_WAIT_MS = 5000;
-export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'unknown'] as const;
+export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'openat', 'unknown'] as const;
 /** Slot METHODS bits. */
 const CLONE_BIT = 1;
 const RANGE_BIT = 2;
+/** A HashBatch: SRC is its directory fd (borrowed), DEST its file count, HOW the file being checked. */
+const BATCH_BIT = 4;
 
 /** The shared memory of a pool; the helper threads see the same buffers. */
 export interface SharedSlots {
@@ -29,6 +32,7 @@ export interface SharedSlots {
   sizes: Float64Array;
   ids: BigInt64Array;
   sha: Buffer;
+  batch: BatchArea;
 }
 
 export function allocSlots(): SharedSlots {
@@ -37,13 +41,14 @@ export function allocSlots(): SharedSlots {
     sizes: new Float64Array(new SharedArrayBuffer(8 * SLOTS)),
     ids: new BigInt64Array(new SharedArrayBuffer(8 * 5 * SLOTS)),
     sha: Buffer.from(new SharedArrayBuffer(32 * SLOTS)),
+    batch: allocBatchArea(SLOTS),
   };
 }
 
 /** The slots as received by a helper thread: the digest area is a Buffer view again (a clone carries a plain Uint8Array). */
 export function receiveSlots(data: SharedSlots): SharedSlots {
   const sha = data.sha as Uint8Array;
-  return { ...data, sha: Buffer.from(sha.buffer, sha.byteOffset, sha.byteLength) };
+  return { ...data, sha: Buffer.from(sha.buffer, sha.byteOffset, sha.byteLength), batch: receiveBatchArea(data.batch) };
 }
 
 export const slotBase = (slot: number): number => HEADER + slot * INTS;
@@ -53,9 +58,21 @@ export function readIdentity(m: SharedSlots, slot: number): FileIdentity {
   return { dev: m.ids[i]!, ino: m.ids[i + 1]!, mtimeNs: m.ids[i + 2]!, ctimeNs: m.ids[i + 3]!, mode: Number(m.ids[i + 4]!), size: m.sizes[slot]! };
 }
 
+/** Checks each file of the batch in `slot`, HOW naming the one being checked (the one that failed, after a throw). */
+function runBatch(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number): void {
+  const base = slotBase(slot);
+  const dirfd = m.ctrl[base + S.SRC]!;
+  const count = m.ctrl[base + S.DEST]!;
+  for (let i = 0; i < count; i++) {
+    m.ctrl[base + S.HOW] = i;
+    runBatchItem(sys, buffer, m.batch, slot, dirfd, i);
+  }
+}
+
 /**
- * Runs the job in `slot` (already claimed: RUNNING) and marks it done; closes both
- * fds whatever happens. Used by the helpers and by the submitting thread alike.
+ * Runs the job in `slot` (already claimed: RUNNING) and marks it done; a file job's
+ * fds are closed whatever happens (a batch's directory fd is borrowed). Used by the
+ * helpers and by the submitting thread alike.
  */
 export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number): void {
   const base = slotBase(slot);
@@ -64,12 +81,11 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
   let state: number = STATE.ERROR;
   try {
     const bits = m.ctrl[base + S.METHODS]!;
-    const r = fillOwned(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
-    if (r === 'changed') state = STATE.CHANGED;
-    else {
-      m.sha.write(r.sha256, slot * 32, 32, 'hex');
-      m.ctrl[base + S.HOW] = r.how;
+    if (bits & BATCH_BIT) {
+      runBatch(sys, buffer, m, slot);
       state = STATE.OK;
+    } else {
+      state = runFile(sys, buffer, m, slot, src, dest, bits);
     }
   } catch (err) {
     const e = err as { errno?: number; syscall?: string };
@@ -82,16 +98,38 @@ export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number):
   Atomics.notify(m.ctrl, H.DONE);
 }
 
-export type JobResult = Filled | 'changed' | Error;
-
-interface Pending {
-  onDone: (r: JobResult) => void;
+/** A file job: fills and hashes, closing both fds; the slot's state. */
+function runFile(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number, src: number, dest: number, bits: number): number {
+  const base = slotBase(slot);
+  const r = fillOwned(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
+  if (r === 'changed') return STATE.CHANGED;
+  m.sha.write(r.sha256, slot * 32, 32, 'hex');
+  m.ctrl[base + S.HOW] = r.how;
+  return STATE.OK;
 }
 
-function systemError(errno: number, syscall: string): Error {
+export type JobResult = Filled | 'changed' | Error;
+
+/** What a batch's job gives back: the indices of its files that differ, or the first failure. */
+export type BatchResult = number[] | Error;
+
+type Pending = { onDone: (r: JobResult) => void; batch?: undefined } | { onDone: (r: BatchResult) => void; batch: HashBatch };
+
+/** A Node-shaped system error (the message names `path` as the addon's do). */
+function systemError(errno: number, syscall: string, path?: string): Error {
   const code = getSystemErrorName(errno);
   const text = getSystemErrorMap().get(errno)?.[1] ?? 'unknown error';
-  return Object.assign(new Error(`${code}: ${text}, ${syscall}`), { errno, code, syscall });
+  if (path === undefined) return Object.assign(new Error(`${code}: ${text}, ${syscall}`), { errno, code, syscall });
+  return Object.assign(new Error(`${code}: ${text}, ${syscall} '${path}'`), { errno, code, syscall, path });
+}
+
+/** Runs each file of `batch` here: the indices of those that differ (a failure throws). */
+export function runBatchHere(sys: Sys, buffer: Buffer, batch: HashBatch): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < batch.length; i++) {
+    if (!sameFileAt(sys, buffer, batch.dirfd, batch.names[i]!, batch.sizes[i]!, batch.sha256s[i]!)) out.push(i);
+  }
+  return out;
 }
 
 /** How many helper threads to use for `parallelism` (undefined: one per spare core, at most 4). */
@@ -102,8 +140,9 @@ export function helperCount(parallelism: number | undefined): number {
 
 /**
  * A fixed set of helper threads fed through SLOTS shared slots. The submitting
- * thread hands over (and stops owning) a source and a destination fd per file; it
- * runs queued jobs itself when every slot is taken, and each job's onDone runs
+ * thread hands over (and stops owning) a source and a destination fd per file, or a
+ * batch of names below a directory fd it keeps open; it runs queued jobs itself when
+ * every slot is taken (and batches when they queue up), and each job's onDone runs
  * on the submitting thread. At most SLOTS jobs (2×SLOTS fds) are in flight.
  */
 export class FilePool {
@@ -137,20 +176,27 @@ export class FilePool {
     }
   }
 
-  /** Queues one file; onDone gets the result later, on this thread. */
-  submit(src: number, dest: number, before: FileIdentity, methods: FillMethods, onDone: (r: JobResult) => void): void {
+  /** A free slot, running or waiting for queued jobs until one is (their onDone may throw). */
+  #slot(): number {
     let slot = this.#freeSlot();
     while (slot < 0) {
-      try {
-        this.#helpOrWait();
-        this.#harvest();
-      } catch (err) {
-        // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
-        own(this.#sys, src)[Symbol.dispose]();
-        if (dest >= 0) own(this.#sys, dest)[Symbol.dispose]();
-        throw err;
-      }
+      this.#helpOrWait();
+      this.#harvest();
       slot = this.#freeSlot();
+    }
+    return slot;
+  }
+
+  /** Queues one file; onDone gets the result later, on this thread. */
+  submit(src: number, dest: number, before: FileIdentity, methods: FillMethods, onDone: (r: JobResult) => void): void {
+    let slot: number;
+    try {
+      slot = this.#slot();
+    } catch (err) {
+      // Ours until queued: an earlier job that fails while this one waits for a slot closes them here.
+      own(this.#sys, src)[Symbol.dispose]();
+      if (dest >= 0) own(this.#sys, dest)[Symbol.dispose]();
+      throw err;
     }
     const m = this.#m;
     const base = slotBase(slot);
@@ -165,10 +211,40 @@ export class FilePool {
     m.ids[i + 3] = before.ctimeNs;
     m.ids[i + 4] = BigInt(before.mode);
     this.#pending[slot] = { onDone };
+    this.#queue(slot);
+  }
+
+  /**
+   * Queues a batch (its directory fd must stay open until onDone has run); onDone gets
+   * the result later, on this thread. When batches queue up faster than the helpers
+   * take them, this thread runs one too, so every core hashes.
+   */
+  submitBatch(batch: HashBatch, onDone: (r: BatchResult) => void): void {
+    const slot = this.#slot();
+    const m = this.#m;
+    const base = slotBase(slot);
+    writeBatch(m.batch, slot, batch);
+    m.ctrl[base + S.SRC] = batch.dirfd;
+    m.ctrl[base + S.DEST] = batch.length;
+    m.ctrl[base + S.METHODS] = BATCH_BIT;
+    this.#pending[slot] = { onDone, batch };
+    this.#queue(slot);
+    if (this.#queued() > this.helpers && this.#runOneQueued(true)) this.#harvest();
+  }
+
+  #queue(slot: number): void {
+    const ctrl = this.#m.ctrl;
     this.#inFlight++;
-    Atomics.store(m.ctrl, base + S.STATE, STATE.READY);
-    Atomics.add(m.ctrl, H.SEQ, 1);
-    Atomics.notify(m.ctrl, H.SEQ, 1);
+    Atomics.store(ctrl, slotBase(slot) + S.STATE, STATE.READY);
+    Atomics.add(ctrl, H.SEQ, 1);
+    Atomics.notify(ctrl, H.SEQ, 1);
+  }
+
+  /** Jobs queued and not yet taken by any thread. */
+  #queued(): number {
+    let n = 0;
+    for (let s = 0; s < SLOTS; s++) if (this.#pending[s] !== undefined && Atomics.load(this.#m.ctrl, slotBase(s) + S.STATE) === STATE.READY) n++;
+    return n;
   }
 
   /** Waits for every queued job and runs their onDone; rethrows the first failure of one. */
@@ -212,13 +288,25 @@ export class FilePool {
   #helpOrWait(): void {
     const ctrl = this.#m.ctrl;
     const done = Atomics.load(ctrl, H.DONE);
+    if (this.#runOneQueued()) return;
+    if (!this.#anyFinished()) Atomics.wait(ctrl, H.DONE, done, 1000);
+  }
+
+  /**
+   * Claims and runs one queued job on this thread; false when none is queued. With
+   * `small`, only a batch of small files: a big file stays for a helper while this
+   * thread goes on submitting.
+   */
+  #runOneQueued(small = false): boolean {
+    const ctrl = this.#m.ctrl;
     for (let s = 0; s < SLOTS; s++) {
+      if (small && !((this.#pending[s]?.batch?.bytes ?? Infinity) <= BATCH_BYTES)) continue;
       if (Atomics.compareExchange(ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
         runSlot(this.#sys, this.#buffer, this.#m, s);
-        return;
+        return true;
       }
     }
-    if (!this.#anyFinished()) Atomics.wait(ctrl, H.DONE, done, 1000);
+    return false;
   }
 
   #anyFinished(): boolean {
@@ -231,20 +319,16 @@ export class FilePool {
     for (let s = 0; s < SLOTS; s++) {
       const pending = this.#pending[s];
       if (pending === undefined) continue;
-      const base = slotBase(s);
-      const state = Atomics.load(m.ctrl, base + S.STATE);
+      const state = Atomics.load(m.ctrl, slotBase(s) + S.STATE);
       if (state < STATE.OK) continue;
-      let result: JobResult;
-      if (state === STATE.OK) {
-        result = { sha256: m.sha.toString('hex', s * 32, s * 32 + 32), how: m.ctrl[base + S.HOW] as How };
-      } else if (state === STATE.CHANGED) result = 'changed';
-      else result = systemError(m.ctrl[base + S.ERRNO]!, SYSCALLS[m.ctrl[base + S.SYSCALL]!] ?? 'unknown');
+      const result = this.#result(s, state, pending);
       this.#pending[s] = undefined;
       this.#inFlight--;
-      Atomics.store(m.ctrl, base + S.STATE, STATE.FREE);
+      Atomics.store(m.ctrl, slotBase(s) + S.STATE, STATE.FREE);
       if (quiet || this.#firstError !== undefined) continue;
       try {
-        pending.onDone(result);
+        if (pending.batch === undefined) pending.onDone(result as JobResult);
+        else pending.onDone(result as BatchResult);
       } catch (err) {
         this.#firstError = err;
       }
@@ -257,6 +341,21 @@ export class FilePool {
       }
       this.#rethrow();
     }
+  }
+
+  /** What the finished job in slot s gave. */
+  #result(s: number, state: number, pending: Pending): JobResult | BatchResult {
+    const m = this.#m;
+    const base = slotBase(s);
+    if (state === STATE.ERROR) {
+      const syscall = SYSCALLS[m.ctrl[base + S.SYSCALL]!] ?? 'unknown';
+      // A batch's file that could not be opened is named as the addon names it.
+      const path = pending.batch !== undefined && syscall === 'openat' ? pending.batch.names[m.ctrl[base + S.HOW]!] : undefined;
+      return systemError(m.ctrl[base + S.ERRNO]!, syscall, path);
+    }
+    if (pending.batch !== undefined) return batchDiffers(m.batch, s, pending.batch.length);
+    if (state === STATE.CHANGED) return 'changed';
+    return { sha256: m.sha.toString('hex', s * 32, s * 32 + 32), how: m.ctrl[base + S.HOW] as How };
   }
 
   #rethrow(): void {
@@ -337,6 +436,22 @@ export class FileJobs {
       return;
     }
     onDone(fillOwned(this.sys, this.buffer, src, dest, before, methods));
+  }
+
+  /** Counts `files` the call will hand over as if seen already (a verify knows its tree): a big one starts the helpers at once. */
+  expect(files: number): void {
+    this.#files += files;
+  }
+
+  /** Hashes and compares a batch's files (its directory fd kept open until onDone has run); onDone runs on this thread. */
+  hashBatch(batch: HashBatch, onDone: (r: BatchResult) => void): void {
+    this.#files += batch.length;
+    const pool = this.#poolFor();
+    if (pool !== undefined) {
+      pool.submitBatch(batch, onDone);
+      return;
+    }
+    onDone(runBatchHere(this.sys, this.buffer, batch));
   }
 
   /** Waits for every job; throws the first failure. */

@@ -1,7 +1,8 @@
 // verify.ts: re-hashes a published snapshot (on the helper threads capture uses) and checks every kind, mode and byte against its manifest.
 
 import { CHUNK_BYTES } from '../base/io.js';
-import { FileJobs, type JobResult } from '../capture/pool.js';
+import { FileJobs, type BatchResult } from '../capture/pool.js';
+import { HashBatch } from '../capture/hash-batch.js';
 import { DIR_FLAGS, openBeneath, openChildDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { SealError } from '../base/errors.js';
@@ -9,8 +10,8 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { COPY_AREA, mountArea } from './layout.js';
 import { readingSnapshot } from './lock.js';
 
@@ -33,29 +34,111 @@ interface Walk {
   drift: [number, string][];
   seq: number;
   shared: Shared;
+  /** Big files hashed ahead of the walk, by path. */
+  early: Map<string, Early>;
 }
+
+/** A file hashed ahead of the walk: whether it differs, and its place in the walk once reached (-1 before). */
+interface Early {
+  differs: boolean;
+  seq: number;
+}
+
+/** Files of at least this size are handed out before the walk, largest first, so a helper hashes them while the walk goes on. */
+const EARLY_BYTES = 1024 * 1024;
+const EARLY_FILES = 32;
 
 function flag(w: Walk, path: string, seq = w.seq++): void {
   w.drift.push([seq, path]);
 }
 
-/** Hands one file to the helper threads; a digest or size that differs is drift, found in its walk order. */
-function hashFile(w: Walk, dirfd: number, name: string, path: string, want: ManifestEntry): void {
-  const seq = w.seq++;
-  using file = own(w.sys, w.sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-  const before = w.sys.fstat(file.fd);
+/** A directory open for the walk: closed once the walk has left it and no batch of its files is still out. */
+interface Dir {
+  fd: number;
+  rel: string;
+  batches: number;
+  left: boolean;
+}
+
+function openDir(w: Walk, fd: number, rel: string): Dir {
+  w.shared.dirs.add(fd);
+  return { fd, rel, batches: 0, left: false };
+}
+
+function closeDirIfDone(w: Walk, dir: Dir): void {
+  if (!dir.left || dir.batches > 0) return;
+  w.shared.dirs.delete(dir.fd);
+  own(w.sys, dir.fd)[Symbol.dispose]();
+}
+
+/**
+ * Hands a batch of a directory's files to the helper threads (or hashes them here); a
+ * file whose kind, size or digest differs is drift, found in its walk order.
+ */
+function hashFiles(w: Walk, dir: Dir, batch: HashBatch): void {
+  if (batch.length === 0) return;
   const shared = w.shared;
-  // The job owns (and closes) the fd from here.
-  w.shared.jobs.run(file.release(), -1, before, { clone: false, range: false }, (r: JobResult) => {
+  dir.batches++;
+  shared.jobs.hashBatch(batch, (r: BatchResult) => {
     if (r instanceof Error) throw r;
-    if (r === 'changed' || r.sha256 !== want.sha256 || before.size !== want.size) flag(w, path, seq);
-    shared.bytes += before.size;
-    shared.entries++;
+    for (const i of r) {
+      const path = dir.rel === '' ? batch.names[i]! : `${dir.rel}/${batch.names[i]!}`;
+      const early = batch.tags[i]! < 0 ? w.early.get(path) : undefined;
+      if (early === undefined) flag(w, path, batch.tags[i]);
+      else {
+        early.differs = true;
+        if (early.seq >= 0) flag(w, path, early.seq);
+      }
+    }
+    dir.batches--;
+    closeDirIfDone(w, dir);
+    shared.bytes += batch.bytes;
+    shared.entries += batch.length;
     shared.progress(shared.entries, shared.bytes);
   });
 }
 
-function checkDir(w: Walk, fd: number, rel: string): void {
+/** A file's kind, mode and size as its manifest entry says (what is checked before its bytes). */
+function fileLooksRight(st: Stat, want: ManifestEntry): boolean {
+  const frozen = want.mode & 0o111 ? 0o500 : 0o400;
+  return isReg(st.mode) && (st.mode & 0o7777) === frozen && st.size === want.size;
+}
+
+/**
+ * Hands the biggest files out ahead of the walk (one hash each is the longest job, so it
+ * starts first), each after the same checks the walk makes; a file that cannot be
+ * reached or looks wrong is left to the walk, which finds it again.
+ */
+function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
+  big.sort((a, b) => b.size - a.size);
+  for (const want of big.slice(0, EARLY_FILES)) {
+    const cut = want.path.lastIndexOf('/');
+    const rel = cut < 0 ? '' : want.path.slice(0, cut);
+    const name = want.path.slice(cut + 1);
+    let dir = root;
+    let looksRight = false;
+    try {
+      if (cut >= 0) dir = openDir(w, openBeneath(w.sys, root.fd, rel.split('/'), DIR_FLAGS), rel);
+      looksRight = fileLooksRight(w.sys.fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), want);
+    } catch {
+      // The walk meets the same path and reports it as it does any other.
+    }
+    if (looksRight) {
+      const batch = new HashBatch(dir.fd);
+      batch.add(name, want.size, want.sha256, -1);
+      w.early.set(want.path, { differs: false, seq: -1 });
+      hashFiles(w, dir, batch);
+    }
+    if (dir === root) continue;
+    dir.left = true;
+    closeDirIfDone(w, dir);
+  }
+}
+
+/** Walks one directory, then lets it go (closed once its last batch is back). */
+function checkDir(w: Walk, dir: Dir): void {
+  let batch = new HashBatch(dir.fd);
+  const { fd, rel } = dir;
   for (const item of w.sys.readdir(fd)) {
     const name = String(item.name);
     const path = rel === '' ? name : `${rel}/${name}`;
@@ -70,31 +153,56 @@ function checkDir(w: Walk, fd: number, rel: string): void {
     if (want.kind === 'directory') {
       if (perm !== 0o500 || !isDir(st.mode)) flag(w, path);
       if (!isDir(st.mode)) continue;
-      using child = own(w.sys, openChildDir(w.sys, fd, name));
-      checkDir(w, child.fd, path);
+      // This directory's files so far go out before the walk goes down.
+      hashFiles(w, dir, batch);
+      batch = new HashBatch(fd);
+      checkDir(w, openDir(w, openChildDir(w.sys, fd, name), path));
     } else if (want.kind === 'file') {
-      const frozen = want.mode & 0o111 ? 0o500 : 0o400;
-      if (!isReg(st.mode) || perm !== frozen || st.size !== want.size) {
+      if (!fileLooksRight(st, want)) {
         flag(w, path);
         continue;
       }
-      hashFile(w, fd, name, path, want);
+      const early = w.early.size === 0 ? undefined : w.early.get(path);
+      if (early !== undefined) {
+        // Hashed ahead: it drifted if that hash says so (now, or when it comes back).
+        early.seq = w.seq++;
+        if (early.differs) flag(w, path, early.seq);
+        continue;
+      }
+      if (!batch.fits(name, want.size)) {
+        hashFiles(w, dir, batch);
+        batch = new HashBatch(fd);
+      }
+      batch.add(name, want.size, want.sha256, w.seq++);
     } else if (!isLink(st.mode) || w.sys.readlinkat(fd, name) !== want.link_target) {
       flag(w, path);
     }
   }
+  hashFiles(w, dir, batch);
+  dir.left = true;
+  closeDirIfDone(w, dir);
 }
 
 interface Shared {
   drift: string[];
   jobs: FileJobs;
+  /** Directory fds still open (a failure closes them once the jobs in flight are over). */
+  dirs: Set<number>;
   bytes: number;
   entries: number;
   progress: (entries: number, bytes: number) => void;
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared): void {
-  const walk: Walk = { sys, expected: new Map(Array.from(entries, (e) => [e.path, e])), seen: new Set(), drift: [], seq: 0, shared };
+  const walk: Walk = { sys, expected: new Map(), seen: new Set(), drift: [], seq: 0, shared, early: new Map() };
+  const big: ManifestEntry[] = [];
+  let files = 0;
+  for (const e of entries) {
+    walk.expected.set(e.path, e);
+    if (e.kind !== 'file') continue;
+    files++;
+    if (e.size >= EARLY_BYTES) big.push(e);
+  }
   let fd: number;
   try {
     fd = openBeneath(sys, rootFd, area.split('/'), DIR_FLAGS);
@@ -103,10 +211,11 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
     shared.drift.push(area);
     return;
   }
-  {
-    using dir = own(sys, fd);
-    checkDir(walk, dir.fd, '');
-  }
+  // The tree's size is known: a big one starts the helper threads at once.
+  shared.jobs.expect(files);
+  const root = openDir(walk, fd, '');
+  hashEarly(walk, root, big);
+  checkDir(walk, root);
   shared.jobs.drain();
   for (const e of entries) if (!walk.seen.has(e.path)) flag(walk, e.path);
   walk.drift.sort((a, b) => a[0] - b[0]);
@@ -116,12 +225,13 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
 /** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
 export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}): VerifyReport {
   const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
-  const shared: Shared = { drift: [], jobs, bytes: 0, entries: 0, progress: throttled(options.onProgress) };
+  const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress) };
   try {
     verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared);
     data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));
   } finally {
     jobs.close();
+    for (const fd of shared.dirs) own(sys, fd)[Symbol.dispose]();
   }
   const drift = shared.drift;
   if (drift.length > 0) {

@@ -1,0 +1,118 @@
+// hash-batch.ts: a batch of files below one directory fd to hash and compare (verify's job), and its shared-memory form.
+import { own } from '../base/fd.js';
+import { fillFile } from './copy-file.js';
+import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
+import type { Sys } from '../sys/native.js';
+
+/** At most this many files in one batch. */
+export const BATCH_ITEMS = 32;
+/** At most this many bytes of names in one batch (a name is at most 255). */
+export const BATCH_NAME_BYTES = 4096;
+/** A batch holds files of at most this many bytes together; a bigger file is a batch of its own. */
+export const BATCH_BYTES = 256 * 1024;
+
+/**
+ * Opens `name` below dirfd (no symlink followed, no FIFO waited on) and says whether it is a
+ * regular file of `size` bytes whose SHA-256 is `sha256` (hex), proven unchanged while read.
+ */
+export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string, size: number, sha256: string): boolean {
+  const file = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  try {
+    const before = sys.fstat(file.fd);
+    if (!isReg(before.mode) || before.size !== size) return false;
+    const r = fillFile(sys, buffer, file.fd, -1, before, { clone: false, range: false });
+    return r !== 'changed' && r.sha256 === sha256;
+  } finally {
+    file[Symbol.dispose]();
+  }
+}
+
+/** Files below one directory fd (borrowed: its owner keeps it open until the batch is done), with what each must be. */
+export class HashBatch {
+  readonly names: string[] = [];
+  readonly sizes: number[] = [];
+  readonly sha256s: string[] = [];
+  /** The caller's tag of each file (verify: its place in the walk). */
+  readonly tags: number[] = [];
+  bytes = 0;
+  #nameBytes = 0;
+
+  constructor(readonly dirfd: number) {}
+
+  get length(): number {
+    return this.names.length;
+  }
+
+  /** Whether one more file fits (a first file always does). */
+  fits(name: string, size: number): boolean {
+    const n = this.names.length;
+    if (n === 0) return true;
+    return n < BATCH_ITEMS && this.bytes + size <= BATCH_BYTES && this.#nameBytes + Buffer.byteLength(name) <= BATCH_NAME_BYTES;
+  }
+
+  add(name: string, size: number, sha256: string, tag: number): void {
+    this.names.push(name);
+    this.sizes.push(size);
+    this.sha256s.push(sha256);
+    this.tags.push(tag);
+    this.bytes += size;
+    this.#nameBytes += Buffer.byteLength(name);
+  }
+}
+
+/** The batches' shared memory, one region per slot: name ends, sizes, digests and per-file verdicts. */
+export interface BatchArea {
+  names: Buffer;
+  ends: Int32Array;
+  sizes: Float64Array;
+  sha: Buffer;
+  differs: Uint8Array;
+}
+
+/** Zeroed shared memory: a page is touched only once a batch in that slot uses it. */
+export function allocBatchArea(slots: number): BatchArea {
+  const items = slots * BATCH_ITEMS;
+  return {
+    names: Buffer.from(new SharedArrayBuffer(slots * BATCH_NAME_BYTES)),
+    ends: new Int32Array(new SharedArrayBuffer(4 * items)),
+    sizes: new Float64Array(new SharedArrayBuffer(8 * items)),
+    sha: Buffer.from(new SharedArrayBuffer(32 * items)),
+    differs: new Uint8Array(new SharedArrayBuffer(items)),
+  };
+}
+
+const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+
+/** The area as received by a helper thread (a clone carries plain Uint8Arrays). */
+export function receiveBatchArea(a: BatchArea): BatchArea {
+  return { ...a, names: asBuffer(a.names), sha: asBuffer(a.sha) };
+}
+
+/** Writes `batch` into slot's region. */
+export function writeBatch(a: BatchArea, slot: number, batch: HashBatch): void {
+  let at = slot * BATCH_NAME_BYTES;
+  const first = slot * BATCH_ITEMS;
+  for (let i = 0; i < batch.length; i++) {
+    at += a.names.write(batch.names[i]!, at, 'utf8');
+    a.ends[first + i] = at;
+    a.sizes[first + i] = batch.sizes[i]!;
+    a.sha.write(batch.sha256s[i]!, (first + i) * 32, 32, 'hex');
+  }
+}
+
+/** Checks file `i` of the batch in slot (its verdict into `differs`); throws a system error as sameFileAt does. */
+export function runBatchItem(sys: Sys, buffer: Buffer, a: BatchArea, slot: number, dirfd: number, i: number): void {
+  const k = slot * BATCH_ITEMS + i;
+  const start = i === 0 ? slot * BATCH_NAME_BYTES : a.ends[k - 1]!;
+  const name = a.names.toString('utf8', start, a.ends[k]);
+  const same = sameFileAt(sys, buffer, dirfd, name, a.sizes[k]!, a.sha.toString('hex', k * 32, k * 32 + 32));
+  a.differs[k] = same ? 0 : 1;
+}
+
+/** The indices of the batch's files that differ, as the slot's region holds them. */
+export function batchDiffers(a: BatchArea, slot: number, count: number): number[] {
+  const out: number[] = [];
+  const first = slot * BATCH_ITEMS;
+  for (let i = 0; i < count; i++) if (a.differs[first + i] !== 0) out.push(i);
+  return out;
+}
