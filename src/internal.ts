@@ -4,6 +4,8 @@ export { sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
 export { entriesText } from './base/manifest-stream.js';
 export { killWorker, offload, stopIdleWorker } from './base/offload.js';
+export { FilePool } from './capture/pool.js';
+export { HashBatch } from './capture/hash-batch.js';
 export { reviveError, serializeError } from './base/jobs.js';
 export { GRANULARITY_NS, STAT_CACHE_VERSION, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from './capture/stat-cache.js';
 export { bucketOf, chooseLayout, layersOf, layoutWith, manifestOf, MAX_FILE_LAYERS, MAX_PACKS, LARGE_FILE_BYTES } from './store/registry/mapping.js';

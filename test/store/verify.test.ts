@@ -1,10 +1,14 @@
 // verify.test.ts: verify() re-hashes a snapshot and names drift as SEAL_CORRUPT.
-import { chmodSync, renameSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, cpSync, mkdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
+import { SealError, Snapshot, SnapshotStore } from '../../dist/index.js';
+import { FilePool, HashBatch } from '../../dist/internal.js';
+import { O_DIRECTORY, O_RDONLY } from '../../dist/sys/index.js';
+import { sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -72,6 +76,126 @@ describe('verify', () => {
       fds: false,
     });
     store.closeSync();
+  });
+
+  it('hashes big files ahead of the walk and the rest in batches: the same report and the same drift, first and count, at every parallelism', async () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    const files: Record<string, string | Buffer> = { 't/top.bin': Buffer.alloc(3 << 20, 7), 't/d2/deep/mid.bin': Buffer.alloc(1 << 20, 9) };
+    for (let i = 0; i < 200; i++) files[`t/d${i % 5}/f${String(i).padStart(3, '0')}`] = Buffer.alloc(i * 700, i % 251);
+    writeTree(repo, files);
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: repo, copy: ['t'] });
+    const bytes = Object.values(files).reduce((n, b) => n + b.length, 0);
+    for (const parallelism of [0, 1, 2, undefined]) expect(snap.verifySync({ parallelism })).toEqual({ entries: 209, bytes });
+    expect(await snap.verify()).toEqual({ entries: 209, bytes });
+    // Same size, other bytes: only the digest tells, for the big file hashed ahead and a small one in a batch.
+    for (const [rel, fill] of [['t/d2/deep/mid.bin', Buffer.alloc(1 << 20, 8)], ['t/d3/f013', Buffer.alloc(13 * 700, 1)]] as const) {
+      const path = join(snap.root, 'copy', rel);
+      chmodSync(path, 0o600);
+      writeFileSync(path, fill);
+      chmodSync(path, 0o400);
+    }
+    // (fds: the helper threads of a verify's own pool may still be closing their loops' fds.)
+    const messages = [0, 1, 2, undefined].map((parallelism) => expectError(() => snap.verifySync({ parallelism }), { code: 'SEAL_CORRUPT', fds: false }).message);
+    expect(messages[0]).toMatch(/: 2 entries differ from its manifest, first: copy\/t\/d(2\/deep\/mid\.bin|3\/f013)$/);
+    expect(messages).toEqual(messages.map(() => messages[0]));
+    const f013 = join(snap.root, 'copy/t/d3/f013');
+    chmodSync(f013, 0o600);
+    writeFileSync(f013, files['t/d3/f013']!);
+    chmodSync(f013, 0o400);
+    // A big file's directory made a symlink to an intact copy: not followed, so the walk names the symlink and all below it.
+    const d2 = join(snap.root, 'copy/t/d2');
+    chmodSync(join(snap.root, 'copy/t'), 0o700);
+    cpSync(d2, join(work, 'd2-copy'), { recursive: true });
+    chmodSync(d2, 0o700);
+    chmodSync(join(d2, 'deep'), 0o700);
+    rmSync(d2, { recursive: true, force: true });
+    symlinkSync(join(work, 'd2-copy'), d2);
+    chmodSync(join(snap.root, 'copy/t'), 0o500);
+    for (const parallelism of [0, 2]) {
+      expectError(() => snap.verifySync({ parallelism }), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: 43 entries differ from its manifest, first: copy/t/d2`, fds: false });
+    }
+    store.closeSync();
+  });
+
+  it('a big file replaced by a symlink or a FIFO is drift, never followed or waited on', async () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'a/big': Buffer.alloc(2 << 20, 1), 'a/fifo-big': Buffer.alloc(2 << 20, 2), 'a/small': 'x' });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: repo, copy: ['a'] });
+    const a = join(snap.root, 'copy/a');
+    chmodSync(a, 0o700);
+    cpSync(join(a, 'big'), join(work, 'big-copy'));
+    unlinkSync(join(a, 'big'));
+    symlinkSync(join(work, 'big-copy'), join(a, 'big'));
+    unlinkSync(join(a, 'fifo-big'));
+    mkfifo(join(a, 'fifo-big'));
+    chmodSync(join(a, 'fifo-big'), 0o400);
+    chmodSync(a, 0o500);
+    for (const parallelism of [0, 2]) {
+      expectError(() => snap.verifySync({ parallelism }), { code: 'SEAL_CORRUPT', message: /: 2 entries differ from its manifest, first: copy\/a\/(big|fifo-big)$/, fds: false });
+    }
+    store.closeSync();
+  });
+
+  it('a file that cannot be opened fails the verify with the system error, every directory closed', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) files[`t/d${i % 3}/f${i}`] = `x${i}`;
+    writeTree(repo, files);
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const data = store.captureSync({ source: repo, copy: ['t'] });
+    const fault = failOnce('openat', 'EIO', (_fd, name) => name === 'f17');
+    const snap = new Snapshot(data.root, data.toJSON(), { sys: fault.sys });
+    const err = expectError(() => snap.verifySync(), { code: 'SEAL_IO' });
+    expect((err as SealError).cause).toBe(fault.injected());
+    store.closeSync();
+  });
+
+  it('a batch on a helper thread: the files that differ by index, a FIFO or a symlink never opened as a file, an open that fails named as the addon names it', () => {
+    const dir = tempDir();
+    writeTree(dir, { ok: 'same', other: 'changed', big: Buffer.alloc(3 << 20, 5) });
+    mkfifo(join(dir, 'pipe'));
+    symlinkSync('ok', join(dir, 'link'));
+    mkdirSync(join(dir, 'sub'));
+    const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
+    const dirfd = sys.openat(-100, dir, O_RDONLY | O_DIRECTORY, 0);
+    const pool = new FilePool(sys, Buffer.allocUnsafe(1 << 20), 1);
+    try {
+      const results: unknown[] = [];
+      const batch = new HashBatch(dirfd);
+      batch.add('ok', 4, sha('same'), 0);
+      batch.add('other', 7, sha('CHANGED'), 1);
+      batch.add('pipe', 0, sha(''), 2);
+      batch.add('ok', 5, sha('same'), 3);
+      batch.add('sub', 0, sha(''), 4);
+      pool.submitBatch(batch, (r) => results.push(r));
+      const big = new HashBatch(dirfd);
+      big.add('big', 3 << 20, sha(Buffer.alloc(3 << 20, 5)), 0);
+      pool.submitBatch(big, (r) => results.push(r));
+      pool.drain();
+      expect(results).toContainEqual([1, 2, 3, 4]);
+      expect(results).toContainEqual([]);
+      for (const [name, code, text] of [
+        ['link', 'ELOOP', 'too many symbolic links encountered'],
+        ['gone', 'ENOENT', 'no such file or directory'],
+      ] as const) {
+        const failing = new HashBatch(dirfd);
+        failing.add('ok', 4, sha('same'), 0);
+        failing.add(name, 2, sha('ok'), 1);
+        let got: unknown;
+        pool.submitBatch(failing, (r) => (got = r));
+        pool.drain();
+        expect(got).toMatchObject({ code, syscall: 'openat', path: name, message: `${code}: ${text}, openat '${name}'` });
+        expect((got as { errno: number }).errno).toBeLessThan(0);
+      }
+    } finally {
+      pool.close();
+      sys.close(dirfd);
+    }
   });
 
   it('finds a re-pointed symlink in a mount', async () => {
