@@ -1,7 +1,7 @@
 // hash-batch.ts: a batch of files below one directory fd to hash and compare (verify's job), and its shared-memory form.
 import { own } from '../base/fd.js';
 import { fillFile } from './copy-file.js';
-import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 
 /** At most this many files in one batch. */
@@ -11,17 +11,28 @@ export const BATCH_NAME_BYTES = 4096;
 /** A batch holds files of at most this many bytes together; a bigger file is a batch of its own. */
 export const BATCH_BYTES = 256 * 1024;
 
+/** What a file below a directory must be: size, permission bits, SHA-256 (hex). */
+export interface WantedFile {
+  size: number;
+  perm: number;
+  sha256: string;
+}
+
 /**
- * Opens `name` below dirfd (no symlink followed, no FIFO waited on) and says whether it is a
- * regular file of `size` bytes whose SHA-256 is `sha256` (hex), proven unchanged while read.
+ * Says whether `name` below dirfd is a regular file of the wanted size and permission
+ * bits (checked without following a symlink, before it is opened: nothing else is
+ * opened) whose bytes hash to the wanted SHA-256, proven unchanged while read. The
+ * open follows no symlink and waits on no FIFO, should one be swapped in meanwhile.
  */
-export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string, size: number, sha256: string): boolean {
+export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string, want: WantedFile): boolean {
+  const st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  if (!isReg(st.mode) || (st.mode & 0o7777) !== want.perm || st.size !== want.size) return false;
   const file = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   try {
     const before = sys.fstat(file.fd);
-    if (!isReg(before.mode) || before.size !== size) return false;
+    if (!isReg(before.mode) || before.size !== want.size) return false;
     const r = fillFile(sys, buffer, file.fd, -1, before, { clone: false, range: false });
-    return r !== 'changed' && r.sha256 === sha256;
+    return r !== 'changed' && r.sha256 === want.sha256;
   } finally {
     file[Symbol.dispose]();
   }
@@ -31,6 +42,7 @@ export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string
 export class HashBatch {
   readonly names: string[] = [];
   readonly sizes: number[] = [];
+  readonly perms: number[] = [];
   readonly sha256s: string[] = [];
   /** The caller's tag of each file (verify: its place in the walk). */
   readonly tags: number[] = [];
@@ -50,9 +62,10 @@ export class HashBatch {
     return n < BATCH_ITEMS && this.bytes + size <= BATCH_BYTES && this.#nameBytes + Buffer.byteLength(name) <= BATCH_NAME_BYTES;
   }
 
-  add(name: string, size: number, sha256: string, tag: number): void {
+  add(name: string, size: number, perm: number, sha256: string, tag: number): void {
     this.names.push(name);
     this.sizes.push(size);
+    this.perms.push(perm);
     this.sha256s.push(sha256);
     this.tags.push(tag);
     this.bytes += size;
@@ -60,10 +73,11 @@ export class HashBatch {
   }
 }
 
-/** The batches' shared memory, one region per slot: name ends, sizes, digests and per-file verdicts. */
+/** The batches' shared memory, one region per slot: name ends, sizes, permission bits, digests and per-file verdicts. */
 export interface BatchArea {
   names: Buffer;
   ends: Int32Array;
+  perms: Int32Array;
   sizes: Float64Array;
   sha: Buffer;
   differs: Uint8Array;
@@ -75,6 +89,7 @@ export function allocBatchArea(slots: number): BatchArea {
   return {
     names: Buffer.from(new SharedArrayBuffer(slots * BATCH_NAME_BYTES)),
     ends: new Int32Array(new SharedArrayBuffer(4 * items)),
+    perms: new Int32Array(new SharedArrayBuffer(4 * items)),
     sizes: new Float64Array(new SharedArrayBuffer(8 * items)),
     sha: Buffer.from(new SharedArrayBuffer(32 * items)),
     differs: new Uint8Array(new SharedArrayBuffer(items)),
@@ -96,6 +111,7 @@ export function writeBatch(a: BatchArea, slot: number, batch: HashBatch): void {
     at += a.names.write(batch.names[i]!, at, 'utf8');
     a.ends[first + i] = at;
     a.sizes[first + i] = batch.sizes[i]!;
+    a.perms[first + i] = batch.perms[i]!;
     a.sha.write(batch.sha256s[i]!, (first + i) * 32, 32, 'hex');
   }
 }
@@ -105,7 +121,7 @@ export function runBatchItem(sys: Sys, buffer: Buffer, a: BatchArea, slot: numbe
   const k = slot * BATCH_ITEMS + i;
   const start = i === 0 ? slot * BATCH_NAME_BYTES : a.ends[k - 1]!;
   const name = a.names.toString('utf8', start, a.ends[k]);
-  const same = sameFileAt(sys, buffer, dirfd, name, a.sizes[k]!, a.sha.toString('hex', k * 32, k * 32 + 32));
+  const same = sameFileAt(sys, buffer, dirfd, name, { size: a.sizes[k]!, perm: a.perms[k]!, sha256: a.sha.toString('hex', k * 32, k * 32 + 32) });
   a.differs[k] = same ? 0 : 1;
 }
 

@@ -19,7 +19,7 @@ const HEADER = 8;
 export const S = { STATE: 0, SRC: 1, DEST: 2, METHODS: 3, HOW: 4, ERRNO: 5, SYSCALL: 6 } as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
 const EXIT_WAIT_MS = 5000;
-export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'openat', 'unknown'] as const;
+export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'openat', 'fstatat', 'unknown'] as const;
 /** Slot METHODS bits. */
 const CLONE_BIT = 1;
 const RANGE_BIT = 2;
@@ -127,10 +127,16 @@ function systemError(errno: number, syscall: string, path?: string): Error {
 export function runBatchHere(sys: Sys, buffer: Buffer, batch: HashBatch): number[] {
   const out: number[] = [];
   for (let i = 0; i < batch.length; i++) {
-    if (!sameFileAt(sys, buffer, batch.dirfd, batch.names[i]!, batch.sizes[i]!, batch.sha256s[i]!)) out.push(i);
+    if (!sameFileAt(sys, buffer, batch.dirfd, batch.names[i]!, { size: batch.sizes[i]!, perm: batch.perms[i]!, sha256: batch.sha256s[i]! })) out.push(i);
   }
   return out;
 }
+
+/**
+ * Batches left queued per helper before the submitting thread runs one itself: a helper
+ * that finishes one finds the next waiting instead of sleeping until the next submit.
+ */
+const QUEUED_PER_HELPER = 3;
 
 /** How many helper threads to use for `parallelism` (undefined: one per spare core, at most 4). */
 export function helperCount(parallelism: number | undefined): number {
@@ -229,7 +235,7 @@ export class FilePool {
     m.ctrl[base + S.METHODS] = BATCH_BIT;
     this.#pending[slot] = { onDone, batch };
     this.#queue(slot);
-    if (this.#queued() > this.helpers && this.#runOneQueued(true)) this.#harvest();
+    if (this.#queued() > QUEUED_PER_HELPER * this.helpers && this.#runOneQueued(true)) this.#harvest();
   }
 
   #queue(slot: number): void {
@@ -349,8 +355,9 @@ export class FilePool {
     const base = slotBase(s);
     if (state === STATE.ERROR) {
       const syscall = SYSCALLS[m.ctrl[base + S.SYSCALL]!] ?? 'unknown';
-      // A batch's file that could not be opened is named as the addon names it.
-      const path = pending.batch !== undefined && syscall === 'openat' ? pending.batch.names[m.ctrl[base + S.HOW]!] : undefined;
+      // A batch's file that could not be looked up or opened is named as the addon names it.
+      const named = syscall === 'openat' || syscall === 'fstatat';
+      const path = pending.batch !== undefined && named ? pending.batch.names[m.ctrl[base + S.HOW]!] : undefined;
       return systemError(m.ctrl[base + S.ERRNO]!, syscall, path);
     }
     if (pending.batch !== undefined) return batchDiffers(m.batch, s, pending.batch.length);

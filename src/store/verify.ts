@@ -98,10 +98,34 @@ function hashFiles(w: Walk, dir: Dir, batch: HashBatch): void {
   });
 }
 
+/** A frozen file's permission bits. */
+const frozenPerm = (want: ManifestEntry): number => (want.mode & 0o111 ? 0o500 : 0o400);
+
 /** A file's kind, mode and size as its manifest entry says (what is checked before its bytes). */
 function fileLooksRight(st: Stat, want: ManifestEntry): boolean {
-  const frozen = want.mode & 0o111 ? 0o500 : 0o400;
-  return isReg(st.mode) && (st.mode & 0o7777) === frozen && st.size === want.size;
+  return isReg(st.mode) && (st.mode & 0o7777) === frozenPerm(want) && st.size === want.size;
+}
+
+/**
+ * Puts a file the walk met into the directory's batch (sending the batch when full),
+ * where its kind, mode and size are checked before its bytes, as fileLooksRight does;
+ * a file hashed ahead takes its place in the walk instead. Returns the batch to fill next.
+ */
+function addFile(w: Walk, dir: Dir, batch: HashBatch, name: string, want: ManifestEntry): HashBatch {
+  const early = w.early.size === 0 ? undefined : w.early.get(want.path);
+  if (early !== undefined) {
+    // It drifted if that hash says so (now, or when it comes back).
+    early.seq = w.seq++;
+    if (early.differs) flag(w, want.path, early.seq);
+    return batch;
+  }
+  let next = batch;
+  if (!batch.fits(name, want.size)) {
+    hashFiles(w, dir, batch);
+    next = new HashBatch(dir.fd);
+  }
+  next.add(name, want.size, frozenPerm(want), want.sha256, w.seq++);
+  return next;
 }
 
 /**
@@ -125,7 +149,7 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
     }
     if (looksRight) {
       const batch = new HashBatch(dir.fd);
-      batch.add(name, want.size, want.sha256, -1);
+      batch.add(name, want.size, frozenPerm(want), want.sha256, -1);
       w.early.set(want.path, { differs: false, seq: -1 });
       hashFiles(w, dir, batch);
     }
@@ -148,6 +172,10 @@ function checkDir(w: Walk, dir: Dir): void {
       continue;
     }
     w.seen.add(path);
+    if (want.kind === 'file') {
+      batch = addFile(w, dir, batch, name, want);
+      continue;
+    }
     const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
     const perm = st.mode & 0o7777;
     if (want.kind === 'directory') {
@@ -157,23 +185,6 @@ function checkDir(w: Walk, dir: Dir): void {
       hashFiles(w, dir, batch);
       batch = new HashBatch(fd);
       checkDir(w, openDir(w, openChildDir(w.sys, fd, name), path));
-    } else if (want.kind === 'file') {
-      if (!fileLooksRight(st, want)) {
-        flag(w, path);
-        continue;
-      }
-      const early = w.early.size === 0 ? undefined : w.early.get(path);
-      if (early !== undefined) {
-        // Hashed ahead: it drifted if that hash says so (now, or when it comes back).
-        early.seq = w.seq++;
-        if (early.differs) flag(w, path, early.seq);
-        continue;
-      }
-      if (!batch.fits(name, want.size)) {
-        hashFiles(w, dir, batch);
-        batch = new HashBatch(fd);
-      }
-      batch.add(name, want.size, want.sha256, w.seq++);
     } else if (!isLink(st.mode) || w.sys.readlinkat(fd, name) !== want.link_target) {
       flag(w, path);
     }
