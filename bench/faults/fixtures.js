@@ -36,6 +36,11 @@ export function captureOptions(source) {
   };
 }
 
+/** captureOptions without the blob: a store holding it knows every file of captureOptions' but one. */
+export function partialOptions(source) {
+  return { ...captureOptions(source), copy: ['src'] };
+}
+
 export function otherOptions(source) {
   return { source, copy: ['src/z.txt'], parallelism: 0 };
 }

@@ -1,11 +1,14 @@
-// store-ops.js: the faulted store operations: capture (with copy roots and mounts), republish, open, gc, remove, get, verify.
+// store-ops.js: the faulted store operations: capture (with copy roots and mounts), recapture, republish, open, gc, remove, get, verify.
 import { SnapshotStore } from '../../dist/index.js';
 import { checkStore } from './checks.js';
-import { captureOptions, makeSource, makeStore, otherOptions, plantStale } from './fixtures.js';
+import { captureOptions, makeSource, makeStore, otherOptions, partialOptions, plantStale } from './fixtures.js';
 import { forceRemove } from './tree.js';
 
-/** capture into a store that already holds another snapshot; `republish`: the same one is already published. */
-function captureOp(name, fsKey, republish) {
+/**
+ * capture into a store that already holds another snapshot (`first`, captured with the
+ * stat cache on); `republish`: the same one is already published.
+ */
+function captureOp(name, fsKey, republish, first = otherOptions) {
   return {
     name,
     fs: fsKey,
@@ -17,7 +20,7 @@ function captureOp(name, fsKey, republish) {
       return { base, source, digest: digests[0] };
     },
     setup(shared, layer) {
-      const defs = [otherOptions(shared.source), ...(republish ? [captureOptions(shared.source)] : [])];
+      const defs = [first(shared.source), ...(republish ? [captureOptions(shared.source)] : [])];
       const { root, digests } = makeStore(shared.base, defs);
       const store = SnapshotStore.openSync(root, { sys: layer.sys });
       return { root, store, mustHave: digests };
@@ -69,6 +72,8 @@ export const STORE_OPS = [
   captureOp('capture', 'shm', false),
   captureOp('capture (xfs, reflink)', 'xfs', false),
   captureOp('capture (republish)', 'shm', true),
+  // Every file but one is the stat cache's: a deferred build links the rest from the stored snapshot and rewrites the cache.
+  captureOp('recapture (stat cache, xfs)', 'xfs', false, partialOptions),
   storeOp('store open', {
     stale: true,
     openFaulted: true,
