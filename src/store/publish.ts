@@ -105,7 +105,12 @@ export function freezeArea(sys: Sys, buildFd: number, name: string): void {
 }
 
 function countFiles(data: StoredSnapshot): number {
-  return [data.entries, ...data.mounts.map((m) => m.entries)].reduce((n, table) => n + (table instanceof EntryTable ? table.count('file') : [...table].filter((e) => e.kind === 'file').length), 0);
+  let n = 0;
+  for (const list of [data.entries, ...data.mounts.map((m) => m.entries)]) {
+    if (list instanceof EntryTable) n += list.count('file');
+    else for (const e of list) if (e.kind === 'file') n++;
+  }
+  return n;
 }
 
 /** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */
