@@ -1,6 +1,6 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale), its marker, and the removability check.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt } from '../base/fd.js';
+import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import {
@@ -21,42 +21,76 @@ import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from './layout.js';
 
-/** A stage: `new/` holds the trees being built, `old/` what they displace until the last swap. */
-export interface CloneStage {
-  name: string;
-  fd: number;
-  newFd: number;
-  oldFd: number;
+/**
+ * A stage: `new/` holds the trees being built, `old/` what they displace until the last
+ * swap. Its flock is held on its own fd until close(), which removes it (unless `keep`).
+ */
+export class CloneStage implements Disposable {
   /** Set when a failed swap could not be undone: the stage is left for the next sweep, not removed now. */
-  keep?: boolean;
-}
+  keep = false;
+  #new: Fd | undefined;
+  #old: Fd | undefined;
 
-/** Makes and locks a new stage directly inside the clone (so on the clone's filesystem); the caller closes its fds. */
-export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
-  const { name, fd } = makeLockedDir(sys, cloneFd, CLONE_STAGE_PREFIX, 12);
-  const stage: CloneStage = { name, fd, newFd: -1, oldFd: -1 };
-  try {
+  constructor(
+    readonly sys: Sys,
+    readonly cloneFd: number,
+    readonly name: string,
+    readonly lock: Fd,
+  ) {}
+
+  get fd(): number {
+    return this.lock.fd;
+  }
+
+  get newFd(): number {
+    return this.#new!.fd;
+  }
+
+  get oldFd(): number {
+    return this.#old!.fd;
+  }
+
+  /** Makes and opens `new/` and `old/`. */
+  makeAreas(): void {
     for (const area of ['new', 'old'] as const) {
-      sys.mkdirat(fd, area, 0o700);
-      stage[area === 'new' ? 'newFd' : 'oldFd'] = openChildDir(sys, fd, area);
+      this.sys.mkdirat(this.fd, area, 0o700);
+      const dir = own(this.sys, openChildDir(this.sys, this.fd, area));
+      if (area === 'new') this.#new = dir;
+      else this.#old = dir;
     }
-    return stage;
-  } catch (err) {
+  }
+
+  /** Removes the stage (whatever it still holds, unless `keep`) and releases its lock; a failed removal leaves it for the next sweep and is thrown. */
+  close(): void {
+    // Closed quietly: a failed close must not keep the stage from being removed.
+    this.#new?.[Symbol.dispose]();
+    this.#old?.[Symbol.dispose]();
+    using _lock = this.lock;
+    if (!this.keep && !this.lock.closed) removeAt(this.sys, this.cloneFd, this.name);
+  }
+
+  /** close(), quietly: what is left stays inside the clone, unlocked, for the next sweep. */
+  [Symbol.dispose](): void {
     try {
-      closeCloneStage(sys, cloneFd, stage);
+      this.close();
     } catch {
-      // the first error says why; the unlocked stage is swept later
+      // swept by the next materialize
     }
-    throw err;
   }
 }
 
-/** Removes the stage (whatever it still holds) and releases its lock; a failure leaves it for the next sweep and is thrown. */
-export function closeCloneStage(sys: Sys, cloneFd: number, stage: CloneStage): void {
-  // Closed quietly: a failed close must not keep the stage from being removed.
-  for (const fd of [stage.newFd, stage.oldFd]) if (fd >= 0) own(sys, fd)[Symbol.dispose]();
-  using _lock = own(sys, stage.fd);
-  removeAt(sys, cloneFd, stage.name);
+/** Makes and locks a new stage directly inside the clone (so on the clone's filesystem); the caller closes it. */
+export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
+  const { name, fd } = makeLockedDir(sys, cloneFd, CLONE_STAGE_PREFIX, 12);
+  const stage = new CloneStage(sys, cloneFd, name, own(sys, fd));
+  try {
+    stage.makeAreas();
+    return stage;
+  } catch (err) {
+    // the first error says why; an unlocked stage left behind is swept later
+    stage[Symbol.dispose]();
+    throw err;
+  }
 }
 
 /** Removes stages left in the clone by materializes that died (their flock is free); returns how many. */

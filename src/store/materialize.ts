@@ -12,7 +12,7 @@ import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } fr
 import { hasCode } from '../sys/errno.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
-import { checkRemovable, closeCloneStage, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
+import { checkRemovable, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
 import { CloneSwap } from './clone-swap.js';
 import { sameIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
@@ -265,17 +265,12 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   sweepCloneStages(sys, cloneFd);
-  const stage = openCloneStage(sys, cloneFd);
-  try {
+  {
+    // Whatever happens, the roots are in place (or rolled back) when the stage goes; what it
+    // still holds when it cannot be removed stays inside the clone, unlocked, for the next sweep.
+    using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest);
-  } finally {
-    try {
-      if (stage.keep) for (const fd of [stage.newFd, stage.oldFd, stage.fd]) own(sys, fd)[Symbol.dispose]();
-      else closeCloneStage(sys, cloneFd, stage);
-    } catch {
-      // The roots are in place (or rolled back); what the stage still holds stays inside the clone, unlocked, for the next sweep.
-    }
   }
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;

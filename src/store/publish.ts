@@ -1,7 +1,7 @@
 // publish.ts: build directories in the store's tmp/, their publication by one no-replace rename, and a capture plan run into one.
 import { CaptureContext, TreeBuilder, openDeclaredParents, type CaptureProgress } from '../capture/walk.js';
 import type { Plan } from '../capture/plan.js';
-import { DIR_FLAGS, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly } from '../base/fd.js';
+import { DIR_FLAGS, makeLockedDir, openBeneath, openChildDir, openRealDir, own, removeAt, removeQuietly, type Fd } from '../base/fd.js';
 import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
 import { eachChunk, type Piece } from '../base/manifest-stream.js';
 import { SealError } from '../base/errors.js';
@@ -129,25 +129,53 @@ function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: St
   removeAt(sys, buildFd, LOOSE_AREA);
 }
 
-/** A private build directory in the store's tmp/, held by an flock until it is published or removed. */
-export interface Build {
-  readonly sys: Sys;
-  readonly storeRoot: string;
-  readonly tmpFd: number;
-  readonly snapshotsFd: number;
-  readonly fd: number;
-  /** Its name in tmp/ (`build-<32 hex>`). */
-  readonly name: string;
-  published: boolean;
+/**
+ * A private build directory in the store's tmp/, held by an flock (on its own fd) until
+ * it is published or removed. Disposing of it closes its fds and, unless it was
+ * published, removes it.
+ */
+export class Build implements Disposable {
+  published = false;
+
+  constructor(
+    readonly sys: Sys,
+    readonly storeRoot: string,
+    readonly tmp: Fd,
+    readonly snapshots: Fd,
+    readonly dir: Fd,
+    /** Its name in tmp/ (`build-<32 hex>`). */
+    readonly name: string,
+  ) {}
+
+  get fd(): number {
+    return this.dir.fd;
+  }
+
+  get tmpFd(): number {
+    return this.tmp.fd;
+  }
+
+  get snapshotsFd(): number {
+    return this.snapshots.fd;
+  }
+
+  /** Closes quietly (a failed close must not mask the error leaving the capture). */
+  [Symbol.dispose](): void {
+    this.snapshots[Symbol.dispose]();
+    // Removed while its flock is still held: a sweep in another process never removes it at the same time.
+    if (!this.published && !this.tmp.closed) removeQuietly(this.sys, this.tmp.fd, this.name);
+    this.dir[Symbol.dispose]();
+    this.tmp[Symbol.dispose]();
+  }
 }
 
-/** Makes and locks `<store>/tmp/build-*`; release it with closeBuild. */
+/** Makes and locks `<store>/tmp/build-*`; dispose of it when done. */
 export function openBuild(sys: Sys, storeRoot: string): Build {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
   // Its flock is held until this build is published or removed: a sweep never takes a live build.
   const { name, fd } = makeLockedDir(sys, tmp.fd, BUILD_PREFIX, 16);
-  return { sys, storeRoot, tmpFd: tmp.release(), snapshotsFd: snapshots.release(), fd, name, published: false };
+  return new Build(sys, storeRoot, own(sys, tmp.release()), own(sys, snapshots.release()), own(sys, fd), name);
 }
 
 /**
@@ -171,17 +199,6 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
     }
   });
   return reused ?? data;
-}
-
-/** Closes the build's fds and, unless it was published, removes it. */
-export function closeBuild(build: Build): void {
-  const { sys } = build;
-  // Closed quietly: a failed close must not mask the error leaving the capture.
-  own(sys, build.snapshotsFd)[Symbol.dispose]();
-  // Removed while its flock is still held: a sweep in another process never removes it at the same time.
-  if (!build.published) removeQuietly(sys, build.tmpFd, build.name);
-  own(sys, build.fd)[Symbol.dispose]();
-  own(sys, build.tmpFd)[Symbol.dispose]();
 }
 
 /**
@@ -262,7 +279,7 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();
     session?.close();
-    if (build !== undefined) closeBuild(build);
+    build?.[Symbol.dispose]();
   }
 }
 

@@ -13,7 +13,7 @@ import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
 import type { StoredSnapshot } from '../document.js';
 import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountArea, mountDir } from '../layout.js';
-import { closeBuild, freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
+import { freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
 import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
 import type { Content, Layout, Place } from './mapping.js';
@@ -164,7 +164,7 @@ export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullSt
     const blobs = 1 + layout.packs.length + layout.files.length;
     return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
   } catch (err) {
-    closeBuild(build);
+    build[Symbol.dispose]();
     throw err;
   }
 }
@@ -231,5 +231,5 @@ export function abortPull(_sys: Sys, id: number): void {
   const s = builds.get(id);
   if (s === undefined) return;
   builds.delete(id);
-  closeBuild(s.build);
+  s.build[Symbol.dispose]();
 }
