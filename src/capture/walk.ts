@@ -28,6 +28,7 @@ import { HOW, type Filled, type FillMethods, type How } from './copy-file.js';
 import { FileJobs } from './pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
+import { frozenFileMode } from '../base/frozen.js';
 
 export type CaptureProgress = Progress;
 
@@ -487,7 +488,7 @@ export class TreeBuilder {
     let loose: string | undefined;
     try {
       entry = this.#addFile(rel, before);
-      const frozen = entry.mode & 0o111 ? 0o500 : 0o400;
+      const frozen = frozenFileMode(entry.mode);
       if (hook?.deferred) [dest, loose] = hook.loose(frozen);
       else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     } catch (err) {

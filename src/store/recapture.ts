@@ -12,6 +12,7 @@ import type { Stat, Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
 import { loadStatCache, publishedAmong, saveStatCache, statCacheKey } from './stat-cache-file.js';
+import { frozenFileMode } from '../base/frozen.js';
 
 /** A reused file's bytes could not be placed from the store: the capture is redone without the cache. */
 export class CacheMiss extends Error {
@@ -34,8 +35,6 @@ export interface SessionOpen {
   /** Ignore what the cache holds (record only): the retry after a CacheMiss. */
   fresh: boolean;
 }
-
-const frozenMode = (mode: number): number => (mode & 0o111 ? 0o500 : 0o400);
 
 /**
  * The stat cache's side of one capture. With a non-empty cache the walk is deferred:
@@ -135,7 +134,7 @@ export class StatCacheSession implements FileHook {
    */
   readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
     const { sys } = this.#o;
-    const mode = frozenMode(entry.mode);
+    const mode = frozenFileMode(entry.mode);
     const loose = this.#loose.get(entry.sha256);
     if (loose !== undefined && loose[1] === mode && this.#uses.get(entry.sha256) === 1) {
       sys.renameat2(this.#looseFd(), loose[0], dirFd, name, RENAME_NOREPLACE);

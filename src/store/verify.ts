@@ -14,6 +14,7 @@ import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { COPY_AREA, mountArea } from './layout.js';
 import { readingSnapshot } from './lock.js';
+import { frozenFileMode } from '../base/frozen.js';
 
 export interface VerifyReport {
   entries: number;
@@ -98,12 +99,9 @@ function hashFiles(w: Walk, dir: Dir, batch: HashBatch): void {
   });
 }
 
-/** A frozen file's permission bits. */
-const frozenPerm = (want: ManifestEntry): number => (want.mode & 0o111 ? 0o500 : 0o400);
-
 /** A file's kind, mode and size as its manifest entry says (what is checked before its bytes). */
 function fileLooksRight(st: Stat, want: ManifestEntry): boolean {
-  return isReg(st.mode) && (st.mode & 0o7777) === frozenPerm(want) && st.size === want.size;
+  return isReg(st.mode) && (st.mode & 0o7777) === frozenFileMode(want.mode) && st.size === want.size;
 }
 
 /**
@@ -124,7 +122,7 @@ function addFile(w: Walk, dir: Dir, batch: HashBatch, name: string, want: Manife
     hashFiles(w, dir, batch);
     next = new HashBatch(dir.fd);
   }
-  next.add(name, want.size, frozenPerm(want), want.sha256, w.seq++);
+  next.add(name, want.size, frozenFileMode(want.mode), want.sha256, w.seq++);
   return next;
 }
 
@@ -149,7 +147,7 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
     }
     if (looksRight) {
       const batch = new HashBatch(dir.fd);
-      batch.add(name, want.size, frozenPerm(want), want.sha256, -1);
+      batch.add(name, want.size, frozenFileMode(want.mode), want.sha256, -1);
       w.early.set(want.path, { differs: false, seq: -1 });
       hashFiles(w, dir, batch);
     }

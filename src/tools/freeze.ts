@@ -8,6 +8,7 @@ import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { inline, offload, type ToolOptions } from '../base/offload.js';
 import { sealed } from '../base/refusal.js';
+import { frozenFileMode } from '../base/frozen.js';
 
 export interface ModePolicy {
   file(mode: number): number;
@@ -16,7 +17,7 @@ export interface ModePolicy {
   files: boolean;
 }
 
-export const FROZEN: ModePolicy = { file: (m) => (m & 0o111 ? 0o500 : 0o400), dir: 0o500, files: true };
+export const FROZEN: ModePolicy = { file: frozenFileMode, dir: 0o500, files: true };
 export const THAWED: ModePolicy = { file: () => 0o600, dir: 0o700, files: true };
 export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
 

@@ -19,6 +19,7 @@ import { findLocal } from './local.js';
 import type { Content, Layout, Place } from './mapping.js';
 import { proveSnapshot, type Fetched } from './prove.js';
 import { openContent, placeParts } from './pack.js';
+import { frozenFileMode } from '../../base/frozen.js';
 
 interface PullState {
   build: Build;
@@ -79,7 +80,7 @@ function parentOf(sys: Sys, buildFd: number, parts: string[]): number {
 
 /** Creates a file at place, frozen from creation (0400, 0500 when executable), and returns its fd. */
 function createAt(sys: Sys, buildFd: number, place: Place): number {
-  return openBeneath(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, place.mode & 0o111 ? 0o500 : 0o400);
+  return openBeneath(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, frozenFileMode(place.mode));
 }
 
 /** The build's areas and every directory of the manifest (0700 until frozen), plus its empty files. */

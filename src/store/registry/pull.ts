@@ -12,6 +12,7 @@ import { Meter, checkOptions, eachLimited, makeClient, type PullOptions, type Pu
 import { snapshotTag } from './remote.js';
 import type { Fetched } from './prove.js';
 import type { FileToPull } from './pull-build.js';
+import { frozenFileMode } from '../../base/frozen.js';
 
 /** The largest snapshot manifest (config blob) accepted. */
 const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
@@ -44,7 +45,7 @@ async function streamFile(client: RegistryClient, buildPath: string, content: Fi
   const { place } = content;
   const digest = `sha256:${content.sha256}`;
   const res = await client.openBlob(digest);
-  const mode = place.mode & 0o111 ? 0o500 : 0o400;
+  const mode = frozenFileMode(place.mode);
   const file = await open(`${buildPath}/${place.area}/${place.path}`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   const hash = createHash('sha256');
   let size = 0;
