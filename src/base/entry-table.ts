@@ -226,6 +226,11 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return t;
   }
 
+  /** The entries as a table: a table itself, else a table of them (see from). */
+  static of(entries: Iterable<ManifestEntry>): EntryTable {
+    return entries instanceof EntryTable ? entries : EntryTable.from(entries);
+  }
+
   /** A table of these entries (paths must be unique), in their order. */
   static from(entries: Iterable<ManifestEntry>): EntryTable {
     const t = new EntryTable();

@@ -77,7 +77,7 @@ export function checkMountSymlinks(entries: Entries, targetParts: string[], work
   const workspaceParts = normalize(workspace.split('/'), true);
   let table: EntryTable | undefined;
   const entry = (path: string): ManifestEntry | undefined => {
-    table ??= entries instanceof EntryTable ? entries : EntryTable.from(entries);
+    table ??= EntryTable.of(entries);
     const i = table.find(path);
     return i < 0 ? undefined : table.entry(i);
   };

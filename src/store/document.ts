@@ -76,14 +76,12 @@ export interface PackedSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'>
   mounts: (Omit<MountData, 'entries'> & { packedEntries: PackedEntries })[];
 }
 
-const tableOf = (entries: Entries): EntryTable => (entries instanceof EntryTable ? entries : EntryTable.from(entries));
-
 export function packSnapshot(d: StoredSnapshot): PackedSnapshot {
   const { entries, mounts, ...rest } = d;
   return {
     ...rest,
-    packedEntries: tableOf(entries).pack(),
-    mounts: mounts.map(({ entries: e, ...m }) => ({ ...m, packedEntries: tableOf(e).pack() })),
+    packedEntries: EntryTable.of(entries).pack(),
+    mounts: mounts.map(({ entries: e, ...m }) => ({ ...m, packedEntries: EntryTable.of(e).pack() })),
   };
 }
 

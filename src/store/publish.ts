@@ -106,10 +106,7 @@ export function freezeArea(sys: Sys, buildFd: number, name: string): void {
 
 function countFiles(data: StoredSnapshot): number {
   let n = 0;
-  for (const list of [data.entries, ...data.mounts.map((m) => m.entries)]) {
-    if (list instanceof EntryTable) n += list.count('file');
-    else for (const e of list) if (e.kind === 'file') n++;
-  }
+  for (const list of [data.entries, ...data.mounts.map((m) => m.entries)]) n += EntryTable.of(list).count('file');
   return n;
 }
 
