@@ -137,7 +137,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
 }
 
 /** pread from offset 0 until `into` is full or EOF; the byte count. */
-function readFrom(sys: Sys, fd: number, into: Buffer): number {
+export function readFrom(sys: Sys, fd: number, into: Buffer): number {
   let got = 0;
   while (got < into.length) {
     const n = sys.pread(fd, into, got, into.length - got, got);

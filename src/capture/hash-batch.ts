@@ -96,7 +96,8 @@ export function allocBatchArea(slots: number): BatchArea {
   };
 }
 
-const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+/** A Buffer view of shared bytes a thread received as a plain Uint8Array (a clone drops the Buffer class). */
+export const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 /** The area as received by a helper thread (a clone carries plain Uint8Arrays). */
 export function receiveBatchArea(a: BatchArea): BatchArea {

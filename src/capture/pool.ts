@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { own } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
-import { BATCH_BYTES, allocBatchArea, batchDiffers, receiveBatchArea, runBatchItem, sameFileAt, writeBatch, type BatchArea, type HashBatch } from './hash-batch.js';
+import { BATCH_BYTES, allocBatchArea, asBuffer, batchDiffers, receiveBatchArea, runBatchItem, sameFileAt, writeBatch, type BatchArea, type HashBatch } from './hash-batch.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -47,8 +47,7 @@ export function allocSlots(): SharedSlots {
 
 /** The slots as received by a helper thread: the digest area is a Buffer view again (a clone carries a plain Uint8Array). */
 export function receiveSlots(data: SharedSlots): SharedSlots {
-  const sha = data.sha as Uint8Array;
-  return { ...data, sha: Buffer.from(sha.buffer, sha.byteOffset, sha.byteLength), batch: receiveBatchArea(data.batch) };
+  return { ...data, sha: asBuffer(data.sha), batch: receiveBatchArea(data.batch) };
 }
 
 export const slotBase = (slot: number): number => HEADER + slot * INTS;

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
 import { openBeneath, openRealDir, own } from '../../base/fd.js';
+import { readFrom } from '../../base/io.js';
 import { escapePath } from '../../base/paths.js';
 import { throwIfRefused } from '../../base/refusal.js';
 import { O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
@@ -45,12 +46,7 @@ export function readPack(sys: Sys, snapshotRoot: string, pack: Pack): { bytes: B
   let offset = 0;
   for (const c of pack.contents) {
     using file = own(sys, openContent(sys, root.fd, c));
-    let got = 0;
-    while (got < c.size) {
-      const n = sys.pread(file.fd, bytes, offset + got, c.size - got, got);
-      if (n === 0) break;
-      got += n;
-    }
+    const got = readFrom(sys, file.fd, bytes.subarray(offset, offset + c.size));
     const hash = createHash('sha256').update(bytes.subarray(offset, offset + c.size)).digest('hex');
     if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
     offset += c.size;
