@@ -89,6 +89,11 @@ export function openMountParent(sys: Sys, cloneFd: number, parts: readonly strin
   return parts.length === 0 ? sys.openat(cloneFd, '.', DIR_FLAGS) : parent.release();
 }
 
+/** A mount target that exists with another type than the snapshot's (a file for a directory, or the reverse). */
+export function targetCollision(target: string): SealError {
+  return new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(target)}`, { path: target });
+}
+
 /** A mount target whose parent path holds something that is not a directory. */
 export function parentCollision(target: string): SealError {
   return new SealError('SEAL_COLLISION', `mount target parent exists with another type: ${escapePath(target)}`, { path: target });

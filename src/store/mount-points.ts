@@ -4,7 +4,7 @@ import type { StoredSnapshot } from './document.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { openMountParent, parentCollision, preflightRoot, statOrNull } from './clone-paths.js';
+import { openMountParent, parentCollision, preflightRoot, statOrNull, targetCollision } from './clone-paths.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
@@ -35,7 +35,7 @@ function checkTarget(sys: Sys, cloneFd: number, parts: readonly string[], direct
       return openChildDir(sys, dirfd, name);
     }
     if (directory ? !isDir(st.mode) : !isReg(st.mode)) {
-      throw new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(rel)}`, { path: rel });
+      throw targetCollision(rel);
     }
     return null;
   });
@@ -49,7 +49,7 @@ function prepareTarget(sys: Sys, cloneFd: number, parts: readonly string[], dire
   const st = statOrNull(sys, parent.fd, name);
   if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `mount target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
   if (st !== null && (directory ? !isDir(st.mode) : !isReg(st.mode))) {
-    throw new SealError('SEAL_COLLISION', `mount target exists with another type: ${escapePath(rel)}`, { path: rel });
+    throw targetCollision(rel);
   }
   if (st !== null) return;
   if (directory) sys.mkdirat(parent.fd, name, 0o700);
