@@ -15,3 +15,5 @@ export { parseChallenge } from './store/registry/auth.js';
 export { findCredentials } from './store/registry/credentials.js';
 export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';
 export { ADDON_REVISION } from './sys/native.js';
+export { computeDigests, documentText } from './store/document.js';
+export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE } from './store/registry/mapping.js';

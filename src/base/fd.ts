@@ -56,6 +56,12 @@ export function openChildDir(sys: Sys, dirfd: number, name: string | Buffer): nu
  */
 export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], step?: WalkStep): Fd {
   const open = step ?? ((dirfd: number, name: string) => openChildDir(sys, dirfd, name));
+  for (const part of parts) {
+    // Each step is one name inside the directory above it: never `..`, `.` or a path.
+    if (part === '' || part === '.' || part === '..' || part.includes('/')) {
+      throw new SealError('SEAL_BAD_PATH', `not a plain name below its root: ${escapePath(parts.join('/'))}`);
+    }
+  }
   let current = Fd.borrow(rootFd, sys);
   try {
     for (let i = 0; i < parts.length; i++) {

@@ -1,5 +1,5 @@
 // paths.ts: declaration checks for relative paths, overlap checks, byte order and escaping for messages.
-import { invalidArgType } from './arg-errors.js';
+import { checkString, invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
 
 export function utf8Bytes(s: string): number {
@@ -59,6 +59,23 @@ export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
     throw new SealError('SEAL_LIMIT', `${label} exceeds the path byte limit (${maxPathBytes} bytes): ${escapePath(raw)}`);
   }
   return parts;
+}
+
+/**
+ * Checks a sandbox workspace (where a clone is bound): an absolute, canonical path
+ * (no empty, `.` or `..` component, no NUL; trailing slashes dropped); default
+ * `/workspace`. Not a string is a TypeError; a bad value is SEAL_BAD_PATH.
+ */
+export function checkWorkspace(raw: unknown, name: string): string {
+  // Trailing slashes name the same directory: dropped (`/` stays itself).
+  const workspace = checkString(name, raw ?? '/workspace').replace(/(?<=.)\/+$/, '');
+  if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
+  if (workspace.includes('\0')) throw new SealError('SEAL_BAD_PATH', `workspace contains a NUL byte: ${escapePath(workspace)}`);
+  if (!isWellFormed(workspace)) throw new SealError('SEAL_BAD_PATH', `workspace is not valid UTF-8: ${escapePath(workspace)}`);
+  if (workspace !== '/' && workspace.split('/').slice(1).some((p) => p === '' || p === '.' || p === '..')) {
+    throw new SealError('SEAL_BAD_PATH', `workspace must be a canonical absolute path: ${escapePath(workspace)}`);
+  }
+  return workspace;
 }
 
 /** True when a and b (component lists) are equal or one lies inside the other. */

@@ -1,9 +1,9 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { SealError } from '../base/errors.js';
 import { checkBoolean, checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
-import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
+import { checkClonePlaces } from '../base/clone-names.js';
+import { checkRelative, checkWorkspace } from '../base/paths.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -128,18 +128,12 @@ export function planCapture(options: CaptureOptions): Plan {
   const copyParts = declarations.map((raw, i) =>
     checkRelative(raw, { label: 'copy root', name: `options.copy[${i}]`, maxPathBytes: limits.maxPathBytes }),
   );
-  checkNoOverlap(copyParts, 'copy roots');
   const mounts = list(options.mounts, 'options.mounts').map((m, i) => planMount(m, i, limits.maxPathBytes));
-  checkNoOverlap(
+  checkClonePlaces(
+    copyParts,
     mounts.map((m) => m.targetParts),
-    'mount targets',
   );
-  const workspace = checkString('options.workspace', options.workspace ?? '/workspace');
-  if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
-  if (workspace.includes('\0')) throw new SealError('SEAL_BAD_PATH', `workspace contains a NUL byte: ${escapePath(workspace)}`);
-  if (workspace !== '/' && workspace.split('/').slice(1).some((p) => p === '' || p === '.' || p === '..')) {
-    throw new SealError('SEAL_BAD_PATH', `workspace must be a canonical absolute path: ${escapePath(workspace)}`);
-  }
+  const workspace = checkWorkspace(options.workspace, 'options.workspace');
   const parallelism = checkParallelism(options.parallelism);
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;

@@ -4,6 +4,7 @@ import { RawJson, snapshotDigest, type Entries, type ManifestEntry } from '../ba
 import { SLOT, chunkText, eachChunk, manifestDigest, mountDigests, piecesOf, type Piece } from '../base/manifest-stream.js';
 import { EntryTable, type PackedEntries } from '../base/entry-table.js';
 import type { CapturedMount, MountData } from '../capture/mounts.js';
+import { checkDocument } from './document-check.js';
 
 
 /** Everything a snapshot is, as stored in its manifest.json. */
@@ -123,7 +124,7 @@ function entryList(v: unknown): ManifestEntry[] {
   });
 }
 
-/** Parses a manifest.json and proves its digests from its own entries (SEAL_CORRUPT otherwise). */
+/** Parses a manifest.json, proves its digests from its own entries and checks it is one capture could have made (SEAL_CORRUPT otherwise). */
 export function decodeDocument(text: string, expectDigest?: string): SnapshotData {
   let doc: Record<string, unknown>;
   try {
@@ -151,5 +152,7 @@ export function decodeDocument(text: string, expectDigest?: string): SnapshotDat
   if (digests.digest !== doc.digest || (expectDigest !== undefined && digests.digest !== expectDigest)) {
     throw corrupt(`digest does not match its entries (${String(doc.digest)})`);
   }
-  return { ...base, ...digests, totalBytes: Number(doc.total_bytes) };
+  const data = { ...base, ...digests, totalBytes: Number(doc.total_bytes) };
+  checkDocument(data);
+  return data;
 }

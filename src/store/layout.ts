@@ -24,7 +24,5 @@ export function mountArea(i: number): string {
   return `${MOUNTS_AREA}/${mountDir(i)}`;
 }
 
-/** A materialize's private stage inside the clone: `<clone>/.treeseal-materialize-<24 hex>`, held by an flock. */
-export const CLONE_STAGE_PREFIX = '.treeseal-materialize-';
-/** Inside a clone while a materialize swaps its roots: written before the first swap, removed after the last. */
-export const CLONE_MARKER = '.treeseal-materializing';
+/** materialize's own names in a clone (kept in base/, where capture checks declarations against them). */
+export { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';

@@ -5,7 +5,7 @@ import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { openMountParent, parentCollision, preflightRoot, statOrNull, targetCollision } from './clone-paths.js';
-import { escapePath } from '../base/paths.js';
+import { checkRelative, checkWorkspace, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { PAYLOAD_NAME, mountArea } from './layout.js';
@@ -58,20 +58,21 @@ function prepareTarget(sys: Sys, cloneFd: number, parts: readonly string[], dire
 
 export function mountPointsOf(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MountPointOptions = {}): MountPoint[] {
   checkString('clone', clone);
-  const workspace = checkString('options.workspace', checkOptions('options', options).workspace ?? '/workspace').replace(/\/+$/, '');
+  const workspace = checkWorkspace(checkOptions('options', options).workspace, 'options.workspace');
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
   // Under the store's shared lock: an rm waits; a snapshot already removed is SEAL_UNAVAILABLE.
   return readingSnapshot(sys, snapshotRoot, data.digest, (snapshotFd) => {
     const points = data.mounts.map((m, i) => {
       checkPayload(sys, snapshotFd, i, m);
-      const parts = m.target.split('/').filter((p) => p !== '' && p !== '.');
+      // Checked again here, lexically, whatever loaded the snapshot: nothing is made outside the clone.
+      const parts = checkRelative(m.target, { label: 'mount target', name: `mounts[${i}].target`, maxPathBytes: Number.MAX_SAFE_INTEGER });
       return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}` };
     });
     // Every target is checked before any is made: a refusal writes nothing.
     for (const p of points) checkTarget(sys, cloneDir.fd, p.parts, p.directory);
     return points.map((p) => {
       prepareTarget(sys, cloneDir.fd, p.parts, p.directory);
-      return { source: p.source, target: `${workspace}/${p.parts.join('/')}`, readOnly: true as const };
+      return { source: p.source, target: `${workspace === '/' ? '' : workspace}/${p.parts.join('/')}`, readOnly: true as const };
     });
   });
 }

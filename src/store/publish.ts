@@ -11,6 +11,7 @@ import { captureMount, type MountData } from '../capture/mounts.js';
 import { withStoreLock } from './lock.js';
 import { EntryTable } from '../base/entry-table.js';
 import { loadSnapshotAt } from './store-dir.js';
+import { checkDocument } from './document-check.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
 import { assembleAreas } from './assemble.js';
 import { CacheMiss, StatCacheSession } from './recapture.js';
@@ -182,6 +183,8 @@ export function openBuild(sys: Sys, storeRoot: string): Build {
  */
 export function publishBuild(build: Build, data: StoredSnapshot, document: readonly Piece[]): StoredSnapshot {
   const { sys } = build;
+  // Nothing is published that a load would refuse, whoever built it (capture, recapture, pull).
+  checkDocument(data);
   writePiecesAt(sys, build.fd, DOCUMENT_NAME, document);
   const reused = withStoreLock(sys, build.storeRoot, false, () => {
     try {

@@ -1,0 +1,144 @@
+// document-check.ts: what a snapshot document must be, whoever wrote it: checked before every publish, on every load from the store and on every pull.
+import { createHash } from 'node:crypto';
+
+import { checkClonePlaces } from '../base/clone-names.js';
+import { SealError } from '../base/errors.js';
+import type { Entries, ManifestEntry } from '../base/manifest.js';
+import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
+import { checkMountSymlinks } from '../capture/mounts.js';
+import type { StoredSnapshot } from './document.js';
+
+const SHA_RE = /^[0-9a-f]{64}$/;
+/** The kernel's NAME_MAX: no directory entry can have a longer name. */
+const MAX_NAME_BYTES = 255;
+/** Symlinks kept in a payload are checked as mounted at a workspace; the rule does not depend on which. */
+const ANY_WORKSPACE = '/workspace';
+
+function corrupt(why: string, path?: string): SealError {
+  const where = path === undefined ? '' : `: ${escapePath(path)}`;
+  return new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: ${why}${where}`, path === undefined ? {} : { path });
+}
+
+/** A SealError a declaration check threw, as the corruption of a document that holds it. */
+function asCorrupt<T>(what: string, check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    if (err instanceof SealError) throw corrupt(`${what}: ${err.message}`);
+    throw err;
+  }
+}
+
+function declared(raw: string, label: string): string[] {
+  return asCorrupt(label, () => checkRelative(raw, { label, name: label, maxPathBytes: Number.MAX_SAFE_INTEGER }));
+}
+
+function checkSource(source: string): void {
+  const parts = source.split('/');
+  const canonical = source === '/' || (parts[0] === '' && parts.slice(1).every((p) => p !== '' && p !== '.' && p !== '..'));
+  if (!canonical || source.includes('\0') || !isWellFormed(source)) throw corrupt('source is not a canonical absolute path', source);
+}
+
+function checkPathShape(path: string): void {
+  const parts = path.split('/');
+  if (!isWellFormed(path) || path.includes('\0') || parts.some((p) => p === '' || p === '.' || p === '..')) throw corrupt('bad path', path);
+  if (parts.some((p) => utf8Bytes(p) > MAX_NAME_BYTES)) throw corrupt(`a path component is longer than ${MAX_NAME_BYTES} bytes`, path);
+}
+
+/** Checks one entry's own fields; returns the bytes it adds to total_bytes. */
+function checkFields(e: ManifestEntry, inMount: boolean): number {
+  if (!Number.isSafeInteger(e.size) || e.size < 0 || !Number.isSafeInteger(e.mode) || e.mode < 0 || e.mode > 0o7777) throw corrupt('bad size or mode', e.path);
+  if (e.kind === 'directory') {
+    if (e.size !== 0 || e.mode !== 0 || e.sha256 !== '' || e.link_target !== '') throw corrupt('bad directory entry', e.path);
+    return 0;
+  }
+  if (e.kind === 'file') {
+    if (!SHA_RE.test(e.sha256) || e.link_target !== '') throw corrupt('bad file entry', e.path);
+    // Copy roots record mode 0, or (keepExecutable) the bits of an executable file.
+    if (!inMount && e.mode !== 0 && (e.mode & 0o111) === 0) throw corrupt('bad file mode in a copy root', e.path);
+    return e.size;
+  }
+  if (!inMount) throw corrupt('symlink in a copy root', e.path);
+  const t = e.link_target;
+  if (t === '' || t.startsWith('/') || t.includes('\0') || !isWellFormed(t)) throw corrupt('bad symlink', e.path);
+  const bytes = utf8Bytes(t);
+  if (e.mode !== 0 || e.size !== bytes || e.sha256 !== createHash('sha256').update(t, 'utf8').digest('hex')) throw corrupt('bad symlink entry', e.path);
+  return bytes;
+}
+
+/**
+ * One area's entries: sorted, unique, well-formed paths whose parents are directories
+ * listed before them, each one's fields consistent; `placed` says where a path may be.
+ * Returns the bytes the area holds.
+ */
+function checkArea(entries: Entries, inMount: boolean, placed: (path: string, e: ManifestEntry) => void): number {
+  const dirs = new Set<string>();
+  let bytes = 0;
+  let previous: string | undefined;
+  for (const e of entries) {
+    if (e.kind !== 'directory' && e.kind !== 'file' && e.kind !== 'symlink') throw corrupt('unknown entry kind', e.path);
+    checkPathShape(e.path);
+    if (previous !== undefined && compareUtf8(previous, e.path) >= 0) throw corrupt('entries out of order or repeated', e.path);
+    previous = e.path;
+    const cut = e.path.lastIndexOf('/');
+    if (cut >= 0 && !dirs.has(e.path.slice(0, cut))) throw corrupt('parent is not a directory entry', e.path);
+    placed(e.path, e);
+    bytes += checkFields(e, inMount);
+    if (e.kind === 'directory') dirs.add(e.path);
+  }
+  return bytes;
+}
+
+/** The copy area: every entry a declared root, a directory above one, or inside one; every root present. */
+function checkCopyArea(entries: Entries, roots: readonly string[][]): number {
+  const rootPaths = new Set(roots.map((r) => r.join('/')));
+  const above = new Set(roots.flatMap((r) => r.slice(0, -1).map((_p, i) => r.slice(0, i + 1).join('/'))));
+  const found = new Set<string>();
+  const bytes = checkArea(entries, false, (path, e) => {
+    if (rootPaths.has(path)) {
+      found.add(path);
+      return;
+    }
+    if (above.has(path)) {
+      if (e.kind !== 'directory') throw corrupt('a copy root has a parent that is not a directory', path);
+      return;
+    }
+    const parts = path.split('/');
+    if (!parts.some((_p, i) => rootPaths.has(parts.slice(0, i).join('/')))) throw corrupt('entry outside every copy root', path);
+  });
+  for (const r of rootPaths) if (!found.has(r)) throw corrupt('a copy root has no entry', r);
+  return bytes;
+}
+
+function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]): number {
+  let first: ManifestEntry | undefined;
+  const bytes = checkArea(m.entries, true, (path, e) => {
+    first ??= e;
+    if (path !== 'payload' && !path.startsWith('payload/')) throw corrupt('mount entry outside its payload', path);
+  });
+  if (first?.path !== 'payload') throw corrupt('mount without payload', m.target);
+  if (first.kind !== m.kind) throw corrupt('mount kind differs from its payload', m.target);
+  if (m.totalBytes !== bytes) throw corrupt(`mount total_bytes ${m.totalBytes} but its entries hold ${bytes}`, m.target);
+  asCorrupt('mount symlink', () => checkMountSymlinks(m.entries, targetParts, ANY_WORKSPACE));
+  return bytes;
+}
+
+/**
+ * Throws SEAL_CORRUPT unless the snapshot is one capture could have made: canonical
+ * source, declared roots and mount targets that capture accepts (relative, no `..`,
+ * no overlap, none on materialize's own names), every entry where a declaration puts
+ * it and well formed, kept symlinks only in mounts and contained as capture contains
+ * them, and byte totals that add up. The digests are proven separately.
+ */
+export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'entries' | 'mounts' | 'totalBytes'>): void {
+  checkSource(d.source);
+  const roots = d.declarations.map((raw) => declared(raw, 'copy root'));
+  const targets = d.mounts.map((m) => {
+    declared(m.source, 'mount source');
+    return declared(m.target, 'mount target');
+  });
+  asCorrupt('declarations', () => checkClonePlaces(roots, targets));
+  let bytes = checkCopyArea(d.entries, roots);
+  d.mounts.forEach((m, i) => (bytes += checkMount(m, targets[i]!)));
+  if (bytes !== d.totalBytes) throw corrupt(`total_bytes ${d.totalBytes} but the entries hold ${bytes}`);
+}

@@ -1,0 +1,60 @@
+// document-check.test.ts: a snapshot document that capture would refuse is refused on every load, whoever wrote it, and nothing outside the clone is made from it.
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
+import { CASES, plant, valid } from './documents.js';
+
+checkNoFdLeaks();
+
+describe('a snapshot document capture would refuse', () => {
+  it('the valid template loads (the cases below differ from it by one thing each)', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const digest = plant(store.root, valid());
+    expect(store.get(digest).digest).toBe(digest);
+    store.closeSync();
+  });
+
+  it.each(CASES)('is SEAL_CORRUPT on load: %s', (_name, mutate, why) => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const d = valid();
+    mutate(d);
+    const digest = plant(store.root, d);
+    expectError(() => store.get(digest), { code: 'SEAL_CORRUPT', message: `snapshot manifest is corrupt: ${why}` });
+    store.closeSync();
+  });
+
+  it('mounts of a planted snapshot create nothing outside the clone, and the listing is refused', async () => {
+    const base = tempDir();
+    const store = await SnapshotStore.open(join(base, 'store'));
+    const d = valid();
+    d.mounts[0]!.target = '../outside/newdir/sub/created-file';
+    const digest = plant(store.root, d);
+    const clone = join(base, 'clone');
+    mkdirSync(clone);
+    await expectError(async () => (await store.get(digest)).mountPoints(clone), { code: 'SEAL_CORRUPT' });
+    expect(existsSync(join(base, 'outside'))).toBe(false);
+    expect(readdirSync(clone)).toEqual([]);
+    await store.close();
+  });
+});
+
+describe('capture refuses what a load would', () => {
+  const cases: [string, object, string, string][] = [
+    ['a mount target on a copy root', { copy: ['src'], mounts: [{ source: 'deps', target: 'src' }] }, 'SEAL_OVERLAP', 'mount target overlaps a copy root: src and src'],
+    ['a mount target inside a copy root', { copy: ['src'], mounts: [{ source: 'deps', target: 'src/deps' }] }, 'SEAL_OVERLAP', 'mount target overlaps a copy root: src/deps and src'],
+    ["a mount target on materialize's marker", { copy: ['src'], mounts: [{ source: 'deps', target: '.treeseal-materializing' }] }, 'SEAL_COLLISION', "mount target collides with materialize's own names in the clone: .treeseal-materializing"],
+    ["a copy root on materialize's stage prefix", { copy: ['.treeseal-materialize-x'] }, 'SEAL_COLLISION', "copy root collides with materialize's own names in the clone: .treeseal-materialize-x"],
+  ];
+  it.each(cases)('%s, before anything is stored', async (_name, options, code, message) => {
+    const base = tempDir();
+    writeTree(join(base, 'repo'), { 'src/a': 'a', 'deps/i.js': 'i', '.treeseal-materialize-x/f': 'f' });
+    const store = await SnapshotStore.open(join(base, 'store'));
+    await expectError(async () => store.capture({ source: join(base, 'repo'), ...options }), { code, message });
+    expect(readdirSync(join(base, 'store', 'snapshots'))).toEqual([]);
+    expect(readdirSync(join(base, 'store', 'tmp'))).toEqual([]);
+    await store.close();
+  });
+});

@@ -1,0 +1,78 @@
+// documents.ts: snapshot documents as an attacker who controls the whole manifest.json writes them (every digest recomputed), and the cases capture would refuse.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { computeDigests, documentText, sha256Hex } from '../../dist/internal.js';
+
+export type Entry = { kind: 'directory' | 'file' | 'symlink'; path: string; size: number; sha256: string; mode: number; link_target: string };
+export type Mount = { source: string; target: string; kind: 'directory' | 'file'; totalBytes: number; entries: Entry[] };
+export interface Doc {
+  source: string;
+  revision: string;
+  declarations: string[];
+  entries: Entry[];
+  mounts: Mount[];
+  totalBytes: number;
+}
+
+const EMPTY = sha256Hex(Buffer.alloc(0));
+const dir = (path: string): Entry => ({ kind: 'directory', path, size: 0, sha256: '', mode: 0, link_target: '' });
+const file = (path: string, mode = 0): Entry => ({ kind: 'file', path, size: 0, sha256: EMPTY, mode, link_target: '' });
+const link = (path: string, target: string): Entry => ({ kind: 'symlink', path, size: Buffer.byteLength(target), sha256: sha256Hex(Buffer.from(target)), mode: 0, link_target: target });
+const linkBytes = (m: Mount): number => m.entries.reduce((n, e) => n + (e.kind === 'symlink' ? e.size : 0), 0);
+
+/** A well-formed document: one copy root `src`, one directory mount at `node_modules`. */
+export function valid(): Doc {
+  return {
+    source: '/tmp/repo',
+    revision: 'r'.repeat(40),
+    declarations: ['src'],
+    entries: [dir('src'), file('src/a')],
+    mounts: [{ source: 'deps', target: 'node_modules', kind: 'directory', totalBytes: 0, entries: [dir('payload'), file('payload/i.js', 0o644)] }],
+    totalBytes: 0,
+  };
+}
+
+/** Recomputes every total and digest, as an attacker who controls the whole document would. */
+export function text(d: Doc): { digest: string; text: string } {
+  for (const m of d.mounts) m.totalBytes = linkBytes(m);
+  d.totalBytes = d.mounts.reduce((n, m) => n + m.totalBytes, 0);
+  const full = { ...d, ...computeDigests(d) };
+  return { digest: full.digest, text: documentText(full) };
+}
+
+/** Plants the document as a published snapshot in the store (as a user who can write there could). */
+export function plant(storeRoot: string, d: Doc): string {
+  const { digest, text: t } = text(d);
+  const root = join(storeRoot, 'snapshots', digest);
+  mkdirSync(join(root, 'copy'), { recursive: true });
+  d.mounts.forEach((_m, i) => mkdirSync(join(root, 'mounts', String(i).padStart(5, '0'), 'payload'), { recursive: true }));
+  writeFileSync(join(root, 'manifest.json'), t);
+  return digest;
+}
+
+export const CASES: [string, (d: Doc) => void, string][] = [
+  ['a mount target that climbs out of the clone', (d) => (d.mounts[0]!.target = '../../../../../../outside/newdir/sub/created-file'), "mount target: mount target must not contain '..': ../../../../../../outside/newdir/sub/created-file"],
+  ['a mount target over /usr/bin', (d) => (d.mounts[0]!.target = '../usr/bin'), "mount target: mount target must not contain '..': ../usr/bin"],
+  ['an absolute mount target', (d) => (d.mounts[0]!.target = '/etc'), 'mount target: mount target must be relative: /etc'],
+  ['an empty mount target', (d) => (d.mounts[0]!.target = ''), 'mount target: mount target must be a non-empty relative path'],
+  ['a mount target of "."', (d) => (d.mounts[0]!.target = '.'), 'mount target: mount target must name something below its root: .'],
+  ["a mount target on materialize's marker", (d) => (d.mounts[0]!.target = '.treeseal-materializing'), "declarations: mount target collides with materialize's own names in the clone: .treeseal-materializing"],
+  ['a mount target on a copy root', (d) => (d.mounts[0]!.target = 'src'), 'declarations: mount target overlaps a copy root: src and src'],
+  ['a mount target inside a copy root', (d) => (d.mounts[0]!.target = 'src/x'), 'declarations: mount target overlaps a copy root: src/x and src'],
+  ['two mounts on one target', (d) => d.mounts.push({ ...d.mounts[0]!, source: 'other' }), 'declarations: mount targets overlap: node_modules and node_modules'],
+  ['overlapping copy roots', (d) => d.declarations.push('src/a'), 'declarations: copy roots overlap: src and src/a'],
+  ['a copy root with no entry', (d) => d.declarations.push('lib'), 'a copy root has no entry: lib'],
+  ['an entry outside every copy root', (d) => d.entries.push(file('zzz')), 'entry outside every copy root: zzz'],
+  ['a payload symlink that escapes the workspace', (d) => d.mounts[0]!.entries.push(link('payload/l', '../../../../../../../../outside')), 'mount symlink: symlink escapes the sandbox workspace: payload/l -> ../../../../../../../../outside'],
+  ['a payload symlink that dangles', (d) => d.mounts[0]!.entries.push(link('payload/l', 'nothing')), 'mount symlink: symlink is dangling or escapes its snapshot: payload/l -> nothing'],
+  ['an absolute payload symlink', (d) => d.mounts[0]!.entries.push(link('payload/l', '/etc/passwd')), 'bad symlink: payload/l'],
+  ['a symlink in a copy root', (d) => d.entries.push(link('src/l', 'a')), 'symlink in a copy root: src/l'],
+  ['a symlink whose recorded hash is not its target', (d) => d.mounts[0]!.entries.push({ ...link('payload/l', 'i.js'), sha256: EMPTY }), 'bad symlink entry: payload/l'],
+  ['a mount entry outside its payload', (d) => d.mounts[0]!.entries.push(file('zzz')), 'mount entry outside its payload: zzz'],
+  ['a mount whose kind is not its payload', (d) => (d.mounts[0]!.kind = 'file'), 'mount kind differs from its payload: node_modules'],
+  ['a copy-root file with a non-executable mode', (d) => (d.entries[1] = file('src/a', 0o644)), 'bad file mode in a copy root: src/a'],
+  ['a name longer than NAME_MAX', (d) => d.entries.push(file(`src/${'n'.repeat(300)}`)), `a path component is longer than 255 bytes: src/${'n'.repeat(300)}`],
+  ['a relative source', (d) => (d.source = 'repo'), 'source is not a canonical absolute path: repo'],
+  ['a directory with a hash', (d) => (d.entries[0] = { ...dir('src'), sha256: EMPTY }), 'bad directory entry: src'],
+];
