@@ -4,15 +4,18 @@ import { endQuietlyOnClosedOutput } from './cli/io.js';
 
 endQuietlyOnClosedOutput();
 let main: typeof import('./cli/main.js').main;
+let rawArguments: typeof import('./cli/raw-argv.js').rawArguments;
 try {
   ({ main } = await import('./cli/main.js'));
+  ({ rawArguments } = await import('./cli/raw-argv.js'));
 } catch (err) {
   // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
   const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
   process.stderr.write(`treeseal: cannot load the library: ${first} (is the addon built? npm rebuild treeseal)\n`);
   process.exit(1);
 }
-const code = await main(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const code = await main(argv, process.env, undefined, rawArguments(argv.length));
 // Registry commands leave idle keep-alive connections that would hold the process for
 // seconds: once stdout and stderr are flushed, nothing is left to wait for.
 await Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => s.write('', resolve))));

@@ -8,6 +8,7 @@ import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
+import { checkArgumentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
 
@@ -85,11 +86,15 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
   return 1;
 }
 
-/** Runs the treeseal command with argv (without `node cli.js`); returns the exit status. */
-export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = new Io()): Promise<number> {
+/**
+ * Runs the treeseal command with argv (without `node cli.js`); returns the exit status.
+ * `raw`: the same arguments as bytes, where known (an argument that is not UTF-8 is refused).
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = new Io(), raw?: readonly Buffer[]): Promise<number> {
   let spec: CommandSpec | undefined;
   let store: SnapshotStore | undefined;
   try {
+    checkArgumentBytes(raw);
     const options = allOptions();
     const { values, positionals, tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: true, tokens: true });
     checkRepeats(tokens, options);

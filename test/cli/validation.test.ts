@@ -1,11 +1,12 @@
 // validation.test.ts: input the CLI and the library must refuse cleanly: repeated flags, missing stores, hostile names, wrong option types.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { expectError, tempDir, writeTree } from '../helpers.js';
-import { CLI_TIMEOUT_MS, cli, json, setup } from './run-cli.js';
+import { expectError, listTree, tempDir, writeTree } from '../helpers.js';
+import { CLI, CLI_TIMEOUT_MS, cli, json, setup } from './run-cli.js';
 
 describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
   it('a single-valued flag given twice is a usage error (exit 2), not last-wins', () => {
@@ -82,5 +83,40 @@ describe('treeseal verify --clone and gc --clone', { timeout: CLI_TIMEOUT_MS }, 
     mkdirSync(join(clone, '.treeseal-materialize-dead'));
     expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale build\n');
     expect(existsSync(join(clone, '.treeseal-materialize-dead'))).toBe(false);
+  });
+});
+
+describe('treeseal arguments as the kernel passed them', { timeout: CLI_TIMEOUT_MS }, () => {
+  it('a clone path that is not UTF-8 is SEAL_BAD_PATH naming its bytes, and nothing is made (c\\xff and c\\xfe never meet in c\\uFFFD)', () => {
+    const { work, repo, store } = setup();
+    const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--json')).digest as string;
+    for (const byte of ['ff', 'fe']) {
+      // Node's spawn encodes arguments as UTF-8: bash passes the raw byte.
+      const r = spawnSync('bash', ['-c', `exec "$0" "$1" materialize "$2" "$3"$'\\x${byte}'`, process.execPath, CLI, digest, join(work, 'c')], {
+        encoding: 'utf8',
+        env: { ...process.env, TREESEAL_STORE: store },
+      });
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_BAD_PATH: argument 3 is not valid UTF-8: ${join(work, 'c')}\\x${byte}\n`]);
+    }
+    expect(readdirSync(work).sort()).toEqual(['repo', 'store']);
+  });
+
+  it('--workspace must be an absolute canonical path', () => {
+    const { work, repo, store } = setup();
+    const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json')).digest as string;
+    const clone = join(work, 'clone');
+    expect(cli(store, 'materialize', digest, clone).status).toBe(0);
+    const before = listTree(clone);
+    for (const [workspace, why] of [
+      ['', 'workspace must be an absolute path: '],
+      ['relative', 'workspace must be an absolute path: relative'],
+      ['/a/../b', 'workspace must be a canonical absolute path: /a/../b'],
+      ['//ws', 'workspace must be a canonical absolute path: //ws'],
+    ]) {
+      const r = cli(store, 'mounts', digest, clone, '--workspace', workspace!);
+      expect([r.status, r.stdout, r.stderr]).toEqual([1, '', `treeseal: SEAL_BAD_PATH: ${why}\n`]);
+    }
+    expect(listTree(clone)).toEqual(before);
+    expect(json(cli(store, 'mounts', digest, clone, '--workspace', '/ws/', '--json'))[0].target).toBe('/ws/node_modules');
   });
 });
