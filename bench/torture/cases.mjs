@@ -5,6 +5,8 @@ import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:f
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
+import { DOCUMENT_CASES } from './documents.mjs';
+
 const fifo = (p) => execFileSync('mkfifo', [p]);
 const SNAP = (s) => join(s.store, 'snapshots', s.digest);
 const thaw = (p) => execFileSync('chmod', ['-R', 'u+w', p]);
@@ -20,6 +22,7 @@ const onStore = (...args) => ({ cli: (s) => ['--store', s.store, ...args.map((a)
 const D = (s) => s.digest;
 
 export const CASES = [
+  ...DOCUMENT_CASES,
   // ---- CLI: flags, digests, stores, names
   { group: 'cli', name: 'unknown flag', ...onStore('ls', '--bogus') },
   { group: 'cli', name: 'unknown command', ...onStore('explode') },
