@@ -17,3 +17,4 @@ export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';
 export { ADDON_REVISION } from './sys/native.js';
 export { computeDigests, documentText } from './store/document.js';
 export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE } from './store/registry/mapping.js';
+export { checkDocument } from './store/document-check.js';

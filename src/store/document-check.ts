@@ -8,11 +8,20 @@ import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from 
 import { checkMountSymlinks } from '../capture/mounts.js';
 import type { StoredSnapshot } from './document.js';
 
-const SHA_RE = /^[0-9a-f]{64}$/;
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
 const MAX_NAME_BYTES = 255;
 /** Symlinks kept in a payload are checked as mounted at a workspace; the rule does not depend on which. */
 const ANY_WORKSPACE = '/workspace';
+
+/** 64 lowercase hex digits (a loop: a regular expression costs a microsecond a call). */
+function isSha256Hex(s: string): boolean {
+  if (s.length !== 64) return false;
+  for (let i = 0; i < 64; i++) {
+    const c = s.charCodeAt(i);
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
+  }
+  return true;
+}
 
 function corrupt(why: string, path?: string): SealError {
   const where = path === undefined ? '' : `: ${escapePath(path)}`;
@@ -39,10 +48,19 @@ function checkSource(source: string): void {
   if (!canonical || source.includes('\0') || !isWellFormed(source)) throw corrupt('source is not a canonical absolute path', source);
 }
 
+/** A relative path of plain names (no empty, `.` or `..` component, no NUL), each at most NAME_MAX bytes, well-formed UTF-16. */
 function checkPathShape(path: string): void {
-  const parts = path.split('/');
-  if (!isWellFormed(path) || path.includes('\0') || parts.some((p) => p === '' || p === '.' || p === '..')) throw corrupt('bad path', path);
-  if (parts.some((p) => utf8Bytes(p) > MAX_NAME_BYTES)) throw corrupt(`a path component is longer than ${MAX_NAME_BYTES} bytes`, path);
+  if (path.includes('\0') || !isWellFormed(path)) throw corrupt('bad path', path);
+  for (let start = 0; ; ) {
+    const end = path.indexOf('/', start);
+    const stop = end < 0 ? path.length : end;
+    const n = stop - start;
+    if (n === 0 || (n === 1 && path[start] === '.') || (n === 2 && path[start] === '.' && path[start + 1] === '.')) throw corrupt('bad path', path);
+    // A name of at most 85 UTF-16 units is at most 255 UTF-8 bytes: only longer ones are measured.
+    if (n > MAX_NAME_BYTES / 3 && utf8Bytes(path.slice(start, stop)) > MAX_NAME_BYTES) throw corrupt(`a path component is longer than ${MAX_NAME_BYTES} bytes`, path);
+    if (end < 0) return;
+    start = end + 1;
+  }
 }
 
 /** Checks one entry's own fields; returns the bytes it adds to total_bytes. */
@@ -53,7 +71,7 @@ function checkFields(e: ManifestEntry, inMount: boolean): number {
     return 0;
   }
   if (e.kind === 'file') {
-    if (!SHA_RE.test(e.sha256) || e.link_target !== '') throw corrupt('bad file entry', e.path);
+    if (!isSha256Hex(e.sha256) || e.link_target !== '') throw corrupt('bad file entry', e.path);
     // Copy roots record mode 0, or (keepExecutable) the bits of an executable file.
     if (!inMount && e.mode !== 0 && (e.mode & 0o111) === 0) throw corrupt('bad file mode in a copy root', e.path);
     return e.size;
@@ -68,10 +86,10 @@ function checkFields(e: ManifestEntry, inMount: boolean): number {
 
 /**
  * One area's entries: sorted, unique, well-formed paths whose parents are directories
- * listed before them, each one's fields consistent; `placed` says where a path may be.
- * Returns the bytes the area holds.
+ * listed before them, each one's fields consistent; `placed` says where a path may be,
+ * given its parent's path ('' for none). Returns the bytes the area holds.
  */
-function checkArea(entries: Entries, inMount: boolean, placed: (path: string, e: ManifestEntry) => void): number {
+function checkArea(entries: Entries, inMount: boolean, placed: (e: ManifestEntry, parent: string) => void): number {
   const dirs = new Set<string>();
   let bytes = 0;
   let previous: string | undefined;
@@ -81,8 +99,9 @@ function checkArea(entries: Entries, inMount: boolean, placed: (path: string, e:
     if (previous !== undefined && compareUtf8(previous, e.path) >= 0) throw corrupt('entries out of order or repeated', e.path);
     previous = e.path;
     const cut = e.path.lastIndexOf('/');
-    if (cut >= 0 && !dirs.has(e.path.slice(0, cut))) throw corrupt('parent is not a directory entry', e.path);
-    placed(e.path, e);
+    const parent = cut < 0 ? '' : e.path.slice(0, cut);
+    if (cut >= 0 && !dirs.has(parent)) throw corrupt('parent is not a directory entry', e.path);
+    placed(e, parent);
     bytes += checkFields(e, inMount);
     if (e.kind === 'directory') dirs.add(e.path);
   }
@@ -93,18 +112,16 @@ function checkArea(entries: Entries, inMount: boolean, placed: (path: string, e:
 function checkCopyArea(entries: Entries, roots: readonly string[][]): number {
   const rootPaths = new Set(roots.map((r) => r.join('/')));
   const above = new Set(roots.flatMap((r) => r.slice(0, -1).map((_p, i) => r.slice(0, i + 1).join('/'))));
+  // Directories that are a root or inside one: an entry belongs when its parent is one of them.
+  const inside = new Set<string>();
   const found = new Set<string>();
-  const bytes = checkArea(entries, false, (path, e) => {
-    if (rootPaths.has(path)) {
-      found.add(path);
+  const bytes = checkArea(entries, false, (e, parent) => {
+    if (rootPaths.has(e.path)) found.add(e.path);
+    else if (above.has(e.path)) {
+      if (e.kind !== 'directory') throw corrupt('a copy root has a parent that is not a directory', e.path);
       return;
-    }
-    if (above.has(path)) {
-      if (e.kind !== 'directory') throw corrupt('a copy root has a parent that is not a directory', path);
-      return;
-    }
-    const parts = path.split('/');
-    if (!parts.some((_p, i) => rootPaths.has(parts.slice(0, i).join('/')))) throw corrupt('entry outside every copy root', path);
+    } else if (!inside.has(parent)) throw corrupt('entry outside every copy root', e.path);
+    if (e.kind === 'directory') inside.add(e.path);
   });
   for (const r of rootPaths) if (!found.has(r)) throw corrupt('a copy root has no entry', r);
   return bytes;
@@ -112,9 +129,9 @@ function checkCopyArea(entries: Entries, roots: readonly string[][]): number {
 
 function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]): number {
   let first: ManifestEntry | undefined;
-  const bytes = checkArea(m.entries, true, (path, e) => {
+  const bytes = checkArea(m.entries, true, (e) => {
     first ??= e;
-    if (path !== 'payload' && !path.startsWith('payload/')) throw corrupt('mount entry outside its payload', path);
+    if (e.path !== 'payload' && !e.path.startsWith('payload/')) throw corrupt('mount entry outside its payload', e.path);
   });
   if (first?.path !== 'payload') throw corrupt('mount without payload', m.target);
   if (first.kind !== m.kind) throw corrupt('mount kind differs from its payload', m.target);
