@@ -16,6 +16,8 @@ function checkPath(digest: string, path: string): void {
   if (!isWellFormed(path) || path.includes('\0') || parts.some((p) => p === '' || p === '.' || p === '..')) {
     throw refuse(digest, 'bad path', path);
   }
+  // NAME_MAX: no filesystem here can hold a longer name.
+  if (parts.some((p) => Buffer.byteLength(p, 'utf8') > 255)) throw refuse(digest, 'path component longer than 255 bytes', path);
 }
 
 /** One area's entries: sorted, unique, well-formed paths whose parents are directories listed before them. */
