@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
-import { DIR_FLAGS, openBeneath, own, walkDown } from '../../base/fd.js';
+import { DIR_FLAGS, openBeneath, own, type Fd } from '../../base/fd.js';
 import { readFrom } from '../../base/io.js';
 import { escapePath } from '../../base/paths.js';
 import { throwIfRefused } from '../../base/refusal.js';
@@ -43,10 +43,17 @@ function runsOf(parts: readonly string[]): string[][] {
  */
 export function openDeep(sys: Sys, rootFd: number, parts: readonly string[], flags: number, mode = 0): number {
   const runs = runsOf(parts);
-  if (runs.length === 1) return openBeneath(sys, rootFd, parts, flags, mode);
-  const dirs = runs.slice(0, -1);
-  using parent = walkDown(sys, rootFd, dirs.map((r) => r.join('/')), (dirfd, _joined, i) => openBeneath(sys, dirfd, dirs[i]!, DIR_FLAGS));
-  return openBeneath(sys, parent.fd, runs[runs.length - 1]!, flags, mode);
+  let parent: Fd | undefined;
+  try {
+    for (const run of runs.slice(0, -1)) {
+      const next = own(sys, openBeneath(sys, parent?.fd ?? rootFd, run, DIR_FLAGS));
+      parent?.[Symbol.dispose]();
+      parent = next;
+    }
+    return openBeneath(sys, parent?.fd ?? rootFd, runs[runs.length - 1]!, flags, mode);
+  } finally {
+    parent?.[Symbol.dispose]();
+  }
 }
 
 /** SEAL_LIMIT for a path this system cannot open (a component over NAME_MAX), naming it. */
