@@ -11,12 +11,24 @@ function concurrency(ctx: Context): { concurrency?: number } {
   return { concurrency: n };
 }
 
+/** --timeout SECONDS: the wait for response headers and for each body chunk (the rate floor keeps its default). */
+function timeout(ctx: Context): { timeouts?: { headersMs: number; idleMs: number } } {
+  const raw = stringOption(ctx, 'timeout');
+  if (raw === undefined) return {};
+  const ms = Math.round(Number(raw) * 1000);
+  if (!/^\d+(?:\.\d+)?$/.test(raw) || ms < 1 || ms > 86_400_000) {
+    throw new UsageError(`--timeout takes seconds from 0.001 to 86400, not ${JSON.stringify(raw)}`, ctx.command);
+  }
+  return { timeouts: { headersMs: ms, idleMs: ms } };
+}
+
 async function push(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
   const line = ctx.io.progress('pushing');
   const r: PushReport = await store.push(ctx.args[0]!, ctx.args[1]!, {
     ...concurrency(ctx),
+    ...timeout(ctx),
     insecure: flag(ctx, 'insecure'),
     mountFrom: listOption(ctx, 'mount-from'),
     onProgress: (p) => line.update(p),
@@ -32,7 +44,7 @@ async function pull(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
-  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
+  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), ...timeout(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
@@ -44,17 +56,20 @@ export const PUSH: CommandSpec = {
   name: 'push',
   synopsis: 'push <digest> <remote>',
   summary: 'push a snapshot to an OCI registry',
-  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--mount-from REPO]...
+  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--mount-from REPO]...
 
 Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>.
 Blobs the registry already has are skipped; an existing tag for the same snapshot sends nothing.
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
+                      than 1 KiB/s over that long also fails; a timed-out request is retried
   --mount-from REPO   a repository of the same registry to mount blobs from (repeatable)
 Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json.`,
   options: {
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
+    timeout: { type: 'string' },
     'mount-from': { type: 'string', multiple: true },
   },
   run: push,
@@ -64,16 +79,19 @@ export const PULL: CommandSpec = {
   name: 'pull',
   synopsis: 'pull <digest> <remote>',
   summary: 'pull a snapshot from an OCI registry, verified',
-  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure]
+  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS]
 
 Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store. The snapshot
 digest, every blob and every file are checked before it is published; contents the store already
 holds are taken from local snapshots instead of downloaded.
   --concurrency N     blobs moved at once (default 8)
-  --insecure          allow plain HTTP to a registry that is not on a loopback address`,
+  --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
+                      than 1 KiB/s over that long also fails; a timed-out request is retried`,
   options: {
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
+    timeout: { type: 'string' },
   },
   run: pull,
 };

@@ -1,6 +1,7 @@
 // auth.ts: registry authorization: WWW-Authenticate challenges, Basic, and the Bearer token flow (realm, service, scope).
 import { SealError } from '../../base/errors.js';
 import type { Credentials } from './credentials.js';
+import type { Outgoing } from './http.js';
 import { isLoopback, type Remote } from './remote.js';
 
 export interface Challenge {
@@ -24,7 +25,7 @@ export function parseChallenge(header: string | null): Challenge | undefined {
 }
 
 /** Sends one HTTP request (with retries on 429, 5xx and lost connections). */
-export type Send = (url: string, init: RequestInit) => Promise<Response>;
+export type Send = (url: string, req: Outgoing) => Promise<Response>;
 
 export interface AuthorizerOptions {
   remote: Remote;
@@ -92,7 +93,8 @@ export class Authorizer {
     } catch (err) {
       throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a bad token realm: ${realm}`, { cause: err });
     }
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.plainHttpAllowed || isLoopback(url.host)))) {
+    // The realm's own host decides, not the registry's: a loopback registry may name a realm anywhere.
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.insecure || isLoopback(url.host)))) {
       throw new SealError('SEAL_REMOTE', `token realm ${realm} is not HTTPS; plain HTTP needs --insecure`);
     }
     if (params.service !== undefined) url.searchParams.set('service', params.service);

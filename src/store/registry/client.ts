@@ -4,8 +4,10 @@ import { createHash } from 'node:crypto';
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { Credentials } from './credentials.js';
+import { DEFAULT_TIMEOUTS, type Deadlines } from './deadline.js';
 import { lostConnection, readBounded, remoteError, send, type Transport } from './http.js';
 import type { Remote } from './remote.js';
+import { checkDestination } from './rules.js';
 
 /** The largest manifest accepted (registries refuse bigger ones too). */
 export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
@@ -19,6 +21,8 @@ export interface ClientOptions {
   signal?: AbortSignal | undefined;
   retries?: number;
   backoffMs?: number;
+  /** Per-exchange deadlines (default DEFAULT_TIMEOUTS). */
+  deadlines?: Deadlines;
   what: string;
 }
 
@@ -47,22 +51,37 @@ export class RegistryClient {
 
   constructor(o: ClientOptions) {
     this.remote = o.remote;
-    this.transport = { label: `registry ${o.remote.host}`, signal: o.signal, retries: o.retries ?? 4, backoffMs: o.backoffMs ?? 200, what: o.what };
+    this.transport = {
+      label: `registry ${o.remote.host}`,
+      signal: o.signal,
+      retries: o.retries ?? 4,
+      backoffMs: o.backoffMs ?? 200,
+      what: o.what,
+      insecure: o.remote.insecure,
+      deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
+    };
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }
 
-  #url(path: string): string {
-    return /^https?:\/\//.test(path) ? path : `${this.remote.origin}${path}`;
+  /** A path below the origin, or a Location the registry sent (held to the transport rules). */
+  #url(path: string): URL {
+    const origin = new URL(this.remote.origin);
+    if (!/^[a-z][a-z0-9+.-]*:/i.test(path)) return new URL(`${this.remote.origin}${path}`);
+    const url = new URL(path);
+    checkDestination(url, this.remote.insecure, `${this.transport.label}'s upload location`, origin);
+    return url;
   }
 
   /** One call: authorization learned from 401 challenges (at most twice per call), errors as SEAL_REMOTE. */
   async call(c: Call): Promise<Response> {
     const refused = (res: Response): Promise<SealError> => remoteError(this.transport, res, c.doing);
     for (let authTries = 0; ; authTries++) {
-      const sent = this.#auth.header;
+      const url = this.#url(c.path);
+      // Credentials go to the registry's own origin only (an upload location elsewhere gets none).
+      const sent = url.origin === new URL(this.remote.origin).origin ? this.#auth.header : undefined;
       const headers: Record<string, string> = { ...c.headers };
       if (sent !== undefined) headers.authorization = sent;
-      const res = await send(this.transport, this.#url(c.path), { method: c.method, headers, body: c.body ?? null });
+      const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null });
       if (c.ok.includes(res.status)) return res;
       if (res.status === 401 && authTries < 2 && (await this.#auth.challenged(res, sent, await refused(res.clone())))) {
         await res.body?.cancel().catch(() => {});

@@ -1,19 +1,35 @@
-// http.ts: one HTTP exchange with a registry: retries with backoff, abort, bounded body reads, and SEAL_REMOTE errors.
+// http.ts: one HTTP exchange with a registry: retries with backoff, deadlines, redirects by the transport rules, abort, bounded body reads, and SEAL_REMOTE errors.
 import { SealError } from '../../base/errors.js';
+import { TimedOut, Watch, watchedResponse, watchedUpload, type Deadlines } from './deadline.js';
+import { checkDestination } from './rules.js';
 
 /** Network failures that will not heal by asking again right away. */
 const PERMANENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID', 'SELF_SIGNED_CERT_IN_CHAIN']);
+
+/** Redirect statuses followed (by hand: each hop is checked against the transport rules first). */
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const MAX_REDIRECTS = 10;
 
 export interface Transport {
   /** Where messages say the request went, e.g. `registry 127.0.0.1:5000`. */
   label: string;
   signal: AbortSignal | undefined;
-  /** Further attempts after a 429, a 5xx or a lost connection. */
+  /** Further attempts after a 429, a 5xx, a lost connection or a passed deadline. */
   retries: number;
   /** First backoff in ms, doubled each attempt (Retry-After wins when the registry sends one, up to 10 s). */
   backoffMs: number;
   /** What was being done, for SEAL_ABORTED. */
   what: string;
+  /** Plain HTTP to any host (else only to loopback hosts); never from HTTPS down to HTTP. */
+  insecure: boolean;
+  deadlines: Deadlines;
+}
+
+/** One request: bodies are Buffers, so every attempt and every redirect sends the same bytes. */
+export interface Outgoing {
+  method: string;
+  headers: Record<string, string>;
+  body?: Buffer | null;
 }
 
 export function aborted(t: Transport): SealError {
@@ -30,6 +46,7 @@ function causeCode(err: unknown): string {
 export function lostConnection(t: Transport, err: unknown, doing: string): SealError {
   if (t.signal?.aborted) return aborted(t);
   if (err instanceof SealError) return err;
+  if (err instanceof TimedOut) return new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err });
   return new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
 }
 
@@ -55,19 +72,75 @@ function retryable(status: number): boolean {
   return status === 429 || status === 408 || status >= 500;
 }
 
+/** One exchange under its own deadlines; a redirect comes back as it is (the caller follows it). */
+async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: Buffer | null): Promise<Response> {
+  const w = new Watch(t.deadlines, t.signal);
+  try {
+    const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal };
+    if (body !== null && body.length > 0) {
+      init.body = watchedUpload(body, w);
+      init.duplex = 'half';
+      init.headers = { ...headers, 'content-length': String(body.length) };
+    } else if (body !== null) init.body = body;
+    w.awaitHeaders();
+    const res = await fetch(url, init);
+    w.gotHeaders();
+    return watchedResponse(res, w);
+  } catch (err) {
+    w.end();
+    throw w.timedOut ?? err;
+  }
+}
+
 /**
- * fetch with retries: a 429, 408 or 5xx answer and a dropped connection are retried with
- * exponential backoff (bodies are Buffers, so every attempt sends the same bytes).
+ * Sends req to start and follows redirects by hand: each hop must pass the transport
+ * rules (see checkDestination) before anything connects to it, and the Authorization
+ * header never leaves the origin it was meant for.
  */
-export async function send(t: Transport, url: string, init: RequestInit): Promise<Response> {
+async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response> {
+  let url = start;
+  let method = req.method;
+  let body = req.body ?? null;
+  const headers = { ...req.headers };
+  const doing = `${req.method} ${start.pathname}`;
+  for (let hops = 0; ; hops++) {
+    const res = await exchange(t, url, method, headers, body);
+    const location = REDIRECTS.has(res.status) ? res.headers.get('location') : null;
+    if (location === null) return res;
+    await res.body?.cancel().catch(() => {});
+    if (hops >= MAX_REDIRECTS) throw new SealError('SEAL_REMOTE', `${t.label} redirected ${doing} more than ${MAX_REDIRECTS} times`);
+    let next: URL;
+    try {
+      next = new URL(location, url);
+    } catch (err) {
+      throw new SealError('SEAL_REMOTE', `${t.label} redirected ${doing} to a bad location`, { cause: err });
+    }
+    checkDestination(next, t.insecure, `${t.label}'s redirect of ${doing}`, url);
+    if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
+      if (method !== 'HEAD') method = 'GET';
+      body = null;
+      delete headers['content-type'];
+    }
+    if (next.origin !== start.origin) delete headers.authorization;
+    url = next;
+  }
+}
+
+/**
+ * Sends one request with retries: a 429, 408 or 5xx answer, a dropped connection and a
+ * passed deadline are retried with exponential backoff; a refused destination is not.
+ */
+export async function send(t: Transport, url: string, req: Outgoing): Promise<Response> {
+  const start = new URL(url);
   for (let attempt = 0; ; attempt++) {
     if (t.signal?.aborted) throw aborted(t);
     let res: Response | undefined;
     try {
-      res = await fetch(url, { ...init, redirect: 'follow', signal: t.signal ?? null });
+      res = await follow(t, start, req);
     } catch (err) {
       if (t.signal?.aborted) throw aborted(t);
-      if (attempt >= t.retries || PERMANENT.has(causeCode(err))) throw lostConnection(t, err, `${init.method ?? 'GET'} ${new URL(url).pathname}`);
+      if (err instanceof SealError) throw err;
+      if (attempt >= t.retries || PERMANENT.has(causeCode(err))) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
     }
     if (res !== undefined && (!retryable(res.status) || attempt >= t.retries)) return res;
     await res?.body?.cancel().catch(() => {});

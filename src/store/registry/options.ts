@@ -1,8 +1,12 @@
 // options.ts: push/pull options, reports and progress, their validation, and the client they configure.
+import { checkBoolean, checkFunction, checkInteger, checkOptions as checkObject } from '../../base/arg-errors.js';
 import type { Progress } from '../../base/progress.js';
 import { RegistryClient } from './client.js';
 import { findCredentials, type Credentials } from './credentials.js';
+import { checkTimeouts, type Deadlines, type Timeouts } from './deadline.js';
 import { parseRemote, type Remote } from './remote.js';
+
+export type { Timeouts } from './deadline.js';
 
 /** Blobs done so far (`entries`) and blob bytes moved (`bytes`), with the totals to move. */
 export interface TransferProgress extends Progress {
@@ -19,8 +23,14 @@ export interface RemoteOptions {
   insecure?: boolean;
   /** Else TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json. */
   credentials?: Credentials;
-  /** Further attempts after a 429, a 5xx or a dropped connection (default 4, backoff from 200 ms doubling). */
+  /** Further attempts after a 429, a 5xx, a dropped connection or a passed deadline (default 4, backoff from 200 ms doubling). */
   retries?: number;
+  /**
+   * Deadlines of every exchange with the registry (defaults: 30 s for the response headers,
+   * 30 s without a byte of a body moving, and at least 1 KiB/s averaged over 30 s). A
+   * deadline that passes counts as a dropped connection: retried, then SEAL_REMOTE.
+   */
+  timeouts?: Timeouts;
 }
 
 export interface PushOptions extends RemoteOptions {
@@ -63,38 +73,28 @@ export interface PullReport {
   elapsedMs: number;
 }
 
-function typeError(message: string): TypeError {
-  return Object.assign(new TypeError(message), { code: 'ERR_INVALID_ARG_TYPE' });
-}
-
 function intOption(value: unknown, name: string, min: number, max: number, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number') throw typeError(`${name} must be a number`);
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw Object.assign(new RangeError(`${name} must be an integer from ${min} to ${max}, not ${value}`), { code: 'ERR_OUT_OF_RANGE' });
-  }
-  return value;
+  return value === undefined ? fallback : checkInteger(`options.${name}`, value, min, max);
 }
 
 export interface Checked {
   remote: Remote;
   concurrency: number;
   retries: number;
+  deadlines: Deadlines;
   credentials: Credentials | undefined;
 }
 
 /** Validates the options shared by push and pull and parses the remote. */
 export function checkOptions(remoteText: unknown, o: RemoteOptions): Checked {
-  if (typeof o !== 'object' || o === null) throw typeError('options must be an object');
-  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') throw typeError('onProgress must be a function');
-  if (o.insecure !== undefined && typeof o.insecure !== 'boolean') throw typeError('insecure must be a boolean');
+  checkObject('options', o);
+  checkFunction('options.onProgress', o.onProgress);
+  checkBoolean('options.insecure', o.insecure);
+  const concurrency = intOption(o.concurrency, 'concurrency', 1, 64, 8);
+  const retries = intOption(o.retries, 'retries', 0, 20, 4);
+  const deadlines = checkTimeouts(o.timeouts);
   const remote = parseRemote(remoteText, o.insecure === true);
-  return {
-    remote,
-    concurrency: intOption(o.concurrency, 'concurrency', 1, 64, 8),
-    retries: intOption(o.retries, 'retries', 0, 20, 4),
-    credentials: findCredentials(remote.host, o.credentials),
-  };
+  return { remote, concurrency, retries, deadlines, credentials: findCredentials(remote.host, o.credentials) };
 }
 
 export function checkChunkBytes(o: PushOptions): number {
@@ -102,7 +102,7 @@ export function checkChunkBytes(o: PushOptions): number {
 }
 
 export function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): RegistryClient {
-  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, what });
+  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what });
 }
 
 /** Runs task(item) for every item, at most `concurrency` at once; the first failure stops new starts and is thrown once all settle. */

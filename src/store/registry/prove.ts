@@ -23,7 +23,8 @@ export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layou
   try {
     data = decodeDocument(f.config);
   } catch (err) {
-    throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, { cause: err });
+    const path = err instanceof SealError ? err.path : undefined;
+    throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, path === undefined ? { cause: err } : { cause: err, path });
   }
   if (data.digest !== f.digest) {
     throw new SealError('SEAL_CORRUPT', `${f.where} holds snapshot ${data.digest}, not ${f.digest} (the tag was moved or the registry lies)`);

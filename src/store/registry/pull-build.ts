@@ -3,12 +3,13 @@ import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
 import { CHUNK_BYTES } from '../../base/io.js';
-import { DIR_FLAGS, openBeneath, openChildDir, own, removeAt } from '../../base/fd.js';
+import { DIR_FLAGS, openChildDir, own, removeAt } from '../../base/fd.js';
 import { writeAll } from '../../base/io.js';
 import type { Entries } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
 import { fillFile } from '../../capture/copy-file.js';
 import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
+import { hasCode } from '../../sys/errno.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
 import type { StoredSnapshot } from '../document.js';
@@ -18,7 +19,7 @@ import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
 import type { Content, Layout, Place } from './mapping.js';
 import { proveSnapshot, type Fetched } from './prove.js';
-import { openContent, placeParts } from './pack.js';
+import { openContent, openDeep, placeParts, tooLong } from './pack.js';
 import { frozenFileMode } from '../../base/frozen.js';
 
 interface PullState {
@@ -75,12 +76,22 @@ function areas(data: StoredSnapshot): { area: string; entries: Entries }[] {
 }
 
 function parentOf(sys: Sys, buildFd: number, parts: string[]): number {
-  return openBeneath(sys, buildFd, parts.slice(0, -1), DIR_FLAGS);
+  return openDeep(sys, buildFd, parts.slice(0, -1), DIR_FLAGS);
+}
+
+/** Runs fn for the entry at rel (`<area>/<path>`); ENAMETOOLONG (a name or link this system cannot hold) is SEAL_LIMIT naming it. */
+function atPath<T>(rel: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (hasCode(err, 'ENAMETOOLONG')) throw tooLong(rel, err);
+    throw err;
+  }
 }
 
 /** Creates a file at place, frozen from creation (0400, 0500 when executable), and returns its fd. */
 function createAt(sys: Sys, buildFd: number, place: Place): number {
-  return openBeneath(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, frozenFileMode(place.mode));
+  return atPath(`${place.area}/${place.path}`, () => openDeep(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, frozenFileMode(place.mode)));
 }
 
 /** The build's areas and every directory of the manifest (0700 until frozen), plus its empty files. */
@@ -96,8 +107,10 @@ function makeSkeleton(sys: Sys, s: PullState): void {
     for (const e of entries) {
       if (e.kind !== 'directory') continue;
       const parts = [...area.split('/'), ...e.path.split('/')];
-      using parent = own(sys, parentOf(sys, build.fd, parts));
-      sys.mkdirat(parent.fd, parts[parts.length - 1]!, 0o700);
+      atPath(`${area}/${e.path}`, () => {
+        using parent = own(sys, parentOf(sys, build.fd, parts));
+        sys.mkdirat(parent.fd, parts[parts.length - 1]!, 0o700);
+      });
     }
   }
   for (const place of s.layout.empty) own(sys, createAt(sys, build.fd, place)).close();
@@ -191,13 +204,21 @@ export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array
   }
 }
 
+/** Creates large file `index` of the layout at its first place (frozen mode) for the caller to stream into; returns the fd. */
+export function openPulledFile(sys: Sys, id: number, index: number): number {
+  const s = state(id);
+  return createAt(sys, s.build.fd, s.layout.files[index]!.places[0]!);
+}
+
 function makeSymlinks(sys: Sys, s: PullState): void {
   for (const { area, entries } of areas(s.data)) {
     for (const e of entries) {
       if (e.kind !== 'symlink') continue;
       const parts = [...area.split('/'), ...e.path.split('/')];
-      using parent = own(sys, parentOf(sys, s.build.fd, parts));
-      sys.symlinkat(e.link_target, parent.fd, parts[parts.length - 1]!);
+      atPath(`${area}/${e.path}`, () => {
+        using parent = own(sys, parentOf(sys, s.build.fd, parts));
+        sys.symlinkat(e.link_target, parent.fd, parts[parts.length - 1]!);
+      });
     }
   }
 }

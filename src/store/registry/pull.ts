@@ -1,7 +1,7 @@
 // pull.ts: store.pull: a snapshot from an OCI registry, proven against its digest, built in tmp/ and published by rename.
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { close, write } from 'node:fs';
+import { promisify } from 'node:util';
 
 import { SealError } from '../../base/errors.js';
 import type { Sys } from '../../sys/native.js';
@@ -12,7 +12,9 @@ import { Meter, checkOptions, eachLimited, makeClient, type PullOptions, type Pu
 import { snapshotTag } from './remote.js';
 import type { Fetched } from './prove.js';
 import type { FileToPull } from './pull-build.js';
-import { frozenFileMode } from '../../base/frozen.js';
+
+const writeAt = promisify(write);
+const closeFd = promisify(close);
 
 /** The largest snapshot manifest (config blob) accepted. */
 const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
@@ -37,28 +39,39 @@ async function fetchSnapshot(client: RegistryClient, digest: string, where: stri
   return { digest, where: `${where}:${tag}`, config, artifact };
 }
 
+/** Writes all of block at position to fd (async). */
+async function writeFully(fd: number, block: Buffer, position: number): Promise<void> {
+  for (let done = 0; done < block.length; ) {
+    const { bytesWritten } = await writeAt(fd, block, done, block.length - done, position + done);
+    done += bytesWritten;
+  }
+}
+
 /**
- * Streams a large file's blob into the build at the content's first place: async writes,
- * hashed as it comes, its size and sha256 proven before the file counts.
+ * Streams a large file's blob into the build at the content's first place (created by a
+ * worker job, fd-relatively, so a path of any length works): async writes, hashed as it
+ * comes, its size and sha256 proven before the file counts.
  */
-async function streamFile(client: RegistryClient, buildPath: string, content: FileToPull, meter: Meter): Promise<void> {
-  const { place } = content;
+async function streamFile(client: RegistryClient, sys: Sys, buildId: number, content: FileToPull, meter: Meter): Promise<void> {
   const digest = `sha256:${content.sha256}`;
-  const res = await client.openBlob(digest);
-  const mode = frozenFileMode(place.mode);
-  const file = await open(`${buildPath}/${place.area}/${place.path}`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
-  const hash = createHash('sha256');
-  let size = 0;
-  // Chunks from the socket are small: gather them into WRITE_BYTES writes.
-  const pending: Uint8Array[] = [];
-  let pendingBytes = 0;
-  const flush = async (): Promise<void> => {
-    const block = Buffer.concat(pending, pendingBytes);
-    pending.length = 0;
-    pendingBytes = 0;
-    await file.write(block, 0, block.length, size - block.length);
-  };
+  const fd = await runJob(sys, 'pullOpenFile', [buildId, content.index]);
   try {
+    const res = await client.openBlob(digest);
+    const hash = createHash('sha256');
+    let size = 0;
+    // Chunks from the socket are small: gather them into WRITE_BYTES writes.
+    const pending: Uint8Array[] = [];
+    let pendingBytes = 0;
+    // A failed write is the disk's failure (a system error), not the connection's.
+    let writing = false;
+    const flush = async (): Promise<void> => {
+      const block = Buffer.concat(pending, pendingBytes);
+      pending.length = 0;
+      pendingBytes = 0;
+      writing = true;
+      await writeFully(fd, block, size - block.length);
+      writing = false;
+    };
     try {
       for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
         size += chunk.length;
@@ -72,6 +85,7 @@ async function streamFile(client: RegistryClient, buildPath: string, content: Fi
       }
       if (pendingBytes > 0 && size <= content.size) await flush();
     } catch (err) {
+      if (writing) throw err;
       throw client.lost(err, `reading blob ${digest}`);
     }
     if (size !== content.size) {
@@ -80,7 +94,7 @@ async function streamFile(client: RegistryClient, buildPath: string, content: Fi
     }
     if (hash.digest('hex') !== content.sha256) throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent blob ${digest} with other content`);
   } finally {
-    await file.close();
+    await closeFd(fd);
   }
 }
 
@@ -113,7 +127,7 @@ export async function pullSnapshot(target: PullTarget, digest: string, remoteTex
         meter.add(bytes.length, 1);
       }),
       ...start.files.map((f) => async () => {
-        await streamFile(client, start.buildPath, f, meter);
+        await streamFile(client, target.sys, start.id, f, meter);
         meter.add(0, 1);
       }),
     ];

@@ -1,18 +1,25 @@
 // push.ts: store.push: a published snapshot to an OCI registry as one image manifest, its blobs first and the manifest last.
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { close, read } from 'node:fs';
+import { promisify } from 'node:util';
 
+import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
-import { DOCUMENT_NAME } from '../layout.js';
 import { parseArtifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
 import { runJob } from './jobs.js';
 import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
 import { Meter, checkChunkBytes, checkOptions, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { parseRemote, snapshotTag } from './remote.js';
+
+const readFd = promisify(read);
+const closeFd = promisify(close);
+
+async function readAt(fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
+  return (await readFd(fd, buffer, offset, length, position)).bytesRead;
+}
 
 interface Push {
   client: RegistryClient;
@@ -49,22 +56,22 @@ async function ensureBlob(p: Push, digest: string, size: number, upload: (locati
 
 /**
  * Uploads a large file in chunks (PATCH with Content-Range, then PUT ?digest), read with
- * async reads from the frozen snapshot file: one chunk in memory, hashed as it goes; a
- * file whose bytes no longer match its sha256 is never committed.
+ * async reads from the frozen snapshot file (opened fd-relatively by a worker job under the
+ * store's shared lock): one chunk in memory, hashed as it goes; a file whose bytes no
+ * longer match its sha256 is never committed.
  */
-async function uploadFile(p: Push, root: string, content: Content, first: string): Promise<void> {
+async function uploadFile(p: Push, target: PushTarget, content: Content, first: string): Promise<void> {
   const place = content.places[0]!;
   const rel = `${place.area}/${place.path}`;
   const corrupt = (): SealError => new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(rel)}`, { path: rel });
-  const file = await open(`${root}/${rel}`, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   let location = first;
+  let fd = -1;
   try {
-    const st = await file.stat();
-    if (!st.isFile() || st.size !== content.size) throw corrupt();
+    fd = await runJob(target.sys, 'pushOpenFile', [target.root, target.digest, content]);
     const hash = createHash('sha256');
     const buffer = Buffer.allocUnsafe(Math.min(p.chunkBytes, content.size));
     for (let offset = 0; offset < content.size; ) {
-      const { bytesRead } = await file.read(buffer, 0, Math.min(buffer.length, content.size - offset), offset);
+      const bytesRead = await readAt(fd, buffer, 0, Math.min(buffer.length, content.size - offset), offset);
       if (bytesRead === 0) throw corrupt();
       const chunk = buffer.subarray(0, bytesRead);
       hash.update(chunk);
@@ -78,7 +85,7 @@ async function uploadFile(p: Push, root: string, content: Content, first: string
     await p.client.cancelUpload(location);
     throw err;
   } finally {
-    await file.close();
+    if (fd >= 0) await closeFd(fd);
   }
 }
 
@@ -110,7 +117,7 @@ export interface PushTarget {
 
 function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
   if (o.mountFrom === undefined) return [];
-  if (!Array.isArray(o.mountFrom)) throw Object.assign(new TypeError('mountFrom must be an array of repository names'), { code: 'ERR_INVALID_ARG_TYPE' });
+  if (!Array.isArray(o.mountFrom)) throw invalidArgType('options.mountFrom', 'Array', o.mountFrom);
   return o.mountFrom.map((r) => parseRemote(`localhost/${String(r)}`, insecure).repository);
 }
 
@@ -131,9 +138,10 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const { remote } = checked;
   const { digest, root } = target;
   const tag = snapshotTag(digest);
-  const config = await readFile(`${root}/${DOCUMENT_NAME}`).catch((err: unknown) => {
-    throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
-  });
+  // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
+  // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
+  const read = await runJob(target.sys, 'pushConfig', [root, digest]);
+  const config = Buffer.from(read.buffer, read.byteOffset, read.byteLength);
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = makeClient(checked, options, scopes, 'push');
@@ -152,12 +160,12 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const tasks: Task[] = [
     () => ensureBlob(p, configDigest, config.length, uploadBytes(p, configDigest, config)),
     ...layout.packs.map((pack, i): Task => async () => {
-      const read = await runJob(target.sys, 'readPack', [root, pack]);
-      const bytes = Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength);
-      packDigests[i] = read.digest;
-      await ensureBlob(p, read.digest, bytes.length, uploadBytes(p, read.digest, bytes));
+      const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
+      const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
+      packDigests[i] = packed.digest;
+      await ensureBlob(p, packed.digest, bytes.length, uploadBytes(p, packed.digest, bytes));
     }),
-    ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, (loc) => uploadFile(p, root, f, loc))),
+    ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, (loc) => uploadFile(p, target, f, loc))),
   ];
   if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, uploadBytes(p, EMPTY_DIGEST, EMPTY_BLOB)));
   await eachLimited(tasks, checked.concurrency, (t) => t());

@@ -13,6 +13,8 @@ export interface Remote {
   readonly origin: string;
   /** Plain HTTP is allowed for this registry (loopback, or insecure asked for). */
   readonly plainHttpAllowed: boolean;
+  /** `insecure` was asked for: plain HTTP to any host (the registry, its token realm, redirects). */
+  readonly insecure: boolean;
   /** What the user wrote, for messages. */
   readonly text: string;
 }
@@ -69,5 +71,5 @@ export function parseRemote(text: unknown, insecure = false): Remote {
     throw new SealError('SEAL_REMOTE', `plain HTTP to ${host} needs --insecure (only loopback registries are spoken to without TLS)`);
   }
   const useHttp = scheme === 'http' || (scheme === undefined && plainHttpAllowed);
-  return { host, repository, origin: `${useHttp ? 'http' : 'https'}://${host}`, plainHttpAllowed, text };
+  return { host, repository, origin: `${useHttp ? 'http' : 'https'}://${host}`, plainHttpAllowed, insecure, text };
 }

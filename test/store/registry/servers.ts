@@ -1,0 +1,95 @@
+// servers.ts: small loopback servers for the network-rule tests (HTTP, HTTPS with a self-signed cert, raw TCP) and a fetch guard that refuses any other address.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as httpsServer } from 'node:https';
+import { createServer as netServer, type AddressInfo, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterAll } from 'vitest';
+
+import { isLoopback } from '../../../dist/internal.js';
+import { tempDir } from '../../helpers.js';
+
+const closers: (() => void)[] = [];
+afterAll(() => {
+  for (const close of closers.splice(0)) close();
+});
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+async function listen(server: Server | ReturnType<typeof netServer>): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => {
+    (server as Server).closeAllConnections?.();
+    server.close();
+  });
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** An HTTP server on 127.0.0.1; returns host:port. */
+export function httpOn(handler: Handler): Promise<string> {
+  return listen(createServer(handler));
+}
+
+/** A self-signed certificate for 127.0.0.1 (key, cert, and the cert's file for NODE_EXTRA_CA_CERTS). */
+export function selfSigned(): { key: Buffer; cert: Buffer; certFile: string } {
+  const dir = tempDir();
+  const keyFile = join(dir, 'key.pem');
+  const certFile = join(dir, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], {
+    stdio: 'ignore',
+  });
+  return { key: readFileSync(keyFile), cert: readFileSync(certFile), certFile };
+}
+
+/** An HTTPS server on 127.0.0.1 with the given key and cert; returns host:port. */
+export function httpsOn(tls: { key: Buffer; cert: Buffer }, handler: Handler): Promise<string> {
+  return listen(httpsServer(tls, handler) as unknown as Server);
+}
+
+/** A TCP server on 127.0.0.1 that accepts connections and never answers; counts them. */
+export async function silentServer(): Promise<{ address: string; connections: () => number }> {
+  const sockets: Socket[] = [];
+  const server = netServer((s) => {
+    sockets.push(s);
+    s.on('error', () => {});
+  });
+  const address = await listen(server);
+  closers.push(() => sockets.forEach((s) => s.destroy()));
+  return { address, connections: () => sockets.length };
+}
+
+/** Passes a request on to the registry at upstream (host:port) and its answer back. */
+export function forward(upstream: string, req: IncomingMessage, res: ServerResponse, path = req.url ?? '/'): void {
+  const [host, port] = upstream.split(':');
+  const headers = { ...req.headers, host: upstream };
+  const out = request({ host, port: Number(port), method: req.method, path, headers }, (up) => {
+    res.writeHead(up.statusCode ?? 502, up.headers);
+    up.pipe(res);
+  });
+  out.on('error', () => res.destroy());
+  req.pipe(out);
+}
+
+/**
+ * Replaces fetch for the rest of the file: a URL whose host is not loopback is refused
+ * before any connection and recorded; every other request goes through.
+ */
+export function guardFetch(): { refused: string[]; seen: { url: string; authorization: string | undefined }[] } {
+  const real = globalThis.fetch;
+  const state = { refused: [] as string[], seen: [] as { url: string; authorization: string | undefined }[] };
+  globalThis.fetch = (async (input: string | URL, init?: RequestInit) => {
+    const url = new URL(String(input));
+    const headers = (init?.headers ?? {}) as Record<string, string>;
+    state.seen.push({ url: url.toString(), authorization: headers.authorization });
+    if (!isLoopback(url.host)) {
+      state.refused.push(url.toString());
+      throw new TypeError('fetch failed', { cause: Object.assign(new Error('the test refuses every non-loopback address'), { code: 'ETESTGUARD' }) });
+    }
+    return real(input, init);
+  }) as typeof fetch;
+  closers.push(() => {
+    globalThis.fetch = real;
+  });
+  return state;
+}
