@@ -14,7 +14,7 @@ const dir = (path) => ({ kind: 'directory', path, size: 0, sha256: '', mode: 0, 
 const file = (path, mode = 0) => ({ kind: 'file', path, size: 0, sha256: EMPTY, mode, link_target: '' });
 const link = (path, target) => ({ kind: 'symlink', path, size: target.length, sha256: sha(target), mode: 0, link_target: target });
 
-function valid(source) {
+export function valid(source) {
   return {
     source,
     revision: '',
@@ -25,7 +25,7 @@ function valid(source) {
 }
 
 /** The document text and digest, every total and digest recomputed from the (mutated) parts. */
-function encode(d) {
+export function encode(d) {
   const mounts = d.mounts.map((m) => ({ ...m, total_bytes: m.entries.reduce((n, e) => n + (e.kind === 'file' || e.kind === 'symlink' ? e.size : 0), 0) }));
   const manifest_digest = sha(canon(d.entries));
   const mount_content_digest = sha(canon(mounts.map((m) => ({ entries: m.entries }))));
@@ -52,7 +52,7 @@ function plant(s, mutate) {
   return digest;
 }
 
-const MUTATIONS = [
+export const MUTATIONS = [
   ['target climbing out of the clone', (d) => (d.mounts[0].target = '../../outside/newdir/sub/created-file')],
   ['target over /usr/bin', (d) => (d.mounts[0].target = '../usr/bin')],
   ['absolute target', (d) => (d.mounts[0].target = '/etc')],

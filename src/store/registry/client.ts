@@ -1,5 +1,6 @@
 // client.ts: the distribution API over fetch: manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
 import { createHash } from 'node:crypto';
+import { Agent } from 'undici';
 
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
@@ -59,8 +60,14 @@ export class RegistryClient {
       what: o.what,
       insecure: o.remote.insecure,
       deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
+      dispatcher: new Agent(),
     };
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
+  }
+
+  /** Closes every connection the client opened (requests still running fail): call once its operation is over. */
+  async close(): Promise<void> {
+    await this.transport.dispatcher.destroy();
   }
 
   /** A path below the origin, or a Location the registry sent (held to the transport rules). */

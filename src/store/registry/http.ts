@@ -1,4 +1,6 @@
 // http.ts: one HTTP exchange with a registry: retries with backoff, deadlines, redirects by the transport rules, abort, bounded body reads, and SEAL_REMOTE errors.
+import type { Dispatcher } from 'undici';
+
 import { SealError } from '../../base/errors.js';
 import { TimedOut, Watch, watchedResponse, watchedUpload, type Deadlines } from './deadline.js';
 import { checkDestination } from './rules.js';
@@ -23,6 +25,8 @@ export interface Transport {
   /** Plain HTTP to any host (else only to loopback hosts); never from HTTPS down to HTTP. */
   insecure: boolean;
   deadlines: Deadlines;
+  /** The operation's own connection pool: closed when it ends, so no socket outlives a push or pull. */
+  dispatcher: Dispatcher;
 }
 
 /** One request: bodies are Buffers, so every attempt and every redirect sends the same bytes. */
@@ -76,7 +80,9 @@ function retryable(status: number): boolean {
 async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: Buffer | null): Promise<Response> {
   const w = new Watch(t.deadlines, t.signal);
   try {
-    const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal };
+    // Node's fetch takes any undici dispatcher; its types (undici-types) and the undici package's name the same interface twice.
+    const dispatcher = t.dispatcher as unknown as NonNullable<RequestInit['dispatcher']>;
+    const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal, dispatcher };
     if (body !== null && body.length > 0) {
       init.body = watchedUpload(body, w);
       init.duplex = 'half';

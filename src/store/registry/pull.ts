@@ -115,37 +115,42 @@ export async function pullSnapshot(target: PullTarget, digest: string, remoteTex
     return { ...base, existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0, elapsedMs: performance.now() - started };
   }
   const client = makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
-  const fetched = await fetchSnapshot(client, digest, remote.text);
-  const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
-  const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
-  const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
+  // Every connection the pull opened is closed when it ends, however it ends.
   try {
-    const tasks = [
-      ...start.packs.map((p) => async () => {
-        const bytes = await client.getBlob(p.digest, p.size);
-        await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
-        meter.add(bytes.length, 1);
-      }),
-      ...start.files.map((f) => async () => {
-        await streamFile(client, target.sys, start.id, f, meter);
-        meter.add(0, 1);
-      }),
-    ];
-    await eachLimited(tasks, checked.concurrency, (t) => t());
-    if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
-    await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
-  } catch (err) {
-    await runJob(target.sys, 'pullAbort', [start.id]);
-    throw err;
+    const fetched = await fetchSnapshot(client, digest, remote.text);
+    const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
+    const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
+    const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
+    try {
+      const tasks = [
+        ...start.packs.map((p) => async () => {
+          const bytes = await client.getBlob(p.digest, p.size);
+          await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
+          meter.add(bytes.length, 1);
+        }),
+        ...start.files.map((f) => async () => {
+          await streamFile(client, target.sys, start.id, f, meter);
+          meter.add(0, 1);
+        }),
+      ];
+      await eachLimited(tasks, checked.concurrency, (t) => t());
+      if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
+      await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
+    } catch (err) {
+      await runJob(target.sys, 'pullAbort', [start.id]);
+      throw err;
+    }
+    return {
+      ...base,
+      existed: false,
+      blobs: start.blobs,
+      downloaded: 1 + start.packs.length + start.files.length,
+      bytesDownloaded: client.bytesDown,
+      reused: start.reused,
+      reusedBytes: start.reusedBytes,
+      elapsedMs: performance.now() - started,
+    };
+  } finally {
+    await client.close();
   }
-  return {
-    ...base,
-    existed: false,
-    blobs: start.blobs,
-    downloaded: 1 + start.packs.length + start.files.length,
-    bytesDownloaded: client.bytesDown,
-    reused: start.reused,
-    reusedBytes: start.reusedBytes,
-    elapsedMs: performance.now() - started,
-  };
 }

@@ -145,31 +145,36 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = makeClient(checked, options, scopes, 'push');
-  const base = { digest, remote: remote.text, tag };
-  const existing = await alreadyThere(client, tag, configDigest);
-  if (existing !== undefined) {
-    return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
+  // Every connection the push opened is closed when it ends, however it ends.
+  try {
+    const base = { digest, remote: remote.text, tag };
+    const existing = await alreadyThere(client, tag, configDigest);
+    if (existing !== undefined) {
+      return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
+    }
+    // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
+    const layout = await runJob(target.sys, 'pushPlan', [config.toString('utf8'), digest]);
+    const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
+    const blobs = 1 + layout.packs.length + layout.files.length;
+    const p: Push = { client, mountFrom, chunkBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
+    const packDigests: string[] = [];
+    type Task = () => Promise<void>;
+    const tasks: Task[] = [
+      () => ensureBlob(p, configDigest, config.length, uploadBytes(p, configDigest, config)),
+      ...layout.packs.map((pack, i): Task => async () => {
+        const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
+        const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
+        packDigests[i] = packed.digest;
+        await ensureBlob(p, packed.digest, bytes.length, uploadBytes(p, packed.digest, bytes));
+      }),
+      ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, (loc) => uploadFile(p, target, f, loc))),
+    ];
+    if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, uploadBytes(p, EMPTY_DIGEST, EMPTY_BLOB)));
+    await eachLimited(tasks, checked.concurrency, (t) => t());
+    const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
+    const manifestDigest = await client.putManifest(tag, manifest);
+    return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
+  } finally {
+    await client.close();
   }
-  // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
-  const layout = await runJob(target.sys, 'pushPlan', [config.toString('utf8'), digest]);
-  const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
-  const blobs = 1 + layout.packs.length + layout.files.length;
-  const p: Push = { client, mountFrom, chunkBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
-  const packDigests: string[] = [];
-  type Task = () => Promise<void>;
-  const tasks: Task[] = [
-    () => ensureBlob(p, configDigest, config.length, uploadBytes(p, configDigest, config)),
-    ...layout.packs.map((pack, i): Task => async () => {
-      const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
-      const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
-      packDigests[i] = packed.digest;
-      await ensureBlob(p, packed.digest, bytes.length, uploadBytes(p, packed.digest, bytes));
-    }),
-    ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, (loc) => uploadFile(p, target, f, loc))),
-  ];
-  if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, uploadBytes(p, EMPTY_DIGEST, EMPTY_BLOB)));
-  await eachLimited(tasks, checked.concurrency, (t) => t());
-  const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
-  const manifestDigest = await client.putManifest(tag, manifest);
-  return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
 }

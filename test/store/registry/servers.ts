@@ -48,15 +48,24 @@ export function httpsOn(tls: { key: Buffer; cert: Buffer }, handler: Handler): P
 }
 
 /** A TCP server on 127.0.0.1 that accepts connections and never answers; counts them. */
-export async function silentServer(): Promise<{ address: string; connections: () => number }> {
+export async function silentServer(): Promise<{ address: string; connections: () => number; open: () => Promise<number> }> {
   const sockets: Socket[] = [];
+  const closed = new Set<Socket>();
   const server = netServer((s) => {
     sockets.push(s);
     s.on('error', () => {});
+    // Read (and drop) what the client sends, so its FIN ends and closes the socket here.
+    s.resume();
+    s.on('close', () => closed.add(s));
   });
   const address = await listen(server);
   closers.push(() => sockets.forEach((s) => s.destroy()));
-  return { address, connections: () => sockets.length };
+  // Sockets the client has not closed yet (a short wait lets its FIN arrive).
+  const open = async (): Promise<number> => {
+    await new Promise((r) => setTimeout(r, 100));
+    return sockets.filter((s) => !closed.has(s)).length;
+  };
+  return { address, connections: () => sockets.length, open };
 }
 
 /** Passes a request on to the registry at upstream (host:port) and its answer back. */
