@@ -37,7 +37,7 @@ function defaultStore(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'treeseal');
 }
 
-function checkOptions(spec: CommandSpec, values: Record<string, OptionValue>): void {
+function checkCommandTakes(spec: CommandSpec, values: Record<string, OptionValue>): void {
   for (const name of Object.keys(values)) {
     if (!(name in COMMON_OPTIONS) && !(name in (spec.options ?? {}))) throw new UsageError(`${spec.name} does not take --${name}`, spec.name);
   }
@@ -114,7 +114,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       io.out(`${commandHelp(spec)}\n`);
       return 0;
     }
-    checkOptions(spec, values);
+    checkCommandTakes(spec, values);
     io.json = values.json === true;
     const storeDir = typeof values.store === 'string' ? values.store : defaultStore(env);
     const ctx: Context = {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+import { checkOptions, checkString } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 
 export interface Credentials {
@@ -41,11 +42,9 @@ function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): Credentials | u
  */
 export function findCredentials(host: string, given: Credentials | undefined, env: NodeJS.ProcessEnv = process.env): Credentials | undefined {
   if (given !== undefined) {
-    if (typeof given !== 'object' || given === null || typeof given.username !== 'string' || typeof given.password !== 'string') {
-      const err = new TypeError('credentials must be { username: string, password: string }');
-      (err as { code?: string }).code = 'ERR_INVALID_ARG_TYPE';
-      throw err;
-    }
+    checkOptions('options.credentials', given);
+    checkString('options.credentials.username', given.username);
+    checkString('options.credentials.password', given.password);
     return given;
   }
   const user = env.TREESEAL_REGISTRY_USER;

@@ -86,7 +86,7 @@ export interface Checked {
 }
 
 /** Validates the options shared by push and pull and parses the remote. */
-export function checkOptions(remoteText: unknown, o: RemoteOptions): Checked {
+export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Checked {
   checkObject('options', o);
   checkFunction('options.onProgress', o.onProgress);
   checkBoolean('options.insecure', o.insecure);

@@ -8,7 +8,7 @@ import type { Sys } from '../../sys/native.js';
 import { parseArtifact } from './artifact.js';
 import type { RegistryClient } from './client.js';
 import { runJob } from './jobs.js';
-import { Meter, checkOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
+import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { snapshotTag } from './remote.js';
 import type { Fetched } from './prove.js';
 import type { FileToPull } from './pull-build.js';
@@ -108,7 +108,7 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
  */
 export async function pullSnapshot(target: PullTarget, digest: string, remoteText: string, options: PullOptions = {}): Promise<PullReport> {
   const started = performance.now();
-  const checked = checkOptions(remoteText, options);
+  const checked = checkRemoteOptions(remoteText, options);
   const { remote } = checked;
   const base = { digest, remote: remote.text, tag: snapshotTag(digest) };
   if (target.has(digest)) {

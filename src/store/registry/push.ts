@@ -11,7 +11,7 @@ import { parseArtifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
 import { runJob } from './jobs.js';
 import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
-import { Meter, checkChunkBytes, checkOptions, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
+import { Meter, checkChunkBytes, checkRemoteOptions, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { parseRemote, snapshotTag } from './remote.js';
 
 const readFd = promisify(read);
@@ -132,7 +132,7 @@ function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
  */
 export async function pushSnapshot(target: PushTarget, remoteText: string, options: PushOptions = {}): Promise<PushReport> {
   const started = performance.now();
-  const checked = checkOptions(remoteText, options);
+  const checked = checkRemoteOptions(remoteText, options);
   const chunkBytes = checkChunkBytes(options);
   const mountFrom = checkMountFrom(options, options.insecure === true);
   const { remote } = checked;
