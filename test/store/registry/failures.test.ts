@@ -1,6 +1,6 @@
 // failures.test.ts: a registry that lies, breaks or vanishes: each pull fails with a clear error and leaves nothing in the store.
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, truncateSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -70,6 +70,25 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
       expect(err.code).toBe('SEAL_CORRUPT');
       expect(err.message).toBe(`registry ${registry!.address} sent blob ${layer.digest} with other content`);
     }
+  });
+
+  it('a pack whose blob digest was recomputed over other bytes is refused by its per-content sha256, naming the file (mutation: the check in writePack dropped)', async () => {
+    const { snap, repo, remote, fresh } = await pushed('repacked');
+    const manifest = await getManifest(repo, `ts-${snap.digest}`);
+    const layer = layerOf(manifest, PACK);
+    const bytes = readFileSync(blobPath(registry!.storage!, layer.digest));
+    bytes[0] ^= 0xff;
+    const digest = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+    const start = await fetch(`http://${registry!.address}/v2/${repo}/blobs/uploads/`, { method: 'POST' });
+    const location = new URL(start.headers.get('location')!, `http://${registry!.address}`);
+    location.searchParams.set('digest', digest);
+    expect((await fetch(location, { method: 'PUT', body: bytes, headers: { 'content-type': 'application/octet-stream' } })).status).toBe(201);
+    layer.digest = digest;
+    await putManifest(repo, `ts-${snap.digest}`, manifest);
+    const err = await pullFails(await fresh(), snap.digest, remote);
+    expect(err.code).toBe('SEAL_CORRUPT');
+    expect(err.message).toMatch(new RegExp(`^pack ${layer.annotations['vnd.treeseal.bucket']} holds other bytes than the manifest says for (copy|mounts/00000/payload)/\\S+$`));
+    expect(err.path).toMatch(/^(copy|mounts\/00000\/payload)\//);
   });
 
   it('a blob of the wrong size, in the manifest or on the wire, is SEAL_CORRUPT', async () => {
