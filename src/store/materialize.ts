@@ -12,7 +12,8 @@ import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } fr
 import { hasCode } from '../sys/errno.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
-import { checkRemovable, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
+import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
+import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
 import { sameIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
@@ -213,23 +214,15 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
  * removed by this call (the clone is mixed; checkClone says how).
  */
 function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string): void {
-  try {
-    writeMarker(sys, cloneFd, digest, stage.name);
-  } catch (err) {
-    try {
-      removeMarker(sys, cloneFd);
-    } catch {
-      // nothing was swapped yet; the first error says why
-    }
-    throw err;
-  }
+  // Nothing is swapped yet when this fails, and it leaves nothing of its own behind.
+  const marker = writeMarker(sys, cloneFd, digest, stage.name);
   const swap = new CloneSwap(sys, cloneFd, stage);
   try {
     for (const parts of roots) swap.publish(parts);
-    removeMarker(sys, cloneFd);
+    removeMarker(sys, cloneFd, marker);
   } catch (err) {
     // Nothing is deleted before this point: every swap can be undone.
-    if (swap.rollback()) removeMarker(sys, cloneFd);
+    if (swap.rollback()) removeMarker(sys, cloneFd, marker);
     else stage.keep = true;
     throw err;
   }
@@ -264,6 +257,8 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
+  // A marker planted in the clone is refused before anything is written (and checked again when replaced).
+  checkMarker(sys, cloneFd);
   sweepCloneStages(sys, cloneFd);
   {
     // Whatever happens, the roots are in place (or rolled back) when the stage goes; what it
