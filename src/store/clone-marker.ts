@@ -49,6 +49,8 @@ function notOurs(sys: Sys, fd: number, seen: Stat): string | undefined {
   if (st.nlink !== 1) return `a file with ${st.nlink} links`;
   const uid = process.geteuid?.();
   if (uid !== undefined && st.uid !== uid) return `owned by uid ${st.uid}`;
+  // Empty: made by a materialize that died before it wrote the line.
+  if (st.size === 0) return undefined;
   if (st.size > MARKER_MAX_BYTES) return 'too large';
   const bytes = Buffer.alloc(st.size + 1);
   if (readFrom(sys, fd, bytes) !== st.size || !isMarkerLine(bytes.toString('utf8', 0, st.size))) return 'not a marker';
@@ -58,7 +60,7 @@ function notOurs(sys: Sys, fd: number, seen: Stat): string | undefined {
 /**
  * Checks the marker the clone holds, if any, without changing it: false when there is
  * none; true when a materialize that died left it (a regular file with one link, owned by
- * this user, holding a marker line), so it may be replaced. Anything else was planted
+ * this user, holding a marker line or still empty), so it may be replaced. Anything else was planted
  * (a symlink, a hard link to a file elsewhere, a FIFO, a directory, other bytes) and is
  * refused with SEAL_COLLISION, left exactly as it is; a FIFO or device is never opened.
  */
@@ -110,19 +112,22 @@ export function writeMarker(sys: Sys, cloneFd: number, digest: string, stage: st
     if (fd === undefined) throw planted('it reappeared while being replaced');
   }
   using marker = own(sys, fd);
-  const st = sys.fstat(marker.fd);
-  const made = { dev: st.dev, ino: st.ino };
+  let made: MarkerId | undefined;
   try {
+    const st = sys.fstat(marker.fd);
+    made = { dev: st.dev, ino: st.ino };
     writeAll(sys, marker.fd, Buffer.from(markerLine(digest, stage)));
+    return made;
   } catch (err) {
     try {
-      removeMarker(sys, cloneFd, made);
+      // Not known which inode it is: removed only when it is still one a materialize made.
+      if (made !== undefined) removeMarker(sys, cloneFd, made);
+      else if (checkMarker(sys, cloneFd)) removeName(sys, cloneFd);
     } catch {
-      // the first error says why; checkClone reports a marker left behind
+      // the first error says why; a marker left behind is replaced by the next materialize
     }
     throw err;
   }
-  return made;
 }
 
 function removeName(sys: Sys, cloneFd: number): void {

@@ -369,32 +369,37 @@ describe('the in-progress marker is created, never trusted', () => {
     store.closeSync();
   });
 
-  it('the marker and stage a killed materialize left are recovered: the next one replaces the marker and removes both', () => {
-    const { work, store, snap } = fixture({ 'one/a': '1', 'two/b': '2' }, ['one', 'two']);
-    const clone = join(work, 'clone');
-    writeTree(clone, { 'one/old': 'o', 'two/old': 'o' });
-    // A process killed (SIGKILL) at its first swap, with the marker written.
-    const script = `
-      const { Snapshot } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
-      const { sys } = await import(${JSON.stringify(new URL('../../dist/sys/index.js', import.meta.url).href)});
-      const data = JSON.parse(process.argv[1]);
-      const dying = { ...sys, renameat2: () => process.kill(process.pid, 'SIGKILL') };
-      new Snapshot(data.root, data.data, { sys: dying }).materializeSync(process.argv[2]);`;
-    let signal: string | null = null;
-    try {
-      execFileSync(process.execPath, ['--input-type=module', '-e', script, JSON.stringify({ root: snap.root, data: snap.toJSON() }), clone], { stdio: 'pipe' });
-    } catch (err) {
-      signal = (err as { signal: string | null }).signal;
-    }
-    expect(signal).toBe('SIGKILL');
-    const left = readdirSync(clone).sort();
-    expect(left).toHaveLength(4);
-    const stage = left.find((n) => n.startsWith(STAGE))!;
-    expect(readFileSync(join(clone, MARKER), 'utf8')).toBe(markerLine(snap.digest, stage));
-    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: false, marker: true });
-    expect(snap.materializeSync(clone)).toMatchObject({ files: 2 });
-    expect(contents(clone)).toEqual({ 'one/': '', 'one/a': '1', 'two/': '', 'two/b': '2' });
-    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, marker: false });
-    store.closeSync();
-  });
+  for (const [when, line] of [['at its first swap', true], ['right after creating the marker', false]] as const) {
+    it(`the marker and stage of a materialize killed ${when} are recovered: the next one replaces the marker and removes both`, () => {
+      const { work, store, snap } = fixture({ 'one/a': '1', 'two/b': '2' }, ['one', 'two']);
+      const clone = join(work, 'clone');
+      writeTree(clone, { 'one/old': 'o', 'two/old': 'o' });
+      // A process that SIGKILLs itself at that step.
+      const kill = line
+        ? `renameat2: () => process.kill(process.pid, 'SIGKILL')`
+        : `openat: (d, p, f, m) => { const fd = sys.openat(d, p, f, m); if (p === ${JSON.stringify(MARKER)}) process.kill(process.pid, 'SIGKILL'); return fd; }`;
+      const script = `
+        const { Snapshot } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
+        const { sys } = await import(${JSON.stringify(new URL('../../dist/sys/index.js', import.meta.url).href)});
+        const data = JSON.parse(process.argv[1]);
+        const dying = { ...sys, ${kill} };
+        new Snapshot(data.root, data.data, { sys: dying }).materializeSync(process.argv[2]);`;
+      let signal: string | null = null;
+      try {
+        execFileSync(process.execPath, ['--input-type=module', '-e', script, JSON.stringify({ root: snap.root, data: snap.toJSON() }), clone], { stdio: 'pipe' });
+      } catch (err) {
+        signal = (err as { signal: string | null }).signal;
+      }
+      expect(signal).toBe('SIGKILL');
+      const left = readdirSync(clone).sort();
+      expect(left).toHaveLength(4);
+      const stage = left.find((n) => n.startsWith(STAGE))!;
+      expect(readFileSync(join(clone, MARKER), 'utf8')).toBe(line ? markerLine(snap.digest, stage) : '');
+      expect(snap.checkCloneSync(clone)).toMatchObject({ ok: false, marker: true });
+      expect(snap.materializeSync(clone)).toMatchObject({ files: 2 });
+      expect(contents(clone)).toEqual({ 'one/': '', 'one/a': '1', 'two/': '', 'two/b': '2' });
+      expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, marker: false });
+      store.closeSync();
+    });
+  }
 });
