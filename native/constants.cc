@@ -1,6 +1,7 @@
 // constants.cc: the kernel's flag values, read from the headers of the platform being built for.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <sys/file.h>
@@ -36,6 +37,10 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       TREESEAL_ENTRY(RESOLVE_BENEATH) TREESEAL_ENTRY(RESOLVE_IN_ROOT)
       // lseek(2) whence values
       TREESEAL_ENTRY(SEEK_SET) TREESEAL_ENTRY(SEEK_CUR) TREESEAL_ENTRY(SEEK_END) TREESEAL_ENTRY(SEEK_DATA) TREESEAL_ENTRY(SEEK_HOLE)
+      // sync_file_range(2) flags
+      TREESEAL_ENTRY(SYNC_FILE_RANGE_WAIT_BEFORE) TREESEAL_ENTRY(SYNC_FILE_RANGE_WRITE) TREESEAL_ENTRY(SYNC_FILE_RANGE_WAIT_AFTER)
+      // statfs(2) f_type values
+      TREESEAL_ENTRY(TMPFS_MAGIC) TREESEAL_ENTRY(RAMFS_MAGIC) TREESEAL_ENTRY(OVERLAYFS_SUPER_MAGIC)
       // renameat2(2) and flock(2)
       TREESEAL_ENTRY(RENAME_NOREPLACE) TREESEAL_ENTRY(RENAME_EXCHANGE)
       TREESEAL_ENTRY(LOCK_SH) TREESEAL_ENTRY(LOCK_EX) TREESEAL_ENTRY(LOCK_NB) TREESEAL_ENTRY(LOCK_UN)
@@ -53,7 +58,7 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
   exports.Set("constants", c);
   // The interface revision src/sys/native.ts expects (ADDON_REVISION there): bumped with
   // every change to a function's arguments or results, so a stale build is refused.
-  exports.Set("revision", Napi::Number::New(env, 2));
+  exports.Set("revision", Napi::Number::New(env, 3));
 }
 
 }  // namespace treeseal

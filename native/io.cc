@@ -1,5 +1,7 @@
-// io.cc: pread/pwrite at offsets into Buffers (position -1: the fd's own offset), lseek, ftruncate, fsync, syncfs.
+// io.cc: pread/pwrite at offsets into Buffers (position -1: the fd's own offset), lseek, ftruncate, fsync, fdatasync,
+// sync_file_range, syncfs.
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -25,6 +27,12 @@ static ssize_t DoPwrite(int fd, uint8_t* buf, size_t len, int64_t pos) {
 
 static int DoFsync(int fd) { return Restart([=] { return ::fsync(fd); }); }
 
+static int DoFdatasync(int fd) { return Restart([=] { return ::fdatasync(fd); }); }
+
+static int DoSyncFileRange(int fd, int64_t offset, int64_t nbytes, unsigned int flags) {
+  return Restart([=] { return ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(nbytes), flags); });
+}
+
 static int DoSyncfs(int fd) { return ::syncfs(fd) < 0 ? -errno : 0; }
 
 static int64_t DoLseek(int fd, int64_t offset, int whence) {
@@ -44,6 +52,17 @@ static Napi::Value Lseek(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(r));
 }
 
+// sync_file_range(fd, offset, nbytes, flags): nbytes 0 is "to the end of the file"
+static Napi::Value SyncFileRange(const Napi::CallbackInfo& info) {
+  int64_t fd, offset, nbytes, flags;
+  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", &offset) || !ArgInt(info, 2, "nbytes", &nbytes) ||
+      !ArgInt(info, 3, "flags", &flags))
+    return info.Env().Undefined();
+  int r = DoSyncFileRange(static_cast<int>(fd), offset, nbytes, static_cast<unsigned int>(flags));
+  if (r < 0) return ThrowSys(info.Env(), -r, "sync_file_range");
+  return info.Env().Undefined();
+}
+
 void RegisterIo(Napi::Env env, Napi::Object exports) {
   // pread(fd, buffer, offset, length, position) -> bytes read
   exports.Set("pread", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallIo(info, "pread", DoPread); }, "pread"));
@@ -53,6 +72,8 @@ void RegisterIo(Napi::Env env, Napi::Object exports) {
   // ftruncate(fd, length)
   exports.Set("ftruncate", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "ftruncate", "length", DoFtruncate); }, "ftruncate"));
   exports.Set("fsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "fsync", DoFsync); }, "fsync"));
+  exports.Set("fdatasync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "fdatasync", DoFdatasync); }, "fdatasync"));
+  exports.Set("sync_file_range", Napi::Function::New(env, SyncFileRange, "sync_file_range"));
   exports.Set("syncfs", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "syncfs", DoSyncfs); }, "syncfs"));
 }
 

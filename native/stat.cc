@@ -1,7 +1,8 @@
-// stat.cc: fstat and fstatat, filling a caller-owned stat block; statx for inode attributes.
+// stat.cc: fstat and fstatat, filling a caller-owned stat block; statx for inode attributes; fstatfs for the filesystem type.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "args.h"
 #include "ops.h"
@@ -95,10 +96,26 @@ static Napi::Value Statx(const Napi::CallbackInfo& info) {
   return o;
 }
 
+static int64_t DoFstatfs(int fd) {
+  struct statfs sfs;
+  int r = Restart([&] { return ::fstatfs(fd, &sfs); });
+  return r < 0 ? r : static_cast<int64_t>(static_cast<uint32_t>(sfs.f_type));
+}
+
+// fstatfs(fd) -> f_type, the filesystem's magic number (TMPFS_MAGIC, EXT4_SUPER_MAGIC, ...)
+static Napi::Value Fstatfs(const Napi::CallbackInfo& info) {
+  int64_t fd;
+  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int64_t r = DoFstatfs(static_cast<int>(fd));
+  if (r < 0) return ThrowSys(info.Env(), static_cast<int>(-r), "fstatfs");
+  return Napi::Number::New(info.Env(), static_cast<double>(r));
+}
+
 void RegisterStat(Napi::Env env, Napi::Object exports) {
   exports.Set("fstat", Napi::Function::New(env, Fstat, "fstat"));
   exports.Set("fstatat", Napi::Function::New(env, Fstatat, "fstatat"));
   exports.Set("statx", Napi::Function::New(env, Statx, "statx"));
+  exports.Set("fstatfs", Napi::Function::New(env, Fstatfs, "fstatfs"));
 }
 
 }  // namespace treeseal

@@ -1,10 +1,12 @@
-// stat-cache.ts: the stat cache: file identity -> sha256 with its recording time, the racy rule, and its checksummed binary form.
+// stat-cache.ts: the stat cache: file identity -> sha256 with its recording time, the racy and writeback rules, and its checksummed binary form.
 import { createHash } from 'node:crypto';
 
+import { OVERLAYFS_SUPER_MAGIC, RAMFS_MAGIC, TMPFS_MAGIC } from '../sys/constants.js';
 import type { Stat } from '../sys/native.js';
 
 const MAGIC = Buffer.from('TSSTATC\0', 'latin1');
-export const STAT_CACHE_VERSION = 1;
+/** 2: records are written only after the file's dirty pages were written back (files cached by version 1 are hashed again). */
+export const STAT_CACHE_VERSION = 2;
 const HEADER_BYTES = 64;
 export const RECORD_BYTES = 96;
 const DIGEST_BYTES = 32;
@@ -43,6 +45,27 @@ export interface CacheEntry {
 export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs'>): boolean {
   const limit = entry.recordNs - GRANULARITY_NS;
   return !(entry.mtimeNs < limit && entry.ctimeNs < limit);
+}
+
+/**
+ * How a source filesystem's dirty pages are written back before a record of one of its
+ * files may be trusted. A write through a shared mapping whose page is already dirty and
+ * writable changes neither mtime nor ctime; a page put under writeback is write-protected,
+ * so the next such write faults and stamps the file's times.
+ * NEVER: the filesystem never writes back (tmpfs, ramfs): its files are never reused.
+ * RANGE: sync_file_range(WAIT_BEFORE | WRITE): every dirty page put under writeback (no
+ * wait for the disk, no metadata, no device flush).
+ * FSYNC: fdatasync (overlayfs: its files' pages are the underlying filesystem's, which
+ * sync_file_range on an overlay fd does not reach and fsync does).
+ */
+export const WRITEBACK = { NEVER: 0, RANGE: 1, FSYNC: 2 } as const;
+export type Writeback = (typeof WRITEBACK)[keyof typeof WRITEBACK];
+
+/** The writeback rule for a filesystem by its statfs f_type. */
+export function writebackOf(fsType: number): Writeback {
+  if (fsType === TMPFS_MAGIC || fsType === RAMFS_MAGIC) return WRITEBACK.NEVER;
+  if (fsType === OVERLAYFS_SUPER_MAGIC) return WRITEBACK.FSYNC;
+  return WRITEBACK.RANGE;
 }
 
 /**

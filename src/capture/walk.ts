@@ -41,8 +41,16 @@ const CHANGE_MARGIN_MS = 100;
  * limits) is the same with or without one.
  */
 export interface FileHook {
-  /** Whether the cache knows the sha256 of a regular file with this fstatat result (it is not opened); false: capture it. */
-  reuse(st: Stat): boolean;
+  /**
+   * Whether the cache knows the sha256 of a regular file with this fstatat result (it is
+   * not opened); false: capture it. dirFd is the directory holding it.
+   */
+  reuse(st: Stat, dirFd: number): boolean;
+  /**
+   * A file about to be captured (fd open, st its fstatat result), before its bytes are
+   * read: makes its record trustworthy (its dirty pages written back), where it may be trusted.
+   */
+  settle(fd: number, st: Stat): void;
   /** The file reuse() last said yes to is recorded as entry `index` of `table`: its sha256 goes there. */
   reusedAt(table: EntryTable, index: number): void;
   /**
@@ -430,7 +438,7 @@ export class TreeBuilder {
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
-    if (isReg(st.mode) && this.ctx.hook?.reuse(st) === true) {
+    if (isReg(st.mode) && this.ctx.hook?.reuse(st, srcDirFd) === true) {
       this.ctx.hook.reusedAt(this.entries, this.#addFile(rel, st).index);
       return;
     }
@@ -488,6 +496,7 @@ export class TreeBuilder {
     let loose: string | undefined;
     try {
       entry = this.#addFile(rel, before);
+      hook?.settle(src.fd, before);
       const frozen = frozenFileMode(entry.mode);
       if (hook?.deferred) [dest, loose] = hook.loose(frozen);
       else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);

@@ -1,25 +1,13 @@
-// clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale), its marker, and the removability check.
+// clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
-import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import {
-  AT_SYMLINK_NOFOLLOW,
-  LOCK_EX,
-  LOCK_NB,
-  O_CREAT,
-  O_NOFOLLOW,
-  O_NONBLOCK,
-  O_TRUNC,
-  O_WRONLY,
-  STATX_ATTR_APPEND,
-  STATX_ATTR_IMMUTABLE,
-  isDir,
-  isReg,
-} from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
-import { CLONE_MARKER, CLONE_STAGE_PREFIX } from './layout.js';
+import { CLONE_STAGE_PREFIX } from './layout.js';
+
+// clone-check reads the marker through here.
+export { hasMarker } from './clone-marker.js';
 
 /**
  * A stage: `new/` holds the trees being built, `old/` what they displace until the last
@@ -120,39 +108,6 @@ export function sweepCloneStages(sys: Sys, cloneFd: number): number {
 export function sweepCloneAt(sys: Sys, clone: string): number {
   using dir = own(sys, openRealDir(sys, clone, 'clone'));
   return sweepCloneStages(sys, dir.fd);
-}
-
-/** Writes the in-progress marker (replacing one a dead materialize left). */
-export function writeMarker(sys: Sys, cloneFd: number, digest: string, stage: string): void {
-  let fd: number;
-  try {
-    fd = sys.openat(cloneFd, CLONE_MARKER, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0o600);
-  } catch (err) {
-    if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `materialize marker cannot be a symlink: ${CLONE_MARKER}`, { path: CLONE_MARKER, cause: err });
-    throw err;
-  }
-  using marker = own(sys, fd);
-  if (!isReg(sys.fstat(fd).mode)) throw new SealError('SEAL_SPECIAL_FILE', `materialize marker has an unsupported type: ${CLONE_MARKER}`, { path: CLONE_MARKER });
-  writeAll(sys, marker.fd, Buffer.from(`${JSON.stringify({ digest, stage })}\n`));
-}
-
-export function removeMarker(sys: Sys, cloneFd: number): void {
-  try {
-    sys.unlinkat(cloneFd, CLONE_MARKER, 0);
-  } catch (err) {
-    if (!hasCode(err, 'ENOENT')) throw err;
-  }
-}
-
-/** True when the clone holds the in-progress marker. */
-export function hasMarker(sys: Sys, cloneFd: number): boolean {
-  try {
-    sys.fstatat(cloneFd, CLONE_MARKER, AT_SYMLINK_NOFOLLOW);
-    return true;
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return false;
-    throw err;
-  }
 }
 
 const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;

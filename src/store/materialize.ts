@@ -1,5 +1,5 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
-import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
+import { CHUNK_BYTES, SPARSE_MIN_BYTES, copyRanges, writeAll } from '../base/io.js';
 import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
@@ -8,11 +8,12 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, SEEK_DATA, SEEK_HOLE, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
-import { checkRemovable, openCloneStage, removeMarker, sweepCloneStages, writeMarker, type CloneStage } from './clone-stage.js';
+import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
+import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
 import { sameIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
@@ -24,7 +25,7 @@ export type ReflinkMode = 'auto' | 'always' | 'never';
 export interface MaterializeOptions {
   /** auto: clone, else an in-kernel (copy_file_range) or buffered copy within fallbackBytes; always: clone or fail; never: independent buffered copies. */
   reflink?: ReflinkMode;
-  /** Cap on buffered bytes for one call (default 512 MiB). */
+  /** Cap on the data bytes copied (not cloned) by one call, holes not counted (default 512 MiB). */
   fallbackBytes?: number;
   /** Called now and then with the files and bytes materialized so far. */
   onProgress?: ProgressFn;
@@ -37,6 +38,7 @@ export interface MaterializeReport {
   directories: number;
   reflinked: number;
   copied: number;
+  /** Data bytes the copies wrote (holes are not written, and not counted). */
   bytesCopied: number;
   elapsedMs: number;
 }
@@ -68,8 +70,8 @@ function checkMaterializeOptions(options: MaterializeOptions): { mode: ReflinkMo
   return { mode, fallbackBytes: checkInteger('options.fallbackBytes', fallbackBytes) };
 }
 
-function checkBudget(run: Run, rel: string, size: number): void {
-  if (run.report.bytesCopied + size > run.fallbackBytes) {
+function checkBudget(run: Run, rel: string, dataBytes: number): void {
+  if (run.report.bytesCopied + dataBytes > run.fallbackBytes) {
     throw new SealError(
       'SEAL_NO_REFLINK',
       `filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (${run.fallbackBytes} bytes): ${escapePath(rel)}`,
@@ -78,23 +80,53 @@ function checkBudget(run: Run, rel: string, size: number): void {
   }
 }
 
-/** Buffered copy with plain read/write (what `never` uses: copy_file_range may share extents). */
-function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number): void {
-  let copied = 0;
-  for (;;) {
-    const n = run.sys.pread(src, run.buffer, 0, run.buffer.length, copied);
-    if (n === 0) break;
-    if (copied + n > size) throw corrupt(rel, 'snapshot file changed while materializing');
-    writeAll(run.sys, dst, run.buffer.subarray(0, n), copied);
-    copied += n;
+/**
+ * The data segments [start, end) of the snapshot file's `size` bytes (SEEK_DATA/SEEK_HOLE):
+ * what a copy writes; the rest reads as zeros and stays a hole. A small file, or one on a
+ * filesystem that cannot tell, is one segment.
+ */
+function dataSegments(sys: Sys, fd: number, size: number): [number, number][] {
+  if (size < SPARSE_MIN_BYTES) return size === 0 ? [] : [[0, size]];
+  const out: [number, number][] = [];
+  try {
+    for (let pos = 0; pos < size; ) {
+      const start = sys.lseek(fd, pos, SEEK_DATA);
+      if (start >= size) break;
+      const end = Math.min(sys.lseek(fd, start, SEEK_HOLE), size);
+      out.push([start, end]);
+      pos = end;
+    }
+  } catch (err) {
+    if (hasCode(err, 'ENXIO')) return out; // no data past pos: the rest is a hole
+    if (hasCode(err, 'EINVAL', 'EOPNOTSUPP', 'ENOSYS')) return [[0, size]];
+    throw err;
   }
-  if (copied !== size) throw corrupt(rel, 'snapshot file changed while materializing');
+  return out;
+}
+
+/**
+ * Buffered copy with plain read/write (what `never` uses: copy_file_range may share
+ * extents), data segment by data segment: holes stay holes, the size set at the end.
+ */
+function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number, segments: readonly [number, number][]): void {
+  for (const [start, end] of segments) {
+    for (let pos = start; pos < end; ) {
+      const n = run.sys.pread(src, run.buffer, 0, Math.min(run.buffer.length, end - pos), pos);
+      // Shorter than fstat said: the identity check after would fail too; say so now.
+      if (n === 0) throw corrupt(rel, 'snapshot file changed while materializing');
+      writeAll(run.sys, dst, run.buffer.subarray(0, n), pos);
+      pos += n;
+    }
+  }
+  const last = segments.length === 0 ? 0 : segments[segments.length - 1]![1];
+  if (last < size) run.sys.ftruncate(dst, size);
 }
 
 /**
  * auto: FICLONE, else copy_file_range in the kernel (holes kept), else a buffered
- * copy; always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy. What is not
- * cloned counts against fallbackBytes. Each method that fails once is not tried again.
+ * copy; always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy. A copy writes the
+ * source's data segments only, and their bytes are what counts against fallbackBytes
+ * and is reported. Each method that fails once is not tried again.
  */
 function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): void {
   if (run.mode !== 'never' && run.cloneWorks !== false) {
@@ -109,15 +141,17 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   if (run.mode === 'always') {
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot: ${escapePath(rel)}`, { path: rel });
   }
-  checkBudget(run, rel, entry.size);
+  const segments = dataSegments(run.sys, src, entry.size);
+  const dataBytes = segments.reduce((n, [start, end]) => n + end - start, 0);
+  checkBudget(run, rel, dataBytes);
   let done = false;
   if (run.mode === 'auto' && run.rangeWorks !== false && entry.size > 0) {
     done = copyRanges(run.sys, src, dst, entry.size);
     run.rangeWorks = done;
   }
-  if (!done) bufferedCopy(run, src, dst, rel, entry.size);
+  if (!done) bufferedCopy(run, src, dst, rel, entry.size, segments);
   run.report.copied++;
-  run.report.bytesCopied += entry.size;
+  run.report.bytesCopied += dataBytes;
 }
 
 function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
@@ -213,23 +247,15 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
  * removed by this call (the clone is mixed; checkClone says how).
  */
 function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string): void {
-  try {
-    writeMarker(sys, cloneFd, digest, stage.name);
-  } catch (err) {
-    try {
-      removeMarker(sys, cloneFd);
-    } catch {
-      // nothing was swapped yet; the first error says why
-    }
-    throw err;
-  }
+  // Nothing is swapped yet when this fails, and it leaves nothing of its own behind.
+  const marker = writeMarker(sys, cloneFd, digest, stage.name);
   const swap = new CloneSwap(sys, cloneFd, stage);
   try {
     for (const parts of roots) swap.publish(parts);
-    removeMarker(sys, cloneFd);
+    removeMarker(sys, cloneFd, marker);
   } catch (err) {
     // Nothing is deleted before this point: every swap can be undone.
-    if (swap.rollback()) removeMarker(sys, cloneFd);
+    if (swap.rollback()) removeMarker(sys, cloneFd, marker);
     else stage.keep = true;
     throw err;
   }
@@ -264,6 +290,8 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
+  // A marker planted in the clone is refused before anything is written (and checked again when replaced).
+  checkMarker(sys, cloneFd);
   sweepCloneStages(sys, cloneFd);
   {
     // Whatever happens, the roots are in place (or rolled back) when the stage goes; what it

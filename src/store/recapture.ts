@@ -2,11 +2,23 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { StatCache } from '../capture/stat-cache.js';
+import { StatCache, WRITEBACK, isRacy, writebackOf, type Writeback } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, RENAME_NOREPLACE, isReg } from '../sys/constants.js';
+import {
+  AT_SYMLINK_NOFOLLOW,
+  O_CREAT,
+  O_EXCL,
+  O_NOFOLLOW,
+  O_NONBLOCK,
+  O_RDONLY,
+  O_RDWR,
+  RENAME_NOREPLACE,
+  SYNC_FILE_RANGE_WAIT_BEFORE,
+  SYNC_FILE_RANGE_WRITE,
+  isReg,
+} from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
@@ -73,6 +85,8 @@ export class StatCacheSession implements FileHook {
   /** false once the store refused a link for a reason of its own (not one inode's link limit). */
   #linkWorks: boolean | undefined;
   #buffer: Buffer | undefined;
+  /** Per source device: how its filesystem writes dirty pages back (see WRITEBACK), once an fd on it showed it. */
+  readonly #writeback = new Map<bigint, Writeback>();
 
   constructor(o: SessionOpen) {
     this.#o = o;
@@ -92,12 +106,44 @@ export class StatCacheSession implements FileHook {
     return this.#looseDir!.fd;
   }
 
-  reuse(st: Stat): boolean {
+  reuse(st: Stat, dirFd: number): boolean {
     const i = this.#loaded.trusted(st);
-    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)]) return false;
+    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)] || !this.#writesBack(st.dev, dirFd)) return false;
     this.reusedFiles++;
     this.#pending = i;
     return true;
+  }
+
+  /**
+   * Writes back the file's dirty pages before it is read, when its record could be
+   * trusted later: a record that is racy (never trusted) or on a filesystem that never
+   * writes back needs none. Then a write through a mapping the process had dirtied
+   * before, made after this, faults and changes the file's times: after the read, the
+   * capture's identity check sees it; later, the next capture does.
+   */
+  settle(fd: number, st: Stat): void {
+    if (isRacy({ mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, recordNs: this.#o.recordNs })) return;
+    const { sys } = this.#o;
+    const rule = this.#writeback.get(st.dev) ?? this.#learn(st.dev, fd);
+    if (rule === WRITEBACK.RANGE) sys.sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
+    else if (rule === WRITEBACK.FSYNC) sys.fdatasync(fd);
+  }
+
+  /** The writeback rule of device dev, learnt from fd (on dev). */
+  #learn(dev: bigint, fd: number): Writeback {
+    const rule = writebackOf(this.#o.sys.fstatfs(fd));
+    this.#writeback.set(dev, rule);
+    return rule;
+  }
+
+  /** Whether files on dev may be reused: its filesystem writes back. Unknown, and dirFd not on dev (a file mounted over its name): no. */
+  #writesBack(dev: bigint, dirFd: number): boolean {
+    let rule = this.#writeback.get(dev);
+    if (rule === undefined) {
+      if (this.#o.sys.fstat(dirFd).dev !== dev) return false;
+      rule = this.#learn(dev, dirFd);
+    }
+    return rule !== WRITEBACK.NEVER;
   }
 
   reusedAt(table: EntryTable, index: number): void {

@@ -49,6 +49,8 @@ export interface Sys {
   fstat(fd: number): Stat;
   fstatat(dirfd: number, path: PathArg, flags: number): Stat;
   statx(dirfd: number, path: PathArg, flags: number): StatxResult;
+  /** The f_type (magic number) of the filesystem holding fd: TMPFS_MAGIC, RAMFS_MAGIC, ... */
+  fstatfs(fd: number): number;
   readdir(fd: number): DirEntry[];
   mkdirat(dirfd: number, path: PathArg, mode: number): void;
   unlinkat(dirfd: number, path: PathArg, flags: number): void;
@@ -63,6 +65,9 @@ export interface Sys {
   lseek(fd: number, offset: number, whence: number): number;
   ftruncate(fd: number, length: number): void;
   fsync(fd: number): void;
+  fdatasync(fd: number): void;
+  /** Starts and/or waits for the writeback of fd's dirty pages in [offset, offset + nbytes) (nbytes 0: to the end); no metadata, no device flush. */
+  sync_file_range(fd: number, offset: number, nbytes: number, flags: number): void;
   syncfs(fd: number): void;
   fchmod(fd: number, mode: number): void;
   fchmodat(dirfd: number, path: PathArg, mode: number, flags: number): void;
@@ -86,7 +91,7 @@ interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
  * The addon interface this code expects: native/constants.cc exports the same number,
  * bumped with every change to a function's arguments or results.
  */
-export const ADDON_REVISION = 2;
+export const ADDON_REVISION = 3;
 
 function load(): Addon {
   if (process.platform !== 'linux') {
@@ -147,6 +152,7 @@ export const sys: Sys = {
     return readBlock();
   },
   statx: addon.statx,
+  fstatfs: addon.fstatfs,
   readdir,
   mkdirat: addon.mkdirat,
   unlinkat: addon.unlinkat,
@@ -159,6 +165,8 @@ export const sys: Sys = {
   lseek: addon.lseek,
   ftruncate: addon.ftruncate,
   fsync: addon.fsync,
+  fdatasync: addon.fdatasync,
+  sync_file_range: addon.sync_file_range,
   syncfs: addon.syncfs,
   fchmod: addon.fchmod,
   fchmodat: addon.fchmodat,

@@ -1,17 +1,22 @@
 // clone-stage.test.ts: materialize writes only inside the clone: a locked stage there, swept when stale; failures leave the clone as it was.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
-import { LOCK_EX, LOCK_NB, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { LOCK_EX, LOCK_NB, O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, listTree, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
 const STAGE = '.treeseal-materialize-';
 const MARKER = '.treeseal-materializing';
+
+/** The line a materialize writes in its marker. */
+function markerLine(digest = 'd'.repeat(64), stage = `${STAGE}${'0'.repeat(24)}`): string {
+  return `${JSON.stringify({ digest, stage })}\n`;
+}
 
 function fixture(tree: Record<string, string | null>, copy: string[]): { work: string; store: SnapshotStore; snap: Snapshot } {
   const work = tempDir();
@@ -191,7 +196,7 @@ describe('an interrupted materialize is detectable', () => {
     writeFileSync(join(clone, 'src/a'), 'ALPHA');
     writeFileSync(join(clone, 'src/new'), 'n');
     execFileSync('rm', ['-r', join(clone, 'src/b')]);
-    writeFileSync(join(clone, MARKER), '{}');
+    writeFileSync(join(clone, MARKER), markerLine(snap.digest));
     const dirty = { ok: false, marker: true, added: ['src/new'], removed: ['src/b', 'src/b/c'], changed: ['src/a'] };
     expect(snap.checkCloneSync(clone)).toMatchObject(dirty);
     expect(await snap.checkClone(clone)).toMatchObject(dirty);
@@ -289,4 +294,112 @@ describe('rm racing materialize, mountPoints and verify', () => {
     store.closeSync();
     expect(existsSync(snap.root)).toBe(true);
   });
+});
+
+describe('the in-progress marker is created, never trusted', () => {
+  /** A snapshot, a clone holding an old tree, and a file outside the clone that holds a marker line (so only its link count gives it away). */
+  function planting(): { work: string; store: SnapshotStore; snap: Snapshot; clone: string; victim: string } {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, ['src']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'src/old': 'old' });
+    const victim = join(work, 'victim.txt');
+    writeFileSync(victim, markerLine());
+    chmodSync(victim, 0o640);
+    return { work, store, snap, clone, victim };
+  }
+
+  function refused(what: string): { code: string; message: string; path: string } {
+    return { code: 'SEAL_COLLISION', message: `materialize marker in the clone is not one materialize made (${what}): ${MARKER}`, path: MARKER };
+  }
+
+  it('a hard link planted as the marker: refused before anything is written; the file it links, and the link, untouched', async () => {
+    const { work, store, snap, clone, victim } = planting();
+    linkSync(victim, join(clone, MARKER));
+    const before = contents(clone);
+    expectError(() => snap.materializeSync(clone), { ...refused('a file with 2 links'), unchanged: work });
+    await expectError(async () => snap.materialize(clone), { ...refused('a file with 2 links'), unchanged: work });
+    expect(readFileSync(victim, 'utf8')).toBe(markerLine());
+    expect(lstatSync(victim).mode & 0o7777).toBe(0o640);
+    expect(lstatSync(join(clone, MARKER)).ino).toBe(lstatSync(victim).ino);
+    expect(contents(clone)).toEqual(before);
+    store.closeSync();
+  });
+
+  it('a hard link planted while the roots are built (the marker is made O_EXCL): refused, the clone and the linked file as they were', () => {
+    const { store, snap, clone, victim } = planting();
+    const before = listTree(clone);
+    const racing = withSys(snap, wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (path === MARKER && (flags & O_CREAT) !== 0 && !existsSync(join(clone, MARKER))) linkSync(victim, join(clone, MARKER));
+        return orig(dirfd, path, flags, mode);
+      },
+    }));
+    expectError(() => racing.materializeSync(clone), refused('a file with 2 links'));
+    expect(readFileSync(victim, 'utf8')).toBe(markerLine());
+    expect(lstatSync(victim).nlink).toBe(2);
+    // The stage is gone; the planted link is all that is new.
+    expect(listTree(clone)).toEqual([MARKER, ...before].sort());
+    expect(readFileSync(join(clone, 'src/old'), 'utf8')).toBe('old');
+    store.closeSync();
+  });
+
+  it('a symlink, a FIFO, a directory, a file of other bytes or of another owner: refused at once and left in place', () => {
+    const { work, store, snap, clone, victim } = planting();
+    const cases: [string, () => void][] = [
+      ['a symlink', () => symlinkSync(victim, join(clone, MARKER))],
+      ['not a regular file', () => mkfifo(join(clone, MARKER))],
+      ['a directory', () => writeTree(clone, { [`${MARKER}/inside`]: 'kept' })],
+      ['not a marker', () => writeFileSync(join(clone, MARKER), '{}')],
+      ['not a marker', () => writeFileSync(join(clone, MARKER), `${markerLine()} `)],
+      ['owned by uid 4321', () => {
+        writeFileSync(join(clone, MARKER), markerLine());
+        chownSync(join(clone, MARKER), 4321, 4321);
+      }],
+    ];
+    for (const [what, plant] of cases) {
+      plant();
+      const planted = lstatSync(join(clone, MARKER));
+      expectError(() => snap.materializeSync(clone), { ...refused(what), unchanged: work });
+      expect(lstatSync(join(clone, MARKER))).toMatchObject({ ino: planted.ino, mode: planted.mode, size: planted.size });
+      execFileSync('rm', ['-r', join(clone, MARKER)]);
+    }
+    expect(readFileSync(victim, 'utf8')).toBe(markerLine());
+    expect(snap.materializeSync(clone)).toMatchObject({ files: 1 });
+    expect(contents(clone)).toEqual({ 'src/': '', 'src/a': 'alpha' });
+    store.closeSync();
+  });
+
+  for (const [when, line] of [['at its first swap', true], ['right after creating the marker', false]] as const) {
+    it(`the marker and stage of a materialize killed ${when} are recovered: the next one replaces the marker and removes both`, () => {
+      const { work, store, snap } = fixture({ 'one/a': '1', 'two/b': '2' }, ['one', 'two']);
+      const clone = join(work, 'clone');
+      writeTree(clone, { 'one/old': 'o', 'two/old': 'o' });
+      // A process that SIGKILLs itself at that step.
+      const kill = line
+        ? `renameat2: () => process.kill(process.pid, 'SIGKILL')`
+        : `openat: (d, p, f, m) => { const fd = sys.openat(d, p, f, m); if (p === ${JSON.stringify(MARKER)}) process.kill(process.pid, 'SIGKILL'); return fd; }`;
+      const script = `
+        const { Snapshot } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
+        const { sys } = await import(${JSON.stringify(new URL('../../dist/sys/index.js', import.meta.url).href)});
+        const data = JSON.parse(process.argv[1]);
+        const dying = { ...sys, ${kill} };
+        new Snapshot(data.root, data.data, { sys: dying }).materializeSync(process.argv[2]);`;
+      let signal: string | null = null;
+      try {
+        execFileSync(process.execPath, ['--input-type=module', '-e', script, JSON.stringify({ root: snap.root, data: snap.toJSON() }), clone], { stdio: 'pipe' });
+      } catch (err) {
+        signal = (err as { signal: string | null }).signal;
+      }
+      expect(signal).toBe('SIGKILL');
+      const left = readdirSync(clone).sort();
+      expect(left).toHaveLength(4);
+      const stage = left.find((n) => n.startsWith(STAGE))!;
+      expect(readFileSync(join(clone, MARKER), 'utf8')).toBe(line ? markerLine(snap.digest, stage) : '');
+      expect(snap.checkCloneSync(clone)).toMatchObject({ ok: false, marker: true });
+      expect(snap.materializeSync(clone)).toMatchObject({ files: 2 });
+      expect(contents(clone)).toEqual({ 'one/': '', 'one/a': '1', 'two/': '', 'two/b': '2' });
+      expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, marker: false });
+      store.closeSync();
+    });
+  }
 });

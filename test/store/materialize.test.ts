@@ -1,10 +1,11 @@
 // materialize.test.ts: clones from snapshots: exact-root publish, budgets, hazards in the clone, reports, mount points.
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, truncateSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync, truncateSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, Snapshot, SnapshotStore, type MaterializeOptions } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -216,6 +217,107 @@ function refusedThroughLink(snap: Snapshot, work: string, link: string, message:
   expect(() => snap.mountPoints(dir)).toThrow(expect.objectContaining({ code: 'SEAL_SYMLINK', message }));
   expect(readdirSync(outside)).toEqual([]);
 }
+
+/** A sparse file of `size` bytes whose only data is `data` at `at`. */
+function sparseFile(path: string, size: number, at: number, data: Buffer): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const fd = openSync(path, 'wx');
+  try {
+    writeSync(fd, data, 0, data.length, at);
+    truncateSync(path, size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** sha256 of a file, read in 1 MiB chunks. */
+function sha256File(path: string): string {
+  const hash = createHash('sha256');
+  const buf = Buffer.alloc(MiB);
+  const fd = openSync(path, 'r');
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return hash.digest('hex');
+}
+
+/** A snapshot of one sparse file (`index/graph.bin`, size bytes, 4 KiB of data in the middle) captured on base's filesystem. */
+function sparseFixture(base: string | undefined, size: number): { snap: Snapshot; store: SnapshotStore; work: string; sha256: string } {
+  const work = tempDir(base);
+  sparseFile(join(work, 'repo/index/graph.bin'), size, size / 2, randomBytes(4096));
+  // Past the window in which capture proves a just-written file twice (a second read of every byte).
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+  const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+  const snap = store.captureSync({ source: join(work, 'repo'), copy: ['index'] });
+  return { snap, store, work, sha256: snap.entries.find((e) => e.path === 'index/graph.bin')!.sha256 };
+}
+
+/** The clone's copy of the sparse file: its size, and whether it holds no more than a few blocks. */
+function sparseCopy(dir: string, size: number, sha256: string): void {
+  const path = join(dir, 'index/graph.bin');
+  const st = statSync(path);
+  expect([st.size, st.blocks * 512 <= 64 * 1024, sha256File(path)]).toEqual([size, true, sha256]);
+}
+
+describe('sparse files: holes are not copied, and not counted', () => {
+  it('the budget and the report count data bytes, for kernel and buffered copies alike', () => {
+    const { snap, store, work, sha256 } = sparseFixture(undefined, 64 * MiB);
+    for (const reflink of ['auto', 'never'] as const) {
+      const dir = clone(work);
+      expect(snap.materializeSync(dir, { reflink, fallbackBytes: 4096 })).toMatchObject({ files: 1, copied: 1, bytesCopied: 4096 });
+      sparseCopy(dir, 64 * MiB, sha256);
+    }
+    const over = clone(work);
+    expectError(() => snap.materializeSync(over, { reflink: 'never', fallbackBytes: 4095 }), {
+      code: 'SEAL_NO_REFLINK',
+      message: 'filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (4095 bytes): index/graph.bin',
+      unchanged: dirname(over),
+    });
+    store.closeSync();
+  });
+
+  it('a data segment that reads short, or a failing lseek, fails the call typed and leaves the clone as it was', () => {
+    const { snap, store, work } = sparseFixture(undefined, 64 * MiB);
+    const dir = clone(work, { 'index/old': 'o' });
+    const short = new Snapshot(snap.root, snap.toJSON(), { sys: wrapSys({ pread: () => () => 0 }) });
+    expectError(() => short.materializeSync(dir, { reflink: 'never' }), {
+      code: 'SEAL_CORRUPT',
+      message: 'snapshot file changed while materializing: index/graph.bin',
+      path: 'index/graph.bin',
+      unchanged: work,
+    });
+    const { sys, injected } = failOnce('lseek', 'EIO');
+    const failing = new Snapshot(snap.root, snap.toJSON(), { sys });
+    const err = expectError(() => failing.materializeSync(dir, { reflink: 'never' }), { code: 'SEAL_IO', unchanged: work });
+    expect(err.cause).toBe(injected());
+    expect(err.message).toMatch(/: EIO: injected, lseek$/);
+    expect(readFileSync(join(dir, 'index/old'), 'utf8')).toBe('o');
+    store.closeSync();
+  });
+
+  const ext4 = reflinkMount('ext4');
+  it.skipIf(ext4 === undefined)('ext4: a 1 GiB file holding 4 KiB fits the default budget; auto and never copy 4 KiB and keep the holes', async () => {
+    const { snap, store, work, sha256 } = sparseFixture(ext4, 1024 * MiB);
+    const one = clone(work);
+    expect(snap.materializeSync(one)).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 4096 });
+    sparseCopy(one, 1024 * MiB, sha256);
+    const two = clone(work);
+    expect(await snap.materialize(two, { reflink: 'never' })).toMatchObject({ files: 1, copied: 1, bytesCopied: 4096 });
+    sparseCopy(two, 1024 * MiB, sha256);
+    store.closeSync();
+  });
+
+  const xfs = reflinkMount('xfs');
+  it.skipIf(xfs === undefined)('xfs: never copies the 4 KiB of a 1 GiB file and keeps the holes (whatever the budget)', () => {
+    const { snap, store, work, sha256 } = sparseFixture(xfs, 1024 * MiB);
+    const dir = clone(work);
+    expect(snap.materializeSync(dir, { reflink: 'never', fallbackBytes: 2048 * MiB })).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 4096 });
+    sparseCopy(dir, 1024 * MiB, sha256);
+    store.closeSync();
+  });
+});
 
 describe('mount points', () => {
   it('lists frozen payloads as read-only sources and prepares mount points in the clone', () => {

@@ -101,6 +101,7 @@ describe('errors', () => {
       fstat: () => sys.fstat(bad),
       fstatat: () => sys.fstatat(bad, 'x', 0),
       statx: () => sys.statx(bad, 'x', 0),
+      fstatfs: () => sys.fstatfs(bad),
       readdir: () => sys.readdir(bad),
       mkdirat: () => sys.mkdirat(bad, 'x', 0o700),
       unlinkat: () => sys.unlinkat(bad, 'x', 0),
@@ -113,6 +114,8 @@ describe('errors', () => {
       lseek: () => sys.lseek(bad, 0, S.SEEK_SET),
       ftruncate: () => sys.ftruncate(bad, 0),
       fsync: () => sys.fsync(bad),
+      fdatasync: () => sys.fdatasync(bad),
+      sync_file_range: () => sys.sync_file_range(bad, 0, 0, S.SYNC_FILE_RANGE_WRITE),
       syncfs: () => sys.syncfs(bad),
       fchmod: () => sys.fchmod(bad, 0o600),
       fchmodat: () => sys.fchmodat(bad, 'x', 0o600, 0),
@@ -476,6 +479,44 @@ describe('lseek / ftruncate', () => {
       expectSysError(() => sys.ftruncate(ro, 0), 'EINVAL', 'ftruncate');
       sys.close(ro);
     });
+  });
+});
+
+describe('fstatfs / fdatasync / sync_file_range', () => {
+  it('fstatfs gives the filesystem type (f_type, as stat -f shows it); EBADF on a closed fd', () => {
+    expect([S.TMPFS_MAGIC, S.RAMFS_MAGIC, S.OVERLAYFS_SUPER_MAGIC]).toEqual([0x01021994, 0x858458f6, 0x794c7630]);
+    for (const dir of [tempDir('/dev/shm'), tempDir()]) {
+      const type = parseInt(execFileSync('stat', ['-f', '-c', '%t', dir], { encoding: 'utf8' }), 16);
+      expect(withDir(dir, (fd) => sys.fstatfs(fd))).toBe(type);
+    }
+    expect(withDir(tempDir('/dev/shm'), (fd) => sys.fstatfs(fd))).toBe(S.TMPFS_MAGIC);
+    const fd = openDir(tempDir());
+    sys.close(fd);
+    expectSysError(() => sys.fstatfs(fd), 'EBADF', 'fstatfs');
+  });
+
+  it('fdatasync and sync_file_range write back what was written; bad flags or offsets are EINVAL, a closed fd EBADF', () => {
+    const dir = tempDir();
+    const path = join(dir, 'f');
+    writeFileSync(path, 'x'.repeat(8192));
+    const all = S.SYNC_FILE_RANGE_WAIT_BEFORE | S.SYNC_FILE_RANGE_WRITE | S.SYNC_FILE_RANGE_WAIT_AFTER;
+    expect([S.SYNC_FILE_RANGE_WAIT_BEFORE, S.SYNC_FILE_RANGE_WRITE, S.SYNC_FILE_RANGE_WAIT_AFTER]).toEqual([1, 2, 4]);
+    const fd = sys.openat(S.AT_FDCWD, path, S.O_RDWR);
+    try {
+      sys.pwrite(fd, Buffer.from('dirty'), 0, 5, 100);
+      expect(sys.sync_file_range(fd, 0, 0, all)).toBeUndefined();
+      sys.pwrite(fd, Buffer.from('again'), 0, 5, 4200);
+      expect(sys.sync_file_range(fd, 4096, 4096, S.SYNC_FILE_RANGE_WRITE)).toBeUndefined();
+      expect(sys.fdatasync(fd)).toBeUndefined();
+      const text = readFileSync(path, 'utf8');
+      expect([text.slice(100, 105), text.slice(4200, 4205)]).toEqual(['dirty', 'again']);
+      expectSysError(() => sys.sync_file_range(fd, -1, 0, all), 'EINVAL', 'sync_file_range');
+      expectSysError(() => sys.sync_file_range(fd, 0, 0, 1 << 8), 'EINVAL', 'sync_file_range');
+    } finally {
+      sys.close(fd);
+    }
+    expectSysError(() => sys.fdatasync(fd), 'EBADF', 'fdatasync');
+    expectSysError(() => sys.sync_file_range(fd, 0, 0, all), 'EBADF', 'sync_file_range');
   });
 });
 
