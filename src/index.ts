@@ -1,3 +1,4 @@
+/// <reference types="node" preserve="true" />
 // index.ts: the public API of treeseal.
 export { SealError, isSealError, SEAL_CODES, type SealCode } from './base/errors.js';
 export { escapePath } from './base/paths.js';

@@ -1,3 +1,4 @@
+/// <reference types="node" preserve="true" />
 // index.ts: `treeseal/sys`, the typed face of the native syscall layer.
 export { sys, type Sys, type Stat, type StatxResult, type DirEntry, type PathArg } from './native.js';
 export * from './constants.js';

@@ -1,6 +1,6 @@
-// readme-example.test.ts: README's command-line example, run line by line (in a temporary directory instead of /tmp/treeseal-demo), prints what README shows; README's digest is the one its own path gives.
+// readme-example.test.ts: README's quick-start commands and docs/cli.md's walkthrough, run line by line (in a temporary directory instead of /tmp/treeseal-demo), print what the text shows; the digests shown are the ones the text's own paths give.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -16,11 +16,12 @@ interface Step {
   output: string[];
 }
 
-/** The first console block of README's command-line section, as commands and what each prints. */
-function readmeSteps(): Step[] {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## The main job, from the command line'));
-  const block = /```console\n([\s\S]*?)```/.exec(section)![1]!;
+/** The first console block after `heading` in a document of the repository, as commands and what each prints. */
+function documentSteps(file: string, heading: string): Step[] {
+  const text = readFileSync(join(REPO, file), 'utf8');
+  const at = text.indexOf(`\n${heading}\n`);
+  expect(at, `${file} has no heading ${heading}`).toBeGreaterThanOrEqual(0);
+  const block = /```console\n([\s\S]*?)```/.exec(text.slice(at))![1]!;
   const steps: Step[] = [];
   for (const line of block.split('\n')) {
     if (line.startsWith('$ ')) steps.push({ command: line.slice(2), output: [] });
@@ -34,36 +35,54 @@ function normalize(line: string): string {
   return line.replace(/\(\d+ reflinked, \d+ copied, [^)]* buffered\) in [\d.]+ m?s$/, '(…) in …');
 }
 
-describe("README's command-line example", () => {
-  it('prints what README shows, with README digests for README paths', () => {
-    const steps = readmeSteps();
-    expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['python3', 'alias', 'export', 'treeseal', 'treeseal', 'treeseal', 'treeseal']);
-    const demo = tempDir();
-    const readmeDigest = /digest {4}([0-9a-f]{64})/.exec(steps.map((s) => s.output.join('\n')).join('\n'))![1]!;
-    let digest = readmeDigest;
-    // README's paths moved to the temporary directory, and README's digest (or a prefix) to the one that path gives.
-    const here = (text: string): string =>
-      text.replaceAll(DEMO, demo).replace(/[0-9a-f]{8,64}/g, (hex) => (readmeDigest.startsWith(hex) ? digest.slice(0, hex.length) : hex));
-    const state: string[] = ['shopt -s expand_aliases'];
-    for (const step of steps) {
-      const command = here(step.command);
-      if (/^(alias|export) /.test(command)) {
-        state.push(command);
-        continue;
-      }
-      const r = spawnSync('bash', ['-c', [...state, command].join('\n')], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: '' } });
-      expect([command, r.status, r.stderr]).toEqual([command, 0, '']);
-      const printed = r.stdout.split('\n').filter((l) => l !== '');
-      const found = /digest {4}([0-9a-f]{64})/.exec(r.stdout);
-      if (found !== null) digest = found[1]!;
-      expect(printed.map(normalize)).toEqual(step.output.map(here).map(normalize));
+/**
+ * Runs the steps with bash in cwd (each `alias` and `export` line kept for the steps after
+ * it) and checks that each prints what the document shows, with the document's paths moved
+ * to a temporary directory and its digest (or a prefix of it) to the one that path gives.
+ * The document's digest must be the one its own path gives.
+ */
+function runSteps(steps: Step[], cwd: string, declarations: string[]): void {
+  const demo = tempDir();
+  const shown = /digest {4}([0-9a-f]{64})/.exec(steps.map((s) => s.output.join('\n')).join('\n'))![1]!;
+  let digest = shown;
+  const here = (text: string): string =>
+    text.replaceAll(DEMO, demo).replace(/[0-9a-f]{8,64}/g, (hex) => (shown.startsWith(hex) ? digest.slice(0, hex.length) : hex));
+  const state: string[] = ['shopt -s expand_aliases'];
+  for (const step of steps) {
+    const command = here(step.command);
+    if (/^(alias|export) /.test(command)) {
+      state.push(command);
+      continue;
     }
-    const manifest = /manifest {2}([0-9a-f]{64})/.exec(steps.flatMap((s) => s.output).join('\n'))![1]!;
-    const mounts = mountDigests([]);
-    const digestAt = (source: string): string =>
-      snapshotDigest({ source, revision: 'v1', declarations: ['tree'], manifestDigest: manifest, mountContentDigest: mounts.contentDigest, mountManifestDigest: mounts.manifestDigest });
-    expect(digestAt(`${DEMO}/src`)).toBe(readmeDigest);
-    expect(digestAt(`${demo}/src`)).toBe(digest);
-    expect(digest).not.toBe(readmeDigest);
+    const r = spawnSync('bash', ['-c', [...state, command].join('\n')], { cwd, encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: '' } });
+    expect([command, r.status, r.stderr]).toEqual([command, 0, '']);
+    const printed = r.stdout.split('\n').filter((l) => l !== '');
+    const found = /digest {4}([0-9a-f]{64})/.exec(r.stdout);
+    if (found !== null) digest = found[1]!;
+    expect(printed.map(normalize)).toEqual(step.output.map(here).map(normalize));
+  }
+  const manifest = /manifest {2}([0-9a-f]{64})/.exec(steps.flatMap((s) => s.output).join('\n'))![1]!;
+  const mounts = mountDigests([]);
+  const digestAt = (source: string): string =>
+    snapshotDigest({ source, revision: 'v1', declarations, manifestDigest: manifest, mountContentDigest: mounts.contentDigest, mountManifestDigest: mounts.manifestDigest });
+  expect(digestAt(`${DEMO}/src`)).toBe(shown);
+  expect(digestAt(`${demo}/src`)).toBe(digest);
+  expect(digest).not.toBe(shown);
+}
+
+describe("README's quick start and docs/cli.md's walkthrough", () => {
+  it("README's command-line quick start, in a project whose node_modules/.bin holds the treeseal bin", () => {
+    const steps = documentSteps('README.md', '## Quick start');
+    expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['export', 'mkdir', 'echo', 'echo', 'export', 'treeseal', 'treeseal', 'treeseal']);
+    const project = tempDir();
+    mkdirSync(join(project, 'node_modules/.bin'), { recursive: true });
+    symlinkSync(join(REPO, 'dist/cli.js'), join(project, 'node_modules/.bin/treeseal'));
+    runSteps(steps, project, ['app']);
+  }, 600_000);
+
+  it("docs/cli.md's walkthrough, from the checkout's root", () => {
+    const steps = documentSteps('docs/cli.md', '## A walkthrough');
+    expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['python3', 'alias', 'export', 'treeseal', 'treeseal', 'treeseal', 'treeseal']);
+    runSteps(steps, REPO, ['tree']);
   }, 600_000);
 });

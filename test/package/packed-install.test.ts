@@ -1,4 +1,4 @@
-// packed-install.test.ts: the package as another project gets it: packed (prepack compiles dist/), installed from the tarball into a fresh project, used from ESM, from TypeScript and through its bin.
+// packed-install.test.ts: the package as another project gets it: packed (prepack compiles dist/), installed from the tarball into a fresh project, used from ESM, from TypeScript (a plain tsconfig, the newest compiler here) and through its bin.
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -9,6 +9,7 @@ import { tempDir, writeTree } from '../helpers.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const TSC = join(REPO, 'node_modules/typescript/bin/tsc');
+const TS_VERSION = (JSON.parse(readFileSync(join(REPO, 'node_modules/typescript/package.json'), 'utf8')) as { version: string }).version;
 const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
 
 function run(cmd: string, args: string[], cwd: string): SpawnSyncReturns<string> {
@@ -17,11 +18,11 @@ function run(cmd: string, args: string[], cwd: string): SpawnSyncReturns<string>
   return r;
 }
 
-/** The working tree as git sees it (tracked and new files, nothing ignored), with the repository's node_modules linked in. */
+/** The working tree as git sees it (tracked and new files, nothing ignored), with the repository's node_modules linked in (a worktree's node_modules may itself be a symlink git lists). */
 function copyWorkingTree(dest: string): void {
   const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO, encoding: 'utf8' });
   for (const rel of listed.split('\0')) {
-    if (rel === '' || !existsSync(join(REPO, rel))) continue;
+    if (rel === '' || rel === 'node_modules' || !existsSync(join(REPO, rel))) continue;
     mkdirSync(dirname(join(dest, rel)), { recursive: true });
     copyFileSync(join(REPO, rel), join(dest, rel));
     chmodSync(join(dest, rel), statSync(join(REPO, rel)).mode & 0o777);
@@ -62,17 +63,27 @@ export const statOf = (fd: number): Stat => sys.fstat(fd);
 export const flags: number = O_RDONLY;
 `;
 
+/** Only `treeseal/sys`, whose declarations name Buffer too: that entry must stand alone as well. */
+const SYS_TS = `import { sys, type PathArg } from 'treeseal/sys';
+
+export const target = (dirfd: number, path: PathArg): string | Buffer => sys.readlinkat(dirfd, path);
+`;
+
 const WRONG_TS = `import { SnapshotStore } from 'treeseal';
 export const wrong = (s: SnapshotStore) => s.capture({ source: 42 });
 `;
 
-function typeCheck(dir: string, file: string, source: string): SpawnSyncReturns<string> {
+/**
+ * A consumer's tsconfig as a project starts one: `module: nodenext`, `strict`, nothing else. No
+ * `types` and no `typeRoots`: TypeScript 6 and later include no @types package by itself, so this
+ * compiles only when treeseal's declarations reference Node's types themselves and the install
+ * brought @types/node. `skipLibCheck` stays off, so the shipped .d.ts are checked too.
+ */
+const PLAIN = { module: 'nodenext', strict: true, noEmit: true };
+
+function typeCheck(dir: string, file: string, source: string, compilerOptions: object = PLAIN): SpawnSyncReturns<string> {
   writeFileSync(join(dir, file), source);
-  const config = {
-    compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, skipLibCheck: false, noEmit: true, typeRoots: [join(REPO, 'node_modules/@types')], types: ['node'] },
-    files: [file],
-  };
-  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(config));
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: [file] }));
   return spawnSync(process.execPath, [TSC, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8' });
 }
 
@@ -101,7 +112,7 @@ describe('the packed package', () => {
     expect(existsSync(join(installed, 'build/Release/treeseal.node'))).toBe(true);
     const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     expect(Object.keys(pkg.dependencies)).toEqual(['treeseal']);
-    for (const dev of ['typescript', 'vitest', '@types/node', 'dependency-cruiser', 'node-gyp']) expect(existsSync(join(project, 'node_modules', dev, 'package.json'))).toBe(false);
+    for (const dev of ['typescript', 'vitest', 'dependency-cruiser', 'node-gyp']) expect(existsSync(join(project, 'node_modules', dev, 'package.json'))).toBe(false);
 
     const esm = run(process.execPath, ['--input-type=module', '-e', `
       import { SnapshotStore, SEAL_CODES, manifestDigest } from 'treeseal';
@@ -110,8 +121,18 @@ describe('the packed package', () => {
     `], project);
     expect(esm.stdout).toBe('function true 64 function number\n');
 
-    const ok = typeCheck(project, 'consumer.ts', CONSUMER_TS);
-    expect([ok.status, ok.stdout, ok.stderr]).toEqual([0, '', '']);
+    // The newest compiler this checkout has; one older than 6 would include @types/node unasked and prove nothing.
+    expect(Number(TS_VERSION.split('.')[0])).toBeGreaterThanOrEqual(6);
+    for (const [file, source] of [['consumer.ts', CONSUMER_TS], ['sys-only.ts', SYS_TS]] as const) {
+      const ok = typeCheck(project, file, source);
+      expect([file, ok.status, ok.stdout, ok.stderr]).toEqual([file, 0, '', '']);
+    }
+    // A consumer that names Node's types itself gets the same single copy.
+    const named = typeCheck(project, 'consumer.ts', CONSUMER_TS, { ...PLAIN, types: ['node'] });
+    expect([named.status, named.stdout, named.stderr]).toEqual([0, '', '']);
+    // The shipped declarations name Node's types (Buffer, NodeJS.*): the install brought them, once, beside treeseal.
+    expect(existsSync(join(project, 'node_modules/@types/node/package.json'))).toBe(true);
+    expect(existsSync(join(installed, 'node_modules/@types/node'))).toBe(false);
     const wrong = typeCheck(project, 'wrong.ts', WRONG_TS);
     expect(wrong.status).not.toBe(0);
     expect(wrong.stdout).toMatch(/wrong\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);
