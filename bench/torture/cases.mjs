@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
 import { DOCUMENT_CASES } from './documents.mjs';
+import { MARKER_CASES } from './markers.mjs';
 
 const fifo = (p) => execFileSync('mkfifo', [p]);
 const SNAP = (s) => join(s.store, 'snapshots', s.digest);
@@ -23,6 +24,7 @@ const D = (s) => s.digest;
 
 export const CASES = [
   ...DOCUMENT_CASES,
+  ...MARKER_CASES,
   // ---- CLI: flags, digests, stores, names
   { group: 'cli', name: 'unknown flag', ...onStore('ls', '--bogus') },
   { group: 'cli', name: 'unknown command', ...onStore('explode') },
