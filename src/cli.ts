@@ -16,7 +16,7 @@ try {
 }
 const argv = process.argv.slice(2);
 const code = await main(argv, process.env, undefined, rawArguments(argv.length));
-// Registry commands leave idle keep-alive connections that would hold the process for
-// seconds: once stdout and stderr are flushed, nothing is left to wait for.
+// Once stdout and stderr are flushed the command is done: it ends with main's status at once
+// instead of waiting on any handle still open.
 await Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => s.write('', resolve))));
 process.exit(code);
