@@ -188,16 +188,48 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
   }
 }
 
-/** Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the store lock held exclusively. */
+/**
+ * Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the
+ * store lock held exclusively. Moving a directory to another parent rewrites its `..`,
+ * which needs write permission on the directory itself (root needs none): the snapshot's
+ * own directory, never shared with another snapshot, is made 0700 first (put back if the
+ * rename fails). Removal then unlinks files and opens up only directories: a file another
+ * snapshot shares by a hard link keeps its mode and bytes.
+ */
 export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): void {
   using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   const name = REMOVING_PREFIX + randomBytes(12).toString('hex');
+  using dir = openToMove(sys, snapshots.fd, digest);
+  const mode = dir === undefined ? 0o700 : sys.fstat(dir.fd).mode & 0o7777;
+  const openUp = dir !== undefined && (mode & 0o700) !== 0o700;
+  if (openUp) ownerChmod(sys, dir.fd, mode | 0o700);
   try {
     sys.renameat2(snapshots.fd, digest, tmp.fd, name, RENAME_NOREPLACE);
   } catch (err) {
+    if (openUp) ownerChmod(sys, dir!.fd, mode);
     if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
     throw err;
   }
   removeAt(sys, tmp.fd, name);
+}
+
+/** The snapshot directory about to be moved; undefined when the name is not a directory (the rename and removal handle it). */
+function openToMove(sys: Sys, snapshotsFd: number, digest: string): Fd | undefined {
+  try {
+    return own(sys, openChildDir(sys, snapshotsFd, digest));
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+    if (hasCode(err, 'ENOTDIR', 'ELOOP')) return undefined;
+    throw err;
+  }
+}
+
+/** fchmod that another owner's directory refuses (EPERM) quietly: the rename then says what went wrong. */
+function ownerChmod(sys: Sys, fd: number, mode: number): void {
+  try {
+    sys.fchmod(fd, mode);
+  } catch (err) {
+    if (!hasCode(err, 'EPERM')) throw err;
+  }
 }
