@@ -267,13 +267,26 @@ export const DIST_INDEX = new URL('../dist/index.js', import.meta.url).href;
 let dropChecked: boolean | undefined;
 
 /**
+ * Whether a test that needs root (loop mounts, other uids, chown) runs: true as root.
+ * Not root, it skips; but under CI=true that is an error unless this is the deliberate
+ * unprivileged pass (scripts/as-unprivileged.sh sets TREESEAL_TEST_UNPRIVILEGED=1).
+ */
+export function rootOrSkip(what: string): boolean {
+  if (isRoot) return true;
+  if (process.env.CI === 'true' && process.env.TREESEAL_TEST_UNPRIVILEGED !== '1') {
+    throw new Error(`CI=true but not root: ${what} needs root (only scripts/as-unprivileged.sh runs the tests unprivileged)`);
+  }
+  return false;
+}
+
+/**
  * Whether children can run as another uid: this process is root, setpriv exists and
- * that uid can read the checkout. Not root: false (the test skips; the unprivileged CI
- * pass runs as a user already). Root without setpriv or with a checkout nobody can
- * read: false, but under CI=true an error (the root pass must run these tests).
+ * that uid can read the checkout. Not root: see rootOrSkip (the unprivileged CI pass
+ * runs as a user already). Root without setpriv or with a checkout nobody can read:
+ * false, but under CI=true an error (the root pass must run these tests).
  */
 export function canDropPrivileges(): boolean {
-  if (!isRoot) return false;
+  if (!rootOrSkip('running children as another uid')) return false;
   if (dropChecked !== undefined) return dropChecked;
   const probe = spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, '-e', `import(${JSON.stringify(DIST_INDEX)})`], { encoding: 'utf8' });
   dropChecked = probe.status === 0;
