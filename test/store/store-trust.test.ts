@@ -19,6 +19,7 @@ import {
   runNodeAs,
   runScriptAs,
   tempDir,
+  wrapSys,
   writeTree,
 } from '../helpers.js';
 
@@ -249,5 +250,32 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${dir} belongs to gid ${GROUP}, not a group of yours` },
     });
     expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [GROUP]).error.code).toBe('SEAL_UNTRUSTED');
+    // A part a member cannot open (another member's private cache/) is still checked, by its name's stat.
+    chmodSync(dir, 0o2770);
+    chmodSync(join(dir, 'cache'), 0o2700);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: [] });
+    chmodSync(join(dir, 'cache'), 0o2703);
+    const tree = listTree(dir);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
+      error: { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${join(dir, 'cache')} is writable by other users (mode 2703); fix: chmod go-w ${join(dir, 'cache')}` },
+    });
+    chmodSync(join(dir, 'cache'), 0o2770);
+    chownSync(join(dir, 'tmp'), SOMEONE, SOMEONE);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
+      error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${join(dir, 'tmp')} is writable by gid ${SOMEONE}, not the store's group ${GROUP}; fix: chgrp ${GROUP} ${join(dir, 'tmp')}` },
+    });
+    expect(listTree(dir)).toEqual(tree);
+  });
+
+  it('a store whose owner changes between its open and the walk that proves its path: refused', () => {
+    const dir = join(ownedDir(NOBODY), 'store');
+    asUser(NOBODY, 'gc', dir, []);
+    const ino = BigInt(statSync(dir).ino);
+    let seen = 0;
+    const sys = wrapSys({ fstat: (orig) => (fd) => {
+      const st = orig(fd);
+      return st.ino === ino && ++seen === 2 ? { ...st, uid: SOMEONE } : st;
+    } });
+    expectError(() => SnapshotStore.openSync(dir, { sys }), { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${dir} changed owner while it was opened`, unchanged: dir });
   });
 });
