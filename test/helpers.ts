@@ -1,8 +1,9 @@
 // helpers.ts: temp trees, FIFOs, fd counting, the reflink loop mounts and the one failure expectation the tests share.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect } from 'vitest';
 
 import { stopIdleWorker } from '../dist/internal.js';
@@ -253,4 +254,88 @@ export function countingPreads(): { sys: Sys; preads: () => number } {
     },
   });
   return { sys, preads: () => n };
+}
+
+/** The uids the tests run unprivileged children as: nobody, and a second user for "another user" (no passwd entry needed). */
+export const NOBODY = 65534;
+export const SOMEONE = 65533;
+export const isRoot = process.geteuid?.() === 0;
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** The built library, as a child script imports it. */
+export const DIST_INDEX = new URL('../dist/index.js', import.meta.url).href;
+
+let dropChecked: boolean | undefined;
+
+/**
+ * Whether a test that needs root (loop mounts, other uids, chown) runs: true as root.
+ * Not root, it skips; but under CI=true that is an error unless this is the deliberate
+ * unprivileged pass (scripts/as-unprivileged.sh sets TREESEAL_TEST_UNPRIVILEGED=1).
+ */
+export function rootOrSkip(what: string): boolean {
+  if (isRoot) return true;
+  if (process.env.CI === 'true' && process.env.TREESEAL_TEST_UNPRIVILEGED !== '1') {
+    throw new Error(`CI=true but not root: ${what} needs root (only scripts/as-unprivileged.sh runs the tests unprivileged)`);
+  }
+  return false;
+}
+
+/**
+ * Whether children can run as another uid: this process is root, setpriv exists and
+ * that uid can read the checkout. Not root: see rootOrSkip (the unprivileged CI pass
+ * runs as a user already). Root without setpriv or with a checkout nobody can read:
+ * false, but under CI=true an error (the root pass must run these tests).
+ */
+export function canDropPrivileges(): boolean {
+  if (!rootOrSkip('running children as another uid')) return false;
+  if (dropChecked !== undefined) return dropChecked;
+  const probe = spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, '-e', `import(${JSON.stringify(DIST_INDEX)})`], { encoding: 'utf8' });
+  dropChecked = probe.status === 0;
+  if (!dropChecked && process.env.CI === 'true') {
+    throw new Error(`CI=true but a child cannot run as uid ${NOBODY} with setpriv and import ${DIST_INDEX} (${probe.error?.message ?? probe.stderr.trim()}); install util-linux and make the checkout ${REPO_ROOT} readable`);
+  }
+  return dropChecked;
+}
+
+export interface RunAs {
+  uid: number;
+  gid: number;
+  /** Supplementary groups (none by default). */
+  groups?: number[];
+}
+
+export interface ChildResult {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `node <args>` as `as` (setpriv --reuid --regid, with only `groups`), or as this
+ * process when `as` is undefined (a test already running unprivileged). Sync: the child
+ * does the filesystem work, the test checks what it printed and what it left.
+ */
+export function runNodeAs(as: RunAs | undefined, args: string[], env: NodeJS.ProcessEnv = {}): ChildResult {
+  const node = [process.execPath, ...args];
+  const [cmd, ...rest] =
+    as === undefined
+      ? node
+      : ['setpriv', `--reuid=${as.uid}`, `--regid=${as.gid}`, as.groups === undefined || as.groups.length === 0 ? '--clear-groups' : `--groups=${as.groups.join(',')}`, ...node];
+  const r = spawnSync(cmd!, rest, { encoding: 'utf8', env: { ...process.env, ...env } });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Runs an ES module script (`node --input-type=module -e`) as `as`; its argv follow it. */
+export function runScriptAs(as: RunAs | undefined, script: string, args: string[] = []): ChildResult {
+  return runNodeAs(as, ['--input-type=module', '-e', script, '--', ...args]);
+}
+
+/** The JSON the child printed last on stdout, once it exited 0 (its stderr shown otherwise). */
+export function childJson(r: ChildResult): any {
+  expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+  return JSON.parse(r.stdout.trim().split('\n').pop()!);
+}
+
+/** chown -R (no link followed). */
+export function chownTree(path: string, uid: number, gid: number): void {
+  execFileSync('chown', ['-R', '-h', `${uid}:${gid}`, path]);
 }

@@ -16,7 +16,8 @@ export type SealCode =
   | 'SEAL_ABORTED'
   | 'SEAL_IO'
   | 'SEAL_AMBIGUOUS'
-  | 'SEAL_REMOTE';
+  | 'SEAL_REMOTE'
+  | 'SEAL_UNTRUSTED';
 
 export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CHANGED',
@@ -36,6 +37,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_IO',
   'SEAL_AMBIGUOUS',
   'SEAL_REMOTE',
+  'SEAL_UNTRUSTED',
 ];
 
 export interface SealErrorOptions {

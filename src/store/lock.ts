@@ -7,12 +7,17 @@ import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { LOCK_EX, LOCK_SH, LOCK_UN, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { LOCK_NAME } from './layout.js';
+import { checkSnapshot } from './trust.js';
 
 export interface LockOptions {
   /** Create the lock file when missing (writers); a reader of a store that never had one runs unlocked. */
   create?: boolean;
+  /** The mode a lock file is created with (default 0600; a shared store's 0660, set past the umask). */
+  mode?: number;
+  /** Called with the lock file's fstat (the store trust check, at open). */
+  check?: (st: Stat, shown: string) => void;
 }
 
 function lockError(err: unknown, storeRoot: string): SealError {
@@ -24,12 +29,14 @@ function lockError(err: unknown, storeRoot: string): SealError {
 }
 
 /** Opens the store's lock file below the store directory (never through a link); -1 when missing and not created. */
-function openLock(sys: Sys, storeRoot: string, create: boolean): number {
+function openLock(sys: Sys, storeRoot: string, options: LockOptions): number {
+  const create = options.create !== false;
+  const mode = options.mode ?? 0o600;
   let fd: number;
   {
     using root = own(sys, openRealDir(sys, storeRoot, 'store directory'));
     try {
-      fd = sys.openat(root.fd, LOCK_NAME, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK, 0o600);
+      fd = sys.openat(root.fd, LOCK_NAME, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK, mode);
     } catch (err) {
       if (!create && hasCode(err, 'ENOENT')) return -1;
       throw lockError(err, storeRoot);
@@ -42,13 +49,20 @@ function openLock(sys: Sys, storeRoot: string, create: boolean): number {
   } catch (err) {
     throw lockError(err, storeRoot);
   }
-  if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store lock is not a regular file: ${escapePath(`${storeRoot}/${LOCK_NAME}`)}`);
+  const shown = escapePath(`${storeRoot}/${LOCK_NAME}`);
+  if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store lock is not a regular file: ${shown}`);
+  // The umask may have taken a shared store's group bits off a new lock: this owner puts them back.
+  if (create && (st.mode & 0o777) !== mode && (mode & 0o070) !== 0 && st.uid === process.geteuid!()) {
+    sys.fchmod(lock.fd, mode);
+    st = { ...st, mode: (st.mode & ~0o7777) | mode };
+  }
+  options.check?.(st, shown);
   return lock.release();
 }
 
 /** Runs fn holding the store lock (shared or exclusive); released however fn ends. */
 export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean, fn: () => T, options: LockOptions = {}): T {
-  const fd = openLock(sys, storeRoot, options.create !== false);
+  const fd = openLock(sys, storeRoot, options);
   if (fd < 0) return fn();
   using lock = own(sys, fd);
   try {
@@ -63,9 +77,15 @@ export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean
   }
 }
 
+function statDir(sys: Sys, path: string): Stat {
+  using dir = own(sys, openRealDir(sys, path, 'store snapshots directory'));
+  return sys.fstat(dir.fd);
+}
+
 /**
  * Runs fn with the published snapshot's directory open, holding the store's shared
- * lock (an rm waits until fn returns). A snapshot already removed is SEAL_UNAVAILABLE.
+ * lock (an rm waits until fn returns). A snapshot already removed is SEAL_UNAVAILABLE;
+ * one that someone you do not trust made or can write is SEAL_UNTRUSTED.
  */
 export function readingSnapshot<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (snapshotFd: number) => T): T {
   return withStoreLock(
@@ -83,6 +103,7 @@ export function readingSnapshot<T>(sys: Sys, snapshotRoot: string, digest: strin
         throw err;
       }
       using root = own(sys, fd);
+      checkSnapshot(sys, root.fd, () => statDir(sys, dirname(snapshotRoot)), `snapshots/${digest}`);
       return fn(root.fd);
     },
     { create: false },

@@ -8,6 +8,7 @@ import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, 
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
+import { isPrivate } from './trust.js';
 
 const MAX_CACHE_BYTES = 512 * 1024 * 1024;
 
@@ -43,12 +44,14 @@ export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache
   }
 }
 
-/** The digests among `digests` that name a published snapshot directory. */
+/** The digests among `digests` that name a published snapshot directory no one but you (or root) can have written. */
 export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<string>): Set<string> {
   const out = new Set<string>();
   for (const d of digests) {
     try {
-      if (isDir(sys.fstatat(snapshotsFd, d, AT_SYMLINK_NOFOLLOW).mode)) out.add(d);
+      // Its files are linked into new snapshots unread: only a snapshot no one else can have written.
+      const st = sys.fstatat(snapshotsFd, d, AT_SYMLINK_NOFOLLOW);
+      if (isDir(st.mode) && isPrivate(st)) out.add(d);
     } catch {
       // removed: its entries are not trusted
     }

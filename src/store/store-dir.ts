@@ -4,27 +4,89 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, mkdirIfMissing, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
-import { LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
+import { escapePath } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
-import { BUILD_PREFIX, DOCUMENT_NAME, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
+import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
-/**
- * Opens a store directory (the directory itself must exist or be creatable), makes its
- * snapshots/ and tmp/, and sweeps builds no live process holds. Returns how many it swept.
- */
-export function openStoreAt(sys: Sys, root: string): number {
-  {
-    using dir = own(sys, openRealDir(sys, root, 'store directory'));
-    for (const name of [SNAPSHOTS_DIR, TMP_DIR]) mkdirIfMissing(sys, dir.fd, name);
+/** Opens the store directory and checks it (see trust.ts): its fd and the rule its parts are checked with. */
+function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; rule: TrustRule } {
+  let dir = own(sys, openRealDir(sys, root, 'store directory'));
+  try {
+    let st = sys.fstat(dir.fd);
+    if (process.geteuid!() === 0 && st.uid !== 0) {
+      dir.close();
+      dir = openForeignStore(sys, root, st.uid);
+      st = sys.fstat(dir.fd);
+    }
+    return { dir, rule: storeRule(st, trust, escapePath(root)) };
+  } catch (err) {
+    dir[Symbol.dispose]();
+    throw err;
   }
-  return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
+}
+
+/**
+ * Makes (when `make`, and missing) and checks the store's directory `name`: made 0700,
+ * or a shared store's 2770 past the umask. A missing one is fine (nothing was planted);
+ * one you may not open (another member's, in a shared store) is checked by its name's
+ * fstatat: you cannot use it, but who can write it must still be trusted.
+ */
+function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, shown: string, make: boolean): void {
+  const mode = rule.group === undefined ? 0o700 : 0o2770;
+  let made = false;
+  if (make) {
+    try {
+      sys.mkdirat(dirFd, name, mode);
+      made = true;
+    } catch (err) {
+      if (!hasCode(err, 'EEXIST')) throw err;
+    }
+  }
+  let fd: number;
+  try {
+    fd = openChildDir(sys, dirFd, name);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return;
+    if (!hasCode(err, 'EACCES')) throw err;
+    checkPart(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW), rule, shown);
+    return;
+  }
+  using part = own(sys, fd);
+  let st = sys.fstat(part.fd);
+  if (made && (st.mode & 0o7777) !== mode) {
+    sys.fchmod(part.fd, mode);
+    st = sys.fstat(part.fd);
+  }
+  checkPart(st, rule, shown);
+}
+
+/**
+ * Opens a store directory (the directory itself must exist or be creatable), checks
+ * that only users it trusts (see trust.ts) can have written it, its snapshots/,
+ * tmp/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
+ * builds no live process holds. Returns how many it swept.
+ */
+export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): number {
+  let rule: TrustRule;
+  {
+    const opened = openTrustedRoot(sys, root, trust);
+    rule = opened.rule;
+    using dir = opened.dir;
+    for (const name of [SNAPSHOTS_DIR, TMP_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
+    // cache/ is made by the first capture that saves a stat cache (0700); a shared store makes it here, for the group.
+    trustedPart(sys, dir.fd, CACHE_DIR, rule, escapePath(`${root}/${CACHE_DIR}`), rule.group !== undefined);
+  }
+  const lock = { mode: rule.group === undefined ? 0o600 : 0o660, check: (st: Stat, shown: string) => checkPart(st, rule, shown) };
+  return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root), lock);
 }
 
 /**
@@ -60,14 +122,23 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
   return decodeDocument(text.toString('utf8'), digest);
 }
 
+/** Opens a published snapshot's directory: one someone you do not trust made or can write is SEAL_UNTRUSTED (see trust.ts). */
 function openSnapshotDir(sys: Sys, snapshotsFd: number, digest: string): Fd {
+  let dir: Fd;
   try {
-    return own(sys, openChildDir(sys, snapshotsFd, digest));
+    dir = own(sys, openChildDir(sys, snapshotsFd, digest));
   } catch (err) {
     if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
     throwIfRefused(err, `snapshot cannot be opened: ${digest}`);
     throw new SealError('SEAL_CORRUPT', `snapshot is not a real directory: ${digest}`, { cause: err });
   }
+  try {
+    checkSnapshot(sys, dir.fd, () => sys.fstat(snapshotsFd), `snapshots/${digest}`);
+  } catch (err) {
+    dir[Symbol.dispose]();
+    throw err;
+  }
+  return dir;
 }
 
 /**
@@ -117,16 +188,48 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
   }
 }
 
-/** Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the store lock held exclusively. */
+/**
+ * Unpublishes a snapshot with one rename into tmp/, then removes it there; call with the
+ * store lock held exclusively. Moving a directory to another parent rewrites its `..`,
+ * which needs write permission on the directory itself (root needs none): the snapshot's
+ * own directory, never shared with another snapshot, is made 0700 first (put back if the
+ * rename fails). Removal then unlinks files and opens up only directories: a file another
+ * snapshot shares by a hard link keeps its mode and bytes.
+ */
 export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): void {
   using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   const name = REMOVING_PREFIX + randomBytes(12).toString('hex');
+  using dir = openToMove(sys, snapshots.fd, digest);
+  const mode = dir === undefined ? 0o700 : sys.fstat(dir.fd).mode & 0o7777;
+  const openUp = dir !== undefined && (mode & 0o700) !== 0o700;
+  if (openUp) ownerChmod(sys, dir.fd, mode | 0o700);
   try {
     sys.renameat2(snapshots.fd, digest, tmp.fd, name, RENAME_NOREPLACE);
   } catch (err) {
+    if (openUp) ownerChmod(sys, dir!.fd, mode);
     if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
     throw err;
   }
   removeAt(sys, tmp.fd, name);
+}
+
+/** The snapshot directory about to be moved; undefined when the name is not a directory (the rename and removal handle it). */
+function openToMove(sys: Sys, snapshotsFd: number, digest: string): Fd | undefined {
+  try {
+    return own(sys, openChildDir(sys, snapshotsFd, digest));
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+    if (hasCode(err, 'ENOTDIR', 'ELOOP')) return undefined;
+    throw err;
+  }
+}
+
+/** fchmod that another owner's directory refuses (EPERM) quietly: the rename then says what went wrong. */
+function ownerChmod(sys: Sys, fd: number, mode: number): void {
+  try {
+    sys.fchmod(fd, mode);
+  } catch (err) {
+    if (!hasCode(err, 'EPERM')) throw err;
+  }
 }

@@ -1,6 +1,6 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath, makeRealDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { escapePath } from '../base/paths.js';
@@ -17,11 +17,18 @@ import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { Snapshot } from './snapshot.js';
+import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 
 export interface StoreOptions extends ToolOptions {
   /** close() thaws and removes the whole store. */
   ephemeral?: boolean;
+  /**
+   * Whom the store's contents are trusted from (see README "Store trust"): 'owner' (the
+   * default) refuses a store that anyone but you (or root) owns or can write; 'group' opts
+   * into a shared store: a setgid directory of a group you are in, group-writable.
+   */
+  trust?: StoreTrust;
 }
 
 export interface CaptureCallOptions extends CaptureOptions {
@@ -31,9 +38,18 @@ export interface CaptureCallOptions extends CaptureOptions {
 
 const DIGEST_RE = /^[0-9a-f]{64}$/;
 
+function checkTrust(value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'string') throw invalidArgType('options.trust', 'string', value);
+  if (!(STORE_TRUSTS as readonly string[]).includes(value)) {
+    throw invalidArgValue('options.trust', value, `must be one of: ${STORE_TRUSTS.map((t) => `'${t}'`).join(', ')}`);
+  }
+}
+
 export class SnapshotStore {
   readonly root: string;
   readonly ephemeral: boolean;
+  readonly trust: StoreTrust;
   readonly #sys: Sys;
   #closed = false;
   #sweptAtOpen = 0;
@@ -41,6 +57,7 @@ export class SnapshotStore {
   private constructor(root: string, options: StoreOptions) {
     this.root = root;
     this.ephemeral = options.ephemeral === true;
+    this.trust = options.trust ?? 'owner';
     this.#sys = options.sys ?? nativeSys;
   }
 
@@ -48,23 +65,29 @@ export class SnapshotStore {
     checkString('dir', dir);
     const sys = checkOptions('options', options).sys ?? nativeSys;
     checkBoolean('options.ephemeral', options.ephemeral);
+    checkTrust(options.trust);
     const root = checkRootPath(dir, 'store directory');
     own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
     return new SnapshotStore(root, options);
   }
 
-  /** Opens (creating it 0700 if needed) a store and sweeps builds no live process holds. */
+  /**
+   * Opens (creating it 0700 if needed) a store, refuses it (SEAL_UNTRUSTED) unless only
+   * users it trusts can have written it (see `trust`), and sweeps builds no live process holds.
+   */
   static openSync(dir: string, options: StoreOptions = {}): SnapshotStore {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    store.#sweptAtOpen = sealed('openStore', () => openStoreAt(store.#sys, store.root));
+    store.#sweptAtOpen = sealed('openStore', () => openStoreAt(store.#sys, store.root, store.trust));
     return store;
   }
 
-  /** openSync's directory work on the worker thread (on the calling thread when `sys` is given). */
+  /** openSync's directory work on the worker thread (on the calling thread when `sys` is given, or for a shared store). */
   static async open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
     const store = SnapshotStore.#prepareOpen(dir, options);
-    if (options.sys !== undefined) store.#sweptAtOpen = await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root)));
-    else store.#sweptAtOpen = await offload('openStore', [store.root]);
+    // The worker's open job checks the default trust only: a shared store's few checks run here.
+    if (options.sys !== undefined || store.trust !== 'owner') {
+      store.#sweptAtOpen = await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root, store.trust)));
+    } else store.#sweptAtOpen = await offload('openStore', [store.root]);
     return store;
   }
 

@@ -1,11 +1,14 @@
 // freeze.ts: freeze (files 0400/0500, dirs 0500) and thaw (0600/0700) through fds, never following a link.
-import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { randomBytes } from 'node:crypto';
+
+import { openChildDir, openRealDir, own, removeQuietly } from '../base/fd.js';
+import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, DT_REG, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { inline, offload, type ToolOptions } from '../base/offload.js';
 import { sealed } from '../base/refusal.js';
 import { frozenFileMode } from '../base/frozen.js';
@@ -15,10 +18,16 @@ export interface ModePolicy {
   dir: number;
   /** Whether files are visited at all (a capture build already creates them frozen). */
   files: boolean;
+  /**
+   * A file with other names (st_nlink > 1, e.g. shared with another snapshot) is replaced
+   * by a private copy with the new mode instead of being chmodded: the shared inode keeps
+   * its mode and bytes.
+   */
+  unshare?: boolean;
 }
 
 export const FROZEN: ModePolicy = { file: frozenFileMode, dir: 0o500, files: true };
-export const THAWED: ModePolicy = { file: () => 0o600, dir: 0o700, files: true };
+export const THAWED: ModePolicy = { file: () => 0o600, dir: 0o700, files: true, unshare: true };
 export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
 
 /** chmod of a child that must not be a symlink: fchmodat2(AT_SYMLINK_NOFOLLOW), else open+fchmod. */
@@ -32,6 +41,51 @@ function chmodChild(sys: Sys, dirfd: number, name: string | Buffer, mode: number
   using file = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   if (!isReg(sys.fstat(file.fd).mode)) throw new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(name)}`);
   sys.fchmod(file.fd, mode);
+}
+
+function changed(rel: string): SealError {
+  return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(rel)}`, { path: rel });
+}
+
+/** The same file, unwritten: what a private copy of it must have been made from. */
+function sameContent(a: Stat, b: Stat): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.mode === b.mode && a.size === b.size && a.mtimeNs === b.mtimeNs;
+}
+
+function copyBytes(sys: Sys, src: number, dst: number, size: number): void {
+  if (size === 0 || sys.ficlone(dst, src) || copyRanges(sys, src, dst, size)) return;
+  const buffer = Buffer.allocUnsafe(Math.min(size, CHUNK_BYTES));
+  for (let at = 0; at < size; ) {
+    const n = sys.pread(src, buffer, 0, Math.min(buffer.length, size - at), at);
+    if (n === 0) return;
+    writeAll(sys, dst, buffer.subarray(0, n), at);
+    at += n;
+  }
+}
+
+/**
+ * Replaces dirfd/name, a regular file with other names (`seen`: its fstatat), by a
+ * private copy (a reflink where the filesystem can) with `mode`, renamed over it: the
+ * inode the other names share is never chmodded or written.
+ */
+function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: string, seen: Stat, mode: number): void {
+  using src = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  const before = sys.fstat(src.fd);
+  if (!sameContent(before, seen)) throw changed(rel);
+  const tmp = `.treeseal-thaw-${randomBytes(12).toString('hex')}`;
+  try {
+    {
+      using dst = own(sys, sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+      copyBytes(sys, src.fd, dst.fd, before.size);
+      // The mode asked for, past the umask.
+      sys.fchmod(dst.fd, mode);
+      if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(dst.fd).size !== before.size) throw changed(rel);
+    }
+    sys.renameat2(dirfd, tmp, dirfd, name, 0);
+  } catch (err) {
+    removeQuietly(sys, dirfd, tmp);
+    throw err;
+  }
 }
 
 /** Applies a mode policy to the tree open at fd (the directory itself included). */
@@ -49,7 +103,8 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
       using child = own(sys, openChildDir(sys, fd, entry.name));
       applyModesAt(sys, child.fd, policy, childRel, depth + 1);
     } else if (isReg(st.mode)) {
-      if (policy.files) chmodChild(sys, fd, entry.name, policy.file(st.mode));
+      if (policy.unshare === true && st.nlink > 1) unshareChild(sys, fd, entry.name, childRel, st, policy.file(st.mode));
+      else if (policy.files) chmodChild(sys, fd, entry.name, policy.file(st.mode));
     } else {
       throw new SealError('SEAL_SPECIAL_FILE', `tree contains a special file: ${escapePath(childRel)}`, { path: childRel });
     }
@@ -68,7 +123,11 @@ export function freezeSync(dir: string, options: ToolOptions = {}): void {
   sealed('freeze', () => applyModes(dir, FROZEN, checkOptions('options', options).sys ?? nativeSys));
 }
 
-/** Makes a frozen tree writable again: files 0600, directories 0700. */
+/**
+ * Makes a frozen tree writable again: files 0600, directories 0700. A file with other
+ * names (a hard link another snapshot shares) is replaced by a private copy instead of
+ * chmodded, so the other names keep their mode and bytes.
+ */
 export function thawSync(dir: string, options: ToolOptions = {}): void {
   sealed('thaw', () => applyModes(dir, THAWED, checkOptions('options', options).sys ?? nativeSys));
 }

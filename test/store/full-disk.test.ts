@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotStore, type SealError } from '../../dist/index.js';
 import type { Sys } from '../../dist/sys/index.js';
 import { firstDiff, treeState } from '../../bench/faults/tree.js';
-import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, rootOrSkip, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
-const isRoot = process.getuid?.() === 0;
-if (!isRoot && process.env.CI === 'true') throw new Error('CI=true but the full-disk tests need root for their loop images');
+// Root makes the loop images; not root, these skip (under CI=true only in the unprivileged pass).
+const isRoot = rootOrSkip('the full-disk tests (their loop images)');
 const MiB = 1024 * 1024;
 
 /** A loop image on /dev/shm: ext4 of 32 MiB, or XFS of 300 MiB (its minimum) with a ballast leaving ~16 MiB. */

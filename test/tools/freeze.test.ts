@@ -1,10 +1,10 @@
-// freeze.test.ts: freeze and thaw set modes through fds, never follow a link, and refuse special files and symlinked roots.
-import { chmodSync, lstatSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+// freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and thaw copies hard-linked files.
+import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, mkfifo, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -48,5 +48,68 @@ describe('freeze and thaw', () => {
       code: 'ERR_INVALID_ARG_TYPE',
       message: 'The "options" argument must be of type object. Received null',
     });
+  });
+});
+
+/** A frozen tree t/ whose files d/f (big) and e (empty) have a second name in other/ (as a newer snapshot shares them). */
+function linkedTree(): { dir: string; other: string } {
+  const work = tempDir();
+  const dir = join(work, 't');
+  writeTree(dir, { 'd/f': Buffer.alloc(300_000, 7), 'e': '', 'own': 'o' });
+  freezeSync(dir);
+  const other = join(work, 'other');
+  mkdirSync(other);
+  linkSync(join(dir, 'd/f'), join(other, 'f'));
+  linkSync(join(dir, 'e'), join(other, 'e'));
+  return { dir, other };
+}
+
+const inoMode = (p: string): [number, number, number] => {
+  const st = statSync(p);
+  return [st.ino, st.mode & 0o7777, st.nlink];
+};
+
+describe('thaw and hard links', () => {
+  it('a file with other names is replaced by a private 0600 copy: the shared inode keeps its mode and bytes', async () => {
+    const { dir, other } = linkedTree();
+    const before = [inoMode(join(other, 'f')), inoMode(join(other, 'e'))];
+    expect(before.map((m) => m.slice(1))).toEqual([[0o400, 2], [0o400, 2]]);
+    await thaw(dir);
+    expect([inoMode(join(other, 'f')), inoMode(join(other, 'e'))]).toEqual(before.map(([ino, mode]) => [ino, mode, 1]));
+    for (const [rel, name] of [['d/f', 'f'], ['e', 'e']] as const) {
+      const [ino, mode, nlink] = inoMode(join(dir, rel));
+      expect([ino === inoMode(join(other, name))[0], mode, nlink]).toEqual([false, 0o600, 1]);
+      expect(readFileSync(join(dir, rel)).equals(readFileSync(join(other, name)))).toBe(true);
+    }
+    expect(statSync(join(dir, 'own')).mode & 0o7777).toBe(0o600);
+    expect(readdirSync(join(dir)).sort()).toEqual(['d', 'e', 'own']);
+    expect(readdirSync(join(dir, 'd'))).toEqual(['f']);
+  });
+
+  it('a linked file that changes while it is copied: SEAL_CHANGED, its other name untouched, no copy left behind', () => {
+    const { dir, other } = linkedTree();
+    const ino = BigInt(statSync(join(other, 'f')).ino);
+    let seen = 0;
+    const sys = wrapSys({
+      fstat: (orig) => (fd) => {
+        const st = orig(fd);
+        if (st.ino !== ino || ++seen < 2) return st;
+        return { ...st, mtimeNs: st.mtimeNs + 1n };
+      },
+    });
+    const before = inoMode(join(other, 'f'));
+    expectError(() => thawSync(dir, { sys }), { code: 'SEAL_CHANGED', message: 'file changed while being copied: d/f', path: 'd/f', unchanged: dir });
+    expect([inoMode(join(other, 'f')), inoMode(join(dir, 'd/f'))]).toEqual([before, before]);
+  });
+
+  it('the kernel refusing the copy (its creation, or its chmod): SEAL_IO, nothing left behind', () => {
+    const { dir, other } = linkedTree();
+    const before = inoMode(join(other, 'f'));
+    const create = failOnce('openat', 'ENOSPC', (_fd, name) => String(name).startsWith('.treeseal-thaw-'));
+    expectError(() => thawSync(dir, { sys: create.sys }), { code: 'SEAL_IO', message: 'thaw: ENOSPC: injected, openat', unchanged: dir });
+    const chmod = failOnce('fchmod', 'EIO', (_fd, mode) => mode === 0o600);
+    expectError(() => thawSync(dir, { sys: chmod.sys }), { code: 'SEAL_IO', message: 'thaw: EIO: injected, fchmod', unchanged: dir });
+    expect(chmod.injected()).toBeDefined();
+    expect(inoMode(join(other, 'f'))).toEqual(before);
   });
 });

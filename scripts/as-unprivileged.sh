@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# as-unprivileged.sh: runs the store, tools, CLI and registry suites again as an unprivileged user (treeseal-ci), from a copy of the built checkout it owns.
+# Run as root inside scripts/with-mounts.sh (its loop mounts are handed to the user for the pass and given back after).
+# The user starts its own registries (scripts/with-registries.sh), so the tests own the registry storage they tamper with.
+# Nothing is installed or rebuilt: the copy carries the addon and dist/ the root pass built.
+# usage: bash scripts/with-mounts.sh bash scripts/as-unprivileged.sh [VITEST_PATH...]   (default: test/store test/tools test/cli; .ci/run calls it)
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "$0: needs root (it creates the user and hands it the mounts)" >&2
+  exit 2
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+user=treeseal-ci
+if ! id -u "$user" >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user"
+fi
+uid=$(id -u "$user")
+gid=$(id -g "$user")
+if [ ! -f "$repo/dist/index.js" ] || [ ! -f "$repo/build/Release/treeseal.node" ]; then
+  echo "$0: build the checkout first (npm install; npm run build:ts): no dist/ or addon in $repo" >&2
+  exit 2
+fi
+
+work=$(mktemp -d /tmp/treeseal-unprivileged.XXXXXX)
+mounts=()
+for var in TREESEAL_TEST_XFS TREESEAL_TEST_BTRFS TREESEAL_TEST_EXT4; do
+  if [ -n "${!var:-}" ]; then mounts+=("${!var}"); fi
+done
+# The mounts' parents (with-mounts.sh's private temp dir) get o+rx for the pass: a store path is walked by opening each directory.
+parents=()
+for m in "${mounts[@]}"; do
+  p=$(dirname "$m")
+  case " ${parents[*]} " in *" $p "*) ;; *) parents+=("$p") ;; esac
+done
+modes=()
+for p in "${parents[@]}"; do modes+=("$(stat -c %a "$p")"); done
+cleanup() {
+  for m in "${mounts[@]}"; do chown 0:0 "$m" 2>/dev/null || true; done
+  for i in "${!parents[@]}"; do chmod "${modes[$i]}" "${parents[$i]}" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# The copy: the checkout without .git, and node_modules itself (vitest writes its cache there), owned by the user.
+started=$(date +%s)
+mkdir "$work/repo" "$work/home"
+tar -C "$repo" --exclude=./.git --exclude=./node_modules -cf - . | tar -C "$work/repo" -xf -
+cp -a "$(readlink -f "$repo/node_modules")" "$work/repo/node_modules"
+chown -R "$uid:$gid" "$work"
+for m in "${mounts[@]}"; do chown "$uid:$gid" "$m"; done
+for p in "${parents[@]}"; do chmod o+rx "$p"; done
+echo "as-unprivileged: $user (uid $uid) in $work/repo; copied in $(($(date +%s) - started)) s" >&2
+
+if [ "$#" -eq 0 ]; then set -- test/store test/tools test/cli; fi
+cd "$work/repo"
+# TREESEAL_TEST_UNPRIVILEGED: tests that need root skip (under CI=true they would otherwise fail for want of root).
+setpriv --reuid="$uid" --regid="$gid" --init-groups \
+  env -u TREESEAL_TEST_REGISTRY -u TREESEAL_TEST_REGISTRY_AUTH -u TREESEAL_TEST_REGISTRY_STORAGE \
+  HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TREESEAL_TEST_UNPRIVILEGED=1 \
+  bash scripts/with-registries.sh node node_modules/vitest/vitest.mjs run "$@"
+echo "as-unprivileged: passed in $(($(date +%s) - started)) s" >&2

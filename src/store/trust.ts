@@ -1,0 +1,149 @@
+// trust.ts: the store trust rule (who may have written a store's parts), checked by fstat on the fds that were opened.
+import { SealError } from '../base/errors.js';
+import { DIR_FLAGS, openChildDir, own, type Fd } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { AT_FDCWD, isDir } from '../sys/constants.js';
+import type { Stat, Sys } from '../sys/native.js';
+
+/** 'owner': only you (or root) can have written the store; 'group': a shared store, setgid, of a group you are in. */
+export type StoreTrust = 'owner' | 'group';
+export const STORE_TRUSTS: readonly StoreTrust[] = ['owner', 'group'];
+
+const S_ISVTX = 0o1000;
+const S_ISGID = 0o2000;
+const GROUP_WRITE = 0o020;
+const OTHER_WRITE = 0o002;
+
+/** Whose writes a store's parts may hold: `owners` (you, root, and for root the store's owner) and, in a shared store, `group`. */
+export interface TrustRule {
+  uid: number;
+  owners: ReadonlySet<number>;
+  group: number | undefined;
+}
+
+function octal(mode: number): string {
+  return (mode & 0o7777).toString(8).padStart(4, '0');
+}
+
+function untrusted(message: string): SealError {
+  return new SealError('SEAL_UNTRUSTED', message);
+}
+
+function inGroup(gid: number): boolean {
+  return process.geteuid!() === 0 || process.getegid!() === gid || process.getgroups!().includes(gid);
+}
+
+/** Refuses a part of a store (`shown`: its escaped path) that someone the rule does not trust can have written. */
+export function checkPart(st: Stat, rule: TrustRule, shown: string): void {
+  const mode = st.mode & 0o7777;
+  if (mode & OTHER_WRITE) throw untrusted(`untrusted store: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`);
+  if (mode & GROUP_WRITE) {
+    if (rule.group === undefined) {
+      throw untrusted(`untrusted store: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}, or open it as a shared store (trust: 'group')`);
+    }
+    if (st.gid !== rule.group) throw untrusted(`untrusted shared store: ${shown} is writable by gid ${st.gid}, not the store's group ${rule.group}; fix: chgrp ${rule.group} ${shown}`);
+    if (isDir(st.mode) && !(mode & S_ISGID)) throw untrusted(`untrusted shared store: ${shown} is group-writable but not setgid (mode ${octal(mode)}); fix: chmod g+s ${shown}`);
+  }
+  if (rule.owners.has(st.uid)) return;
+  if (rule.group !== undefined && st.gid === rule.group) return;
+  throw untrusted(`untrusted store: ${shown} is owned by uid ${st.uid}, not you (uid ${rule.uid}); use a store you own`);
+}
+
+/**
+ * The rule for a store whose directory fstat gave `st`, checking that directory: you
+ * and root are trusted; root also trusts the owner of a store it opens (opened by
+ * openStoreRoot, which proved the path is that owner's); a shared store trusts its group.
+ */
+export function storeRule(st: Stat, trust: StoreTrust, shown: string): TrustRule {
+  const uid = process.geteuid!();
+  const owners = new Set([uid, 0]);
+  if (uid === 0) owners.add(st.uid);
+  let group: number | undefined;
+  if (trust === 'group') {
+    if (!(st.mode & S_ISGID)) throw untrusted(`untrusted shared store: ${shown} is not setgid (mode ${octal(st.mode)}); fix: chmod g+s ${shown}`);
+    if (!inGroup(st.gid)) throw untrusted(`untrusted shared store: ${shown} belongs to gid ${st.gid}, not a group of yours`);
+    group = st.gid;
+  }
+  const rule = { uid, owners, group };
+  checkPart(st, rule, shown);
+  return rule;
+}
+
+/**
+ * The rule a published snapshot is checked with, from the store's snapshots/ (`parent`,
+ * asked only when the snapshot is not yours or root's): root trusts that directory's
+ * owner; a setgid, group-writable snapshots/ (which only a shared store opens with) its group.
+ */
+export function snapshotRule(parent: () => Stat): TrustRule {
+  const uid = process.geteuid!();
+  const owners = new Set([uid, 0]);
+  let group: number | undefined;
+  const st = parent();
+  if (uid === 0) owners.add(st.uid);
+  if ((st.mode & S_ISGID) && (st.mode & GROUP_WRITE) && inGroup(st.gid)) group = st.gid;
+  return { uid, owners, group };
+}
+
+/** Refuses a published snapshot directory that someone you do not trust made or can write (one fstat; its parent's only when needed). */
+export function checkSnapshot(sys: Sys, fd: number, parent: () => Stat, shown: string): void {
+  const st = sys.fstat(fd);
+  const uid = process.geteuid!();
+  if (isPrivate(st)) return;
+  const rule = snapshotRule(parent);
+  const mode = st.mode & 0o7777;
+  if (mode & (GROUP_WRITE | OTHER_WRITE)) throw untrusted(`untrusted snapshot: ${shown} is writable by ${mode & OTHER_WRITE ? 'other users' : 'its group'} (mode ${octal(mode)})`);
+  if (rule.owners.has(st.uid) || (rule.group !== undefined && st.gid === rule.group)) return;
+  throw untrusted(`untrusted snapshot: ${shown} is owned by uid ${st.uid}, not you (uid ${uid})`);
+}
+
+/** Owned by you or root, and writable by no one else: trusted without asking whose store it is in. */
+export function isPrivate(st: Stat): boolean {
+  const uid = process.geteuid!();
+  return (st.uid === uid || st.uid === 0) && !(st.mode & (GROUP_WRITE | OTHER_WRITE));
+}
+
+/**
+ * Opens the store directory of root (euid 0) whose owner is another user, proving the
+ * path is root's down to where that user's part begins: every directory above it is
+ * root's and, where others can write it, sticky; the one holding the user's first
+ * component writable by no one else; from there on everything is the user's or root's.
+ * Otherwise a third user may have made the store (e.g. in /tmp), and it is refused.
+ * Returns the store directory's fd, the walk's last.
+ */
+export function openForeignStore(sys: Sys, path: string, owner: number): Fd {
+  const parts = path.slice(1).split('/');
+  let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
+  const stats: Stat[] = [sys.fstat(current.fd)];
+  try {
+    for (const part of parts) {
+      const next = own(sys, openChildDir(sys, current.fd, part));
+      current[Symbol.dispose]();
+      current = next;
+      stats.push(sys.fstat(current.fd));
+    }
+  } catch (err) {
+    current[Symbol.dispose]();
+    throw err;
+  }
+  const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
+  const first = stats.findIndex((st) => st.uid === owner);
+  const last = stats.length - 1;
+  try {
+    if (stats[last]!.uid !== owner) throw untrusted(`untrusted store: ${shownAt(last)} changed owner while it was opened`);
+    for (let i = 0; i < last; i++) {
+      const st = stats[i]!;
+      const open = st.mode & (GROUP_WRITE | OTHER_WRITE);
+      const fine = i < first ? st.uid === 0 && (!open || (i < first - 1 && st.mode & S_ISVTX)) : (st.uid === 0 || st.uid === owner) && !open;
+      if (!fine) {
+        throw untrusted(
+          `untrusted store: ${shownAt(last)} is owned by uid ${owner}, not root, and ${shownAt(i)} (uid ${st.uid}, mode ${octal(st.mode)}) lets another user make or replace it; ` +
+            `fix: run as uid ${owner}, or chown -R 0 ${shownAt(last)}`,
+        );
+      }
+    }
+  } catch (err) {
+    current[Symbol.dispose]();
+    throw err;
+  }
+  return current;
+}

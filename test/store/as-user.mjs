@@ -1,0 +1,69 @@
+// as-user.mjs: one store operation a test runs in a child process (as an unprivileged uid); prints its result, or its error, as JSON.
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
+
+const [dist, op, store, ...args] = process.argv.slice(2);
+const { SnapshotStore, thawSync } = await import(dist);
+const trust = process.env.TREESEAL_TEST_TRUST;
+const open = (options = {}) => SnapshotStore.open(store, trust === undefined ? options : { ...options, trust });
+
+const ops = {
+  /** capture SOURCE COPY[,COPY...]: the snapshot's digest and whether it was reused. */
+  async capture(source, copy) {
+    const s = await open();
+    const snap = await s.capture({ source, copy: copy.split(',') });
+    await s.close();
+    return { digest: snap.digest, reused: snap.captureReport.reused, reusedFiles: snap.captureReport.reusedFiles };
+  },
+  async remove(digest) {
+    const s = await open();
+    const removed = s.remove(digest);
+    await s.close();
+    return { removed, left: readdirSync(`${store}/snapshots`), tmp: readdirSync(`${store}/tmp`) };
+  },
+  async verify(digest) {
+    const s = await open();
+    const report = await s.get(digest).verify();
+    await s.close();
+    return { entries: report.entries };
+  },
+  async materialize(digest, clone) {
+    const s = await open();
+    const report = await s.get(digest).materialize(clone);
+    await s.close();
+    return { files: report.files };
+  },
+  async gc() {
+    const s = await open();
+    const swept = s.sweptAtOpen + s.gc();
+    await s.close();
+    return { swept, tmp: readdirSync(`${store}/tmp`) };
+  },
+  /** ephemeral SOURCE COPY FILE: captures, rewrites FILE (below SOURCE), captures again (linked), closes. */
+  async ephemeral(source, copy, file) {
+    const s = await open({ ephemeral: true });
+    const first = await s.capture({ source, copy: [copy] });
+    writeFileSync(`${source}/${file}`, 'changed');
+    const second = await s.capture({ source, copy: [copy] });
+    await s.close();
+    return { digests: [first.digest, second.digest], reusedFiles: second.captureReport.reusedFiles, gone: !exists(store) };
+  },
+  async thaw(dir) {
+    thawSync(dir);
+    return {};
+  },
+};
+
+function exists(path) {
+  try {
+    statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+try {
+  console.log(JSON.stringify(await ops[op](...args)));
+} catch (err) {
+  console.log(JSON.stringify({ error: { code: err.code, message: err.message } }));
+}

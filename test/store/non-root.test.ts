@@ -1,0 +1,154 @@
+// non-root.test.ts: rm, gc, ephemeral close and thaw as a user without root: a snapshot sharing files by hard links keeps their modes and verifies.
+import { chmodSync, linkSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import {
+  DIST_INDEX,
+  NOBODY,
+  canDropPrivileges,
+  checkNoFdLeaks,
+  childJson,
+  chownTree,
+  expectError,
+  failOnce,
+  isRoot,
+  listTree,
+  runNodeAs,
+  tempDir,
+  writeTree,
+  type RunAs,
+} from '../helpers.js';
+
+checkNoFdLeaks();
+
+const AS_USER = fileURLToPath(new URL('./as-user.mjs', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+/** Root runs the children as nobody; a test run that is not root runs them as itself. */
+const as: RunAs | undefined = isRoot ? { uid: NOBODY, gid: NOBODY } : undefined;
+const runnable = !isRoot || canDropPrivileges();
+
+const TREE = { 'tree/a.txt': 'alpha', 'tree/b.txt': 'bravo', 'tree/sub/c.txt': 'charlie', 'tree/x.sh': '#!/bin/sh\n' };
+
+/** Runs one as-user.mjs operation as the unprivileged user; its JSON result. */
+function op(name: string, store: string, ...args: string[]): any {
+  return childJson(runNodeAs(as, [AS_USER, DIST_INDEX, name, store, ...args]));
+}
+
+/** A repo and a store path in a directory the unprivileged user owns (below a root dir anyone may traverse). */
+function workDir(): { repo: string; store: string } {
+  const base = tempDir();
+  chmodSync(base, 0o755);
+  const work = join(base, 'w');
+  writeTree(join(work, 'repo'), TREE);
+  chmodSync(join(work, 'repo/tree/x.sh'), 0o755);
+  for (const rel of Object.keys(TREE)) utimesSync(join(work, 'repo', rel), 1_700_000_000, 1_700_000_000);
+  if (as !== undefined) chownTree(work, as.uid, as.gid);
+  return { repo: join(work, 'repo'), store: join(work, 'store') };
+}
+
+/** Every entry of a snapshot's tree with its mode, inode and link count. */
+function modes(root: string): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const rel of listTree(root)) {
+    const st = statSync(join(root, rel.replace(/\/$/, '')));
+    out[rel] = [st.mode & 0o7777, st.ino];
+  }
+  return out;
+}
+
+/** Two snapshots of repo: the second, after a.txt changed, shares every other file with the first by a hard link. */
+function linkedPair(repo: string, store: string): { old: string; young: string; youngRoot: string } {
+  const old = op('capture', store, repo, 'tree');
+  writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+  const young = op('capture', store, repo, 'tree');
+  expect([old.reused, young.reused, young.reusedFiles]).toEqual([false, false, 3]);
+  const youngRoot = join(store, 'snapshots', young.digest);
+  expect(statSync(join(youngRoot, 'copy/tree/b.txt')).ino).toBe(statSync(join(store, 'snapshots', old.digest, 'copy/tree/b.txt')).ino);
+  expect(statSync(join(youngRoot, 'copy/tree/b.txt')).nlink).toBe(2);
+  return { old: old.digest, young: young.digest, youngRoot };
+}
+
+const works: Record<string, { repo: string; store: string }> = {};
+
+describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
+  beforeAll(async () => {
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral']) works[name] = workDir();
+    // Older than the stat cache's granularity (2 s): the second capture links the unchanged files.
+    await new Promise((r) => setTimeout(r, 2100));
+  }, 30_000);
+
+  it('rm removes the old snapshot; the newer one, sharing its files by hard links, keeps their modes and verifies', () => {
+    const { repo, store } = works.rm!;
+    const { old, young, youngRoot } = linkedPair(repo, store);
+    const before = modes(youngRoot);
+    expect(op('remove', store, old)).toEqual({ removed: old, left: [young], tmp: [] });
+    expect(modes(youngRoot)).toEqual(before);
+    expect(statSync(join(youngRoot, 'copy/tree/b.txt')).nlink).toBe(1);
+    expect(op('verify', store, young).entries).toBe(6);
+  });
+
+  it('treeseal rm as that user', () => {
+    const { repo, store } = works.cli!;
+    const { old, young, youngRoot } = linkedPair(repo, store);
+    const before = modes(youngRoot);
+    const r = runNodeAs(as, [CLI, 'rm', old.slice(0, 12)], { TREESEAL_STORE: store });
+    expect(r).toEqual({ status: 0, stdout: `removed ${old}\n`, stderr: '' });
+    expect(readdirSync(join(store, 'snapshots'))).toEqual([young]);
+    expect(modes(youngRoot)).toEqual(before);
+  });
+
+  it('thaw of the old snapshot copies its shared files instead of chmodding them; rm then leaves the newer one intact', () => {
+    const { repo, store } = works.thaw!;
+    const { old, young, youngRoot } = linkedPair(repo, store);
+    const before = modes(youngRoot);
+    const oldRoot = join(store, 'snapshots', old);
+    expect(op('thaw', store, oldRoot)).toEqual({});
+    expect(modes(youngRoot)).toEqual(before);
+    expect(statSync(join(oldRoot, 'copy/tree/b.txt')).mode & 0o7777).toBe(0o600);
+    expect(statSync(join(oldRoot, 'copy/tree/b.txt')).ino).not.toBe(statSync(join(youngRoot, 'copy/tree/b.txt')).ino);
+    expect(readdirSync(join(oldRoot, 'copy/tree')).sort()).toEqual(['a.txt', 'b.txt', 'sub', 'x.sh']);
+    expect(op('remove', store, old).left).toEqual([young]);
+    expect(modes(youngRoot)).toEqual(before);
+    expect(op('verify', store, young).entries).toBe(6);
+  });
+
+  it('gc sweeps a stale build holding a link to a published file (its dirs frozen) and leaves that file as it was', () => {
+    const { repo, store } = works.gc!;
+    const { young, youngRoot } = linkedPair(repo, store);
+    const build = join(store, 'tmp', `build-${'e'.repeat(32)}`);
+    mkdirSync(join(build, 'copy'), { recursive: true });
+    linkSync(join(youngRoot, 'copy/tree/b.txt'), join(build, 'copy/b.txt'));
+    if (as !== undefined) chownTree(build, as.uid, as.gid);
+    chmodSync(join(build, 'copy'), 0o500);
+    chmodSync(build, 0o500);
+    const before = modes(youngRoot);
+    expect(op('gc', store)).toEqual({ swept: 1, tmp: [] });
+    expect(modes(youngRoot)).toEqual(before);
+    expect(op('verify', store, young).entries).toBe(6);
+  });
+
+  it('an ephemeral store with linked snapshots is removed whole at close', () => {
+    const { repo, store } = works.ephemeral!;
+    const r = op('ephemeral', store, repo, 'tree', 'tree/a.txt');
+    expect([r.reusedFiles, r.gone]).toEqual([3, true]);
+  });
+});
+
+describe('rm that fails', () => {
+  it('a rename the kernel refuses: SEAL_IO, the snapshot stays published and frozen (0500), nothing left behind', () => {
+    const base = tempDir();
+    writeTree(join(base, 'repo'), { 'f': 'x' });
+    const dir = join(base, 'store');
+    const { sys, injected } = failOnce('renameat2', 'EIO', (_a, _b, _c, newpath) => String(newpath).startsWith('rm-'));
+    const store = SnapshotStore.openSync(dir, { sys });
+    const snap = store.captureSync({ source: join(base, 'repo'), copy: ['f'] });
+    expectError(() => store.remove(snap.digest), { code: 'SEAL_IO', message: 'remove: EIO: injected, renameat2', unchanged: dir });
+    expect(injected()).toBeDefined();
+    expect(statSync(snap.root).mode & 0o7777).toBe(0o500);
+    expect(store.list()).toEqual([snap.digest]);
+    store.closeSync();
+  });
+});

@@ -1,0 +1,281 @@
+// store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import {
+  DIST_INDEX,
+  NOBODY,
+  SOMEONE,
+  canDropPrivileges,
+  checkNoFdLeaks,
+  childJson,
+  chownTree,
+  expectError,
+  isRoot,
+  listTree,
+  runNodeAs,
+  runScriptAs,
+  tempDir,
+  wrapSys,
+  writeTree,
+} from '../helpers.js';
+
+checkNoFdLeaks();
+
+const AS_USER = fileURLToPath(new URL('./as-user.mjs', import.meta.url));
+const uid = process.geteuid!();
+const mode = (p: string): number => statSync(p).mode & 0o7777;
+
+/** A repo and a store made by one capture (so cache/ exists), in a fresh directory. */
+function madeStore(): { repo: string; dir: string } {
+  const base = tempDir();
+  const repo = join(base, 'repo');
+  writeTree(repo, { 'src/a': 'a' });
+  const dir = join(base, 'store');
+  const store = SnapshotStore.openSync(dir);
+  store.captureSync({ source: repo, copy: ['src'] });
+  store.closeSync();
+  return { repo, dir };
+}
+
+describe('a store only you (or root) can have written', () => {
+  it('a store directory writable by group or others is refused, sync and async, naming it and the fix; nothing is made', async () => {
+    for (const [bits, why] of [
+      [0o777, 'writable by other users (mode 0777); fix: chmod go-w'],
+      [0o703, 'writable by other users (mode 0703); fix: chmod go-w'],
+      [0o770, "writable by its group (mode 0770); fix: chmod g-w"],
+    ] as const) {
+      const dir = join(tempDir(), 'store');
+      mkdirSync(dir);
+      chmodSync(dir, bits);
+      const message = `untrusted store: ${dir} is ${why} ${dir}${bits & 0o002 ? '' : ", or open it as a shared store (trust: 'group')"}`;
+      expectError(() => SnapshotStore.openSync(dir), { code: 'SEAL_UNTRUSTED', message, unchanged: dir });
+      await expectError(async () => SnapshotStore.open(dir), { code: 'SEAL_UNTRUSTED', message, unchanged: dir });
+    }
+  });
+
+  it('so is a store whose snapshots/, tmp/, cache/ or lock others can write', async () => {
+    for (const [part, bits] of [['snapshots', 0o770], ['tmp', 0o777], ['cache', 0o720], ['lock', 0o666]] as const) {
+      const { dir } = madeStore();
+      const path = join(dir, part);
+      chmodSync(path, bits);
+      const why = bits & 0o002 ? `writable by other users (mode 0${bits.toString(8)}); fix: chmod go-w ${path}` : `writable by its group (mode 0${bits.toString(8)}); fix: chmod g-w ${path}, or open it as a shared store (trust: 'group')`;
+      await expectError(async () => SnapshotStore.open(dir), { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${path} is ${why}`, unchanged: dir });
+      chmodSync(path, bits & ~0o022);
+      SnapshotStore.openSync(dir).closeSync();
+    }
+  });
+
+  it('a new store, its parents, snapshots/ and tmp/ are 0700 and its lock 0600, whatever the umask', () => {
+    const base = tempDir();
+    const dir = join(base, 'a/b/store');
+    const r = runScriptAs(undefined, `process.umask(0); const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)}); (await SnapshotStore.open(process.argv[1])).close(); console.log('{}');`, [dir]);
+    expect(childJson(r)).toEqual({});
+    expect([join(base, 'a'), join(base, 'a/b'), dir, join(dir, 'snapshots'), join(dir, 'tmp'), join(dir, 'lock')].map(mode)).toEqual([0o700, 0o700, 0o700, 0o700, 0o700, 0o600]);
+  });
+
+  it('a published snapshot others can write is neither reused by a capture nor read nor materialized', async () => {
+    const { repo, dir } = madeStore();
+    const store = await SnapshotStore.open(dir);
+    const [digest] = store.list();
+    const snap = store.get(digest!);
+    chmodSync(snap.root, 0o520);
+    const rel = `untrusted snapshot: snapshots/${digest} is writable by its group (mode 0520)`;
+    for (const capture of [() => store.captureSync({ source: repo, copy: ['src'], statCache: false }), async () => store.capture({ source: repo, copy: ['src'], statCache: false })]) {
+      await expectError(capture, { code: 'SEAL_UNTRUSTED', message: rel, unchanged: dir });
+    }
+    expectError(() => store.get(digest!), { code: 'SEAL_UNTRUSTED', message: rel });
+    const clone = join(tempDir(), 'clone');
+    mkdirSync(clone);
+    await expectError(async () => snap.materialize(clone), { code: 'SEAL_UNTRUSTED', message: rel, unchanged: clone });
+    expectError(() => snap.materializeSync(clone), { code: 'SEAL_UNTRUSTED', message: rel, unchanged: clone });
+    await expectError(async () => snap.verify(), { code: 'SEAL_UNTRUSTED', message: rel });
+    chmodSync(snap.root, 0o500);
+    expect((await snap.verify()).entries).toBeGreaterThan(0);
+    await store.close();
+  });
+});
+
+describe('the trust option', () => {
+  it("is 'owner' or 'group': anything else is Node's TypeError", async () => {
+    const dir = join(tempDir(), 'store');
+    expectError(() => SnapshotStore.openSync(dir, { trust: 5 as never }), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.trust" property must be of type string. Received type number (5)' });
+    await expectError(async () => SnapshotStore.open(dir, { trust: 'world' as never }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.trust' must be one of: 'owner', 'group'. Received 'world'",
+    });
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("'group' opens a setgid, group-writable store of your group and makes its parts for the group; others still may not write", async () => {
+    const base = tempDir();
+    writeTree(join(base, 'repo'), { 'src/a': 'a' });
+    const dir = join(base, 'store');
+    mkdirSync(dir);
+    chmodSync(dir, 0o2770);
+    expectError(() => SnapshotStore.openSync(dir), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${dir} is writable by its group (mode 2770); fix: chmod g-w ${dir}, or open it as a shared store (trust: 'group')`,
+      unchanged: dir,
+    });
+    const store = await SnapshotStore.open(dir, { trust: 'group' });
+    expect(store.trust).toBe('group');
+    const snap = await store.capture({ source: join(base, 'repo'), copy: ['src'] });
+    expect((await snap.verify()).entries).toBeGreaterThan(0);
+    await store.close();
+    expect(['snapshots', 'tmp', 'lock'].map((p) => mode(join(dir, p)))).toEqual([0o2770, 0o2770, 0o660]);
+    SnapshotStore.openSync(dir, { trust: 'group' }).closeSync();
+    chmodSync(join(dir, 'tmp'), 0o770);
+    expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted shared store: ${join(dir, 'tmp')} is group-writable but not setgid (mode 0770); fix: chmod g+s ${join(dir, 'tmp')}`,
+      unchanged: dir,
+    });
+    chmodSync(join(dir, 'tmp'), 0o2777);
+    expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${join(dir, 'tmp')} is writable by other users (mode 2777); fix: chmod go-w ${join(dir, 'tmp')}`,
+    });
+    chmodSync(dir, 0o770);
+    expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted shared store: ${dir} is not setgid (mode 0770); fix: chmod g+s ${dir}`,
+    });
+  });
+});
+
+/** A directory below a root-owned temp dir that anyone may traverse, owned by `owner`. */
+function ownedDir(owner: number, bits = 0o755): string {
+  const base = tempDir();
+  chmodSync(base, 0o755);
+  const dir = join(base, 'd');
+  mkdirSync(dir);
+  chownSync(dir, owner, owner);
+  chmodSync(dir, bits);
+  return dir;
+}
+
+function asUser(user: number, op: string, store: string, args: string[], groups?: number[], env: Record<string, string> = {}): any {
+  return childJson(runNodeAs({ uid: user, gid: user, groups }, [AS_USER, DIST_INDEX, op, store, ...args], env));
+}
+
+// Other users need root: to make them (setpriv) and to hand them directories (chown).
+describe.runIf(canDropPrivileges())('a store another user made', () => {
+  it('in a sticky world-writable directory, with a planted file: refused, never reused, the planted bytes never delivered', () => {
+    const shared = ownedDir(0, 0o1777);
+    const repo = join(ownedDir(0), 'repo');
+    writeTree(repo, { 'a.txt': 'genuine\n' });
+    chmodSync(join(repo, 'a.txt'), 0o644);
+    const dir = join(shared, 'store');
+    // The attacker makes the store, captures the victim's world-readable source, rewrites its copy and opens everything up.
+    const planted = asUser(NOBODY, 'capture', dir, [repo, 'a.txt']);
+    const root = join(dir, 'snapshots', planted.digest);
+    for (const d of [join(root, 'copy'), root]) chmodSync(d, 0o755);
+    writeFileSync(join(root, 'copy/a.txt'), 'PLANTED\n');
+    chmodSync(join(root, 'copy/a.txt'), 0o444);
+    chmodSync(join(root, 'manifest.json'), 0o444);
+    chmodSync(join(root, 'mounts'), 0o755);
+    for (const d of ['', 'snapshots', 'tmp', 'cache']) chmodSync(join(dir, d), 0o777);
+    chmodSync(join(dir, 'lock'), 0o666);
+    const tree = listTree(dir);
+    const clone = join(ownedDir(SOMEONE), 'clone');
+    mkdirSync(clone);
+    chownSync(clone, SOMEONE, SOMEONE);
+    const victim = (): any => asUser(SOMEONE, 'capture', dir, [repo, 'a.txt']);
+    expect(victim()).toEqual({ error: { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${dir} is writable by other users (mode 0777); fix: chmod go-w ${dir}` } });
+    chmodSync(dir, 0o755);
+    expect(victim()).toEqual({ error: { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${dir} is owned by uid ${NOBODY}, not you (uid ${SOMEONE}); use a store you own` } });
+    expect(asUser(SOMEONE, 'materialize', dir, [planted.digest, clone]).error.code).toBe('SEAL_UNTRUSTED');
+    const cli = runNodeAs({ uid: SOMEONE, gid: SOMEONE }, [fileURLToPath(new URL('../../dist/cli.js', import.meta.url)), 'capture', repo, '--copy', 'a.txt'], { TREESEAL_STORE: dir });
+    expect(cli).toEqual({ status: 1, stdout: '', stderr: `treeseal: SEAL_UNTRUSTED: untrusted store: ${dir} is owned by uid ${NOBODY}, not you (uid ${SOMEONE}); use a store you own\n` });
+    // Root trusts a user's store only where no third user could have made it: not in a sticky shared directory.
+    expectError(() => SnapshotStore.openSync(dir), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${dir} is owned by uid ${NOBODY}, not root, and ${shared} (uid 0, mode 1777) lets another user make or replace it; fix: run as uid ${NOBODY}, or chown -R 0 ${dir}`,
+    });
+    expect(listTree(dir)).toEqual(tree);
+    expect(listTree(clone)).toEqual([]);
+    expect(readFileSync(join(root, 'copy/a.txt'), 'utf8')).toBe('PLANTED\n');
+  });
+
+  it("root uses a user's store in a directory that user owns below root's", async () => {
+    const home = ownedDir(NOBODY);
+    const repo = join(home, 'repo');
+    writeTree(repo, { 'a.txt': 'mine' });
+    chownTree(repo, NOBODY, NOBODY);
+    const dir = join(home, 'store');
+    const made = asUser(NOBODY, 'capture', dir, [repo, 'a.txt']);
+    const store = await SnapshotStore.open(dir);
+    const snap = await store.capture({ source: repo, copy: ['a.txt'] });
+    expect([snap.digest, snap.captureReport!.reused]).toEqual([made.digest, true]);
+    await store.close();
+  });
+
+  it("parts or snapshots of your store that another user owns are refused; a user gets the kernel's EACCES from root's private store", async () => {
+    for (const part of ['snapshots', 'lock']) {
+      const { dir } = madeStore();
+      chownSync(join(dir, part), NOBODY, NOBODY);
+      expectError(() => SnapshotStore.openSync(dir), { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${join(dir, part)} is owned by uid ${NOBODY}, not you (uid 0); use a store you own`, unchanged: dir });
+    }
+    const { repo, dir } = madeStore();
+    const store = SnapshotStore.openSync(dir);
+    const digest = store.list()[0]!;
+    chownSync(join(dir, 'snapshots', digest), NOBODY, NOBODY);
+    expectError(() => store.captureSync({ source: repo, copy: ['src'], statCache: false }), { code: 'SEAL_UNTRUSTED', message: `untrusted snapshot: snapshots/${digest} is owned by uid ${NOBODY}, not you (uid 0)`, unchanged: dir });
+    store.closeSync();
+    chmodSync(join(dir, '..'), 0o755);
+    expect(asUser(NOBODY, 'gc', dir, []).error).toEqual({ code: 'SEAL_IO', message: `store directory cannot be opened: ${dir}: EACCES: permission denied, openat '${dir.split('/').pop()}'` });
+  });
+
+  it('a shared store: a member of its group opens it and captures into it; a user outside the group is refused', () => {
+    const GROUP = 4242;
+    const base = ownedDir(0);
+    writeTree(join(base, 'repo'), { 'a.txt': 'shared' });
+    const dir = join(base, 'store');
+    mkdirSync(dir);
+    chownSync(dir, SOMEONE, GROUP);
+    chmodSync(dir, 0o2770);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    const first = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
+    writeFileSync(join(base, 'repo/b.txt'), 'more');
+    const second = asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [GROUP], env);
+    expect([first.reused, second.reused]).toEqual([false, false]);
+    expect(statSync(join(dir, 'snapshots', second.digest)).gid).toBe(GROUP);
+    // Readable by all, so that an outsider gets as far as the check.
+    chmodSync(dir, 0o2775);
+    expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [], env)).toEqual({
+      error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${dir} belongs to gid ${GROUP}, not a group of yours` },
+    });
+    expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [GROUP]).error.code).toBe('SEAL_UNTRUSTED');
+    // A part a member cannot open (another member's private cache/) is still checked, by its name's stat.
+    chmodSync(dir, 0o2770);
+    chmodSync(join(dir, 'cache'), 0o2700);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: [] });
+    chmodSync(join(dir, 'cache'), 0o2703);
+    const tree = listTree(dir);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
+      error: { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${join(dir, 'cache')} is writable by other users (mode 2703); fix: chmod go-w ${join(dir, 'cache')}` },
+    });
+    chmodSync(join(dir, 'cache'), 0o2770);
+    chownSync(join(dir, 'tmp'), SOMEONE, SOMEONE);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
+      error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${join(dir, 'tmp')} is writable by gid ${SOMEONE}, not the store's group ${GROUP}; fix: chgrp ${GROUP} ${join(dir, 'tmp')}` },
+    });
+    expect(listTree(dir)).toEqual(tree);
+  });
+
+  it('a store whose owner changes between its open and the walk that proves its path: refused', () => {
+    const dir = join(ownedDir(NOBODY), 'store');
+    asUser(NOBODY, 'gc', dir, []);
+    const ino = BigInt(statSync(dir).ino);
+    let seen = 0;
+    const sys = wrapSys({ fstat: (orig) => (fd) => {
+      const st = orig(fd);
+      return st.ino === ino && ++seen === 2 ? { ...st, uid: SOMEONE } : st;
+    } });
+    expectError(() => SnapshotStore.openSync(dir, { sys }), { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${dir} changed owner while it was opened`, unchanged: dir });
+  });
+});
