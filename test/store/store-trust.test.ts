@@ -97,6 +97,22 @@ describe('a store only you (or root) can have written', () => {
     expect((await snap.verify()).entries).toBeGreaterThan(0);
     await store.close();
   });
+
+  it('the stat cache links no file from a snapshot others can write: a recapture reads every file again', async () => {
+    const { repo, dir } = madeStore();
+    const store = await SnapshotStore.open(dir);
+    const first = await store.capture({ source: repo, copy: ['src'] });
+    // Old enough for the cache to trust every record of the next capture.
+    await new Promise((r) => setTimeout(r, 2100));
+    const cached = await store.capture({ source: repo, copy: ['src'] });
+    writeFileSync(join(repo, 'src/changed'), 'new');
+    chmodSync(cached.root, 0o520);
+    const next = await store.capture({ source: repo, copy: ['src'] });
+    expect(next.digest).not.toBe(first.digest);
+    expect(next.captureReport!.reusedFiles).toBe(0);
+    chmodSync(cached.root, 0o500);
+    await store.close();
+  });
 });
 
 describe('the trust option', () => {
