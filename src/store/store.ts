@@ -215,9 +215,8 @@ export class SnapshotStore {
    */
   async pull(digest: string, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
-    if (typeof digest !== 'string' || !DIGEST_RE.test(digest)) {
-      throw new SealError('SEAL_BAD_PATH', `pull needs a full snapshot digest (64 hex digits): ${escapePath(String(digest))}`);
-    }
+    checkString('digest', digest);
+    if (!DIGEST_RE.test(digest)) throw invalidArgValue('digest', digest, 'must be a full snapshot digest (64 lower-case hex digits)');
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
     const report = await sealedAsync('pull', () => pullSnapshot(target, digest, remote, options));
     this.#checkOpen();

@@ -132,7 +132,12 @@ describe('transport and parsing', () => {
     const s = await SnapshotStore.open(join(work, 's'));
     await expect(s.pull('a'.repeat(64), '127.0.0.1:1/x', { concurrency: 0 })).rejects.toMatchObject({ name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
     await expect(s.pull('a'.repeat(64), '127.0.0.1:1/x', { insecure: 'yes' as never })).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
-    await expect(s.pull('abc', '127.0.0.1:1/x')).rejects.toMatchObject({ code: 'SEAL_BAD_PATH' });
+    await expect(s.pull('abc', '127.0.0.1:1/x')).rejects.toMatchObject({
+      name: 'TypeError',
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The argument 'digest' must be a full snapshot digest (64 lower-case hex digits). Received 'abc'",
+    });
+    await expect(s.pull(7 as never, '127.0.0.1:1/x')).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
     await s.close();
   });
 });
