@@ -12,11 +12,9 @@ namespace treeseal {
 
 // 1 cloned, 0 this filesystem or pair cannot clone, -errno otherwise.
 static int DoFiclone(int destfd, int srcfd) {
-  int r;
-  do r = ::ioctl(destfd, FICLONE, srcfd);
-  while (r < 0 && errno == EINTR);
+  int r = RetryEintr([=] { return ::ioctl(destfd, FICLONE, srcfd); });
   if (r == 0) return 1;
-  switch (errno) {
+  switch (-r) {
     case EXDEV:
     case EINVAL:
     case ENOTTY:
@@ -25,16 +23,14 @@ static int DoFiclone(int destfd, int srcfd) {
     case ETXTBSY:
       return 0;
     default:
-      return -errno;
+      return r;
   }
 }
 
+// A partial count comes back as it is; EINTR means nothing was copied (see RetryEintr).
 static ssize_t DoCopyFileRange(int fdin, int64_t offin, int fdout, int64_t offout, size_t len) {
   loff_t in = offin, out = offout;
-  ssize_t n;
-  do n = ::copy_file_range(fdin, offin < 0 ? nullptr : &in, fdout, offout < 0 ? nullptr : &out, len, 0);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([&] { return ::copy_file_range(fdin, offin < 0 ? nullptr : &in, fdout, offout < 0 ? nullptr : &out, len, 0); });
 }
 
 // ficlone(destfd, srcfd) -> boolean

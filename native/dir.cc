@@ -32,13 +32,12 @@ struct Listed {
 
 // Lists every entry but "." and ".." from the start of the directory.
 static int DoReaddir(int fd, std::string* names, std::vector<Listed>* out) {
-  if (::lseek(fd, 0, SEEK_SET) < 0) return -errno;
+  off_t start = RetryEintr([=] { return ::lseek(fd, 0, SEEK_SET); });
+  if (start < 0) return static_cast<int>(start);
   std::vector<char> buf(64 * 1024);
   for (;;) {
-    long n;
-    do n = ::syscall(SYS_getdents64, fd, buf.data(), buf.size());
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return -errno;
+    long n = RetryEintr([&] { return ::syscall(SYS_getdents64, fd, buf.data(), buf.size()); });
+    if (n < 0) return static_cast<int>(n);
     if (n == 0) return 0;
     for (long pos = 0; pos < n;) {
       const Dirent64* d = reinterpret_cast<const Dirent64*>(buf.data() + pos);
@@ -54,11 +53,11 @@ static int DoReaddir(int fd, std::string* names, std::vector<Listed>* out) {
 }
 
 static int DoMkdirat(int dirfd, const char* path, int64_t mode) {
-  return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)); });
 }
 
 static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
-  return ::unlinkat(dirfd, path, static_cast<int>(flags)) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::unlinkat(dirfd, path, static_cast<int>(flags)); });
 }
 
 // readdir(fd) -> [names, types, odd]: every entry but "." and ".." in getdents order, in three

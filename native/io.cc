@@ -11,36 +11,30 @@
 
 namespace treeseal {
 
+// A partial count comes back as it is; EINTR means nothing was read (see RetryEintr).
 static ssize_t DoPread(int fd, uint8_t* buf, size_t len, int64_t pos) {
-  ssize_t n;
-  do n = pos < 0 ? ::read(fd, buf, len) : ::pread(fd, buf, len, pos);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([=] { return pos < 0 ? ::read(fd, buf, len) : ::pread(fd, buf, len, static_cast<off_t>(pos)); });
 }
 
 static ssize_t DoPwrite(int fd, uint8_t* buf, size_t len, int64_t pos) {
-  ssize_t n;
-  do n = pos < 0 ? ::write(fd, buf, len) : ::pwrite(fd, buf, len, pos);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([=] { return pos < 0 ? ::write(fd, buf, len) : ::pwrite(fd, buf, len, static_cast<off_t>(pos)); });
 }
 
-static int DoFsync(int fd) { return Restart([=] { return ::fsync(fd); }); }
+static int DoFsync(int fd) { return RetryEintr([=] { return ::fsync(fd); }); }
 
-static int DoFdatasync(int fd) { return Restart([=] { return ::fdatasync(fd); }); }
+static int DoFdatasync(int fd) { return RetryEintr([=] { return ::fdatasync(fd); }); }
 
 static int DoSyncFileRange(int fd, int64_t offset, int64_t nbytes, unsigned int flags) {
-  return Restart([=] { return ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(nbytes), flags); });
+  return RetryEintr([=] { return ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(nbytes), flags); });
 }
 
-static int DoSyncfs(int fd) { return ::syncfs(fd) < 0 ? -errno : 0; }
+static int DoSyncfs(int fd) { return RetryEintr([=] { return ::syncfs(fd); }); }
 
 static int64_t DoLseek(int fd, int64_t offset, int whence) {
-  off_t r = ::lseek(fd, static_cast<off_t>(offset), whence);
-  return r < 0 ? -errno : static_cast<int64_t>(r);
+  return RetryEintr([=] { return ::lseek(fd, static_cast<off_t>(offset), whence); });
 }
 
-static int DoFtruncate(int fd, int64_t length) { return Restart([=] { return ::ftruncate(fd, static_cast<off_t>(length)); }); }
+static int DoFtruncate(int fd, int64_t length) { return RetryEintr([=] { return ::ftruncate(fd, static_cast<off_t>(length)); }); }
 
 // lseek(fd, offset, whence) -> the new offset (SEEK_DATA/SEEK_HOLE past the last data: ENXIO)
 static Napi::Value Lseek(const Napi::CallbackInfo& info) {

@@ -12,18 +12,18 @@
 namespace treeseal {
 
 static int DoLinkat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath, int flags) {
-  return ::linkat(olddirfd, oldpath, newdirfd, newpath, flags) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::linkat(olddirfd, oldpath, newdirfd, newpath, flags); });
 }
 
 static int DoSymlinkat(const char* target, int dirfd, const char* path) {
-  return ::symlinkat(target, dirfd, path) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::symlinkat(target, dirfd, path); });
 }
 
 static ssize_t DoReadlinkat(int dirfd, const char* path, std::vector<char>* out) {
   for (size_t size = 4097;; size *= 2) {
     out->resize(size);
-    ssize_t n = ::readlinkat(dirfd, path, out->data(), size);
-    if (n < 0) return -errno;
+    ssize_t n = RetryEintr([=] { return ::readlinkat(dirfd, path, out->data(), size); });
+    if (n < 0) return n;
     if (static_cast<size_t>(n) < size) return n;
   }
 }

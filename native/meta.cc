@@ -16,13 +16,13 @@
 
 namespace treeseal {
 
-static int DoFchmod(int fd, int64_t mode) { return ::fchmod(fd, static_cast<mode_t>(mode)) < 0 ? -errno : 0; }
+static int DoFchmod(int fd, int64_t mode) { return RetryEintr([=] { return ::fchmod(fd, static_cast<mode_t>(mode)); }); }
 
 static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
-  return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags) < 0 ? -errno : 0;
+  return static_cast<int>(RetryEintr([=] { return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags); }));
 }
 
-static int DoFlock(int fd, int64_t op) { return Restart([=] { return ::flock(fd, static_cast<int>(op)); }); }
+static int DoFlock(int fd, int64_t op) { return RetryEintr([=] { return ::flock(fd, static_cast<int>(op)); }); }
 
 // fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
 static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {

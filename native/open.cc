@@ -17,10 +17,7 @@
 namespace treeseal {
 
 static int DoOpenat(int dirfd, const char* path, int flags, mode_t mode) {
-  int fd;
-  do fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
-  while (fd < 0 && errno == EINTR);
-  return fd < 0 ? -errno : fd;
+  return RetryEintr([=] { return ::openat(dirfd, path, flags | O_CLOEXEC, mode); });
 }
 
 static int DoOpenat2(int dirfd, const char* path, int flags, mode_t mode, uint64_t resolve) {
@@ -29,12 +26,12 @@ static int DoOpenat2(int dirfd, const char* path, int flags, mode_t mode, uint64
   // The kernel refuses a mode without O_CREAT/O_TMPFILE.
   how.mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0;
   how.resolve = resolve;
-  long fd;
-  do fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-  while (fd < 0 && errno == EINTR);
-  return fd < 0 ? -errno : static_cast<int>(fd);
+  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, dirfd, path, &how, sizeof how); });
+  return static_cast<int>(fd);  // an fd or -errno: both fit an int
 }
 
+// Never retried (see RetryEintr in ops.h): on Linux the fd is released even when close
+// reports EINTR, so EINTR counts as done.
 static int DoClose(int fd) { return ::close(fd) < 0 && errno != EINTR ? -errno : 0; }
 
 // openat(dirfd, path, flags, mode) -> fd

@@ -11,7 +11,7 @@
 namespace treeseal {
 
 static int DoRenameat2(int olddirfd, const char* oldpath, int newdirfd, const char* newpath, unsigned flags) {
-  return ::syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags) < 0 ? -errno : 0;
+  return static_cast<int>(RetryEintr([=] { return ::syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags); }));
 }
 
 // renameat2(olddirfd, oldpath, newdirfd, newpath, flags)

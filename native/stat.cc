@@ -10,10 +10,10 @@
 
 namespace treeseal {
 
-static int DoFstat(int fd, struct stat* st) { return ::fstat(fd, st) < 0 ? -errno : 0; }
+static int DoFstat(int fd, struct stat* st) { return RetryEintr([=] { return ::fstat(fd, st); }); }
 
 static int DoFstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  return ::fstatat(dirfd, path, st, flags) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::fstatat(dirfd, path, st, flags); });
 }
 
 // The stat block the JS side reads (src/sys/native.ts): eight 8-byte slots, dev and ino as
@@ -75,7 +75,7 @@ static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
 }
 
 static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
-  return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx); });
 }
 
 // statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask }: the inode attributes
@@ -98,7 +98,7 @@ static Napi::Value Statx(const Napi::CallbackInfo& info) {
 
 static int64_t DoFstatfs(int fd) {
   struct statfs sfs;
-  int r = Restart([&] { return ::fstatfs(fd, &sfs); });
+  int r = RetryEintr([&] { return ::fstatfs(fd, &sfs); });
   return r < 0 ? r : static_cast<int64_t>(static_cast<uint32_t>(sfs.f_type));
 }
 
