@@ -60,16 +60,17 @@ static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
   return RetryEintr([=] { return ::unlinkat(dirfd, path, static_cast<int>(flags)); });
 }
 
+// mode is read as a uint32 (mode_t), flags as an int32 (kUint32Range, kInt32Range below).
 // readdir(fd) -> [names, types, odd]: every entry but "." and ".." in getdents order, in three
 // values rather than an object per entry. names: the UTF-8 names joined by "/" (a byte no name
 // holds); types: a Buffer of their DT_* bytes, one per entry; odd: [index, Buffer] for each name
 // that is not valid UTF-8 (its place in names is left empty).
 static Napi::Value Readdir(const Napi::CallbackInfo& info) {
-  int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int fd;
+  if (!ArgFd(info, 0, "fd", &fd)) return info.Env().Undefined();
   std::string names;
   std::vector<Listed> listed;
-  int r = DoReaddir(static_cast<int>(fd), &names, &listed);
+  int r = DoReaddir(fd, &names, &listed);
   if (r < 0) return ThrowSys(info.Env(), -r, "readdir");
   Napi::Env env = info.Env();
   std::string joined;
@@ -99,9 +100,9 @@ static Napi::Value Readdir(const Napi::CallbackInfo& info) {
 void RegisterDir(Napi::Env env, Napi::Object exports) {
   exports.Set("readdir", Napi::Function::New(env, Readdir, "readdir"));
   // mkdirat(dirfd, path, mode)
-  exports.Set("mkdirat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "mkdirat", "mode", DoMkdirat); }, "mkdirat"));
+  exports.Set("mkdirat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "mkdirat", "mode", kUint32Range, DoMkdirat); }, "mkdirat"));
   // unlinkat(dirfd, path, flags)
-  exports.Set("unlinkat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "unlinkat", "flags", DoUnlinkat); }, "unlinkat"));
+  exports.Set("unlinkat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "unlinkat", "flags", kInt32Range, DoUnlinkat); }, "unlinkat"));
 }
 
 }  // namespace treeseal

@@ -49,11 +49,11 @@ static void FillStat(uint8_t* out, const struct stat& st) {
 
 // fstat(fd, out) -> undefined; the stat block filled
 static Napi::Value Fstat(const Napi::CallbackInfo& info) {
-  int64_t fd;
+  int fd;
   uint8_t* out;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
+  if (!ArgFd(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
   struct stat st;
-  int r = DoFstat(static_cast<int>(fd), &st);
+  int r = DoFstat(fd, &st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstat");
   FillStat(out, st);
   return info.Env().Undefined();
@@ -61,14 +61,14 @@ static Napi::Value Fstat(const Napi::CallbackInfo& info) {
 
 // fstatat(dirfd, path, flags, out) -> undefined; the stat block filled
 static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags;
+  int dirfd, flags;
   std::string path;
   uint8_t* out;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags) ||
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags) ||
       !ArgStatBlock(info, 3, &out))
     return info.Env().Undefined();
   struct stat st;
-  int r = DoFstatat(static_cast<int>(dirfd), path.c_str(), &st, static_cast<int>(flags));
+  int r = DoFstatat(dirfd, path.c_str(), &st, flags);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstatat", &path);
   FillStat(out, st);
   return info.Env().Undefined();
@@ -81,12 +81,12 @@ static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
 // statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask }: the inode attributes
 // (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...) that fstatat does not report.
 static Napi::Value Statx(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags;
+  int dirfd, flags;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags))
     return info.Env().Undefined();
   struct statx stx = {};
-  int r = DoStatx(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), &stx);
+  int r = DoStatx(dirfd, path.c_str(), flags, &stx);
   if (r < 0) return ThrowSys(info.Env(), -r, "statx", &path);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("mode", Napi::Number::New(info.Env(), stx.stx_mode));
@@ -104,9 +104,9 @@ static int64_t DoFstatfs(int fd) {
 
 // fstatfs(fd) -> f_type, the filesystem's magic number (TMPFS_MAGIC, EXT4_SUPER_MAGIC, ...)
 static Napi::Value Fstatfs(const Napi::CallbackInfo& info) {
-  int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
-  int64_t r = DoFstatfs(static_cast<int>(fd));
+  int fd;
+  if (!ArgFd(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int64_t r = DoFstatfs(fd);
   if (r < 0) return ThrowSys(info.Env(), static_cast<int>(-r), "fstatfs");
   return Napi::Number::New(info.Env(), static_cast<double>(r));
 }
