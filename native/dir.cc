@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,12 +17,13 @@
 
 namespace treeseal {
 
+// The kernel's record (struct linux_dirent64 in getdents64(2)); only its offsets are used.
 struct Dirent64 {
   uint64_t d_ino;
   int64_t d_off;
   unsigned short d_reclen;
   unsigned char d_type;
-  char d_name[];
+  char d_name[1];
 };
 
 struct Listed {
@@ -40,18 +42,25 @@ static int DoReaddir(int fd, std::string* names, std::vector<Listed>* out) {
     if (n < 0) return static_cast<int>(n);
     if (n == 0) return 0;
     for (long pos = 0; pos < n;) {
-      const Dirent64* d = reinterpret_cast<const Dirent64*>(buf.data() + pos);
-      size_t len = strlen(d->d_name);
-      bool dot = (len == 1 && d->d_name[0] == '.') || (len == 2 && d->d_name[0] == '.' && d->d_name[1] == '.');
+      // The record's fields are read by their offsets with memcpy: no struct is laid over the buffer.
+      const char* record = buf.data() + pos;
+      unsigned short reclen;
+      unsigned char type;
+      memcpy(&reclen, record + offsetof(Dirent64, d_reclen), sizeof reclen);
+      memcpy(&type, record + offsetof(Dirent64, d_type), sizeof type);
+      const char* name = record + offsetof(Dirent64, d_name);
+      size_t len = strlen(name);
+      bool dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
       if (!dot) {
-        out->push_back({names->size(), len, d->d_type});
-        names->append(d->d_name, len);
+        out->push_back({names->size(), len, type});
+        names->append(name, len);
       }
-      pos += d->d_reclen;
+      pos += reclen;
     }
   }
 }
 
+// mode is read as a uint32 (mode_t), flags as an int32 (kUint32Range, kInt32Range below).
 static int DoMkdirat(int dirfd, const char* path, int64_t mode) {
   return RetryEintr([=] { return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)); });
 }
@@ -60,7 +69,6 @@ static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
   return RetryEintr([=] { return ::unlinkat(dirfd, path, static_cast<int>(flags)); });
 }
 
-// mode is read as a uint32 (mode_t), flags as an int32 (kUint32Range, kInt32Range below).
 // readdir(fd) -> [names, types, odd]: every entry but "." and ".." in getdents order, in three
 // values rather than an object per entry. names: the UTF-8 names joined by "/" (a byte no name
 // holds); types: a Buffer of their DT_* bytes, one per entry; odd: [index, Buffer] for each name

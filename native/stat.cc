@@ -1,8 +1,11 @@
 // stat.cc: fstat and fstatat, filling a caller-owned stat block; statx for inode attributes; fstatfs for the filesystem type.
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+
+#include <string>
 
 #include "args.h"
 #include "ops.h"
@@ -16,35 +19,52 @@ static int DoFstatat(int dirfd, const char* path, struct stat* st, int flags) {
   return RetryEintr([=] { return ::fstatat(dirfd, path, st, flags); });
 }
 
-// The stat block the JS side reads (src/sys/native.ts): eight 8-byte slots, dev and ino as
-// uint64, mtime and ctime as int64 nanoseconds, then mode, nlink, uid, gid, size and blocks as
-// doubles. Filled in place, so a stat costs no object or BigInt on this side.
-static const size_t kStatBytes = 80;
+// The stat block the JS side reads (`block` in src/sys/native.ts): ten 8-byte slots in host
+// byte order: dev and ino as uint64, mtime and ctime as int64 nanoseconds, then mode, nlink,
+// uid, gid, size and blocks as doubles. Filled in place, so a stat costs no object or BigInt
+// on this side. The block is a byte buffer: each slot is copied in with memcpy, so it needs
+// no alignment and no value is written through a pointer of another type.
+static const size_t kStatSlots = 10;
+static const size_t kStatBytes = kStatSlots * 8;
+
+template <typename T>
+static void PutSlot(uint8_t* block, size_t slot, T value) {
+  static_assert(sizeof(T) == 8, "every slot of the stat block is 8 bytes");
+  memcpy(block + slot * 8, &value, sizeof value);
+}
 
 static bool ArgStatBlock(const Napi::CallbackInfo& info, size_t i, uint8_t** out) {
   size_t len;
   if (!ArgBuffer(info, i, "out", out, &len)) return false;
-  if (len < kStatBytes || reinterpret_cast<uintptr_t>(*out) % 8 != 0) {
-    ThrowArg(info.Env(), "ERR_OUT_OF_RANGE", "The \"out\" argument must be an aligned block of at least 80 bytes");
-    return false;
-  }
+  if (len < kStatBytes) return OutOfRange(info.Env(), "out.byteLength", ">= " + std::to_string(kStatBytes), std::to_string(len));
   return true;
 }
 
-static void FillStat(uint8_t* out, const struct stat& st) {
-  uint64_t* u = reinterpret_cast<uint64_t*>(out);
-  int64_t* i = reinterpret_cast<int64_t*>(out);
-  double* d = reinterpret_cast<double*>(out);
-  u[0] = static_cast<uint64_t>(st.st_dev);
-  u[1] = static_cast<uint64_t>(st.st_ino);
-  i[2] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-  i[3] = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
-  d[4] = st.st_mode;
-  d[5] = static_cast<double>(st.st_nlink);
-  d[6] = st.st_uid;
-  d[7] = st.st_gid;
-  d[8] = static_cast<double>(st.st_size);
-  d[9] = static_cast<double>(st.st_blocks);
+// Nanoseconds since the epoch, or false when they do not fit an int64 (a time before 1677 or
+// after 2262, which a filesystem such as tmpfs can store).
+static bool Nanoseconds(const struct timespec& ts, int64_t* out) {
+  int64_t ns;
+  return !__builtin_mul_overflow(static_cast<int64_t>(ts.tv_sec), int64_t{1000000000}, &ns) &&
+         !__builtin_add_overflow(ns, static_cast<int64_t>(ts.tv_nsec), out);
+}
+
+// Fills the block: 0, or -EOVERFLOW (the block untouched) when a time does not fit its slot,
+// as stat(2) itself refuses a value its structure cannot hold.
+static int FillStat(uint8_t* out, const struct stat& st) {
+  int64_t mtime, ctime;
+  if (!Nanoseconds(st.st_mtim, &mtime) || !Nanoseconds(st.st_ctim, &ctime)) return -EOVERFLOW;
+  PutSlot(out, 0, static_cast<uint64_t>(st.st_dev));
+  PutSlot(out, 1, static_cast<uint64_t>(st.st_ino));
+  PutSlot(out, 2, mtime);
+  PutSlot(out, 3, ctime);
+  PutSlot(out, 4, static_cast<double>(st.st_mode));
+  PutSlot(out, 5, static_cast<double>(st.st_nlink));
+  PutSlot(out, 6, static_cast<double>(st.st_uid));
+  PutSlot(out, 7, static_cast<double>(st.st_gid));
+  PutSlot(out, 8, static_cast<double>(st.st_size));
+  PutSlot(out, 9, static_cast<double>(st.st_blocks));
+  static_assert(kStatSlots == 10, "FillStat writes every slot");
+  return 0;
 }
 
 // fstat(fd, out) -> undefined; the stat block filled
@@ -54,8 +74,8 @@ static Napi::Value Fstat(const Napi::CallbackInfo& info) {
   if (!ArgFd(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
   struct stat st;
   int r = DoFstat(fd, &st);
+  if (r == 0) r = FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstat");
-  FillStat(out, st);
   return info.Env().Undefined();
 }
 
@@ -69,8 +89,8 @@ static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
     return info.Env().Undefined();
   struct stat st;
   int r = DoFstatat(dirfd, path.c_str(), &st, flags);
+  if (r == 0) r = FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstatat", &path);
-  FillStat(out, st);
   return info.Env().Undefined();
 }
 

@@ -1,6 +1,7 @@
 // args.test.ts: the addon's argument checks: every integer is range-checked before it is converted (no NaN, infinity or
-// 2^63 reaches a cast, no fd or flag is truncated), refused with Node's own errors.
-import { closeSync, fchmodSync, openSync, statSync, writeFileSync } from 'node:fs';
+// 2^63 reaches a cast, no fd or flag is truncated), refused with Node's own errors; the stat block is written byte-wise.
+import { closeSync, fchmodSync, openSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -205,5 +206,50 @@ describe('integers are range-checked as doubles before any conversion', () => {
       expect(sys.pread(f, buf, 1, 3, 0)).toBe(3);
       expect(buf.toString('latin1')).toBe('\0con');
     });
+  });
+});
+
+describe('the stat block', () => {
+  const require = createRequire(import.meta.url);
+  const addon = require('../../build/Release/treeseal.node') as { fstat(fd: number, out: Uint8Array): void };
+
+  it('is written byte-wise: a block at any alignment is filled with the same ten slots', () => {
+    withFiles((dir, _d, f) => {
+      const st = sys.fstat(f);
+      for (const shift of [1, 3, 4, 8]) {
+        const bytes = new Uint8Array(new ArrayBuffer(80 + shift), shift, 80);
+        addon.fstat(f, bytes);
+        const view = new DataView(bytes.buffer, shift, 80);
+        const le = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+        const slots = [view.getBigUint64(0, le), view.getBigUint64(8, le), view.getBigInt64(16, le), view.getBigInt64(24, le), ...[32, 40, 48, 56, 64, 72].map((o) => view.getFloat64(o, le))];
+        expect(slots).toEqual([st.dev, st.ino, st.mtimeNs, st.ctimeNs, st.mode, st.nlink, st.uid, st.gid, st.size, st.blocks]);
+      }
+      const ref = statSync(join(dir, 'f'), { bigint: true });
+      expect([st.dev, st.ino, st.mtimeNs, st.ctimeNs, st.size]).toEqual([ref.dev, ref.ino, ref.mtimeNs, ref.ctimeNs, 7]);
+      expectRange(() => addon.fstat(f, new Uint8Array(79)), outOfRange('out.byteLength', '>= 80', '79'));
+    });
+  });
+
+  it('a time that does not fit int64 nanoseconds (after 2262) is EOVERFLOW, as stat(2) refuses a value it cannot hold', () => {
+    const dir = tempDir('/dev/shm');
+    const path = join(dir, 'far');
+    writeFileSync(path, 'x');
+    utimesSync(path, 1e10, 1e10); // the year 2286: 10^19 ns
+    expect(statSync(path, { bigint: true }).mtimeNs).toBe(10n ** 19n);
+    const d = sys.openat(S.AT_FDCWD, dir, S.O_RDONLY | S.O_DIRECTORY);
+    try {
+      const err = caught(() => sys.fstatat(d, 'far', S.AT_SYMLINK_NOFOLLOW)) as S.SystemError | undefined;
+      expect([err?.code, err?.errno, err?.syscall, err?.path, err?.message]).toEqual(['EOVERFLOW', -75, 'fstatat', 'far', "EOVERFLOW: value too large for defined data type, fstatat 'far'"]);
+      const fd = sys.openat(d, 'far', S.O_RDONLY);
+      try {
+        expect(caught(() => sys.fstat(fd))?.code).toBe('EOVERFLOW');
+        utimesSync(path, 1e9, 1e9);
+        expect(sys.fstat(fd).mtimeNs).toBe(10n ** 18n);
+      } finally {
+        sys.close(fd);
+      }
+    } finally {
+      sys.close(d);
+    }
   });
 });
