@@ -1,5 +1,6 @@
-// errno.test.ts: the addon's one EINTR policy, seen from outside: a preloaded library (fault-shim.c) fails the
-// C library calls the addon makes with a chosen errno, so every wrapper meets EINTR (retried, except close).
+// errno.test.ts: the addon's one EINTR policy and its error codes, seen from outside: a preloaded library
+// (fault-shim.c) fails the C library calls the addon makes with a chosen errno, so every wrapper meets EINTR
+// (retried, except close) and errnos libuv has no name for (still named).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -140,5 +141,22 @@ describe('EINTR', () => {
     expect(met).toEqual(
       ['close', 'copy_file_range', 'fchmod', 'fdatasync', 'flock', 'fstat', 'fstatat', 'fstatfs', 'fsync', 'ftruncate', 'ioctl', 'linkat', 'lseek', 'mkdirat', 'openat', 'pread', 'pwrite', 'read', 'readlinkat', 'statx', 'symlinkat', 'sync_file_range', 'syncfs', 'syscall', 'unlinkat', 'write'].sort(),
     );
+  });
+});
+
+describe('errno codes', () => {
+  const fail = (call: string): string => `
+    const d = fs.openSync(dir, 'r');
+    try { ${call}; return 'no error'; } catch (e) { return [e.code, e.errno, e.syscall, e.message, S.hasCode(e, e.code)]; }`;
+
+  it('an errno libuv has no name for keeps its own (EDQUOT, ENOLCK, ESTALE): base/refusal.ts maps them by name', () => {
+    expect(underShim(fail(`S.sys.mkdirat(d, 'm', 0o700)`), 122, 1).out).toEqual(['EDQUOT', -122, 'mkdirat', "EDQUOT: disk quota exceeded, mkdirat 'm'", true]);
+    expect(underShim(fail('S.sys.flock(d, S.LOCK_EX)'), 37, 1).out).toEqual(['ENOLCK', -37, 'flock', 'ENOLCK: no locks available, flock', true]);
+    expect(underShim(fail('S.sys.fstat(d)'), 116, 1).out).toEqual(['ESTALE', -116, 'fstat', 'ESTALE: stale file handle, fstat', true]);
+  });
+
+  it('libuv names what it knows, as node:fs does; an errno nobody knows is UNKNOWN, as in Node', () => {
+    expect(underShim(fail('S.sys.fstat(d)'), 5, 1).out).toEqual(['EIO', -5, 'fstat', 'EIO: i/o error, fstat', true]);
+    expect(underShim(fail('S.sys.fstat(d)'), 4000, 1).out).toEqual(['UNKNOWN', -4000, 'fstat', 'UNKNOWN: unknown error, fstat', true]);
   });
 });
