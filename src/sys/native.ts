@@ -2,6 +2,8 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+import revisionFile from '../../native/revision.json' with { type: 'json' };
+
 /** fstat/fstatat result; nanosecond times, dev and ino are bigints. */
 export interface Stat {
   dev: bigint;
@@ -88,10 +90,11 @@ interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
 }
 
 /**
- * The addon interface this code expects: native/constants.cc exports the same number,
- * bumped with every change to a function's arguments or results.
+ * The addon interface this code expects, built in from native/revision.json: the one source
+ * of the number, which binding.gyp also compiles into the addon (native/constants.cc exports
+ * it as `revision`). Bumped there with every change to a function's arguments or results.
  */
-export const ADDON_REVISION = 3;
+export const ADDON_REVISION: number = revisionFile.revision;
 
 function load(): Addon {
   if (process.platform !== 'linux') {
