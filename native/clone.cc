@@ -12,11 +12,9 @@ namespace treeseal {
 
 // 1 cloned, 0 this filesystem or pair cannot clone, -errno otherwise.
 static int DoFiclone(int destfd, int srcfd) {
-  int r;
-  do r = ::ioctl(destfd, FICLONE, srcfd);
-  while (r < 0 && errno == EINTR);
+  int r = RetryEintr([=] { return ::ioctl(destfd, FICLONE, srcfd); });
   if (r == 0) return 1;
-  switch (errno) {
+  switch (-r) {
     case EXDEV:
     case EINVAL:
     case ENOTTY:
@@ -25,35 +23,33 @@ static int DoFiclone(int destfd, int srcfd) {
     case ETXTBSY:
       return 0;
     default:
-      return -errno;
+      return r;
   }
 }
 
+// A partial count comes back as it is; EINTR means nothing was copied (see RetryEintr).
 static ssize_t DoCopyFileRange(int fdin, int64_t offin, int fdout, int64_t offout, size_t len) {
   loff_t in = offin, out = offout;
-  ssize_t n;
-  do n = ::copy_file_range(fdin, offin < 0 ? nullptr : &in, fdout, offout < 0 ? nullptr : &out, len, 0);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([&] { return ::copy_file_range(fdin, offin < 0 ? nullptr : &in, fdout, offout < 0 ? nullptr : &out, len, 0); });
 }
 
 // ficlone(destfd, srcfd) -> boolean
 static Napi::Value Ficlone(const Napi::CallbackInfo& info) {
-  int64_t destfd, srcfd;
-  if (!ArgInt(info, 0, "destfd", &destfd) || !ArgInt(info, 1, "srcfd", &srcfd)) return info.Env().Undefined();
-  int r = DoFiclone(static_cast<int>(destfd), static_cast<int>(srcfd));
+  int destfd, srcfd;
+  if (!ArgFd(info, 0, "destfd", &destfd) || !ArgFd(info, 1, "srcfd", &srcfd)) return info.Env().Undefined();
+  int r = DoFiclone(destfd, srcfd);
   if (r < 0) return ThrowSys(info.Env(), -r, "ficlone");
   return Napi::Boolean::New(info.Env(), r == 1);
 }
 
 // copy_file_range(fdin, offin, fdout, offout, length) -> bytes copied (offset -1: the fd's own)
 static Napi::Value CopyFileRange(const Napi::CallbackInfo& info) {
-  int64_t fdin, offin, fdout, offout, len;
-  if (!ArgInt(info, 0, "fdIn", &fdin) || !ArgInt(info, 1, "offIn", &offin) || !ArgInt(info, 2, "fdOut", &fdout) ||
-      !ArgInt(info, 3, "offOut", &offout) || !ArgInt(info, 4, "length", &len))
+  int fdin, fdout;
+  int64_t offin, offout, len;
+  if (!ArgFd(info, 0, "fdIn", &fdin) || !ArgInt(info, 1, "offIn", kPositionRange, &offin) || !ArgFd(info, 2, "fdOut", &fdout) ||
+      !ArgInt(info, 3, "offOut", kPositionRange, &offout) || !ArgInt(info, 4, "length", kCountRange, &len))
     return info.Env().Undefined();
-  if (len < 0) return ThrowArg(info.Env(), "ERR_OUT_OF_RANGE", "length must not be negative");
-  ssize_t n = DoCopyFileRange(static_cast<int>(fdin), offin, static_cast<int>(fdout), offout, static_cast<size_t>(len));
+  ssize_t n = DoCopyFileRange(fdin, offin, fdout, offout, static_cast<size_t>(len));
   if (n < 0) return ThrowSys(info.Env(), static_cast<int>(-n), "copy_file_range");
   return Napi::Number::New(info.Env(), static_cast<double>(n));
 }

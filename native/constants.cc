@@ -10,6 +10,10 @@
 
 #include "ops.h"
 
+#ifndef TREESEAL_ADDON_REVISION
+#error "TREESEAL_ADDON_REVISION is defined by binding.gyp from native/revision.json"
+#endif
+
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -56,9 +60,9 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
   for (const auto& entry : table) c.Set(entry.name, Napi::Number::New(env, static_cast<double>(entry.value)));
   c.Freeze();
   exports.Set("constants", c);
-  // The interface revision src/sys/native.ts expects (ADDON_REVISION there): bumped with
-  // every change to a function's arguments or results, so a stale build is refused.
-  exports.Set("revision", Napi::Number::New(env, 3));
+  // The interface revision, from native/revision.json (binding.gyp defines it), which the
+  // JavaScript also builds in (ADDON_REVISION in src/sys/native.ts): a stale build is refused.
+  exports.Set("revision", Napi::Number::New(env, TREESEAL_ADDON_REVISION));
 }
 
 }  // namespace treeseal

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,12 +17,13 @@
 
 namespace treeseal {
 
+// The kernel's record (struct linux_dirent64 in getdents64(2)); only its offsets are used.
 struct Dirent64 {
   uint64_t d_ino;
   int64_t d_off;
   unsigned short d_reclen;
   unsigned char d_type;
-  char d_name[];
+  char d_name[1];
 };
 
 struct Listed {
@@ -32,33 +34,39 @@ struct Listed {
 
 // Lists every entry but "." and ".." from the start of the directory.
 static int DoReaddir(int fd, std::string* names, std::vector<Listed>* out) {
-  if (::lseek(fd, 0, SEEK_SET) < 0) return -errno;
+  off_t start = RetryEintr([=] { return ::lseek(fd, 0, SEEK_SET); });
+  if (start < 0) return static_cast<int>(start);
   std::vector<char> buf(64 * 1024);
   for (;;) {
-    long n;
-    do n = ::syscall(SYS_getdents64, fd, buf.data(), buf.size());
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return -errno;
+    long n = RetryEintr([&] { return ::syscall(SYS_getdents64, fd, buf.data(), buf.size()); });
+    if (n < 0) return static_cast<int>(n);
     if (n == 0) return 0;
     for (long pos = 0; pos < n;) {
-      const Dirent64* d = reinterpret_cast<const Dirent64*>(buf.data() + pos);
-      size_t len = strlen(d->d_name);
-      bool dot = (len == 1 && d->d_name[0] == '.') || (len == 2 && d->d_name[0] == '.' && d->d_name[1] == '.');
+      // The record's fields are read by their offsets with memcpy: no struct is laid over the buffer.
+      const char* record = buf.data() + pos;
+      unsigned short reclen;
+      unsigned char type;
+      memcpy(&reclen, record + offsetof(Dirent64, d_reclen), sizeof reclen);
+      memcpy(&type, record + offsetof(Dirent64, d_type), sizeof type);
+      const char* name = record + offsetof(Dirent64, d_name);
+      size_t len = strlen(name);
+      bool dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
       if (!dot) {
-        out->push_back({names->size(), len, d->d_type});
-        names->append(d->d_name, len);
+        out->push_back({names->size(), len, type});
+        names->append(name, len);
       }
-      pos += d->d_reclen;
+      pos += reclen;
     }
   }
 }
 
+// mode is read as a uint32 (mode_t), flags as an int32 (kUint32Range, kInt32Range below).
 static int DoMkdirat(int dirfd, const char* path, int64_t mode) {
-  return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::mkdirat(dirfd, path, static_cast<mode_t>(mode)); });
 }
 
 static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
-  return ::unlinkat(dirfd, path, static_cast<int>(flags)) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::unlinkat(dirfd, path, static_cast<int>(flags)); });
 }
 
 // readdir(fd) -> [names, types, odd]: every entry but "." and ".." in getdents order, in three
@@ -66,11 +74,11 @@ static int DoUnlinkat(int dirfd, const char* path, int64_t flags) {
 // holds); types: a Buffer of their DT_* bytes, one per entry; odd: [index, Buffer] for each name
 // that is not valid UTF-8 (its place in names is left empty).
 static Napi::Value Readdir(const Napi::CallbackInfo& info) {
-  int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int fd;
+  if (!ArgFd(info, 0, "fd", &fd)) return info.Env().Undefined();
   std::string names;
   std::vector<Listed> listed;
-  int r = DoReaddir(static_cast<int>(fd), &names, &listed);
+  int r = DoReaddir(fd, &names, &listed);
   if (r < 0) return ThrowSys(info.Env(), -r, "readdir");
   Napi::Env env = info.Env();
   std::string joined;
@@ -100,9 +108,9 @@ static Napi::Value Readdir(const Napi::CallbackInfo& info) {
 void RegisterDir(Napi::Env env, Napi::Object exports) {
   exports.Set("readdir", Napi::Function::New(env, Readdir, "readdir"));
   // mkdirat(dirfd, path, mode)
-  exports.Set("mkdirat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "mkdirat", "mode", DoMkdirat); }, "mkdirat"));
+  exports.Set("mkdirat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "mkdirat", "mode", kUint32Range, DoMkdirat); }, "mkdirat"));
   // unlinkat(dirfd, path, flags)
-  exports.Set("unlinkat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "unlinkat", "flags", DoUnlinkat); }, "unlinkat"));
+  exports.Set("unlinkat", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallAtPathInt(info, "unlinkat", "flags", kInt32Range, DoUnlinkat); }, "unlinkat"));
 }
 
 }  // namespace treeseal

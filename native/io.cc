@@ -11,54 +11,51 @@
 
 namespace treeseal {
 
+// A partial count comes back as it is; EINTR means nothing was read (see RetryEintr).
 static ssize_t DoPread(int fd, uint8_t* buf, size_t len, int64_t pos) {
-  ssize_t n;
-  do n = pos < 0 ? ::read(fd, buf, len) : ::pread(fd, buf, len, pos);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([=] { return pos < 0 ? ::read(fd, buf, len) : ::pread(fd, buf, len, static_cast<off_t>(pos)); });
 }
 
 static ssize_t DoPwrite(int fd, uint8_t* buf, size_t len, int64_t pos) {
-  ssize_t n;
-  do n = pos < 0 ? ::write(fd, buf, len) : ::pwrite(fd, buf, len, pos);
-  while (n < 0 && errno == EINTR);
-  return n < 0 ? -errno : n;
+  return RetryEintr([=] { return pos < 0 ? ::write(fd, buf, len) : ::pwrite(fd, buf, len, static_cast<off_t>(pos)); });
 }
 
-static int DoFsync(int fd) { return Restart([=] { return ::fsync(fd); }); }
+static int DoFsync(int fd) { return RetryEintr([=] { return ::fsync(fd); }); }
 
-static int DoFdatasync(int fd) { return Restart([=] { return ::fdatasync(fd); }); }
+static int DoFdatasync(int fd) { return RetryEintr([=] { return ::fdatasync(fd); }); }
 
 static int DoSyncFileRange(int fd, int64_t offset, int64_t nbytes, unsigned int flags) {
-  return Restart([=] { return ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(nbytes), flags); });
+  return RetryEintr([=] { return ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(nbytes), flags); });
 }
 
-static int DoSyncfs(int fd) { return ::syncfs(fd) < 0 ? -errno : 0; }
+static int DoSyncfs(int fd) { return RetryEintr([=] { return ::syncfs(fd); }); }
 
 static int64_t DoLseek(int fd, int64_t offset, int whence) {
-  off_t r = ::lseek(fd, static_cast<off_t>(offset), whence);
-  return r < 0 ? -errno : static_cast<int64_t>(r);
+  return RetryEintr([=] { return ::lseek(fd, static_cast<off_t>(offset), whence); });
 }
 
-static int DoFtruncate(int fd, int64_t length) { return Restart([=] { return ::ftruncate(fd, static_cast<off_t>(length)); }); }
+static int DoFtruncate(int fd, int64_t length) { return RetryEintr([=] { return ::ftruncate(fd, static_cast<off_t>(length)); }); }
 
 // lseek(fd, offset, whence) -> the new offset (SEEK_DATA/SEEK_HOLE past the last data: ENXIO)
 static Napi::Value Lseek(const Napi::CallbackInfo& info) {
-  int64_t fd, offset, whence;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", &offset) || !ArgInt(info, 2, "whence", &whence))
+  int fd, whence;
+  int64_t offset;
+  if (!ArgFd(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", kOffsetRange, &offset) || !ArgInt32(info, 2, "whence", &whence))
     return info.Env().Undefined();
-  int64_t r = DoLseek(static_cast<int>(fd), offset, static_cast<int>(whence));
+  int64_t r = DoLseek(fd, offset, whence);
   if (r < 0) return ThrowSys(info.Env(), static_cast<int>(-r), "lseek");
   return Napi::Number::New(info.Env(), static_cast<double>(r));
 }
 
 // sync_file_range(fd, offset, nbytes, flags): nbytes 0 is "to the end of the file"
 static Napi::Value SyncFileRange(const Napi::CallbackInfo& info) {
-  int64_t fd, offset, nbytes, flags;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", &offset) || !ArgInt(info, 2, "nbytes", &nbytes) ||
-      !ArgInt(info, 3, "flags", &flags))
+  int fd;
+  int64_t offset, nbytes;
+  uint32_t flags;
+  if (!ArgFd(info, 0, "fd", &fd) || !ArgInt(info, 1, "offset", kOffsetRange, &offset) ||
+      !ArgInt(info, 2, "nbytes", kOffsetRange, &nbytes) || !ArgUint32(info, 3, "flags", &flags))
     return info.Env().Undefined();
-  int r = DoSyncFileRange(static_cast<int>(fd), offset, nbytes, static_cast<unsigned int>(flags));
+  int r = DoSyncFileRange(fd, offset, nbytes, flags);
   if (r < 0) return ThrowSys(info.Env(), -r, "sync_file_range");
   return info.Env().Undefined();
 }
@@ -69,8 +66,8 @@ void RegisterIo(Napi::Env env, Napi::Object exports) {
   // pwrite(fd, buffer, offset, length, position) -> bytes written
   exports.Set("pwrite", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallIo(info, "pwrite", DoPwrite); }, "pwrite"));
   exports.Set("lseek", Napi::Function::New(env, Lseek, "lseek"));
-  // ftruncate(fd, length)
-  exports.Set("ftruncate", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "ftruncate", "length", DoFtruncate); }, "ftruncate"));
+  // ftruncate(fd, length): a negative length is the kernel's EINVAL
+  exports.Set("ftruncate", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "ftruncate", "length", kOffsetRange, DoFtruncate); }, "ftruncate"));
   exports.Set("fsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "fsync", DoFsync); }, "fsync"));
   exports.Set("fdatasync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "fdatasync", DoFdatasync); }, "fdatasync"));
   exports.Set("sync_file_range", Napi::Function::New(env, SyncFileRange, "sync_file_range"));

@@ -12,52 +12,52 @@
 namespace treeseal {
 
 static int DoLinkat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath, int flags) {
-  return ::linkat(olddirfd, oldpath, newdirfd, newpath, flags) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::linkat(olddirfd, oldpath, newdirfd, newpath, flags); });
 }
 
 static int DoSymlinkat(const char* target, int dirfd, const char* path) {
-  return ::symlinkat(target, dirfd, path) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::symlinkat(target, dirfd, path); });
 }
 
 static ssize_t DoReadlinkat(int dirfd, const char* path, std::vector<char>* out) {
   for (size_t size = 4097;; size *= 2) {
     out->resize(size);
-    ssize_t n = ::readlinkat(dirfd, path, out->data(), size);
-    if (n < 0) return -errno;
+    ssize_t n = RetryEintr([=] { return ::readlinkat(dirfd, path, out->data(), size); });
+    if (n < 0) return n;
     if (static_cast<size_t>(n) < size) return n;
   }
 }
 
 // linkat(olddirfd, oldpath, newdirfd, newpath, flags)
 static Napi::Value Linkat(const Napi::CallbackInfo& info) {
-  int64_t olddirfd, newdirfd, flags;
+  int olddirfd, newdirfd, flags;
   std::string oldpath, newpath;
-  if (!ArgInt(info, 0, "olddirfd", &olddirfd) || !ArgPath(info, 1, "oldpath", &oldpath) || !ArgInt(info, 2, "newdirfd", &newdirfd) ||
-      !ArgPath(info, 3, "newpath", &newpath) || !ArgInt(info, 4, "flags", &flags))
+  if (!ArgDirFd(info, 0, "olddirfd", &olddirfd) || !ArgPath(info, 1, "oldpath", &oldpath) || !ArgDirFd(info, 2, "newdirfd", &newdirfd) ||
+      !ArgPath(info, 3, "newpath", &newpath) || !ArgInt32(info, 4, "flags", &flags))
     return info.Env().Undefined();
-  int r = DoLinkat(static_cast<int>(olddirfd), oldpath.c_str(), static_cast<int>(newdirfd), newpath.c_str(), static_cast<int>(flags));
+  int r = DoLinkat(olddirfd, oldpath.c_str(), newdirfd, newpath.c_str(), flags);
   if (r < 0) return ThrowSys(info.Env(), -r, "linkat", &oldpath, &newpath);
   return info.Env().Undefined();
 }
 
 // symlinkat(target, dirfd, path)
 static Napi::Value Symlinkat(const Napi::CallbackInfo& info) {
-  int64_t dirfd;
+  int dirfd;
   std::string target, path;
-  if (!ArgPath(info, 0, "target", &target) || !ArgInt(info, 1, "dirfd", &dirfd) || !ArgPath(info, 2, "path", &path))
+  if (!ArgPath(info, 0, "target", &target) || !ArgDirFd(info, 1, "dirfd", &dirfd) || !ArgPath(info, 2, "path", &path))
     return info.Env().Undefined();
-  int r = DoSymlinkat(target.c_str(), static_cast<int>(dirfd), path.c_str());
+  int r = DoSymlinkat(target.c_str(), dirfd, path.c_str());
   if (r < 0) return ThrowSys(info.Env(), -r, "symlinkat", &target, &path);
   return info.Env().Undefined();
 }
 
 // readlinkat(dirfd, path) -> string | Buffer
 static Napi::Value Readlinkat(const Napi::CallbackInfo& info) {
-  int64_t dirfd;
+  int dirfd;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path)) return info.Env().Undefined();
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path)) return info.Env().Undefined();
   std::vector<char> buf;
-  ssize_t n = DoReadlinkat(static_cast<int>(dirfd), path.c_str(), &buf);
+  ssize_t n = DoReadlinkat(dirfd, path.c_str(), &buf);
   if (n < 0) return ThrowSys(info.Env(), static_cast<int>(-n), "readlinkat", &path);
   return NameValue(info.Env(), buf.data(), static_cast<size_t>(n));
 }

@@ -17,47 +17,46 @@
 namespace treeseal {
 
 static int DoOpenat(int dirfd, const char* path, int flags, mode_t mode) {
-  int fd;
-  do fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
-  while (fd < 0 && errno == EINTR);
-  return fd < 0 ? -errno : fd;
+  return RetryEintr([=] { return ::openat(dirfd, path, flags | O_CLOEXEC, mode); });
 }
 
 static int DoOpenat2(int dirfd, const char* path, int flags, mode_t mode, uint64_t resolve) {
   struct open_how how = {};
-  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.flags = static_cast<uint64_t>(static_cast<unsigned>(flags | O_CLOEXEC));
   // The kernel refuses a mode without O_CREAT/O_TMPFILE.
   how.mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0;
   how.resolve = resolve;
-  long fd;
-  do fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-  while (fd < 0 && errno == EINTR);
-  return fd < 0 ? -errno : static_cast<int>(fd);
+  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, dirfd, path, &how, sizeof how); });
+  return static_cast<int>(fd);  // an fd or -errno: both fit an int
 }
 
+// Never retried (see RetryEintr in ops.h): on Linux the fd is released even when close
+// reports EINTR, so EINTR counts as done.
 static int DoClose(int fd) { return ::close(fd) < 0 && errno != EINTR ? -errno : 0; }
 
 // openat(dirfd, path, flags, mode) -> fd
 static Napi::Value Openat(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags, mode = 0;
+  int dirfd, flags;
+  uint32_t mode = 0;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags))
     return info.Env().Undefined();
-  if (info.Length() > 3 && !info[3].IsUndefined() && !ArgInt(info, 3, "mode", &mode)) return info.Env().Undefined();
-  int r = DoOpenat(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), static_cast<mode_t>(mode));
+  if (info.Length() > 3 && !info[3].IsUndefined() && !ArgUint32(info, 3, "mode", &mode)) return info.Env().Undefined();
+  int r = DoOpenat(dirfd, path.c_str(), flags, static_cast<mode_t>(mode));
   if (r < 0) return ThrowSys(info.Env(), -r, "openat", &path);
   return Napi::Number::New(info.Env(), r);
 }
 
 // openat2(dirfd, path, flags, mode, resolve) -> fd
 static Napi::Value Openat2(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags, mode, resolve;
+  int dirfd, flags;
+  uint32_t mode;
+  int64_t resolve;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags) ||
-      !ArgInt(info, 3, "mode", &mode) || !ArgInt(info, 4, "resolve", &resolve))
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags) ||
+      !ArgUint32(info, 3, "mode", &mode) || !ArgInt(info, 4, "resolve", kCountRange, &resolve))
     return info.Env().Undefined();
-  int r = DoOpenat2(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), static_cast<mode_t>(mode),
-                    static_cast<uint64_t>(resolve));
+  int r = DoOpenat2(dirfd, path.c_str(), flags, static_cast<mode_t>(mode), static_cast<uint64_t>(resolve));
   if (r < 0) return ThrowSys(info.Env(), -r, "openat2", &path);
   return Napi::Number::New(info.Env(), r);
 }

@@ -11,19 +11,19 @@
 namespace treeseal {
 
 static int DoRenameat2(int olddirfd, const char* oldpath, int newdirfd, const char* newpath, unsigned flags) {
-  return ::syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags) < 0 ? -errno : 0;
+  return static_cast<int>(RetryEintr([=] { return ::syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags); }));
 }
 
 // renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
 static Napi::Value Renameat2(const Napi::CallbackInfo& info) {
-  int64_t olddirfd, newdirfd, flags;
+  int olddirfd, newdirfd;
+  uint32_t flags;
   std::string oldpath, newpath;
-  if (!ArgInt(info, 0, "olddirfd", &olddirfd) || !ArgPath(info, 1, "oldpath", &oldpath) ||
-      !ArgInt(info, 2, "newdirfd", &newdirfd) || !ArgPath(info, 3, "newpath", &newpath) ||
-      !ArgInt(info, 4, "flags", &flags))
+  if (!ArgDirFd(info, 0, "olddirfd", &olddirfd) || !ArgPath(info, 1, "oldpath", &oldpath) ||
+      !ArgDirFd(info, 2, "newdirfd", &newdirfd) || !ArgPath(info, 3, "newpath", &newpath) ||
+      !ArgUint32(info, 4, "flags", &flags))
     return info.Env().Undefined();
-  int r = DoRenameat2(static_cast<int>(olddirfd), oldpath.c_str(), static_cast<int>(newdirfd), newpath.c_str(),
-                      static_cast<unsigned>(flags));
+  int r = DoRenameat2(olddirfd, oldpath.c_str(), newdirfd, newpath.c_str(), flags);
   if (r < 0) return ThrowSys(info.Env(), -r, "renameat2", &oldpath, &newpath);
   return info.Env().Undefined();
 }

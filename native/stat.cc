@@ -1,8 +1,11 @@
 // stat.cc: fstat and fstatat, filling a caller-owned stat block; statx for inode attributes; fstatfs for the filesystem type.
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+
+#include <string>
 
 #include "args.h"
 #include "ops.h"
@@ -10,83 +13,100 @@
 
 namespace treeseal {
 
-static int DoFstat(int fd, struct stat* st) { return ::fstat(fd, st) < 0 ? -errno : 0; }
+static int DoFstat(int fd, struct stat* st) { return RetryEintr([=] { return ::fstat(fd, st); }); }
 
 static int DoFstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  return ::fstatat(dirfd, path, st, flags) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::fstatat(dirfd, path, st, flags); });
 }
 
-// The stat block the JS side reads (src/sys/native.ts): eight 8-byte slots, dev and ino as
-// uint64, mtime and ctime as int64 nanoseconds, then mode, nlink, uid, gid, size and blocks as
-// doubles. Filled in place, so a stat costs no object or BigInt on this side.
-static const size_t kStatBytes = 80;
+// The stat block the JS side reads (`block` in src/sys/native.ts): ten 8-byte slots in host
+// byte order: dev and ino as uint64, mtime and ctime as int64 nanoseconds, then mode, nlink,
+// uid, gid, size and blocks as doubles. Filled in place, so a stat costs no object or BigInt
+// on this side. The block is a byte buffer: each slot is copied in with memcpy, so it needs
+// no alignment and no value is written through a pointer of another type.
+static const size_t kStatSlots = 10;
+static const size_t kStatBytes = kStatSlots * 8;
+
+template <typename T>
+static void PutSlot(uint8_t* block, size_t slot, T value) {
+  static_assert(sizeof(T) == 8, "every slot of the stat block is 8 bytes");
+  memcpy(block + slot * 8, &value, sizeof value);
+}
 
 static bool ArgStatBlock(const Napi::CallbackInfo& info, size_t i, uint8_t** out) {
   size_t len;
   if (!ArgBuffer(info, i, "out", out, &len)) return false;
-  if (len < kStatBytes || reinterpret_cast<uintptr_t>(*out) % 8 != 0) {
-    ThrowArg(info.Env(), "ERR_OUT_OF_RANGE", "The \"out\" argument must be an aligned block of at least 80 bytes");
-    return false;
-  }
+  if (len < kStatBytes) return OutOfRange(info.Env(), "out.byteLength", ">= " + std::to_string(kStatBytes), std::to_string(len));
   return true;
 }
 
-static void FillStat(uint8_t* out, const struct stat& st) {
-  uint64_t* u = reinterpret_cast<uint64_t*>(out);
-  int64_t* i = reinterpret_cast<int64_t*>(out);
-  double* d = reinterpret_cast<double*>(out);
-  u[0] = static_cast<uint64_t>(st.st_dev);
-  u[1] = static_cast<uint64_t>(st.st_ino);
-  i[2] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-  i[3] = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
-  d[4] = st.st_mode;
-  d[5] = static_cast<double>(st.st_nlink);
-  d[6] = st.st_uid;
-  d[7] = st.st_gid;
-  d[8] = static_cast<double>(st.st_size);
-  d[9] = static_cast<double>(st.st_blocks);
+// Nanoseconds since the epoch, or false when they do not fit an int64 (a time before 1677 or
+// after 2262, which a filesystem such as tmpfs can store).
+static bool Nanoseconds(const struct timespec& ts, int64_t* out) {
+  int64_t ns;
+  return !__builtin_mul_overflow(static_cast<int64_t>(ts.tv_sec), int64_t{1000000000}, &ns) &&
+         !__builtin_add_overflow(ns, static_cast<int64_t>(ts.tv_nsec), out);
+}
+
+// Fills the block: 0, or -EOVERFLOW (the block untouched) when a time does not fit its slot,
+// as stat(2) itself refuses a value its structure cannot hold.
+static int FillStat(uint8_t* out, const struct stat& st) {
+  int64_t mtime, ctime;
+  if (!Nanoseconds(st.st_mtim, &mtime) || !Nanoseconds(st.st_ctim, &ctime)) return -EOVERFLOW;
+  PutSlot(out, 0, static_cast<uint64_t>(st.st_dev));
+  PutSlot(out, 1, static_cast<uint64_t>(st.st_ino));
+  PutSlot(out, 2, mtime);
+  PutSlot(out, 3, ctime);
+  PutSlot(out, 4, static_cast<double>(st.st_mode));
+  PutSlot(out, 5, static_cast<double>(st.st_nlink));
+  PutSlot(out, 6, static_cast<double>(st.st_uid));
+  PutSlot(out, 7, static_cast<double>(st.st_gid));
+  PutSlot(out, 8, static_cast<double>(st.st_size));
+  PutSlot(out, 9, static_cast<double>(st.st_blocks));
+  static_assert(kStatSlots == 10, "FillStat writes every slot");
+  return 0;
 }
 
 // fstat(fd, out) -> undefined; the stat block filled
 static Napi::Value Fstat(const Napi::CallbackInfo& info) {
-  int64_t fd;
+  int fd;
   uint8_t* out;
-  if (!ArgInt(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
+  if (!ArgFd(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
   struct stat st;
-  int r = DoFstat(static_cast<int>(fd), &st);
+  int r = DoFstat(fd, &st);
+  if (r == 0) r = FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstat");
-  FillStat(out, st);
   return info.Env().Undefined();
 }
 
 // fstatat(dirfd, path, flags, out) -> undefined; the stat block filled
 static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags;
+  int dirfd, flags;
   std::string path;
   uint8_t* out;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags) ||
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags) ||
       !ArgStatBlock(info, 3, &out))
     return info.Env().Undefined();
   struct stat st;
-  int r = DoFstatat(static_cast<int>(dirfd), path.c_str(), &st, static_cast<int>(flags));
+  int r = DoFstatat(dirfd, path.c_str(), &st, flags);
+  if (r == 0) r = FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstatat", &path);
-  FillStat(out, st);
   return info.Env().Undefined();
 }
 
 static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
-  return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx) < 0 ? -errno : 0;
+  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx); });
 }
 
 // statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask }: the inode attributes
 // (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...) that fstatat does not report.
 static Napi::Value Statx(const Napi::CallbackInfo& info) {
-  int64_t dirfd, flags;
+  int dirfd, flags;
   std::string path;
-  if (!ArgInt(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt(info, 2, "flags", &flags))
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgInt32(info, 2, "flags", &flags))
     return info.Env().Undefined();
   struct statx stx = {};
-  int r = DoStatx(static_cast<int>(dirfd), path.c_str(), static_cast<int>(flags), &stx);
+  int r = DoStatx(dirfd, path.c_str(), flags, &stx);
   if (r < 0) return ThrowSys(info.Env(), -r, "statx", &path);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("mode", Napi::Number::New(info.Env(), stx.stx_mode));
@@ -98,15 +118,15 @@ static Napi::Value Statx(const Napi::CallbackInfo& info) {
 
 static int64_t DoFstatfs(int fd) {
   struct statfs sfs;
-  int r = Restart([&] { return ::fstatfs(fd, &sfs); });
+  int r = RetryEintr([&] { return ::fstatfs(fd, &sfs); });
   return r < 0 ? r : static_cast<int64_t>(static_cast<uint32_t>(sfs.f_type));
 }
 
 // fstatfs(fd) -> f_type, the filesystem's magic number (TMPFS_MAGIC, EXT4_SUPER_MAGIC, ...)
 static Napi::Value Fstatfs(const Napi::CallbackInfo& info) {
-  int64_t fd;
-  if (!ArgInt(info, 0, "fd", &fd)) return info.Env().Undefined();
-  int64_t r = DoFstatfs(static_cast<int>(fd));
+  int fd;
+  if (!ArgFd(info, 0, "fd", &fd)) return info.Env().Undefined();
+  int64_t r = DoFstatfs(fd);
   if (r < 0) return ThrowSys(info.Env(), static_cast<int>(-r), "fstatfs");
   return Napi::Number::New(info.Env(), static_cast<double>(r));
 }

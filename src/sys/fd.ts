@@ -1,6 +1,17 @@
 // fd.ts: an owned file descriptor with idempotent close and Symbol.dispose, for `using`.
 import { sys as nativeSys, type Sys } from './native.js';
 
+/** The largest descriptor: fds are C ints, as the addon checks them. */
+const FD_MAX = 2 ** 31 - 1;
+
+/** The addon's (and node:fs's) refusal of a number that is not a descriptor. */
+function fdOutOfRange(fd: number): RangeError {
+  const must = Number.isInteger(fd) ? `>= 0 && <= ${FD_MAX}` : 'an integer';
+  const err = new RangeError(`The value of "fd" is out of range. It must be ${must}. Received ${String(fd)}`);
+  Object.defineProperty(err, 'code', { value: 'ERR_OUT_OF_RANGE', enumerable: true, writable: true, configurable: true });
+  return err;
+}
+
 /**
  * One file descriptor and who closes it. `using fd = new Fd(sys.openat(...))` closes it
  * when the scope ends, whatever happens; `release()` hands it on; `Fd.borrow(n)` wraps a
@@ -12,7 +23,7 @@ export class Fd {
   readonly #owned: boolean;
 
   constructor(fd: number, sys: Sys = nativeSys, owned = true) {
-    if (!Number.isInteger(fd) || fd < 0) throw new RangeError(`not a file descriptor: ${fd}`);
+    if (!Number.isInteger(fd) || fd < 0 || fd > FD_MAX) throw fdOutOfRange(fd);
     this.#fd = fd;
     this.#sys = sys;
     this.#owned = owned;

@@ -2,6 +2,8 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+import revisionFile from '../../native/revision.json' with { type: 'json' };
+
 /** fstat/fstatat result; nanosecond times, dev and ino are bigints. */
 export interface Stat {
   dev: bigint;
@@ -76,7 +78,7 @@ export interface Sys {
   copy_file_range(fdIn: number, offIn: number, fdOut: number, offOut: number, length: number): number;
 }
 
-/** The addon's own faces: fstat and fstatat fill a stat block (see statBlock) instead of returning an object. */
+/** The addon's own faces: fstat and fstatat fill the stat block (`block` below) instead of returning an object. */
 interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
   constants: Constants;
   /** The interface revision (see ADDON_REVISION); undefined in builds older than the check. */
@@ -88,10 +90,11 @@ interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
 }
 
 /**
- * The addon interface this code expects: native/constants.cc exports the same number,
- * bumped with every change to a function's arguments or results.
+ * The addon interface this code expects, built in from native/revision.json: the one source
+ * of the number, which binding.gyp also compiles into the addon (native/constants.cc exports
+ * it as `revision`). Bumped there with every change to a function's arguments or results.
  */
-export const ADDON_REVISION = 3;
+export const ADDON_REVISION: number = revisionFile.revision;
 
 function load(): Addon {
   if (process.platform !== 'linux') {
@@ -113,11 +116,12 @@ function load(): Addon {
 export const addon: Addon = load();
 
 /**
- * This thread's stat block, filled by the addon's fstat and fstatat in place: dev and
- * ino (uint64), mtime and ctime (int64 ns), then mode, nlink, uid, gid, size, blocks
- * (doubles). A Stat is read out of it at once, so the block is never shared.
+ * This thread's stat block, filled by the addon's fstat and fstatat in place (FillStat in
+ * native/stat.cc): ten 8-byte slots in host byte order, dev and ino (uint64), mtime and
+ * ctime (int64 ns), then mode, nlink, uid, gid, size, blocks (doubles). A Stat is read out
+ * of it at once, so the block is never shared.
  */
-const block = new ArrayBuffer(80);
+const block = new ArrayBuffer(10 * 8);
 const blockBytes = new Uint8Array(block);
 const ids = new BigUint64Array(block, 0, 2);
 const times = new BigInt64Array(block, 16, 2);

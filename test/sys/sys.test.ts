@@ -556,11 +556,26 @@ describe('platform', () => {
     expect(out.trim()).toBe('treeseal supports Linux only; this platform is darwin');
   });
 
-  it('the built addon is the revision this code expects', async () => {
+  it('the interface revision has one source, native/revision.json: binding.gyp compiles it into the addon, the bundle builds it into the code', async () => {
+    const root = fileURLToPath(new URL('../..', import.meta.url));
+    const { revision } = JSON.parse(readFileSync(join(root, 'native/revision.json'), 'utf8')) as { revision: number };
+    expect(Number.isInteger(revision) && revision > 0).toBe(true);
     const { ADDON_REVISION } = await import('../../dist/internal.js');
     const require = createRequire(import.meta.url);
     const built = require('../../build/Release/treeseal.node') as { revision: number };
-    expect(built.revision).toBe(ADDON_REVISION);
+    expect([ADDON_REVISION, built.revision]).toEqual([revision, revision]);
+    // binding.gyp defines TREESEAL_ADDON_REVISION by a command that reads the file (gyp runs it
+    // in the package root, where npm install builds the addon); run the same command here.
+    const gyp = readFileSync(join(root, 'binding.gyp'), 'utf8');
+    const command = /"TREESEAL_ADDON_REVISION=<!\((.*?)\)",?\n/.exec(gyp)?.[1]?.replace(/\\"/g, '"');
+    expect(command).toContain('native/revision.json');
+    expect(execFileSync('sh', ['-c', command!], { cwd: root, encoding: 'utf8' }).trim()).toBe(String(revision));
+    // No second copy of the number: the addon exports the define, the code imports the file.
+    expect(readFileSync(join(root, 'native/constants.cc'), 'utf8')).toMatch(/exports\.Set\("revision", Napi::Number::New\(env, TREESEAL_ADDON_REVISION\)\)/);
+    expect(readFileSync(join(root, 'src/sys/native.ts'), 'utf8')).toMatch(/ADDON_REVISION: number = revisionFile\.revision;/);
+    // The file ships: the package's files list carries native/ (and binding.gyp) for the install-time build.
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[] };
+    expect(pkg.files).toEqual(expect.arrayContaining(['native', 'binding.gyp']));
   });
 
   it('an addon built from other sources is refused by name, with the way out', () => {
@@ -570,14 +585,15 @@ describe('platform', () => {
     cpSync(fileURLToPath(new URL('../../build/Release/treeseal.node', import.meta.url)), join(pkg, 'build/Release/treeseal.node'));
     cpSync(fileURLToPath(new URL('../../package.json', import.meta.url)), join(pkg, 'package.json'));
     symlinkSync(fileURLToPath(new URL('../../node_modules', import.meta.url)), join(pkg, 'node_modules'));
-    const chunks = readdirSync(join(pkg, 'dist/chunks')).filter((f) => f.endsWith('.js') && readFileSync(join(pkg, 'dist/chunks', f), 'utf8').includes('ADDON_REVISION = '));
+    const defines = /\bADDON_REVISION = ([^;\n]+);/;
+    const chunks = readdirSync(join(pkg, 'dist/chunks')).filter((f) => f.endsWith('.js') && defines.test(readFileSync(join(pkg, 'dist/chunks', f), 'utf8')));
     expect(chunks).toHaveLength(1);
     const chunk = join(pkg, 'dist/chunks', chunks[0]!);
-    writeFileSync(chunk, readFileSync(chunk, 'utf8').replace(/ADDON_REVISION = (\d+)/, (_, n: string) => `ADDON_REVISION = ${Number(n) + 1}`));
+    writeFileSync(chunk, readFileSync(chunk, 'utf8').replace(defines, (_, value: string) => `ADDON_REVISION = (${value}) + 1;`));
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(pathToFileURL(join(pkg, 'dist/index.js')).href)}).then(() => console.log('loaded'), (e) => console.log(e.message));`], { encoding: 'utf8' });
-    const expected = Number(/ADDON_REVISION = (\d+)/.exec(readFileSync(chunk, 'utf8'))![1]);
+    const built = (createRequire(import.meta.url)('../../build/Release/treeseal.node') as { revision: number }).revision;
     expect(out.trim()).toBe(
-      `treeseal's native addon in ${pkg}/ is revision ${expected - 1}, this code needs ${expected}: it was built from other sources; rebuild it (\`npm rebuild treeseal\`, or \`npx node-gyp rebuild\` in a checkout)`,
+      `treeseal's native addon in ${pkg}/ is revision ${built}, this code needs ${built + 1}: it was built from other sources; rebuild it (\`npm rebuild treeseal\`, or \`npx node-gyp rebuild\` in a checkout)`,
     );
   });
 });
