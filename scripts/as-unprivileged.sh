@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# as-unprivileged.sh: runs the store, tools, CLI and registry suites again as an unprivileged user (treeseal-ci), from a copy of the built checkout it owns.
+# as-unprivileged.sh: runs the store, tools, CLI and registry suites and the short torture again as an unprivileged user (treeseal-ci), from a copy of the built checkout it owns.
 # Run as root inside scripts/with-mounts.sh (its loop mounts are handed to the user for the pass and given back after).
 # The user starts its own registries (scripts/with-registries.sh), so the tests own the registry storage they tamper with.
 # Nothing is installed or rebuilt: the copy carries the addon and dist/ the root pass built.
+# Then the short torture suite as the same user, on those mounts.
 # usage: bash scripts/with-mounts.sh bash scripts/as-unprivileged.sh [VITEST_PATH...]   (default: test/store test/tools test/cli; .ci/run calls it)
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
@@ -58,4 +59,15 @@ setpriv --reuid="$uid" --regid="$gid" --init-groups \
   env -u TREESEAL_TEST_REGISTRY -u TREESEAL_TEST_REGISTRY_AUTH -u TREESEAL_TEST_REGISTRY_STORAGE \
   HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TREESEAL_TEST_UNPRIVILEGED=1 \
   bash scripts/with-registries.sh node node_modules/vitest/vitest.mjs run "$@"
-echo "as-unprivileged: passed in $(($(date +%s) - started)) s" >&2
+echo "as-unprivileged: tests passed in $(($(date +%s) - started)) s" >&2
+# The short torture suite as the user: on the mounts root made (no loop mounts of its own), against this built copy.
+if [ -n "${TREESEAL_TEST_EXT4:-}" ] && [ -n "${TREESEAL_TEST_XFS:-}" ]; then
+  setpriv --reuid="$uid" --regid="$gid" --init-groups \
+    env HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TORTURE_PACKAGE=dist \
+    TORTURE_FS_ROOTS="ext4=$TREESEAL_TEST_EXT4,xfs=$TREESEAL_TEST_XFS" \
+    node bench/torture/run.mjs --short
+  echo "as-unprivileged: torture passed in $(($(date +%s) - started)) s" >&2
+elif [ "${CI:-}" = true ]; then
+  echo "as-unprivileged: CI=true but no ext4 and XFS mounts for the torture suite (run inside scripts/with-mounts.sh)" >&2
+  exit 1
+fi

@@ -1,12 +1,14 @@
 // cases.mjs: the malformed inputs. Each case names the directory it may write (`may`), an optional
 // setup of its sandbox, and either a CLI command or a library call (source text run in the driver).
-// Sandbox s: { dir, src, store, clone, outside, digest, stageParent, cwd }.
+// Sandbox s: { dir, src, store, clone, outside, digest, stageParent, cwd }. `root: true`: its setup needs root (mounts);
+// it is left out of a run without root.
 import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
 import { DOCUMENT_CASES } from './documents.mjs';
 import { MARKER_CASES } from './markers.mjs';
+import { SHARED_STORE_CASES } from './shared-store.mjs';
 
 const fifo = (p) => execFileSync('mkfifo', [p]);
 const SNAP = (s) => join(s.store, 'snapshots', s.digest);
@@ -25,6 +27,7 @@ const D = (s) => s.digest;
 export const CASES = [
   ...DOCUMENT_CASES,
   ...MARKER_CASES,
+  ...SHARED_STORE_CASES,
   // ---- CLI: flags, digests, stores, names
   { group: 'cli', name: 'unknown flag', ...onStore('ls', '--bogus') },
   { group: 'cli', name: 'unknown command', ...onStore('explode') },
@@ -152,7 +155,7 @@ export const CASES = [
   // ---- store corruption
   { group: 'store', name: 'manifest.json edited', setup: (s) => editManifest(s), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
   { group: 'store', name: 'manifest.json not JSON', setup: (s) => replaceIn(SNAP(s), 'manifest.json', '{not json'), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
-  { group: 'store', name: 'manifest.json is a FIFO (no block)', setup: (s) => (rmSync(join(SNAP(s), 'manifest.json')), fifo(join(SNAP(s), 'manifest.json'))), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
+  { group: 'store', name: 'manifest.json is a FIFO (no block)', setup: (s) => (thaw(SNAP(s)), rmSync(join(SNAP(s), 'manifest.json')), fifo(join(SNAP(s), 'manifest.json'))), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
   { group: 'store', name: 'a snapshot file changed', setup: (s) => replaceIn(SNAP(s), 'copy/tree/a', 'A'.repeat(100)), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
   { group: 'store', name: 'a snapshot file removed', setup: (s) => (thaw(SNAP(s)), rmSync(join(SNAP(s), 'copy/tree/a'))), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
   { group: 'store', name: 'a file planted in a snapshot', setup: (s) => (thaw(SNAP(s)), writeFileSync(join(SNAP(s), 'copy/tree/planted'), 'x')), ...onStore('verify', D), codes: ['SEAL_CORRUPT'] },
@@ -174,8 +177,8 @@ export const CASES = [
   { group: 'clone', name: 'the clone is a FIFO', setup: (s) => fifo(join(s.dir, 'cf')), lib: lib("snap().materializeSync(s.dir + '/cf')") },
   { group: 'clone', name: 'a FIFO inside an old root (replaced, no block)', setup: (s) => (mkdirSync(join(s.clone, 'tree/x'), { recursive: true }), fifo(join(s.clone, 'tree/x/p'))), lib: lib('snap().materializeSync(s.clone)'), okAllowed: true, may: ['clone'] },
   { group: 'clone', name: 'the clone is inside the snapshot', lib: lib("snap().materializeSync(s.store + '/snapshots/' + s.digest + '/copy')"), codes: ['SEAL_OVERLAP', 'SEAL_BAD_PATH'] },
-  { group: 'clone', name: 'the clone is a read-only mount point', setup: (s) => execFileSync('mount', ['--bind', '-o', 'ro', s.clone, s.clone]), cleanup: (s) => execFileSync('umount', [s.clone]), lib: lib('snap().materializeSync(s.clone)'), may: ['clone'] },
-  { group: 'clone', name: 'the clone is a mount point', setup: (s) => execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', s.clone]), cleanup: (s) => execFileSync('umount', [s.clone]), lib: lib('snap().materializeSync(s.clone)'), okAllowed: true, may: ['clone'] },
+  { group: 'clone', name: 'the clone is a read-only mount point', root: true, setup: (s) => execFileSync('mount', ['--bind', '-o', 'ro', s.clone, s.clone]), cleanup: (s) => execFileSync('umount', [s.clone]), lib: lib('snap().materializeSync(s.clone)'), may: ['clone'] },
+  { group: 'clone', name: 'the clone is a mount point', root: true, setup: (s) => execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', s.clone]), cleanup: (s) => execFileSync('umount', [s.clone]), lib: lib('snap().materializeSync(s.clone)'), okAllowed: true, may: ['clone'] },
 ];
 
 function replaceIn(dir, rel, text) {
@@ -195,6 +198,8 @@ function editManifest(s) {
 }
 
 function moveSnapshotToLink(s) {
+  // Moving a directory to another parent needs write permission on it (root needs none).
+  chmodSync(SNAP(s), 0o700);
   execFileSync('mv', [SNAP(s), join(s.outside, 'moved')]);
   symlinkSync(join(s.outside, 'moved'), SNAP(s));
 }

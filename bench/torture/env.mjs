@@ -89,7 +89,15 @@ export function makeWorkDir() {
 
 /** A loop image on /dev/shm formatted as fs and mounted at base/fs. */
 export function loopMount(base, fs, sizeMiB = 1536) {
-  if (process.getuid?.() !== 0) throw new Error('the torture suite needs root (loop mounts)');
+  // Without root: a mount root prepared and handed over (TORTURE_FS_ROOTS=ext4=/dir,xfs=/dir), a fresh directory in it.
+  const given = (process.env.TORTURE_FS_ROOTS ?? '').split(',').map((kv) => kv.split('=')).find(([k]) => k === fs)?.[1];
+  if (process.getuid?.() !== 0) {
+    if (given === undefined) throw new Error(`the torture suite needs root (loop mounts), or TORTURE_FS_ROOTS naming a ${fs} mount`);
+    const dir = join(given, `torture-${process.pid}`);
+    mkdirSync(dir, { mode: 0o700 });
+    onCleanup(() => dropTree(dir));
+    return dir;
+  }
   const img = join(base, `${fs}.img`);
   const dir = join(base, fs);
   mkdirSync(dir, { recursive: true });

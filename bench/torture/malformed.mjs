@@ -140,7 +140,9 @@ export async function runMalformed(ctx, { fsRoots, log }) {
   const tpl = await template(w, base);
   const codes = (await w.driver.request({ op: 'run', args: { fn: '({ treeseal }) => treeseal.SEAL_CODES' } })).result;
   const rows = new Map();
-  for (const [i, c] of CASES.entries()) {
+  // Cases whose setup needs root (mounts) are left out of a run without root (the CI's unprivileged pass).
+  const cases = process.getuid?.() === 0 ? CASES : CASES.filter((c) => c.root !== true);
+  for (const [i, c] of cases.entries()) {
     if (!rows.has(c.group)) rows.set(c.group, row(`malformed ${c.group}`, Object.keys(fsRoots)[0], c.group === 'cli' || c.cli || c.bash ? 'cli+sync' : 'sync'));
     const dir = join(base, `case${i}`);
     spawnSync('cp', ['-a', tpl.dir, dir]);
@@ -166,5 +168,5 @@ export async function runMalformed(ctx, { fsRoots, log }) {
     for (const n of readdirSync(w.cwd)) dropTree(join(w.cwd, n));
   }
   await w.driver.close();
-  log(`malformed: ${CASES.length} cases`);
+  log(`malformed: ${cases.length} cases`);
 }
