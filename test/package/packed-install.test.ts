@@ -1,6 +1,6 @@
 // packed-install.test.ts: the package as another project gets it: packed (prepack compiles dist/), installed from the tarball into a fresh project, used from ESM, from TypeScript (a plain tsconfig, the newest compiler here) and through its bin.
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -94,7 +94,9 @@ describe('the packed package', () => {
     expect(files.filter((f) => !/^dist\/.*\.(js|d\.ts)( \(x\))?$/.test(f))).toEqual([
       'README.md',
       'binding.gyp',
-      ...readFileSync(join(REPO, 'binding.gyp'), 'utf8').match(/native\/[a-z]+\.cc/g)!.concat(['native/args.h', 'native/call.h', 'native/ops.h', 'native/syserr.h']).sort(),
+      ...readFileSync(join(REPO, 'binding.gyp'), 'utf8').match(/native\/[a-z]+\.cc/g)!.concat(['native/args.h', 'native/call.h', 'native/ops.h', 'native/syserr.h', 'native/revision.json']).sort(),
+      // README links into docs/: the pages ship with it.
+      ...readdirSync(join(REPO, 'docs')).map((f) => `docs/${f}`),
       'package.json',
     ].sort());
     expect(files).toContain('dist/cli.js (x)');

@@ -1,6 +1,6 @@
 // client.ts: the distribution API over fetch: manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
 import { createHash } from 'node:crypto';
-import { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
 
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
@@ -25,6 +25,8 @@ export interface ClientOptions {
   /** Per-exchange deadlines (default DEFAULT_TIMEOUTS). */
   deadlines?: Deadlines;
   what: string;
+  /** The client's own connection pool (closed by close()). */
+  dispatcher: Dispatcher;
 }
 
 interface Call {
@@ -60,7 +62,7 @@ export class RegistryClient {
       what: o.what,
       insecure: o.remote.insecure,
       deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
-      dispatcher: new Agent(),
+      dispatcher: o.dispatcher,
     };
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }

@@ -101,8 +101,13 @@ export function checkChunkBytes(o: PushOptions): number {
   return intOption(o.chunkBytes, 'chunkBytes', 64 * 1024, 1024 * 1024 * 1024, 16 * 1024 * 1024);
 }
 
-export function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): RegistryClient {
-  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what });
+/**
+ * A client with a connection pool of its own (close it when the push or pull ends). The
+ * HTTP client (undici) is loaded here, on the first push or pull, not when the library is.
+ */
+export async function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): Promise<RegistryClient> {
+  const { Agent } = await import('undici');
+  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher: new Agent() });
 }
 
 /** Runs task(item) for every item, at most `concurrency` at once; the first failure stops new starts and is thrown once all settle. */

@@ -114,7 +114,7 @@ export async function pullSnapshot(target: PullTarget, digest: string, remoteTex
   if (target.has(digest)) {
     return { ...base, existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0, elapsedMs: performance.now() - started };
   }
-  const client = makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
+  const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   // Every connection the pull opened is closed when it ends, however it ends.
   try {
     const fetched = await fetchSnapshot(client, digest, remote.text);

@@ -144,7 +144,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const config = Buffer.from(read.buffer, read.byteOffset, read.byteLength);
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
-  const client = makeClient(checked, options, scopes, 'push');
+  const client = await makeClient(checked, options, scopes, 'push');
   // Every connection the push opened is closed when it ends, however it ends.
   try {
     const base = { digest, remote: remote.text, tag };
