@@ -509,6 +509,40 @@ describe('stat cache: races through the syscall layer', () => {
     expect(moves).toBeGreaterThan(0);
   });
 
+  it("materialize while another capture's build gives one of the snapshot's linked files a name and drops it: the clone is made", () => {
+    const { repo, store } = repos.shared!;
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA!');
+    const snap = capture(store, repo);
+    const stored = join(snap.root, 'copy/tree/b.txt');
+    const ino = statSync(stored, { bigint: true }).ino;
+    let looks = 0;
+    let moves = 0;
+    const sys = wrapSys({
+      fstat: (orig) => (fd) => {
+        const st = orig(fd);
+        // The second look at the stored copy is the one after its bytes were copied.
+        if (st.ino !== ino || ++looks !== 2) return st;
+        const before = st.ctimeNs;
+        const other = join(dirname(store), 'another-build-b.txt');
+        do {
+          linkSync(stored, other);
+          unlinkSync(other);
+          moves++;
+        } while (statSync(stored, { bigint: true }).ctimeNs === before);
+        return orig(fd);
+      },
+    });
+    const s = SnapshotStore.openSync(store, { sys });
+    const clone = tempDir();
+    try {
+      expect(s.get(snap.digest).materializeSync(clone).files).toBe(FILES - 2);
+    } finally {
+      s.closeSync();
+    }
+    expect(moves).toBeGreaterThan(0);
+    expect(readFileSync(join(clone, 'tree/b.txt'), 'utf8')).toBe('bravo');
+  });
+
   it('an entry added to a directory during a deferred walk: SEAL_CHANGED', () => {
     const { repo, store } = repos.race!;
     const sys = afterSubListing(() => writeFileSync(join(repo, 'tree/sub/added'), 'new'));
