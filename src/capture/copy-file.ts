@@ -49,8 +49,8 @@ function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number)
 /**
  * Fills destFd with srcFd's bytes — by FICLONE, else by copy_file_range, where
  * `methods` and the filesystems allow, else by a buffered copy while hashing —
- * then proves the source's identity unchanged since `before`. Returns 'changed'
- * when it was not.
+ * then proves the source's identity unchanged since `before` (compared by `same`).
+ * Returns 'changed' when it was not.
  *
  * A clone is a point-in-time copy: FICLONE takes both inodes' locks, so it waits
  * out a write in progress and no write can interleave with it. After a clone or an
@@ -59,7 +59,15 @@ function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number)
  * (identity unchanged), they are exactly the bytes copied, and reading cached source
  * pages is far cheaper than reading the fresh copy back.
  */
-export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, methods: FillMethods): Filled | 'changed' {
+export function fillFile(
+  sys: Sys,
+  buffer: Buffer,
+  srcFd: number,
+  destFd: number,
+  before: FileIdentity,
+  methods: FillMethods,
+  same: (a: FileIdentity, b: FileIdentity) => boolean = sameIdentity,
+): Filled | 'changed' {
   let how: How = HOW.COPIED;
   // A write() already running at the first fstat changed the timestamps when it began, so
   // the identity check cannot see it. FICLONE waits it out (it takes both inode locks); a
@@ -72,8 +80,8 @@ export function fillFile(sys: Sys, buffer: Buffer, srcFd: number, destFd: number
     else if (methods.range && copyRanges(sys, srcFd, destFd, before.size)) how = HOW.RANGED;
   }
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
-  if (copied !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return 'changed';
-  if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256)) return 'changed';
+  if (copied !== before.size || !same(before, sys.fstat(srcFd))) return 'changed';
+  if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256, same)) return 'changed';
   return { sha256, how };
 }
 
@@ -99,10 +107,18 @@ export function fillOwned(sys: Sys, buffer: Buffer, srcFd: number, destFd: numbe
  * After the in-flight window: the source (unchanged) still hashes to sha256, and so does a
  * kernel copy (destFd >= 0; a buffered copy wrote exactly the bytes hashed).
  */
-function provenAfterWrites(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, before: FileIdentity, sha256: string): boolean {
+function provenAfterWrites(
+  sys: Sys,
+  buffer: Buffer,
+  srcFd: number,
+  destFd: number,
+  before: FileIdentity,
+  sha256: string,
+  same: (a: FileIdentity, b: FileIdentity) => boolean,
+): boolean {
   waitPastWrites(before);
   const [source, size] = stream(sys, buffer, srcFd, -1, before.size);
-  if (source !== sha256 || size !== before.size || !sameIdentity(before, sys.fstat(srcFd))) return false;
+  if (source !== sha256 || size !== before.size || !same(before, sys.fstat(srcFd))) return false;
   if (destFd < 0) return true;
   const [stored, storedSize] = stream(sys, buffer, destFd, -1, before.size);
   return stored === sha256 && storedSize === before.size;

@@ -2,6 +2,7 @@
 import { own } from '../base/fd.js';
 import { fillFile } from './copy-file.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
+import { sameStoredIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
 /** At most this many files in one batch. */
@@ -21,8 +22,10 @@ export interface WantedFile {
 /**
  * Says whether `name` below dirfd is a regular file of the wanted size and permission
  * bits (checked without following a symlink, before it is opened: nothing else is
- * opened) whose bytes hash to the wanted SHA-256, proven unchanged while read. The
- * open follows no symlink and waits on no FIFO, should one be swapped in meanwhile.
+ * opened) whose bytes hash to the wanted SHA-256, proven unchanged while read (all but
+ * its ctime, which a link made or dropped elsewhere to a stored file's shared inode
+ * moves: sameStoredIdentity). The open follows no symlink and waits on no FIFO,
+ * should one be swapped in meanwhile.
  */
 export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string, want: WantedFile): boolean {
   const st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
@@ -31,7 +34,7 @@ export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string
   try {
     const before = sys.fstat(file.fd);
     if (!isReg(before.mode) || before.size !== want.size) return false;
-    const r = fillFile(sys, buffer, file.fd, -1, before, { clone: false, range: false });
+    const r = fillFile(sys, buffer, file.fd, -1, before, { clone: false, range: false }, sameStoredIdentity);
     return r !== 'changed' && r.sha256 === want.sha256;
   } finally {
     file[Symbol.dispose]();

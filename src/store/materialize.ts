@@ -15,7 +15,7 @@ import { childrenOf } from './assemble.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
-import { sameIdentity } from '../sys/identity.js';
+import { sameStoredIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
 import { readingSnapshot } from './lock.js';
 import type { Sys } from '../sys/native.js';
@@ -170,7 +170,8 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
   }
-  if (!sameIdentity(st, sys.fstat(src))) {
+  // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
+  if (!sameStoredIdentity(st, sys.fstat(src))) {
     throw corrupt(entry.path, 'snapshot file changed while materializing');
   }
   run.report.files++;

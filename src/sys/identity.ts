@@ -27,6 +27,16 @@ export function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
   );
 }
 
+/**
+ * sameIdentity without ctime, for a frozen file in a published snapshot: the stat
+ * cache's links share its inode with other snapshots and with builds, so its ctime
+ * also moves whenever another capture gives that inode a name or drops one (linkat,
+ * unlinkat: the link count), which changes neither a byte nor a mode.
+ */
+export function sameStoredIdentity(a: FileIdentity, b: FileIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.mode === b.mode && a.size === b.size && a.mtimeNs === b.mtimeNs;
+}
+
 /** The same object: device, inode and file type (what an open must not have swapped). */
 export function sameObject(a: FileIdentity, b: FileIdentity): boolean {
   return a.dev === b.dev && a.ino === b.ino && (a.mode & S_IFMT) === (b.mode & S_IFMT);

@@ -4,6 +4,7 @@ import {
   appendFileSync,
   chmodSync,
   copyFileSync,
+  linkSync,
   readFileSync,
   readdirSync,
   renameSync,
@@ -13,12 +14,12 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
-import { isDir, type Stat, type Sys } from '../../dist/sys/index.js';
+import { isDir, sys as nativeSys, type Stat, type Sys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, fsTargets, listTree, storeLeftovers, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -112,7 +113,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'concurrent', 'linked', 'back', 'modes', 'nolink', 'emlink'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'shared', 'concurrent', 'linked', 'back', 'modes', 'nolink', 'emlink'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -471,6 +472,75 @@ describe('stat cache: races through the syscall layer', () => {
     expect((caught as SealError).message).toBe('file changed while snapshotting: tree/a.txt');
     expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
     expect(readFileSync(cacheFile(store)).equals(before)).toBe(true);
+  });
+
+  it("verify while another capture's build gives one of the snapshot's linked files a name and drops it: no drift (the shared inode's ctime moves, not its bytes or mode)", () => {
+    const { repo, store } = repos.shared!;
+    const old = onlySnapshot(store);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo);
+    const stored = join(snap.root, 'copy/tree/b.txt');
+    expect(inode(snap, 'copy/tree/b.txt')).toBe(inode(old, 'copy/tree/b.txt'));
+    const ino = statSync(stored, { bigint: true }).ino;
+    let moves = 0;
+    const sys = wrapSys({
+      pread: (orig) => (fd, buf, off, len, pos) => {
+        const n = orig(fd, buf, off, len, pos);
+        if (moves === 0 && nativeSys.fstat(fd).ino === ino) {
+          // What a concurrent recapture does to the inode: linkat into its build, unlinkat when
+          // that build is dropped (its digest was published first); until the ctime has moved.
+          const before = statSync(stored, { bigint: true }).ctimeNs;
+          const other = join(dirname(store), 'another-build-b.txt');
+          do {
+            linkSync(stored, other);
+            unlinkSync(other);
+            moves++;
+          } while (statSync(stored, { bigint: true }).ctimeNs === before);
+        }
+        return n;
+      },
+    });
+    const s = SnapshotStore.openSync(store, { sys });
+    try {
+      expect(s.get(snap.digest).verifySync().entries).toBeGreaterThan(0);
+    } finally {
+      s.closeSync();
+    }
+    expect(moves).toBeGreaterThan(0);
+  });
+
+  it("materialize while another capture's build gives one of the snapshot's linked files a name and drops it: the clone is made", () => {
+    const { repo, store } = repos.shared!;
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA!');
+    const snap = capture(store, repo);
+    const stored = join(snap.root, 'copy/tree/b.txt');
+    const ino = statSync(stored, { bigint: true }).ino;
+    let looks = 0;
+    let moves = 0;
+    const sys = wrapSys({
+      fstat: (orig) => (fd) => {
+        const st = orig(fd);
+        // The second look at the stored copy is the one after its bytes were copied.
+        if (st.ino !== ino || ++looks !== 2) return st;
+        const before = st.ctimeNs;
+        const other = join(dirname(store), 'another-build-b.txt');
+        do {
+          linkSync(stored, other);
+          unlinkSync(other);
+          moves++;
+        } while (statSync(stored, { bigint: true }).ctimeNs === before);
+        return orig(fd);
+      },
+    });
+    const s = SnapshotStore.openSync(store, { sys });
+    const clone = tempDir();
+    try {
+      expect(s.get(snap.digest).materializeSync(clone).files).toBe(FILES - 2);
+    } finally {
+      s.closeSync();
+    }
+    expect(moves).toBeGreaterThan(0);
+    expect(readFileSync(join(clone, 'tree/b.txt'), 'utf8')).toBe('bravo');
   });
 
   it('an entry added to a directory during a deferred walk: SEAL_CHANGED', () => {
