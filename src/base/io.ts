@@ -25,9 +25,13 @@ export const SPARSE_MIN_BYTES = 128 * 1024;
 /** copy_file_range failures that mean "not between these two files", not "the copy went wrong". */
 const RANGE_UNSUPPORTED = ['EXDEV', 'EINVAL', 'EOPNOTSUPP', 'ENOSYS', 'ENOTSUP'];
 
-/** The data segments [start, end) of fd's first `size` bytes; one segment where the filesystem cannot tell. */
-function dataSegments(sys: Sys, fd: number, size: number): [number, number][] {
-  if (size < SPARSE_MIN_BYTES) return [[0, size]];
+/**
+ * The data segments [start, end) of fd's first `size` bytes (SEEK_DATA/SEEK_HOLE): what a
+ * copy writes; the rest reads as zeros and stays a hole. A small file, or one on a
+ * filesystem that cannot tell, is one segment; an empty one has none.
+ */
+export function dataSegments(sys: Sys, fd: number, size: number): [number, number][] {
+  if (size < SPARSE_MIN_BYTES) return size === 0 ? [] : [[0, size]];
   const out: [number, number][] = [];
   let pos = 0;
   try {

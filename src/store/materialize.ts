@@ -1,5 +1,5 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
-import { CHUNK_BYTES, SPARSE_MIN_BYTES, copyRanges, writeAll } from '../base/io.js';
+import { CHUNK_BYTES, copyRanges, dataSegments, writeAll } from '../base/io.js';
 import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
@@ -8,7 +8,7 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, SEEK_DATA, SEEK_HOLE, isReg } from '../sys/constants.js';
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
@@ -78,30 +78,6 @@ function checkBudget(run: Run, rel: string, dataBytes: number): void {
       { path: rel },
     );
   }
-}
-
-/**
- * The data segments [start, end) of the snapshot file's `size` bytes (SEEK_DATA/SEEK_HOLE):
- * what a copy writes; the rest reads as zeros and stays a hole. A small file, or one on a
- * filesystem that cannot tell, is one segment.
- */
-function dataSegments(sys: Sys, fd: number, size: number): [number, number][] {
-  if (size < SPARSE_MIN_BYTES) return size === 0 ? [] : [[0, size]];
-  const out: [number, number][] = [];
-  try {
-    for (let pos = 0; pos < size; ) {
-      const start = sys.lseek(fd, pos, SEEK_DATA);
-      if (start >= size) break;
-      const end = Math.min(sys.lseek(fd, start, SEEK_HOLE), size);
-      out.push([start, end]);
-      pos = end;
-    }
-  } catch (err) {
-    if (hasCode(err, 'ENXIO')) return out; // no data past pos: the rest is a hole
-    if (hasCode(err, 'EINVAL', 'EOPNOTSUPP', 'ENOSYS')) return [[0, size]];
-    throw err;
-  }
-  return out;
 }
 
 /**
