@@ -446,6 +446,24 @@ describe('stat cache: unchanged files in a new build', () => {
   });
 });
 
+
+/**
+ * What a concurrent recapture does to a stored file's inode: linkat into its build, unlinkat
+ * when that build is dropped (its digest was published first); until the ctime has moved.
+ * Returns how many times.
+ */
+function linkAndDrop(stored: string, store: string): number {
+  const before = statSync(stored, { bigint: true }).ctimeNs;
+  const other = join(dirname(store), 'another-build-b.txt');
+  let moves = 0;
+  do {
+    linkSync(stored, other);
+    unlinkSync(other);
+    moves++;
+  } while (statSync(stored, { bigint: true }).ctimeNs === before);
+  return moves;
+}
+
 describe('stat cache: races through the syscall layer', () => {
   it('a file appended while a deferred capture reads it: SEAL_CHANGED, nothing left behind, the cache untouched', () => {
     const { repo, store } = repos.race!;
@@ -486,17 +504,7 @@ describe('stat cache: races through the syscall layer', () => {
     const sys = wrapSys({
       pread: (orig) => (fd, buf, off, len, pos) => {
         const n = orig(fd, buf, off, len, pos);
-        if (moves === 0 && nativeSys.fstat(fd).ino === ino) {
-          // What a concurrent recapture does to the inode: linkat into its build, unlinkat when
-          // that build is dropped (its digest was published first); until the ctime has moved.
-          const before = statSync(stored, { bigint: true }).ctimeNs;
-          const other = join(dirname(store), 'another-build-b.txt');
-          do {
-            linkSync(stored, other);
-            unlinkSync(other);
-            moves++;
-          } while (statSync(stored, { bigint: true }).ctimeNs === before);
-        }
+        if (moves === 0 && nativeSys.fstat(fd).ino === ino) moves += linkAndDrop(stored, store);
         return n;
       },
     });
@@ -522,13 +530,7 @@ describe('stat cache: races through the syscall layer', () => {
         const st = orig(fd);
         // The second look at the stored copy is the one after its bytes were copied.
         if (st.ino !== ino || ++looks !== 2) return st;
-        const before = st.ctimeNs;
-        const other = join(dirname(store), 'another-build-b.txt');
-        do {
-          linkSync(stored, other);
-          unlinkSync(other);
-          moves++;
-        } while (statSync(stored, { bigint: true }).ctimeNs === before);
+        moves += linkAndDrop(stored, store);
         return orig(fd);
       },
     });
