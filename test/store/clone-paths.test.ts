@@ -1,0 +1,252 @@
+// clone-paths.test.ts: the clone-side path checks (src/store/clone-paths.ts): createClone makes only the clone itself, below a
+// real parent; a special file on the way to a copy root is refused as a parent; a mount target's parent swapped for a symlink,
+// a file or a special file after the checks and before it is opened is still refused. Each title names the mutation it kills.
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { Snapshot, SnapshotStore } from '../../dist/index.js';
+import { O_CREAT, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, failOnce, listTree, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+function fixture(tree: Record<string, string | null>, options: { copy?: string[]; mounts?: string[] }): { work: string; store: SnapshotStore; snap: Snapshot } {
+  const work = tempDir();
+  writeTree(join(work, 'repo'), tree);
+  const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+  const snap = store.captureSync({ source: join(work, 'repo'), copy: options.copy ?? [], mounts: (options.mounts ?? []).map((m) => ({ source: m, target: m })) });
+  return { work, store, snap };
+}
+
+function withSys(snap: Snapshot, sys: Sys): Snapshot {
+  return new Snapshot(snap.root, snap.toJSON(), { sys });
+}
+
+describe('createClone', () => {
+  it('makes a missing clone on the worker thread, 0777 less the umask, and fills an existing one (kills makeCloneDir emptied, and its EEXIST escape replaced by true)', async () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    const clone = join(work, 'clone');
+    expect(await snap.materialize(clone, { createClone: true })).toMatchObject({ files: 1 });
+    expect(statSync(clone).mode & 0o7777).toBe(0o777 & ~process.umask());
+    expect(readFileSync(join(clone, 'src/a'), 'utf8')).toBe('alpha');
+    writeFileSync(join(clone, 'keep'), 'k');
+    expect(await snap.materialize(clone, { createClone: true })).toMatchObject({ files: 1 });
+    expect(readdirSync(clone).sort()).toEqual(['keep', 'src']);
+    expect(snap.materializeSync(join(work, 'sync-clone'), { createClone: true })).toMatchObject({ files: 1 });
+    store.closeSync();
+  });
+
+  it('a clone the kernel will not make (EINVAL) is SEAL_UNAVAILABLE naming it and its cause, nothing made (kills the EEXIST check replaced by false, and the message emptied)', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    const clone = join(work, 'clone');
+    const { sys, injected } = failOnce('mkdirat', 'EINVAL', (_dirfd, name) => name === basename(clone));
+    const err = expectError(() => withSys(snap, sys).materializeSync(clone, { createClone: true }), {
+      code: 'SEAL_UNAVAILABLE',
+      message: `clone cannot be created: ${clone}: EINVAL: injected, mkdirat`,
+      unchanged: work,
+    });
+    expect((err as Error & { cause?: unknown }).cause).toBe(injected());
+    store.closeSync();
+  });
+
+  it('a clone whose parent is reached through a symlink is refused naming the clone parent, nothing made there (kills the label "clone parent" emptied)', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    mkdirSync(join(work, 'real'));
+    symlinkSync(join(work, 'real'), join(work, 'link'));
+    const err = expectError(() => snap.materializeSync(join(work, 'link/clone'), { createClone: true }), { code: 'SEAL_SYMLINK', unchanged: work });
+    expect(err.message).toMatch(/^clone parent /);
+    expect(readdirSync(join(work, 'real'))).toEqual([]);
+    store.closeSync();
+  });
+});
+
+describe('a special file on the way to a copy root', () => {
+  it('a FIFO where a copy root\'s parent must be is SEAL_SPECIAL_FILE as a parent, on the worker thread, and left alone (kills the "parent " of the message emptied, or last replaced by true)', async () => {
+    const { work, store, snap } = fixture({ 'a/b/c': 'x' }, { copy: ['a/b'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    // The copy root is a/b: a FIFO stands where its parent directory a must be.
+    mkfifo(join(clone, 'a'));
+    const expected = { code: 'SEAL_SPECIAL_FILE', message: 'copy target parent has an unsupported type: a/b', path: 'a/b', unchanged: work };
+    await expectError(async () => snap.materialize(clone), expected);
+    expectError(() => snap.materializeSync(clone), expected);
+    expect(listTree(clone)).toEqual(['a']);
+    store.closeSync();
+  });
+});
+
+describe('a mount target\'s parent changed after the checks, before it is opened', () => {
+  /** Two mounts, web/node_modules (prepared first) and api/node_modules; the clone holds web/ and api/ already. */
+  function twoMounts(): { work: string; store: SnapshotStore; snap: Snapshot; clone: string; outside: string } {
+    const { work, store, snap } = fixture({ 'web/node_modules/p/i.js': '1', 'api/node_modules/q/i.js': '2' }, { mounts: ['web/node_modules', 'api/node_modules'] });
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'web/keep': 'k', 'api/keep': 'k' });
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    return { work, store, snap, clone, outside };
+  }
+
+  /**
+   * A syscall layer that, once the first mount target is made (its mkdirat), runs swap right
+   * before the next `call` (fstatat or openat) of the name `api`: after every check, before
+   * openMountParent looks at api again.
+   */
+  function swapApiAfterFirstTarget(call: 'fstatat' | 'openat', swap: () => void): Sys {
+    let made = false;
+    let swapped = false;
+    const maybe = (path: string): void => {
+      if (made && !swapped && path === 'api') {
+        swapped = true;
+        swap();
+      }
+    };
+    return wrapSys({
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        orig(dirfd, path, mode);
+        made = true;
+      },
+      fstatat: (orig) => (dirfd, path, flags) => {
+        if (call === 'fstatat') maybe(String(path));
+        return orig(dirfd, path, flags);
+      },
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (call === 'openat') maybe(String(path));
+        return orig(dirfd, path, flags, mode);
+      },
+    });
+  }
+
+  it('swapped for a symlink before its fstatat: SEAL_SYMLINK, nothing made through it (kills openMountParent\'s isLink check replaced by false)', () => {
+    const { store, snap, clone, outside } = twoMounts();
+    const sys = swapApiAfterFirstTarget('fstatat', () => {
+      renameSync(join(clone, 'api'), join(clone, 'api-moved'));
+      symlinkSync(outside, join(clone, 'api'));
+    });
+    expectError(() => withSys(snap, sys).mountPoints(clone), { code: 'SEAL_SYMLINK', message: 'mount target cannot traverse a symlink: api/node_modules', path: 'api/node_modules' });
+    expect(readdirSync(outside)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('swapped for a symlink between its fstatat and its open: SEAL_SYMLINK with the open\'s ENOTDIR as cause (kills openMountParent\'s catch emptied, its test replaced by false, or its ENOTDIR emptied)', () => {
+    const { store, snap, clone, outside } = twoMounts();
+    const sys = swapApiAfterFirstTarget('openat', () => {
+      renameSync(join(clone, 'api'), join(clone, 'api-moved'));
+      symlinkSync(outside, join(clone, 'api'));
+    });
+    const err = expectError(() => withSys(snap, sys).mountPoints(clone), { code: 'SEAL_SYMLINK', message: 'mount target cannot traverse a symlink: api/node_modules', path: 'api/node_modules' });
+    // openat(O_DIRECTORY | O_NOFOLLOW) of a symlink: Linux answers ENOTDIR.
+    expect((err as Error & { cause?: { code?: string } }).cause?.code).toBe('ENOTDIR');
+    expect(readdirSync(outside)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('swapped for a regular file before its fstatat: SEAL_COLLISION, the file kept (kills openMountParent\'s isDir check replaced by false)', () => {
+    const { store, snap, clone } = twoMounts();
+    const sys = swapApiAfterFirstTarget('fstatat', () => {
+      renameSync(join(clone, 'api'), join(clone, 'api-moved'));
+      writeFileSync(join(clone, 'api'), 'a file');
+    });
+    expectError(() => withSys(snap, sys).mountPoints(clone), { code: 'SEAL_COLLISION', message: 'mount target parent exists with another type: api/node_modules', path: 'api/node_modules' });
+    expect(readFileSync(join(clone, 'api'), 'utf8')).toBe('a file');
+    store.closeSync();
+  });
+});
+
+describe('a mount target\'s parent that cannot be opened for another reason', () => {
+  function twoMountsCloned(): { store: SnapshotStore; snap: Snapshot; clone: string } {
+    const { work, store, snap } = fixture({ 'web/node_modules/p/i.js': '1', 'api/node_modules/q/i.js': '2' }, { mounts: ['web/node_modules', 'api/node_modules'] });
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'web/keep': 'k', 'api/keep': 'k' });
+    return { store, snap, clone };
+  }
+
+  /** Like swapApiAfterFirstTarget('openat'), but the openat of api itself fails with code (nothing is swapped). */
+  function apiOpenFailsAfterFirstTarget(code: string): Sys {
+    let made = false;
+    let failed = false;
+    return wrapSys({
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        orig(dirfd, path, mode);
+        made = true;
+      },
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (made && !failed && path === 'api') {
+          failed = true;
+          throw Object.assign(new Error(`${code}: injected, openat`), { code, errno: code === 'EMFILE' ? -24 : -40, syscall: 'openat' });
+        }
+        return orig(dirfd, path, flags, mode);
+      },
+    });
+  }
+
+  it('EMFILE is SEAL_IO, not a symlink (kills the ELOOP/ENOTDIR test of openMountParent\'s catch replaced by true)', () => {
+    const { store, snap, clone } = twoMountsCloned();
+    expectError(() => withSys(snap, apiOpenFailsAfterFirstTarget('EMFILE')).mountPoints(clone), { code: 'SEAL_IO', message: 'mountPoints: EMFILE: injected, openat' });
+    store.closeSync();
+  });
+
+  it('ELOOP (how an open of a symlink with O_NOFOLLOW fails without O_DIRECTORY) is SEAL_SYMLINK with it as cause (kills the ELOOP code of openMountParent\'s catch emptied)', () => {
+    const { store, snap, clone } = twoMountsCloned();
+    const err = expectError(() => withSys(snap, apiOpenFailsAfterFirstTarget('ELOOP')).mountPoints(clone), { code: 'SEAL_SYMLINK', message: 'mount target cannot traverse a symlink: api/node_modules' });
+    expect((err as Error & { cause?: { code?: string } }).cause?.code).toBe('ELOOP');
+    store.closeSync();
+  });
+});
+
+describe('more clone checks', () => {
+  it('mountPoints with a clone that is not a string is Node\'s TypeError naming "clone" (kills checkCloneOutsideStore\'s typeof check replaced by false)', () => {
+    const { store, snap } = fixture({ 'deps/f': 'x' }, { mounts: ['deps'] });
+    expect(() => snap.mountPoints(123 as never)).toThrow(expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: expect.stringMatching(/^The "clone" argument must be of type string/) }));
+    store.closeSync();
+  });
+
+  it('a stat of a copy root in the clone that fails (EIO) is SEAL_IO, not taken for a missing root (kills statOrNull\'s ENOENT test replaced by true)', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'src/old': 'old' });
+    const { sys } = failOnce('fstatat', 'EIO', (_dirfd, name) => name === 'src');
+    expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_IO', message: 'materialize: EIO: injected, fstatat', unchanged: work });
+    store.closeSync();
+  });
+
+  it('a symlink two levels down a copy root\'s path is refused before anything is written in the clone (kills preflightRoot\'s descent replaced by stopping at the first level)', () => {
+    const { work, store, snap } = fixture({ 'a/b/c/d': 'x' }, { copy: ['a/b/c'] });
+    const clone = join(work, 'clone');
+    mkdirSync(join(clone, 'a'), { recursive: true });
+    mkdirSync(join(work, 'outside'));
+    symlinkSync(join(work, 'outside'), join(clone, 'a/b'));
+    const writes: string[] = [];
+    const sys = wrapSys({
+      mkdirat: (orig) => (dirfd, path, mode) => {
+        writes.push(`mkdirat ${String(path)}`);
+        orig(dirfd, path, mode);
+      },
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        if (flags & O_CREAT) writes.push(`create ${String(path)}`);
+        return orig(dirfd, path, flags, mode);
+      },
+    });
+    expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_SYMLINK', message: 'copy target has a symlink parent: a/b/c', path: 'a/b/c', unchanged: work });
+    expect(writes).toEqual([]);
+    store.closeSync();
+  });
+
+  it('two top-level mount targets are both made, each on its own open of the clone (kills openMountParent\'s reopen of the clone for no parts replaced by false)', () => {
+    const { work, store, snap } = fixture({ 'node_modules/p/i.js': '1', 'vendor/v/i.js': '2' }, { mounts: ['node_modules', 'vendor'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/node_modules', '/workspace/vendor']);
+    expect(listTree(clone)).toEqual(['node_modules/', 'vendor/']);
+    expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/node_modules', '/workspace/vendor']);
+    store.closeSync();
+  });
+
+  it('a mount target of another type names its path (kills targetCollision\'s { path } emptied)', () => {
+    const { work, store, snap } = fixture({ 'node_modules/p/i.js': '1' }, { mounts: ['node_modules'] });
+    const clone = join(work, 'clone');
+    writeTree(clone, { node_modules: 'a file' });
+    expectError(() => snap.mountPoints(clone), { code: 'SEAL_COLLISION', message: 'mount target exists with another type: node_modules', path: 'node_modules', unchanged: clone });
+    store.closeSync();
+  });
+});
