@@ -15,7 +15,7 @@ export function parseChallenge(header: string | null): Challenge | undefined {
   const m = /^\s*(basic|bearer)\b\s*(.*)$/is.exec(header);
   if (m === null) return undefined;
   const params: Record<string, string> = {};
-  const re = /([a-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?/giy;
+  const re = /\s*([a-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?/giy;
   const rest = m[2]!;
   re.lastIndex = 0;
   for (let p = re.exec(rest); p !== null && p[0] !== ''; p = re.exec(rest)) {

@@ -112,6 +112,11 @@ describe('transport and parsing', () => {
       scheme: 'bearer',
       params: { realm: 'https://auth.example.com/token', service: 'registry.example.com', scope: 'repository:a/b:pull,push' },
     });
+    // RFC 7235 allows whitespace after each comma (as many registries send it).
+    expect(parseChallenge('Bearer realm="https://auth.example.com/token", service="registry.example.com", scope="repository:a/b:pull"')).toEqual({
+      scheme: 'bearer',
+      params: { realm: 'https://auth.example.com/token', service: 'registry.example.com', scope: 'repository:a/b:pull' },
+    });
     expect(parseChallenge('Negotiate abc')).toBeUndefined();
     expect(parseChallenge(null)).toBeUndefined();
   });
