@@ -1,26 +1,22 @@
-// jobs.ts: the thread job protocol: job kinds each layer declares, the messages, and how errors cross threads.
+// jobs.ts: the thread job protocol: the messages to and from the worker, and how errors cross threads.
 import { SealError, SEAL_CODES, type SealCode } from './errors.js';
 import type { Progress } from './progress.js';
 
-/**
- * Every job the worker thread runs, by name: `{ args: [...]; result: R }`. Each layer
- * declares its own jobs by augmenting this interface (`declare module '../base/jobs.js'`)
- * next to the sync core it offloads, so this module imports none of them.
- */
-// eslint-disable-next-line @typescript-eslint/no-empty-interface
-export interface JobMap {}
-
-export type JobName = keyof JobMap;
-export type JobArgs<K extends JobName> = JobMap[K] extends { args: infer A extends unknown[] } ? A : never;
-export type JobResult<K extends JobName> = JobMap[K] extends { result: infer R } ? R : never;
-
-/** A request to the worker: a discriminated union over the job names. */
-export type JobRequest = { [K in JobName]: { id: number; op: K; args: JobArgs<K>; abort: Int32Array } }[JobName];
+/** A request to the worker: run operation `op`'s job (see op.ts) with what was sent. */
+export interface JobRequest {
+  id: number;
+  op: string;
+  args: unknown[];
+  abort: Int32Array;
+  /** The caller wants progress reports. */
+  progress: boolean;
+}
 
 /** What the sync core of a job gets besides its arguments. */
 export interface JobContext {
   isAborted(): boolean;
-  onProgress(p: Progress): void;
+  /** Absent when the caller asked for no progress. */
+  onProgress?: ((p: Progress) => void) | undefined;
 }
 
 export interface SerializedError {

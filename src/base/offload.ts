@@ -2,7 +2,7 @@
 import { Worker } from 'node:worker_threads';
 
 import { SealError } from './errors.js';
-import { reviveError, type JobArgs, type JobName, type JobReply, type JobRequest, type JobResult } from './jobs.js';
+import { reviveError, type JobReply, type JobRequest } from './jobs.js';
 import type { Progress } from './progress.js';
 
 export interface OffloadHooks {
@@ -55,8 +55,8 @@ function start(): Worker {
   return w;
 }
 
-/** Runs job `op` on the shared worker thread; settles with what the sync core returned or threw. */
-export function offload<K extends JobName>(op: K, args: JobArgs<K>, hooks: OffloadHooks = {}): Promise<JobResult<K>> {
+/** Runs operation `op`'s job (see op.ts) on the shared worker thread; settles with what it returned or threw. */
+export function offload(op: string, args: unknown[], hooks: OffloadHooks = {}): Promise<unknown> {
   if (hooks.signal?.aborted) return Promise.reject(new SealError('SEAL_ABORTED', `${op} was aborted`));
   worker ??= start();
   const w = worker;
@@ -68,12 +68,12 @@ export function offload<K extends JobName>(op: K, args: JobArgs<K>, hooks: Offlo
     Atomics.store(abort, 0, 1);
   };
   hooks.signal?.addEventListener('abort', onAbort, { once: true });
-  return new Promise<JobResult<K>>((resolve, reject) => {
+  return new Promise<unknown>((resolve, reject) => {
     const done = (): void => hooks.signal?.removeEventListener('abort', onAbort);
     pending.set(id, {
       resolve: (v) => {
         done();
-        resolve(v as JobResult<K>);
+        resolve(v);
       },
       reject: (e) => {
         done();
@@ -83,7 +83,7 @@ export function offload<K extends JobName>(op: K, args: JobArgs<K>, hooks: Offlo
       onProgress: hooks.onProgress,
     });
     w.ref();
-    w.postMessage({ id, op, args, abort } as unknown as JobRequest);
+    w.postMessage({ id, op, args, abort, progress: hooks.onProgress !== undefined } satisfies JobRequest);
   });
 }
 
@@ -108,6 +108,11 @@ export async function stopIdleWorker(): Promise<void> {
   clearTimeout(timer);
 }
 
+/** The worker thread's id, or undefined when none runs (internal, for tests: which calls started it). */
+export function workerThreadId(): number | undefined {
+  return worker?.threadId;
+}
+
 /**
  * Kills the worker thread now, whatever it is doing, as a crash would (internal, for
  * tests): its pending calls reject with SEAL_UNAVAILABLE; the next call starts a new one.
@@ -119,7 +124,7 @@ export async function killWorker(): Promise<void> {
 /** The one way to inject a syscall layer: the `sys` option of every public call. */
 export interface ToolOptions {
   /**
-   * The syscall layer (default: the addon). A given layer is a set of functions that
+   * The syscall layer (default: the addon's). Any other layer is a set of functions that
    * cannot cross to the worker thread, so the async twins then run their sync core on
    * the calling thread, after the current microtask, and capture starts no helper threads.
    */

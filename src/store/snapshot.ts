@@ -5,14 +5,17 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
-import { inline, offload, type ToolOptions } from '../base/offload.js';
-import { sealed } from '../base/refusal.js';
+import type { ToolOptions } from '../base/offload.js';
+import { defineOp } from '../base/op.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
 import type { CaptureReport } from './publish.js';
 import { checkParallelism } from '../capture/plan.js';
 import { checkCloneOutsideStore } from './clone-paths.js';
 import { checkCloneAt, type CloneReport } from './clone-check.js';
+import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
+
+type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress'>];
 
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
@@ -89,60 +92,95 @@ export class Snapshot {
     return this.#public;
   }
 
-  materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
-    checkString('clone', clone);
-    return sealed('materialize', () => {
-      checkCloneOutsideStore(this.root, clone, this.declarations);
-      return materializeSnapshot(this.#sys, this.root, this.#full, clone, options);
-    });
+  /** This snapshot for an operation: its data is loaded again only on another thread. */
+  get #ref(): SnapshotRef {
+    return { root: this.root, digest: this.digest, load: () => this.#full };
   }
 
+  static readonly #materialize = defineOp('materialize', {
+    validate: (snap: Snapshot, clone: string, options: MaterializeOptions = {}) => {
+      checkString('clone', clone);
+      checkOptions('options', options);
+      checkFunction('options.onProgress', options.onProgress);
+      checkCloneOutsideStore(snap.root, clone, snap.declarations);
+      const { onProgress, ...rest } = options;
+      return { sys: snap.#sys, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
+    },
+    core: (sys, [ref, clone, options], ctx) => materializeSnapshot(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
+    send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
+  });
+
+  static readonly #mountPoints = defineOp('mountPoints', {
+    validate: (snap: Snapshot, clone: string, options: MountPointOptions = {}) => {
+      checkString('clone', clone);
+      checkOptions('options', options);
+      checkCloneOutsideStore(snap.root, clone, []);
+      return { sys: snap.#sys, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
+    },
+    core: (sys, [ref, clone, options]) => mountPointsOf(sys, ref.root, dataOf(sys, ref), clone, options),
+    send: ([ref, clone, options]): [SnapshotRef, string, MountPointOptions] => [sendRef(ref), clone, options],
+  });
+
+  static readonly #verify = defineOp('verify', {
+    validate: (snap: Snapshot, options: VerifyOptions = {}) => {
+      checkOptions('options', options);
+      checkFunction('options.onProgress', options.onProgress);
+      const parallelism = checkParallelism(options.parallelism);
+      return { sys: snap.#sys, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
+    },
+    core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }),
+    send: ([ref, parallelism]): [SnapshotRef, number | undefined] => [sendRef(ref), parallelism],
+  });
+
+  static readonly #checkClone = defineOp('checkClone', {
+    validate: (snap: Snapshot, clone: string) => {
+      checkString('clone', clone);
+      return { sys: snap.#sys, args: [snap.#ref, clone] as [SnapshotRef, string] };
+    },
+    core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
+    send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],
+  });
+
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
-  async materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
-    checkString('clone', clone);
-    checkOptions('options', options);
-    checkFunction('options.onProgress', options.onProgress);
-    if (this.#sys !== nativeSys) return inline(() => this.materializeSync(clone, options));
-    checkCloneOutsideStore(this.root, clone, this.declarations);
-    const { onProgress, ...rest } = options;
-    return offload('materialize', [this.root, this.digest, clone, rest], { onProgress });
+  materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
+    return Snapshot.#materialize.sync(this, clone, options);
+  }
+
+  /** materializeSync on the worker thread (on the calling thread when the store's `sys` is another layer than the addon's). */
+  materialize(clone: string, options: MaterializeOptions = {}): Promise<MaterializeReport> {
+    return Snapshot.#materialize.async(this, clone, options);
   }
 
   /** Read-only mounts of the frozen payloads, each mount point prepared inside clone. */
   mountPoints(clone: string, options: MountPointOptions = {}): MountPoint[] {
-    return sealed('mountPoints', () => {
-      checkCloneOutsideStore(this.root, clone, []);
-      return mountPointsOf(this.#sys, this.root, this.#full, clone, options);
-    });
+    return Snapshot.#mountPoints.sync(this, clone, options);
   }
 
-  verifySync(options: VerifyOptions = {}): VerifyReport {
-    checkFunction('options.onProgress', options.onProgress);
-    const parallelism = checkParallelism(options.parallelism);
-    return sealed('verify', () => verifySnapshotAt(this.#sys, this.root, this.#full, { onProgress: options.onProgress, parallelism }));
+  /** mountPoints on the worker thread (the sync form keeps the plain name). */
+  mountPointsAsync(clone: string, options: MountPointOptions = {}): Promise<MountPoint[]> {
+    return Snapshot.#mountPoints.async(this, clone, options);
   }
 
   /**
    * Re-hashes every file (on helper threads; `parallelism` as for capture) and checks
    * every kind and mode; drift is SEAL_CORRUPT.
    */
-  async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
-    if (this.#sys !== nativeSys) return inline(() => this.verifySync(options));
-    checkFunction('options.onProgress', options.onProgress);
-    const parallelism = checkParallelism(options.parallelism);
-    return offload('verify', [this.root, this.digest, parallelism], { onProgress: options.onProgress });
+  verifySync(options: VerifyOptions = {}): VerifyReport {
+    return Snapshot.#verify.sync(this, options);
+  }
+
+  /** verifySync on the worker thread. */
+  verify(options: VerifyOptions = {}): Promise<VerifyReport> {
+    return Snapshot.#verify.async(this, options);
   }
 
   /** Re-hashes clone's copy roots against this manifest: every added, removed and changed path, and the in-progress marker. */
   checkCloneSync(clone: string): CloneReport {
-    checkString('clone', clone);
-    return sealed('checkClone', () => checkCloneAt(this.#sys, this.#full, clone));
+    return Snapshot.#checkClone.sync(this, clone);
   }
 
-  /** checkCloneSync on the worker thread (on the calling thread when the snapshot has an injected `sys`). */
-  async checkClone(clone: string): Promise<CloneReport> {
-    checkString('clone', clone);
-    if (this.#sys !== nativeSys) return inline(() => this.checkCloneSync(clone));
-    return offload('checkClone', [this.root, this.digest, clone]);
+  /** checkCloneSync on the worker thread. */
+  checkClone(clone: string): Promise<CloneReport> {
+    return Snapshot.#checkClone.async(this, clone);
   }
 }

@@ -1,8 +1,9 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
 import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
-import { checkRootPath, makeRealDir, openRealDir, own, type Fd } from '../base/fd.js';
-import { inline, offload, stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
+import { stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { defineOp } from '../base/op.js';
 import { escapePath } from '../base/paths.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
@@ -12,13 +13,15 @@ import type { PackedSnapshot, StoredSnapshot } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { sweepCloneAt } from './clone-stage.js';
-import { buildSnapshot, type BuildHooks, type CaptureReport } from './publish.js';
+import { buildSnapshot, type CaptureReport } from './publish.js';
 import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { Snapshot } from './snapshot.js';
+import { holdPacked } from './snapshot-ref.js';
 import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
+import { checkDigestPrefix, checkFullDigest, listDigests, resolveDigestIn } from './digests.js';
 
 export interface StoreOptions extends ToolOptions {
   /** close() thaws and removes the whole store. */
@@ -36,7 +39,10 @@ export interface CaptureCallOptions extends CaptureOptions {
   onProgress?: (p: CaptureProgress) => void;
 }
 
-const DIGEST_RE = /^[0-9a-f]{64}$/;
+export interface GcOptions {
+  /** A clone whose stages left by materializes that died are swept too. */
+  clone?: string;
+}
 
 function checkTrust(value: unknown): void {
   if (value === undefined) return;
@@ -45,6 +51,9 @@ function checkTrust(value: unknown): void {
     throw invalidArgValue('options.trust', value, `must be one of: ${STORE_TRUSTS.map((t) => `'${t}'`).join(', ')}`);
   }
 }
+
+/** A published snapshot as an operation returns it: its data on this thread, or packed from the worker. */
+type Found = StoredSnapshot | PackedSnapshot;
 
 export class SnapshotStore {
   readonly root: string;
@@ -61,34 +70,35 @@ export class SnapshotStore {
     this.#sys = options.sys ?? nativeSys;
   }
 
-  static #prepareOpen(dir: string, options: StoreOptions): SnapshotStore {
-    checkString('dir', dir);
-    const sys = checkOptions('options', options).sys ?? nativeSys;
-    checkBoolean('options.ephemeral', options.ephemeral);
-    checkTrust(options.trust);
-    const root = checkRootPath(dir, 'store directory');
-    own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
-    return new SnapshotStore(root, options);
-  }
+  static readonly #open = defineOp('openStore', {
+    validate: (dir: string, options: StoreOptions = {}) => {
+      checkString('dir', dir);
+      const sys = checkOptions('options', options).sys ?? nativeSys;
+      checkBoolean('options.ephemeral', options.ephemeral);
+      checkTrust(options.trust);
+      const root = checkRootPath(dir, 'store directory');
+      own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
+      return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
+    },
+    core: (sys, [root, trust]): number => openStoreAt(sys, root, trust),
+    finish: (swept, call, _dir, options = {}) => {
+      const store = new SnapshotStore(call.args[0], options);
+      store.#sweptAtOpen = swept;
+      return store;
+    },
+  });
 
   /**
    * Opens (creating it 0700 if needed) a store, refuses it (SEAL_UNTRUSTED) unless only
    * users it trusts can have written it (see `trust`), and sweeps builds no live process holds.
    */
   static openSync(dir: string, options: StoreOptions = {}): SnapshotStore {
-    const store = SnapshotStore.#prepareOpen(dir, options);
-    store.#sweptAtOpen = sealed('openStore', () => openStoreAt(store.#sys, store.root, store.trust));
-    return store;
+    return SnapshotStore.#open.sync(dir, options);
   }
 
-  /** openSync's directory work on the worker thread (on the calling thread when `sys` is given, or for a shared store). */
-  static async open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
-    const store = SnapshotStore.#prepareOpen(dir, options);
-    // The worker's open job checks the default trust only: a shared store's few checks run here.
-    if (options.sys !== undefined || store.trust !== 'owner') {
-      store.#sweptAtOpen = await inline(() => sealed('openStore', () => openStoreAt(store.#sys, store.root, store.trust)));
-    } else store.#sweptAtOpen = await offload('openStore', [store.root]);
-    return store;
+  /** openSync's directory work on the worker thread. */
+  static open(dir: string, options: StoreOptions = {}): Promise<SnapshotStore> {
+    return SnapshotStore.#open.async(dir, options);
   }
 
   /** How many stale builds and half-removed snapshots opening this store swept. */
@@ -124,52 +134,105 @@ export class SnapshotStore {
     return plan;
   }
 
+  static readonly #capture = defineOp('capture', {
+    validate: (store: SnapshotStore, options: CaptureCallOptions) => ({
+      sys: store.#sys,
+      args: [store.root, store.#prepare(options)] as [string, Plan],
+      signal: options.signal,
+      onProgress: options.onProgress,
+    }),
+    core: (sys, [root, plan], ctx) => buildSnapshot(sys, root, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress }),
+    // The worker keeps what it built for the materialize that usually follows; its entries cross packed.
+    reply: ({ data, report }, [root]): { data: Found; report: CaptureReport } => ({
+      data: holdPacked(`${root}/${SNAPSHOTS_DIR}/${data.digest}`, data),
+      report,
+    }),
+    finish: ({ data, report }, _call, store) => {
+      store.#checkOpen();
+      return store.#snapshot(data, report);
+    },
+  });
+
   /** Captures (or reuses) a snapshot on the calling thread. */
   captureSync(options: CaptureCallOptions): Snapshot {
-    const plan = this.#prepare(options);
-    const hooks: BuildHooks = { isAborted: () => options.signal?.aborted === true };
-    if (options.onProgress !== undefined) hooks.onProgress = options.onProgress;
-    const built = sealed('capture', () => buildSnapshot(this.#sys, this.root, plan, hooks));
-    return this.#snapshot(built.data, built.report);
+    return SnapshotStore.#capture.sync(this, options);
   }
 
   /** Captures (or reuses) a snapshot on the worker thread; the event loop stays free. */
-  async capture(options: CaptureCallOptions): Promise<Snapshot> {
-    if (this.#sys !== nativeSys) return inline(() => this.captureSync(options));
-    const plan = this.#prepare(options);
-    const built = await offload('capture', [this.root, plan], {
-      signal: options.signal,
-      onProgress: options.onProgress,
-    });
-    this.#checkOpen();
-    return this.#snapshot(built.packed, built.report);
+  capture(options: CaptureCallOptions): Promise<Snapshot> {
+    return SnapshotStore.#capture.async(this, options);
   }
+
+  static readonly #get = defineOp('get', {
+    validate: (store: SnapshotStore, digestOrPrefix: string) => {
+      store.#checkOpen();
+      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+    },
+    core: (sys, [root, prefix]): StoredSnapshot => {
+      const digest = resolveDigestIn(sys, root, prefix);
+      using snapshots = own(sys, openRealDir(sys, `${root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+      return loadSnapshotAt(sys, snapshots.fd, digest);
+    },
+    reply: (data, [root]): Found => holdPacked(`${root}/${SNAPSHOTS_DIR}/${data.digest}`, data),
+    finish: (data, _call, store) => store.#snapshot(data),
+  });
+
+  static readonly #list = defineOp('list', {
+    validate: (store: SnapshotStore) => {
+      store.#checkOpen();
+      return { sys: store.#sys, args: [store.root] as [string] };
+    },
+    core: (sys, [root]) => listDigests(sys, root),
+  });
+
+  static readonly #remove = defineOp('remove', {
+    validate: (store: SnapshotStore, digestOrPrefix: string) => {
+      store.#checkOpen();
+      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+    },
+    core: (sys, [root, prefix]) => {
+      const digest = resolveDigestIn(sys, root, prefix);
+      withStoreLock(sys, root, true, () => removeSnapshot(sys, root, digest));
+      return digest;
+    },
+  });
+
+  static readonly #gc = defineOp('gc', {
+    validate: (store: SnapshotStore, options: GcOptions = {}) => {
+      store.#checkOpen();
+      const clone = checkOptions('options', options).clone;
+      if (clone !== undefined) checkString('options.clone', clone);
+      return { sys: store.#sys, args: [store.root, clone] as [string, string | undefined] };
+    },
+    core: (sys, [root, clone]) => {
+      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
+      return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
+    },
+  });
+
+  static readonly #close = defineOp('closeStore', {
+    validate: (store: SnapshotStore) => ({ sys: store.#sys, args: [store.root] as [string] }),
+    core: (sys, [root]) => closeStoreAt(sys, root),
+  });
 
   /** A published snapshot by its full digest or a unique prefix of it (none: SEAL_UNAVAILABLE; several: SEAL_AMBIGUOUS). */
   get(digestOrPrefix: string): Snapshot {
-    this.#checkOpen();
-    const digest = this.resolveDigest(digestOrPrefix);
-    return sealed('get', () => {
-      using snapshots = this.#openSnapshots();
-      return this.#snapshot(loadSnapshotAt(this.#sys, snapshots.fd, digest));
-    });
+    return SnapshotStore.#get.sync(this, digestOrPrefix);
+  }
+
+  /** get on the worker thread (the sync form keeps the plain name): a big manifest is read and proven off the event loop. */
+  getAsync(digestOrPrefix: string): Promise<Snapshot> {
+    return SnapshotStore.#get.async(this, digestOrPrefix);
   }
 
   /** Digests of every published snapshot, sorted. */
   list(): string[] {
-    this.#checkOpen();
-    return sealed('list', () => {
-      using snapshots = this.#openSnapshots();
-      return this.#sys
-        .readdir(snapshots.fd)
-        .map((e) => e.name)
-        .filter((n): n is string => typeof n === 'string' && DIGEST_RE.test(n))
-        .sort();
-    });
+    return SnapshotStore.#list.sync(this);
   }
 
-  #openSnapshots(): Fd {
-    return own(this.#sys, openRealDir(this.#sys, `${this.root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  /** list on the worker thread (the sync form keeps the plain name). */
+  listAsync(): Promise<string[]> {
+    return SnapshotStore.#list.async(this);
   }
 
   /**
@@ -178,22 +241,19 @@ export class SnapshotStore {
    * more than one SEAL_AMBIGUOUS.
    */
   resolveDigest(digestOrPrefix: string): string {
-    checkString('digest', digestOrPrefix);
-    if (!/^[0-9a-f]{1,64}$/.test(digestOrPrefix)) {
-      throw invalidArgValue('digest', digestOrPrefix, 'must be a snapshot digest or a prefix of one (1 to 64 lower-case hex digits)');
-    }
-    const matches = this.list().filter((d) => d.startsWith(digestOrPrefix));
-    if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digestOrPrefix}`);
-    if (matches.length > 1) throw new SealError('SEAL_AMBIGUOUS', `digest prefix is ambiguous: ${digestOrPrefix} (${matches.length} snapshots)`);
-    return matches[0]!;
+    this.#checkOpen();
+    const prefix = checkDigestPrefix(digestOrPrefix);
+    return sealed('resolveDigest', () => resolveDigestIn(this.#sys, this.root, prefix));
   }
 
-  /** Removes a published snapshot (full digest or unique prefix) under the store lock. */
+  /** Removes a published snapshot (full digest or unique prefix) under the store's exclusive lock; returns its full digest. */
   remove(digestOrPrefix: string): string {
-    this.#checkOpen();
-    const digest = this.resolveDigest(digestOrPrefix);
-    sealed('remove', () => withStoreLock(this.#sys, this.root, true, () => removeSnapshot(this.#sys, this.root, digest)));
-    return digest;
+    return SnapshotStore.#remove.sync(this, digestOrPrefix);
+  }
+
+  /** remove on the worker thread (the sync form keeps the plain name): a big snapshot's tree is deleted off the event loop. */
+  removeAsync(digestOrPrefix: string): Promise<string> {
+    return SnapshotStore.#remove.async(this, digestOrPrefix);
   }
 
   /**
@@ -215,8 +275,7 @@ export class SnapshotStore {
    */
   async pull(digest: string, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
-    checkString('digest', digest);
-    if (!DIGEST_RE.test(digest)) throw invalidArgValue('digest', digest, 'must be a full snapshot digest (64 lower-case hex digits)');
+    checkFullDigest(digest);
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
     const report = await sealedAsync('pull', () => pullSnapshot(target, digest, remote, options));
     this.#checkOpen();
@@ -224,30 +283,30 @@ export class SnapshotStore {
   }
 
   /**
-   * Sweeps stale builds and half-removed snapshots under the store lock and, given a
-   * clone, the stages materializes that died left inside it; returns how many.
+   * Sweeps stale builds and half-removed snapshots under the store's exclusive lock and,
+   * given a clone, the stages materializes that died left inside it; returns how many.
    */
-  gc(options: { clone?: string } = {}): number {
-    this.#checkOpen();
-    const swept = sealed('gc', () => withStoreLock(this.#sys, this.root, true, () => sweepStaleBuilds(this.#sys, this.root)));
-    if (options.clone === undefined) return swept;
-    const clone = options.clone;
-    return swept + sealed('gc', () => sweepCloneAt(this.#sys, clone));
+  gc(options: GcOptions = {}): number {
+    return SnapshotStore.#gc.sync(this, options);
+  }
+
+  /** gc on the worker thread (the sync form keeps the plain name). */
+  gcAsync(options: GcOptions = {}): Promise<number> {
+    return SnapshotStore.#gc.async(this, options);
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */
   closeSync(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.ephemeral) sealed('closeStore', () => closeStoreAt(this.#sys, this.root));
+    if (this.ephemeral) SnapshotStore.#close.sync(this);
   }
 
   /** closeSync's removal on the worker thread, which is then stopped if nothing else uses it. */
   async close(): Promise<void> {
     if (this.#closed) return;
-    if (this.#sys !== nativeSys) return inline(() => this.closeSync());
     this.#closed = true;
-    if (this.ephemeral) await offload('closeStore', [this.root]);
+    if (this.ephemeral) await SnapshotStore.#close.async(this);
     await stopIdleWorker();
   }
 }

@@ -9,8 +9,8 @@ import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
-import { inline, offload, type ToolOptions } from '../base/offload.js';
-import { sealed } from '../base/refusal.js';
+import type { ToolOptions } from '../base/offload.js';
+import { defineOp } from '../base/op.js';
 import { frozenFileMode } from '../base/frozen.js';
 
 export interface ModePolicy {
@@ -113,14 +113,26 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '',
 }
 
 function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
-  checkString('dir', dir);
   using root = own(sys, openRealDir(sys, dir, 'directory'));
   applyModesAt(sys, root.fd, policy);
 }
 
+/** freeze or thaw: a tree's modes set to policy. */
+const modesOp = (name: string, policy: ModePolicy) =>
+  defineOp(name, {
+    validate: (dir: string, options: ToolOptions = {}) => {
+      checkString('dir', dir);
+      return { sys: checkOptions('options', options).sys ?? nativeSys, args: [dir] as [string] };
+    },
+    core: (sys, [dir]) => applyModes(dir, policy, sys),
+  });
+
+const FREEZE = modesOp('freeze', FROZEN);
+const THAW = modesOp('thaw', THAWED);
+
 /** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */
 export function freezeSync(dir: string, options: ToolOptions = {}): void {
-  sealed('freeze', () => applyModes(dir, FROZEN, checkOptions('options', options).sys ?? nativeSys));
+  FREEZE.sync(dir, options);
 }
 
 /**
@@ -129,21 +141,15 @@ export function freezeSync(dir: string, options: ToolOptions = {}): void {
  * chmodded, so the other names keep their mode and bytes.
  */
 export function thawSync(dir: string, options: ToolOptions = {}): void {
-  sealed('thaw', () => applyModes(dir, THAWED, checkOptions('options', options).sys ?? nativeSys));
+  THAW.sync(dir, options);
 }
 
-/** freezeSync on the worker thread (on the calling thread when `sys` is given). */
-export async function freeze(dir: string, options: ToolOptions = {}): Promise<void> {
-  checkString('dir', dir);
-  checkOptions('options', options);
-  if (options.sys !== undefined) return inline(() => freezeSync(dir, options));
-  await offload('freeze', [dir]);
+/** freezeSync on the worker thread (on the calling thread when `sys` is another layer than the addon's). */
+export function freeze(dir: string, options: ToolOptions = {}): Promise<void> {
+  return FREEZE.async(dir, options);
 }
 
-/** thawSync on the worker thread (on the calling thread when `sys` is given). */
-export async function thaw(dir: string, options: ToolOptions = {}): Promise<void> {
-  checkString('dir', dir);
-  checkOptions('options', options);
-  if (options.sys !== undefined) return inline(() => thawSync(dir, options));
-  await offload('thaw', [dir]);
+/** thawSync on the worker thread (on the calling thread when `sys` is another layer than the addon's). */
+export function thaw(dir: string, options: ToolOptions = {}): Promise<void> {
+  return THAW.async(dir, options);
 }

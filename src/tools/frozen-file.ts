@@ -9,8 +9,8 @@ import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
-import { inline, offload } from '../base/offload.js';
-import { sealed, throwIfRefused } from '../base/refusal.js';
+import { defineOp } from '../base/op.js';
+import { throwIfRefused } from '../base/refusal.js';
 
 export interface WriteFrozenOptions {
   executable?: boolean;
@@ -65,23 +65,29 @@ function checkArgs(path: unknown, bytes: unknown, options: WriteFrozenOptions): 
   checkBoolean('options.fsync', options.fsync);
 }
 
-export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): void {
-  checkArgs(path, bytes, options);
-  const sys = options.sys ?? nativeSys;
-  const name = basename(path);
-  if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
-    throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
-  }
-  sealed('writeFrozenFile', () => {
+type WriteArgs = [path: string, bytes: Uint8Array, options: Omit<WriteFrozenOptions, 'sys'>];
+
+const WRITE_FROZEN = defineOp('writeFrozenFile', {
+  validate: (path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}) => {
+    checkArgs(path, bytes, options);
+    const name = basename(path);
+    if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
+      throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+    }
+    const { sys = nativeSys, ...rest } = options;
+    return { sys, args: [path, bytes, rest] as WriteArgs };
+  },
+  core: (sys, [path, bytes, options]) => {
     using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
-    writeFrozenAt(sys, parent.fd, name, bytes, options, path);
-  });
+    writeFrozenAt(sys, parent.fd, basename(path), bytes, options, path);
+  },
+});
+
+export function writeFrozenFileSync(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): void {
+  WRITE_FROZEN.sync(path, bytes, options);
 }
 
-/** writeFrozenFileSync on the worker thread (on the calling thread when `sys` is given). */
-export async function writeFrozenFile(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): Promise<void> {
-  checkArgs(path, bytes, options);
-  if (options.sys !== undefined) return inline(() => writeFrozenFileSync(path, bytes, options));
-  const { sys: _sys, ...rest } = options;
-  await offload('writeFrozenFile', [path, bytes, rest]);
+/** writeFrozenFileSync on the worker thread (on the calling thread when `sys` is another layer than the addon's). */
+export function writeFrozenFile(path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}): Promise<void> {
+  return WRITE_FROZEN.async(path, bytes, options);
 }

@@ -6,7 +6,7 @@ import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 
-import { inline, offload } from '../base/offload.js';
+import { defineOp } from '../base/op.js';
 import { sealed } from '../base/refusal.js';
 import { readAllAt, type StableRead } from '../base/io.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
@@ -25,25 +25,30 @@ function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
   return options;
 }
 
+const READ_STABLE = defineOp('readStable', {
+  validate: (path: string, options: ReadStableOptions) => {
+    checkString('path', path);
+    const { sys = nativeSys, maxBytes } = checkReadOptions(options);
+    const name = basename(path);
+    if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+    return { sys, args: [path, maxBytes] as [string, number] };
+  },
+  core: (sys, [path, maxBytes]): StableRead => {
+    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
+    return readAllAt(sys, parent.fd, basename(path), maxBytes, path);
+  },
+  // The bytes cross back as a Uint8Array: a Buffer again for the caller.
+  finish: (r) => ({ ...r, bytes: Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength) }),
+});
+
 /** readAllAt for a path: its parent must be a real directory; the file itself is opened O_NOFOLLOW. */
 export function readStableSync(path: string, options: ReadStableOptions): StableRead {
-  checkString('path', path);
-  const { sys = nativeSys, maxBytes } = checkReadOptions(options);
-  const name = basename(path);
-  if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
-  return sealed('readStable', () => {
-    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
-    return readAllAt(sys, parent.fd, name, maxBytes, path);
-  });
+  return READ_STABLE.sync(path, options);
 }
 
-/** readStableSync on the worker thread (on the calling thread when `sys` is given). */
-export async function readStable(path: string, options: ReadStableOptions): Promise<StableRead> {
-  checkString('path', path);
-  const { sys, maxBytes } = checkReadOptions(options);
-  if (sys !== undefined) return inline(() => readStableSync(path, options));
-  const r = await offload('readStable', [path, maxBytes]);
-  return { ...r, bytes: Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength) };
+/** readStableSync on the worker thread (on the calling thread when `sys` is another layer than the addon's). */
+export function readStable(path: string, options: ReadStableOptions): Promise<StableRead> {
+  return READ_STABLE.async(path, options);
 }
 
 /** The dirfd-relative form: name is opened below dirfd without following a symlink. */

@@ -8,7 +8,7 @@ import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
-import { inline, offload } from '../base/offload.js';
+import { defineOp } from '../base/op.js';
 import { sealed } from '../base/refusal.js';
 
 /** Default name prefix of a stageFiles directory (materialize's own stage has another). */
@@ -219,27 +219,32 @@ function createStaged(sys: Sys, dirfd: number, name: string, target: string): Fd
   }
 }
 
+const STAGE_FILES = defineOp('stageFiles', {
+  validate: (parent: string, files: readonly StageFile[], options: StageOptions = {}) => {
+    const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
+    const parentPath = checkRootPath(parent, 'stage parent');
+    return { sys: options.sys ?? nativeSys, args: [parentPath, prefix, planned] as [string, string, Planned[]] };
+  },
+  core: (sys, [parentPath, prefix, planned]): StageHandle => openStage(sys, parentPath, prefix, planned),
+  // The stage's fds are the process's, whichever thread opened them.
+  finish: (handle, call) => new Stage(call.sys, handle),
+});
+
 /**
  * Stages files into a new private directory `<prefix><32 hex>` (0700) directly under
  * parent (a real directory). Every target is checked before anything is created.
  */
 export function stageFilesSync(parent: string, files: readonly StageFile[], options: StageOptions = {}): Stage {
-  return new Stage(options.sys ?? nativeSys, sealed('stageFiles', () => openStage(parent, files, options)));
+  return STAGE_FILES.sync(parent, files, options);
 }
 
-/** stageFilesSync on the worker thread (on the calling thread when `sys` is given); the stage's fds are the process's. */
-export async function stageFiles(parent: string, files: readonly StageFile[], options: StageOptions = {}): Promise<Stage> {
-  checkOptions('options', options);
-  if (options.sys !== undefined) return inline(() => stageFilesSync(parent, files, options));
-  const list = Array.isArray(files) ? files.map((f) => (f !== null && typeof f === 'object' ? { target: f.target, bytes: f.bytes } : f)) : files;
-  return new Stage(nativeSys, await offload('stageFiles', [parent, list as StageFile[], options.prefix, options.maxPathBytes]));
+/** stageFilesSync on the worker thread (on the calling thread when `sys` is another layer than the addon's). */
+export function stageFiles(parent: string, files: readonly StageFile[], options: StageOptions = {}): Promise<Stage> {
+  return STAGE_FILES.async(parent, files, options);
 }
 
 /** Creates the stage directory and its files; the caller owns the returned fds. */
-export function openStage(parent: string, files: readonly StageFile[], options: StageOptions = {}): StageHandle {
-  const sys = options.sys ?? nativeSys;
-  const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
-  const parentPath = checkRootPath(parent, 'stage parent');
+function openStage(sys: Sys, parentPath: string, prefix: string, planned: Planned[]): StageHandle {
   using parentDir = own(sys, openRealDir(sys, parentPath, 'stage parent'));
   const name = prefix + randomBytes(16).toString('hex');
   sys.mkdirat(parentDir.fd, name, 0o700);

@@ -60,7 +60,7 @@ describe('async calls', () => {
 
   it('errors cross the thread as the sync call throws them: TypeError/RangeError keep their code', async () => {
     const parent = tempDir();
-    // stageFiles checks its prefix on the worker thread.
+    // stageFiles checks its prefix on the calling thread, before any job is sent.
     const err = await expectError(async () => stageFiles(parent, [], { prefix: '../x' }), {
       code: 'ERR_INVALID_ARG_VALUE',
       message: "The property 'options.prefix' must be a plain name. Received '../x'",

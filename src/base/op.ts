@@ -1,0 +1,113 @@
+// op.ts: defineOp, the one way to declare an operation: its sync call, its async twin and its worker job from one spec.
+import { SealError } from './errors.js';
+import type { JobContext } from './jobs.js';
+import { inline, offload } from './offload.js';
+import type { Progress } from './progress.js';
+import { sealed } from './refusal.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
+
+/** What one call of an operation runs with, as its spec's `validate` returns it. */
+export interface OpCall<A extends unknown[]> {
+  /**
+   * The syscall layer. The addon's own: the async twin runs the core on the worker thread.
+   * Any other (an injected layer, whose functions cannot cross threads): on the calling thread.
+   */
+  sys: Sys;
+  /** What the core gets besides the syscall layer. */
+  args: A;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((p: Progress) => void) | undefined;
+}
+
+/**
+ * An operation: `In` is what the caller passes, `A` what the core gets, `R` what it
+ * returns, `W` what crosses to the worker instead of `A`, `V` what crosses back instead
+ * of `R`, `Out` what the caller gets.
+ */
+export interface OpSpec<In extends unknown[], A extends unknown[], R, Out, W extends unknown[], V> {
+  /** Checks the caller's input, once, on the calling thread (Node's TypeError/RangeError, or a SealError). */
+  validate(this: void, ...input: In): OpCall<A>;
+  /** The sync core: on the calling thread for the sync call and an injected layer, else on the worker. */
+  core(this: void, sys: Sys, args: A, ctx: JobContext): R;
+  /** What crosses to the worker (structured-clonable); default: the args themselves. */
+  send?(this: void, args: A): W;
+  /** The args again on the worker, from what was sent. */
+  receive?(this: void, sent: W, sys: Sys): A;
+  /** What crosses back from the worker (given the args the core ran with); default: the core's result itself. */
+  reply?(this: void, result: R, args: A): V;
+  /**
+   * Whose name a system error escaping the core is mapped under (default: the
+   * operation's); false for a step of a public call that maps its errors itself (push, pull).
+   */
+  sealAs?: string | false;
+  /** The caller's result, from the core's (sync, inline) or from the reply (offloaded); input is the caller's. */
+  finish?(this: void, result: R | V, call: OpCall<A>, ...input: In): Out;
+}
+
+export interface Op<In extends unknown[], Out> {
+  readonly name: string;
+  /** Runs the operation on the calling thread. */
+  sync(...input: In): Out;
+  /** Runs it on the shared worker thread (on the calling thread after the current microtask with an injected layer). */
+  async(...input: In): Promise<Out>;
+}
+
+/** A worker job: what was sent in, what goes back. */
+export type JobHandler = (sent: unknown[], ctx: JobContext) => unknown;
+
+const HANDLERS = new Map<string, JobHandler>();
+
+/** The worker job of operation `name` (undefined: no such operation). */
+export function jobHandler(name: string): JobHandler | undefined {
+  return HANDLERS.get(name);
+}
+
+/** True when the call runs with an injected syscall layer: the one test of it. */
+export function isInjected(sys: Sys): boolean {
+  return sys !== nativeSys;
+}
+
+/** The context of a core on the calling thread: the call's signal and progress callback. */
+function localContext(call: OpCall<unknown[]>): JobContext {
+  const ctx: JobContext = { isAborted: () => call.signal?.aborted === true };
+  if (call.onProgress !== undefined) ctx.onProgress = call.onProgress;
+  return ctx;
+}
+
+/**
+ * Declares operation `name`: errors of the core are mapped once (`sealed`: a system error
+ * becomes SEAL_IO or SEAL_UNAVAILABLE), whichever thread it runs on; the worker's job is
+ * registered under the same name.
+ */
+export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, W extends unknown[] = A, V = never>(
+  name: string,
+  spec: OpSpec<In, A, R, Out, W, V>,
+): Op<In, Out> {
+  if (HANDLERS.has(name)) throw new Error(`operation defined twice: ${name}`);
+  const finish = spec.finish ?? ((r: R | V): Out => r as unknown as Out);
+  const reply = spec.reply ?? ((r: R) => r as unknown as V);
+  const send = spec.send ?? ((args: A) => args as unknown as W);
+  const receive = spec.receive ?? ((sent: W) => sent as unknown as A);
+  const label = spec.sealAs ?? name;
+  const mapped = <T>(fn: () => T): T => (label === false ? fn() : sealed(label, fn));
+  const local = (call: OpCall<A>, input: In): Out => {
+    if (call.signal?.aborted === true) throw new SealError('SEAL_ABORTED', `${name} was aborted`);
+    return finish(mapped(() => spec.core(call.sys, call.args, localContext(call as OpCall<unknown[]>))), call, ...input);
+  };
+  HANDLERS.set(name, (sent, ctx) =>
+    mapped(() => {
+      const args = receive(sent as W, nativeSys);
+      return reply(spec.core(nativeSys, args, ctx), args);
+    }),
+  );
+  return {
+    name,
+    sync: (...input) => local(mapped(() => spec.validate(...input)), input),
+    async: async (...input) => {
+      const call = mapped(() => spec.validate(...input));
+      if (isInjected(call.sys)) return inline(() => local(call, input));
+      const result = await offload(name, send(call.args), { signal: call.signal, onProgress: call.onProgress });
+      return finish(result as V, call, ...input);
+    },
+  };
+}
