@@ -38,7 +38,9 @@ export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache
   }
   using dir = own(sys, fd);
   try {
-    return StatCache.decode(readAllAt(sys, dir.fd, statCacheName(key), MAX_CACHE_BYTES).bytes, key) ?? StatCache.empty();
+    // Its trailer is the sha256 of the rest: a torn read decodes to nothing, never to wrong records.
+    const name = statCacheName(key);
+    return StatCache.decode(readAllAt(sys, dir.fd, name, MAX_CACHE_BYTES, name, { selfProving: true }).bytes, key) ?? StatCache.empty();
   } catch {
     return StatCache.empty();
   }

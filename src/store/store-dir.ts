@@ -112,7 +112,8 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
   using dir = openSnapshotDir(sys, snapshotsFd, digest);
   let text: Buffer;
   try {
-    text = readAllAt(sys, dir.fd, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME).bytes;
+    // decodeDocument proves the text against the digest: a torn read is never taken for the snapshot.
+    text = readAllAt(sys, dir.fd, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME, { selfProving: true }).bytes;
   } catch (err) {
     // The kernel refusing the read (SEAL_IO, its cause the system error) says nothing about the snapshot.
     if (isSealError(err, 'SEAL_IO')) throw err;

@@ -37,3 +37,38 @@ describe('a write in flight at the first fstat', () => {
     store.closeSync();
   });
 });
+
+describe('the store\'s own self-proving files are read once, however fresh', () => {
+  it('a manifest.json published a moment ago loads with one read (its digest proves it; no wait, no second read)', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/tree/f': 'f' });
+    const store = SnapshotStore.openSync(join(root, 'store'));
+    const digest = store.captureSync({ source: join(root, 'repo'), copy: ['tree'], parallelism: 0 }).digest;
+    const counting = countingPreads();
+    const again = SnapshotStore.openSync(join(root, 'store'), { sys: counting.sys });
+    expect(again.get(digest).entries.map((e) => e.path)).toEqual(['tree', 'tree/f']);
+    // One pass: the bytes, then end of file. A second pass after the in-flight wait would double it.
+    expect(counting.preads()).toBe(2);
+    again.closeSync();
+    store.closeSync();
+  });
+
+  it('a stat cache written a moment ago is loaded with one read (its trailer checksum proves it)', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/tree/f': 'f' });
+    const start = Date.now();
+    while (Date.now() - start < 400) {
+      // the source file ages past the in-flight window: only the cache is fresh
+    }
+    const store = SnapshotStore.openSync(join(root, 'store'));
+    store.captureSync({ source: join(root, 'repo'), copy: ['tree'], parallelism: 0 });
+    const counting = countingPreads();
+    const again = SnapshotStore.openSync(join(root, 'store'), { sys: counting.sys });
+    const snap = again.captureSync({ source: join(root, 'repo'), copy: ['tree'], parallelism: 0 });
+    expect(snap.captureReport).toMatchObject({ files: 1, reused: true });
+    // The cache: its bytes, then end of file; the source file (racy against the cache's record time): one hash read.
+    expect(counting.preads()).toBeLessThanOrEqual(3);
+    again.closeSync();
+    store.closeSync();
+  });
+});
