@@ -2,7 +2,7 @@
 // package installed into a fresh project, and a cleanup that runs however the run ends.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -117,15 +117,30 @@ export function loopMount(base, fs, sizeMiB = 1536) {
  * tarball does not install, falls back to the repo's own dist/ (linked as node_modules/treeseal)
  * and says so. Returns { project, cli, source } where scripts copied into project import 'treeseal'.
  */
+/** The tarball installed once for a CI run (TREESEAL_CONSUMER, written by scripts/consumer.mjs), or undefined. */
+function givenConsumer() {
+  const dir = process.env.TREESEAL_CONSUMER;
+  if (dir === undefined || dir === '') return undefined;
+  const file = join(resolve(dir), 'consumer.json');
+  if (!existsSync(file)) throw new Error(`TREESEAL_CONSUMER=${dir} holds no consumer.json: run node scripts/consumer.mjs ${dir} first`);
+  return JSON.parse(readFileSync(file, 'utf8'));
+}
+
 export function installPackage(base, log) {
   const project = join(base, 'project');
   mkdirSync(join(project, 'node_modules'), { recursive: true });
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'torture-project', private: true, type: 'module' }));
   let source = 'tarball';
   let detail = '';
+  const consumer = process.env.TORTURE_PACKAGE === 'dist' ? undefined : givenConsumer();
   if (process.env.TORTURE_PACKAGE === 'dist') {
     source = 'dist';
     detail = 'TORTURE_PACKAGE=dist';
+  } else if (consumer !== undefined) {
+    // Packed and installed once for the whole CI run (scripts/consumer.mjs): its node_modules, addon built there.
+    log(`using ${basename(consumer.tarball)} as installed in ${consumer.project} (TREESEAL_CONSUMER)`);
+    rmSync(join(project, 'node_modules'), { recursive: true, force: true });
+    symlinkSync(join(consumer.project, 'node_modules'), join(project, 'node_modules'));
   } else {
     const packDir = join(base, 'pack');
     mkdirSync(packDir);

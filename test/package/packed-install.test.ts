@@ -1,10 +1,11 @@
 // packed-install.test.ts: the package as another project gets it: packed (prepack compiles dist/), installed from the tarball into a fresh project, used from ESM, from TypeScript (a plain tsconfig, the newest compiler here) and through its bin.
-import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
+import { givenConsumer, packAndInstall } from '../../scripts/consumer.mjs';
 import { tempDir, writeTree } from '../helpers.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -16,30 +17,6 @@ function run(cmd: string, args: string[], cwd: string): SpawnSyncReturns<string>
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' } });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${String(r.status)}:\n${r.stdout}\n${r.stderr}`);
   return r;
-}
-
-/** The working tree as git sees it (tracked and new files, nothing ignored), with the repository's node_modules linked in (a worktree's node_modules may itself be a symlink git lists). */
-function copyWorkingTree(dest: string): void {
-  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO, encoding: 'utf8' });
-  for (const rel of listed.split('\0')) {
-    if (rel === '' || rel === 'node_modules' || !existsSync(join(REPO, rel))) continue;
-    mkdirSync(dirname(join(dest, rel)), { recursive: true });
-    copyFileSync(join(REPO, rel), join(dest, rel));
-    chmodSync(join(dest, rel), statSync(join(REPO, rel)).mode & 0o777);
-  }
-  symlinkSync(join(REPO, 'node_modules'), join(dest, 'node_modules'));
-}
-
-/** `npm pack` in a copy (its prepack builds dist/ there, leaving this checkout's alone); returns the tarball and its file list. */
-function pack(work: string): { tarball: string; files: string[] } {
-  const copy = join(work, 'checkout');
-  copyWorkingTree(copy);
-  const out = join(work, 'packed');
-  mkdirSync(out);
-  const r = run('npm', ['pack', '--json', '--pack-destination', out], copy);
-  const [info] = JSON.parse(r.stdout.slice(r.stdout.indexOf('['))) as [{ filename: string; files: { path: string; mode: number }[] }];
-  expect(existsSync(join(copy, 'dist/index.js.map'))).toBe(false);
-  return { tarball: join(out, info.filename), files: info.files.map((f) => `${f.path}${f.mode & 0o100 ? ' (x)' : ''}`).sort() };
 }
 
 const CONSUMER_TS = `import { SnapshotStore, SealError, type MaterializeReport, type Snapshot } from 'treeseal';
@@ -90,8 +67,12 @@ function typeCheck(dir: string, file: string, source: string, compilerOptions: o
 describe('the packed package', () => {
   it('packs what a consumer needs, installs into a fresh project (building the addon), and works from ESM, TypeScript and its bin', () => {
     const work = tempDir();
-    const { tarball, files } = pack(work);
-    expect(files.filter((f) => !/^dist\/.*\.(js|d\.ts)( \(x\))?$/.test(f))).toEqual([
+    // .ci/run packs and installs once (TREESEAL_CONSUMER) for this test and the torture suite; alone, the test does it.
+    const { tarball, files, project, installStderr, mapsInCopy } = givenConsumer() ?? packAndInstall(join(work, 'pack'));
+    // prepack built dist/ without source maps, in the copy it packed.
+    expect(mapsInCopy).toBe(false);
+    expect(tarball).toMatch(/treeseal-[0-9.]+\.tgz$/);
+    expect(files.filter((f: string) => !/^dist\/.*\.(js|d\.ts)( \(x\))?$/.test(f))).toEqual([
       'README.md',
       'binding.gyp',
       ...readFileSync(join(REPO, 'binding.gyp'), 'utf8').match(/native\/[a-z]+\.cc/g)!.concat(['native/args.h', 'native/call.h', 'native/ops.h', 'native/syserr.h', 'native/revision.json']).sort(),
@@ -101,15 +82,10 @@ describe('the packed package', () => {
     ].sort());
     expect(files).toContain('dist/cli.js (x)');
     expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/sys/index.js', 'dist/sys/index.d.ts', 'dist/worker.js', 'dist/capture/pool-worker.js']));
-    expect(files.filter((f) => f.includes('internal') || f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
+    expect(files.filter((f: string) => f.includes('internal') || f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
 
-    const project = join(work, 'consumer');
-    mkdirSync(project);
-    // Approved the way `npm install-scripts approve` records it, so its install script runs without a warning.
-    const allowScripts = { [`file:${tarball}`]: true };
-    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module', allowScripts }));
-    const install = run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], project);
-    expect(install.stderr).not.toContain('install-scripts');
+    // Installed with its install script approved the way `npm install-scripts approve` records it: no warning.
+    expect(installStderr).not.toContain('install-scripts');
     const installed = join(project, 'node_modules/treeseal');
     expect(existsSync(join(installed, 'build/Release/treeseal.node'))).toBe(true);
     const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
