@@ -4,7 +4,7 @@ import { parentPort } from 'node:worker_threads';
 import { SealError } from './base/errors.js';
 import { sealed } from './base/refusal.js';
 import { serializeError, type JobArgs, type JobContext, type JobName, type JobReply, type JobRequest, type JobResult } from './base/jobs.js';
-import { dropHelpers, keepHelpers } from './capture/pool.js';
+import { dropHelpers, keepHelpers } from './files/pool.js';
 import { JOBS as CAPTURE_JOBS } from './store/jobs.js';
 import { JOBS as REGISTRY_JOBS } from './store/registry/jobs.js';
 import { JOBS as TOOL_JOBS } from './tools/jobs.js';

@@ -100,7 +100,7 @@ describe('the packed package', () => {
       'package.json',
     ].sort());
     expect(files).toContain('dist/cli.js (x)');
-    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/sys/index.js', 'dist/sys/index.d.ts', 'dist/worker.js', 'dist/capture/pool-worker.js']));
+    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/sys/index.js', 'dist/sys/index.d.ts', 'dist/worker.js', 'dist/files/pool-worker.js']));
     expect(files.filter((f) => f.includes('internal') || f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
 
     const project = join(work, 'consumer');

@@ -7,7 +7,7 @@ import { DIR_FLAGS, openChildDir, own, removeAt } from '../../base/fd.js';
 import { writeAll } from '../../base/io.js';
 import type { Entries } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
-import { fillFile } from '../../capture/copy-file.js';
+import { fillFile } from '../../files/copy-file.js';
 import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import { identityOf } from '../../sys/identity.js';

@@ -166,7 +166,7 @@ export class FilePool {
     this.helpers = helpers;
     for (let i = 0; i < helpers; i++) {
       // No inherited execArgv: a host run with `node -e`, --input-type or a loader must not break the helpers.
-      const worker = new Worker(new URL('../capture/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
+      const worker = new Worker(new URL('../files/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
       worker.unref();
       this.#workers.push(worker);
     }
