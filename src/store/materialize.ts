@@ -1,5 +1,5 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
-import { CHUNK_BYTES, copyRanges, dataSegments, writeAll } from '../base/io.js';
+import { CHUNK_BYTES } from '../base/io.js';
 import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
@@ -10,6 +10,7 @@ import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { HOW, fillBytes } from '../files/copy-file.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { childrenOf } from './assemble.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
@@ -81,51 +82,35 @@ function checkBudget(run: Run, rel: string, dataBytes: number): void {
 }
 
 /**
- * Buffered copy with plain read/write (what `never` uses: copy_file_range may share
- * extents), data segment by data segment: holes stay holes, the size set at the end.
- */
-function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number, segments: readonly [number, number][]): void {
-  for (const [start, end] of segments) {
-    for (let pos = start; pos < end; ) {
-      const n = run.sys.pread(src, run.buffer, 0, Math.min(run.buffer.length, end - pos), pos);
-      // Shorter than fstat said: the identity check after would fail too; say so now.
-      if (n === 0) throw corrupt(rel, 'snapshot file changed while materializing');
-      writeAll(run.sys, dst, run.buffer.subarray(0, n), pos);
-      pos += n;
-    }
-  }
-  const last = segments.length === 0 ? 0 : segments[segments.length - 1]![1];
-  if (last < size) run.sys.ftruncate(dst, size);
-}
-
-/**
  * auto: FICLONE, else copy_file_range in the kernel (holes kept), else a buffered
- * copy; always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy. A copy writes the
- * source's data segments only, and their bytes are what counts against fallbackBytes
- * and is reported. Each method that fails once is not tried again.
+ * copy (fillBytes); always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy (plain
+ * reads and writes: copy_file_range may share extents). A copy writes the source's
+ * data segments only, and their bytes are what counts against fallbackBytes and is
+ * reported. Each method that fails once is not tried again. A clone copies the whole
+ * source, a kernel copy stops at its EOF: the identity check after proves the size.
  */
 function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): void {
-  if (run.mode !== 'never' && run.cloneWorks !== false) {
-    const cloned = run.sys.ficlone(dst, src);
-    if (run.cloneWorks === undefined) run.cloneWorks = cloned;
-    // A clone copies the whole source, whose size the identity check after proves.
-    if (cloned) {
-      run.report.reflinked++;
-      return;
-    }
+  const clone = run.mode !== 'never' && run.cloneWorks !== false;
+  const range = run.mode === 'auto' && run.rangeWorks !== false;
+  let dataBytes = 0;
+  const how = fillBytes(run.sys, run.buffer, src, dst, entry.size, {
+    clone,
+    range,
+    copy: run.mode === 'always' ? undefined : { changed: () => corrupt(rel, 'snapshot file changed while materializing') },
+    onCopy: (n) => {
+      checkBudget(run, rel, n);
+      dataBytes = n;
+    },
+  });
+  if (clone) run.cloneWorks ??= how === HOW.CLONED;
+  if (how === HOW.CLONED) {
+    run.report.reflinked++;
+    return;
   }
-  if (run.mode === 'always') {
+  if (how === undefined) {
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot: ${escapePath(rel)}`, { path: rel });
   }
-  const segments = dataSegments(run.sys, src, entry.size);
-  const dataBytes = segments.reduce((n, [start, end]) => n + end - start, 0);
-  checkBudget(run, rel, dataBytes);
-  let done = false;
-  if (run.mode === 'auto' && run.rangeWorks !== false && entry.size > 0) {
-    done = copyRanges(run.sys, src, dst, entry.size);
-    run.rangeWorks = done;
-  }
-  if (!done) bufferedCopy(run, src, dst, rel, entry.size, segments);
+  if (range && entry.size > 0) run.rangeWorks = how === HOW.RANGED;
   run.report.copied++;
   run.report.bytesCopied += dataBytes;
 }
