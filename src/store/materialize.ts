@@ -1,6 +1,6 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
 import { CHUNK_BYTES } from '../base/io.js';
-import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
@@ -12,7 +12,7 @@ import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } fr
 import { hasCode } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { childrenOf } from './assemble.js';
+import { buildTree, childrenOf } from './manifest-tree.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
@@ -140,28 +140,29 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   run.progress(run.report.files, run.bytes);
 }
 
-function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: string, snapDir: number, stageDir: number): void {
-  const { sys } = run;
-  for (const entry of children.get(rel) ?? []) {
-    const name = entry.path.slice(rel === '' ? 0 : rel.length + 1);
-    if (entry.kind === 'file') {
-      materializeFile(run, snapDir, stageDir, name, entry);
-      continue;
-    }
-    if (entry.kind !== 'directory') throw corrupt(entry.path, 'copy roots cannot hold a symlink');
-    let snapChild: number;
-    try {
-      snapChild = openChildDir(sys, snapDir, name);
-    } catch (err) {
-      throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
-      throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
-    }
-    using snapDirChild = own(sys, snapChild);
-    sys.mkdirat(stageDir, name, 0o700);
-    using stageChild = own(sys, openChildDir(sys, stageDir, name));
-    run.report.directories++;
-    buildStage(run, children, entry.path, snapDirChild.fd, stageChild.fd);
+/** The snapshot's directory for a directory entry of the one open at snapDir, opened (never through a link). */
+function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
+  try {
+    return own(run.sys, openChildDir(run.sys, snapDir.fd, name));
+  } catch (err) {
+    throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
+    throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
   }
+}
+
+/** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
+function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number): void {
+  buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
+    file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
+    symlink: (_stageDir, _name, entry) => {
+      throw corrupt(entry.path, 'copy roots cannot hold a symlink');
+    },
+    enter: (name, entry, snapDir) => {
+      const dir = openSnapshotDir(run, snapDir, name, entry);
+      run.report.directories++;
+      return dir;
+    },
+  });
 }
 
 function newRun(sys: Sys, options: MaterializeOptions): Run {
@@ -234,7 +235,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     using copyDir = own(run.sys, copyFd);
-    buildStage(run, childrenOf(data.entries), '', copyDir.fd, stage.newFd);
+    buildStage(run, data.entries, copyDir, stage.newFd);
   });
 }
 
