@@ -1,4 +1,4 @@
-// capture.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
+// walk.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
 import { createHash } from 'node:crypto';
 
 import { mkdirIfMissing, openChildDir, own, walkDown, type Fd } from '../base/fd.js';
