@@ -15,7 +15,7 @@ const FROM = 'tsc-out';
 const TO = 'dist';
 
 /** Every entry point: the package's exports and bin, the two thread entries, and the tests' internal entry. */
-const ENTRIES = ['index', 'sys/index', 'cli', 'worker', 'capture/pool-worker', 'internal'];
+const ENTRIES = ['index', 'sys/index', 'cli', 'worker', 'files/pool-worker', 'internal'];
 
 const depth = (path) => path.split('/').length - 1;
 const inside = (dir, path) => relative(dir, path).split(sep).join('/');

@@ -25,7 +25,7 @@ export const GUARD_MODULES = {
   'src/store/clone-paths.ts': { tests: ['test/store/clone-paths.test.ts', 'test/store/materialize.test.ts'], skip: ['sparse files', 'a 20 MiB file', 'real reflink'] },
   'src/store/lock.ts': { tests: ['test/store/store-lock.test.ts', 'test/store/clone-stage.test.ts', 'test/store/registry/push-lock.test.ts'] },
   'src/store/registry/auth.ts': { tests: ['test/store/registry/auth-challenges.test.ts', 'test/store/registry/auth.test.ts', 'test/store/registry/transport.test.ts'] },
-  'src/capture/copy-file.ts': {
+  'src/files/copy-file.ts': {
     tests: ['test/capture/ctime-race.test.ts', 'test/capture/capture-races.test.ts', 'test/capture/in-flight.test.ts', 'test/capture/kernel-copy.test.ts', 'test/capture/pool.test.ts', 'test/store/verify.test.ts'],
     skip: ['a real concurrent mutator'],
   },

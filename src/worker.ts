@@ -4,7 +4,7 @@ import { parentPort } from 'node:worker_threads';
 import { SealError } from './base/errors.js';
 import { serializeError, type JobContext, type JobReply, type JobRequest } from './base/jobs.js';
 import { jobHandler } from './base/op.js';
-import { dropHelpers, keepHelpers } from './capture/pool.js';
+import { dropHelpers, keepHelpers } from './files/pool.js';
 // Every operation registers its job when its module loads: the public API's modules load them all (the registry's with push and pull).
 import './index.js';
 

@@ -52,15 +52,16 @@ export function dataSegments(sys: Sys, fd: number, size: number): [number, numbe
 
 /**
  * Copies src's first `size` bytes into the empty dst in the kernel (copy_file_range),
- * data segment by data segment so a sparse file stays sparse. Returns false, having
- * copied nothing the caller must keep, where copy_file_range cannot copy between
- * these files (the caller then copies through a buffer). Stops early at src's EOF:
- * the caller's identity check proves the size.
+ * data segment by data segment (`segments`, when the caller has them already) so a
+ * sparse file stays sparse. Returns false, having copied nothing the caller must keep,
+ * where copy_file_range cannot copy between these files (the caller then copies
+ * through a buffer). Stops early at src's EOF: the caller's identity check proves the
+ * size.
  */
-export function copyRanges(sys: Sys, src: number, dst: number, size: number): boolean {
+export function copyRanges(sys: Sys, src: number, dst: number, size: number, segments?: readonly [number, number][]): boolean {
   let last = 0;
   try {
-    for (const [start, end] of dataSegments(sys, src, size)) {
+    for (const [start, end] of segments ?? dataSegments(sys, src, size)) {
       last = end;
       for (let off = start; off < end; ) {
         const n = sys.copy_file_range(src, off, dst, off, end - off);

@@ -2,12 +2,8 @@
 import type { EntryTable } from '../base/entry-table.js';
 import { MAX_GROWABLE_BYTES, ensureBytes, growablePrivate } from '../base/growable.js';
 import type { Stat } from '../sys/native.js';
-import { MAX_CACHE_ENTRIES, RECORD_BYTES, frameStatCache, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
-
-/** A record while the capture runs: dev, ino, mtime, ctime (as in the file), mode, the loaded entry reused (or NONE), table, entry index. */
-const HELD_BYTES = 48;
-const HELD_WORDS = HELD_BYTES / 4;
-const NONE = 0xffffffff;
+import { MAX_CACHE_ENTRIES, frameStatCache, writeLocation, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
+import { HELD, HELD_BYTES, HELD_IDENTITY_BYTES, HELD_U32, HELD_WORDS, ID_U32, ID_WORDS, NOT_REUSED, RECORD, RECORD_BYTES } from './stat-cache-layout.js';
 
 /**
  * Records of files hashed or reused by one capture, each pointing at the entry that
@@ -27,61 +23,62 @@ export class CacheRecords {
 
   /** A file hashed now: its identity (at the read) and its entry. */
   hashed(st: Stat, table: number, index: number): void {
-    const at = this.#next(NONE, table, index);
+    const at = this.#next(NOT_REUSED, table, index);
     const b = this.#bytes;
-    b.writeBigUInt64LE(st.dev, at);
-    b.writeBigUInt64LE(st.ino, at + 8);
-    b.writeBigInt64LE(st.mtimeNs, at + 16);
-    b.writeBigInt64LE(st.ctimeNs, at + 24);
-    b.writeUInt32LE(st.mode, at + 32);
+    b.writeBigUInt64LE(st.dev, at + HELD.IDENTITY + RECORD.DEV);
+    b.writeBigUInt64LE(st.ino, at + HELD.IDENTITY + RECORD.INO);
+    b.writeBigInt64LE(st.mtimeNs, at + HELD.IDENTITY + RECORD.MTIME);
+    b.writeBigInt64LE(st.ctimeNs, at + HELD.IDENTITY + RECORD.CTIME);
+    b.writeUInt32LE(st.mode, at + HELD.MODE);
   }
 
   /** Entry i of the loaded cache, reused by this capture, now at its entry. */
   reused(loaded: StatCache, i: number, table: number, index: number): void {
     const at = this.#next(i, table, index);
-    for (let k = 0; k < 4; k++) this.#words[at / 4 + k] = loaded.word(i, k);
+    for (let k = 0; k < ID_WORDS; k++) this.#words[at / 4 + k] = loaded.word(i, k);
   }
 
   /** sha256 (hex) -> the first loaded entry this capture reused with those bytes. */
   reusedBySha256(loaded: StatCache): Map<string, number> {
     const out = new Map<string, number>();
     for (let r = 0; r < this.#count; r++) {
-      const i = this.#words[r * HELD_WORDS + 9]!;
-      if (i === NONE) continue;
+      const i = this.#words[r * HELD_WORDS + HELD_U32.REUSED]!;
+      if (i === NOT_REUSED) continue;
       const sha256 = loaded.sha256(i);
       if (!out.has(sha256)) out.set(sha256, i);
     }
     return out;
   }
 
-  /** Word k of record i: 0-1 dev, 2-3 ino (low word first), 10 table, 11 entry index. */
+  /** Word k of record i: ID_U32 (dev, ino), HELD_U32.TABLE or HELD_U32.ENTRY. */
   word(i: number, k: number): number {
     return this.#words[i * HELD_WORDS + k]!;
   }
 
-  /** Writes record i as the file holds it (but its snapshot and location: bytes 52-63) to out at `at`. */
+  /** Writes record i as the file holds it (but its snapshot and location: writeLocation) to out at `at`. */
   write(i: number, out: Buffer, at: number, from: { loaded: StatCache; recordNs: bigint; table: EntryTable }): void {
     const held = i * HELD_BYTES;
-    const reused = this.#words[i * HELD_WORDS + 9]!;
-    if (reused !== NONE) {
+    const reused = this.#words[i * HELD_WORDS + HELD_U32.REUSED]!;
+    if (reused !== NOT_REUSED) {
       from.loaded.copyRecord(reused, out, at);
       return;
     }
-    const index = this.word(i, 11);
-    this.#bytes.copy(out, at, held, held + 32);
-    out.writeBigInt64LE(from.recordNs, at + 32);
-    out.writeDoubleLE(from.table.size(index), at + 40);
-    out.writeUInt32LE(this.#bytes.readUInt32LE(held + 32), at + 48);
-    from.table.copyDigest(index, out, at + 64);
+    const index = this.word(i, HELD_U32.ENTRY);
+    // dev, ino, mtime and ctime are laid out as in the file's record.
+    this.#bytes.copy(out, at + RECORD.DEV, held + HELD.IDENTITY, held + HELD.IDENTITY + HELD_IDENTITY_BYTES);
+    out.writeBigInt64LE(from.recordNs, at + RECORD.RECORD_TIME);
+    out.writeDoubleLE(from.table.size(index), at + RECORD.SIZE);
+    out.writeUInt32LE(this.#bytes.readUInt32LE(held + HELD.MODE), at + RECORD.MODE);
+    from.table.copyDigest(index, out, at + RECORD.SHA256);
   }
 
   #next(reused: number, table: number, index: number): number {
     const at = this.#count * HELD_BYTES;
     if (ensureBytes(this.#memory, at + HELD_BYTES)) this.#bytes = Buffer.from(this.#memory);
     const w = at / 4;
-    this.#words[w + 9] = reused;
-    this.#words[w + 10] = table;
-    this.#words[w + 11] = index;
+    this.#words[w + HELD_U32.REUSED] = reused;
+    this.#words[w + HELD_U32.TABLE] = table;
+    this.#words[w + HELD_U32.ENTRY] = index;
     this.#count++;
     return at;
   }
@@ -95,7 +92,8 @@ export interface RecordArea {
 
 /** Compares two records' (dev, ino), high words first. */
 function compareIds(word: (id: number, k: number) => number, a: number, b: number): number {
-  return word(a, 1) - word(b, 1) || word(a, 0) - word(b, 0) || word(a, 3) - word(b, 3) || word(a, 2) - word(b, 2);
+  const { DEV_HIGH, DEV_LOW, INO_HIGH, INO_LOW } = ID_U32;
+  return word(a, DEV_HIGH) - word(b, DEV_HIGH) || word(a, DEV_LOW) - word(b, DEV_LOW) || word(a, INO_HIGH) - word(b, INO_HIGH) || word(a, INO_LOW) - word(b, INO_LOW);
 }
 
 /**
@@ -176,12 +174,12 @@ function chooseFor(c: NextCache): Chosen {
   });
   const sizes = { count: 0, stringBytes: 0 };
   for (let i = 0; i < fresh.length; i++) {
-    const area = c.areas[records.word(i, 10)];
+    const area = c.areas[records.word(i, HELD_U32.TABLE)];
     if (fresh[i] === 0 || area === undefined) {
       fresh[i] = 0;
       continue;
     }
-    sizes.stringBytes += Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 11));
+    sizes.stringBytes += Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, HELD_U32.ENTRY));
     sizes.count++;
   }
   for (let j = 0; j < old.length; j++) {
@@ -204,17 +202,15 @@ export function writeNextCache(c: NextCache, sink: (bytes: Buffer) => void): voi
   frameStatCache(c.key, chosen.digests, chosen.sizes, sink, (w) => {
     let str = 0;
     const record = (len: number, snapshot: number, at: number): void => {
-      w.chunk.writeUInt32LE(snapshot, at + 52);
-      w.chunk.writeUInt32LE(str, at + 56);
-      w.chunk.writeUInt32LE(len, at + 60);
+      writeLocation(w.chunk, at, snapshot, str, len);
       str += len;
     };
     for (let i = 0; i < fresh.length; i++) {
       if (fresh[i] === 0) continue;
       const at = w.room(RECORD_BYTES);
-      const area = c.areas[records.word(i, 10)]!;
+      const area = c.areas[records.word(i, HELD_U32.TABLE)]!;
       records.write(i, w.chunk, at, { loaded, recordNs: c.recordNs, table: area.table });
-      record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, 11)), 0, at);
+      record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, HELD_U32.ENTRY)), 0, at);
     }
     for (let j = 0; j < old.length; j++) {
       if (old[j] === 0) continue;
@@ -231,8 +227,8 @@ function writeLocations(c: NextCache, chosen: Chosen, w: ChunkWriter): void {
   const { records, loaded } = c;
   for (let i = 0; i < chosen.fresh.length; i++) {
     if (chosen.fresh[i] === 0) continue;
-    const { prefix, table } = c.areas[records.word(i, 10)]!;
-    const index = records.word(i, 11);
+    const { prefix, table } = c.areas[records.word(i, HELD_U32.TABLE)]!;
+    const index = records.word(i, HELD_U32.ENTRY);
     const head = Buffer.byteLength(prefix) + 1;
     const at = w.room(head + table.pathBytes(index));
     w.chunk.write(`${prefix}/`, at, 'utf8');

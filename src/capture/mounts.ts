@@ -1,4 +1,4 @@
-// mounts.ts: capture of mount payloads, their symlink containment, and mount points in a clone.
+// mounts.ts: capture of mount payloads and their symlink containment (the mount points in a clone are store/mount-points.ts).
 import { CaptureContext, TreeBuilder, openDeclaredParents } from './walk.js';
 import { SealError } from '../base/errors.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';

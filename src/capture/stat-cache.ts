@@ -3,14 +3,24 @@ import { createHash } from 'node:crypto';
 
 import { OVERLAYFS_SUPER_MAGIC, RAMFS_MAGIC, TMPFS_MAGIC } from '../sys/constants.js';
 import type { Stat } from '../sys/native.js';
+import {
+  DIGEST_BYTES,
+  HEADER,
+  HEADER_BYTES,
+  KEY_BYTES,
+  MAGIC,
+  RECORD,
+  RECORD_BYTES,
+  RECORD_U32,
+  RECORD_U32_WORDS,
+  RECORD_U64,
+  RECORD_WORDS,
+  SHA256_BYTES,
+  TRAILER_BYTES,
+} from './stat-cache-layout.js';
 
-const MAGIC = Buffer.from('TSSTATC\0', 'latin1');
 /** 2: records are written only after the file's dirty pages were written back (files cached by version 1 are hashed again). */
 export const STAT_CACHE_VERSION = 2;
-const HEADER_BYTES = 64;
-export const RECORD_BYTES = 96;
-const DIGEST_BYTES = 32;
-const TRAILER_BYTES = 32;
 /** Entries kept in one cache file at most (older, unseen ones are dropped first). */
 export const MAX_CACHE_ENTRIES = 1 << 20;
 
@@ -112,35 +122,42 @@ export interface CacheSizes {
 }
 
 /**
- * The binary form: a 64-byte header (magic, version, entry count, the 32-byte key,
- * digest count, string bytes), the snapshot digests, fixed 96-byte records, the
- * location strings, and a sha256 of everything before it. fill writes the records,
- * then their location strings, through the writer.
+ * The binary form (stat-cache-layout.ts): a 64-byte header (magic, version, entry
+ * count, the 32-byte key, digest count, string bytes), the snapshot digests, fixed
+ * 96-byte records, the location strings, and a sha256 of everything before it. fill
+ * writes the records, then their location strings, through the writer.
  */
 export function frameStatCache(key: Buffer, digests: readonly string[], sizes: CacheSizes, sink: (bytes: Buffer) => void, fill: (w: ChunkWriter) => void): void {
   const w = new ChunkWriter(sink);
   const at = w.room(HEADER_BYTES);
   const out = w.chunk;
-  MAGIC.copy(out, at);
-  out.writeUInt32LE(STAT_CACHE_VERSION, at + 8);
-  out.writeUInt32LE(sizes.count, at + 12);
-  key.copy(out, at + 16);
-  out.writeUInt32LE(digests.length, at + 48);
-  out.writeUInt32LE(sizes.stringBytes, at + 52);
+  MAGIC.copy(out, at + HEADER.MAGIC);
+  out.writeUInt32LE(STAT_CACHE_VERSION, at + HEADER.VERSION);
+  out.writeUInt32LE(sizes.count, at + HEADER.COUNT);
+  key.copy(out, at + HEADER.KEY);
+  out.writeUInt32LE(digests.length, at + HEADER.DIGEST_COUNT);
+  out.writeUInt32LE(sizes.stringBytes, at + HEADER.STRING_BYTES);
   for (const d of digests) out.write(d, w.room(DIGEST_BYTES), 'hex');
   fill(w);
   w.end();
 }
 
-/** Writes one record's identity, recording time, size and mode (bytes 0-51 of its 96). */
+/** Writes one record's identity, recording time, size and mode (the fields before RECORD.SNAPSHOT). */
 function writeIdentity(out: Buffer, at: number, e: Pick<CacheEntry, 'dev' | 'ino' | 'mtimeNs' | 'ctimeNs' | 'recordNs' | 'size' | 'mode'>): void {
-  out.writeBigUInt64LE(e.dev, at);
-  out.writeBigUInt64LE(e.ino, at + 8);
-  out.writeBigInt64LE(e.mtimeNs, at + 16);
-  out.writeBigInt64LE(e.ctimeNs, at + 24);
-  out.writeBigInt64LE(e.recordNs, at + 32);
-  out.writeDoubleLE(e.size, at + 40);
-  out.writeUInt32LE(e.mode, at + 48);
+  out.writeBigUInt64LE(e.dev, at + RECORD.DEV);
+  out.writeBigUInt64LE(e.ino, at + RECORD.INO);
+  out.writeBigInt64LE(e.mtimeNs, at + RECORD.MTIME);
+  out.writeBigInt64LE(e.ctimeNs, at + RECORD.CTIME);
+  out.writeBigInt64LE(e.recordNs, at + RECORD.RECORD_TIME);
+  out.writeDoubleLE(e.size, at + RECORD.SIZE);
+  out.writeUInt32LE(e.mode, at + RECORD.MODE);
+}
+
+/** Writes one record's snapshot index and the place and length of its location string. */
+export function writeLocation(out: Buffer, at: number, snapshot: number, locationAt: number, locationBytes: number): void {
+  out.writeUInt32LE(snapshot, at + RECORD.SNAPSHOT);
+  out.writeUInt32LE(locationAt, at + RECORD.LOCATION_AT);
+  out.writeUInt32LE(locationBytes, at + RECORD.LOCATION_BYTES);
 }
 
 /** The binary form of these entries (see frameStatCache). */
@@ -155,10 +172,8 @@ export function encodeStatCache(key: Buffer, entries: readonly CacheEntry[]): Bu
     entries.forEach((e, i) => {
       const at = w.room(RECORD_BYTES);
       writeIdentity(w.chunk, at, e);
-      w.chunk.writeUInt32LE(digestIndex.get(e.snapshot)!, at + 52);
-      w.chunk.writeUInt32LE(strOff, at + 56);
-      w.chunk.writeUInt32LE(locations[i]!.length, at + 60);
-      w.chunk.write(e.sha256, at + 64, 'hex');
+      writeLocation(w.chunk, at, digestIndex.get(e.snapshot)!, strOff, locations[i]!.length);
+      w.chunk.write(e.sha256, at + RECORD.SHA256, 'hex');
       strOff += locations[i]!.length;
     });
     for (const l of locations) l.copy(w.chunk, w.room(l.length));
@@ -174,11 +189,11 @@ interface Layout {
 }
 
 function checkedLayout(bytes: Buffer, key: Buffer): Layout | undefined {
-  if (bytes.length < HEADER_BYTES + TRAILER_BYTES || !bytes.subarray(0, 8).equals(MAGIC)) return undefined;
-  if (bytes.readUInt32LE(8) !== STAT_CACHE_VERSION || !bytes.subarray(16, 48).equals(key)) return undefined;
-  const count = bytes.readUInt32LE(12);
-  const digestCount = bytes.readUInt32LE(48);
-  const stringBytes = bytes.readUInt32LE(52);
+  if (bytes.length < HEADER_BYTES + TRAILER_BYTES || !bytes.subarray(HEADER.MAGIC, HEADER.MAGIC + MAGIC.length).equals(MAGIC)) return undefined;
+  if (bytes.readUInt32LE(HEADER.VERSION) !== STAT_CACHE_VERSION || !bytes.subarray(HEADER.KEY, HEADER.KEY + KEY_BYTES).equals(key)) return undefined;
+  const count = bytes.readUInt32LE(HEADER.COUNT);
+  const digestCount = bytes.readUInt32LE(HEADER.DIGEST_COUNT);
+  const stringBytes = bytes.readUInt32LE(HEADER.STRING_BYTES);
   const recordsAt = HEADER_BYTES + digestCount * DIGEST_BYTES;
   const stringsAt = recordsAt + count * RECORD_BYTES;
   if (count > MAX_CACHE_ENTRIES || stringsAt + stringBytes + TRAILER_BYTES !== bytes.length) return undefined;
@@ -188,13 +203,11 @@ function checkedLayout(bytes: Buffer, key: Buffer): Layout | undefined {
   for (let i = 0; i < digestCount; i++) digests.push(bytes.toString('hex', HEADER_BYTES + i * DIGEST_BYTES, HEADER_BYTES + (i + 1) * DIGEST_BYTES));
   for (let i = 0; i < count; i++) {
     const at = recordsAt + i * RECORD_BYTES;
-    if (bytes.readUInt32LE(at + 52) >= digestCount || bytes.readUInt32LE(at + 56) + bytes.readUInt32LE(at + 60) > stringBytes) return undefined;
+    if (bytes.readUInt32LE(at + RECORD.SNAPSHOT) >= digestCount) return undefined;
+    if (bytes.readUInt32LE(at + RECORD.LOCATION_AT) + bytes.readUInt32LE(at + RECORD.LOCATION_BYTES) > stringBytes) return undefined;
   }
   return { count, digests, recordsAt, stringsAt };
 }
-
-/** 8-byte words per record: dev, ino, mtime, ctime, record time, size, (mode, snapshot), (location offset, length), sha256 x4. */
-const WORDS = RECORD_BYTES / 8;
 
 /**
  * A decoded cache file, read in place (no object per entry until one is asked for):
@@ -217,18 +230,18 @@ export class StatCache {
     this.#bytes = bytes;
     this.#layout = layout;
     const { buffer, byteOffset } = bytes;
-    const words = layout.count * WORDS;
+    const words = layout.count * RECORD_WORDS;
     this.#u64 = new BigUint64Array(buffer, byteOffset + layout.recordsAt, words);
     this.#i64 = new BigInt64Array(buffer, byteOffset + layout.recordsAt, words);
     this.#f64 = new Float64Array(buffer, byteOffset + layout.recordsAt, words);
-    this.#u32 = new Uint32Array(buffer, byteOffset + layout.recordsAt, words * 2);
+    this.#u32 = new Uint32Array(buffer, byteOffset + layout.recordsAt, layout.count * RECORD_U32_WORDS);
   }
 
   #inodes(): Map<number, number> {
     if (this.#byIno === undefined) {
       this.#byIno = new Map();
       // Two devices may share an inode number: the later entry wins, the other is simply not trusted.
-      for (let i = 0; i < this.#layout.count; i++) this.#byIno.set(Number(this.#u64[i * WORDS + 1]!), i);
+      for (let i = 0; i < this.#layout.count; i++) this.#byIno.set(Number(this.#u64[i * RECORD_WORDS + RECORD_U64.INO]!), i);
     }
     return this.#byIno;
   }
@@ -236,7 +249,8 @@ export class StatCache {
   /** An entry for this inode (one with the same dev and ino when the walk order finds it), else -1. */
   #find(st: Stat): number {
     const next = this.#next;
-    if (next < this.#layout.count && this.#u64[next * WORDS + 1] === st.ino && this.#u64[next * WORDS] === st.dev) {
+    const w = next * RECORD_WORDS;
+    if (next < this.#layout.count && this.#u64[w + RECORD_U64.INO] === st.ino && this.#u64[w + RECORD_U64.DEV] === st.dev) {
       this.#next = next + 1;
       return next;
     }
@@ -256,7 +270,7 @@ export class StatCache {
   }
 
   static empty(): StatCache {
-    const key = Buffer.alloc(32);
+    const key = Buffer.alloc(KEY_BYTES);
     return StatCache.decode(encodeStatCache(key, []), key)!;
   }
 
@@ -268,25 +282,26 @@ export class StatCache {
   trusted(st: Stat): number {
     const i = this.#find(st);
     if (i < 0) return -1;
-    const w = i * WORDS;
+    const w = i * RECORD_WORDS;
     const u64 = this.#u64;
     const i64 = this.#i64;
-    if (u64[w] !== st.dev || u64[w + 1] !== st.ino || this.#u32[w * 2 + 12] !== st.mode || this.#f64[w + 5] !== st.size) return -1;
-    const mtimeNs = i64[w + 2]!;
-    const ctimeNs = i64[w + 3]!;
+    if (u64[w + RECORD_U64.DEV] !== st.dev || u64[w + RECORD_U64.INO] !== st.ino) return -1;
+    if (this.#u32[i * RECORD_U32_WORDS + RECORD_U32.MODE] !== st.mode || this.#f64[w + RECORD_U64.SIZE] !== st.size) return -1;
+    const mtimeNs = i64[w + RECORD_U64.MTIME]!;
+    const ctimeNs = i64[w + RECORD_U64.CTIME]!;
     if (mtimeNs !== st.mtimeNs || ctimeNs !== st.ctimeNs) return -1;
-    return isRacy({ mtimeNs, ctimeNs, recordNs: i64[w + 4]! }) ? -1 : i;
+    return isRacy({ mtimeNs, ctimeNs, recordNs: i64[w + RECORD_U64.RECORD_TIME]! }) ? -1 : i;
   }
 
   sha256(i: number): string {
-    const at = this.#layout.recordsAt + i * RECORD_BYTES + 64;
-    return this.#bytes.toString('hex', at, at + 32);
+    const at = this.#layout.recordsAt + i * RECORD_BYTES + RECORD.SHA256;
+    return this.#bytes.toString('hex', at, at + SHA256_BYTES);
   }
 
   /** Entry i's raw sha256 (32 bytes, a view of the file's bytes). */
   sha256Bytes(i: number): Buffer {
-    const at = this.#layout.recordsAt + i * RECORD_BYTES + 64;
-    return this.#bytes.subarray(at, at + 32);
+    const at = this.#layout.recordsAt + i * RECORD_BYTES + RECORD.SHA256;
+    return this.#bytes.subarray(at, at + SHA256_BYTES);
   }
 
   snapshot(i: number): string {
@@ -294,20 +309,25 @@ export class StatCache {
   }
 
   location(i: number): string {
-    const off = this.#layout.stringsAt + this.#u32[i * WORDS * 2 + 14]!;
-    return this.#bytes.toString('utf8', off, off + this.#u32[i * WORDS * 2 + 15]!);
+    const off = this.#locationAt(i);
+    return this.#bytes.toString('utf8', off, off + this.locationBytes(i));
+  }
+
+  /** Where entry i's location string starts in the file's bytes. */
+  #locationAt(i: number): number {
+    return this.#layout.stringsAt + this.#u32[i * RECORD_U32_WORDS + RECORD_U32.LOCATION_AT]!;
   }
 
   entry(i: number): CacheEntry {
-    const w = i * WORDS;
+    const w = i * RECORD_WORDS;
     return {
-      dev: this.#u64[w]!,
-      ino: this.#u64[w + 1]!,
-      mtimeNs: this.#i64[w + 2]!,
-      ctimeNs: this.#i64[w + 3]!,
-      recordNs: this.#i64[w + 4]!,
-      size: this.#f64[w + 5]!,
-      mode: this.#u32[w * 2 + 12]!,
+      dev: this.#u64[w + RECORD_U64.DEV]!,
+      ino: this.#u64[w + RECORD_U64.INO]!,
+      mtimeNs: this.#i64[w + RECORD_U64.MTIME]!,
+      ctimeNs: this.#i64[w + RECORD_U64.CTIME]!,
+      recordNs: this.#i64[w + RECORD_U64.RECORD_TIME]!,
+      size: this.#f64[w + RECORD_U64.SIZE]!,
+      mode: this.#u32[i * RECORD_U32_WORDS + RECORD_U32.MODE]!,
       sha256: this.sha256(i),
       snapshot: this.snapshot(i),
       location: this.location(i),
@@ -322,22 +342,22 @@ export class StatCache {
 
   /** Copies entry i's location bytes to out at `at`; returns their count. */
   copyLocation(i: number, out: Buffer, at: number): number {
-    const off = this.#layout.stringsAt + this.#u32[i * WORDS * 2 + 14]!;
-    return this.#bytes.copy(out, at, off, off + this.#u32[i * WORDS * 2 + 15]!);
+    const off = this.#locationAt(i);
+    return this.#bytes.copy(out, at, off, off + this.locationBytes(i));
   }
 
   locationBytes(i: number): number {
-    return this.#u32[i * WORDS * 2 + 15]!;
+    return this.#u32[i * RECORD_U32_WORDS + RECORD_U32.LOCATION_BYTES]!;
   }
 
-  /** 32-bit word k of entry i's record (0-1: dev, 2-3: ino, low word first). */
+  /** 32-bit word k of entry i's record (ID_U32 in stat-cache-layout.ts: dev and ino, low word first). */
   word(i: number, k: number): number {
-    return this.#u32[i * WORDS * 2 + k]!;
+    return this.#u32[i * RECORD_U32_WORDS + k]!;
   }
 
   /** The index (among snapshots()) of the snapshot entry i points at. */
   snapshotIndex(i: number): number {
-    return this.#u32[i * WORDS * 2 + 13]!;
+    return this.#u32[i * RECORD_U32_WORDS + RECORD_U32.SNAPSHOT]!;
   }
 
   /** The snapshot digests entries point at. */

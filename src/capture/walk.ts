@@ -1,4 +1,4 @@
-// capture.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
+// walk.ts: the guarded copier: walks a source tree through fds and builds a private, hashed copy of it.
 import { createHash } from 'node:crypto';
 
 import { mkdirIfMissing, openChildDir, own, walkDown, type Fd } from '../base/fd.js';
@@ -24,8 +24,8 @@ import {
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { CHUNK_BYTES } from '../base/io.js';
-import { HOW, type Filled, type FillMethods, type How } from './copy-file.js';
-import { FileJobs } from './pool.js';
+import { HOW, type Filled, type FillMethods, type How } from '../files/copy-file.js';
+import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';

@@ -1,6 +1,6 @@
 // materialize.ts: builds a snapshot's copy roots in a locked stage inside the clone and swaps each root in exactly.
-import { CHUNK_BYTES, copyRanges, dataSegments, writeAll } from '../base/io.js';
-import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own } from '../base/fd.js';
+import { CHUNK_BYTES } from '../base/io.js';
+import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
@@ -10,8 +10,9 @@ import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { HOW, fillBytes } from '../files/copy-file.js';
 import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { childrenOf } from './assemble.js';
+import { buildTree, childrenOf } from './manifest-tree.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
@@ -81,51 +82,35 @@ function checkBudget(run: Run, rel: string, dataBytes: number): void {
 }
 
 /**
- * Buffered copy with plain read/write (what `never` uses: copy_file_range may share
- * extents), data segment by data segment: holes stay holes, the size set at the end.
- */
-function bufferedCopy(run: Run, src: number, dst: number, rel: string, size: number, segments: readonly [number, number][]): void {
-  for (const [start, end] of segments) {
-    for (let pos = start; pos < end; ) {
-      const n = run.sys.pread(src, run.buffer, 0, Math.min(run.buffer.length, end - pos), pos);
-      // Shorter than fstat said: the identity check after would fail too; say so now.
-      if (n === 0) throw corrupt(rel, 'snapshot file changed while materializing');
-      writeAll(run.sys, dst, run.buffer.subarray(0, n), pos);
-      pos += n;
-    }
-  }
-  const last = segments.length === 0 ? 0 : segments[segments.length - 1]![1];
-  if (last < size) run.sys.ftruncate(dst, size);
-}
-
-/**
  * auto: FICLONE, else copy_file_range in the kernel (holes kept), else a buffered
- * copy; always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy. A copy writes the
- * source's data segments only, and their bytes are what counts against fallbackBytes
- * and is reported. Each method that fails once is not tried again.
+ * copy (fillBytes); always: FICLONE or SEAL_NO_REFLINK; never: a buffered copy (plain
+ * reads and writes: copy_file_range may share extents). A copy writes the source's
+ * data segments only, and their bytes are what counts against fallbackBytes and is
+ * reported. Each method that fails once is not tried again. A clone copies the whole
+ * source, a kernel copy stops at its EOF: the identity check after proves the size.
  */
 function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): void {
-  if (run.mode !== 'never' && run.cloneWorks !== false) {
-    const cloned = run.sys.ficlone(dst, src);
-    if (run.cloneWorks === undefined) run.cloneWorks = cloned;
-    // A clone copies the whole source, whose size the identity check after proves.
-    if (cloned) {
-      run.report.reflinked++;
-      return;
-    }
+  const clone = run.mode !== 'never' && run.cloneWorks !== false;
+  const range = run.mode === 'auto' && run.rangeWorks !== false;
+  let dataBytes = 0;
+  const how = fillBytes(run.sys, run.buffer, src, dst, entry.size, {
+    clone,
+    range,
+    copy: run.mode === 'always' ? undefined : { changed: () => corrupt(rel, 'snapshot file changed while materializing') },
+    onCopy: (n) => {
+      checkBudget(run, rel, n);
+      dataBytes = n;
+    },
+  });
+  if (clone) run.cloneWorks ??= how === HOW.CLONED;
+  if (how === HOW.CLONED) {
+    run.report.reflinked++;
+    return;
   }
-  if (run.mode === 'always') {
+  if (how === undefined) {
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot: ${escapePath(rel)}`, { path: rel });
   }
-  const segments = dataSegments(run.sys, src, entry.size);
-  const dataBytes = segments.reduce((n, [start, end]) => n + end - start, 0);
-  checkBudget(run, rel, dataBytes);
-  let done = false;
-  if (run.mode === 'auto' && run.rangeWorks !== false && entry.size > 0) {
-    done = copyRanges(run.sys, src, dst, entry.size);
-    run.rangeWorks = done;
-  }
-  if (!done) bufferedCopy(run, src, dst, rel, entry.size, segments);
+  if (range && entry.size > 0) run.rangeWorks = how === HOW.RANGED;
   run.report.copied++;
   run.report.bytesCopied += dataBytes;
 }
@@ -155,28 +140,29 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   run.progress(run.report.files, run.bytes);
 }
 
-function buildStage(run: Run, children: Map<string, ManifestEntry[]>, rel: string, snapDir: number, stageDir: number): void {
-  const { sys } = run;
-  for (const entry of children.get(rel) ?? []) {
-    const name = entry.path.slice(rel === '' ? 0 : rel.length + 1);
-    if (entry.kind === 'file') {
-      materializeFile(run, snapDir, stageDir, name, entry);
-      continue;
-    }
-    if (entry.kind !== 'directory') throw corrupt(entry.path, 'copy roots cannot hold a symlink');
-    let snapChild: number;
-    try {
-      snapChild = openChildDir(sys, snapDir, name);
-    } catch (err) {
-      throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
-      throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
-    }
-    using snapDirChild = own(sys, snapChild);
-    sys.mkdirat(stageDir, name, 0o700);
-    using stageChild = own(sys, openChildDir(sys, stageDir, name));
-    run.report.directories++;
-    buildStage(run, children, entry.path, snapDirChild.fd, stageChild.fd);
+/** The snapshot's directory for a directory entry of the one open at snapDir, opened (never through a link). */
+function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
+  try {
+    return own(run.sys, openChildDir(run.sys, snapDir.fd, name));
+  } catch (err) {
+    throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
+    throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
   }
+}
+
+/** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
+function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number): void {
+  buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
+    file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
+    symlink: (_stageDir, _name, entry) => {
+      throw corrupt(entry.path, 'copy roots cannot hold a symlink');
+    },
+    enter: (name, entry, snapDir) => {
+      const dir = openSnapshotDir(run, snapDir, name, entry);
+      run.report.directories++;
+      return dir;
+    },
+  });
 }
 
 function newRun(sys: Sys, options: MaterializeOptions): Run {
@@ -249,7 +235,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     using copyDir = own(run.sys, copyFd);
-    buildStage(run, childrenOf(data.entries), '', copyDir.fd, stage.newFd);
+    buildStage(run, data.entries, copyDir, stage.newFd);
   });
 }
 

@@ -1,11 +1,12 @@
 // recapture.ts: one capture's use of the stat cache: the walk's hook, where reused bytes come from, and the cache written after.
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
-import { writeAll } from '../base/io.js';
+import { CHUNK_BYTES } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { StatCache, WRITEBACK, isRacy, writebackOf, type Writeback } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
+import { HOW, fillBytes } from '../files/copy-file.js';
 import {
   AT_SYMLINK_NOFOLLOW,
   O_CREAT,
@@ -191,7 +192,7 @@ export class StatCacheSession implements FileHook {
     const st = sys.fstat(src.fd);
     if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
     using dest = own(sys, sys.openat(dirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
-    this.#fill(src.fd, dest.fd, entry.size);
+    if (entry.size > 0) this.#fill(src.fd, dest.fd, entry);
     if (sys.fstat(dest.fd).size !== entry.size) throw new CacheMiss(entry.path);
   };
 
@@ -220,23 +221,15 @@ export class StatCacheSession implements FileHook {
     return false;
   }
 
-  /** FICLONE where the store can (probed once), else a buffered copy of at most size bytes. */
-  #fill(src: number, dest: number, size: number): void {
-    const { sys } = this.#o;
-    if (size === 0) return;
-    if (this.#cloneWorks !== false) {
-      const cloned = sys.ficlone(dest, src);
-      this.#cloneWorks ??= cloned;
-      if (cloned) return;
-    }
-    this.#buffer ??= Buffer.allocUnsafe(1 << 20);
-    for (let copied = 0; ; ) {
-      const n = sys.pread(src, this.#buffer, 0, this.#buffer.length, copied);
-      if (n === 0) return;
-      if (copied + n > size) throw new CacheMiss('a stored copy grew');
-      writeAll(sys, dest, this.#buffer.subarray(0, n), copied);
-      copied += n;
-    }
+  /** FICLONE where the store can (probed once), else a buffered copy of exactly entry.size bytes (fillBytes). */
+  #fill(src: number, dest: number, entry: ManifestEntry): void {
+    this.#buffer ??= Buffer.allocUnsafe(CHUNK_BYTES);
+    const how = fillBytes(this.#o.sys, this.#buffer, src, dest, entry.size, {
+      clone: this.#cloneWorks !== false,
+      range: false,
+      copy: { changed: (grew) => new CacheMiss(grew ? 'a stored copy grew' : entry.path) },
+    });
+    this.#cloneWorks ??= how === HOW.CLONED;
   }
 
   #openLoose(name: string): number {

@@ -1,8 +1,8 @@
 // verify.ts: re-hashes a published snapshot (on the helper threads capture uses) and checks every kind, mode and byte against its manifest.
 
 import { CHUNK_BYTES } from '../base/io.js';
-import { FileJobs, type BatchResult } from '../capture/pool.js';
-import { HashBatch } from '../capture/hash-batch.js';
+import { FileJobs, type BatchResult } from '../files/pool.js';
+import { HashBatch } from '../files/hash-batch.js';
 import { DIR_FLAGS, openBeneath, openChildDir, own } from '../base/fd.js';
 import type { StoredSnapshot } from './document.js';
 import { SealError } from '../base/errors.js';

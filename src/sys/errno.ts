@@ -1,4 +1,6 @@
 // errno.ts: recognising the Node-shaped system errors the addon throws.
+import { constants } from 'node:os';
+
 export interface SystemError extends Error {
   errno: number;
   code: string;
@@ -19,3 +21,9 @@ export function isSystemError(err: unknown): err is SystemError {
 export function hasCode(err: unknown, ...codes: string[]): boolean {
   return isSystemError(err) && codes.includes(err.code);
 }
+
+/**
+ * EIO as a Node-shaped error's errno (negative, as libuv's UV_EIO and the addon's): what
+ * is reported for a failure that carried no errno of its own.
+ */
+export const UV_EIO = -constants.errno.EIO;

@@ -59,8 +59,8 @@ describe('the bundled package', () => {
     expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/'))).toEqual([]);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { main: string; exports: Record<string, { default: string }>; bin: Record<string, string> };
     const named = [pkg.main, ...Object.values(pkg.exports).map((e) => e.default), ...Object.values(pkg.bin)].map((p) => relative('.', p));
-    // The thread entries are found from import.meta.url (base/offload, capture/pool) and the tests' internal entry.
-    expect(ENTRIES.sort()).toEqual([...new Set([...named, 'dist/worker.js', 'dist/capture/pool-worker.js', 'dist/internal.js'])].sort());
+    // The thread entries are found from import.meta.url (base/offload, files/pool) and the tests' internal entry.
+    expect(ENTRIES.sort()).toEqual([...new Set([...named, 'dist/worker.js', 'dist/files/pool-worker.js', 'dist/internal.js'])].sort());
     for (const entry of ENTRIES) expect(staticGraph(entry).every((f) => f === entry || f.startsWith('dist/chunks/'))).toBe(true);
   });
 

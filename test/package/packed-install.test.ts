@@ -81,7 +81,7 @@ describe('the packed package', () => {
       'package.json',
     ].sort());
     expect(files).toContain('dist/cli.js (x)');
-    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/sys/index.js', 'dist/sys/index.d.ts', 'dist/worker.js', 'dist/capture/pool-worker.js']));
+    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/sys/index.js', 'dist/sys/index.d.ts', 'dist/worker.js', 'dist/files/pool-worker.js']));
     expect(files.filter((f: string) => f.includes('internal') || f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
 
     // Installed with its install script approved the way `npm install-scripts approve` records it: no warning.

@@ -278,11 +278,19 @@ describe('sparse files: holes are not copied, and not counted', () => {
     store.closeSync();
   });
 
-  it('a data segment that reads short, or a failing lseek, fails the call typed and leaves the clone as it was', () => {
+  it('a data segment that reads short, a byte past the size, or a failing lseek, fails the call typed and leaves the clone as it was', () => {
     const { snap, store, work } = sparseFixture(undefined, 64 * MiB);
     const dir = clone(work, { 'index/old': 'o' });
     const short = new Snapshot(snap.root, snap.toJSON(), { sys: wrapSys({ pread: () => () => 0 }) });
     expectError(() => short.materializeSync(dir, { reflink: 'never' }), {
+      code: 'SEAL_CORRUPT',
+      message: 'snapshot file changed while materializing: index/graph.bin',
+      path: 'index/graph.bin',
+      unchanged: work,
+    });
+    // A byte past the recorded size, seen by the buffered copy itself (the file's fstat unchanged).
+    const longer = wrapSys({ pread: (orig) => (fd, buf, off, len, pos) => (pos >= 64 * MiB && len > 0 ? 1 : orig(fd, buf, off, len, pos)) });
+    expectError(() => new Snapshot(snap.root, snap.toJSON(), { sys: longer }).materializeSync(dir, { reflink: 'never' }), {
       code: 'SEAL_CORRUPT',
       message: 'snapshot file changed while materializing: index/graph.bin',
       path: 'index/graph.bin',

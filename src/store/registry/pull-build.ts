@@ -5,15 +5,15 @@ import { SealError } from '../../base/errors.js';
 import { CHUNK_BYTES } from '../../base/io.js';
 import { DIR_FLAGS, openChildDir, own, removeAt } from '../../base/fd.js';
 import { writeAll } from '../../base/io.js';
-import type { Entries } from '../../base/manifest.js';
 import { escapePath } from '../../base/paths.js';
-import { fillFile } from '../../capture/copy-file.js';
+import { fillFile } from '../../files/copy-file.js';
 import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
 import type { StoredSnapshot } from '../document.js';
-import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountArea, mountDir } from '../layout.js';
+import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountDir } from '../layout.js';
+import { areasOf, buildAreas, makeDir } from '../manifest-tree.js';
 import { freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
 import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
@@ -71,10 +71,6 @@ function state(id: number): PullState {
   return s;
 }
 
-function areas(data: StoredSnapshot): { area: string; entries: Entries }[] {
-  return [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
-}
-
 function parentOf(sys: Sys, buildFd: number, parts: string[]): number {
   return openDeep(sys, buildFd, parts.slice(0, -1), DIR_FLAGS);
 }
@@ -94,7 +90,10 @@ function createAt(sys: Sys, buildFd: number, place: Place): number {
   return atPath(`${place.area}/${place.path}`, () => openDeep(sys, buildFd, placeParts(place), O_RDWR | O_CREAT | O_EXCL, frozenFileMode(place.mode)));
 }
 
-/** The build's areas and every directory of the manifest (0700 until frozen), plus its empty files. */
+/**
+ * The build's areas and every directory of the manifest (0700 until frozen), plus its
+ * empty files. The other files are made as their contents arrive, the symlinks last.
+ */
 function makeSkeleton(sys: Sys, s: PullState): void {
   const { build, data } = s;
   sys.mkdirat(build.fd, COPY_AREA, 0o700);
@@ -103,16 +102,12 @@ function makeSkeleton(sys: Sys, s: PullState): void {
     using mounts = own(sys, openChildDir(sys, build.fd, MOUNTS_AREA));
     data.mounts.forEach((_m, i) => sys.mkdirat(mounts.fd, mountDir(i), 0o700));
   }
-  for (const { area, entries } of areas(data)) {
-    for (const e of entries) {
-      if (e.kind !== 'directory') continue;
-      const parts = [...area.split('/'), ...e.path.split('/')];
-      atPath(`${area}/${e.path}`, () => {
-        using parent = own(sys, parentOf(sys, build.fd, parts));
-        sys.mkdirat(parent.fd, parts[parts.length - 1]!, 0o700);
-      });
-    }
-  }
+  const later = (): void => {};
+  buildAreas(sys, build.fd, data, (area) => ({
+    file: later,
+    symlink: later,
+    makeDir: (dirFd, name, e) => atPath(`${area}/${e.path}`, () => makeDir(sys, dirFd, name)),
+  }));
   for (const place of s.layout.empty) own(sys, createAt(sys, build.fd, place)).close();
 }
 
@@ -211,7 +206,7 @@ export function openPulledFile(sys: Sys, id: number, index: number): number {
 }
 
 function makeSymlinks(sys: Sys, s: PullState): void {
-  for (const { area, entries } of areas(s.data)) {
+  for (const { area, entries } of areasOf(s.data)) {
     for (const e of entries) {
       if (e.kind !== 'symlink') continue;
       const parts = [...area.split('/'), ...e.path.split('/')];

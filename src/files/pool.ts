@@ -7,6 +7,7 @@ import { own } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
 import { BATCH_BYTES, allocBatchArea, asBuffer, batchDiffers, receiveBatchArea, runBatchItem, sameFileAt, writeBatch, type BatchArea, type HashBatch } from './hash-batch.js';
+import { UV_EIO } from '../sys/errno.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -15,16 +16,51 @@ export const INTS = 8;
 /** Header ints. */
 export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4 } as const;
 const HEADER = 8;
-/** Slot ints. */
-export const S = { STATE: 0, SRC: 1, DEST: 2, METHODS: 3, HOW: 4, ERRNO: 5, SYSCALL: 6 } as const;
+
+/**
+ * A slot's ints (INTS of them, the last unused). STATE, KIND, ERRNO and SYSCALL mean
+ * the same for every job; ints 1, 2 and 4 mean one thing for a file job (FILE_*) and
+ * another for a batch (BATCH_*), as KIND says.
+ */
+export const SLOT = {
+  /** STATE: free, queued, running, or how the job ended (claimed by compare-and-exchange). */
+  STATE: 0,
+  /** KIND bits: BATCH for a HashBatch, else a file job with the methods it may use. */
+  KIND: 3,
+  /** A failed job: its errno (negative, as a Node-shaped system error's). */
+  ERRNO: 5,
+  /** A failed job: the failed call's index in SYSCALLS. */
+  SYSCALL: 6,
+  /** A file job: the source fd (the job's, closed when it is done). */
+  FILE_SRC: 1,
+  /** A file job: the destination fd (the job's), or -1 to hash only. */
+  FILE_DEST: 2,
+  /** A file job done: how its bytes reached the destination (How). */
+  FILE_HOW: 4,
+  /** A batch: its directory fd (borrowed: the submitter keeps it open). */
+  BATCH_DIRFD: 1,
+  /** A batch: how many files it holds. */
+  BATCH_COUNT: 2,
+  /** A batch running or failed: the index of the file being checked (the one that failed, after a throw). */
+  BATCH_CURRENT: 4,
+} as const;
 export const STATE = { FREE: 0, READY: 1, RUNNING: 2, OK: 3, CHANGED: 4, ERROR: 5 } as const;
+/** SLOT.KIND bits. */
+const KIND = {
+  /** A file job may clone (FICLONE). */
+  CLONE: 1,
+  /** A file job may copy in the kernel (copy_file_range). */
+  RANGE: 2,
+  /** A HashBatch, not a file job. */
+  BATCH: 4,
+} as const;
 const EXIT_WAIT_MS = 5000;
+/** A file job's source identity before the copy, in `ids` (IDS per slot; its size is in `sizes`). */
+const ID = { DEV: 0, INO: 1, MTIME: 2, CTIME: 3, MODE: 4 } as const;
+const IDS = 5;
+/** A file job's sha256 (raw), in `sha`. */
+const SHA_BYTES = 32;
 export const SYSCALLS = ['pread', 'pwrite', 'ficlone', 'copy_file_range', 'lseek', 'ftruncate', 'fstat', 'close', 'openat', 'fstatat', 'unknown'] as const;
-/** Slot METHODS bits. */
-const CLONE_BIT = 1;
-const RANGE_BIT = 2;
-/** A HashBatch: SRC is its directory fd (borrowed), DEST its file count, HOW the file being checked. */
-const BATCH_BIT = 4;
 
 /** The shared memory of a pool; the helper threads see the same buffers. */
 export interface SharedSlots {
@@ -39,8 +75,8 @@ export function allocSlots(): SharedSlots {
   return {
     ctrl: new Int32Array(new SharedArrayBuffer(4 * (HEADER + SLOTS * INTS))),
     sizes: new Float64Array(new SharedArrayBuffer(8 * SLOTS)),
-    ids: new BigInt64Array(new SharedArrayBuffer(8 * 5 * SLOTS)),
-    sha: Buffer.from(new SharedArrayBuffer(32 * SLOTS)),
+    ids: new BigInt64Array(new SharedArrayBuffer(8 * IDS * SLOTS)),
+    sha: Buffer.from(new SharedArrayBuffer(SHA_BYTES * SLOTS)),
     batch: allocBatchArea(SLOTS),
   };
 }
@@ -53,17 +89,18 @@ export function receiveSlots(data: SharedSlots): SharedSlots {
 export const slotBase = (slot: number): number => HEADER + slot * INTS;
 
 export function readIdentity(m: SharedSlots, slot: number): FileIdentity {
-  const i = slot * 5;
-  return { dev: m.ids[i]!, ino: m.ids[i + 1]!, mtimeNs: m.ids[i + 2]!, ctimeNs: m.ids[i + 3]!, mode: Number(m.ids[i + 4]!), size: m.sizes[slot]! };
+  const i = slot * IDS;
+  const { ids } = m;
+  return { dev: ids[i + ID.DEV]!, ino: ids[i + ID.INO]!, mtimeNs: ids[i + ID.MTIME]!, ctimeNs: ids[i + ID.CTIME]!, mode: Number(ids[i + ID.MODE]!), size: m.sizes[slot]! };
 }
 
-/** Checks each file of the batch in `slot`, HOW naming the one being checked (the one that failed, after a throw). */
+/** Checks each file of the batch in `slot`, BATCH_CURRENT naming the one being checked (the one that failed, after a throw). */
 function runBatch(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number): void {
   const base = slotBase(slot);
-  const dirfd = m.ctrl[base + S.SRC]!;
-  const count = m.ctrl[base + S.DEST]!;
+  const dirfd = m.ctrl[base + SLOT.BATCH_DIRFD]!;
+  const count = m.ctrl[base + SLOT.BATCH_COUNT]!;
   for (let i = 0; i < count; i++) {
-    m.ctrl[base + S.HOW] = i;
+    m.ctrl[base + SLOT.BATCH_CURRENT] = i;
     runBatchItem(sys, buffer, m.batch, slot, dirfd, i);
   }
 }
@@ -75,35 +112,36 @@ function runBatch(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number): void 
  */
 export function runSlot(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number): void {
   const base = slotBase(slot);
-  const src = m.ctrl[base + S.SRC]!;
-  const dest = m.ctrl[base + S.DEST]!;
   let state: number = STATE.ERROR;
   try {
-    const bits = m.ctrl[base + S.METHODS]!;
-    if (bits & BATCH_BIT) {
+    const kind = m.ctrl[base + SLOT.KIND]!;
+    if (kind & KIND.BATCH) {
       runBatch(sys, buffer, m, slot);
       state = STATE.OK;
     } else {
-      state = runFile(sys, buffer, m, slot, src, dest, bits);
+      state = runFile(sys, buffer, m, slot, kind);
     }
   } catch (err) {
     const e = err as { errno?: number; syscall?: string };
-    m.ctrl[base + S.ERRNO] = typeof e.errno === 'number' ? e.errno : -5;
+    // A failure that is not a system error (it has no errno) is reported as EIO.
+    m.ctrl[base + SLOT.ERRNO] = typeof e.errno === 'number' ? e.errno : UV_EIO;
     const idx = SYSCALLS.indexOf((e.syscall ?? 'unknown') as (typeof SYSCALLS)[number]);
-    m.ctrl[base + S.SYSCALL] = idx < 0 ? SYSCALLS.length - 1 : idx;
+    m.ctrl[base + SLOT.SYSCALL] = idx < 0 ? SYSCALLS.length - 1 : idx;
   }
-  Atomics.store(m.ctrl, base + S.STATE, state);
+  Atomics.store(m.ctrl, base + SLOT.STATE, state);
   Atomics.add(m.ctrl, H.DONE, 1);
   Atomics.notify(m.ctrl, H.DONE);
 }
 
 /** A file job: fills and hashes, closing both fds; the slot's state. */
-function runFile(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number, src: number, dest: number, bits: number): number {
+function runFile(sys: Sys, buffer: Buffer, m: SharedSlots, slot: number, kind: number): number {
   const base = slotBase(slot);
-  const r = fillOwned(sys, buffer, src, dest, readIdentity(m, slot), { clone: (bits & CLONE_BIT) !== 0, range: (bits & RANGE_BIT) !== 0 });
+  const src = m.ctrl[base + SLOT.FILE_SRC]!;
+  const dest = m.ctrl[base + SLOT.FILE_DEST]!;
+  const r = fillOwned(sys, buffer, src, dest, readIdentity(m, slot), { clone: (kind & KIND.CLONE) !== 0, range: (kind & KIND.RANGE) !== 0 });
   if (r === 'changed') return STATE.CHANGED;
-  m.sha.write(r.sha256, slot * 32, 32, 'hex');
-  m.ctrl[base + S.HOW] = r.how;
+  m.sha.write(r.sha256, slot * SHA_BYTES, SHA_BYTES, 'hex');
+  m.ctrl[base + SLOT.FILE_HOW] = r.how;
   return STATE.OK;
 }
 
@@ -166,7 +204,7 @@ export class FilePool {
     this.helpers = helpers;
     for (let i = 0; i < helpers; i++) {
       // No inherited execArgv: a host run with `node -e`, --input-type or a loader must not break the helpers.
-      const worker = new Worker(new URL('../capture/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
+      const worker = new Worker(new URL('../files/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
       worker.unref();
       this.#workers.push(worker);
     }
@@ -205,16 +243,16 @@ export class FilePool {
     }
     const m = this.#m;
     const base = slotBase(slot);
-    m.ctrl[base + S.SRC] = src;
-    m.ctrl[base + S.DEST] = dest;
-    m.ctrl[base + S.METHODS] = (methods.clone ? CLONE_BIT : 0) | (methods.range ? RANGE_BIT : 0);
+    m.ctrl[base + SLOT.FILE_SRC] = src;
+    m.ctrl[base + SLOT.FILE_DEST] = dest;
+    m.ctrl[base + SLOT.KIND] = (methods.clone ? KIND.CLONE : 0) | (methods.range ? KIND.RANGE : 0);
     m.sizes[slot] = before.size;
-    const i = slot * 5;
-    m.ids[i] = before.dev;
-    m.ids[i + 1] = before.ino;
-    m.ids[i + 2] = before.mtimeNs;
-    m.ids[i + 3] = before.ctimeNs;
-    m.ids[i + 4] = BigInt(before.mode);
+    const i = slot * IDS;
+    m.ids[i + ID.DEV] = before.dev;
+    m.ids[i + ID.INO] = before.ino;
+    m.ids[i + ID.MTIME] = before.mtimeNs;
+    m.ids[i + ID.CTIME] = before.ctimeNs;
+    m.ids[i + ID.MODE] = BigInt(before.mode);
     this.#pending[slot] = { onDone };
     this.#queue(slot);
   }
@@ -229,9 +267,9 @@ export class FilePool {
     const m = this.#m;
     const base = slotBase(slot);
     writeBatch(m.batch, slot, batch);
-    m.ctrl[base + S.SRC] = batch.dirfd;
-    m.ctrl[base + S.DEST] = batch.length;
-    m.ctrl[base + S.METHODS] = BATCH_BIT;
+    m.ctrl[base + SLOT.BATCH_DIRFD] = batch.dirfd;
+    m.ctrl[base + SLOT.BATCH_COUNT] = batch.length;
+    m.ctrl[base + SLOT.KIND] = KIND.BATCH;
     this.#pending[slot] = { onDone, batch };
     this.#queue(slot);
     if (this.#queued() > QUEUED_PER_HELPER * this.helpers && this.#runOneQueued(true)) this.#harvest();
@@ -240,7 +278,7 @@ export class FilePool {
   #queue(slot: number): void {
     const ctrl = this.#m.ctrl;
     this.#inFlight++;
-    Atomics.store(ctrl, slotBase(slot) + S.STATE, STATE.READY);
+    Atomics.store(ctrl, slotBase(slot) + SLOT.STATE, STATE.READY);
     Atomics.add(ctrl, H.SEQ, 1);
     Atomics.notify(ctrl, H.SEQ, 1);
   }
@@ -248,7 +286,7 @@ export class FilePool {
   /** Jobs queued and not yet taken by any thread. */
   #queued(): number {
     let n = 0;
-    for (let s = 0; s < SLOTS; s++) if (this.#pending[s] !== undefined && Atomics.load(this.#m.ctrl, slotBase(s) + S.STATE) === STATE.READY) n++;
+    for (let s = 0; s < SLOTS; s++) if (this.#pending[s] !== undefined && Atomics.load(this.#m.ctrl, slotBase(s) + SLOT.STATE) === STATE.READY) n++;
     return n;
   }
 
@@ -306,7 +344,7 @@ export class FilePool {
     const ctrl = this.#m.ctrl;
     for (let s = 0; s < SLOTS; s++) {
       if (small && !((this.#pending[s]?.batch?.bytes ?? Infinity) <= BATCH_BYTES)) continue;
-      if (Atomics.compareExchange(ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
+      if (Atomics.compareExchange(ctrl, slotBase(s) + SLOT.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
         runSlot(this.#sys, this.#buffer, this.#m, s);
         return true;
       }
@@ -315,7 +353,7 @@ export class FilePool {
   }
 
   #anyFinished(): boolean {
-    for (let s = 0; s < SLOTS; s++) if (this.#pending[s] !== undefined && Atomics.load(this.#m.ctrl, slotBase(s) + S.STATE) >= STATE.OK) return true;
+    for (let s = 0; s < SLOTS; s++) if (this.#pending[s] !== undefined && Atomics.load(this.#m.ctrl, slotBase(s) + SLOT.STATE) >= STATE.OK) return true;
     return false;
   }
 
@@ -324,12 +362,12 @@ export class FilePool {
     for (let s = 0; s < SLOTS; s++) {
       const pending = this.#pending[s];
       if (pending === undefined) continue;
-      const state = Atomics.load(m.ctrl, slotBase(s) + S.STATE);
+      const state = Atomics.load(m.ctrl, slotBase(s) + SLOT.STATE);
       if (state < STATE.OK) continue;
       const result = this.#result(s, state, pending);
       this.#pending[s] = undefined;
       this.#inFlight--;
-      Atomics.store(m.ctrl, slotBase(s) + S.STATE, STATE.FREE);
+      Atomics.store(m.ctrl, slotBase(s) + SLOT.STATE, STATE.FREE);
       if (quiet || this.#firstError !== undefined) continue;
       try {
         if (pending.batch === undefined) pending.onDone(result as JobResult);
@@ -353,15 +391,15 @@ export class FilePool {
     const m = this.#m;
     const base = slotBase(s);
     if (state === STATE.ERROR) {
-      const syscall = SYSCALLS[m.ctrl[base + S.SYSCALL]!] ?? 'unknown';
+      const syscall = SYSCALLS[m.ctrl[base + SLOT.SYSCALL]!] ?? 'unknown';
       // A batch's file that could not be looked up or opened is named as the addon names it.
       const named = syscall === 'openat' || syscall === 'fstatat';
-      const path = pending.batch !== undefined && named ? pending.batch.names[m.ctrl[base + S.HOW]!] : undefined;
-      return systemError(m.ctrl[base + S.ERRNO]!, syscall, path);
+      const path = pending.batch !== undefined && named ? pending.batch.names[m.ctrl[base + SLOT.BATCH_CURRENT]!] : undefined;
+      return systemError(m.ctrl[base + SLOT.ERRNO]!, syscall, path);
     }
     if (pending.batch !== undefined) return batchDiffers(m.batch, s, pending.batch.length);
     if (state === STATE.CHANGED) return 'changed';
-    return { sha256: m.sha.toString('hex', s * 32, s * 32 + 32), how: m.ctrl[base + S.HOW] as How };
+    return { sha256: m.sha.toString('hex', s * SHA_BYTES, (s + 1) * SHA_BYTES), how: m.ctrl[base + SLOT.FILE_HOW] as How };
   }
 
   #rethrow(): void {

@@ -2,7 +2,7 @@
 import { workerData } from 'node:worker_threads';
 
 import { CHUNK_BYTES } from '../base/io.js';
-import { H, S, SLOTS, STATE, receiveSlots, runSlot, slotBase, type SharedSlots } from './pool.js';
+import { H, SLOT, SLOTS, STATE, receiveSlots, runSlot, slotBase, type SharedSlots } from './pool.js';
 import { sys } from '../sys/native.js';
 
 const m = receiveSlots(workerData as SharedSlots);
@@ -15,7 +15,7 @@ try {
     const seq = Atomics.load(m.ctrl, H.SEQ);
     let ran = false;
     for (let s = 0; s < SLOTS; s++) {
-      if (Atomics.compareExchange(m.ctrl, slotBase(s) + S.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
+      if (Atomics.compareExchange(m.ctrl, slotBase(s) + SLOT.STATE, STATE.READY, STATE.RUNNING) === STATE.READY) {
         runSlot(sys, buffer, m, s);
         ran = true;
       }

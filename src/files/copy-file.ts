@@ -1,8 +1,8 @@
-// copy-file.ts: one file's copy into a build: clone, kernel copy or buffered copy, hash, and prove the source unchanged around it.
+// copy-file.ts: one file's copy: the fill every copy uses (clone, kernel copy or buffered copy), and a build's hashed copy with its source proven unchanged around it.
 import { createHash, hash } from 'node:crypto';
 
 import { own } from '../base/fd.js';
-import { copyRanges, writeAll } from '../base/io.js';
+import { copyRanges, dataSegments, writeAll } from '../base/io.js';
 import { changedRecently, waitPastWrites } from '../base/in-flight.js';
 import { sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -20,6 +20,63 @@ export interface Filled {
 export interface FillMethods {
   clone: boolean;
   range: boolean;
+}
+
+/** What fillBytes may do besides FICLONE and copy_file_range. */
+export interface FillPlan extends FillMethods {
+  /**
+   * Copy through the buffer when neither method did, failing with changed(grew) when
+   * the source reads shorter (or longer: grew) than the size. Without it nothing is
+   * copied then: the caller copies (as it hashes).
+   */
+  copy?: { changed: (grew: boolean) => Error };
+  /** Called with the data bytes a kernel or buffered copy will write (holes not counted) before it writes any; may throw (a budget). */
+  onCopy?: (dataBytes: number) => void;
+}
+
+/**
+ * Fills the empty destFd with srcFd's first `size` bytes, the one way every copy does:
+ * FICLONE where plan.clone allows (an empty file too), else copy_file_range where
+ * plan.range allows and there are bytes, else, with plan.copy, a buffered copy. The
+ * two copies write data segments only (holes stay holes). Returns how, or undefined
+ * when nothing was copied (no method worked and no plan.copy).
+ *
+ * A clone copies the whole source and a kernel copy stops at its EOF: the caller
+ * proves the size (an identity check after, or the copy's size). The buffered copy
+ * proves it itself.
+ */
+export function fillBytes(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, size: number, plan: FillPlan): How | undefined {
+  if (plan.clone && sys.ficlone(destFd, srcFd)) return HOW.CLONED;
+  const range = plan.range && size > 0;
+  if (!range && plan.copy === undefined) return undefined;
+  let segments: [number, number][] | undefined;
+  if (plan.onCopy !== undefined) {
+    segments = dataSegments(sys, srcFd, size);
+    plan.onCopy(segments.reduce((n, [start, end]) => n + end - start, 0));
+  }
+  if (range && copyRanges(sys, srcFd, destFd, size, segments)) return HOW.RANGED;
+  if (plan.copy === undefined) return undefined;
+  copyBuffered(sys, buffer, srcFd, destFd, size, segments ?? dataSegments(sys, srcFd, size), plan.copy.changed);
+  return HOW.COPIED;
+}
+
+/**
+ * Copies srcFd's data segments into the empty destFd through `buffer` with plain reads
+ * and writes (copy_file_range may share extents), the size set at the end. A segment
+ * that reads short, or a byte past `size`, is changed(grew).
+ */
+function copyBuffered(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, size: number, segments: readonly [number, number][], changed: (grew: boolean) => Error): void {
+  for (const [start, end] of segments) {
+    for (let pos = start; pos < end; ) {
+      const n = sys.pread(srcFd, buffer, 0, Math.min(buffer.length, end - pos), pos);
+      if (n === 0) throw changed(false);
+      writeAll(sys, destFd, buffer.subarray(0, n), pos);
+      pos += n;
+    }
+  }
+  if (sys.pread(srcFd, buffer, 0, 1, size) !== 0) throw changed(true);
+  const last = segments.length === 0 ? 0 : segments[segments.length - 1]![1];
+  if (last < size) sys.ftruncate(destFd, size);
 }
 
 /**
@@ -75,10 +132,8 @@ export function fillFile(
   // recently changed file is proven again once any such write is over: the source and
   // the copy must then both hash to what was recorded.
   const recent = before.size > 0 && changedRecently(before);
-  if (before.size > 0 && destFd >= 0) {
-    if (methods.clone && sys.ficlone(destFd, srcFd)) how = HOW.CLONED;
-    else if (methods.range && copyRanges(sys, srcFd, destFd, before.size)) how = HOW.RANGED;
-  }
+  // A method that does not work leaves the copy to the stream below, which hashes as it writes.
+  if (before.size > 0 && destFd >= 0) how = fillBytes(sys, buffer, srcFd, destFd, before.size, methods) ?? HOW.COPIED;
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
   if (copied !== before.size || !same(before, sys.fstat(srcFd))) return 'changed';
   if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256, same)) return 'changed';
