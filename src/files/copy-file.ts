@@ -84,7 +84,7 @@ function copyBuffered(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, s
  * writing each chunk to `out` when out >= 0. Returns the hex digest and the byte count.
  * A file read whole in one chunk is hashed in one shot (no hash object).
  */
-function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number): [string, number] {
+export function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number): [string, number] {
   const first = sys.pread(fd, buffer, 0, buffer.length, 0);
   if (first === size && first < buffer.length) {
     if (out >= 0 && first > 0) writeAll(sys, out, buffer.subarray(0, first), 0);

@@ -1,6 +1,6 @@
 // hash-batch.ts: a batch of files below one directory fd to hash and compare (verify's job), and its shared-memory form.
 import { own } from '../base/fd.js';
-import { fillFile } from './copy-file.js';
+import { stream } from './copy-file.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
 import { sameStoredIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -26,6 +26,12 @@ export interface WantedFile {
  * its ctime, which a link made or dropped elsewhere to a stored file's shared inode
  * moves: sameStoredIdentity). The open follows no symlink and waits on no FIFO,
  * should one be swapped in meanwhile.
+ *
+ * Read once, however recently the file changed: unlike a capture, which records the
+ * bytes it read as the file's at its identity, verify proves the bytes against the
+ * manifest's digest; a write still running into a stored file is no different from one
+ * begun just after the check, which no check can see. (A capture's own copies are
+ * complete before it publishes, so a verify right after one does not wait 250 ms.)
  */
 export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string, want: WantedFile): boolean {
   const st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
@@ -34,8 +40,8 @@ export function sameFileAt(sys: Sys, buffer: Buffer, dirfd: number, name: string
   try {
     const before = sys.fstat(file.fd);
     if (!isReg(before.mode) || before.size !== want.size) return false;
-    const r = fillFile(sys, buffer, file.fd, -1, before, { clone: false, range: false }, sameStoredIdentity);
-    return r !== 'changed' && r.sha256 === want.sha256;
+    const [sha256, read] = stream(sys, buffer, file.fd, -1, want.size);
+    return read === want.size && sameStoredIdentity(before, sys.fstat(file.fd)) && sha256 === want.sha256;
   } finally {
     file[Symbol.dispose]();
   }

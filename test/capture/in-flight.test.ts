@@ -71,4 +71,25 @@ describe('the store\'s own self-proving files are read once, however fresh', () 
     again.closeSync();
     store.closeSync();
   });
+
+  it('verify right after the capture reads each stored file once (it proves them against the manifest; no wait for writes in flight)', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/tree/f': 'f'.repeat(1000) });
+    const start = Date.now();
+    while (Date.now() - start < 400) {
+      // the source ages past the in-flight window, so the capture copies at once and its copy is fresh
+    }
+    const store = SnapshotStore.openSync(join(root, 'store'));
+    const digest = store.captureSync({ source: join(root, 'repo'), copy: ['tree'], parallelism: 0, statCache: false }).digest;
+    const snap = store.get(digest);
+    const counting = countingPreads();
+    const again = SnapshotStore.openSync(join(root, 'store'), { sys: counting.sys });
+    const loaded = again.get(digest);
+    const afterLoad = counting.preads();
+    expect(loaded.verifySync({ parallelism: 0 })).toEqual({ entries: 2, bytes: 1000 });
+    expect(counting.preads() - afterLoad).toBe(1);
+    expect(snap.digest).toBe(digest);
+    again.closeSync();
+    store.closeSync();
+  });
 });
