@@ -12,7 +12,7 @@ module.exports = {
     { name: 'no-circular', severity: 'error', from: {}, to: { circular: true } },
     layer('sys', ['sys']),
     layer('base', ['base', 'sys']),
-    layer('tools', ['tools', 'base', 'sys']),
+    layer('tools', ['tools', 'files', 'base', 'sys']),
     layer('files', ['files', 'base', 'sys']),
     layer('capture', ['capture', 'files', 'base', 'sys']),
     layer('store', ['store', 'capture', 'files', 'tools', 'base', 'sys']),

@@ -2,7 +2,8 @@
 import { randomBytes } from 'node:crypto';
 
 import { openChildDir, openRealDir, own, removeQuietly } from '../base/fd.js';
-import { CHUNK_BYTES, copyRanges, writeAll } from '../base/io.js';
+import { CHUNK_BYTES } from '../base/io.js';
+import { fillBytes } from '../files/copy-file.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
@@ -52,17 +53,6 @@ function sameContent(a: Stat, b: Stat): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.mode === b.mode && a.size === b.size && a.mtimeNs === b.mtimeNs;
 }
 
-function copyBytes(sys: Sys, src: number, dst: number, size: number): void {
-  if (size === 0 || sys.ficlone(dst, src) || copyRanges(sys, src, dst, size)) return;
-  const buffer = Buffer.allocUnsafe(Math.min(size, CHUNK_BYTES));
-  for (let at = 0; at < size; ) {
-    const n = sys.pread(src, buffer, 0, Math.min(buffer.length, size - at), at);
-    if (n === 0) return;
-    writeAll(sys, dst, buffer.subarray(0, n), at);
-    at += n;
-  }
-}
-
 /**
  * Replaces dirfd/name, a regular file with other names (`seen`: its fstatat), by a
  * private copy (a reflink where the filesystem can) with `mode`, renamed over it: the
@@ -76,7 +66,9 @@ function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: strin
   try {
     {
       using dst = own(sys, sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
-      copyBytes(sys, src.fd, dst.fd, before.size);
+      // The one fill every copy uses: a reflink, else copy_file_range, else a buffered copy of the data segments (holes stay holes).
+      const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(before.size, CHUNK_BYTES)));
+      fillBytes(sys, buffer, src.fd, dst.fd, before.size, { clone: true, range: true, copy: { changed: () => changed(rel) } });
       // The mode asked for, past the umask.
       sys.fchmod(dst.fd, mode);
       if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(dst.fd).size !== before.size) throw changed(rel);

@@ -1,10 +1,10 @@
 // freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and thaw copies hard-linked files.
-import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, failOnce, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -84,6 +84,31 @@ describe('thaw and hard links', () => {
     expect(statSync(join(dir, 'own')).mode & 0o7777).toBe(0o600);
     expect(readdirSync(join(dir)).sort()).toEqual(['d', 'e', 'own']);
     expect(readdirSync(join(dir, 'd'))).toEqual(['f']);
+  });
+
+  it('a sparse linked file is copied by its data segments: the private copy keeps its holes and its bytes', () => {
+    const work = tempDir();
+    const dir = join(work, 't');
+    mkdirSync(dir);
+    // 16 MiB with one 4 KiB block of data in the middle.
+    const fd = openSync(join(dir, 'sparse'), 'w');
+    writeSync(fd, Buffer.alloc(4096, 9), 0, 4096, 8 * 1024 * 1024);
+    ftruncateSync(fd, 16 * 1024 * 1024);
+    closeSync(fd);
+    freezeSync(dir);
+    linkSync(join(dir, 'sparse'), join(work, 'other'));
+    // Neither a reflink nor a kernel copy: the buffered copy writes the data segments, never the 16 MiB of zeros.
+    const buffered = wrapSys({
+      ficlone: () => () => false,
+      copy_file_range: () => () => {
+        throw systemError('EXDEV', 'copy_file_range');
+      },
+    });
+    thawSync(dir, { sys: buffered });
+    const st = statSync(join(dir, 'sparse'));
+    expect([st.size, st.nlink, st.mode & 0o7777]).toEqual([16 * 1024 * 1024, 1, 0o600]);
+    expect(st.blocks * 512).toBeLessThan(1024 * 1024);
+    expect(readFileSync(join(dir, 'sparse')).equals(readFileSync(join(work, 'other')))).toBe(true);
   });
 
   it('a linked file that changes while it is copied: SEAL_CHANGED, its other name untouched, no copy left behind', () => {
