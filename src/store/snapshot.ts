@@ -5,7 +5,7 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
-import type { ToolOptions } from '../base/offload.js';
+import type { Gate, ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
@@ -36,13 +36,15 @@ export class Snapshot {
   /** The public form (entry lists as arrays), made on first use. */
   #view: SnapshotData | undefined;
   readonly #sys: Sys;
+  readonly #gate: Gate | undefined;
 
-  /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer. */
-  constructor(root: string, data: StoredSnapshot | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined } = {}) {
+  /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer, `gate` its bound on calls at once. */
+  constructor(root: string, data: StoredSnapshot | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined; gate?: Gate | undefined } = {}) {
     this.root = root;
     if ('packedEntries' in data) this.#packed = data;
     else this.#data = data;
     this.#sys = options.sys ?? nativeSys;
+    this.#gate = options.gate;
     this.digest = data.digest;
     this.manifestDigest = data.manifestDigest;
     this.totalBytes = data.totalBytes;
@@ -104,7 +106,7 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, ...rest } = options;
-      return { sys: snap.#sys, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
     },
     core: (sys, [ref, clone, options], ctx) => materializeSnapshot(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
@@ -115,7 +117,7 @@ export class Snapshot {
       checkString('clone', clone);
       checkOptions('options', options);
       checkCloneOutsideStore(snap.root, clone, []);
-      return { sys: snap.#sys, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
     },
     core: (sys, [ref, clone, options]) => mountPointsOf(sys, ref.root, dataOf(sys, ref), clone, options),
     send: ([ref, clone, options]): [SnapshotRef, string, MountPointOptions] => [sendRef(ref), clone, options],
@@ -126,7 +128,7 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       const parallelism = checkParallelism(options.parallelism);
-      return { sys: snap.#sys, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
     },
     core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }),
     send: ([ref, parallelism]): [SnapshotRef, number | undefined] => [sendRef(ref), parallelism],
@@ -135,7 +137,7 @@ export class Snapshot {
   static readonly #checkClone = defineOp('checkClone', {
     validate: (snap: Snapshot, clone: string) => {
       checkString('clone', clone);
-      return { sys: snap.#sys, args: [snap.#ref, clone] as [SnapshotRef, string] };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone] as [SnapshotRef, string] };
     },
     core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
     send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],

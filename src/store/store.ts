@@ -1,8 +1,8 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
-import { stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
 import { escapePath } from '../base/paths.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
@@ -32,6 +32,12 @@ export interface StoreOptions extends ToolOptions {
    * into a shared store: a setgid directory of a group you are in, group-writable.
    */
   trust?: StoreTrust;
+  /**
+   * How many of this store's async calls (and its snapshots') run at once, each on a
+   * worker thread of its own (1 to 64; default one per core, at least 2). More wait
+   * their turn in the order they were made. Sync calls always run on the caller.
+   */
+  concurrency?: number;
 }
 
 export interface CaptureCallOptions extends CaptureOptions {
@@ -59,7 +65,10 @@ export class SnapshotStore {
   readonly root: string;
   readonly ephemeral: boolean;
   readonly trust: StoreTrust;
+  /** How many of its async calls run at once (see StoreOptions.concurrency). */
+  readonly concurrency: number;
   readonly #sys: Sys;
+  readonly #gate: Gate;
   #closed = false;
   #sweptAtOpen = 0;
 
@@ -68,6 +77,8 @@ export class SnapshotStore {
     this.ephemeral = options.ephemeral === true;
     this.trust = options.trust ?? 'owner';
     this.#sys = options.sys ?? nativeSys;
+    this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.#gate = new Gate(this.concurrency);
   }
 
   static readonly #open = defineOp('openStore', {
@@ -76,6 +87,7 @@ export class SnapshotStore {
       const sys = checkOptions('options', options).sys ?? nativeSys;
       checkBoolean('options.ephemeral', options.ephemeral);
       checkTrust(options.trust);
+      if (options.concurrency !== undefined) checkInteger('options.concurrency', options.concurrency, 1, 64);
       const root = checkRootPath(dir, 'store directory');
       own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
       return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
@@ -115,7 +127,7 @@ export class SnapshotStore {
   }
 
   #snapshot(data: StoredSnapshot | PackedSnapshot, report?: CaptureReport): Snapshot {
-    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report });
+    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report, gate: this.#gate });
   }
 
   /** Checks the options; every capture then walks the source and applies its own limits (reuse is by digest, after the walk). */
@@ -136,7 +148,7 @@ export class SnapshotStore {
 
   static readonly #capture = defineOp('capture', {
     validate: (store: SnapshotStore, options: CaptureCallOptions) => ({
-      sys: store.#sys,
+      sys: store.#sys, gate: store.#gate,
       args: [store.root, store.#prepare(options)] as [string, Plan],
       signal: options.signal,
       onProgress: options.onProgress,
@@ -166,7 +178,7 @@ export class SnapshotStore {
   static readonly #get = defineOp('get', {
     validate: (store: SnapshotStore, digestOrPrefix: string) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
     },
     core: (sys, [root, prefix]): StoredSnapshot => {
       const digest = resolveDigestIn(sys, root, prefix);
@@ -180,7 +192,7 @@ export class SnapshotStore {
   static readonly #list = defineOp('list', {
     validate: (store: SnapshotStore) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root] as [string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
     },
     core: (sys, [root]) => listDigests(sys, root),
   });
@@ -188,7 +200,7 @@ export class SnapshotStore {
   static readonly #remove = defineOp('remove', {
     validate: (store: SnapshotStore, digestOrPrefix: string) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
     },
     core: (sys, [root, prefix]) => {
       const digest = resolveDigestIn(sys, root, prefix);
@@ -202,7 +214,7 @@ export class SnapshotStore {
       store.#checkOpen();
       const clone = checkOptions('options', options).clone;
       if (clone !== undefined) checkString('options.clone', clone);
-      return { sys: store.#sys, args: [store.root, clone] as [string, string | undefined] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, clone] as [string, string | undefined] };
     },
     core: (sys, [root, clone]) => {
       const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
@@ -211,7 +223,7 @@ export class SnapshotStore {
   });
 
   static readonly #close = defineOp('closeStore', {
-    validate: (store: SnapshotStore) => ({ sys: store.#sys, args: [store.root] as [string] }),
+    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root] as [string] }),
     core: (sys, [root]) => closeStoreAt(sys, root),
   });
 
