@@ -10,6 +10,7 @@ export type { CaptureProgress } from './capture/walk.js';
 export type { SnapshotData } from './store/document.js';
 export type { MaterializeOptions, MaterializeReport, ReflinkMode } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
+export { sandboxArgs, sandboxArgsAsync, type SandboxArgs, type SandboxOptions } from './store/sandbox.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';
 export type { CloneReport } from './store/clone-check.js';
 export type { CaptureReport } from './store/publish.js';
