@@ -19,6 +19,8 @@ async function run(ctx: Context): Promise<number> {
   const clone = resolve(cloneArg);
   const workspace = stringOption(ctx, 'workspace');
   const snap = await (await ctx.store()).getAsync(digest);
+  // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
+  using _lease = await snap.leaseAsync();
   if (flag(ctx, 'reset') || !existsSync(clone)) await snap.materialize(clone, { createClone: true });
   const { bwrap } = await sandboxArgsAsync(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   const child = spawn('bwrap', [...bwrap, '--', ...command], { stdio: 'inherit' });
@@ -43,7 +45,8 @@ and runs <command> in bubblewrap: <clone> bound read-write at DIR (default /work
 the working directory there, each payload read-only at its target (with a writable tmpfs
 on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
 namespace unshared and no network unless --network, in a new session. The exit status is
-the command's (128 + the signal that killed it). Library: sandboxArgs(snap, clone, options).`,
+the command's (128 + the signal that killed it). The snapshot is leased while the command
+runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. Library: sandboxArgs(snap, clone, options).`,
   options: {
     reset: { type: 'boolean' },
     network: { type: 'boolean' },

@@ -1,4 +1,6 @@
-// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone.
+// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
+import { dirname } from 'node:path';
+
 import { checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
@@ -14,6 +16,7 @@ import { checkParallelism } from '../capture/plan.js';
 import { checkCloneOutsideStore } from './clone-paths.js';
 import { checkCloneAt, type CloneReport } from './clone-check.js';
 import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
+import { Lease, takeLease, type LeaseHandle } from './lease.js';
 
 type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress'>];
 
@@ -142,6 +145,25 @@ export class Snapshot {
     core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
     send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],
   });
+
+  static readonly #lease = defineOp('lease', {
+    validate: (snap: Snapshot) => ({ sys: snap.#sys, gate: snap.#gate, args: [dirname(dirname(snap.root)), snap.digest] as [string, string] }),
+    core: (sys, [storeRoot, digest]): LeaseHandle => takeLease(sys, storeRoot, digest),
+    finish: (handle, call) => new Lease(call.sys, call.args[0], call.args[1], handle),
+  });
+
+  /**
+   * Leases this snapshot: until the lease is released (`release()`, or `using`), or its
+   * process ends, removing the snapshot is SEAL_BUSY naming this process.
+   */
+  lease(): Lease {
+    return Snapshot.#lease.sync(this);
+  }
+
+  /** lease on the worker thread (the lease's fd is the process's). */
+  leaseAsync(): Promise<Lease> {
+    return Snapshot.#lease.async(this);
+  }
 
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {

@@ -19,6 +19,7 @@ import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
+import { sweepLeases } from './lease.js';
 import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 import { checkDigestPrefix, checkFullDigest, listDigests, resolveDigestIn } from './digests.js';
@@ -217,7 +218,7 @@ export class SnapshotStore {
       return { sys: store.#sys, gate: store.#gate, args: [store.root, clone] as [string, string | undefined] };
     },
     core: (sys, [root, clone]) => {
-      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
+      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root) + sweepLeases(sys, root));
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
     },
   });
@@ -295,8 +296,9 @@ export class SnapshotStore {
   }
 
   /**
-   * Sweeps stale builds and half-removed snapshots under the store's exclusive lock and,
-   * given a clone, the stages materializes that died left inside it; returns how many.
+   * Sweeps stale builds, half-removed snapshots and leases whose holder is gone under the
+   * store's exclusive lock and, given a clone, the stages materializes that died left
+   * inside it; returns how many.
    */
   gc(options: GcOptions = {}): number {
     return SnapshotStore.#gc.sync(this, options);
