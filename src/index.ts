@@ -16,6 +16,7 @@ export type { CloneReport } from './store/clone-check.js';
 export type { CaptureReport } from './store/publish.js';
 export { Snapshot } from './store/snapshot.js';
 export type { Lease } from './store/lease.js';
+export type { PrunePolicy, PruneReport, SnapshotUsage } from './store/usage.js';
 export { SnapshotStore, type StoreOptions, type CaptureCallOptions, type GcOptions } from './store/store.js';
 export type { StoreTrust } from './store/trust.js';
 export { freeze, thaw, freezeSync, thawSync } from './tools/freeze.js';

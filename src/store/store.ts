@@ -20,6 +20,7 @@ import type { PullOptions, PullReport, PushOptions, PushReport } from './registr
 import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
+import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
 import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 import { checkDigestPrefix, checkFullDigest, listDigests, resolveDigestIn } from './digests.js';
@@ -223,6 +224,27 @@ export class SnapshotStore {
     },
   });
 
+  static readonly #usage = defineOp('usage', {
+    validate: (store: SnapshotStore) => {
+      store.#checkOpen();
+      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
+    },
+    core: (sys, [root]) => storeUsage(sys, root),
+  });
+
+  static readonly #prune = defineOp('prune', {
+    validate: (store: SnapshotStore, policy: PrunePolicy) => {
+      store.#checkOpen();
+      checkOptions('policy', policy);
+      const checked: PrunePolicy = {};
+      if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);
+      if (policy.keepLast !== undefined) checked.keepLast = checkInteger('policy.keepLast', policy.keepLast, 0);
+      if (policy.maxBytes !== undefined) checked.maxBytes = checkInteger('policy.maxBytes', policy.maxBytes, 0);
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checked, Date.now()] as [string, PrunePolicy, number] };
+    },
+    core: (sys, [root, policy, now]) => pruneStore(sys, root, policy, now),
+  });
+
   static readonly #close = defineOp('closeStore', {
     validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root] as [string] }),
     core: (sys, [root]) => closeStoreAt(sys, root),
@@ -307,6 +329,30 @@ export class SnapshotStore {
   /** gc on the worker thread (the sync form keeps the plain name). */
   gcAsync(options: GcOptions = {}): Promise<number> {
     return SnapshotStore.#gc.async(this, options);
+  }
+
+  /** Every published snapshot's creation time, logical and on-disk bytes, oldest first. */
+  usage(): SnapshotUsage[] {
+    return SnapshotStore.#usage.sync(this);
+  }
+
+  /** usage on the worker thread. */
+  usageAsync(): Promise<SnapshotUsage[]> {
+    return SnapshotStore.#usage.async(this);
+  }
+
+  /**
+   * Removes snapshots by age, count and size, oldest first: the newest `keepLast` are
+   * kept, then every one older than `olderThanMs` goes, then the oldest until the rest
+   * take at most `maxBytes` on disk. Leased snapshots are kept (reported in `leased`).
+   */
+  prune(policy: PrunePolicy): PruneReport {
+    return SnapshotStore.#prune.sync(this, policy);
+  }
+
+  /** prune on the worker thread. */
+  pruneAsync(policy: PrunePolicy): Promise<PruneReport> {
+    return SnapshotStore.#prune.async(this, policy);
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */
