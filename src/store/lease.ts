@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
+import { sealed } from '../base/refusal.js';
 import { openRealDir, own, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
@@ -161,11 +162,11 @@ export class Lease {
     return this.#released;
   }
 
-  /** Ends the lease; idempotent. */
+  /** Ends the lease; idempotent. Its flock ends with its fd even when removing its file fails (gc sweeps the file then). */
   release(): void {
     if (this.#released) return;
     this.#released = true;
-    releaseLease(this.#sys, this.#storeRoot, this.#handle);
+    sealed('lease release', () => releaseLease(this.#sys, this.#storeRoot, this.#handle));
   }
 
   [Symbol.dispose](): void {

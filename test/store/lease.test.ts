@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { expectError, tempDir, writeTree } from '../helpers.js';
+import { LOCK_UN } from '../../dist/sys/index.js';
+import { expectError, failOnce, tempDir, writeTree } from '../helpers.js';
 
 const INDEX = new URL('../../dist/index.js', import.meta.url).href;
 
@@ -109,6 +110,20 @@ describe('leases', () => {
     expect(readdirSync(join(root, 'store')).sort()).toEqual(['cache', 'leases', 'lock', 'snapshots', 'tmp']);
     chmodSync(join(root, 'store/leases'), 0o777);
     expectError(() => SnapshotStore.openSync(join(root, 'store')), { code: 'SEAL_UNTRUSTED' });
+  });
+
+  it('a store lock whose unlock fails still hands over the lease: the close releases the lock, and the lease fd is not lost', () => {
+    const { root, store, digest } = published();
+    const { sys, injected } = failOnce('flock', 'ENOLCK', (_fd, op) => op === LOCK_UN);
+    const other = SnapshotStore.openSync(join(root, 'store'), { sys });
+    const lease = other.get(digest).lease();
+    expect(injected()?.code).toBe('ENOLCK');
+    // The store lock is free (the exclusive take below would wait forever otherwise) and the lease holds.
+    expectError(() => store.remove(digest), { code: 'SEAL_BUSY', fds: false });
+    lease.release();
+    expect(store.remove(digest)).toBe(digest);
+    other.closeSync();
+    store.closeSync();
   });
 
   it('treeseal rm of a snapshot a lease holds exits 1 with SEAL_BUSY and removes nothing', async () => {
