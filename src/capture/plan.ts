@@ -41,6 +41,12 @@ export interface CaptureOptions {
    * no longer match the seed's, whose copy roots record mode 0.
    */
   keepExecutable?: boolean;
+  /**
+   * Record the mtime (nanoseconds) of every file and directory in copy roots, which
+   * materialize then gives the clone. Off by default: the manifest then gains a field,
+   * and the digests change with every mtime.
+   */
+  keepTimes?: boolean;
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
   /**
@@ -77,6 +83,7 @@ export interface Plan {
   parallelism: number | undefined;
   statCache: boolean;
   keepExecutable: boolean;
+  keepTimes: boolean;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -138,5 +145,6 @@ export function planCapture(options: CaptureOptions): Plan {
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
-  return { statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
+  return { statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -29,6 +29,7 @@ import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { withMtime } from '../base/times.js';
 
 export type CaptureProgress = Progress;
 
@@ -338,6 +339,8 @@ export interface BuilderOptions {
   preserveModes: boolean;
   /** Record the permission bits of executable files only (copy roots with keepExecutable). */
   keepExecutable?: boolean;
+  /** Record each entry's mtime (copy roots with keepTimes); not the implicit parents of a root. */
+  keepTimes?: boolean;
   /**
    * Freeze each walked directory (0500) as soon as its children are in (copy roots,
    * whose trees never change once walked); mounts are frozen after ensureDirs.
@@ -381,8 +384,9 @@ export class TreeBuilder {
     return index;
   }
 
-  #recordDir(rel: string): void {
-    this.#record({ kind: 'directory', path: rel, size: 0, sha256: '', mode: 0, link_target: '' });
+  #recordDir(rel: string, st?: Stat): void {
+    const entry: ManifestEntry = { kind: 'directory', path: rel, size: 0, sha256: '', mode: 0, link_target: '' };
+    this.#record(st !== undefined && this.options.keepTimes === true ? withMtime(entry, st) : entry);
   }
 
   /**
@@ -448,7 +452,7 @@ export class TreeBuilder {
       return;
     }
     using src = own(sys, fd);
-    this.#recordDir(rel);
+    this.#recordDir(rel, opened);
     if (this.ctx.hook?.deferred) {
       this.copyDirContents(src.fd, -1, rel, opened, depth);
       return;
@@ -474,7 +478,8 @@ export class TreeBuilder {
     const { limits } = this.ctx;
     const bits = st.mode & 0o7777;
     const capturedMode = this.options.preserveModes || (this.options.keepExecutable === true && (bits & 0o111) !== 0) ? bits : 0;
-    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    let entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    if (this.options.keepTimes === true) entry = withMtime(entry, st);
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }

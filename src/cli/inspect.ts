@@ -52,7 +52,7 @@ function keyed(data: SnapshotData): Map<string, ManifestEntry> {
 }
 
 function differs(x: ManifestEntry, y: ManifestEntry): boolean {
-  return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target;
+  return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target || x.mtime_ns !== y.mtime_ns;
 }
 
 async function diff(ctx: Context): Promise<number> {
