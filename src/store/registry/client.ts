@@ -6,7 +6,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { Credentials } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type Deadlines } from './deadline.js';
-import { lostConnection, readBounded, remoteError, send, type Transport } from './http.js';
+import { lostConnection, readBounded, remoteError, responseUrl, send, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -81,6 +81,22 @@ export class RegistryClient {
     return url;
   }
 
+  /**
+   * A 401 that came from another origin than the registry's (a redirect's or an upload
+   * location's): its challenge is never answered, so no credentials and no token request
+   * go where it points.
+   */
+  async #foreignChallenge(res: Response, doing: string): Promise<SealError | undefined> {
+    const from = responseUrl(res);
+    const own = new URL(this.remote.origin).origin;
+    if (from === undefined || from.origin === own) return undefined;
+    await res.body?.cancel().catch(() => {});
+    return new SealError(
+      'SEAL_REMOTE',
+      `${this.transport.label}: ${doing} went to ${from.origin}, which asked for authentication (HTTP 401); credentials go only to ${own} and its token realm`,
+    );
+  }
+
   /** One call: authorization learned from 401 challenges (at most twice per call), errors as SEAL_REMOTE. */
   async call(c: Call): Promise<Response> {
     const refused = (res: Response): Promise<SealError> => remoteError(this.transport, res, c.doing);
@@ -92,6 +108,10 @@ export class RegistryClient {
       if (sent !== undefined) headers.authorization = sent;
       const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null });
       if (c.ok.includes(res.status)) return res;
+      if (res.status === 401) {
+        const foreign = await this.#foreignChallenge(res, c.doing);
+        if (foreign !== undefined) throw foreign;
+      }
       if (res.status === 401 && authTries < 2 && (await this.#auth.challenged(res, sent, await refused(res.clone())))) {
         await res.body?.cancel().catch(() => {});
         continue;

@@ -36,6 +36,14 @@ export interface Outgoing {
   body?: Buffer | null;
 }
 
+/** The URL each response came from (the last hop of its redirects): a 401 is answered only when that is the registry's origin. */
+const answeredFrom = new WeakMap<Response, URL>();
+
+/** The URL that sent res (after its redirects), for responses that came through send. */
+export function responseUrl(res: Response): URL | undefined {
+  return answeredFrom.get(res);
+}
+
 export function aborted(t: Transport): SealError {
   return new SealError('SEAL_ABORTED', `${t.what} was aborted`);
 }
@@ -101,7 +109,8 @@ async function exchange(t: Transport, url: URL, method: string, headers: Record<
 /**
  * Sends req to start and follows redirects by hand: each hop must pass the transport
  * rules (see checkDestination) before anything connects to it, and the Authorization
- * header never leaves the origin it was meant for.
+ * header never leaves the origin it was meant for: once a hop leaves it, no later hop
+ * carries it (not even one back to that origin).
  */
 async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response> {
   let url = start;
@@ -112,7 +121,10 @@ async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response
   for (let hops = 0; ; hops++) {
     const res = await exchange(t, url, method, headers, body);
     const location = REDIRECTS.has(res.status) ? res.headers.get('location') : null;
-    if (location === null) return res;
+    if (location === null) {
+      answeredFrom.set(res, url);
+      return res;
+    }
     await res.body?.cancel().catch(() => {});
     if (hops >= MAX_REDIRECTS) throw new SealError('SEAL_REMOTE', `${t.label} redirected ${doing} more than ${MAX_REDIRECTS} times`);
     let next: URL;

@@ -17,18 +17,18 @@ afterAll(() => {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
-async function listen(server: Server | ReturnType<typeof netServer>): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+async function listen(server: Server | ReturnType<typeof netServer>, host = '127.0.0.1'): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   closers.push(() => {
     (server as Server).closeAllConnections?.();
     server.close();
   });
-  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return `${host}:${(server.address() as AddressInfo).port}`;
 }
 
-/** An HTTP server on 127.0.0.1; returns host:port. */
-export function httpOn(handler: Handler): Promise<string> {
-  return listen(createServer(handler));
+/** An HTTP server on 127.0.0.1 (or another loopback address); returns host:port. */
+export function httpOn(handler: Handler, host = '127.0.0.1'): Promise<string> {
+  return listen(createServer(handler), host);
 }
 
 /** A self-signed certificate for 127.0.0.1 (key, cert, and the cert's file for NODE_EXTRA_CA_CERTS). */
@@ -68,12 +68,17 @@ export async function silentServer(): Promise<{ address: string; connections: ()
   return { address, connections: () => sockets.length, open };
 }
 
-/** Passes a request on to the registry at upstream (host:port) and its answer back. */
-export function forward(upstream: string, req: IncomingMessage, res: ServerResponse, path = req.url ?? '/'): void {
+/**
+ * Passes a request on to the registry at upstream (host:port) and its answer back; a
+ * Location it answers with is passed through `location` (given the URL it names).
+ */
+export function forward(upstream: string, req: IncomingMessage, res: ServerResponse, path = req.url ?? '/', location?: (url: URL) => string): void {
   const [host, port] = upstream.split(':');
   const headers = { ...req.headers, host: upstream };
   const out = request({ host, port: Number(port), method: req.method, path, headers }, (up) => {
-    res.writeHead(up.statusCode ?? 502, up.headers);
+    const answer = { ...up.headers };
+    if (location !== undefined && typeof answer.location === 'string') answer.location = location(new URL(answer.location, `http://${upstream}`));
+    res.writeHead(up.statusCode ?? 502, answer);
     up.pipe(res);
   });
   out.on('error', () => res.destroy());
