@@ -4,7 +4,7 @@ import type { Dispatcher } from 'undici';
 
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
-import type { Credentials } from './credentials.js';
+import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type Deadlines } from './deadline.js';
 import { lostConnection, readBounded, remoteError, responseUrl, send, type Transport } from './http.js';
 import type { Remote } from './remote.js';
@@ -16,7 +16,8 @@ export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 
 export interface ClientOptions {
   remote: Remote;
-  credentials: Credentials | undefined;
+  /** Known credentials, a credential helper to ask when the registry first wants them, or none. */
+  credentials: CredentialSource;
   /** Token scopes for the Bearer flow. */
   scopes: string[];
   signal?: AbortSignal | undefined;
@@ -64,7 +65,7 @@ export class RegistryClient {
       deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
       dispatcher: o.dispatcher,
     };
-    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
+    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }
 
   /** Closes every connection the client opened (requests still running fail): call once its operation is over. */

@@ -48,7 +48,26 @@ export function aborted(t: Transport): SealError {
   return new SealError('SEAL_ABORTED', `${t.what} was aborted`);
 }
 
+/** undici's words for a proxy that refused the request or the tunnel (HTTP_PROXY / HTTPS_PROXY). */
+const PROXY_REFUSAL = /^Proxy Authentication Required \(407\)$|^Proxy response \(\d+\) !== 200 when HTTP Tunneling$/;
+
+/** A proxy that refused with 403 or 407 will refuse again. */
+const PROXY_FINAL = /^the proxy refused it: .*\((?:403|407)\)/;
+
+/** undici's proxy refusal somewhere in err's chain of causes (a refused tunnel comes two deep). */
+function proxyRefusal(err: unknown): string | undefined {
+  let e = (err as { cause?: unknown }).cause;
+  for (let depth = 0; depth < 4 && e !== null && typeof e === 'object'; depth++) {
+    const { message, cause } = e as { message?: unknown; cause?: unknown };
+    if (typeof message === 'string' && PROXY_REFUSAL.test(message)) return message;
+    e = cause;
+  }
+  return undefined;
+}
+
 function causeCode(err: unknown): string {
+  const refusal = proxyRefusal(err);
+  if (refusal !== undefined) return `the proxy refused it: ${refusal}`;
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
   if (cause !== undefined && typeof cause.code === 'string') return cause.code;
   if (cause !== undefined && typeof cause.message === 'string') return cause.message;
@@ -158,7 +177,8 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
     } catch (err) {
       if (t.signal?.aborted) throw aborted(t);
       if (err instanceof SealError) throw err;
-      if (attempt >= t.retries || PERMANENT.has(causeCode(err))) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
+      const code = causeCode(err);
+      if (attempt >= t.retries || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
     }
     if (res !== undefined && (!retryable(res.status) || attempt >= t.retries)) return res;
     await res?.body?.cancel().catch(() => {});
