@@ -2,7 +2,7 @@
 import type { Dispatcher } from 'undici';
 
 import { SealError } from '../../base/errors.js';
-import { TimedOut, Watch, watchedResponse, watchedUpload, type Deadlines } from './deadline.js';
+import { TimedOut, Watch, bufferBody, watchedResponse, watchedUpload, type BodySource, type Deadlines } from './deadline.js';
 import { checkDestination } from './rules.js';
 
 /** Network failures that will not heal by asking again right away. */
@@ -29,11 +29,24 @@ export interface Transport {
   dispatcher: Dispatcher;
 }
 
-/** One request: bodies are Buffers, so every attempt and every redirect sends the same bytes. */
+/** One request: its body is read anew for every attempt and every redirect, so each sends the same bytes. */
 export interface Outgoing {
   method: string;
   headers: Record<string, string>;
-  body?: Buffer | null;
+  body?: Buffer | BodySource | null;
+  /**
+   * Whether a 429, 408 or 5xx answer and a lost connection are retried here (default true).
+   * False for a request whose lost answer may hide work the registry did (an upload's PATCH
+   * or closing PUT): its caller asks the registry what happened instead.
+   */
+  retry?: boolean;
+}
+
+/** The HTTP status behind a SEAL_REMOTE made of a registry's answer (remoteError). */
+const statuses = new WeakMap<SealError, number>();
+
+export function statusOf(err: unknown): number | undefined {
+  return err instanceof SealError ? statuses.get(err) : undefined;
 }
 
 /** The URL each response came from (the last hop of its redirects): a 401 is answered only when that is the registry's origin. */
@@ -74,11 +87,23 @@ function causeCode(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** SEAL_REMOTEs that stand for a dropped connection or a passed deadline (lostConnection). */
+const lost = new WeakSet<SealError>();
+
+/** Whether err is a dropped connection or a passed deadline: the registry may have done the work, or may answer next time. */
+export function isLost(err: unknown): boolean {
+  return err instanceof SealError && lost.has(err);
+}
+
 export function lostConnection(t: Transport, err: unknown, doing: string): SealError {
   if (t.signal?.aborted) return aborted(t);
   if (err instanceof SealError) return err;
-  if (err instanceof TimedOut) return new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err });
-  return new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
+  const e =
+    err instanceof TimedOut
+      ? new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err })
+      : new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
+  if (!PERMANENT.has(causeCode(err)) && !PROXY_FINAL.test(causeCode(err))) lost.add(e);
+  return e;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -104,23 +129,37 @@ function retryable(status: number): boolean {
 }
 
 /** One exchange under its own deadlines; a redirect comes back as it is (the caller follows it). */
-async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: Buffer | null): Promise<Response> {
+async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: BodySource | null): Promise<Response> {
   const w = new Watch(t.deadlines, t.signal);
+  // A body read that fails (a snapshot file that changed) fails the request with its own error.
+  let bodyFailure: { err: unknown } | undefined;
   try {
     // Node's fetch takes any undici dispatcher; its types (undici-types) and the undici package's name the same interface twice.
     const dispatcher = t.dispatcher as unknown as NonNullable<RequestInit['dispatcher']>;
     const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal, dispatcher };
-    if (body !== null && body.length > 0) {
-      init.body = watchedUpload(body, w);
+    if (body !== null && body.size > 0) {
+      const source: BodySource = {
+        size: body.size,
+        read: async (position, length) => {
+          try {
+            return await body.read(position, length);
+          } catch (err) {
+            bodyFailure ??= { err };
+            throw err;
+          }
+        },
+      };
+      init.body = watchedUpload(source, w);
       init.duplex = 'half';
-      init.headers = { ...headers, 'content-length': String(body.length) };
-    } else if (body !== null) init.body = body;
+      init.headers = { ...headers, 'content-length': String(body.size) };
+    } else if (body !== null) init.body = Buffer.alloc(0);
     w.awaitHeaders();
     const res = await fetch(url, init);
     w.gotHeaders();
     return watchedResponse(res, w);
   } catch (err) {
     w.end();
+    if (bodyFailure !== undefined) throw bodyFailure.err;
     throw w.timedOut ?? err;
   }
 }
@@ -134,7 +173,7 @@ async function exchange(t: Transport, url: URL, method: string, headers: Record<
 async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response> {
   let url = start;
   let method = req.method;
-  let body = req.body ?? null;
+  let body: BodySource | null = req.body === undefined || req.body === null ? null : Buffer.isBuffer(req.body) ? bufferBody(req.body) : req.body;
   const headers = { ...req.headers };
   const doing = `${req.method} ${start.pathname}`;
   for (let hops = 0; ; hops++) {
@@ -178,9 +217,9 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
       if (t.signal?.aborted) throw aborted(t);
       if (err instanceof SealError) throw err;
       const code = causeCode(err);
-      if (attempt >= t.retries || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
+      if (attempt >= t.retries || req.retry === false || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
     }
-    if (res !== undefined && (!retryable(res.status) || attempt >= t.retries)) return res;
+    if (res !== undefined && (!retryable(res.status) || attempt >= t.retries || req.retry === false)) return res;
     await res?.body?.cancel().catch(() => {});
     await sleep(retryDelay(t, attempt, res), t.signal);
   }
@@ -217,5 +256,7 @@ export async function remoteError(t: Transport, res: Response, doing: string): P
   } catch {
     // no JSON error body: the status says it all
   }
-  return new SealError('SEAL_REMOTE', `${t.label} refused ${doing}: HTTP ${res.status}${detail}`);
+  const err = new SealError('SEAL_REMOTE', `${t.label} refused ${doing}: HTTP ${res.status}${detail}`);
+  statuses.set(err, res.status);
+  return err;
 }

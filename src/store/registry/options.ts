@@ -44,8 +44,13 @@ export interface RemoteOptions {
 export interface PushOptions extends RemoteOptions {
   /** Repositories of the same registry to mount blobs from before uploading them. */
   mountFrom?: string[];
-  /** Bytes per PATCH of a large file's chunked upload (default 16 MiB). */
+  /** Bytes per PATCH of a chunked upload (default 4 MiB, 64 KiB to 1 GiB). */
   chunkBytes?: number;
+  /**
+   * The largest blob sent in one PUT (POST, then PUT with the whole body); a larger one
+   * is uploaded in chunks of chunkBytes (default 32 MiB, 0 to 1 GiB; 0 chunks every blob).
+   */
+  monolithicBytes?: number;
 }
 
 export type PullOptions = RemoteOptions;
@@ -114,8 +119,14 @@ export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Check
   return { remote, concurrency, retries, deadlines, credentials: findCredentials(remote.host, o.credentials), caFile };
 }
 
-export function checkChunkBytes(o: PushOptions): number {
-  return intOption(o.chunkBytes, 'chunkBytes', 64 * 1024, 1024 * 1024 * 1024, 16 * 1024 * 1024);
+const MIB = 1024 * 1024;
+
+/** chunkBytes (default 4 MiB) and monolithicBytes (default 32 MiB), checked as Node checks integers. */
+export function checkUploadSizes(o: PushOptions): { chunkBytes: number; monolithicBytes: number } {
+  return {
+    chunkBytes: intOption(o.chunkBytes, 'chunkBytes', 64 * 1024, 1024 * MIB, 4 * MIB),
+    monolithicBytes: intOption(o.monolithicBytes, 'monolithicBytes', 0, 1024 * MIB, 32 * MIB),
+  };
 }
 
 /**

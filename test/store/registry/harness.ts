@@ -144,9 +144,19 @@ export function repoName(label: string): string {
   return `treeseal-test/${label}-${randomBytes(4).toString('hex')}`;
 }
 
+/**
+ * A fault for one request: 'truncate' cuts the answer's body at its half, `{ cut: n }`
+ * after n bytes (the connection then drops); 'stall' never answers; a number answers that
+ * status without passing the request on; 'lose-answer' passes it on, lets the registry
+ * finish it, then drops the connection unanswered; `{ replace: status }` passes it on and,
+ * once the registry has answered, answers that status instead; 'ignore-range' passes it
+ * on without its Range header (as a registry that ignores Range would answer).
+ */
+export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range';
+
 export interface ProxyHooks {
-  /** Called for each proxied request; return 'truncate' to cut the body short, 'stall' to never answer. */
-  onRequest?: (method: string, path: string) => 'truncate' | 'stall' | number | undefined;
+  /** Called for each proxied request (its method, path and whole URL); returns the fault to inject, if any. */
+  onRequest?: (method: string, path: string, url: URL) => Fault | undefined;
 }
 
 export interface TokenProxy {
@@ -161,26 +171,38 @@ export interface TokenProxy {
   grants: { form: Record<string, string>; contentType: string | undefined; authorization: string | undefined }[];
 }
 
-function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: 'truncate' | undefined): void {
+function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: Fault | undefined): void {
   const [host, port] = upstream.split(':');
   const headers = { ...req.headers, host: upstream };
   delete headers.authorization;
+  if (action === 'ignore-range') delete headers.range;
   const out = request({ host, port: Number(port), method: req.method, path: req.url, headers }, (up) => {
+    if (action === 'lose-answer' || (typeof action === 'object' && 'replace' in action)) {
+      // The registry has done the work; its answer never reaches the client.
+      up.resume();
+      up.on('end', () => {
+        if (action === 'lose-answer') res.socket?.destroy();
+        else res.writeHead(action.replace, { 'content-type': 'application/json' }).end(`{"errors":[{"code":"TEST_${action.replace}","message":"injected after the work"}]}`);
+      });
+      return;
+    }
     const h = { ...up.headers };
     if (typeof h.location === 'string') h.location = h.location.replace(`http://${upstream}`, `http://${self}`);
     res.writeHead(up.statusCode ?? 502, h);
-    if (action !== 'truncate') {
+    const total = Number(up.headers['content-length'] ?? 0);
+    const cutAt = action === 'truncate' ? Math.ceil(total / 2) : typeof action === 'object' && 'cut' in action ? action.cut : undefined;
+    if (cutAt === undefined) {
       up.pipe(res);
       return;
     }
     let sent = 0;
-    const total = Number(up.headers['content-length'] ?? 0);
     up.on('data', (chunk: Buffer) => {
-      if (sent >= total / 2) return;
-      const part = chunk.subarray(0, Math.max(0, Math.ceil(total / 2) - sent));
+      if (sent >= cutAt) return;
+      const part = chunk.subarray(0, cutAt - sent);
       sent += part.length;
-      res.write(part);
-      if (sent >= total / 2) res.socket?.destroy();
+      // Every byte before the cut reaches the client; then the connection drops.
+      if (sent >= cutAt) res.write(part, () => res.socket?.destroy());
+      else res.write(part);
     });
   });
   out.on('error', () => res.destroy());
@@ -243,7 +265,7 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
       res.end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
       return;
     }
-    const action = state.hooks.onRequest?.(req.method ?? 'GET', url.pathname);
+    const action = state.hooks.onRequest?.(req.method ?? 'GET', url.pathname, url);
     if (action === 'stall') return;
     if (typeof action === 'number') {
       state.log.push(`${req.method} ${url.pathname} -> ${action}`);
@@ -251,7 +273,9 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
       res.writeHead(action, { 'content-type': 'application/json' }).end(`{"errors":[{"code":"TEST_${action}","message":"injected"}]}`);
       return;
     }
-    state.log.push(`${req.method} ${url.pathname}`);
+    const range = req.headers.range === undefined ? '' : ` range=${req.headers.range}`;
+    const fault = action === undefined ? '' : ` -> ${typeof action === 'string' ? action : JSON.stringify(action)}`;
+    state.log.push(`${req.method} ${url.pathname}${range}${fault}`);
     forward(upstream, state.address, req, res, action);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -80,8 +80,8 @@ describe.skipIf(registry === undefined)('credentials stay with the registry orig
     const { work, store: a, snap } = await captured();
     const o = await twoOrigins();
     const remote = `${o.address}/${repoName('origins')}`;
-    // 256 KiB chunks: the 1.5 MiB file goes up in six PATCHes.
-    const pushed = await a.push(snap.digest, remote, { credentials, chunkBytes: 256 * 1024 });
+    // Blobs over 1 MiB in 256 KiB chunks: the 1.5 MiB file goes up in six PATCHes, the others in one PUT each.
+    const pushed = await a.push(snap.digest, remote, { credentials, chunkBytes: 256 * 1024, monolithicBytes: 1024 * 1024 });
     expect(pushed).toMatchObject({ existed: false, uploaded: pushed.blobs, mounted: 0, skipped: 0 });
     const methods = o.seen.map((s) => s.method);
     expect(methods.filter((m) => m === 'PATCH')).toHaveLength(6);

@@ -48,7 +48,7 @@ describe.skipIf(registry === undefined)('proxies from the environment', () => {
     const remote = `${registry!.address}/${repo}`;
     process.env.HTTP_PROXY = `http://${proxy.address}`;
     process.env.NO_PROXY = 'registry.example.invalid';
-    const pushed = await a.push(snap.digest, remote, { chunkBytes: 512 * 1024 });
+    const pushed = await a.push(snap.digest, remote, { chunkBytes: 512 * 1024, monolithicBytes: 1024 * 1024 });
     const lines = proxy.seen.map((s) => s.line);
     expect(lines.every((l) => new RegExp(`^(GET|HEAD|POST|PUT|PATCH) http://${registry!.address}/v2/`).test(l))).toBe(true);
     expect(lines).toContain(`PUT http://${registry!.address}/v2/${repo}/manifests/ts-${snap.digest}`);
