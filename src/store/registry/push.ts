@@ -103,7 +103,7 @@ async function upload(p: Push, digest: string, body: BodySource, first: string |
         throw err;
       }
       // The work may be done and only its answer lost: ask before redoing anything.
-      if (await client.hasBlob(digest, body.size)) {
+      if (await client.hasBlob(digest, body.size).catch(unlessAborted(false))) {
         if (body.size <= p.monolithicBytes) p.meter.add(body.size);
         else p.meter.add(body.size - sent);
         return;
@@ -114,6 +114,14 @@ async function upload(p: Push, digest: string, body: BodySource, first: string |
       await client.pause(attempt);
     }
   }
+}
+
+/** A catch handler for a question asked after a failure: its own failure answers `fallback`, except an abort. */
+function unlessAborted<T>(fallback: T): (err: unknown) => T {
+  return (err) => {
+    if (err instanceof SealError && err.code === 'SEAL_ABORTED') throw err;
+    return fallback;
+  };
 }
 
 /** The bytes [offset, offset + size) of body, as a body of their own. */
@@ -140,7 +148,8 @@ async function chunked(p: Push, first: string, digest: string, body: BodySource,
     } catch (err) {
       if (!uploadRetryable(err) || failures++ >= client.transport.retries) throw err;
       await client.pause(failures - 1);
-      const status = await client.uploadStatus(location);
+      // A status the registry will not give (a stale or unknown session) ends the session.
+      const status = await client.uploadStatus(location).catch(unlessAborted(undefined));
       if (status === undefined || status.next < offset || status.next > offset + size) throw err;
       progress(status.next - offset);
       location = status.location;
