@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SnapshotStore } from '../../../dist/index.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { captured } from './fixtures.js';
-import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
+import { checkNoFileFdLeaks, expireTokensAtFirstBlob, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const basic = await testRegistry('basic');
 const plain = await testRegistry('plain');
@@ -165,14 +165,7 @@ describe.skipIf(plain === undefined || basic === undefined)('identity tokens', (
 
     // The docker config's identitytoken; the tokens expire mid-pull: the next grant uses the refresh token the realm handed back.
     h.configure({ auths: { [`https://${host}`]: { identitytoken: 'refresh-A' } } });
-    let expired = false;
-    proxy.hooks.onRequest = (_method, path) => {
-      if (!expired && path.includes('/blobs/')) {
-        expired = true;
-        proxy.expireTokens();
-      }
-      return undefined;
-    };
+    expireTokensAtFirstBlob(proxy);
     const b = await SnapshotStore.open(join(work, 'b'));
     await b.pull(snap.digest, remote, { concurrency: 1 });
     expect(proxy.grants.map((g) => g.form.refresh_token)).toEqual(['refresh-A', 'refresh-A', 'rotated-2']);

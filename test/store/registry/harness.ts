@@ -287,6 +287,18 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
   return state;
 }
 
+/** Makes the proxy's tokens expire at the first blob request after this call (as a token running out mid-transfer). */
+export function expireTokensAtFirstBlob(proxy: TokenProxy): void {
+  let expired = false;
+  proxy.hooks.onRequest = (_method, path) => {
+    if (!expired && path.includes('/blobs/')) {
+      expired = true;
+      proxy.expireTokens();
+    }
+    return undefined;
+  };
+}
+
 /** Open fds that are not sockets (keep-alive connections to the registry come and go with the HTTP client). */
 export function fileFds(): string[] {
   return readdirSync('/proc/self/fd').flatMap((fd) => {

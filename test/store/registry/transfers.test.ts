@@ -57,6 +57,13 @@ async function pullsBack(s: Setup, name: string): Promise<void> {
   await b.close();
 }
 
+/** The faults off: the pushed snapshot pulls back whole; the pushing store is closed. */
+async function pullsBackAndCloses(s: Setup): Promise<void> {
+  s.proxy.hooks.onRequest = undefined;
+  await pullsBack(s, 'b');
+  await s.a.close();
+}
+
 describe.skipIf(registry === undefined)('uploads that finish', () => {
   it('a lost answer after a completed PUT (dropped, or a 500 once the work is done) is settled by a HEAD of the blob: no session is started again', async () => {
     for (const fault of ['lose-answer', { replace: 500 }] as Fault[]) {
@@ -78,9 +85,7 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
         expect(s.proxy.log[at + 1]).toBe(`HEAD /v2/${s.repo}/blobs/${faulted}`);
         expect(count(s.proxy.log, POST)).toBe(pushed.blobs);
         expect(count(s.proxy.log, PATCH)).toBe(6);
-        s.proxy.hooks.onRequest = undefined;
-        await pullsBack(s, 'b');
-        await s.a.close();
+        await pullsBackAndCloses(s);
       }
     }
   });
@@ -97,9 +102,7 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
     expect(s.proxy.log.slice(at + 1, at + 5)).toEqual([`GET ${session}`, `HEAD /v2/${s.repo}/blobs/${s.file}`, `DELETE ${session}`, `POST /v2/${s.repo}/blobs/uploads/`]);
     expect(count(s.proxy.log, PATCH)).toBe(3 + 6);
     expect(count(s.proxy.log, POST)).toBe(pushed.blobs + 1);
-    s.proxy.hooks.onRequest = undefined;
-    await pullsBack(s, 'b');
-    await s.a.close();
+    await pullsBackAndCloses(s);
   });
 
   it('a 503 burst on PATCHes is ridden out by asking the session and sending the chunk again', async () => {
@@ -111,9 +114,7 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
     expect(count(s.proxy.log, /^PATCH .* -> 503$/)).toBe(3);
     expect(count(s.proxy.log, /^PATCH \S+$/)).toBe(6);
     expect(count(s.proxy.log, POST)).toBe(pushed.blobs);
-    s.proxy.hooks.onRequest = undefined;
-    await pullsBack(s, 'b');
-    await s.a.close();
+    await pullsBackAndCloses(s);
   });
 
   it('a session the registry no longer knows (404 on a PATCH and on its status) is started again with a new POST', async () => {
@@ -132,9 +133,7 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
     expect(count(s.proxy.log, POST)).toBe(pushed.blobs + 1);
     // Two chunks, the refused one, then all six again in the new session.
     expect(count(s.proxy.log, PATCH)).toBe(9);
-    s.proxy.hooks.onRequest = undefined;
-    await pullsBack(s, 'b');
-    await s.a.close();
+    await pullsBackAndCloses(s);
   });
 
   it('a 5xx burst longer than the retries fails typed with the status, and leaves no tag', async () => {
