@@ -48,7 +48,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(describeTree(copy.root)).toContain('d 500 copy/src/emptydir');
     expect(await copy.verify()).toEqual(await snap.verify());
     expect(storeLeftovers(b.root)).toEqual([`snapshots/${snap.digest}`]);
-    // the large file went up in one chunked upload and came down once
+    // the large file went up in one PUT (under the 32 MiB monolithic threshold) and came down once
     expect(blobGets(proxy.log)).toHaveLength(3);
     expect(await b.pull(snap.digest, remote)).toMatchObject({ existed: true, downloaded: 0 });
     await a.close();
