@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { EntryTable } from '../base/entry-table.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
-import { escapePath } from '../base/paths.js';
+import { compareUtf8, escapePath } from '../base/paths.js';
 
 /** What capture does with a symlink inside a copy root: refuse it (SEAL_SYMLINK), or keep it when it is contained. */
 export const LINK_MODES = ['refuse', 'contained'] as const;
@@ -130,6 +130,14 @@ function payloadPlace(find: (path: string) => ManifestEntry | undefined, targetP
   return placeOf(find(['payload', ...parts.slice(targetParts.length)].join('/')));
 }
 
+/** The symlink entries of an area in manifest order; a packed table is scanned by kind, without making every entry. */
+function symlinksOf(entries: Entries): ManifestEntry[] {
+  if (!(entries instanceof EntryTable)) return [...entries].filter((e) => e.kind === 'symlink');
+  const links: ManifestEntry[] = [];
+  for (let i = 0; i < entries.length; i++) if (entries.kindOf(i) === 'symlink') links.push(entries.entry(i));
+  return links.sort((a, b) => compareUtf8(a.path, b.path));
+}
+
 /** A mount as the containment rule sees it: where it mounts and its entries (`payload`, `payload/…`). */
 export interface LinkMount {
   targetParts: readonly string[];
@@ -145,8 +153,7 @@ export interface LinkMount {
 export function checkMountLinks(mount: LinkMount): void {
   const find = finder(mount.entries);
   const lookup: Lookup = (parts) => (startsWith(parts, mount.targetParts) ? payloadPlace(find, mount.targetParts, parts) : DIRECTORY);
-  for (const e of mount.entries) {
-    if (e.kind !== 'symlink') continue;
+  for (const e of symlinksOf(mount.entries)) {
     checkRelativeLink(e.path, e.link_target);
     const from = [...mount.targetParts, ...e.path.split('/').slice(1, -1)];
     const why = resolve(lookup, from, e.link_target);
@@ -200,14 +207,10 @@ export class CopyLinkRule {
   }
 }
 
-/** CopyLinkRule's check of every link in the copy roots (none: nothing is built). */
+/** CopyLinkRule's check of every link in the copy roots, in manifest order. */
 export function checkCopyLinks(layout: LinkLayout): void {
-  // A capture's packed table counts its links without making an entry object each.
-  if (layout.entries instanceof EntryTable && layout.entries.count('symlink') === 0) return;
-  let rule: CopyLinkRule | undefined;
-  for (const e of layout.entries) {
-    if (e.kind !== 'symlink') continue;
-    rule ??= new CopyLinkRule(layout);
-    rule.check(e);
-  }
+  const links = symlinksOf(layout.entries);
+  if (links.length === 0) return;
+  const rule = new CopyLinkRule(layout);
+  for (const link of links) rule.check(link);
 }
