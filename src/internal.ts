@@ -3,7 +3,7 @@ export { compareUtf8, escapePath, normalize } from './base/paths.js';
 export { sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
 export { entriesText } from './base/manifest-stream.js';
-export { killWorker, offload, stopIdleWorker, workerThreadId } from './base/offload.js';
+export { killWorker, offload, stopIdleWorker, workerCount, workerThreadId } from './base/offload.js';
 export { defineOp, isInjected } from './base/op.js';
 export { FilePool } from './files/pool.js';
 export { HashBatch } from './files/hash-batch.js';

@@ -42,6 +42,12 @@ export interface CaptureOptions {
    * no longer match the seed's, whose copy roots record mode 0.
    */
   keepExecutable?: boolean;
+  /**
+   * Record the mtime (nanoseconds) of every file and directory in copy roots, which
+   * materialize then gives the clone. Off by default: the manifest then gains a field,
+   * and the digests change with every mtime.
+   */
+  keepTimes?: boolean;
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
   /**
@@ -84,6 +90,7 @@ export interface Plan {
   parallelism: number | undefined;
   statCache: boolean;
   keepExecutable: boolean;
+  keepTimes: boolean;
   links: LinkMode;
 }
 
@@ -146,6 +153,7 @@ export function planCapture(options: CaptureOptions): Plan {
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
+  const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
   const links = checkOneOf('options.links', options.links, LINK_MODES) ?? 'refuse';
-  return { links, statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  return { links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -68,6 +68,7 @@ async function run(ctx: Context): Promise<void> {
     mounts,
     ...(revision === undefined ? {} : { revision }),
     ...(flag(ctx, 'keep-exec') ? { keepExecutable: true } : {}),
+    ...(flag(ctx, 'keep-times') ? { keepTimes: true } : {}),
     links,
     statCache,
     onProgress: (p) => line.update(p),
@@ -92,7 +93,7 @@ export const CAPTURE: CommandSpec = {
   name: 'capture',
   synopsis: 'capture <source>',
   summary: 'capture a snapshot (or reuse the one already stored)',
-  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--links refuse|contained] [--no-stat-cache]
+  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache]
 
 Captures paths below the directory <source> into a frozen, content-addressed snapshot.
 Without --copy, every top-level entry of <source> that holds no --mount source is a copy root.
@@ -101,6 +102,8 @@ Prints "captured" for a new snapshot, "reused" when the store already held it.
   --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
   --revision R         folded into the digest (e.g. a commit id)
   --keep-exec          record executable bits in copy roots (changes the manifest; off by default)
+  --keep-times         record the mtime of every file and directory in copy roots, which materialize restores
+                       (changes the manifest; off by default)
   --links contained    keep relative symlinks in copy roots that resolve to what the snapshot captures
                        (default refuse: any symlink in a copy root is refused)
   --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)`,
@@ -109,6 +112,7 @@ Prints "captured" for a new snapshot, "reused" when the store already held it.
     mount: { type: 'string', multiple: true },
     revision: { type: 'string' },
     'keep-exec': { type: 'boolean' },
+    'keep-times': { type: 'boolean' },
     links: { type: 'string' },
     'no-stat-cache': { type: 'boolean' },
   },

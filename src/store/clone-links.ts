@@ -1,5 +1,6 @@
 // clone-links.ts: materialize's copy-root symlinks: each checked against the containment rule (capture's, links.ts) right before it is made in the stage, never followed.
 import { SealError } from '../base/errors.js';
+import { keepMtimeAt } from '../base/times.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { CopyLinkRule, type LinkLayout } from '../capture/links.js';
 import type { Sys } from '../sys/native.js';
@@ -21,7 +22,8 @@ export function linkLayoutOf(data: Pick<StoredSnapshot, 'entries' | 'declaration
  * Makes a snapshot's copy-root links in a materialize's stage. Every document was
  * checked when it was loaded; each link is checked again here, so no link whose
  * target leaves what the snapshot captures is ever made, whatever document the
- * caller holds (SEAL_CORRUPT). symlinkat makes the link itself: nothing is followed.
+ * caller holds (SEAL_CORRUPT). symlinkat makes the link itself, and a recorded mtime
+ * is set on the link itself: nothing is followed.
  */
 export class CloneLinks {
   #rule: CopyLinkRule | undefined;
@@ -41,5 +43,7 @@ export class CloneLinks {
       throw new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: copy root symlink: ${err.message}`, { path: entry.path, cause: err });
     }
     this.sys.symlinkat(entry.link_target, dirFd, name);
+    // Its recorded mtime (keepTimes) on the link itself: utimensat with AT_SYMLINK_NOFOLLOW.
+    keepMtimeAt(this.sys, dirFd, name, entry);
   }
 }

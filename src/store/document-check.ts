@@ -6,6 +6,7 @@ import { SealError } from '../base/errors.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
 import { checkCopyLinks, checkMountLinks, isRelativeTarget } from '../capture/links.js';
+import { parseMtime } from '../base/times.js';
 import type { StoredSnapshot } from './document.js';
 
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
@@ -61,6 +62,20 @@ function checkPathShape(path: string): void {
   }
 }
 
+/**
+ * A recorded mtime (keepTimes) is kept for every entry at or inside a copy root or for none
+ * (`timed` says which, from the first), never for a copy root's implicit parent or in a
+ * mount, and is mtimeText of an int64 of nanoseconds.
+ */
+function checkMtime(e: ManifestEntry, timed: boolean | undefined): void {
+  if (e.mtime_ns === undefined) {
+    if (timed === true) throw corrupt('times kept for some entries of the copy roots but not this one', e.path);
+    return;
+  }
+  if (timed !== true) throw corrupt(timed === false ? 'times kept for this entry but not for others of the copy roots' : 'mtime_ns on an entry that keeps no time', e.path);
+  if (parseMtime(e.mtime_ns) === undefined) throw corrupt('bad mtime_ns', e.path);
+}
+
 /** Checks one entry's own fields; returns the bytes it adds to total_bytes. */
 function checkFields(e: ManifestEntry, inMount: boolean): number {
   if (!Number.isSafeInteger(e.size) || e.size < 0 || !Number.isSafeInteger(e.mode) || e.mode < 0 || e.mode > 0o7777) throw corrupt('bad size or mode', e.path);
@@ -112,12 +127,16 @@ function checkCopyArea(entries: Entries, roots: readonly string[][]): number {
   // Directories that are a root or inside one: an entry belongs when its parent is one of them.
   const inside = new Set<string>();
   const found = new Set<string>();
+  let timed: boolean | undefined;
   const bytes = checkArea(entries, false, (e, parent) => {
     if (rootPaths.has(e.path)) found.add(e.path);
     else if (above.has(e.path)) {
       if (e.kind !== 'directory') throw corrupt('a copy root has a parent that is not a directory', e.path);
+      checkMtime(e, undefined);
       return;
     } else if (!inside.has(parent)) throw corrupt('entry outside every copy root', e.path);
+    timed ??= e.mtime_ns !== undefined;
+    checkMtime(e, timed);
     if (e.kind === 'directory') inside.add(e.path);
   });
   for (const r of rootPaths) if (!found.has(r)) throw corrupt('a copy root has no entry', r);
@@ -128,6 +147,7 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
   let first: ManifestEntry | undefined;
   const bytes = checkArea(m.entries, true, (e) => {
     first ??= e;
+    checkMtime(e, undefined);
     if (e.path !== 'payload' && !e.path.startsWith('payload/')) throw corrupt('mount entry outside its payload', e.path);
   });
   if (first?.path !== 'payload') throw corrupt('mount without payload', m.target);

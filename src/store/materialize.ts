@@ -21,6 +21,8 @@ import { sameStoredIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
 import { readingSnapshot } from './lock.js';
 import type { Sys } from '../sys/native.js';
+import { keepMtime } from '../base/times.js';
+import { keepRootMtimes } from './clone-times.js';
 
 export type ReflinkMode = 'auto' | 'always' | 'never';
 
@@ -133,6 +135,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   {
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
+    keepMtime(sys, dst.fd, entry);
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {
@@ -166,6 +169,7 @@ function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, s
       run.report.directories++;
       return dir;
     },
+    leave: (stageDir, entry) => keepMtime(run.sys, stageDir, entry),
   });
 }
 
@@ -213,12 +217,13 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
  * fails too, the marker stays and `stage.keep` is set: what the stage holds is not
  * removed by this call (the clone is mixed; checkClone says how).
  */
-function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string): void {
+function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string, entries: StoredSnapshot['entries']): void {
   // Nothing is swapped yet when this fails, and it leaves nothing of its own behind.
   const marker = writeMarker(sys, cloneFd, digest, stage.name);
   const swap = new CloneSwap(sys, cloneFd, stage);
   try {
     for (const parts of roots) swap.publish(parts);
+    keepRootMtimes(sys, cloneFd, roots, entries);
     removeMarker(sys, cloneFd, marker);
   } catch (err) {
     // Nothing is deleted before this point: every swap can be undone.
@@ -265,7 +270,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
     // still holds when it cannot be removed stays inside the clone, unlocked, for the next sweep.
     using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
-    swapRoots(sys, cloneFd, stage, roots, data.digest);
+    swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;

@@ -1,6 +1,6 @@
 // copy-links.test.ts: symlinks kept in copy roots (links: 'contained'): resolved as the kernel will in the clone's namespace, refused with SEAL_ESCAPE otherwise, stored, materialized, verified and checked in a clone as links.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, lutimesSync, mkdirSync, readFileSync, readdirSync, readlinkSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -353,6 +353,28 @@ describe('recapture with the stat cache', () => {
     expect(linksOf(changed)).toEqual(HEADER_LINKS);
     expect(readlinkSync(join(changed.root, 'copy/include/png.h'))).toBe('libpng/png.h');
     expect(changed.verifySync().entries).toBe(14);
+    store.closeSync();
+  });
+});
+
+describe('kept links with keepTimes', () => {
+  it('record their own mtime, get it back in the clone (set on the link, not its target), and checkClone sees it moved', () => {
+    const { base, repo, store } = world(HEADERS);
+    const when = (n: number): Date => new Date(1_600_000_000_000 + n * 1000);
+    lutimesSync(join(repo, 'include/png.h'), when(1), when(1));
+    lutimesSync(join(repo, 'include/libpng'), when(2), when(2));
+    const snap = store.captureSync({ source: repo, copy: ['include', 'src'], links: 'contained', keepTimes: true });
+    const mtimeOf = (path: string): string | undefined => snap.entries.find((e) => e.path === path)!.mtime_ns;
+    expect([mtimeOf('include/png.h'), mtimeOf('include/libpng')]).toEqual(['1600000001000000000', '1600000002000000000']);
+    const arm = join(base, 'arm');
+    snap.materializeSync(arm, { createClone: true });
+    expect(lstatSync(join(arm, 'include/png.h'), { bigint: true }).mtimeNs).toBe(1_600_000_001_000_000_000n);
+    expect(lstatSync(join(arm, 'include/libpng'), { bigint: true }).mtimeNs).toBe(1_600_000_002_000_000_000n);
+    // The directory the link names keeps its own recorded time.
+    expect(lstatSync(join(arm, 'include/libpng16'), { bigint: true }).mtimeNs).toBe(BigInt(mtimeOf('include/libpng16')!));
+    expect(snap.checkCloneSync(arm)).toMatchObject({ ok: true });
+    lutimesSync(join(arm, 'include/png.h'), when(3), when(3));
+    expect(snap.checkCloneSync(arm)).toMatchObject({ ok: false, changed: ['include/png.h'] });
     store.closeSync();
   });
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { computeDigests, documentText, sha256Hex } from '../../dist/internal.js';
 
-export type Entry = { kind: 'directory' | 'file' | 'symlink'; path: string; size: number; sha256: string; mode: number; link_target: string };
+export type Entry = { kind: 'directory' | 'file' | 'symlink'; path: string; size: number; sha256: string; mode: number; link_target: string; mtime_ns?: string };
 export type Mount = { source: string; target: string; kind: 'directory' | 'file'; totalBytes: number; entries: Entry[] };
 export interface Doc {
   source: string;
@@ -39,6 +39,18 @@ export function valid(): Doc {
     totalBytes: 0,
   };
 }
+
+/** The template with its copy roots' times kept (keepTimes): every entry in them records one. */
+export function timed(): Doc {
+  const d = valid();
+  d.entries = d.entries.map((e, i) => ({ ...e, mtime_ns: String(1_600_000_000_000_000_000n + BigInt(i)) }));
+  return d;
+}
+
+/** The template's copy-root file recording `mtime`, its directory a good one (a document that keeps times). */
+const fileTime = (mtime: string) => (d: Doc): void => {
+  d.entries = [{ ...dir('src'), mtime_ns: '1' }, { ...file('src/a'), mtime_ns: mtime }];
+};
 
 /** Recomputes every total and digest, as an attacker who controls the whole document would. */
 export function text(d: Doc): { digest: string; text: string } {
@@ -89,4 +101,17 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a name longer than NAME_MAX', (d) => d.entries.push(file(`src/${'n'.repeat(300)}`)), `a path component is longer than 255 bytes: src/${'n'.repeat(300)}`],
   ['a relative source', (d) => (d.source = 'repo'), 'source is not a canonical absolute path: repo'],
   ['a directory with a hash', (d) => (d.entries[0] = { ...dir('src'), sha256: EMPTY }), 'bad directory entry: src'],
+  ['an mtime with a leading zero', fileTime('01'), 'bad mtime_ns: src/a'],
+  ['an mtime of -0', fileTime('-0'), 'bad mtime_ns: src/a'],
+  ['an mtime with a plus sign', fileTime('+1'), 'bad mtime_ns: src/a'],
+  ['an mtime in seconds with a fraction', fileTime('1600000000.5'), 'bad mtime_ns: src/a'],
+  ['an mtime in exponent form', fileTime('1e18'), 'bad mtime_ns: src/a'],
+  ['an empty mtime', fileTime(''), 'bad mtime_ns: src/a'],
+  ['an mtime past int64 (2^63 ns)', fileTime('9223372036854775808'), 'bad mtime_ns: src/a'],
+  ['an mtime of INT64_MIN, which no stat reports', fileTime('-9223372036854775808'), 'bad mtime_ns: src/a'],
+  ['an mtime of twenty digits', fileTime('10000000000000000000'), 'bad mtime_ns: src/a'],
+  ['times kept for a directory but not for the file in it', (d) => (d.entries[0] = { ...dir('src'), mtime_ns: '1' }), 'times kept for some entries of the copy roots but not this one: src/a'],
+  ['times kept for a file but not for its directory', (d) => (d.entries[1] = { ...file('src/a'), mtime_ns: '1' }), 'times kept for this entry but not for others of the copy roots: src/a'],
+  ["a time on a copy root's implicit parent", (d) => ((d.declarations = ['src/a']), (d.entries = [{ ...dir('src'), mtime_ns: '1' }, { ...file('src/a'), mtime_ns: '2' }])), 'mtime_ns on an entry that keeps no time: src'],
+  ['a time in a mount', (d) => (d.mounts[0]!.entries[1] = { ...file('payload/i.js', 0o644), mtime_ns: '1' }), 'mtime_ns on an entry that keeps no time: payload/i.js'],
 ];
