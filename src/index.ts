@@ -7,6 +7,7 @@ export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './
 export { manifestDigest, mountDigests } from './base/manifest-stream.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';
 export type { CaptureProgress } from './capture/walk.js';
+export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';
 export type { MaterializeOptions, MaterializeReport, ReflinkMode } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';

@@ -19,3 +19,4 @@ export { ADDON_REVISION } from './sys/native.js';
 export { computeDigests, documentText } from './store/document.js';
 export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE } from './store/registry/mapping.js';
 export { checkDocument } from './store/document-check.js';
+export { materializeSnapshot } from './store/materialize.js';

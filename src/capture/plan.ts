@@ -1,9 +1,10 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { checkBoolean, checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
+import { checkBoolean, checkInteger, checkOneOf, checkString, invalidArgType } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
 import { checkRelative, checkWorkspace } from '../base/paths.js';
+import { LINK_MODES, type LinkMode } from './links.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -50,6 +51,12 @@ export interface CaptureOptions {
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
   /**
+   * Symlinks inside copy roots: 'refuse' (the default: SEAL_SYMLINK), or 'contained':
+   * kept when relative and resolving, in the clone, to an entry this snapshot captures
+   * (else SEAL_ESCAPE). A tree without links gets the same digests either way.
+   */
+  links?: LinkMode;
+  /**
    * Helper threads that clone/copy and hash files while the walk goes on (default:
    * one per spare core, at most 4, started once the tree proves big enough); 0 keeps
    * the whole capture on one thread. The manifest and errors are the same either way.
@@ -84,6 +91,7 @@ export interface Plan {
   statCache: boolean;
   keepExecutable: boolean;
   keepTimes: boolean;
+  links: LinkMode;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -146,5 +154,6 @@ export function planCapture(options: CaptureOptions): Plan {
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
   const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
-  return { statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  const links = checkOneOf('options.links', options.links, LINK_MODES) ?? 'refuse';
+  return { links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -30,6 +30,7 @@ import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { withMtime } from '../base/times.js';
+import { checkRelativeLink } from './links.js';
 
 export type CaptureProgress = Progress;
 
@@ -333,7 +334,7 @@ export interface ChildCopy {
 }
 
 export interface BuilderOptions {
-  /** Keep bounded relative symlinks (mounts) instead of refusing them (copy roots). */
+  /** Keep bounded relative symlinks (mounts; copy roots with links: 'contained') instead of refusing them (copy roots). */
   allowSymlinks: boolean;
   /** Record permission bits (mounts); copy roots record mode 0 as the seed does. */
   preserveModes: boolean;
@@ -522,9 +523,7 @@ export class TreeBuilder {
     if (typeof target !== 'string' || !isWellFormed(target)) {
       throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
     }
-    if (target === '' || target.startsWith('/')) {
-      throw new SealError('SEAL_ESCAPE', `symlink must be a bounded relative link: ${escapePath(rel)} -> ${escapePath(target)}`, { path: rel });
-    }
+    checkRelativeLink(rel, target);
     const bytes = utf8Bytes(target);
     if (bytes > limits.maxPathBytes) {
       throw new SealError('SEAL_LIMIT', `symlink target exceeds the path limit (${limits.maxPathBytes} bytes): ${escapePath(rel)}`, { path: rel });
@@ -542,14 +541,9 @@ export class TreeBuilder {
       throw changed('symlink', rel);
     }
     this.totalBytes += bytes;
-    this.#record({
-      kind: 'symlink',
-      path: rel,
-      size: bytes,
-      sha256: createHash('sha256').update(target, 'utf8').digest('hex'),
-      mode: 0,
-      link_target: target,
-    });
+    const entry: ManifestEntry = { kind: 'symlink', path: rel, size: bytes, sha256: createHash('sha256').update(target, 'utf8').digest('hex'), mode: 0, link_target: target };
+    // A kept link in a copy root records its own mtime too (keepTimes: every entry of a copy root has one).
+    this.#record(this.options.keepTimes === true ? withMtime(entry, before) : entry);
     this.ctx.addBytes(bytes);
   }
 }

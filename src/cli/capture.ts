@@ -3,7 +3,7 @@ import { readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 import { SealError, escapePath, type MountDeclaration, type SnapshotData } from '../index.js';
-import { UsageError, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
+import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
 /** What `capture --json` and `ls --json` print for a snapshot. */
@@ -49,6 +49,8 @@ function topLevel(source: string, mounts: MountDeclaration[]): string[] {
   return names.filter((n) => !mounted.has(n));
 }
 
+const LINKS = ['refuse', 'contained'] as const;
+
 async function run(ctx: Context): Promise<void> {
   need(ctx, 1, 'one <source> directory');
   const { io } = ctx;
@@ -57,6 +59,7 @@ async function run(ctx: Context): Promise<void> {
   const copy = listOption(ctx, 'copy');
   const revision = stringOption(ctx, 'revision');
   const statCache = !flag(ctx, 'no-stat-cache');
+  const links = choiceOption(ctx, 'links', LINKS, 'refuse');
   const store = await ctx.store();
   const line = io.progress('capturing');
   const snap = await store.capture({
@@ -66,6 +69,7 @@ async function run(ctx: Context): Promise<void> {
     ...(revision === undefined ? {} : { revision }),
     ...(flag(ctx, 'keep-exec') ? { keepExecutable: true } : {}),
     ...(flag(ctx, 'keep-times') ? { keepTimes: true } : {}),
+    links,
     statCache,
     onProgress: (p) => line.update(p),
   });
@@ -89,17 +93,19 @@ export const CAPTURE: CommandSpec = {
   name: 'capture',
   synopsis: 'capture <source>',
   summary: 'capture a snapshot (or reuse the one already stored)',
-  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--no-stat-cache]
+  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache]
 
 Captures paths below the directory <source> into a frozen, content-addressed snapshot.
 Without --copy, every top-level entry of <source> that holds no --mount source is a copy root.
 Prints "captured" for a new snapshot, "reused" when the store already held it.
-  --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside)
+  --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside but --links contained ones)
   --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
   --revision R         folded into the digest (e.g. a commit id)
   --keep-exec          record executable bits in copy roots (changes the manifest; off by default)
   --keep-times         record the mtime of every file and directory in copy roots, which materialize restores
                        (changes the manifest; off by default)
+  --links contained    keep relative symlinks in copy roots that resolve to what the snapshot captures
+                       (default refuse: any symlink in a copy root is refused)
   --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)`,
   options: {
     copy: { type: 'string', multiple: true },
@@ -107,6 +113,7 @@ Prints "captured" for a new snapshot, "reused" when the store already held it.
     revision: { type: 'string' },
     'keep-exec': { type: 'boolean' },
     'keep-times': { type: 'boolean' },
+    links: { type: 'string' },
     'no-stat-cache': { type: 'boolean' },
   },
   run,

@@ -4,7 +4,7 @@ import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js
 import { statOrNull } from './clone-paths.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
-import { isDir, isReg } from '../sys/constants.js';
+import { isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
@@ -19,7 +19,7 @@ export interface CloneReport {
   added: string[];
   /** Manifest paths missing from the clone. */
   removed: string[];
-  /** Paths whose kind, size or bytes differ, or whose mtime differs from the one recorded (keepTimes). */
+  /** Paths whose kind, size, bytes or link target differ, or whose mtime differs from the one recorded (keepTimes). */
   changed: string[];
   /** Files hashed and their bytes. */
   files: number;
@@ -43,6 +43,11 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
     if (mtimeDiffers(st, want)) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
+    return;
+  }
+  if (want.kind === 'symlink') {
+    // The link itself, never followed: its target must be the manifest's.
+    if (!isLink(st.mode) || c.sys.readlinkat(dirfd, name) !== want.link_target || mtimeDiffers(st, want)) c.report.changed.push(path);
     return;
   }
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);

@@ -5,14 +5,12 @@ import { checkClonePlaces } from '../base/clone-names.js';
 import { SealError } from '../base/errors.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
-import { checkMountSymlinks } from '../capture/mounts.js';
+import { checkCopyLinks, checkMountLinks, isRelativeTarget } from '../capture/links.js';
 import { parseMtime } from '../base/times.js';
 import type { StoredSnapshot } from './document.js';
 
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
 const MAX_NAME_BYTES = 255;
-/** Symlinks kept in a payload are checked as mounted at a workspace; the rule does not depend on which. */
-const ANY_WORKSPACE = '/workspace';
 
 /** 64 lowercase hex digits (a loop: a regular expression costs a microsecond a call). */
 function isSha256Hex(s: string): boolean {
@@ -91,9 +89,8 @@ function checkFields(e: ManifestEntry, inMount: boolean): number {
     if (!inMount && e.mode !== 0 && (e.mode & 0o111) === 0) throw corrupt('bad file mode in a copy root', e.path);
     return e.size;
   }
-  if (!inMount) throw corrupt('symlink in a copy root', e.path);
   const t = e.link_target;
-  if (t === '' || t.startsWith('/') || t.includes('\0') || !isWellFormed(t)) throw corrupt('bad symlink', e.path);
+  if (!isRelativeTarget(t) || t.includes('\0') || !isWellFormed(t)) throw corrupt('bad symlink', e.path);
   const bytes = utf8Bytes(t);
   if (e.mode !== 0 || e.size !== bytes || e.sha256 !== createHash('sha256').update(t, 'utf8').digest('hex')) throw corrupt('bad symlink entry', e.path);
   return bytes;
@@ -156,7 +153,7 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
   if (first?.path !== 'payload') throw corrupt('mount without payload', m.target);
   if (first.kind !== m.kind) throw corrupt('mount kind differs from its payload', m.target);
   if (m.totalBytes !== bytes) throw corrupt(`mount total_bytes ${m.totalBytes} but its entries hold ${bytes}`, m.target);
-  asCorrupt('mount symlink', () => checkMountSymlinks(m.entries, targetParts, ANY_WORKSPACE));
+  asCorrupt('mount symlink', () => checkMountLinks({ targetParts, entries: m.entries }));
   return bytes;
 }
 
@@ -164,8 +161,9 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
  * Throws SEAL_CORRUPT unless the snapshot is one capture could have made: canonical
  * source, declared roots and mount targets that capture accepts (relative, no `..`,
  * no overlap, none on materialize's own names), every entry where a declaration puts
- * it and well formed, kept symlinks only in mounts and contained as capture contains
- * them, and byte totals that add up. The digests are proven separately.
+ * it and well formed, kept symlinks (in mounts, and in copy roots captured with
+ * links: 'contained') relative and contained as capture contains them, and byte
+ * totals that add up. The digests are proven separately.
  */
 export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'entries' | 'mounts' | 'totalBytes'>): void {
   checkSource(d.source);
@@ -177,5 +175,7 @@ export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' 
   asCorrupt('declarations', () => checkClonePlaces(roots, targets));
   let bytes = checkCopyArea(d.entries, roots);
   d.mounts.forEach((m, i) => (bytes += checkMount(m, targets[i]!)));
+  const mounts = d.mounts.map((m, i) => ({ targetParts: targets[i]!, entries: m.entries }));
+  asCorrupt('copy root symlink', () => checkCopyLinks({ entries: d.entries, roots, mounts }));
   if (bytes !== d.totalBytes) throw corrupt(`total_bytes ${d.totalBytes} but the entries hold ${bytes}`);
 }

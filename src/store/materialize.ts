@@ -16,6 +16,7 @@ import { buildTree, childrenOf } from './manifest-tree.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
+import { CloneLinks } from './clone-links.js';
 import { sameStoredIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
 import { readingSnapshot } from './lock.js';
@@ -39,6 +40,8 @@ export interface MaterializeOptions {
 export interface MaterializeReport {
   files: number;
   directories: number;
+  /** Symlinks made (copy roots captured with links: 'contained'). */
+  symlinks: number;
   reflinked: number;
   copied: number;
   /** Data bytes the copies wrote (holes are not written, and not counted). */
@@ -154,11 +157,12 @@ function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEnt
 }
 
 /** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
-function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number): void {
+function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number, links: CloneLinks): void {
   buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
     file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
-    symlink: (_stageDir, _name, entry) => {
-      throw corrupt(entry.path, 'copy roots cannot hold a symlink');
+    symlink: (stageDir, name, entry) => {
+      links.make(stageDir, name, entry);
+      run.report.symlinks++;
     },
     enter: (name, entry, snapDir) => {
       const dir = openSnapshotDir(run, snapDir, name, entry);
@@ -178,7 +182,7 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
     cloneWorks: undefined,
     rangeWorks: undefined,
     buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-    report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
     progress: throttled(options.onProgress),
     bytes: 0,
   };
@@ -240,7 +244,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     using copyDir = own(run.sys, copyFd);
-    buildStage(run, data.entries, copyDir, stage.newFd);
+    buildStage(run, data.entries, copyDir, stage.newFd, new CloneLinks(run.sys, data));
   });
 }
 

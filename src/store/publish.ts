@@ -8,6 +8,7 @@ import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
+import { checkCopyLinks } from '../capture/links.js';
 import { withStoreLock } from './lock.js';
 import { EntryTable } from '../base/entry-table.js';
 import { loadSnapshotAt } from './store-dir.js';
@@ -69,7 +70,7 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
 }
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true });
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true });
   for (const parts of plan.copyParts) {
     using srcParent = openDeclaredParents(ctx, sourceFd, parts);
     using destParent = builder.ensureDirs(parts.slice(0, -1));
@@ -85,7 +86,7 @@ function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, 
     const name = mountDir(index);
     sys.mkdirat(mountsFd, name, 0o700);
     using container = own(sys, openChildDir(sys, mountsFd, name));
-    return captureMount(ctx, sourceFd, container.fd, mount, plan.workspace);
+    return captureMount(ctx, sourceFd, container.fd, mount);
   });
 }
 
@@ -230,7 +231,10 @@ function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, pl
   }
   sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
   using mountsDir = own(sys, openChildDir(sys, buildFd, MOUNTS_AREA));
-  return { entries, mounts: captureMounts(ctx, sourceFd, mountsDir.fd, plan) };
+  const mounts = captureMounts(ctx, sourceFd, mountsDir.fd, plan);
+  // Copy-root links resolve in the clone's namespace, mounts' payloads included: checked once every area is in.
+  checkCopyLinks({ entries, roots: plan.copyParts, mounts: mounts.map((m, i) => ({ targetParts: plan.mounts[i]!.targetParts, entries: m.entries })) });
+  return { entries, mounts };
 }
 
 function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, fresh: boolean): Built {

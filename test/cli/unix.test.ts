@@ -35,7 +35,7 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(help.stdout).toContain('--retries N');
     expect(cli(store, '--help').stdout).toBe(help.stdout);
     const one = cli(store, 'help', 'capture');
-    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--no-stat-cache]']);
+    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache]']);
     expect(one.stdout).toBe(cli(store, 'capture', '--help').stdout);
     expect(one.stdout).toContain('\n  --keep-times         record the mtime of every file and directory in copy roots, which materialize restores\n');
     let r = cli(store, 'help', 'nope');

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
 import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
-import { CASES, plant, text, timed, valid } from './documents.js';
+import { CASES, plant, text, timed, valid, validWithLinks } from './documents.js';
 
 checkNoFdLeaks();
 
@@ -14,6 +14,13 @@ describe('a snapshot document capture would refuse', () => {
     const store = SnapshotStore.openSync(join(tempDir(), 'store'));
     const digest = plant(store.root, valid());
     expect(store.get(digest).digest).toBe(digest);
+    store.closeSync();
+  });
+
+  it('copy-root links that are contained load: to a sibling, and into a mount payload', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const digest = plant(store.root, validWithLinks());
+    expect(store.get(digest).entries.filter((e) => e.kind === 'symlink').map((e) => `${e.path} -> ${e.link_target}`)).toEqual(['src/l -> a', 'src/m -> ../node_modules/i.js']);
     store.closeSync();
   });
 
