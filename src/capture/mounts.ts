@@ -72,8 +72,12 @@ function resolveKernelWay(p: Payload, link: ManifestEntry): void {
   }
 }
 
-/** The containment rule for symlinks kept in a mount payload: each resolves, as the kernel will, inside the workspace. */
-export function checkMountSymlinks(entries: Entries, targetParts: string[], workspace: string): void {
+/**
+ * The containment rule for symlinks kept in a mount payload: each resolves, as the kernel
+ * will, inside the workspace. The first that does not is thrown, or, given onEscape,
+ * each is passed to it.
+ */
+export function checkMountSymlinks(entries: Entries, targetParts: string[], workspace: string, onEscape?: (err: SealError) => void): void {
   const workspaceParts = normalize(workspace.split('/'), true);
   let table: EntryTable | undefined;
   const entry = (path: string): ManifestEntry | undefined => {
@@ -82,7 +86,15 @@ export function checkMountSymlinks(entries: Entries, targetParts: string[], work
     return i < 0 ? undefined : table.entry(i);
   };
   const p: Payload = { entry, workspace: workspaceParts, mountAt: [...workspaceParts, ...targetParts] };
-  for (const e of entries) if (e.kind === 'symlink') resolveKernelWay(p, e);
+  for (const e of entries) {
+    if (e.kind !== 'symlink') continue;
+    try {
+      resolveKernelWay(p, e);
+    } catch (err) {
+      if (onEscape === undefined || !(err instanceof SealError)) throw err;
+      onEscape(err);
+    }
+  }
 }
 
 /** Captures one mount into the container open at containerFd (`payload` inside it). */
@@ -93,7 +105,9 @@ export function captureMount(
   mount: PlannedMount,
   workspace: string,
 ): MountData {
-  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
+  const payloadSource = mount.sourceParts.join('/');
+  const found = ctx.obstacles.count;
+  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false, payloadSource });
   {
     using parent = openDeclaredParents(ctx, sourceFd, mount.sourceParts);
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
@@ -101,6 +115,8 @@ export function captureMount(
   }
   const at = builder.entries.find('payload');
   const payload = at < 0 ? undefined : builder.entries.entry(at);
+  // A payload that is a link or a special file is refused with the other obstacles, once the walk is over.
+  if (payload === undefined && ctx.obstacles.count > found) return { source: mount.source, target: mount.target, kind: 'file', entries: builder.finished(), totalBytes: 0 };
   if (payload === undefined) throw new SealError('SEAL_UNAVAILABLE', `mount snapshot is empty: ${escapePath(mount.source)}`);
   const ensureDirs =
     mount.ensureDirs ?? (mount.targetParts[mount.targetParts.length - 1] === 'node_modules' ? [['.vite-temp']] : []);
@@ -110,6 +126,6 @@ export function captureMount(
     throw new SealError('SEAL_BAD_PATH', `ensureDirs needs a directory mount: ${escapePath(mount.source)}`);
   }
   const entries = builder.finished();
-  checkMountSymlinks(entries, mount.targetParts, workspace);
+  checkMountSymlinks(entries, mount.targetParts, workspace, (err) => ctx.obstacles.add(err, 'escape', { payloadSource }));
   return { source: mount.source, target: mount.target, kind: payload.kind === 'file' ? 'file' : 'directory', entries, totalBytes: builder.totalBytes };
 }

@@ -4,6 +4,7 @@ import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
 import { checkRelative, checkWorkspace } from '../base/paths.js';
+import { planExcludes } from './exclude.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -26,8 +27,19 @@ export interface MountBinding {
 export interface CaptureOptions {
   /** Absolute path of a real directory (not a symlink). */
   source: string;
-  /** Relative paths below source to copy (files or directories); symlinks anywhere inside are refused. */
+  /**
+   * Relative paths below source to copy (files or directories); symlinks anywhere inside
+   * are refused. Omitted: every top-level entry of the source that holds no mount source
+   * and that `exclude` does not leave out (`[]`: no copy roots, only mounts).
+   */
   copy?: string[];
+  /**
+   * gitignore patterns, relative to the source, for what the capture leaves out, inside
+   * every copy root and mount source: `build/`, `*.log`, `__pycache__/` (at any depth), `/dist`
+   * (anchored), `!keep.log` (negation; a later pattern wins). An entry left out is never
+   * opened or read. The patterns are part of the snapshot, and of its digest.
+   */
+  exclude?: string[];
   mounts?: MountDeclaration[];
   /** Folded into the digest (e.g. a commit id). */
   revision?: string;
@@ -77,6 +89,10 @@ export interface Plan {
   parallelism: number | undefined;
   statCache: boolean;
   keepExecutable: boolean;
+  /** The exclude patterns (none: []). */
+  exclude: string[];
+  /** copy was omitted: the copy roots are the source's top-level entries, listed when the capture opens it. */
+  defaultCopy: boolean;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -138,5 +154,6 @@ export function planCapture(options: CaptureOptions): Plan {
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
-  return { statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  const exclude = planExcludes(options.exclude, source, declarations, copyParts, mounts);
+  return { exclude, defaultCopy: options.copy === undefined, statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }
