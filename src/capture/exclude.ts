@@ -1,5 +1,6 @@
 // exclude.ts: a capture's exclude patterns (gitignore rules, relative to the source): their check, and the walk's decision from a name and its kind, before anything is opened.
-import ignore, { type Ignore } from 'ignore';
+import { createRequire } from 'node:module';
+import type { Ignore, Options } from 'ignore';
 
 import { invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { isWellFormed } from '../base/paths.js';
@@ -82,8 +83,13 @@ export function checkExcludes(value: unknown, source: string): string[] {
 /** Paths one matcher answers for before a fresh one takes over: its cache of every path asked stays small. */
 const MATCHER_PATHS = 4096;
 
-/** gitignore on Linux: case matters. */
-const matcher = (): Ignore => ignore({ ignorecase: false });
+let ignore: ((options: Options) => Ignore) | undefined;
+
+/** A new matcher (gitignore on Linux: case matters); the `ignore` package is loaded by the first capture with patterns, not with the library. */
+function matcher(): Ignore {
+  ignore ??= createRequire(import.meta.url)('ignore') as (options: Options) => Ignore;
+  return ignore({ ignorecase: false });
+}
 
 /** A capture's exclude patterns, matched against paths relative to the source. */
 export class Excludes {
