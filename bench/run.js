@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 import { RamMounts, T5K, T50K, TREES, benchTree, extras, quick, reps, seedRunner, sourceTree, work } from './measure.js';
 import { benchRecapture, recaptureChecks, recaptureLine } from './recapture.mjs';
+import { ARMS_TARGET, benchArms } from './arms.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fmt = (ms) => (Number.isNaN(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
@@ -41,6 +42,8 @@ function measureAll(log) {
       log(`bench: recapture ${fs} (${reps} reps)…`);
       extra.recapture.push(benchRecapture(fs, sourceTree(base, quick ? T5K : T50K), join(base, 'recapture'), log));
     }
+    log(`bench: four arms at once vs in series, xfs (RAM) (${reps} reps)…`);
+    extra.arms = benchArms('xfs (RAM)', xfs, quick ? T5K : T50K, log);
     // Last: the throttled real disk is slow to settle and to delete on.
     log('bench: root fs (real disk) 5k+64MiB…');
     const rootBase = join(work, 'rootfs');
@@ -103,6 +106,8 @@ function targets(rows, e) {
   const cl = e.close.close / e.close.capture;
   c.push(['ephemeral close < 1/5 of its capture (5k tree, xfs RAM)', cl < 0.2, `${x(e.close.close, e.close.capture)} (${fmt(e.close.close)} vs ${fmt(e.close.capture)})`]);
   for (const r of e.recapture) c.push(...recaptureChecks(r));
+  const a = e.arms;
+  c.push([`${a.arms} arms of the ${a.tree} tree materialized at once ≤ ${ARMS_TARGET}× in series (${a.fs})`, a.met, `${a.ratio.toFixed(2)}× (${fmt(a.atOnce)} vs ${fmt(a.series)})`]);
   return c;
 }
 
@@ -120,6 +125,7 @@ function report(rows, e, load) {
   lines.push(`verify 5k tree: helper pool ${fmt(e.verify.pooled)}, one thread ${fmt(e.verify.single)}; ephemeral close ${fmt(e.close.close)} after a ${fmt(e.close.capture)} capture`);
   lines.push('recapture (stat cache), each capture in a fresh node process (open, async capture, close), against a full capture without the cache and find:');
   for (const r of e.recapture) lines.push(recaptureLine(r));
+  lines.push(`arms: ${e.arms.arms} materializes of the ${e.arms.tree} tree into fresh clones (${e.arms.fs}), one process each way, store concurrency ${e.arms.arms}: in series ${fmt(e.arms.series)}, at once ${fmt(e.arms.atOnce)}`);
   lines.push('');
   const checks = targets(rows, e);
   for (const [name, ok, figure] of checks) lines.push(`${ok ? 'met    ' : 'NOT MET'}  ${name}: ${figure}`);

@@ -25,9 +25,13 @@ inline constexpr IntRange kUint32Range{0, UINT32_MAX};               // mode_t, 
 inline constexpr IntRange kOffsetRange{-kMaxSafeInteger, kMaxSafeInteger};  // an off_t the kernel judges
 inline constexpr IntRange kPositionRange{-1, kMaxSafeInteger};       // a file position; -1: the fd's own
 inline constexpr IntRange kCountRange{0, kMaxSafeInteger};           // a byte count, 64-bit flags
+inline constexpr IntRange kSecondsRange{-kMaxSafeInteger, kMaxSafeInteger};  // a timespec's tv_sec (time_t)
+// A timespec's tv_nsec: 0 to 999999999, or UTIME_OMIT (2^30 - 2) or UTIME_NOW (2^30 - 1); the kernel judges the values between.
+inline constexpr IntRange kNanosecondsRange{0, (int64_t{1} << 30) - 1};
 constexpr bool ExactBounds(IntRange r) { return -kMaxSafeInteger <= r.min && r.min <= r.max && r.max <= kMaxSafeInteger; }
 static_assert(ExactBounds(kInt32Range) && ExactBounds(kUint32Range) && ExactBounds(kOffsetRange) &&
-                  ExactBounds(kPositionRange) && ExactBounds(kCountRange),
+                  ExactBounds(kPositionRange) && ExactBounds(kCountRange) && ExactBounds(kSecondsRange) &&
+                  ExactBounds(kNanosecondsRange),
               "integer argument bounds must be exact doubles");
 
 // A file descriptor: a number that is an integer in [0, 2^31 - 1], checked as node:fs checks

@@ -7,13 +7,17 @@ export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './
 export { manifestDigest, mountDigests } from './base/manifest-stream.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';
 export type { CaptureProgress } from './capture/walk.js';
+export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';
 export type { MaterializeOptions, MaterializeReport, ReflinkMode } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
+export { sandboxArgs, sandboxArgsAsync, type SandboxArgs, type SandboxOptions } from './store/sandbox.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';
 export type { CloneReport } from './store/clone-check.js';
 export type { CaptureReport } from './store/publish.js';
 export { Snapshot } from './store/snapshot.js';
+export type { Lease } from './store/lease.js';
+export type { PrunePolicy, PruneReport, SnapshotUsage } from './store/usage.js';
 export { SnapshotStore, type StoreOptions, type CaptureCallOptions, type GcOptions } from './store/store.js';
 export type { StoreTrust } from './store/trust.js';
 export { freeze, thaw, freezeSync, thawSync } from './tools/freeze.js';

@@ -6,10 +6,9 @@ import { constants as osConstants } from 'node:os';
 import { sys as nativeSys, O_CREAT, LOCK_NB } from '../../dist/sys/index.js';
 
 /**
- * The errno codes each syscall can really return on a local filesystem, for the calls
- * the native layer does not retry. EINTR never reaches JavaScript: openat, openat2,
- * getdents64, pread, pwrite, fsync, flock, ficlone and copy_file_range retry it in
- * native/, and close treats it as done (the fd is gone either way on Linux).
+ * The errno codes each syscall can really return on a local filesystem. EINTR never
+ * reaches JavaScript: every wrapper that can see it retries it in native/ (RetryEintr,
+ * native/ops.h), and close treats it as done (the fd is gone either way on Linux).
  */
 const CREATE = ['ENOSPC', 'EIO', 'EMFILE', 'EACCES'];
 const OPEN = ['EIO', 'EMFILE', 'EACCES'];
@@ -32,11 +31,18 @@ const ERRNOS = {
   syncfs: () => ['EIO'],
   fchmod: () => ['EIO', 'EPERM'],
   fchmodat: () => ['EIO', 'EPERM'],
+  futimens: () => ['EIO', 'EPERM'],
+  utimensat: () => ['EIO', 'EPERM'],
   flock: (args) => ((args[1] & LOCK_NB) !== 0 ? ['ENOLCK'] : ['ENOLCK', 'EIO']),
   ficlone: () => ['EIO', 'ENOSPC'],
   copy_file_range: () => ['EIO', 'ENOSPC'],
   statx: () => ['EIO', 'EACCES'],
   ftruncate: () => ['EIO', 'ENOSPC'],
+  fdatasync: () => ['EIO', 'ENOSPC'],
+  sync_file_range: () => ['EIO', 'ENOSPC'],
+  fstatfs: () => ['EIO'],
+  futimens: () => ['EIO', 'EPERM'],
+  utimensat: () => ['EIO', 'EPERM'],
 };
 /** A call this table does not know yet can still fail with an I/O error. */
 const errnosOf = (name, args) => (ERRNOS[name] ?? (() => ['EIO']))(args);
@@ -104,7 +110,7 @@ function callSite(name) {
 
 /** The path argument of a call, for the error message, as the addon would report it. */
 function pathArg(name, args) {
-  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'renameat2', 'linkat'].includes(name)) {
+  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'utimensat', 'renameat2', 'linkat'].includes(name)) {
     return typeof args[1] === 'string' ? args[1] : undefined;
   }
   if (name === 'symlinkat') return typeof args[2] === 'string' ? args[2] : undefined;

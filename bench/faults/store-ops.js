@@ -82,6 +82,17 @@ export const STORE_OPS = [
   }),
   storeOp('store gc', { stale: true, act: (fx) => fx.store.gc(), mustKeep: (fx) => [fx.main, fx.other] }),
   storeOp('store remove', { act: (fx) => fx.store.remove(fx.main), mustKeep: (fx) => [fx.other] }),
+  storeOp('store prune', { act: (fx) => fx.store.prune({ keepLast: 1 }).removed.length, mustKeep: (fx) => [fx.other] }),
+  storeOp('store usage', { act: (fx) => fx.store.usage().length, mustKeep: (fx) => [fx.main, fx.other] }),
+  storeOp('lease', {
+    loaded: true,
+    act: (fx) => {
+      const lease = fx.snap.lease();
+      lease.release();
+      return fx.store.remove(fx.main);
+    },
+    mustKeep: (fx) => [fx.other],
+  }),
   storeOp('store get', { act: (fx) => fx.store.get(fx.main).digest, mustKeep: (fx) => [fx.main, fx.other] }),
   storeOp('verify', { loaded: true, act: (fx) => fx.snap.verifySync(), mustKeep: (fx) => [fx.main, fx.other] }),
 ];

@@ -11,6 +11,7 @@ const OPENED = [
   ['snapshots/, group-writable', (s) => chmodSync(join(s.store, 'snapshots'), 0o770)],
   ['tmp/, world-writable and sticky', (s) => chmodSync(join(s.store, 'tmp'), 0o1777)],
   ['the lock, world-writable', (s) => chmodSync(join(s.store, 'lock'), 0o666)],
+  ['leases/, world-writable', (s) => chmodSync(join(s.store, 'leases'), 0o777)],
 ];
 const USED = [['a snapshot directory, group-writable', (s) => chmodSync(SNAP(s), 0o570)]];
 

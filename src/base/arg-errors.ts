@@ -109,3 +109,9 @@ export function checkBoolean(name: string, value: unknown): boolean | undefined 
   if (value !== undefined && typeof value !== 'boolean') throw invalidArgType(name, 'boolean', value);
   return value;
 }
+
+/** An optional option that must be one of `choices` (Node's validateOneOf): any other value is ERR_INVALID_ARG_VALUE. */
+export function checkOneOf<T extends string>(name: string, value: unknown, choices: readonly T[]): T | undefined {
+  if (value === undefined || (choices as readonly unknown[]).includes(value)) return value as T | undefined;
+  throw invalidArgValue(name, value, `must be one of: ${choices.map((c) => `'${c}'`).join(', ')}`);
+}

@@ -1,5 +1,5 @@
 // entry-json.ts: entry lists as canonical JSON in chunks; a packed table's written as bytes straight from its arrays.
-import { EntryTable, type EntryArrays } from './entry-table.js';
+import { EntryTable, NO_MTIME, type EntryArrays } from './entry-table.js';
 import { entryText, jsonString, type ManifestEntry } from './manifest.js';
 
 /** A piece of canonical JSON text (ASCII: a Buffer holds one byte per character). */
@@ -7,13 +7,14 @@ export type Chunk = string | Buffer;
 
 /** Bytes gathered per chunk. */
 const CHUNK_BYTES = 1 << 16;
-/** The most one entry takes besides its path and link target (keys, kind, 64 hex digits, two numbers). */
+/** The most one entry takes besides its path and link target (keys, kind, 64 hex digits, two numbers, a recorded mtime). */
 const ENTRY_FIXED = 256;
 const bytesOf = (text: string): Uint8Array => new Uint8Array(Buffer.from(text, 'latin1'));
 /** Each kind's entry up to its link target: `{"kind":"file","link_target":`. */
 const KIND_HEAD = ['directory', 'file', 'symlink'].map((k) => bytesOf(`{"kind":"${k}","link_target":`));
 const EMPTY_STRING = bytesOf('""');
 const MODE_KEY = bytesOf(',"mode":');
+const MTIME_KEY = bytesOf(',"mtime_ns":"');
 const PATH_KEY = bytesOf(',"path":');
 const SHA256_KEY = bytesOf(',"sha256":"');
 const SIZE_KEY = bytesOf('","size":');
@@ -80,6 +81,12 @@ function putEntry(out: Buffer, at: number, a: EntryArrays, i: number): number {
   at = link === undefined ? putBytes(out, at, EMPTY_STRING) : put(out, at, jsonString(link));
   at = putBytes(out, at, MODE_KEY);
   at = putInteger(out, at, a.modes[i]!);
+  const mtime = a.mtimes?.[i];
+  if (mtime !== undefined && mtime !== NO_MTIME) {
+    at = putBytes(out, at, MTIME_KEY);
+    at = put(out, at, mtime.toString());
+    out[at++] = 0x22;
+  }
   at = putBytes(out, at, PATH_KEY);
   at = putPath(out, at, a, i);
   at = putBytes(out, at, SHA256_KEY);

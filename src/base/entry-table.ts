@@ -2,10 +2,13 @@
 import type { EntryKind, ManifestEntry } from './manifest.js';
 import { MAX_GROWABLE_BYTES, ensureBytes, growableShared } from './growable.js';
 import { PathIndex } from './path-index.js';
+import { mtimeText, parseMtime } from './times.js';
 
 const KINDS: readonly EntryKind[] = ['directory', 'file', 'symlink'];
 const KIND_CODE: Readonly<Record<EntryKind, number>> = { directory: 0, file: 1, symlink: 2 };
 const DIGEST_BYTES = 32;
+/** An entry without a recorded mtime, in a table that has some: INT64_MIN, which no stat reports and no document may hold. */
+export const NO_MTIME = -(2n ** 63n);
 
 /** A table's arrays as they are (not copied; longer than its entries), for reading only. */
 export interface EntryArrays {
@@ -17,6 +20,8 @@ export interface EntryArrays {
   modes: Uint32Array;
   digests: Buffer;
   links: ReadonlyMap<number, string>;
+  /** Recorded mtimes (NO_MTIME: none); undefined when no entry has one. */
+  mtimes: BigInt64Array | undefined;
   /** Indices in manifest order (undefined: the order added). */
   order: Uint32Array | undefined;
 }
@@ -36,6 +41,7 @@ export interface PackedEntries {
   modes: Uint32Array;
   digests: Uint8Array;
   links: [number, string][];
+  mtimes: BigInt64Array | undefined;
   order: Uint32Array | undefined;
 }
 
@@ -59,12 +65,19 @@ export class EntryTable implements Iterable<ManifestEntry> {
   readonly #digestMemory = growableShared(MAX_ENTRIES * DIGEST_BYTES);
   #digests: Buffer = Buffer.from(this.#digestMemory);
   #links = new Map<number, string>();
+  /** Made by the first entry with a recorded mtime (keepTimes): a table without one costs nothing more. */
+  #mtimes: BigInt64Array | undefined;
   #order: Uint32Array | undefined;
   #count = 0;
   #index: PathIndex | undefined;
 
   get length(): number {
     return this.#count;
+  }
+
+  /** Whether an entry records an mtime (keepTimes). */
+  get timed(): boolean {
+    return this.#mtimes !== undefined;
   }
 
   get bytes(): Uint8Array {
@@ -119,6 +132,8 @@ export class EntryTable implements Iterable<ManifestEntry> {
     this.#modes[i] = e.mode;
     if (e.sha256 !== '') this.setDigest(i, e.sha256);
     if (e.link_target !== '') this.#links.set(i, e.link_target);
+    if (e.mtime_ns !== undefined) this.#timed()[i] = mtimeOf(e);
+    else if (this.#mtimes !== undefined) this.#mtimes[i] = NO_MTIME;
     this.#count++;
     this.#order = undefined;
     index.add(i);
@@ -150,7 +165,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
   /** The entry at index i (the order entries were added). */
   entry(i: number): ManifestEntry {
     const kind = KINDS[this.#kinds[i]!]!;
-    return {
+    const e: ManifestEntry = {
       kind,
       path: this.#paths.toString('utf8', this.start(i), this.#ends[i]!),
       size: this.#sizes[i]!,
@@ -158,6 +173,8 @@ export class EntryTable implements Iterable<ManifestEntry> {
       mode: this.#modes[i]!,
       link_target: this.#links.get(i) ?? '',
     };
+    const mtime = this.#mtimes?.[i];
+    return mtime === undefined || mtime === NO_MTIME ? e : { ...e, mtime_ns: mtimeText(mtime) };
   }
 
   /** The i-th entry in manifest order once sorted (else in the order added). */
@@ -192,7 +209,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   /** The arrays themselves, for an encoder to read. */
   arrays(): EntryArrays {
-    return { count: this.#count, paths: this.#paths, ends: this.#ends, kinds: this.#kinds, sizes: this.#sizes, modes: this.#modes, digests: this.#digests, links: this.#links, order: this.#order };
+    return { count: this.#count, paths: this.#paths, ends: this.#ends, kinds: this.#kinds, sizes: this.#sizes, modes: this.#modes, digests: this.#digests, links: this.#links, mtimes: this.#mtimes, order: this.#order };
   }
 
   /** The table for another thread: its arrays themselves (shared memory, not copied); add nothing to it afterwards. */
@@ -207,6 +224,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
       modes: this.#modes,
       digests: this.#digests,
       links: [...this.#links],
+      mtimes: this.#mtimes,
       order: this.#order,
     };
   }
@@ -221,6 +239,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
     t.#modes = p.modes;
     t.#digests = Buffer.from(p.digests.buffer, p.digests.byteOffset, p.count * DIGEST_BYTES);
     t.#links = new Map(p.links);
+    t.#mtimes = p.mtimes;
     t.#order = p.order;
     t.#count = p.count;
     return t;
@@ -244,6 +263,16 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return [this.#used, this.#used + this.#paths.write(path, this.#used, 'utf8')];
   }
 
+  /** The mtimes, made on first use with NO_MTIME for every entry so far. */
+  #timed(): BigInt64Array {
+    if (this.#mtimes === undefined) {
+      this.#mtimes = new BigInt64Array(growableShared(MAX_ENTRIES * 8));
+      ensureBytes(this.#mtimes.buffer, this.#ends.length * 8);
+      this.#mtimes.fill(NO_MTIME, 0, this.#count);
+    }
+    return this.#mtimes;
+  }
+
   #lookup(): PathIndex {
     if (this.#index === undefined) {
       this.#index = new PathIndex(this);
@@ -254,7 +283,14 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   #reserve(n: number): void {
     if (n > MAX_ENTRIES) throw new RangeError(`a table holds at most ${MAX_ENTRIES} entries`);
-    for (const a of [this.#ends, this.#kinds, this.#sizes, this.#modes]) ensureBytes(a.buffer, n * a.BYTES_PER_ELEMENT);
+    for (const a of [this.#ends, this.#kinds, this.#sizes, this.#modes, this.#mtimes]) if (a !== undefined) ensureBytes(a.buffer, n * a.BYTES_PER_ELEMENT);
     if (ensureBytes(this.#digestMemory, n * DIGEST_BYTES)) this.#digests = Buffer.from(this.#digestMemory);
   }
+}
+
+/** An entry's recorded mtime as the table holds it; a malformed one is refused (a document is checked before it is tabled). */
+function mtimeOf(e: ManifestEntry): bigint {
+  const ns = parseMtime(e.mtime_ns!);
+  if (ns === undefined) throw new RangeError(`not a recorded mtime: ${JSON.stringify(e.mtime_ns)}`);
+  return ns;
 }

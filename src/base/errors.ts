@@ -17,7 +17,8 @@ export type SealCode =
   | 'SEAL_IO'
   | 'SEAL_AMBIGUOUS'
   | 'SEAL_REMOTE'
-  | 'SEAL_UNTRUSTED';
+  | 'SEAL_UNTRUSTED'
+  | 'SEAL_BUSY';
 
 export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_CHANGED',
@@ -38,6 +39,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_AMBIGUOUS',
   'SEAL_REMOTE',
   'SEAL_UNTRUSTED',
+  'SEAL_BUSY',
 ];
 
 /** One of the obstacles a refused capture found: its path below the source, unescaped, its code and the way out. */

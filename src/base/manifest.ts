@@ -13,6 +13,12 @@ export interface ManifestEntry {
   readonly sha256: string;
   readonly mode: number;
   readonly link_target: string;
+  /**
+   * The modification time in nanoseconds since the epoch, as a decimal string: only in
+   * copy roots captured with keepTimes (absent otherwise, so the seed's manifests and
+   * digests are unchanged).
+   */
+  readonly mtime_ns?: string;
 }
 
 export type Json = null | boolean | number | bigint | string | readonly Json[] | { readonly [key: string]: Json };
@@ -117,6 +123,7 @@ const numberText = (n: number): string => (Number.isSafeInteger(n) ? String(n) :
 export function entryText(e: ManifestEntry): string {
   return (
     `{"kind":${jsonString(e.kind)},"link_target":${jsonString(e.link_target)},"mode":${numberText(e.mode)},` +
+    (e.mtime_ns === undefined ? '' : `"mtime_ns":${jsonString(e.mtime_ns)},`) +
     `"path":${jsonString(e.path)},"sha256":${jsonString(e.sha256)},"size":${numberText(e.size)}}`
   );
 }

@@ -1,4 +1,5 @@
-// offload.ts: async twins: one long-lived, reused worker thread runs the sync cores so the event loop stays free.
+// offload.ts: async twins: a bounded pool of long-lived, reused worker threads runs the sync cores so the event loop stays free.
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 import { SealError } from './errors.js';
@@ -8,6 +9,11 @@ import type { Progress } from './progress.js';
 export interface OffloadHooks {
   signal?: AbortSignal | undefined;
   onProgress?: ((p: Progress) => void) | undefined;
+  /**
+   * Run on the first worker thread, whatever else it is doing: for jobs that share state
+   * kept in one thread (a pull's build, opened by one job and filled by the next).
+   */
+  pinned?: boolean | undefined;
 }
 
 interface Pending {
@@ -16,50 +22,98 @@ interface Pending {
   onProgress: ((p: Progress) => void) | undefined;
 }
 
+/** One worker thread and the jobs it was sent that have not settled. */
+interface Lane {
+  worker: Worker;
+  pending: Map<number, Pending>;
+}
+
+/** A job waiting for a lane: every lane is busy and the pool is at its bound. */
+interface Queued {
+  request: JobRequest;
+  pending: Pending;
+}
+
 /** The entry point of the worker thread, beside this folder in the built package. */
 const WORKER_URL = new URL('../worker.js', import.meta.url);
 
-let worker: Worker | undefined;
-let nextId = 1;
-const pending = new Map<number, Pending>();
+/** Worker threads at most by default: one per core, at least 2. */
+export const DEFAULT_CONCURRENCY = Math.max(2, availableParallelism());
 
-function failAll(err: Error): void {
-  const all = [...pending.values()];
-  pending.clear();
-  for (const p of all) p.reject(err);
+/** lanes[0] takes the pinned jobs; the others are started as concurrent calls need them, up to `bound`. */
+const lanes: Lane[] = [];
+const queue: Queued[] = [];
+let bound = DEFAULT_CONCURRENCY;
+let nextId = 1;
+
+/** Raises the pool's bound to at least n worker threads (a store asking for more concurrency). */
+export function allowWorkers(n: number): void {
+  bound = Math.max(bound, n);
 }
 
-function start(): Worker {
+function settle(lane: Lane, msg: JobReply): void {
+  const p = lane.pending.get(msg.id);
+  if (p === undefined) return;
+  if (msg.kind === 'progress') {
+    p.onProgress?.(msg.progress);
+    return;
+  }
+  lane.pending.delete(msg.id);
+  if (msg.kind === 'result') p.resolve(msg.result);
+  else p.reject(reviveError(msg.error));
+  dispatch();
+  if (lane.pending.size === 0) lane.worker.unref();
+}
+
+function start(): Lane {
   // No inherited execArgv: `node -e`, --input-type, loaders or inspector flags of the
   // host process must not apply to (or break) the worker.
-  const w = new Worker(WORKER_URL, { execArgv: [], stdout: false, stderr: false });
-  w.on('message', (msg: JobReply) => {
-    const p = pending.get(msg.id);
-    if (p === undefined) return;
-    if (msg.kind === 'progress') {
-      p.onProgress?.(msg.progress);
-      return;
-    }
-    pending.delete(msg.id);
-    if (pending.size === 0) w.unref();
-    if (msg.kind === 'result') p.resolve(msg.result);
-    else p.reject(reviveError(msg.error));
-  });
+  const worker = new Worker(WORKER_URL, { execArgv: [], stdout: false, stderr: false });
+  const lane: Lane = { worker, pending: new Map() };
+  worker.on('message', (msg: JobReply) => settle(lane, msg));
   const lost = (why: string): void => {
-    if (worker === w) worker = undefined;
-    failAll(new SealError('SEAL_UNAVAILABLE', `treeseal worker thread stopped: ${why}`));
+    const at = lanes.indexOf(lane);
+    if (at >= 0) lanes.splice(at, 1);
+    const all = [...lane.pending.values()];
+    lane.pending.clear();
+    for (const p of all) p.reject(new SealError('SEAL_UNAVAILABLE', `treeseal worker thread stopped: ${why}`));
+    dispatch();
   };
-  w.on('error', (err) => lost(err.message));
-  w.on('exit', (code) => lost(`exit code ${code}`));
-  w.unref();
-  return w;
+  worker.on('error', (err) => lost(err.message));
+  worker.on('exit', (code) => lost(`exit code ${code}`));
+  worker.unref();
+  lanes.push(lane);
+  return lane;
 }
 
-/** Runs operation `op`'s job (see op.ts) on the shared worker thread; settles with what it returned or threw. */
+function send(lane: Lane, request: JobRequest, pending: Pending): void {
+  lane.pending.set(request.id, pending);
+  lane.worker.ref();
+  lane.worker.postMessage(request);
+}
+
+/** An idle lane, or a new one while the pool is below its bound; undefined: every lane is busy. */
+function freeLane(): Lane | undefined {
+  return lanes.find((l) => l.pending.size === 0) ?? (lanes.length < bound ? start() : undefined);
+}
+
+/** Sends queued jobs to lanes that are free. */
+function dispatch(): void {
+  while (queue.length > 0) {
+    const lane = freeLane();
+    if (lane === undefined) return;
+    const { request, pending } = queue.shift()!;
+    send(lane, request, pending);
+  }
+}
+
+/**
+ * Runs operation `op`'s job (see op.ts) on a worker thread of the pool: an idle one, a
+ * new one while the pool is below its bound, else the first to become free; settles
+ * with what the job returned or threw.
+ */
 export function offload(op: string, args: unknown[], hooks: OffloadHooks = {}): Promise<unknown> {
   if (hooks.signal?.aborted) return Promise.reject(new SealError('SEAL_ABORTED', `${op} was aborted`));
-  worker ??= start();
-  const w = worker;
   const id = nextId++;
   // The error a job throws gets the caller's stack, not the message handler's.
   const callSite = new Error();
@@ -70,7 +124,7 @@ export function offload(op: string, args: unknown[], hooks: OffloadHooks = {}): 
   hooks.signal?.addEventListener('abort', onAbort, { once: true });
   return new Promise<unknown>((resolve, reject) => {
     const done = (): void => hooks.signal?.removeEventListener('abort', onAbort);
-    pending.set(id, {
+    const pending: Pending = {
       resolve: (v) => {
         done();
         resolve(v);
@@ -81,23 +135,44 @@ export function offload(op: string, args: unknown[], hooks: OffloadHooks = {}): 
         reject(e);
       },
       onProgress: hooks.onProgress,
-    });
-    w.ref();
-    w.postMessage({ id, op, args, abort, progress: hooks.onProgress !== undefined } satisfies JobRequest);
+    };
+    const request: JobRequest = { id, op, args, abort, progress: hooks.onProgress !== undefined };
+    if (hooks.pinned === true) return send(lanes[0] ?? start(), request, pending);
+    const lane = queue.length === 0 ? freeLane() : undefined;
+    if (lane === undefined) queue.push({ request, pending });
+    else send(lane, request, pending);
   });
+}
+
+/** A bound on one caller's offloaded calls at once (a store's `concurrency`); the rest wait their turn in order. */
+export class Gate {
+  readonly limit: number;
+  #running = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(limit: number) {
+    this.limit = limit;
+    allowWorkers(limit);
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#running >= this.limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    this.#running++;
+    try {
+      return await fn();
+    } finally {
+      this.#running--;
+      this.#waiting.shift()?.();
+    }
+  }
 }
 
 /** How long a stopping worker may take to end on its own before it is terminated. */
 const STOP_WAIT_MS = 5000;
 
-/**
- * Stops the worker thread when no job is pending (the next async call starts a new
- * one): it stops its helper threads and ends on its own; terminated if it does not.
- */
-export async function stopIdleWorker(): Promise<void> {
-  const w = worker;
-  if (w === undefined || pending.size > 0) return;
-  worker = undefined;
+async function stop(lane: Lane): Promise<void> {
+  const w = lane.worker;
+  lanes.splice(lanes.indexOf(lane), 1);
   w.removeAllListeners('exit');
   w.removeAllListeners('error');
   w.on('error', () => {});
@@ -108,17 +183,31 @@ export async function stopIdleWorker(): Promise<void> {
   clearTimeout(timer);
 }
 
-/** The worker thread's id, or undefined when none runs (internal, for tests: which calls started it). */
+/**
+ * Stops every worker thread that has no job pending (the next async call starts a new
+ * one): each stops its helper threads and ends on its own; terminated if it does not.
+ */
+export async function stopIdleWorker(): Promise<void> {
+  if (queue.length > 0) return;
+  await Promise.all(lanes.filter((l) => l.pending.size === 0).map(stop));
+}
+
+/** The first worker thread's id, or undefined when none runs (internal, for tests: which calls started one). */
 export function workerThreadId(): number | undefined {
-  return worker?.threadId;
+  return lanes[0]?.worker.threadId;
+}
+
+/** How many worker threads run now (internal, for tests). */
+export function workerCount(): number {
+  return lanes.length;
 }
 
 /**
- * Kills the worker thread now, whatever it is doing, as a crash would (internal, for
- * tests): its pending calls reject with SEAL_UNAVAILABLE; the next call starts a new one.
+ * Kills every worker thread now, whatever it is doing, as a crash would (internal, for
+ * tests): their pending calls reject with SEAL_UNAVAILABLE; the next call starts a new one.
  */
 export async function killWorker(): Promise<void> {
-  await worker?.terminate();
+  await Promise.all(lanes.map((l) => l.worker.terminate()));
 }
 
 /** The one way to inject a syscall layer: the `sys` option of every public call. */

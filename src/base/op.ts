@@ -1,7 +1,7 @@
 // op.ts: defineOp, the one way to declare an operation: its sync call, its async twin and its worker job from one spec.
 import { SealError } from './errors.js';
 import type { JobContext } from './jobs.js';
-import { inline, offload } from './offload.js';
+import { inline, offload, type Gate } from './offload.js';
 import type { Progress } from './progress.js';
 import { sealed } from './refusal.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
@@ -17,6 +17,8 @@ export interface OpCall<A extends unknown[]> {
   args: A;
   signal?: AbortSignal | undefined;
   onProgress?: ((p: Progress) => void) | undefined;
+  /** The caller's bound on its calls on worker threads at once (a store's `concurrency`). */
+  gate?: Gate | undefined;
 }
 
 /**
@@ -40,6 +42,8 @@ export interface OpSpec<In extends unknown[], A extends unknown[], R, Out, W ext
    * operation's); false for a step of a public call that maps its errors itself (push, pull).
    */
   sealAs?: string | false;
+  /** Always on the first worker thread: the job shares state kept in that thread with the next ones (a pull's build). */
+  pinned?: boolean;
   /** The caller's result, from the core's (sync, inline) or from the reply (offloaded); input is the caller's. */
   finish?(this: void, result: R | V, call: OpCall<A>, ...input: In): Out;
 }
@@ -106,7 +110,9 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
     async: async (...input) => {
       const call = mapped(() => spec.validate(...input));
       if (isInjected(call.sys)) return inline(() => local(call, input));
-      const result = await offload(name, send(call.args), { signal: call.signal, onProgress: call.onProgress });
+      const hooks = { signal: call.signal, onProgress: call.onProgress, pinned: spec.pinned };
+      const sent = send(call.args);
+      const result = await (call.gate === undefined ? offload(name, sent, hooks) : call.gate.run(() => offload(name, sent, hooks)));
       return finish(result as V, call, ...input);
     },
   };

@@ -12,10 +12,11 @@ const OBSTACLE_CODES: ReadonlySet<SealCode> = new Set(['SEAL_SYMLINK', 'SEAL_SPE
 
 /**
  * link: a symlink inside a copy root; root-link: a declared root that is one; special: a
- * FIFO, socket or device; escape: a mount link kept only when it stays inside; stop: one
- * that stopped the walk (a symlink on the way to a declared root).
+ * FIFO, socket or device; escape: a mount link kept only when it stays inside;
+ * link-escape: a copy-root link (links: 'contained') that does not; stop: one that stopped
+ * the walk (a symlink on the way to a declared root).
  */
-export type ObstacleKind = 'link' | 'root-link' | 'special' | 'escape' | 'stop';
+export type ObstacleKind = 'link' | 'root-link' | 'special' | 'escape' | 'link-escape' | 'stop';
 
 export interface ObstacleWhere {
   /** The source path a mount's area root (`payload`) stands for; undefined in the copy area. */
@@ -76,6 +77,7 @@ function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: Obstac
     return `a symlink in copy root ${root}: --links contained keeps it, --mount ${mount} captures ${root} as a mount, ${exclude}`;
   }
   if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
+  if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;
   if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
   if (kind === 'root-link') return `a declared root that is a symlink: declare what it points to, or ${exclude}`;
   return `a symlink on the way to a declared root: declare a path that does not pass through it`;

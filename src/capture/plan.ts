@@ -1,9 +1,10 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { checkBoolean, checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
+import { checkBoolean, checkInteger, checkOneOf, checkString, invalidArgType } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
 import { checkRelative, checkWorkspace } from '../base/paths.js';
+import { LINK_MODES, type LinkMode } from './links.js';
 import { planExcludes } from './exclude.js';
 
 export interface MountDeclaration {
@@ -53,8 +54,20 @@ export interface CaptureOptions {
    * no longer match the seed's, whose copy roots record mode 0.
    */
   keepExecutable?: boolean;
+  /**
+   * Record the mtime (nanoseconds) of every file and directory in copy roots, which
+   * materialize then gives the clone. Off by default: the manifest then gains a field,
+   * and the digests change with every mtime.
+   */
+  keepTimes?: boolean;
   /** The sandbox workspace mounts are checked against (default /workspace). */
   workspace?: string;
+  /**
+   * Symlinks inside copy roots: 'refuse' (the default: SEAL_SYMLINK), or 'contained':
+   * kept when relative and resolving, in the clone, to an entry this snapshot captures
+   * (else SEAL_ESCAPE). A tree without links gets the same digests either way.
+   */
+  links?: LinkMode;
   /**
    * Helper threads that clone/copy and hash files while the walk goes on (default:
    * one per spare core, at most 4, started once the tree proves big enough); 0 keeps
@@ -89,6 +102,8 @@ export interface Plan {
   parallelism: number | undefined;
   statCache: boolean;
   keepExecutable: boolean;
+  keepTimes: boolean;
+  links: LinkMode;
   /** The exclude patterns (none: []). */
   exclude: string[];
   /** copy was omitted: the copy roots are the source's top-level entries, listed when the capture opens it. */
@@ -154,6 +169,8 @@ export function planCapture(options: CaptureOptions): Plan {
   const expectMounts = checkBinding(options.expectMounts);
   const statCache = checkBoolean('options.statCache', options.statCache) ?? true;
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
+  const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
+  const links = checkOneOf('options.links', options.links, LINK_MODES) ?? 'refuse';
   const exclude = planExcludes(options.exclude, source, declarations, copyParts, mounts);
-  return { exclude, defaultCopy: options.copy === undefined, statCache, keepExecutable, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  return { exclude, defaultCopy: options.copy === undefined, links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

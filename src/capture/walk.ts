@@ -29,6 +29,8 @@ import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { withMtime } from '../base/times.js';
+import { checkRelativeLink } from './links.js';
 import { keptEntries, type Excludes } from './exclude.js';
 import { Obstacles, userPath, type ObstacleKind } from './obstacles.js';
 
@@ -340,12 +342,14 @@ export interface ChildCopy {
 }
 
 export interface BuilderOptions {
-  /** Keep bounded relative symlinks (mounts) instead of refusing them (copy roots). */
+  /** Keep bounded relative symlinks (mounts; copy roots with links: 'contained') instead of refusing them (copy roots). */
   allowSymlinks: boolean;
   /** Record permission bits (mounts); copy roots record mode 0 as the seed does. */
   preserveModes: boolean;
   /** Record the permission bits of executable files only (copy roots with keepExecutable). */
   keepExecutable?: boolean;
+  /** Record each entry's mtime (copy roots with keepTimes); not the implicit parents of a root. */
+  keepTimes?: boolean;
   /**
    * Freeze each walked directory (0500) as soon as its children are in (copy roots,
    * whose trees never change once walked); mounts are frozen after ensureDirs.
@@ -391,8 +395,9 @@ export class TreeBuilder {
     return index;
   }
 
-  #recordDir(rel: string): void {
-    this.#record({ kind: 'directory', path: rel, size: 0, sha256: '', mode: 0, link_target: '' });
+  #recordDir(rel: string, st?: Stat): void {
+    const entry: ManifestEntry = { kind: 'directory', path: rel, size: 0, sha256: '', mode: 0, link_target: '' };
+    this.#record(st !== undefined && this.options.keepTimes === true ? withMtime(entry, st) : entry);
   }
 
   /**
@@ -459,7 +464,7 @@ export class TreeBuilder {
       return;
     }
     using src = own(sys, fd);
-    this.#recordDir(rel);
+    this.#recordDir(rel, opened);
     if (this.ctx.hook?.deferred) {
       this.copyDirContents(src.fd, -1, rel, opened, depth);
       return;
@@ -490,7 +495,8 @@ export class TreeBuilder {
     const { limits } = this.ctx;
     const bits = st.mode & 0o7777;
     const capturedMode = this.options.preserveModes || (this.options.keepExecutable === true && (bits & 0o111) !== 0) ? bits : 0;
-    const entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    let entry: ManifestEntry = { kind: 'file', path: rel, size: st.size, sha256: '', mode: capturedMode, link_target: '' };
+    if (this.options.keepTimes === true) entry = withMtime(entry, st);
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
@@ -533,8 +539,10 @@ export class TreeBuilder {
     if (typeof target !== 'string' || !isWellFormed(target)) {
       throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
     }
-    if (target === '' || target.startsWith('/')) {
-      return this.#obstacle(new SealError('SEAL_ESCAPE', `symlink must be a bounded relative link: ${escapePath(rel)} -> ${escapePath(target)}`, { path: rel }), 'escape');
+    try {
+      checkRelativeLink(rel, target);
+    } catch (err) {
+      return this.#obstacle(err as SealError, this.options.payloadSource === undefined ? 'link-escape' : 'escape');
     }
     const bytes = utf8Bytes(target);
     if (bytes > limits.maxPathBytes) {
@@ -553,14 +561,9 @@ export class TreeBuilder {
       throw changed('symlink', rel);
     }
     this.totalBytes += bytes;
-    this.#record({
-      kind: 'symlink',
-      path: rel,
-      size: bytes,
-      sha256: createHash('sha256').update(target, 'utf8').digest('hex'),
-      mode: 0,
-      link_target: target,
-    });
+    const entry: ManifestEntry = { kind: 'symlink', path: rel, size: bytes, sha256: createHash('sha256').update(target, 'utf8').digest('hex'), mode: 0, link_target: target };
+    // A kept link in a copy root records its own mtime too (keepTimes: every entry of a copy root has one).
+    this.#record(this.options.keepTimes === true ? withMtime(entry, before) : entry);
     this.ctx.addBytes(bytes);
   }
 }

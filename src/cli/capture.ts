@@ -2,7 +2,7 @@
 import { resolve } from 'node:path';
 
 import type { MountDeclaration, SnapshotData } from '../index.js';
-import { UsageError, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
+import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
 
@@ -30,6 +30,8 @@ function parseMount(spec: string): MountDeclaration {
   return { source, target };
 }
 
+const LINKS = ['refuse', 'contained'] as const;
+
 async function run(ctx: Context): Promise<void> {
   need(ctx, 1, 'one <source> directory');
   const { io } = ctx;
@@ -38,6 +40,7 @@ async function run(ctx: Context): Promise<void> {
   const copy = listOption(ctx, 'copy');
   const revision = stringOption(ctx, 'revision');
   const statCache = !flag(ctx, 'no-stat-cache');
+  const links = choiceOption(ctx, 'links', LINKS, 'refuse');
   const excludes = excludeOptions(ctx);
   const limits = limitOptions(ctx);
   const store = await ctx.store();
@@ -51,6 +54,8 @@ async function run(ctx: Context): Promise<void> {
     mounts,
     ...(revision === undefined ? {} : { revision }),
     ...(flag(ctx, 'keep-exec') ? { keepExecutable: true } : {}),
+    ...(flag(ctx, 'keep-times') ? { keepTimes: true } : {}),
+    links,
     statCache,
     onProgress: (p) => line.update(p),
   }).catch((err: unknown) => {
@@ -77,15 +82,19 @@ export const CAPTURE: CommandSpec = {
   name: 'capture',
   synopsis: 'capture <source>',
   summary: 'capture a snapshot (or reuse the one already stored)',
-  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]
+  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]
 
 Captures paths below the directory <source> into a frozen, content-addressed snapshot.
 Without --copy, every top-level entry of <source> that holds no --mount source (and is not excluded) is a copy root.
 Prints "captured" for a new snapshot, "reused" when the store already held it.
-  --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside)
+  --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside but --links contained ones)
   --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
   --revision R         folded into the digest (e.g. a commit id)
   --keep-exec          record executable bits in copy roots (changes the manifest; off by default)
+  --keep-times         record the mtime of every file and directory in copy roots, which materialize restores
+                       (changes the manifest; off by default)
+  --links contained    keep relative symlinks in copy roots that resolve to what the snapshot captures
+                       (default refuse: any symlink in a copy root is refused)
   --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)
 ${CAPTURE_OPTIONS_HELP}`,
   options: {
@@ -93,6 +102,8 @@ ${CAPTURE_OPTIONS_HELP}`,
     mount: { type: 'string', multiple: true },
     revision: { type: 'string' },
     'keep-exec': { type: 'boolean' },
+    'keep-times': { type: 'boolean' },
+    links: { type: 'string' },
     'no-stat-cache': { type: 'boolean' },
     ...CAPTURE_OPTIONS,
   },

@@ -2,20 +2,24 @@
 import { SealError, escapePath, type ManifestEntry, type SnapshotData } from '../index.js';
 import { summary } from './capture.js';
 import { excludeLine } from './capture-options.js';
-import { need, type CommandSpec, type Context } from './command.js';
+import { flag, need, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
 async function ls(ctx: Context): Promise<void> {
   need(ctx, 0, 'no arguments');
   const store = await ctx.store();
+  const long = flag(ctx, 'long') ? new Map((await store.usageAsync()).map((u) => [u.digest, u])) : undefined;
   const rows: Record<string, unknown>[] = [];
   const lines: string[] = [];
   for (const digest of store.list()) {
     try {
       const s = summary(store.get(digest).toJSON());
-      rows.push(s);
+      const u = long?.get(digest);
+      const when = u === undefined ? '' : `${new Date(u.createdMs).toISOString()}  `;
+      const disk = u === undefined ? '' : `  ${bytes(u.diskBytes).padStart(10)} on disk`;
+      rows.push(u === undefined ? s : { ...s, created: new Date(u.createdMs).toISOString(), diskBytes: u.diskBytes });
       const decl = [...(s.declarations as string[]), ...(s.mounts as { target: string }[]).map((m) => `mount:${m.target}`)].join(',');
-      lines.push(`${digest.slice(0, 12)}  ${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
+      lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
       rows.push({ digest, error: { code: err.code, message: err.message } });
@@ -49,7 +53,7 @@ function keyed(data: SnapshotData): Map<string, ManifestEntry> {
 }
 
 function differs(x: ManifestEntry, y: ManifestEntry): boolean {
-  return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target;
+  return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target || x.mtime_ns !== y.mtime_ns;
 }
 
 async function diff(ctx: Context): Promise<number> {
@@ -68,11 +72,13 @@ async function diff(ctx: Context): Promise<number> {
 
 export const LS: CommandSpec = {
   name: 'ls',
-  synopsis: 'ls',
+  synopsis: 'ls [--long]',
   summary: 'list snapshots',
-  help: `usage: treeseal ls
+  help: `usage: treeseal ls [--long]
 
-Lists the snapshots in the store.`,
+Lists the snapshots in the store. --long adds when each was published and the bytes it
+takes on disk (as treeseal du counts them).`,
+  options: { long: { type: 'boolean' } },
   run: ls,
 };
 

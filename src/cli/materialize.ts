@@ -24,7 +24,7 @@ async function run(ctx: Context): Promise<void> {
   line.done();
   io.emit(
     { digest: snap.digest, clone, ...report },
-    `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')} ` +
+    `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
       `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
   );

@@ -1,32 +1,15 @@
 // mounts.ts: `treeseal mounts`: a snapshot's mount points made inside a clone, printed as JSON, bwrap or docker arguments.
 import { resolve } from 'node:path';
 
-import type { ManifestEntry, Snapshot } from '../index.js';
+import type { MountPoint, Snapshot } from '../index.js';
 import { choiceOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 
 const FORMATS = ['json', 'bwrap', 'docker'] as const;
 
-/** The directory inside a node_modules payload that vite writes to; the sandbox puts a tmpfs on it. */
-const VITE_TEMP = '.vite-temp';
-
-interface Planned {
-  source: string;
-  target: string;
-  readOnly: true;
-  /** Empty directories of the payload to cover with a writable tmpfs. */
-  tmpfs: string[];
-}
-
-function hasEmptyDir(entries: readonly ManifestEntry[], path: string): boolean {
-  return entries.some((e) => e.path === path && e.kind === 'directory') && !entries.some((e) => e.path.startsWith(`${path}/`));
-}
+type Planned = MountPoint;
 
 function plan(snap: Snapshot, clone: string, workspace: string | undefined): Planned[] {
-  const points = snap.mountPoints(clone, workspace === undefined ? {} : { workspace });
-  return points.map((p, i) => {
-    const entries = snap.mounts[i]!.entries;
-    return { ...p, tmpfs: hasEmptyDir(entries, `payload/${VITE_TEMP}`) ? [`${p.target}/${VITE_TEMP}`] : [] };
-  });
+  return snap.mountPoints(clone, workspace === undefined ? {} : { workspace });
 }
 
 /** One word for sh: left bare when it is safe, else single-quoted. */

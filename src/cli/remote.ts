@@ -22,6 +22,14 @@ function timeout(ctx: Context): { timeouts?: { headersMs: number; idleMs: number
   return { timeouts: { headersMs: ms, idleMs: ms } };
 }
 
+/** --ca-file PATH: a PEM file of CA certificates to trust besides Node's own. */
+function caFile(ctx: Context): { caFile?: string } {
+  const raw = stringOption(ctx, 'ca-file');
+  if (raw === undefined) return {};
+  if (raw === '') throw new UsageError('--ca-file takes the path of a PEM file', ctx.command);
+  return { caFile: raw };
+}
+
 async function push(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
@@ -29,6 +37,7 @@ async function push(ctx: Context): Promise<void> {
   const r: PushReport = await store.push(ctx.args[0]!, ctx.args[1]!, {
     ...concurrency(ctx),
     ...timeout(ctx),
+    ...caFile(ctx),
     insecure: flag(ctx, 'insecure'),
     mountFrom: listOption(ctx, 'mount-from'),
     onProgress: (p) => line.update(p),
@@ -44,7 +53,7 @@ async function pull(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
-  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), ...timeout(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
+  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
@@ -56,7 +65,7 @@ export const PUSH: CommandSpec = {
   name: 'push',
   synopsis: 'push <digest> <remote>',
   summary: 'push a snapshot to an OCI registry',
-  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--mount-from REPO]...
+  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM] [--mount-from REPO]...
 
 Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>.
 Blobs the registry already has are skipped; an existing tag for the same snapshot sends nothing.
@@ -64,12 +73,16 @@ Blobs the registry already has are skipped; an existing tag for the same snapsho
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
                       than 1 KiB/s over that long also fails; a timed-out request is retried
+  --ca-file PEM       CA certificates to trust besides Node's own (else TREESEAL_CA_FILE), for a
+                      registry, token realm or HTTPS proxy signed by a private CA
   --mount-from REPO   a repository of the same registry to mount blobs from (repeatable)
-Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json.`,
+Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json (its
+credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured.`,
   options: {
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },
+    'ca-file': { type: 'string' },
     'mount-from': { type: 'string', multiple: true },
   },
   run: push,
@@ -79,7 +92,7 @@ export const PULL: CommandSpec = {
   name: 'pull',
   synopsis: 'pull <digest> <remote>',
   summary: 'pull a snapshot from an OCI registry, verified',
-  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS]
+  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
 
 Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store. The snapshot
 digest, every blob and every file are checked before it is published; contents the store already
@@ -87,11 +100,16 @@ holds are taken from local snapshots instead of downloaded.
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
-                      than 1 KiB/s over that long also fails; a timed-out request is retried`,
+                      than 1 KiB/s over that long also fails; a timed-out request is retried
+  --ca-file PEM       CA certificates to trust besides Node's own (else TREESEAL_CA_FILE), for a
+                      registry, token realm or HTTPS proxy signed by a private CA
+Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json (its
+credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured.`,
   options: {
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },
+    'ca-file': { type: 'string' },
   },
   run: pull,
 };

@@ -4,10 +4,11 @@ import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js
 import { statOrNull } from './clone-paths.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
-import { isDir, isReg } from '../sys/constants.js';
+import { isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
+import { mtimeDiffers } from '../base/times.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -18,7 +19,7 @@ export interface CloneReport {
   added: string[];
   /** Manifest paths missing from the clone. */
   removed: string[];
-  /** Paths whose kind, size or bytes differ. */
+  /** Paths whose kind, size, bytes or link target differ, or whose mtime differs from the one recorded (keepTimes). */
   changed: string[];
   /** Files hashed and their bytes. */
   files: number;
@@ -39,11 +40,17 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
   c.seen.add(path);
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
+    if (mtimeDiffers(st, want)) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
     return;
   }
-  if (!isReg(st.mode) || st.size !== want.size) return void c.report.changed.push(path);
+  if (want.kind === 'symlink') {
+    // The link itself, never followed: its target must be the manifest's.
+    if (!isLink(st.mode) || c.sys.readlinkat(dirfd, name) !== want.link_target || mtimeDiffers(st, want)) c.report.changed.push(path);
+    return;
+  }
+  if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
   const got = hashAt(c.sys, c.buffer, dirfd, name);
   c.report.files++;
   c.report.bytes += got.size;

@@ -5,15 +5,14 @@ import { checkClonePlaces } from '../base/clone-names.js';
 import { SealError } from '../base/errors.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
-import { checkMountSymlinks } from '../capture/mounts.js';
+import { checkCopyLinks, checkMountLinks, isRelativeTarget } from '../capture/links.js';
+import { parseMtime } from '../base/times.js';
 import { Excludes, patternProblem } from '../capture/exclude.js';
 import { userPath } from '../capture/obstacles.js';
 import type { StoredSnapshot } from './document.js';
 
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
 const MAX_NAME_BYTES = 255;
-/** Symlinks kept in a payload are checked as mounted at a workspace; the rule does not depend on which. */
-const ANY_WORKSPACE = '/workspace';
 
 /** 64 lowercase hex digits (a loop: a regular expression costs a microsecond a call). */
 function isSha256Hex(s: string): boolean {
@@ -65,6 +64,20 @@ function checkPathShape(path: string): void {
   }
 }
 
+/**
+ * A recorded mtime (keepTimes) is kept for every entry at or inside a copy root or for none
+ * (`timed` says which, from the first), never for a copy root's implicit parent or in a
+ * mount, and is mtimeText of an int64 of nanoseconds.
+ */
+function checkMtime(e: ManifestEntry, timed: boolean | undefined): void {
+  if (e.mtime_ns === undefined) {
+    if (timed === true) throw corrupt('times kept for some entries of the copy roots but not this one', e.path);
+    return;
+  }
+  if (timed !== true) throw corrupt(timed === false ? 'times kept for this entry but not for others of the copy roots' : 'mtime_ns on an entry that keeps no time', e.path);
+  if (parseMtime(e.mtime_ns) === undefined) throw corrupt('bad mtime_ns', e.path);
+}
+
 /** Checks one entry's own fields; returns the bytes it adds to total_bytes. */
 function checkFields(e: ManifestEntry, inMount: boolean): number {
   if (!Number.isSafeInteger(e.size) || e.size < 0 || !Number.isSafeInteger(e.mode) || e.mode < 0 || e.mode > 0o7777) throw corrupt('bad size or mode', e.path);
@@ -78,9 +91,8 @@ function checkFields(e: ManifestEntry, inMount: boolean): number {
     if (!inMount && e.mode !== 0 && (e.mode & 0o111) === 0) throw corrupt('bad file mode in a copy root', e.path);
     return e.size;
   }
-  if (!inMount) throw corrupt('symlink in a copy root', e.path);
   const t = e.link_target;
-  if (t === '' || t.startsWith('/') || t.includes('\0') || !isWellFormed(t)) throw corrupt('bad symlink', e.path);
+  if (!isRelativeTarget(t) || t.includes('\0') || !isWellFormed(t)) throw corrupt('bad symlink', e.path);
   const bytes = utf8Bytes(t);
   if (e.mode !== 0 || e.size !== bytes || e.sha256 !== createHash('sha256').update(t, 'utf8').digest('hex')) throw corrupt('bad symlink entry', e.path);
   return bytes;
@@ -117,12 +129,16 @@ function checkCopyArea(entries: Entries, roots: readonly string[][]): number {
   // Directories that are a root or inside one: an entry belongs when its parent is one of them.
   const inside = new Set<string>();
   const found = new Set<string>();
+  let timed: boolean | undefined;
   const bytes = checkArea(entries, false, (e, parent) => {
     if (rootPaths.has(e.path)) found.add(e.path);
     else if (above.has(e.path)) {
       if (e.kind !== 'directory') throw corrupt('a copy root has a parent that is not a directory', e.path);
+      checkMtime(e, undefined);
       return;
     } else if (!inside.has(parent)) throw corrupt('entry outside every copy root', e.path);
+    timed ??= e.mtime_ns !== undefined;
+    checkMtime(e, timed);
     if (e.kind === 'directory') inside.add(e.path);
   });
   for (const r of rootPaths) if (!found.has(r)) throw corrupt('a copy root has no entry', r);
@@ -133,12 +149,13 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
   let first: ManifestEntry | undefined;
   const bytes = checkArea(m.entries, true, (e) => {
     first ??= e;
+    checkMtime(e, undefined);
     if (e.path !== 'payload' && !e.path.startsWith('payload/')) throw corrupt('mount entry outside its payload', e.path);
   });
   if (first?.path !== 'payload') throw corrupt('mount without payload', m.target);
   if (first.kind !== m.kind) throw corrupt('mount kind differs from its payload', m.target);
   if (m.totalBytes !== bytes) throw corrupt(`mount total_bytes ${m.totalBytes} but its entries hold ${bytes}`, m.target);
-  asCorrupt('mount symlink', () => checkMountSymlinks(m.entries, targetParts, ANY_WORKSPACE));
+  asCorrupt('mount symlink', () => checkMountLinks({ targetParts, entries: m.entries }));
   return bytes;
 }
 
@@ -174,8 +191,10 @@ function checkExcluded(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'excl
  * Throws SEAL_CORRUPT unless the snapshot is one capture could have made: canonical
  * source, declared roots and mount targets that capture accepts (relative, no `..`,
  * no overlap, none on materialize's own names), every entry where a declaration puts
- * it and well formed, kept symlinks only in mounts and contained as capture contains
- * them, and byte totals that add up. The digests are proven separately.
+ * it and well formed, kept symlinks (in mounts, and in copy roots captured with
+ * links: 'contained') relative and contained as capture contains them, exclude
+ * patterns as capture takes them that leave out nothing the snapshot holds, and byte
+ * totals that add up. The digests are proven separately.
  */
 export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'exclude' | 'entries' | 'mounts' | 'totalBytes'>): void {
   checkSource(d.source);
@@ -189,5 +208,7 @@ export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' 
   checkExcluded(d, roots, sources);
   let bytes = checkCopyArea(d.entries, roots);
   d.mounts.forEach((m, i) => (bytes += checkMount(m, targets[i]!)));
+  const mounts = d.mounts.map((m, i) => ({ targetParts: targets[i]!, entries: m.entries }));
+  asCorrupt('copy root symlink', () => checkCopyLinks({ entries: d.entries, roots, mounts }));
   if (bytes !== d.totalBytes) throw corrupt(`total_bytes ${d.totalBytes} but the entries hold ${bytes}`);
 }

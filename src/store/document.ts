@@ -115,9 +115,10 @@ function entryList(v: unknown): ManifestEntry[] {
       typeof e.size === 'number' &&
       typeof e.sha256 === 'string' &&
       typeof e.mode === 'number' &&
-      typeof e.link_target === 'string';
+      typeof e.link_target === 'string' &&
+      (e.mtime_ns === undefined || typeof e.mtime_ns === 'string');
     if (!ok) throw corrupt('an entry is malformed');
-    return {
+    const entry: ManifestEntry = {
       kind: e.kind as ManifestEntry['kind'],
       path: e.path as string,
       size: e.size as number,
@@ -125,6 +126,8 @@ function entryList(v: unknown): ManifestEntry[] {
       mode: e.mode as number,
       link_target: e.link_target as string,
     };
+    // Checked with the rest of the document (checkDocument): where times are kept, and their form.
+    return e.mtime_ns === undefined ? entry : { ...entry, mtime_ns: e.mtime_ns as string };
   });
 }
 

@@ -5,6 +5,8 @@ export const LOCK_NAME = 'lock';
 /** Stat caches, one file per source: `cache/<key>.bin`. */
 export const CACHE_DIR = 'cache';
 export const BUILD_PREFIX = 'build-';
+/** Leases on published snapshots, one file per lease: `leases/<digest>-<16 hex>`, flocked while held. */
+export const LEASES_DIR = 'leases';
 export const REMOVING_PREFIX = 'rm-';
 /** A snapshot's copy roots live in `copy/`, its mounts in `mounts/<mountDir(i)>/payload`. */
 export const COPY_AREA = 'copy';

@@ -73,7 +73,11 @@ export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean
   try {
     return fn();
   } finally {
-    sys.flock(lock.fd, LOCK_UN);
+    try {
+      sys.flock(lock.fd, LOCK_UN);
+    } catch {
+      // Closing the fd (right after) releases the lock too; what fn returned (an fd it handed over) must not be lost.
+    }
   }
 }
 

@@ -42,8 +42,8 @@ export interface TreeSteps<At> {
   enter?(name: string, entry: ManifestEntry, at: At): At & Disposable;
   /** Makes and opens a directory entry (default: makeDir). */
   makeDir?(dirFd: number, name: string, entry: ManifestEntry): Fd;
-  /** A directory, still open, once its entries are built. */
-  leave?(dirFd: number): void;
+  /** A directory entry, still open at dirFd, once its entries are built. */
+  leave?(dirFd: number, entry: ManifestEntry): void;
 }
 
 /**
@@ -60,7 +60,7 @@ export function buildTree<At>(sys: Sys, children: ReadonlyMap<string, readonly M
       using inner = steps.enter?.(name, entry, at);
       using child = steps.makeDir?.(dirFd, name, entry) ?? makeDir(sys, dirFd, name);
       buildTree(sys, children, child.fd, inner ?? at, steps, entry.path);
-      steps.leave?.(child.fd);
+      steps.leave?.(child.fd, entry);
     }
   }
 }

@@ -17,10 +17,13 @@ import { buildTree, childrenOf } from './manifest-tree.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
+import { CloneLinks } from './clone-links.js';
 import { sameStoredIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
 import { readingSnapshot } from './lock.js';
 import type { Sys } from '../sys/native.js';
+import { keepMtime } from '../base/times.js';
+import { keepRootMtimes } from './clone-times.js';
 
 export type ReflinkMode = 'auto' | 'always' | 'never';
 
@@ -38,6 +41,8 @@ export interface MaterializeOptions {
 export interface MaterializeReport {
   files: number;
   directories: number;
+  /** Symlinks made (copy roots captured with links: 'contained'). */
+  symlinks: number;
   reflinked: number;
   copied: number;
   /** Data bytes the copies wrote (holes are not written, and not counted). */
@@ -136,6 +141,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   {
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
+    keepMtime(sys, dst.fd, entry);
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {
@@ -157,17 +163,19 @@ function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEnt
 }
 
 /** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
-function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number): void {
+function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number, links: CloneLinks): void {
   buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
     file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
-    symlink: (_stageDir, _name, entry) => {
-      throw corrupt(entry.path, 'copy roots cannot hold a symlink');
+    symlink: (stageDir, name, entry) => {
+      links.make(stageDir, name, entry);
+      run.report.symlinks++;
     },
     enter: (name, entry, snapDir) => {
       const dir = openSnapshotDir(run, snapDir, name, entry);
       run.report.directories++;
       return dir;
     },
+    leave: (stageDir, entry) => keepMtime(run.sys, stageDir, entry),
   });
 }
 
@@ -180,7 +188,7 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
     cloneWorks: undefined,
     rangeWorks: undefined,
     buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-    report: { files: 0, directories: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
     progress: throttled(options.onProgress),
     bytes: 0,
   };
@@ -215,12 +223,13 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
  * fails too, the marker stays and `stage.keep` is set: what the stage holds is not
  * removed by this call (the clone is mixed; checkClone says how).
  */
-function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string): void {
+function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string, entries: StoredSnapshot['entries']): void {
   // Nothing is swapped yet when this fails, and it leaves nothing of its own behind.
   const marker = writeMarker(sys, cloneFd, digest, stage.name);
   const swap = new CloneSwap(sys, cloneFd, stage);
   try {
     for (const parts of roots) swap.publish(parts);
+    keepRootMtimes(sys, cloneFd, roots, entries);
     removeMarker(sys, cloneFd, marker);
   } catch (err) {
     // Nothing is deleted before this point: every swap can be undone.
@@ -241,7 +250,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     using copyDir = own(run.sys, copyFd);
-    buildStage(run, data.entries, copyDir, stage.newFd);
+    buildStage(run, data.entries, copyDir, stage.newFd, new CloneLinks(run.sys, data));
   });
 }
 
@@ -267,7 +276,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
     // still holds when it cannot be removed stays inside the clone, unlocked, for the next sweep.
     using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
-    swapRoots(sys, cloneFd, stage, roots, data.digest);
+    swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;

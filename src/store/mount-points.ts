@@ -17,6 +17,25 @@ export interface MountPoint {
   /** `${workspace}/${target}`. */
   target: string;
   readOnly: true;
+  /**
+   * Empty directories of the payload a tool writes into (`.vite-temp` at the top of a
+   * node_modules payload), as sandbox paths: a sandbox covers each with a writable tmpfs.
+   */
+  tmpfs: string[];
+}
+
+/** The directory inside a node_modules payload that vite writes to; a sandbox puts a tmpfs on it. */
+const VITE_TEMP = '.vite-temp';
+
+/** Whether the payload's entries hold `payload/<name>` as an empty directory. */
+function hasEmptyDir(entries: Iterable<{ path: string; kind: string }>, name: string): boolean {
+  const path = `${PAYLOAD_NAME}/${name}`;
+  let found = false;
+  for (const e of entries) {
+    if (e.path === path && e.kind === 'directory') found = true;
+    else if (e.path.startsWith(`${path}/`)) return false;
+  }
+  return found;
 }
 
 export interface MountPointOptions {
@@ -66,13 +85,14 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: StoredSnapsh
       checkPayload(sys, snapshotFd, i, m);
       // Checked again here, lexically, whatever loaded the snapshot: nothing is made outside the clone.
       const parts = checkRelative(m.target, { label: 'mount target', name: `mounts[${i}].target`, maxPathBytes: Number.MAX_SAFE_INTEGER });
-      return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}` };
+      return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`, vite: m.kind === 'directory' && hasEmptyDir(m.entries, VITE_TEMP) };
     });
     // Every target is checked before any is made: a refusal writes nothing.
     for (const p of points) checkTarget(sys, cloneDir.fd, p.parts, p.directory);
     return points.map((p) => {
       prepareTarget(sys, cloneDir.fd, p.parts, p.directory);
-      return { source: p.source, target: `${workspace === '/' ? '' : workspace}/${p.parts.join('/')}`, readOnly: true as const };
+      const target = `${workspace === '/' ? '' : workspace}/${p.parts.join('/')}`;
+      return { source: p.source, target, readOnly: true as const, tmpfs: p.vite ? [`${target}/${VITE_TEMP}`] : [] };
     });
   });
 }

@@ -8,6 +8,7 @@ import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
+import { checkCopyLinks } from '../capture/links.js';
 import { asUserPath } from '../capture/obstacles.js';
 import { Excludes } from '../capture/exclude.js';
 import { withCopyRoots } from '../capture/default-copy.js';
@@ -72,7 +73,7 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
 }
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: false, preserveModes: false, keepExecutable: plan.keepExecutable, freezeDirs: true });
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true });
   for (const parts of plan.copyParts) {
     using srcParent = openDeclaredParents(ctx, sourceFd, parts);
     using destParent = builder.ensureDirs(parts.slice(0, -1));
@@ -89,7 +90,7 @@ function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, 
     sys.mkdirat(mountsFd, name, 0o700);
     using container = own(sys, openChildDir(sys, mountsFd, name));
     try {
-      return captureMount(ctx, sourceFd, container.fd, mount, plan.workspace);
+      return captureMount(ctx, sourceFd, container.fd, mount);
     } catch (err) {
       // Errors name the mount's source path, never its payload in the store.
       throw asUserPath(err, mount.sourceParts.join('/'));
@@ -238,7 +239,10 @@ function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, pl
   }
   sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
   using mountsDir = own(sys, openChildDir(sys, buildFd, MOUNTS_AREA));
-  return { entries, mounts: captureMounts(ctx, sourceFd, mountsDir.fd, plan) };
+  const mounts = captureMounts(ctx, sourceFd, mountsDir.fd, plan);
+  // Copy-root links resolve in the clone's namespace, mounts' payloads included: checked once every area is in.
+  checkCopyLinks({ entries, roots: plan.copyParts, mounts: mounts.map((m, i) => ({ targetParts: plan.mounts[i]!.targetParts, entries: m.entries })) }, (err) => ctx.obstacles.add(err, 'link-escape'));
+  return { entries, mounts };
 }
 
 function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, fresh: boolean): Built {

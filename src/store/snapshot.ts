@@ -1,11 +1,13 @@
-// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone.
+// snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
+import { dirname } from 'node:path';
+
 import { checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
-import type { ToolOptions } from '../base/offload.js';
+import type { Gate, ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
@@ -14,6 +16,7 @@ import { checkParallelism } from '../capture/plan.js';
 import { checkCloneOutsideStore } from './clone-paths.js';
 import { checkCloneAt, type CloneReport } from './clone-check.js';
 import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
+import { Lease, takeLease, type LeaseHandle } from './lease.js';
 
 type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress'>];
 
@@ -38,13 +41,15 @@ export class Snapshot {
   /** The public form (entry lists as arrays), made on first use. */
   #view: SnapshotData | undefined;
   readonly #sys: Sys;
+  readonly #gate: Gate | undefined;
 
-  /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer. */
-  constructor(root: string, data: StoredSnapshot | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined } = {}) {
+  /** @internal Snapshots come from a SnapshotStore; `sys` is the store's syscall layer, `gate` its bound on calls at once. */
+  constructor(root: string, data: StoredSnapshot | PackedSnapshot, options: ToolOptions & { report?: CaptureReport | undefined; gate?: Gate | undefined } = {}) {
     this.root = root;
     if ('packedEntries' in data) this.#packed = data;
     else this.#data = data;
     this.#sys = options.sys ?? nativeSys;
+    this.#gate = options.gate;
     this.digest = data.digest;
     this.manifestDigest = data.manifestDigest;
     this.totalBytes = data.totalBytes;
@@ -107,7 +112,7 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, ...rest } = options;
-      return { sys: snap.#sys, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
     },
     core: (sys, [ref, clone, options], ctx) => materializeSnapshot(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
@@ -118,7 +123,7 @@ export class Snapshot {
       checkString('clone', clone);
       checkOptions('options', options);
       checkCloneOutsideStore(snap.root, clone, []);
-      return { sys: snap.#sys, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
     },
     core: (sys, [ref, clone, options]) => mountPointsOf(sys, ref.root, dataOf(sys, ref), clone, options),
     send: ([ref, clone, options]): [SnapshotRef, string, MountPointOptions] => [sendRef(ref), clone, options],
@@ -129,7 +134,7 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       const parallelism = checkParallelism(options.parallelism);
-      return { sys: snap.#sys, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
     },
     core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }),
     send: ([ref, parallelism]): [SnapshotRef, number | undefined] => [sendRef(ref), parallelism],
@@ -138,11 +143,30 @@ export class Snapshot {
   static readonly #checkClone = defineOp('checkClone', {
     validate: (snap: Snapshot, clone: string) => {
       checkString('clone', clone);
-      return { sys: snap.#sys, args: [snap.#ref, clone] as [SnapshotRef, string] };
+      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone] as [SnapshotRef, string] };
     },
     core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
     send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],
   });
+
+  static readonly #lease = defineOp('lease', {
+    validate: (snap: Snapshot) => ({ sys: snap.#sys, gate: snap.#gate, args: [dirname(dirname(snap.root)), snap.digest] as [string, string] }),
+    core: (sys, [storeRoot, digest]): LeaseHandle => takeLease(sys, storeRoot, digest),
+    finish: (handle, call) => new Lease(call.sys, call.args[0], call.args[1], handle),
+  });
+
+  /**
+   * Leases this snapshot: until the lease is released (`release()`, or `using`), or its
+   * process ends, removing the snapshot is SEAL_BUSY naming this process.
+   */
+  lease(): Lease {
+    return Snapshot.#lease.sync(this);
+  }
+
+  /** lease on the worker thread (the lease's fd is the process's). */
+  leaseAsync(): Promise<Lease> {
+    return Snapshot.#lease.async(this);
+  }
 
   /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {

@@ -11,7 +11,8 @@ import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
-import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, LEASES_DIR, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
@@ -72,7 +73,7 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
 /**
  * Opens a store directory (the directory itself must exist or be creatable), checks
  * that only users it trusts (see trust.ts) can have written it, its snapshots/,
- * tmp/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
+ * tmp/, leases/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
  * builds no live process holds. Returns how many it swept.
  */
 export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): number {
@@ -81,7 +82,7 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
     const opened = openTrustedRoot(sys, root, trust);
     rule = opened.rule;
     using dir = opened.dir;
-    for (const name of [SNAPSHOTS_DIR, TMP_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
+    for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
     // cache/ is made by the first capture that saves a stat cache (0700); a shared store makes it here, for the group.
     trustedPart(sys, dir.fd, CACHE_DIR, rule, escapePath(`${root}/${CACHE_DIR}`), rule.group !== undefined);
   }
@@ -198,6 +199,7 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
  * snapshot shares by a hard link keeps its mode and bytes.
  */
 export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): void {
+  checkUnleased(sys, storeRoot, digest);
   using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   const name = REMOVING_PREFIX + randomBytes(12).toString('hex');

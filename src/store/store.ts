@@ -1,8 +1,8 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkBoolean, checkFunction, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
-import { stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
@@ -19,6 +19,8 @@ import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
+import { sweepLeases } from './lease.js';
+import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
 import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 import { checkDigestPrefix, checkFullDigest, listDigests, resolveDigestIn } from './digests.js';
@@ -32,6 +34,12 @@ export interface StoreOptions extends ToolOptions {
    * into a shared store: a setgid directory of a group you are in, group-writable.
    */
   trust?: StoreTrust;
+  /**
+   * How many of this store's async calls (and its snapshots') run at once, each on a
+   * worker thread of its own (1 to 64; default one per core, at least 2). More wait
+   * their turn in the order they were made. Sync calls always run on the caller.
+   */
+  concurrency?: number;
 }
 
 export interface CaptureCallOptions extends CaptureOptions {
@@ -59,7 +67,10 @@ export class SnapshotStore {
   readonly root: string;
   readonly ephemeral: boolean;
   readonly trust: StoreTrust;
+  /** How many of its async calls run at once (see StoreOptions.concurrency). */
+  readonly concurrency: number;
   readonly #sys: Sys;
+  readonly #gate: Gate;
   #closed = false;
   #sweptAtOpen = 0;
 
@@ -68,6 +79,8 @@ export class SnapshotStore {
     this.ephemeral = options.ephemeral === true;
     this.trust = options.trust ?? 'owner';
     this.#sys = options.sys ?? nativeSys;
+    this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.#gate = new Gate(this.concurrency);
   }
 
   static readonly #open = defineOp('openStore', {
@@ -76,6 +89,7 @@ export class SnapshotStore {
       const sys = checkOptions('options', options).sys ?? nativeSys;
       checkBoolean('options.ephemeral', options.ephemeral);
       checkTrust(options.trust);
+      if (options.concurrency !== undefined) checkInteger('options.concurrency', options.concurrency, 1, 64);
       const root = checkRootPath(dir, 'store directory');
       own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
       return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
@@ -115,7 +129,7 @@ export class SnapshotStore {
   }
 
   #snapshot(data: StoredSnapshot | PackedSnapshot, report?: CaptureReport): Snapshot {
-    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report });
+    return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report, gate: this.#gate });
   }
 
   /** Checks the options; every capture then walks the source and applies its own limits (reuse is by digest, after the walk). */
@@ -131,7 +145,7 @@ export class SnapshotStore {
 
   static readonly #capture = defineOp('capture', {
     validate: (store: SnapshotStore, options: CaptureCallOptions) => ({
-      sys: store.#sys,
+      sys: store.#sys, gate: store.#gate,
       args: [store.root, store.#prepare(options)] as [string, Plan],
       signal: options.signal,
       onProgress: options.onProgress,
@@ -161,7 +175,7 @@ export class SnapshotStore {
   static readonly #get = defineOp('get', {
     validate: (store: SnapshotStore, digestOrPrefix: string) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
     },
     core: (sys, [root, prefix]): StoredSnapshot => {
       const digest = resolveDigestIn(sys, root, prefix);
@@ -175,7 +189,7 @@ export class SnapshotStore {
   static readonly #list = defineOp('list', {
     validate: (store: SnapshotStore) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root] as [string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
     },
     core: (sys, [root]) => listDigests(sys, root),
   });
@@ -183,7 +197,7 @@ export class SnapshotStore {
   static readonly #remove = defineOp('remove', {
     validate: (store: SnapshotStore, digestOrPrefix: string) => {
       store.#checkOpen();
-      return { sys: store.#sys, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
     },
     core: (sys, [root, prefix]) => {
       const digest = resolveDigestIn(sys, root, prefix);
@@ -197,16 +211,37 @@ export class SnapshotStore {
       store.#checkOpen();
       const clone = checkOptions('options', options).clone;
       if (clone !== undefined) checkString('options.clone', clone);
-      return { sys: store.#sys, args: [store.root, clone] as [string, string | undefined] };
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, clone] as [string, string | undefined] };
     },
     core: (sys, [root, clone]) => {
-      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root));
+      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root) + sweepLeases(sys, root));
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
     },
   });
 
+  static readonly #usage = defineOp('usage', {
+    validate: (store: SnapshotStore) => {
+      store.#checkOpen();
+      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
+    },
+    core: (sys, [root]) => storeUsage(sys, root),
+  });
+
+  static readonly #prune = defineOp('prune', {
+    validate: (store: SnapshotStore, policy: PrunePolicy) => {
+      store.#checkOpen();
+      checkOptions('policy', policy);
+      const checked: PrunePolicy = {};
+      if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);
+      if (policy.keepLast !== undefined) checked.keepLast = checkInteger('policy.keepLast', policy.keepLast, 0);
+      if (policy.maxBytes !== undefined) checked.maxBytes = checkInteger('policy.maxBytes', policy.maxBytes, 0);
+      return { sys: store.#sys, gate: store.#gate, args: [store.root, checked, Date.now()] as [string, PrunePolicy, number] };
+    },
+    core: (sys, [root, policy, now]) => pruneStore(sys, root, policy, now),
+  });
+
   static readonly #close = defineOp('closeStore', {
-    validate: (store: SnapshotStore) => ({ sys: store.#sys, args: [store.root] as [string] }),
+    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root] as [string] }),
     core: (sys, [root]) => closeStoreAt(sys, root),
   });
 
@@ -278,8 +313,9 @@ export class SnapshotStore {
   }
 
   /**
-   * Sweeps stale builds and half-removed snapshots under the store's exclusive lock and,
-   * given a clone, the stages materializes that died left inside it; returns how many.
+   * Sweeps stale builds, half-removed snapshots and leases whose holder is gone under the
+   * store's exclusive lock and, given a clone, the stages materializes that died left
+   * inside it; returns how many.
    */
   gc(options: GcOptions = {}): number {
     return SnapshotStore.#gc.sync(this, options);
@@ -288,6 +324,30 @@ export class SnapshotStore {
   /** gc on the worker thread (the sync form keeps the plain name). */
   gcAsync(options: GcOptions = {}): Promise<number> {
     return SnapshotStore.#gc.async(this, options);
+  }
+
+  /** Every published snapshot's creation time, logical and on-disk bytes, oldest first. */
+  usage(): SnapshotUsage[] {
+    return SnapshotStore.#usage.sync(this);
+  }
+
+  /** usage on the worker thread. */
+  usageAsync(): Promise<SnapshotUsage[]> {
+    return SnapshotStore.#usage.async(this);
+  }
+
+  /**
+   * Removes snapshots by age, count and size, oldest first: the newest `keepLast` are
+   * kept, then every one older than `olderThanMs` goes, then the oldest until the rest
+   * take at most `maxBytes` on disk. Leased snapshots are kept (reported in `leased`).
+   */
+  prune(policy: PrunePolicy): PruneReport {
+    return SnapshotStore.#prune.sync(this, policy);
+  }
+
+  /** prune on the worker thread. */
+  pruneAsync(policy: PrunePolicy): Promise<PruneReport> {
+    return SnapshotStore.#prune.async(this, policy);
   }
 
   /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */

@@ -73,6 +73,13 @@ export interface Sys {
   syncfs(fd: number): void;
   fchmod(fd: number, mode: number): void;
   fchmodat(dirfd: number, path: PathArg, mode: number, flags: number): void;
+  /**
+   * Sets fd's access and modification times, each as (seconds, nanoseconds) since the epoch; a
+   * nanosecond value of UTIME_OMIT leaves that time as it is, UTIME_NOW sets it to now.
+   */
+  futimens(fd: number, atimeSec: number, atimeNsec: number, mtimeSec: number, mtimeNsec: number): void;
+  /** futimens for dirfd/path; with AT_SYMLINK_NOFOLLOW a symlink's own times are set, never its target's. */
+  utimensat(dirfd: number, path: PathArg, atimeSec: number, atimeNsec: number, mtimeSec: number, mtimeNsec: number, flags: number): void;
   flock(fd: number, operation: number): void;
   ficlone(destfd: number, srcfd: number): boolean;
   copy_file_range(fdIn: number, offIn: number, fdOut: number, offOut: number, length: number): number;
@@ -174,6 +181,8 @@ export const sys: Sys = {
   syncfs: addon.syncfs,
   fchmod: addon.fchmod,
   fchmodat: addon.fchmodat,
+  futimens: addon.futimens,
+  utimensat: addon.utimensat,
   flock: addon.flock,
   ficlone: addon.ficlone,
   copy_file_range: addon.copy_file_range,

@@ -56,6 +56,33 @@ describe('EntryTable', () => {
     expect(text).toBe(canonicalJson(objects(sorted(entries)) as never));
   });
 
+  it('keeps recorded mtimes only where entries have one, grown with the table, across threads, encoded as the objects are', async () => {
+    const entries: ManifestEntry[] = [];
+    // Untimed entries first (a copy root's implicit parents), then thousands with times, before 1970 and near int64's ends.
+    for (let i = 0; i < 3; i++) entries.push({ kind: 'directory', path: `p${i}`, size: 0, sha256: '', mode: 0, link_target: '' });
+    const times = ['0', '-1', '-9223372036854775807', '9223372036854775807', '1700000000123456789'];
+    for (let i = 0; i < 5000; i++) {
+      entries.push({ kind: 'file', path: `p2/${String(i).padStart(5, '0')}`, size: i, sha256: sha256Hex(String(i)), mode: 0, link_target: '', mtime_ns: times[i % times.length]! });
+    }
+    const table = EntryTable.from(entries).sort();
+    expect(table.timed).toBe(true);
+    expect(EntryTable.from(entries.slice(0, 3)).timed).toBe(false);
+    expect([...table]).toEqual(sorted(entries));
+    expect(Object.keys(table.at(0))).not.toContain('mtime_ns');
+    const withTimes = sorted(entries).map((e) => ({ ...objects([e])[0]!, ...(e.mtime_ns === undefined ? {} : { mtime_ns: e.mtime_ns }) }));
+    expect(entriesText(table)).toBe(canonicalJson(withTimes as never));
+    expect(manifestDigest(table as never)).toBe(manifestDigest(sorted(entries)));
+    const back = await new Promise<string[]>((resolve, reject) => {
+      const code = `const { parentPort, workerData } = require('node:worker_threads'); parentPort.postMessage(Array.from(workerData.mtimes.subarray(0, 8), String));`;
+      const w = new Worker(code, { eval: true, workerData: table.pack() });
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    expect(back).toEqual(['-9223372036854775808', '-9223372036854775808', '-9223372036854775808', '0', '-1', '-9223372036854775807', '9223372036854775807', '1700000000123456789']);
+    expect([...EntryTable.unpack(table.pack())]).toEqual(sorted(entries));
+    expect(() => EntryTable.from([{ ...entries[3]!, mtime_ns: '01' }])).toThrow(RangeError);
+  });
+
   it('crosses to another thread as shared memory, not copied', async () => {
     const table = EntryTable.from(awkward()).sort();
     const packed = table.pack();

@@ -151,7 +151,7 @@ describe('async twins of the calls that were sync', () => {
     const { root, store, digests } = await published();
     const snap = store.get(digests.find((d) => store.get(d).mounts.length > 0)!);
     const points = await snap.mountPointsAsync(join(root, 'clone'), { workspace: '/workspace' });
-    expect(points).toEqual([{ source: `${snap.root}/mounts/00000/payload`, target: '/workspace/node_modules', readOnly: true }]);
+    expect(points).toEqual([{ source: `${snap.root}/mounts/00000/payload`, target: '/workspace/node_modules', readOnly: true, tmpfs: ['/workspace/node_modules/.vite-temp'] }]);
     expect(existsSync(join(root, 'clone/node_modules'))).toBe(true);
     expect(snap.mountPoints(join(root, 'clone'), { workspace: '/workspace' })).toEqual(points);
     await expectError(async () => snap.mountPointsAsync(join(root, 'store')), { code: 'SEAL_OVERLAP' });

@@ -80,7 +80,7 @@ describe.each(LAYERS)('root paths (%s)', (_name, sys) => {
     const { work, real } = linked();
     const deep = join(work, 'a/b/c/store');
     const store = SnapshotStore.openSync(deep, opts);
-    expect(readdirSync(deep).sort()).toEqual(['lock', 'snapshots', 'tmp']);
+    expect(readdirSync(deep).sort()).toEqual(['leases', 'lock', 'snapshots', 'tmp']);
     store.closeSync();
     const through = join(work, 'link', 'made', 'store');
     expectError(() => SnapshotStore.openSync(through, opts), { code: 'SEAL_SYMLINK', message: `store directory must not traverse symlinks: ${through}` });

@@ -19,10 +19,10 @@ function repoWith(tree: Record<string, string | null>): { base: string; repo: st
 }
 
 /** The error a capture fails with, sync and async alike (class, code, message, path, details); nothing stored. */
-async function refusal(repo: string, store: SnapshotStore, options: Omit<CaptureCallOptions, 'source'>): Promise<SealError> {
-  const sync = expectError(() => store.captureSync({ source: repo, ...options }), { code: 'SEAL_SYMLINK', unchanged: store.root }) as SealError;
+async function refusal(repo: string, store: SnapshotStore, options: Omit<CaptureCallOptions, 'source'>, code = 'SEAL_SYMLINK'): Promise<SealError> {
+  const sync = expectError(() => store.captureSync({ source: repo, ...options }), { code, unchanged: store.root }) as SealError;
   const shape = (e: SealError): unknown => ({ name: e.name, code: e.code, message: e.message, path: e.path, retryable: e.retryable, details: e.details });
-  const async = (await expectError(async () => store.capture({ source: repo, ...options }), { code: 'SEAL_SYMLINK', unchanged: store.root })) as SealError;
+  const async = (await expectError(async () => store.capture({ source: repo, ...options }), { code, unchanged: store.root })) as SealError;
   expect(shape(async)).toEqual(shape(sync));
   expect(Object.isFrozen(async.details)).toBe(true);
   expect(storeLeftovers(store.root)).toEqual([]);
@@ -73,6 +73,26 @@ describe('every obstacle in one error', () => {
       'capture must not traverse a symlink: app/link (in copy root app: declare app as a mount (--mount app) or leave it out)',
       [{ path: 'app/link', code: 'SEAL_SYMLINK', hint: LINK }],
     ]);
+    store.closeSync();
+  });
+
+  it("with links: 'contained', copy-root links that are not contained join the obstacles the walk found", async () => {
+    const { base, repo } = repoWith({ 'app/a.js': 'a' });
+    symlinkSync('a.js', join(repo, 'app/ok'));
+    symlinkSync('../../../etc', join(repo, 'app/out'));
+    symlinkSync('nope', join(repo, 'app/dangling'));
+    mkfifo(join(repo, 'app/pipe'));
+    const store = SnapshotStore.openSync(join(base, 'store'), { ephemeral: true });
+    const err = await refusal(repo, store, { copy: ['app'], links: 'contained' }, 'SEAL_SPECIAL_FILE');
+    expect([err.message, err.path]).toEqual(['capture accepts only regular files and directories: app/pipe, and 2 more obstacles', 'app/pipe']);
+    const escaped = 'a symlink in a copy root that dangles or leads out of what the snapshot captures';
+    expect(err.details).toEqual([
+      { path: 'app/pipe', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: --exclude /app/pipe leaves it out' },
+      { path: 'app/dangling', code: 'SEAL_ESCAPE', hint: `${escaped}: --exclude /app/dangling leaves it out` },
+      { path: 'app/out', code: 'SEAL_ESCAPE', hint: `${escaped}: --exclude /app/out leaves it out` },
+    ]);
+    const snap = store.captureSync({ source: repo, copy: ['app'], links: 'contained', exclude: ['/app/pipe', '/app/dangling', '/app/out'] });
+    expect(snap.entries.map((e) => `${e.kind} ${e.path}`)).toEqual(['directory app', 'file app/a.js', 'symlink app/ok']);
     store.closeSync();
   });
 

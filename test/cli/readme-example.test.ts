@@ -73,7 +73,7 @@ function runSteps(steps: Step[], cwd: string, declarations: string[]): void {
 describe("README's quick start and docs/cli.md's walkthrough", () => {
   it("README's command-line quick start, in a project whose node_modules/.bin holds the treeseal bin", () => {
     const steps = documentSteps('README.md', '## Quick start');
-    expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['export', 'mkdir', 'echo', 'echo', 'export', 'treeseal', 'treeseal', 'treeseal']);
+    expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['export', 'mkdir', 'echo', 'echo', 'ln', 'export', 'treeseal', 'treeseal', 'treeseal']);
     const project = tempDir();
     mkdirSync(join(project, 'node_modules/.bin'), { recursive: true });
     symlinkSync(join(REPO, 'dist/cli.js'), join(project, 'node_modules/.bin/treeseal'));

@@ -1,9 +1,10 @@
 // unix.test.ts: the command as Unix users expect it: --version, help, a closed stdout, the progress line on a terminal, retries, exit statuses.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
+import * as S from '../../dist/sys/index.js';
 import { tempDir, writeTree } from '../helpers.js';
 import { CLI_TIMEOUT_MS, CLI, cli, json, setup } from './run-cli.js';
 
@@ -34,8 +35,9 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(help.stdout).toContain('--retries N');
     expect(cli(store, '--help').stdout).toBe(help.stdout);
     const one = cli(store, 'help', 'capture');
-    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]']);
+    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]']);
     expect(one.stdout).toBe(cli(store, 'capture', '--help').stdout);
+    expect(one.stdout).toContain('\n  --keep-times         record the mtime of every file and directory in copy roots, which materialize restores\n');
     let r = cli(store, 'help', 'nope');
     expect([r.status, r.stdout]).toEqual([2, '']);
     expect(r.stderr).toMatch(/^treeseal: unknown command: nope\nusage: treeseal <command>/);
@@ -199,6 +201,34 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
     r = cli(store, 'materialize', digest, join(work, 'made'));
     expect(r.status).toBe(0);
     expect(readFileSync(join(work, 'made/src/lib/b.ts'), 'utf8')).toBe('beta');
+  });
+
+  it('--keep-times: the manifest records each mtime in nanoseconds, materialize restores it, diff and verify --clone see it change', () => {
+    const { work, repo, store } = setup();
+    const at = (rel: string, ns: bigint): void => {
+      S.sys.utimensat(S.AT_FDCWD, join(repo, rel), 0, S.UTIME_OMIT, Number(ns / 1_000_000_000n), Number(ns % 1_000_000_000n), S.AT_SYMLINK_NOFOLLOW);
+    };
+    at('src/lib/b.ts', 1_500_000_000_000_000_123n);
+    at('src/lib', 1_500_000_000_000_000_456n);
+    const plain = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--keep-times', '--json'));
+    expect(snap.manifestDigest).not.toBe(plain.manifestDigest);
+    const shown = json(cli(store, 'show', snap.digest, '--json'));
+    expect(shown.entries.find((e: { path: string }) => e.path === 'src/lib/b.ts').mtime_ns).toBe('1500000000000000123');
+    expect(json(cli(store, 'show', plain.digest, '--json')).entries.every((e: object) => !('mtime_ns' in e))).toBe(true);
+    // The same bytes, another time: diff names the entry whose time differs (its directory's stays).
+    at('src/a.ts', 1_400_000_000_000_000_000n);
+    const moved = json(cli(store, 'capture', repo, '--copy', 'src', '--keep-times', '--json'));
+    const d = cli(store, 'diff', snap.digest, moved.digest);
+    expect([d.status, d.stdout]).toEqual([1, '~ src/a.ts\n0 added, 0 removed, 1 changed\n']);
+    const clone = join(work, 'clone');
+    json(cli(store, 'materialize', snap.digest, clone, '--json'));
+    expect(statSync(join(clone, 'src/lib/b.ts'), { bigint: true }).mtimeNs).toBe(1_500_000_000_000_000_123n);
+    expect(statSync(join(clone, 'src/lib'), { bigint: true }).mtimeNs).toBe(1_500_000_000_000_000_456n);
+    expect(cli(store, 'verify', snap.digest, '--clone', clone).status).toBe(0);
+    writeFileSync(join(clone, 'src/a.ts'), 'alpha');
+    const r = cli(store, 'verify', snap.digest, '--clone', clone);
+    expect([r.status, r.stdout.split('\n').filter((l) => l.startsWith('~'))]).toEqual([1, ['~ src/a.ts']]);
   });
 
   it('capture without --copy copies every top-level entry but the mounts; --keep-exec; a refused link says the way out', () => {

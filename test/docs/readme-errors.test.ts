@@ -131,6 +131,12 @@ const WITNESSES: Record<string, () => { sync?: Call; async?: () => Promise<unkno
     const signal = AbortSignal.abort();
     return { sync: () => store.captureSync({ source: repo, copy: ['src'], signal }), async: () => store.capture({ source: repo, copy: ['src'], signal }) };
   },
+  SEAL_BUSY: () => {
+    const { repo, store } = world();
+    const snap = store.captureSync({ source: repo, copy: ['src'] });
+    snap.lease();
+    return { sync: () => store.remove(snap.digest), async: () => store.removeAsync(snap.digest) };
+  },
   SEAL_AMBIGUOUS: () => {
     const { root, store } = world();
     // 17 snapshots: two of them share a first hex digit.

@@ -1,11 +1,11 @@
 // document-check.test.ts: a snapshot document that capture would refuse is refused on every load, whoever wrote it, and nothing outside the clone is made from it.
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
 import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
-import { CASES, plant, valid } from './documents.js';
+import { CASES, plant, text, timed, valid, validWithLinks } from './documents.js';
 
 checkNoFdLeaks();
 
@@ -24,6 +24,35 @@ describe('a snapshot document capture would refuse', () => {
     d.mounts[0]!.entries.splice(1, 0, { kind: 'directory', path: 'payload/.vite-temp', size: 0, sha256: '', mode: 0, link_target: '' });
     const digest = plant(store.root, d);
     expect(store.get(digest).exclude).toEqual(['*.log', '!keep.log', '.vite-temp/', 'payload']);
+    store.closeSync();
+  });
+
+  it('copy-root links that are contained load: to a sibling, and into a mount payload', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const digest = plant(store.root, validWithLinks());
+    expect(store.get(digest).entries.filter((e) => e.kind === 'symlink').map((e) => `${e.path} -> ${e.link_target}`)).toEqual(['src/l -> a', 'src/m -> ../node_modules/i.js']);
+    store.closeSync();
+  });
+
+  it('a template that keeps times loads, each entry of its copy roots with its mtime', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const digest = plant(store.root, timed());
+    expect(store.get(digest).entries.map((e) => [e.path, e.mtime_ns])).toEqual([
+      ['src', '1600000000000000000'],
+      ['src/a', '1600000000000000001'],
+    ]);
+    store.closeSync();
+  });
+
+  it('an mtime that is a JSON number, not a decimal string, is SEAL_CORRUPT (a malformed entry)', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const digest = plant(store.root, timed());
+    const path = join(store.root, 'snapshots', digest, 'manifest.json');
+    const { text: t } = text(timed());
+    expect(t).toContain('"mtime_ns":"1600000000000000001"');
+    chmodSync(path, 0o600);
+    writeFileSync(path, t.replace('"mtime_ns":"1600000000000000001"', '"mtime_ns":1600000000000000001'));
+    expectError(() => store.get(digest), { code: 'SEAL_CORRUPT', message: 'snapshot manifest is corrupt: an entry is malformed' });
     store.closeSync();
   });
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { computeDigests, documentText, sha256Hex } from '../../dist/internal.js';
 
-export type Entry = { kind: 'directory' | 'file' | 'symlink'; path: string; size: number; sha256: string; mode: number; link_target: string };
+export type Entry = { kind: 'directory' | 'file' | 'symlink'; path: string; size: number; sha256: string; mode: number; link_target: string; mtime_ns?: string };
 export type Mount = { source: string; target: string; kind: 'directory' | 'file'; totalBytes: number; entries: Entry[] };
 export interface Doc {
   source: string;
@@ -20,7 +20,14 @@ const EMPTY = sha256Hex(Buffer.alloc(0));
 const dir = (path: string): Entry => ({ kind: 'directory', path, size: 0, sha256: '', mode: 0, link_target: '' });
 const file = (path: string, mode = 0): Entry => ({ kind: 'file', path, size: 0, sha256: EMPTY, mode, link_target: '' });
 const link = (path: string, target: string): Entry => ({ kind: 'symlink', path, size: Buffer.byteLength(target), sha256: sha256Hex(Buffer.from(target)), mode: 0, link_target: target });
-const linkBytes = (m: Mount): number => m.entries.reduce((n, e) => n + (e.kind === 'symlink' ? e.size : 0), 0);
+const linkBytes = (entries: Entry[]): number => entries.reduce((n, e) => n + (e.kind === 'symlink' ? e.size : 0), 0);
+
+/** A well-formed document with contained copy-root links (as `links: 'contained'` captures them): one to a sibling, one into the mount. */
+export function validWithLinks(): Doc {
+  const d = valid();
+  d.entries.push(link('src/l', 'a'), link('src/m', '../node_modules/i.js'));
+  return d;
+}
 
 /** A well-formed document: one copy root `src`, one directory mount at `node_modules`. */
 export function valid(): Doc {
@@ -34,10 +41,22 @@ export function valid(): Doc {
   };
 }
 
+/** The template with its copy roots' times kept (keepTimes): every entry in them records one. */
+export function timed(): Doc {
+  const d = valid();
+  d.entries = d.entries.map((e, i) => ({ ...e, mtime_ns: String(1_600_000_000_000_000_000n + BigInt(i)) }));
+  return d;
+}
+
+/** The template's copy-root file recording `mtime`, its directory a good one (a document that keeps times). */
+const fileTime = (mtime: string) => (d: Doc): void => {
+  d.entries = [{ ...dir('src'), mtime_ns: '1' }, { ...file('src/a'), mtime_ns: mtime }];
+};
+
 /** Recomputes every total and digest, as an attacker who controls the whole document would. */
 export function text(d: Doc): { digest: string; text: string } {
-  for (const m of d.mounts) m.totalBytes = linkBytes(m);
-  d.totalBytes = d.mounts.reduce((n, m) => n + m.totalBytes, 0);
+  for (const m of d.mounts) m.totalBytes = linkBytes(m.entries);
+  d.totalBytes = d.mounts.reduce((n, m) => n + m.totalBytes, linkBytes(d.entries));
   const full = { ...d, ...computeDigests(d) };
   return { digest: full.digest, text: documentText(full) };
 }
@@ -68,7 +87,14 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a payload symlink that escapes the workspace', (d) => d.mounts[0]!.entries.push(link('payload/l', '../../../../../../../../outside')), 'mount symlink: symlink escapes the sandbox workspace: payload/l -> ../../../../../../../../outside'],
   ['a payload symlink that dangles', (d) => d.mounts[0]!.entries.push(link('payload/l', 'nothing')), 'mount symlink: symlink is dangling or escapes its snapshot: payload/l -> nothing'],
   ['an absolute payload symlink', (d) => d.mounts[0]!.entries.push(link('payload/l', '/etc/passwd')), 'bad symlink: payload/l'],
-  ['a symlink in a copy root', (d) => d.entries.push(link('src/l', 'a')), 'symlink in a copy root: src/l'],
+  ['a copy-root symlink that escapes the workspace', (d) => d.entries.push(link('src/l', '../../outside')), 'copy root symlink: symlink escapes the workspace: src/l -> ../../outside'],
+  ['a copy-root symlink that dangles', (d) => d.entries.push(link('src/l', 'nothing')), 'copy root symlink: symlink is dangling: src/l -> nothing'],
+  ['a copy-root symlink to what the snapshot does not capture', (d) => d.entries.push(link('src/l', '../etc/passwd')), 'copy root symlink: symlink points at something the snapshot does not capture: src/l -> ../etc/passwd'],
+  ['a copy-root symlink to the workspace itself', (d) => d.entries.push(link('src/l', '..')), 'copy root symlink: symlink points at something the snapshot does not capture: src/l -> ..'],
+  ['a copy-root symlink that loops', (d) => d.entries.push(link('src/l', 'l')), 'copy root symlink: symlink loops (more than 40 links to follow): src/l -> l'],
+  ['a copy-root symlink through a file', (d) => d.entries.push(link('src/l', 'a/x')), 'copy root symlink: symlink goes through a file: src/l -> a/x'],
+  ['a copy-root symlink into the mount that dangles there', (d) => d.entries.push(link('src/l', '../node_modules/nothing')), 'copy root symlink: symlink is dangling: src/l -> ../node_modules/nothing'],
+  ['an absolute copy-root symlink', (d) => d.entries.push(link('src/l', '/etc/passwd')), 'bad symlink: src/l'],
   ['a symlink whose recorded hash is not its target', (d) => d.mounts[0]!.entries.push({ ...link('payload/l', 'i.js'), sha256: EMPTY }), 'bad symlink entry: payload/l'],
   ['a mount entry outside its payload', (d) => d.mounts[0]!.entries.push(file('zzz')), 'mount entry outside its payload: zzz'],
   ['a mount whose kind is not its payload', (d) => (d.mounts[0]!.kind = 'file'), 'mount kind differs from its payload: node_modules'],
@@ -85,4 +111,17 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a copy-root entry its exclude patterns leave out', (d) => (d.exclude = ['a']), 'an excluded path is in the snapshot: src/a'],
   ['a mount entry its exclude patterns leave out (matched at its source path)', (d) => (d.exclude = ['/deps/*.js']), 'an excluded path is in the snapshot: payload/i.js'],
   ['a directory with a hash', (d) => (d.entries[0] = { ...dir('src'), sha256: EMPTY }), 'bad directory entry: src'],
+  ['an mtime with a leading zero', fileTime('01'), 'bad mtime_ns: src/a'],
+  ['an mtime of -0', fileTime('-0'), 'bad mtime_ns: src/a'],
+  ['an mtime with a plus sign', fileTime('+1'), 'bad mtime_ns: src/a'],
+  ['an mtime in seconds with a fraction', fileTime('1600000000.5'), 'bad mtime_ns: src/a'],
+  ['an mtime in exponent form', fileTime('1e18'), 'bad mtime_ns: src/a'],
+  ['an empty mtime', fileTime(''), 'bad mtime_ns: src/a'],
+  ['an mtime past int64 (2^63 ns)', fileTime('9223372036854775808'), 'bad mtime_ns: src/a'],
+  ['an mtime of INT64_MIN, which no stat reports', fileTime('-9223372036854775808'), 'bad mtime_ns: src/a'],
+  ['an mtime of twenty digits', fileTime('10000000000000000000'), 'bad mtime_ns: src/a'],
+  ['times kept for a directory but not for the file in it', (d) => (d.entries[0] = { ...dir('src'), mtime_ns: '1' }), 'times kept for some entries of the copy roots but not this one: src/a'],
+  ['times kept for a file but not for its directory', (d) => (d.entries[1] = { ...file('src/a'), mtime_ns: '1' }), 'times kept for this entry but not for others of the copy roots: src/a'],
+  ["a time on a copy root's implicit parent", (d) => ((d.declarations = ['src/a']), (d.entries = [{ ...dir('src'), mtime_ns: '1' }, { ...file('src/a'), mtime_ns: '2' }])), 'mtime_ns on an entry that keeps no time: src'],
+  ['a time in a mount', (d) => (d.mounts[0]!.entries[1] = { ...file('payload/i.js', 0o644), mtime_ns: '1' }), 'mtime_ns on an entry that keeps no time: payload/i.js'],
 ];

@@ -359,7 +359,7 @@ describe('mount points', () => {
     const { snap, store, work } = fixture(undefined, { 'node_modules/p/index.js': '1', 'a/x': 'x' }, ['a'], true);
     const dir = clone(work);
     const mounts = snap.mountPoints(dir);
-    expect(mounts).toEqual([{ source: join(snap.root, 'mounts/00000/payload'), target: '/workspace/node_modules', readOnly: true }]);
+    expect(mounts).toEqual([{ source: join(snap.root, 'mounts/00000/payload'), target: '/workspace/node_modules', readOnly: true, tmpfs: ['/workspace/node_modules/.vite-temp'] }]);
     expect(statSync(join(dir, 'node_modules')).isDirectory()).toBe(true);
     expect(snap.mountPoints(dir, { workspace: '/w/' })[0]!.target).toBe('/w/node_modules');
     refusedThroughLink(snap, work, 'node_modules', 'mount target cannot be a symlink: node_modules');

@@ -57,8 +57,8 @@ describe('a store only you (or root) can have written', () => {
     }
   });
 
-  it('so is a store whose snapshots/, tmp/, cache/ or lock others can write', async () => {
-    for (const [part, bits] of [['snapshots', 0o770], ['tmp', 0o777], ['cache', 0o720], ['lock', 0o666]] as const) {
+  it('so is a store whose snapshots/, tmp/, cache/, lock or leases/ others can write', async () => {
+    for (const [part, bits] of [['snapshots', 0o770], ['tmp', 0o777], ['cache', 0o720], ['lock', 0o666], ['leases', 0o777]] as const) {
       const { dir } = madeStore();
       const path = join(dir, part);
       chmodSync(path, bits);

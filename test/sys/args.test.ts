@@ -109,6 +109,8 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['syncfs', 'fd', (fd) => sys.syncfs(fd), false],
         ['fchmod', 'fd', (fd) => sys.fchmod(fd, 0o600), false],
         ['fchmodat', 'dirfd', (fd) => sys.fchmodat(fd, 'f', 0o600, 0), true],
+        ['futimens', 'fd', (fd) => sys.futimens(fd, 0, S.UTIME_OMIT, 0, S.UTIME_OMIT), false],
+        ['utimensat', 'dirfd', (fd) => sys.utimensat(fd, 'f', 0, S.UTIME_OMIT, 0, S.UTIME_OMIT, 0), true],
         ['flock', 'fd', (fd) => sys.flock(fd, S.LOCK_UN), false],
         ['ficlone dest', 'destfd', (fd) => sys.ficlone(fd, f), false],
         ['ficlone src', 'srcfd', (fd) => sys.ficlone(f, fd), false],
@@ -181,6 +183,7 @@ describe('integers are range-checked as doubles before any conversion', () => {
       expectRange(() => sys.renameat2(d, 'f', d, 'g', 2 ** 32 + S.RENAME_NOREPLACE), outOfRange('flags', UINT, '4_294_967_297'));
       expectRange(() => sys.fchmodat(d, 'f', 0o600, 2 ** 32 + 1), outOfRange('flags', INT, '4_294_967_297'));
       expectRange(() => sys.flock(f, 2 ** 32 + S.LOCK_UN), outOfRange('operation', INT, '4_294_967_304'));
+      expectRange(() => sys.utimensat(d, 'f', 0, S.UTIME_OMIT, 0, 0, 2 ** 32 + S.AT_SYMLINK_NOFOLLOW), outOfRange('flags', INT, '4_294_967_552'));
       expectRange(() => sys.lseek(f, 0, 2 ** 32 + S.SEEK_SET), outOfRange('whence', INT, '4294967296'));
       expect(statSync(join(dir, 'f')).mode).toBe(mode);
       expect(caught(() => statSync(join(dir, 'new')))?.code).toBe('ENOENT');
@@ -205,6 +208,32 @@ describe('integers are range-checked as doubles before any conversion', () => {
       expectType(() => sys.openat(S.AT_FDCWD, 5 as never, 0), 'The "path" argument must be of type string or an instance of Buffer. Received type number (5)');
       expect(sys.pread(f, buf, 1, 3, 0)).toBe(3);
       expect(buf.toString('latin1')).toBe('\0con');
+    });
+  });
+});
+
+describe('times are (seconds, nanoseconds) pairs, each range-checked before it becomes a time_t or a long', () => {
+  it('seconds are safe integers, nanoseconds 0 to UTIME_NOW (2^30 - 1); the file keeps its times when one is refused', () => {
+    withFiles((dir, d, f) => {
+      const NSEC = '>= 0 && <= 1073741823';
+      expect([S.UTIME_OMIT, S.UTIME_NOW]).toEqual([2 ** 30 - 2, 2 ** 30 - 1]);
+      const mtime = statSync(join(dir, 'f'), { bigint: true }).mtimeNs;
+      // Truncated to 32 bits or cast from a double out of range, each of these would set some time.
+      expectRange(() => sys.futimens(f, 0, S.UTIME_OMIT, 2 ** 63, 0), outOfRange('mtimeSec', SAFE, '9_223_372_036_854_776_000'));
+      expectRange(() => sys.futimens(f, -(2 ** 53), 0, 0, 0), outOfRange('atimeSec', SAFE, '-9_007_199_254_740_992'));
+      expectRange(() => sys.futimens(f, 0, 2 ** 32 + 1, 0, 0), outOfRange('atimeNsec', NSEC, '4_294_967_297'));
+      expectRange(() => sys.futimens(f, 0, S.UTIME_OMIT, 0, -1), outOfRange('mtimeNsec', NSEC, '-1'));
+      expectRange(() => sys.futimens(f, 0, S.UTIME_OMIT, 0, 2 ** 30), outOfRange('mtimeNsec', NSEC, '1073741824'));
+      expectRange(() => sys.futimens(f, 0, S.UTIME_OMIT, 1.5, 0), outOfRange('mtimeSec', 'an integer', '1.5'));
+      expectRange(() => sys.utimensat(d, 'f', 0, S.UTIME_OMIT, NaN, 0, 0), outOfRange('mtimeSec', 'an integer', 'NaN'));
+      expectRange(() => sys.utimensat(d, 'f', 0, S.UTIME_OMIT, 0, Infinity, 0), outOfRange('mtimeNsec', 'an integer', 'Infinity'));
+      expectRange(() => sys.utimensat(d, 'f', 0, S.UTIME_OMIT, (2n ** 63n) as never, 0, 0), outOfRange('mtimeSec', SAFE, '9_223_372_036_854_775_808n'));
+      expectType(() => sys.futimens(f, 0, S.UTIME_OMIT, '1' as never, 0), `The "mtimeSec" argument must be one of type number or bigint. Received type string ('1')`);
+      expectType(() => sys.utimensat(d, 5 as never, 0, S.UTIME_OMIT, 0, 0, 0), 'The "path" argument must be of type string or an instance of Buffer. Received type number (5)');
+      expect(statSync(join(dir, 'f'), { bigint: true }).mtimeNs).toBe(mtime);
+      // At the bounds, and as bigints, the values are the times set.
+      sys.futimens(f, 0, S.UTIME_OMIT, 1_700_000_000n as never, 999_999_999);
+      expect(statSync(join(dir, 'f'), { bigint: true }).mtimeNs).toBe(1_700_000_000_999_999_999n);
     });
   });
 });

@@ -81,6 +81,8 @@ const EVERY_CALL = `
   step('syncfs', () => sys.syncfs(fd));
   step('fchmod', () => sys.fchmod(fd, 0o640));
   step('fchmodat', () => sys.fchmodat(d, 'f', 0o600, 0));
+  step('futimens', () => { sys.futimens(fd, 0, S.UTIME_OMIT, 1000, 7); return sys.fstat(fd).mtimeNs.toString(); });
+  step('utimensat', () => { sys.utimensat(d, 'f', 0, S.UTIME_OMIT, 2000, 9, S.AT_SYMLINK_NOFOLLOW); return sys.fstat(fd).mtimeNs.toString(); });
   step('flock', () => { sys.flock(fd, S.LOCK_EX | S.LOCK_NB); sys.flock(fd, S.LOCK_UN); });
   step('ficlone', () => typeof sys.ficlone(dst, fd));
   step('copy_file_range', () => sys.copy_file_range(fd, 0, dst, 0, 6));
@@ -118,6 +120,8 @@ const EXPECTED = {
   syncfs: 'ok',
   fchmod: 'ok',
   fchmodat: 'ok',
+  futimens: '1000000000007',
+  utimensat: '2000000000009',
   flock: 'ok',
   ficlone: 'boolean',
   copy_file_range: 6,
@@ -139,7 +143,7 @@ describe('EINTR', () => {
     // it reports success and the fd is gone (EXPECTED: 'ok', then EBADF); a retry would have been EBADF.
     const met = [...report.keys()].map((name) => name.replace(/64$/, '')).sort();
     expect(met).toEqual(
-      ['close', 'copy_file_range', 'fchmod', 'fdatasync', 'flock', 'fstat', 'fstatat', 'fstatfs', 'fsync', 'ftruncate', 'ioctl', 'linkat', 'lseek', 'mkdirat', 'openat', 'pread', 'pwrite', 'read', 'readlinkat', 'statx', 'symlinkat', 'sync_file_range', 'syncfs', 'syscall', 'unlinkat', 'write'].sort(),
+      ['close', 'copy_file_range', 'fchmod', 'fdatasync', 'flock', 'fstat', 'fstatat', 'fstatfs', 'fsync', 'ftruncate', 'futimens', 'ioctl', 'linkat', 'lseek', 'mkdirat', 'openat', 'pread', 'pwrite', 'read', 'readlinkat', 'statx', 'symlinkat', 'sync_file_range', 'syncfs', 'syscall', 'unlinkat', 'utimensat', 'write'].sort(),
     );
   });
 });

@@ -117,6 +117,8 @@ SHIM(int, syncfs, (int fd), (fd))
 SHIM(int, sync_file_range, (int fd, long offset, long nbytes, unsigned flags), (fd, offset, nbytes, flags))
 SHIM(int, fchmod, (int fd, unsigned mode), (fd, mode))
 SHIM(int, flock, (int fd, int op), (fd, op))
+SHIM(int, futimens, (int fd, const void* times), (fd, times))
+SHIM(int, utimensat, (int dirfd, const char* path, const void* times, int flags), (dirfd, path, times, flags))
 SHIM(long, copy_file_range, (int in, long* offin, int out, long* offout, size_t n, unsigned flags),
      (in, offin, out, offout, n, flags))
 

@@ -119,6 +119,8 @@ describe('errors', () => {
       syncfs: () => sys.syncfs(bad),
       fchmod: () => sys.fchmod(bad, 0o600),
       fchmodat: () => sys.fchmodat(bad, 'x', 0o600, 0),
+      futimens: () => sys.futimens(bad, 0, S.UTIME_OMIT, 0, 0),
+      utimensat: () => sys.utimensat(bad, 'x', 0, S.UTIME_OMIT, 0, 0, 0),
       flock: () => sys.flock(bad, S.LOCK_SH),
       ficlone: () => sys.ficlone(bad, bad),
       copy_file_range: () => sys.copy_file_range(bad, -1, bad, -1, 4),
@@ -410,6 +412,55 @@ describe('pread / pwrite / fsync / syncfs / fchmod / fchmodat / flock', () => {
       expect(statSync(join(dir, 'f')).mode & 0o777).toBe(0o640);
       expectSysError(() => sys.fchmodat(d, 'l', 0o777, S.AT_SYMLINK_NOFOLLOW), 'ENOTSUP', 'fchmodat', 'l');
       expect(statSync(join(dir, 'f')).mode & 0o777).toBe(0o640);
+    });
+  });
+
+  it('futimens sets times to the nanosecond: UTIME_OMIT leaves one as it is, UTIME_NOW stamps the clock, before 1970 too', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), '');
+    withDir(dir, (d) => {
+      const fd = sys.openat(d, 'f', S.O_RDONLY);
+      try {
+        const atime = lstatSync(join(dir, 'f'), { bigint: true }).atimeNs;
+        sys.futimens(fd, 0, S.UTIME_OMIT, 1_700_000_000, 123_456_789);
+        expect(sys.fstat(fd).mtimeNs).toBe(1_700_000_000_123_456_789n);
+        expect(lstatSync(join(dir, 'f'), { bigint: true }).atimeNs).toBe(atime);
+        sys.futimens(fd, 5, 6, -2, 999_999_999);
+        expect(sys.fstat(fd).mtimeNs).toBe(-1_000_000_001n);
+        expect(lstatSync(join(dir, 'f'), { bigint: true }).atimeNs).toBe(5_000_000_006n);
+        const before = BigInt(Date.now() - 1000) * 1_000_000n;
+        sys.futimens(fd, 0, S.UTIME_OMIT, 0, S.UTIME_NOW);
+        expect(sys.fstat(fd).mtimeNs).toBeGreaterThan(before);
+        expect(lstatSync(join(dir, 'f'), { bigint: true }).atimeNs).toBe(5_000_000_006n);
+        // In range for the C type, but not a nanosecond count: the kernel's EINVAL.
+        expectSysError(() => sys.futimens(fd, 0, S.UTIME_OMIT, 0, 1_000_000_000), 'EINVAL', 'futimens');
+      } finally {
+        sys.close(fd);
+      }
+      const ro = sys.openat(d, 'f', S.O_RDONLY);
+      sys.close(ro);
+      expectSysError(() => sys.futimens(ro, 0, S.UTIME_OMIT, 0, 0), 'EBADF', 'futimens');
+    });
+  });
+
+  it('utimensat with AT_SYMLINK_NOFOLLOW sets a symlink\'s own time and never its target\'s; without it the target is set', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'f'), '');
+    symlinkSync('f', join(dir, 'l'));
+    symlinkSync('nowhere', join(dir, 'dangling'));
+    const target = lstatSync(join(dir, 'f'), { bigint: true }).mtimeNs;
+    withDir(dir, (d) => {
+      sys.utimensat(d, 'l', 0, S.UTIME_OMIT, 1_000, 1, S.AT_SYMLINK_NOFOLLOW);
+      expect(lstatSync(join(dir, 'l'), { bigint: true }).mtimeNs).toBe(1_000_000_000_001n);
+      expect(lstatSync(join(dir, 'f'), { bigint: true }).mtimeNs).toBe(target);
+      sys.utimensat(d, 'dangling', 0, S.UTIME_OMIT, 2_000, 2, S.AT_SYMLINK_NOFOLLOW);
+      expect(lstatSync(join(dir, 'dangling'), { bigint: true }).mtimeNs).toBe(2_000_000_000_002n);
+      expect(existsSync(join(dir, 'nowhere'))).toBe(false);
+      sys.utimensat(d, 'l', 0, S.UTIME_OMIT, 3_000, 3, 0);
+      expect(lstatSync(join(dir, 'f'), { bigint: true }).mtimeNs).toBe(3_000_000_000_003n);
+      expect(lstatSync(join(dir, 'l'), { bigint: true }).mtimeNs).toBe(1_000_000_000_001n);
+      expectSysError(() => sys.utimensat(d, 'dangling', 0, S.UTIME_OMIT, 0, 0, 0), 'ENOENT', 'utimensat', 'dangling');
+      expectSysError(() => sys.utimensat(d, 'missing', 0, S.UTIME_OMIT, 0, 0, S.AT_SYMLINK_NOFOLLOW), 'ENOENT', 'utimensat', 'missing');
     });
   });
 

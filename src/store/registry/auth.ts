@@ -1,6 +1,6 @@
 // auth.ts: registry authorization: WWW-Authenticate challenges, Basic, and the Bearer token flow (realm, service, scope).
 import { SealError } from '../../base/errors.js';
-import type { Credentials } from './credentials.js';
+import { askHelper, isHelper, isIdentityToken, type Auth, type CredentialSource, type Credentials, type IdentityToken } from './credentials.js';
 import type { Outgoing } from './http.js';
 import { isLoopback, type Remote } from './remote.js';
 
@@ -29,7 +29,9 @@ export type Send = (url: string, req: Outgoing) => Promise<Response>;
 
 export interface AuthorizerOptions {
   remote: Remote;
-  credentials: Credentials | undefined;
+  /** Known credentials, a credential helper to ask (once, when the registry first wants credentials), or none. */
+  credentials: CredentialSource;
+  signal?: AbortSignal | undefined;
   /** Token scopes asked for up front, e.g. `repository:team/x:pull,push`. */
   scopes: string[];
   send: Send;
@@ -39,13 +41,26 @@ function basicHeader(c: Credentials): string {
   return `Basic ${Buffer.from(`${c.username}:${c.password}`, 'utf8').toString('base64')}`;
 }
 
+/** The OAuth2 client id sent with a refresh token (docker sends its own name too). */
+const CLIENT_ID = 'treeseal';
+
 /** Holds the Authorization a registry wants, learned from its 401 challenges and refreshed when refused. */
 export class Authorizer {
   #header: string | undefined;
   readonly #o: AuthorizerOptions;
+  #auth: Promise<Auth | undefined> | undefined;
+  /** A newer refresh token the realm handed back, used for the rest of the operation. */
+  #refreshToken: string | undefined;
 
   constructor(options: AuthorizerOptions) {
     this.#o = options;
+  }
+
+  /** The credentials: a credential helper is run once, on the first challenge that needs them. */
+  #credentials(): Promise<Auth | undefined> {
+    const { credentials: source } = this.#o;
+    this.#auth ??= isHelper(source) ? askHelper(source, this.#o.signal) : Promise.resolve(source);
+    return this.#auth;
   }
 
   /** The Authorization header to send now, if any. */
@@ -54,9 +69,11 @@ export class Authorizer {
   }
 
   #needCredentials(status: number): SealError {
+    const source = this.#o.credentials;
+    const helper = isHelper(source) ? ` (credential helper docker-credential-${source.helper} holds none for ${source.serverUrl})` : '';
     return new SealError(
       'SEAL_REMOTE',
-      `registry ${this.#o.remote.host} requires authentication (HTTP ${status} UNAUTHORIZED); give credentials through options, ` +
+      `registry ${this.#o.remote.host} requires authentication (HTTP ${status} UNAUTHORIZED)${helper}; give credentials through options, ` +
         'TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD or ~/.docker/config.json',
     );
   }
@@ -70,8 +87,11 @@ export class Authorizer {
     const challenge = parseChallenge(res.headers.get('www-authenticate'));
     if (challenge === undefined) throw refused;
     if (challenge.scheme === 'basic') {
-      const { credentials } = this.#o;
+      const credentials = await this.#credentials();
       if (credentials === undefined) throw this.#needCredentials(res.status);
+      if (isIdentityToken(credentials)) {
+        throw new SealError('SEAL_REMOTE', `registry ${this.#o.remote.host} asks for Basic authentication, and its credentials are an identity token (a token realm's refresh token)`);
+      }
       if (sent !== undefined && sent.startsWith('Basic ')) throw refused;
       this.#header = basicHeader(credentials);
       return true;
@@ -84,7 +104,7 @@ export class Authorizer {
   }
 
   async #fetchToken(params: Record<string, string>): Promise<string> {
-    const { remote, credentials, send } = this.#o;
+    const { remote } = this.#o;
     const realm = params.realm;
     if (realm === undefined) throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a Bearer challenge without a realm`);
     let url: URL;
@@ -97,20 +117,18 @@ export class Authorizer {
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.insecure || isLoopback(url.host)))) {
       throw new SealError('SEAL_REMOTE', `token realm ${realm} is not HTTPS; plain HTTP needs --insecure`);
     }
-    if (params.service !== undefined) url.searchParams.set('service', params.service);
     const scopes = new Set(this.#o.scopes);
     for (const s of (params.scope ?? '').split(' ')) if (s !== '') scopes.add(s);
-    for (const s of scopes) url.searchParams.append('scope', s);
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (credentials !== undefined) headers.authorization = basicHeader(credentials);
-    const res = await send(url.toString(), { method: 'GET', headers });
+    const credentials = await this.#credentials();
+    const res = isIdentityToken(credentials) ? await this.#refresh(url, params.service, scopes, credentials) : await this.#askToken(url, params.service, scopes, credentials);
     const text = await res.text();
+    const what = isIdentityToken(credentials) ? 'the identity token' : 'the credentials';
     if (res.status === 401 || res.status === 403) {
       if (credentials === undefined) throw this.#needCredentials(res.status);
-      throw new SealError('SEAL_REMOTE', `token server ${url.host} refused the credentials for ${remote.host}: HTTP ${res.status}`);
+      throw new SealError('SEAL_REMOTE', `token server ${url.host} refused ${what} for ${remote.host}: HTTP ${res.status}`);
     }
     if (!res.ok) throw new SealError('SEAL_REMOTE', `token server ${url.host} answered HTTP ${res.status}`);
-    let body: { token?: unknown; access_token?: unknown };
+    let body: { token?: unknown; access_token?: unknown; refresh_token?: unknown };
     try {
       body = JSON.parse(text) as typeof body;
     } catch (err) {
@@ -118,6 +136,26 @@ export class Authorizer {
     }
     const token = typeof body.token === 'string' && body.token !== '' ? body.token : body.access_token;
     if (typeof token !== 'string' || token === '') throw new SealError('SEAL_REMOTE', `token server ${url.host} sent no token`);
+    if (isIdentityToken(credentials) && typeof body.refresh_token === 'string' && body.refresh_token !== '') this.#refreshToken = body.refresh_token;
     return token;
+  }
+
+  /** The token request with a user name and password (Basic) or anonymous: GET realm?service=…&scope=…. */
+  #askToken(realm: URL, service: string | undefined, scopes: Set<string>, credentials: Credentials | undefined): Promise<Response> {
+    const url = new URL(realm);
+    if (service !== undefined) url.searchParams.set('service', service);
+    for (const s of scopes) url.searchParams.append('scope', s);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (credentials !== undefined) headers.authorization = basicHeader(credentials);
+    return this.#o.send(url.toString(), { method: 'GET', headers });
+  }
+
+  /** The token request with an identity token, as docker makes it: an OAuth2 refresh-token grant POSTed to the realm. */
+  #refresh(realm: URL, service: string | undefined, scopes: Set<string>, credentials: IdentityToken): Promise<Response> {
+    const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: this.#refreshToken ?? credentials.identityToken, client_id: CLIENT_ID });
+    if (service !== undefined) form.set('service', service);
+    if (scopes.size > 0) form.set('scope', [...scopes].join(' '));
+    const headers = { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' };
+    return this.#o.send(realm.toString(), { method: 'POST', headers, body: Buffer.from(form.toString(), 'utf8') });
   }
 }

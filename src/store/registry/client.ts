@@ -4,9 +4,9 @@ import type { Dispatcher } from 'undici';
 
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
-import type { Credentials } from './credentials.js';
-import { DEFAULT_TIMEOUTS, type Deadlines } from './deadline.js';
-import { lostConnection, readBounded, remoteError, send, type Transport } from './http.js';
+import type { CredentialSource } from './credentials.js';
+import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
+import { aborted, isLost, lostConnection, readBounded, remoteError, responseUrl, send, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -16,7 +16,8 @@ export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 
 export interface ClientOptions {
   remote: Remote;
-  credentials: Credentials | undefined;
+  /** Known credentials, a credential helper to ask when the registry first wants them, or none. */
+  credentials: CredentialSource;
   /** Token scopes for the Bearer flow. */
   scopes: string[];
   signal?: AbortSignal | undefined;
@@ -34,10 +35,12 @@ interface Call {
   /** A path below the origin, or an absolute URL (upload locations). */
   path: string;
   headers?: Record<string, string>;
-  body?: Buffer;
+  body?: Buffer | BodySource;
   /** Statuses that are not errors. */
   ok: number[];
   doing: string;
+  /** False: a lost answer or a 5xx is not retried here (see Outgoing.retry). */
+  retry?: boolean;
 }
 
 export function sha256Digest(bytes: Uint8Array): string {
@@ -64,7 +67,7 @@ export class RegistryClient {
       deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
       dispatcher: o.dispatcher,
     };
-    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
+    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }
 
   /** Closes every connection the client opened (requests still running fail): call once its operation is over. */
@@ -81,6 +84,22 @@ export class RegistryClient {
     return url;
   }
 
+  /**
+   * A 401 that came from another origin than the registry's (a redirect's or an upload
+   * location's): its challenge is never answered, so no credentials and no token request
+   * go where it points.
+   */
+  async #foreignChallenge(res: Response, doing: string): Promise<SealError | undefined> {
+    const from = responseUrl(res);
+    const own = new URL(this.remote.origin).origin;
+    if (from === undefined || from.origin === own) return undefined;
+    await res.body?.cancel().catch(() => {});
+    return new SealError(
+      'SEAL_REMOTE',
+      `${this.transport.label}: ${doing} went to ${from.origin}, which asked for authentication (HTTP 401); credentials go only to ${own} and its token realm`,
+    );
+  }
+
   /** One call: authorization learned from 401 challenges (at most twice per call), errors as SEAL_REMOTE. */
   async call(c: Call): Promise<Response> {
     const refused = (res: Response): Promise<SealError> => remoteError(this.transport, res, c.doing);
@@ -90,8 +109,12 @@ export class RegistryClient {
       const sent = url.origin === new URL(this.remote.origin).origin ? this.#auth.header : undefined;
       const headers: Record<string, string> = { ...c.headers };
       if (sent !== undefined) headers.authorization = sent;
-      const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null });
+      const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null, retry: c.retry ?? true });
       if (c.ok.includes(res.status)) return res;
+      if (res.status === 401) {
+        const foreign = await this.#foreignChallenge(res, c.doing);
+        if (foreign !== undefined) throw foreign;
+      }
       if (res.status === 401 && authTries < 2 && (await this.#auth.challenged(res, sent, await refused(res.clone())))) {
         await res.body?.cancel().catch(() => {});
         continue;
@@ -132,38 +155,86 @@ export class RegistryClient {
     return digest;
   }
 
-  /** Whether the repository holds the blob (HEAD), with the size it reports. */
-  async hasBlob(digest: string): Promise<boolean> {
+  /** Whether the repository holds the blob (HEAD); given a size, only when it reports that size. */
+  async hasBlob(digest: string, size?: number): Promise<boolean> {
     const path = `${this.#repo()}/blobs/${digest}`;
     const res = await this.call({ method: 'HEAD', path, ok: [200, 404], doing: `HEAD ${path}` });
     await res.body?.cancel().catch(() => {});
-    return res.status === 200;
+    if (res.status !== 200) return false;
+    const length = res.headers.get('content-length');
+    return size === undefined || length === null || Number(length) === size;
   }
 
-  /** GETs a blob as a stream; the caller checks its size and digest. */
-  async openBlob(digest: string): Promise<Response> {
+  /**
+   * GETs a blob as a stream from byte `from` on (a Range request past 0). The answer is
+   * 206 from `from`, or 200 with the whole blob (a registry may ignore Range): `start` says
+   * which byte the body begins with. The caller checks the size and the digest.
+   */
+  async openBlob(digest: string, from = 0): Promise<{ res: Response; start: number }> {
     const path = `${this.#repo()}/blobs/${digest}`;
-    return this.call({ method: 'GET', path, ok: [200], doing: `GET ${path}` });
+    const headers: Record<string, string> = from > 0 ? { range: `bytes=${from}-` } : {};
+    const res = await this.call({ method: 'GET', path, headers, ok: from > 0 ? [200, 206] : [200], doing: `GET ${path}` });
+    if (res.status === 200) return { res, start: 0 };
+    const range = /^bytes (\d+)-\d+\/(?:\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
+    if (range === null || Number(range[1]) !== from) {
+      await res.body?.cancel().catch(() => {});
+      throw new SealError('SEAL_CORRUPT', `${this.transport.label} answered a Range request for blob ${digest} from byte ${from} with Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
+    }
+    return { res, start: from };
   }
 
-  /** GETs a whole blob into memory and proves its size and sha256; a connection dropped mid-body is retried. */
+  /**
+   * GETs a whole blob into memory and proves its size and sha256. A body cut short
+   * (a dropped connection, a passed deadline) is resumed with a Range request from the
+   * last byte received, up to `retries` times; the blob is proven as a whole.
+   */
   async getBlob(digest: string, size: number): Promise<Buffer> {
-    let bytes: Buffer;
-    for (let attempt = 0; ; attempt++) {
-      const res = await this.openBlob(digest);
+    const bytes = Buffer.allocUnsafe(size);
+    let got = 0;
+    let over = false;
+    for (let resumes = 0; ; resumes++) {
+      const { res, start } = await this.openBlob(digest, got);
+      got = start;
       try {
-        bytes = await readBounded(this.transport, res, size, `blob ${digest}`);
+        for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
+          if (got + chunk.length > size) {
+            over = true;
+            await res.body?.cancel().catch(() => {});
+            break;
+          }
+          bytes.set(chunk, got);
+          got += chunk.length;
+          this.bytesDown += chunk.length;
+        }
         break;
       } catch (err) {
-        if (!(err instanceof SealError && err.code === 'SEAL_REMOTE') || attempt >= this.transport.retries) throw err;
+        const e = this.lost(err, `reading blob ${digest}`);
+        if (!isLost(e) || resumes >= this.transport.retries) throw e;
+        await this.pause(resumes);
       }
     }
-    this.bytesDown += bytes.length;
-    if (bytes.length !== size) {
-      throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent ${bytes.length} bytes for blob ${digest}, its manifest says ${size}`);
+    if (over) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent more than ${size} bytes for blob ${digest}`);
+    if (got !== size) {
+      throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent ${got} bytes for blob ${digest}, its manifest says ${size}`);
     }
     if (sha256Digest(bytes) !== digest) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent blob ${digest} with other content`);
     return bytes;
+  }
+
+  /** Waits before the next try of something that failed `attempt` times (backoff from backoffMs, doubling, up to 5 s); ends early on abort. */
+  async pause(attempt: number): Promise<void> {
+    const ms = Math.min(this.transport.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2);
+    await new Promise<void>((resolve) => {
+      const signal = this.transport.signal;
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+    if (this.transport.signal?.aborted) throw aborted(this.transport);
   }
 
   /**
@@ -187,39 +258,58 @@ export class RegistryClient {
     return url.toString();
   }
 
-  /** Finishes an upload with one PUT carrying the whole blob (monolithic). */
-  async putBlob(location: string, digest: string, bytes: Buffer): Promise<void> {
+  /**
+   * Finishes an upload with one PUT carrying the whole blob (monolithic). Not retried here:
+   * a lost answer may hide a blob the registry stored (the caller asks with HEAD).
+   */
+  async putBlob(location: string, digest: string, body: BodySource): Promise<void> {
     const res = await this.call({
       method: 'PUT',
       path: this.#withDigest(location, digest),
       headers: { 'content-type': 'application/octet-stream' },
-      body: bytes,
+      body,
       ok: [201],
       doing: `PUT blob ${digest}`,
+      retry: false,
     });
     await res.body?.cancel().catch(() => {});
-    this.bytesUp += bytes.length;
+    this.bytesUp += body.size;
   }
 
-  /** Sends one chunk (PATCH with Content-Range) and returns the next location. */
-  async patchChunk(location: string, chunk: Buffer, offset: number): Promise<string> {
+  /** Sends one chunk at offset (PATCH with Content-Range) and returns the next location. Not retried here (see uploadStatus). */
+  async patchChunk(location: string, chunk: BodySource, offset: number): Promise<string> {
     const res = await this.call({
       method: 'PATCH',
       path: location,
-      headers: { 'content-type': 'application/octet-stream', 'content-range': `${offset}-${offset + chunk.length - 1}` },
+      headers: { 'content-type': 'application/octet-stream', 'content-range': `${offset}-${offset + chunk.size - 1}` },
       body: chunk,
       ok: [202],
       doing: `PATCH upload at ${offset}`,
+      retry: false,
     });
     await res.body?.cancel().catch(() => {});
-    this.bytesUp += chunk.length;
+    this.bytesUp += chunk.size;
     const next = res.headers.get('location');
     return next === null ? location : new URL(next, this.remote.origin).toString();
   }
 
-  /** Closes a chunked upload: PUT with the digest and no body. */
+  /**
+   * How much of an upload session the registry holds (GET on its location: 204 with
+   * `Range: 0-<last>`), and the location to go on with; undefined when the session is gone.
+   */
+  async uploadStatus(location: string): Promise<{ next: number; location: string } | undefined> {
+    const res = await this.call({ method: 'GET', path: location, ok: [204, 404], doing: 'GET upload status' });
+    await res.body?.cancel().catch(() => {});
+    if (res.status === 404) return undefined;
+    const range = /^(?:bytes=)?0-(\d+)$/.exec(res.headers.get('range') ?? '');
+    const next = range === null ? 0 : Number(range[1]) + 1;
+    const moved = res.headers.get('location');
+    return { next, location: moved === null ? location : new URL(moved, this.remote.origin).toString() };
+  }
+
+  /** Closes a chunked upload: PUT with the digest and no body. Not retried here (a lost answer may hide a stored blob). */
   async finishChunked(location: string, digest: string): Promise<void> {
-    const res = await this.call({ method: 'PUT', path: this.#withDigest(location, digest), body: Buffer.alloc(0), ok: [201], doing: `PUT blob ${digest}` });
+    const res = await this.call({ method: 'PUT', path: this.#withDigest(location, digest), body: Buffer.alloc(0), ok: [201], doing: `PUT blob ${digest}`, retry: false });
     await res.body?.cancel().catch(() => {});
   }
 

@@ -1,4 +1,5 @@
-// credentials.ts: where a registry's user name and password come from: options, the environment, or ~/.docker/config.json.
+// credentials.ts: where a registry's credentials come from: options, the environment, or the docker config (auths, identity tokens, credential helpers).
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,57 @@ export interface Credentials {
   password: string;
 }
 
-function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): Credentials | undefined {
+/** An identity token (docker's `identitytoken`): an OAuth2 refresh token for the registry's token realm. */
+export interface IdentityToken {
+  identityToken: string;
+}
+
+/** What authenticates to a registry. */
+export type Auth = Credentials | IdentityToken;
+
+/** The credentials a docker credential helper holds for a registry, asked for when the registry first wants credentials. */
+export interface HelperCredentials {
+  /** `<name>` of the `docker-credential-<name>` executable. */
+  helper: string;
+  /** Where the docker config names it: `credsStore` or `credHelpers`. */
+  setting: 'credsStore' | 'credHelpers';
+  configFile: string;
+  /** What the helper is asked for (the registry's host[:port], as `docker login` stores it). */
+  serverUrl: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/** Where a registry's credentials are: known now, in a helper, or nowhere (anonymous). */
+export type CredentialSource = Auth | HelperCredentials | undefined;
+
+export function isHelper(source: CredentialSource): source is HelperCredentials {
+  return source !== undefined && 'helper' in source;
+}
+
+export function isIdentityToken(auth: Auth | undefined): auth is IdentityToken {
+  return auth !== undefined && 'identityToken' in auth;
+}
+
+interface AuthEntry {
+  auth?: unknown;
+  identitytoken?: unknown;
+}
+
+interface DockerConfig {
+  auths?: Record<string, AuthEntry>;
+  credsStore?: unknown;
+  credHelpers?: Record<string, unknown>;
+}
+
+/** A docker config key (`host`, `https://host`, `https://host/v1/`) as the host it names. */
+function keyHost(key: string): string {
+  return key.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase();
+}
+
+/** A helper name as docker-credential-<name> takes it: a plain file name, never a path. */
+const HELPER_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): CredentialSource {
   const file = join(env.DOCKER_CONFIG || join(homedir(), '.docker'), 'config.json');
   let text: string;
   try {
@@ -19,15 +70,28 @@ function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): Credentials | u
   } catch {
     return undefined;
   }
-  let auths: Record<string, { auth?: unknown }>;
+  let config: DockerConfig;
   try {
-    auths = (JSON.parse(text) as { auths?: Record<string, { auth?: unknown }> }).auths ?? {};
+    config = (JSON.parse(text) as DockerConfig | null) ?? {};
   } catch (err) {
     throw new SealError('SEAL_REMOTE', `docker config is not valid JSON: ${file}`, { cause: err });
   }
-  // Keys are written as `host`, `https://host` or `https://host/v1/`.
-  const key = Object.keys(auths).find((k) => k.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase() === host);
-  const auth = key === undefined ? undefined : auths[key]?.auth;
+  // A helper for this host, else the store for every host: it alone answers, as docker has it.
+  const helperKey = Object.keys(config.credHelpers ?? {}).find((k) => keyHost(k) === host);
+  const named = helperKey === undefined ? undefined : config.credHelpers![helperKey];
+  const helper = named ?? config.credsStore;
+  if (helper !== undefined && helper !== '') {
+    const setting = named === undefined ? 'credsStore' : 'credHelpers';
+    if (typeof helper !== 'string' || !HELPER_NAME_RE.test(helper)) {
+      throw new SealError('SEAL_REMOTE', `docker config ${setting} names no usable credential helper (${JSON.stringify(helper)}): ${file}`);
+    }
+    return { helper, setting, configFile: file, serverUrl: host, env };
+  }
+  const auths = config.auths ?? {};
+  const key = Object.keys(auths).find((k) => keyHost(k) === host);
+  const entry = key === undefined ? undefined : auths[key];
+  if (typeof entry?.identitytoken === 'string' && entry.identitytoken !== '') return { identityToken: entry.identitytoken };
+  const auth = entry?.auth;
   if (typeof auth !== 'string' || auth === '') return undefined;
   const plain = Buffer.from(auth, 'base64').toString('utf8');
   const cut = plain.indexOf(':');
@@ -36,11 +100,12 @@ function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): Credentials | u
 }
 
 /**
- * The credentials for host: the given ones, else TREESEAL_REGISTRY_USER and
- * TREESEAL_REGISTRY_PASSWORD, else `auths[host].auth` of $DOCKER_CONFIG/config.json
- * (~/.docker/config.json). Credential helpers (credsStore) are not consulted.
+ * Where the credentials for host are: the given ones, else TREESEAL_REGISTRY_USER and
+ * TREESEAL_REGISTRY_PASSWORD, else $DOCKER_CONFIG/config.json (~/.docker/config.json):
+ * `credHelpers[host]`, else `credsStore` (a docker credential helper, run when the
+ * registry first asks for credentials), else `auths[host]` (`identitytoken` or `auth`).
  */
-export function findCredentials(host: string, given: Credentials | undefined, env: NodeJS.ProcessEnv = process.env): Credentials | undefined {
+export function findCredentials(host: string, given: Credentials | undefined, env: NodeJS.ProcessEnv = process.env): CredentialSource {
   if (given !== undefined) {
     checkOptions('options.credentials', given);
     checkString('options.credentials.username', given.username);
@@ -50,4 +115,56 @@ export function findCredentials(host: string, given: Credentials | undefined, en
   const user = env.TREESEAL_REGISTRY_USER;
   if (user !== undefined && user !== '') return { username: user, password: env.TREESEAL_REGISTRY_PASSWORD ?? '' };
   return fromDockerConfig(host, env);
+}
+
+/** What a credential helper prints when it holds nothing for the server (docker-credential-helpers' ErrCredentialsNotFound). */
+const NOT_FOUND = 'credentials not found in native keychain';
+/** Longest a helper may take (it may ask a keyring or an agent). */
+const HELPER_TIMEOUT_MS = 60_000;
+const HELPER_MAX_OUTPUT = 1024 * 1024;
+
+/** The helper's first line of complaint, for the message. */
+function complaint(stdout: string, stderr: string): string {
+  const text = (stderr.trim() || stdout.trim()).split('\n')[0] ?? '';
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
+
+/**
+ * Runs `docker-credential-<name> get` as docker does: the server URL on stdin, JSON
+ * `{ServerURL, Username, Secret}` on stdout; a Username of `<token>` makes the Secret an
+ * identity token. Undefined when the helper holds nothing for the server; SEAL_REMOTE
+ * naming the helper when it cannot be run or fails.
+ */
+export function askHelper(h: HelperCredentials, signal?: AbortSignal): Promise<Auth | undefined> {
+  const exe = `docker-credential-${h.helper}`;
+  const named = `credential helper ${exe} (${h.setting} in ${h.configFile})`;
+  return new Promise((resolve, reject) => {
+    const child = execFile(exe, ['get'], { env: h.env, timeout: HELPER_TIMEOUT_MS, maxBuffer: HELPER_MAX_OUTPUT, encoding: 'utf8', signal }, (err, stdout, stderr) => {
+      if (err !== null) {
+        const e = err as NodeJS.ErrnoException & { killed?: boolean };
+        if (e.name === 'AbortError') reject(new SealError('SEAL_ABORTED', `asking ${named} was aborted`, { cause: err }));
+        else if (e.code === 'ENOENT') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH`, { cause: err }));
+        else if (stdout.trim() === NOT_FOUND) resolve(undefined);
+        else if (e.killed === true) reject(new SealError('SEAL_REMOTE', `${named} did not answer for ${h.serverUrl} in ${HELPER_TIMEOUT_MS / 1000} s`, { cause: err }));
+        else reject(new SealError('SEAL_REMOTE', `${named} failed for ${h.serverUrl}: ${complaint(stdout, stderr) || `exit status ${String(e.code)}`}`, { cause: err }));
+        return;
+      }
+      let out: { Username?: unknown; Secret?: unknown };
+      try {
+        out = JSON.parse(stdout) as typeof out;
+      } catch (parseErr) {
+        reject(new SealError('SEAL_REMOTE', `${named} printed no JSON for ${h.serverUrl}`, { cause: parseErr }));
+        return;
+      }
+      if (typeof out?.Username !== 'string' || typeof out.Secret !== 'string') {
+        reject(new SealError('SEAL_REMOTE', `${named} printed no Username and Secret for ${h.serverUrl}`));
+        return;
+      }
+      if (out.Secret === '') resolve(undefined);
+      else if (out.Username === '<token>') resolve({ identityToken: out.Secret });
+      else resolve({ username: out.Username, password: out.Secret });
+    });
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(h.serverUrl);
+  });
 }

@@ -148,26 +148,42 @@ export class Watch {
 }
 
 /** Bytes handed to fetch per pull of an upload's stream. */
-const UPLOAD_PIECE = 64 * 1024;
+export const UPLOAD_PIECE = 64 * 1024;
+
+/**
+ * A request body that can be sent again (each attempt, each redirect, reads it anew):
+ * `read` gives the bytes at [position, position + length), from memory or from a file.
+ */
+export interface BodySource {
+  readonly size: number;
+  read(position: number, length: number): Promise<Buffer> | Buffer;
+}
+
+/** A Buffer as a BodySource. */
+export function bufferBody(bytes: Buffer): BodySource {
+  return { size: bytes.length, read: (position, length) => bytes.subarray(position, position + length) };
+}
 
 /**
  * A request body the Watch can time: fetch pulls one piece when the socket took the last,
- * so the wait between pulls is the network's. Once the last piece is taken, the headers are due.
+ * so the wait between pulls is the network's (the piece's own read, from memory or disk,
+ * is not counted). Once the last piece is taken, the headers are due. A read that fails
+ * fails the request.
  */
-export function watchedUpload(bytes: Buffer, w: Watch): ReadableStream<Uint8Array> {
+export function watchedUpload(body: BodySource, w: Watch): ReadableStream<Uint8Array> {
   let offset = 0;
   let since: number | undefined;
   let last = 0;
   return new ReadableStream<Uint8Array>(
     {
-      pull(ctrl) {
+      async pull(ctrl) {
         if (since !== undefined) w.moved(performance.now() - since, last);
-        if (offset >= bytes.length) {
+        if (offset >= body.size) {
           ctrl.close();
           w.awaitHeaders();
           return;
         }
-        const piece = bytes.subarray(offset, offset + UPLOAD_PIECE);
+        const piece = await body.read(offset, Math.min(UPLOAD_PIECE, body.size - offset));
         offset += piece.length;
         last = piece.length;
         since = performance.now();

@@ -2,7 +2,7 @@
 import type { Dispatcher } from 'undici';
 
 import { SealError } from '../../base/errors.js';
-import { TimedOut, Watch, watchedResponse, watchedUpload, type Deadlines } from './deadline.js';
+import { TimedOut, Watch, bufferBody, watchedResponse, watchedUpload, type BodySource, type Deadlines } from './deadline.js';
 import { checkDestination } from './rules.js';
 
 /** Network failures that will not heal by asking again right away. */
@@ -29,29 +29,81 @@ export interface Transport {
   dispatcher: Dispatcher;
 }
 
-/** One request: bodies are Buffers, so every attempt and every redirect sends the same bytes. */
+/** One request: its body is read anew for every attempt and every redirect, so each sends the same bytes. */
 export interface Outgoing {
   method: string;
   headers: Record<string, string>;
-  body?: Buffer | null;
+  body?: Buffer | BodySource | null;
+  /**
+   * Whether a 429, 408 or 5xx answer and a lost connection are retried here (default true).
+   * False for a request whose lost answer may hide work the registry did (an upload's PATCH
+   * or closing PUT): its caller asks the registry what happened instead.
+   */
+  retry?: boolean;
+}
+
+/** The HTTP status behind a SEAL_REMOTE made of a registry's answer (remoteError). */
+const statuses = new WeakMap<SealError, number>();
+
+export function statusOf(err: unknown): number | undefined {
+  return err instanceof SealError ? statuses.get(err) : undefined;
+}
+
+/** The URL each response came from (the last hop of its redirects): a 401 is answered only when that is the registry's origin. */
+const answeredFrom = new WeakMap<Response, URL>();
+
+/** The URL that sent res (after its redirects), for responses that came through send. */
+export function responseUrl(res: Response): URL | undefined {
+  return answeredFrom.get(res);
 }
 
 export function aborted(t: Transport): SealError {
   return new SealError('SEAL_ABORTED', `${t.what} was aborted`);
 }
 
+/** undici's words for a proxy that refused the request or the tunnel (HTTP_PROXY / HTTPS_PROXY). */
+const PROXY_REFUSAL = /^Proxy Authentication Required \(407\)$|^Proxy response \(\d+\) !== 200 when HTTP Tunneling$/;
+
+/** A proxy that refused with 403 or 407 will refuse again. */
+const PROXY_FINAL = /^the proxy refused it: .*\((?:403|407)\)/;
+
+/** undici's proxy refusal somewhere in err's chain of causes (a refused tunnel comes two deep). */
+function proxyRefusal(err: unknown): string | undefined {
+  let e = (err as { cause?: unknown }).cause;
+  for (let depth = 0; depth < 4 && e !== null && typeof e === 'object'; depth++) {
+    const { message, cause } = e as { message?: unknown; cause?: unknown };
+    if (typeof message === 'string' && PROXY_REFUSAL.test(message)) return message;
+    e = cause;
+  }
+  return undefined;
+}
+
 function causeCode(err: unknown): string {
+  const refusal = proxyRefusal(err);
+  if (refusal !== undefined) return `the proxy refused it: ${refusal}`;
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
   if (cause !== undefined && typeof cause.code === 'string') return cause.code;
   if (cause !== undefined && typeof cause.message === 'string') return cause.message;
   return err instanceof Error ? err.message : String(err);
 }
 
+/** SEAL_REMOTEs that stand for a dropped connection or a passed deadline (lostConnection). */
+const lost = new WeakSet<SealError>();
+
+/** Whether err is a dropped connection or a passed deadline: the registry may have done the work, or may answer next time. */
+export function isLost(err: unknown): boolean {
+  return err instanceof SealError && lost.has(err);
+}
+
 export function lostConnection(t: Transport, err: unknown, doing: string): SealError {
   if (t.signal?.aborted) return aborted(t);
   if (err instanceof SealError) return err;
-  if (err instanceof TimedOut) return new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err });
-  return new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
+  const e =
+    err instanceof TimedOut
+      ? new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err })
+      : new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
+  if (!PERMANENT.has(causeCode(err)) && !PROXY_FINAL.test(causeCode(err))) lost.add(e);
+  return e;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -77,23 +129,37 @@ function retryable(status: number): boolean {
 }
 
 /** One exchange under its own deadlines; a redirect comes back as it is (the caller follows it). */
-async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: Buffer | null): Promise<Response> {
+async function exchange(t: Transport, url: URL, method: string, headers: Record<string, string>, body: BodySource | null): Promise<Response> {
   const w = new Watch(t.deadlines, t.signal);
+  // A body read that fails (a snapshot file that changed) fails the request with its own error.
+  let bodyFailure: { err: unknown } | undefined;
   try {
     // Node's fetch takes any undici dispatcher; its types (undici-types) and the undici package's name the same interface twice.
     const dispatcher = t.dispatcher as unknown as NonNullable<RequestInit['dispatcher']>;
     const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal, dispatcher };
-    if (body !== null && body.length > 0) {
-      init.body = watchedUpload(body, w);
+    if (body !== null && body.size > 0) {
+      const source: BodySource = {
+        size: body.size,
+        read: async (position, length) => {
+          try {
+            return await body.read(position, length);
+          } catch (err) {
+            bodyFailure ??= { err };
+            throw err;
+          }
+        },
+      };
+      init.body = watchedUpload(source, w);
       init.duplex = 'half';
-      init.headers = { ...headers, 'content-length': String(body.length) };
-    } else if (body !== null) init.body = body;
+      init.headers = { ...headers, 'content-length': String(body.size) };
+    } else if (body !== null) init.body = Buffer.alloc(0);
     w.awaitHeaders();
     const res = await fetch(url, init);
     w.gotHeaders();
     return watchedResponse(res, w);
   } catch (err) {
     w.end();
+    if (bodyFailure !== undefined) throw bodyFailure.err;
     throw w.timedOut ?? err;
   }
 }
@@ -101,18 +167,22 @@ async function exchange(t: Transport, url: URL, method: string, headers: Record<
 /**
  * Sends req to start and follows redirects by hand: each hop must pass the transport
  * rules (see checkDestination) before anything connects to it, and the Authorization
- * header never leaves the origin it was meant for.
+ * header never leaves the origin it was meant for: once a hop leaves it, no later hop
+ * carries it (not even one back to that origin).
  */
 async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response> {
   let url = start;
   let method = req.method;
-  let body = req.body ?? null;
+  let body: BodySource | null = req.body === undefined || req.body === null ? null : Buffer.isBuffer(req.body) ? bufferBody(req.body) : req.body;
   const headers = { ...req.headers };
   const doing = `${req.method} ${start.pathname}`;
   for (let hops = 0; ; hops++) {
     const res = await exchange(t, url, method, headers, body);
     const location = REDIRECTS.has(res.status) ? res.headers.get('location') : null;
-    if (location === null) return res;
+    if (location === null) {
+      answeredFrom.set(res, url);
+      return res;
+    }
     await res.body?.cancel().catch(() => {});
     if (hops >= MAX_REDIRECTS) throw new SealError('SEAL_REMOTE', `${t.label} redirected ${doing} more than ${MAX_REDIRECTS} times`);
     let next: URL;
@@ -146,9 +216,10 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
     } catch (err) {
       if (t.signal?.aborted) throw aborted(t);
       if (err instanceof SealError) throw err;
-      if (attempt >= t.retries || PERMANENT.has(causeCode(err))) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
+      const code = causeCode(err);
+      if (attempt >= t.retries || req.retry === false || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
     }
-    if (res !== undefined && (!retryable(res.status) || attempt >= t.retries)) return res;
+    if (res !== undefined && (!retryable(res.status) || attempt >= t.retries || req.retry === false)) return res;
     await res?.body?.cancel().catch(() => {});
     await sleep(retryDelay(t, attempt, res), t.signal);
   }
@@ -185,5 +256,7 @@ export async function remoteError(t: Transport, res: Response, doing: string): P
   } catch {
     // no JSON error body: the status says it all
   }
-  return new SealError('SEAL_REMOTE', `${t.label} refused ${doing}: HTTP ${res.status}${detail}`);
+  const err = new SealError('SEAL_REMOTE', `${t.label} refused ${doing}: HTTP ${res.status}${detail}`);
+  statuses.set(err, res.status);
+  return err;
 }

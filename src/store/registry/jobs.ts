@@ -25,10 +25,11 @@ type Result<K extends Name> = RegistryJobs[K]['result'];
 
 /**
  * A step of push or pull: its arguments are already checked (validate only names the
- * syscall layer), and push and pull map its errors under their own names.
+ * syscall layer), push and pull map its errors under their own names, and it runs on
+ * the first worker thread, where the pull's build lives from one step to the next.
  */
 function job<K extends Name>(name: K, core: (sys: Sys, args: Args<K>) => Result<K>): Op<[Sys, Args<K>], Result<K>> {
-  return defineOp(name, { validate: (sys: Sys, args: Args<K>) => ({ sys, args }), core: (sys, args) => core(sys, args), sealAs: false });
+  return defineOp(name, { validate: (sys: Sys, args: Args<K>) => ({ sys, args }), core: (sys, args) => core(sys, args), sealAs: false, pinned: true });
 }
 
 const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {

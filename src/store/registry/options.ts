@@ -1,8 +1,8 @@
 // options.ts: push/pull options, reports and progress, their validation, and the client they configure.
-import { checkBoolean, checkFunction, checkInteger, checkOptions as checkObject } from '../../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions as checkObject, checkString, invalidArgValue } from '../../base/arg-errors.js';
 import type { Progress } from '../../base/progress.js';
 import { RegistryClient } from './client.js';
-import { findCredentials, type Credentials } from './credentials.js';
+import { findCredentials, type CredentialSource, type Credentials } from './credentials.js';
 import { checkTimeouts, type Deadlines, type Timeouts } from './deadline.js';
 import { parseRemote, type Remote } from './remote.js';
 
@@ -21,8 +21,16 @@ export interface RemoteOptions {
   onProgress?: (p: TransferProgress) => void;
   /** Allows plain HTTP to a registry that is not on a loopback address. */
   insecure?: boolean;
-  /** Else TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json. */
+  /**
+   * Else TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json
+   * (its credential helpers, identity tokens and auths).
+   */
   credentials?: Credentials;
+  /**
+   * A PEM file of CA certificates to trust besides Node's own (else TREESEAL_CA_FILE): for
+   * a registry, token realm or HTTPS proxy whose certificate a private CA signed.
+   */
+  caFile?: string;
   /** Further attempts after a 429, a 5xx, a dropped connection or a passed deadline (default 4, backoff from 200 ms doubling). */
   retries?: number;
   /**
@@ -36,8 +44,13 @@ export interface RemoteOptions {
 export interface PushOptions extends RemoteOptions {
   /** Repositories of the same registry to mount blobs from before uploading them. */
   mountFrom?: string[];
-  /** Bytes per PATCH of a large file's chunked upload (default 16 MiB). */
+  /** Bytes per PATCH of a chunked upload (default 4 MiB, 64 KiB to 1 GiB). */
   chunkBytes?: number;
+  /**
+   * The largest blob sent in one PUT (POST, then PUT with the whole body); a larger one
+   * is uploaded in chunks of chunkBytes (default 32 MiB, 0 to 1 GiB; 0 chunks every blob).
+   */
+  monolithicBytes?: number;
 }
 
 export type PullOptions = RemoteOptions;
@@ -82,7 +95,15 @@ export interface Checked {
   concurrency: number;
   retries: number;
   deadlines: Deadlines;
-  credentials: Credentials | undefined;
+  credentials: CredentialSource;
+  /** The CA file to trust (options.caFile, else TREESEAL_CA_FILE), if any. */
+  caFile: string | undefined;
+}
+
+function checkCaFile(value: unknown, env: NodeJS.ProcessEnv): string | undefined {
+  if (value === undefined) return env.TREESEAL_CA_FILE || undefined;
+  if (checkString('options.caFile', value) === '') throw invalidArgValue('options.caFile', value, 'must be a path to a PEM file');
+  return value as string;
 }
 
 /** Validates the options shared by push and pull and parses the remote. */
@@ -93,21 +114,30 @@ export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Check
   const concurrency = intOption(o.concurrency, 'concurrency', 1, 64, 8);
   const retries = intOption(o.retries, 'retries', 0, 20, 4);
   const deadlines = checkTimeouts(o.timeouts);
+  const caFile = checkCaFile(o.caFile, process.env);
   const remote = parseRemote(remoteText, o.insecure === true);
-  return { remote, concurrency, retries, deadlines, credentials: findCredentials(remote.host, o.credentials) };
+  return { remote, concurrency, retries, deadlines, credentials: findCredentials(remote.host, o.credentials), caFile };
 }
 
-export function checkChunkBytes(o: PushOptions): number {
-  return intOption(o.chunkBytes, 'chunkBytes', 64 * 1024, 1024 * 1024 * 1024, 16 * 1024 * 1024);
+const MIB = 1024 * 1024;
+
+/** chunkBytes (default 4 MiB) and monolithicBytes (default 32 MiB), checked as Node checks integers. */
+export function checkUploadSizes(o: PushOptions): { chunkBytes: number; monolithicBytes: number } {
+  return {
+    chunkBytes: intOption(o.chunkBytes, 'chunkBytes', 64 * 1024, 1024 * MIB, 4 * MIB),
+    monolithicBytes: intOption(o.monolithicBytes, 'monolithicBytes', 0, 1024 * MIB, 32 * MIB),
+  };
 }
 
 /**
- * A client with a connection pool of its own (close it when the push or pull ends). The
- * HTTP client (undici) is loaded here, on the first push or pull, not when the library is.
+ * A client with a connection pool of its own (close it when the push or pull ends): the
+ * environment's proxies and the CA file apply to it. The HTTP client (undici) is loaded
+ * here, on the first push or pull, not when the library is.
  */
 export async function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): Promise<RegistryClient> {
-  const { Agent } = await import('undici');
-  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher: new Agent() });
+  const { connectionPool, proxyEnv, trustedCas } = await import('./network.js');
+  const dispatcher = connectionPool(proxyEnv(process.env), await trustedCas(c.caFile, process.env));
+  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher });
 }
 
 /** Runs task(item) for every item, at most `concurrency` at once; the first failure stops new starts and is thrown once all settle. */

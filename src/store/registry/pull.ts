@@ -7,6 +7,7 @@ import { SealError } from '../../base/errors.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact } from './artifact.js';
 import type { RegistryClient } from './client.js';
+import { isLost } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { snapshotTag } from './remote.js';
@@ -50,47 +51,68 @@ async function writeFully(fd: number, block: Buffer, position: number): Promise<
 /**
  * Streams a large file's blob into the build at the content's first place (created by a
  * worker job, fd-relatively, so a path of any length works): async writes, hashed as it
- * comes, its size and sha256 proven before the file counts.
+ * comes, its size and sha256 proven before the file counts. A body cut short (a dropped
+ * connection, a passed deadline) is resumed with a Range request from the last byte
+ * received, up to `retries` times; a registry that answers it with the whole blob is read
+ * again from byte 0. The sha256 is of the whole file, however many requests brought it.
  */
 async function streamFile(client: RegistryClient, sys: Sys, buildId: number, content: FileToPull, meter: Meter): Promise<void> {
   const digest = `sha256:${content.sha256}`;
   const fd = await runJob(sys, 'pullOpenFile', [buildId, content.index]);
   try {
-    const res = await client.openBlob(digest);
-    const hash = createHash('sha256');
+    let hash = createHash('sha256');
     let size = 0;
+    let over = false;
     // Chunks from the socket are small: gather them into WRITE_BYTES writes.
     const pending: Uint8Array[] = [];
     let pendingBytes = 0;
-    // A failed write is the disk's failure (a system error), not the connection's.
-    let writing = false;
     const flush = async (): Promise<void> => {
       const block = Buffer.concat(pending, pendingBytes);
       pending.length = 0;
       pendingBytes = 0;
-      writing = true;
       await writeFully(fd, block, size - block.length);
-      writing = false;
     };
-    try {
-      for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
-        size += chunk.length;
-        if (size > content.size) break;
-        hash.update(chunk);
-        pending.push(chunk);
-        pendingBytes += chunk.length;
-        if (pendingBytes >= WRITE_BYTES) await flush();
-        client.bytesDown += chunk.length;
-        meter.add(chunk.length);
+    for (let resumes = 0; ; resumes++) {
+      const { res, start } = await client.openBlob(digest, size);
+      if (start !== size) {
+        // The whole blob again: start over (the bytes written so far are overwritten in place).
+        hash = createHash('sha256');
+        size = 0;
       }
-      if (pendingBytes > 0 && size <= content.size) await flush();
-    } catch (err) {
-      if (writing) throw err;
-      throw client.lost(err, `reading blob ${digest}`);
+      // A failed write is the disk's failure (a system error), not the connection's.
+      let writing = false;
+      try {
+        for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
+          if (size + chunk.length > content.size) {
+            over = true;
+            await res.body?.cancel().catch(() => {});
+            break;
+          }
+          size += chunk.length;
+          hash.update(chunk);
+          pending.push(chunk);
+          pendingBytes += chunk.length;
+          client.bytesDown += chunk.length;
+          meter.add(chunk.length);
+          if (pendingBytes >= WRITE_BYTES) {
+            writing = true;
+            await flush();
+            writing = false;
+          }
+        }
+        break;
+      } catch (err) {
+        if (writing) throw err;
+        const e = client.lost(err, `reading blob ${digest}`);
+        if (!isLost(e) || resumes >= client.transport.retries) throw e;
+        // What came before the cut is kept (written below), and asked for from there on.
+        await client.pause(resumes);
+      } finally {
+        if (pendingBytes > 0 && !over) await flush();
+      }
     }
-    if (size !== content.size) {
-      await res.body?.cancel().catch(() => {});
-      throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent ${size > content.size ? 'more' : 'fewer'} than the ${content.size} bytes of blob ${digest}`);
+    if (over || size !== content.size) {
+      throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent ${over ? 'more' : 'fewer'} than the ${content.size} bytes of blob ${digest}`);
     }
     if (hash.digest('hex') !== content.sha256) throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent blob ${digest} with other content`);
   } finally {

@@ -9,9 +9,11 @@ import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
+import { bufferBody, type BodySource } from './deadline.js';
+import { isLost, statusOf } from './http.js';
 import { runJob } from './jobs.js';
 import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
-import { Meter, checkChunkBytes, checkRemoteOptions, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
+import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { parseRemote, snapshotTag } from './remote.js';
 
 const readFd = promisify(read);
@@ -25,12 +27,13 @@ interface Push {
   client: RegistryClient;
   mountFrom: string[];
   chunkBytes: number;
+  monolithicBytes: number;
   meter: Meter;
   counts: { uploaded: number; mounted: number; skipped: number };
 }
 
-/** Ensures the repository holds a blob: HEAD, then a cross-repository mount, then upload(location). */
-async function ensureBlob(p: Push, digest: string, size: number, upload: (location: string) => Promise<void>): Promise<void> {
+/** Ensures the repository holds a blob of size bytes: HEAD, then a cross-repository mount, then an upload of what open gives. */
+async function ensureBlob(p: Push, digest: string, size: number, open: () => Promise<Body>): Promise<void> {
   if (await p.client.hasBlob(digest)) {
     p.counts.skipped++;
     p.meter.add(size, 1);
@@ -48,52 +51,145 @@ async function ensureBlob(p: Push, digest: string, size: number, upload: (locati
     if (location !== undefined) await p.client.cancelUpload(location);
     location = started;
   }
-  location ??= await p.client.startUpload();
-  await upload(location);
+  const source = await open();
+  try {
+    await upload(p, digest, source, location);
+  } finally {
+    await source.close?.();
+  }
   p.counts.uploaded++;
   p.meter.add(0, 1);
 }
 
+/** What an upload sends: bytes from memory or a frozen file, read as each request needs them. */
+interface Body extends BodySource {
+  close?: () => Promise<void>;
+}
+
+/** Whether an upload that failed with err may be tried again: a lost answer, a 429/408/5xx, or a session the registry lost (404, 416). */
+function uploadRetryable(err: unknown): boolean {
+  if (isLost(err)) return true;
+  const status = statusOf(err);
+  return status !== undefined && (status === 404 || status === 416 || status === 408 || status === 429 || status >= 500);
+}
+
 /**
- * Uploads a large file in chunks (PATCH with Content-Range, then PUT ?digest), read with
- * async reads from the frozen snapshot file (opened fd-relatively by a worker job under the
- * store's shared lock): one chunk in memory, hashed as it goes; a file whose bytes no
- * longer match its sha256 is never committed.
+ * Uploads a blob the registry does not have: one PUT with the whole body (POST, PUT
+ * ?digest) up to monolithicBytes, else chunked (PATCHes of chunkBytes, then PUT ?digest).
+ * A PUT or PATCH whose answer is lost or refused is never simply sent again: the registry
+ * is asked first. A blob it holds (HEAD) counts as uploaded; a chunked session it still
+ * holds goes on from the byte it reports; else a new session is started (POST), up to
+ * `retries` times with backoff.
  */
-async function uploadFile(p: Push, target: PushTarget, content: Content, first: string): Promise<void> {
-  const place = content.places[0]!;
-  const rel = `${place.area}/${place.path}`;
-  const corrupt = (): SealError => new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(rel)}`, { path: rel });
-  let location = first;
-  let fd = -1;
-  try {
-    fd = await runJob(target.sys, 'pushOpenFile', [target.root, target.digest, content]);
-    const hash = createHash('sha256');
-    const buffer = Buffer.allocUnsafe(Math.min(p.chunkBytes, content.size));
-    for (let offset = 0; offset < content.size; ) {
-      const bytesRead = await readAt(fd, buffer, 0, Math.min(buffer.length, content.size - offset), offset);
-      if (bytesRead === 0) throw corrupt();
-      const chunk = buffer.subarray(0, bytesRead);
-      hash.update(chunk);
-      location = await p.client.patchChunk(location, chunk, offset);
-      offset += bytesRead;
-      p.meter.add(bytesRead);
+async function upload(p: Push, digest: string, body: BodySource, first: string | undefined): Promise<void> {
+  const { client } = p;
+  for (let attempt = 0; ; attempt++) {
+    const location = attempt === 0 && first !== undefined ? first : await client.startUpload();
+    let sent = 0;
+    try {
+      if (body.size <= p.monolithicBytes) {
+        await client.putBlob(location, digest, body);
+        p.meter.add(body.size);
+      } else {
+        await chunked(p, location, digest, body, (n) => {
+          p.meter.add(n);
+          sent += n;
+        });
+      }
+      return;
+    } catch (err) {
+      if (!uploadRetryable(err)) {
+        await client.cancelUpload(location);
+        throw err;
+      }
+      // The work may be done and only its answer lost: ask before redoing anything.
+      if (await client.hasBlob(digest, body.size).catch(unlessAborted(false))) {
+        if (body.size <= p.monolithicBytes) p.meter.add(body.size);
+        else p.meter.add(body.size - sent);
+        return;
+      }
+      await client.cancelUpload(location);
+      p.meter.add(-sent);
+      if (attempt >= client.transport.retries) throw err;
+      await client.pause(attempt);
     }
-    if (hash.digest('hex') !== content.sha256) throw corrupt();
-    await p.client.finishChunked(location, `sha256:${content.sha256}`);
-  } catch (err) {
-    await p.client.cancelUpload(location);
-    throw err;
-  } finally {
-    if (fd >= 0) await closeFd(fd);
   }
 }
 
-/** A monolithic upload of bytes held in memory (POST, then one PUT ?digest). */
-function uploadBytes(p: Push, digest: string, bytes: Buffer): (location: string) => Promise<void> {
-  return async (location) => {
-    await p.client.putBlob(location, digest, bytes);
-    p.meter.add(bytes.length);
+/** A catch handler for a question asked after a failure: its own failure answers `fallback`, except an abort. */
+function unlessAborted<T>(fallback: T): (err: unknown) => T {
+  return (err) => {
+    if (err instanceof SealError && err.code === 'SEAL_ABORTED') throw err;
+    return fallback;
+  };
+}
+
+/** The bytes [offset, offset + size) of body, as a body of their own. */
+function slice(body: BodySource, offset: number, size: number): BodySource {
+  return { size, read: (position, length) => body.read(offset + position, length) };
+}
+
+/**
+ * A chunked upload in one session: PATCHes of chunkBytes, then PUT ?digest. A PATCH that
+ * fails is followed by asking the session how much it holds (GET on its location), going
+ * on from there when that is within the chunk; otherwise the failure ends the session.
+ */
+async function chunked(p: Push, first: string, digest: string, body: BodySource, progress: (bytes: number) => void): Promise<void> {
+  const { client } = p;
+  let location = first;
+  let offset = 0;
+  let failures = 0;
+  while (offset < body.size) {
+    const size = Math.min(p.chunkBytes, body.size - offset);
+    try {
+      location = await client.patchChunk(location, slice(body, offset, size), offset);
+      progress(size);
+      offset += size;
+    } catch (err) {
+      if (!uploadRetryable(err) || failures++ >= client.transport.retries) throw err;
+      await client.pause(failures - 1);
+      // A status the registry will not give (a stale or unknown session) ends the session.
+      const status = await client.uploadStatus(location).catch(unlessAborted(undefined));
+      if (status === undefined || status.next < offset || status.next > offset + size) throw err;
+      progress(status.next - offset);
+      location = status.location;
+      offset = status.next;
+    }
+  }
+  await client.finishChunked(location, digest);
+}
+
+/**
+ * A large file of the snapshot as an upload body, read with async reads from the frozen
+ * file (opened fd-relatively by a worker job under the store's shared lock). Bytes are
+ * hashed in order as they are first read; the read that reaches the end proves the sha256
+ * before its bytes go out, so a file whose bytes no longer match is never sent whole (and
+ * the registry, which checks the digest, never stores it).
+ */
+async function fileBody(target: PushTarget, content: Content): Promise<Body> {
+  const place = content.places[0]!;
+  const rel = `${place.area}/${place.path}`;
+  const corrupt = (): SealError => new SealError('SEAL_CORRUPT', `snapshot file changed: ${escapePath(rel)}`, { path: rel });
+  const fd = await runJob(target.sys, 'pushOpenFile', [target.root, target.digest, content]);
+  const hash = createHash('sha256');
+  let hashed = 0;
+  return {
+    size: content.size,
+    read: async (position, length) => {
+      const buffer = Buffer.allocUnsafe(length);
+      for (let done = 0; done < length; ) {
+        const n = await readAt(fd, buffer, done, length - done, position + done);
+        if (n === 0) throw corrupt();
+        done += n;
+      }
+      if (position === hashed) {
+        hash.update(buffer);
+        hashed += length;
+        if (hashed === content.size && hash.digest('hex') !== content.sha256) throw corrupt();
+      }
+      return buffer;
+    },
+    close: () => closeFd(fd),
   };
 }
 
@@ -105,6 +201,22 @@ async function alreadyThere(client: RegistryClient, tag: string, configDigest: s
     return parseArtifact(bytes, tag).config.digest === configDigest ? sha256Digest(bytes) : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * PUTs the manifest under the tag (retried like any request: the same bytes under the same
+ * tag). When it still fails, the tag is read back: a tag that names these exact bytes was
+ * stored and only the answer was lost.
+ */
+async function putManifest(client: RegistryClient, tag: string, manifest: Buffer): Promise<string> {
+  try {
+    return await client.putManifest(tag, manifest);
+  } catch (err) {
+    if (!uploadRetryable(err)) throw err;
+    const stored = await client.getManifest(tag).catch(() => undefined);
+    if (stored !== undefined && stored.equals(manifest)) return sha256Digest(manifest);
+    throw err;
   }
 }
 
@@ -133,7 +245,7 @@ function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
 export async function pushSnapshot(target: PushTarget, remoteText: string, options: PushOptions = {}): Promise<PushReport> {
   const started = performance.now();
   const checked = checkRemoteOptions(remoteText, options);
-  const chunkBytes = checkChunkBytes(options);
+  const { chunkBytes, monolithicBytes } = checkUploadSizes(options);
   const mountFrom = checkMountFrom(options, options.insecure === true);
   const { remote } = checked;
   const { digest, root } = target;
@@ -156,23 +268,23 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     const layout = await runJob(target.sys, 'pushPlan', [config.toString('utf8'), digest]);
     const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
     const blobs = 1 + layout.packs.length + layout.files.length;
-    const p: Push = { client, mountFrom, chunkBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
+    const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
     const packDigests: string[] = [];
     type Task = () => Promise<void>;
     const tasks: Task[] = [
-      () => ensureBlob(p, configDigest, config.length, uploadBytes(p, configDigest, config)),
+      () => ensureBlob(p, configDigest, config.length, async () => bufferBody(config)),
       ...layout.packs.map((pack, i): Task => async () => {
         const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
         const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
         packDigests[i] = packed.digest;
-        await ensureBlob(p, packed.digest, bytes.length, uploadBytes(p, packed.digest, bytes));
+        await ensureBlob(p, packed.digest, bytes.length, async () => bufferBody(bytes));
       }),
-      ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, (loc) => uploadFile(p, target, f, loc))),
+      ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, () => fileBody(target, f))),
     ];
-    if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, uploadBytes(p, EMPTY_DIGEST, EMPTY_BLOB)));
+    if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
     await eachLimited(tasks, checked.concurrency, (t) => t());
     const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
-    const manifestDigest = await client.putManifest(tag, manifest);
+    const manifestDigest = await putManifest(client, tag, manifest);
     return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
   } finally {
     await client.close();

@@ -7,7 +7,7 @@ import { SealError, SnapshotStore } from '../../../dist/index.js';
 import { findCredentials, parseChallenge, parseRemote } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { captured } from './fixtures.js';
-import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
+import { checkNoFileFdLeaks, expireTokensAtFirstBlob, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const basic = await testRegistry('basic');
 const plain = await testRegistry('plain');
@@ -64,14 +64,7 @@ describe.skipIf(plain === undefined)('bearer token flow', () => {
     await a.push(snap.digest, remote, { credentials });
     expect(proxy.tokensIssued).toBe(1);
     // The tokens expire while the pull is under way: the next request is refused and fetches a new one.
-    let expired = false;
-    proxy.hooks.onRequest = (_method, path) => {
-      if (!expired && path.includes('/blobs/')) {
-        expired = true;
-        proxy.expireTokens();
-      }
-      return undefined;
-    };
+    expireTokensAtFirstBlob(proxy);
     const b = await SnapshotStore.open(join(work, 'b'));
     expect(await b.pull(snap.digest, remote, { credentials, concurrency: 1 })).toMatchObject({ downloaded: 3 });
     expect(proxy.tokensIssued).toBe(3);

@@ -1,11 +1,12 @@
 // crafted.test.ts: an artifact whose every digest was recomputed to match a document capture would refuse is refused by pull, before anything is built.
+import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore } from '../../../dist/index.js';
 import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, chooseLayout, layersOf, manifestOf, sha256Hex } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
-import { CASES, text, valid, type Doc } from '../documents.js';
+import { CASES, text, valid, validWithLinks, type Doc } from '../documents.js';
 import { checkNoFileFdLeaks, repoName, testRegistry } from './harness.js';
 
 const registry = await testRegistry('plain');
@@ -45,6 +46,16 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     const store = await SnapshotStore.open(join(tempDir(), 'store'));
     await store.pull(digest, remote);
     await (await store.get(digest)).verify();
+    await store.close();
+  });
+
+  it('a template with contained copy-root links pulls and verifies, its links made', async () => {
+    const { digest, remote } = await publish(validWithLinks());
+    const store = await SnapshotStore.open(join(tempDir(), 'store'));
+    await store.pull(digest, remote);
+    const snap = await store.get(digest);
+    await snap.verify();
+    expect(readlinkSync(join(snap.root, 'copy/src/m'))).toBe('../node_modules/i.js');
     await store.close();
   });
 

@@ -116,7 +116,9 @@ describe.skipIf(registry === undefined)('a registry that trickles or stalls', ()
     const b = await SnapshotStore.open(join(work, 'b'));
     const timeouts = { idleMs: 400, minBytesPerSecond: 1000 };
     let [err, ms] = await timed(fails(b.pull(snap.digest, remote, { timeouts, retries: 0 })));
-    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `registry ${proxy.address} timed out while reading blob ${file}: slower than 1000 bytes/s over 400 ms`]);
+    expect(err.code).toBe('SEAL_REMOTE');
+    // A loaded machine can starve the trickle long enough that the idle deadline fires first: either is this deadline's failure.
+    expect(err.message).toMatch(new RegExp(`^registry ${proxy.address} timed out while reading blob ${file}: (slower than 1000 bytes/s over 400 ms|no data for 400 ms)$`));
     expect(ms).toBeLessThan(5_000);
     expect(storeLeftovers(b.root)).toEqual([]);
 
@@ -137,7 +139,8 @@ describe.skipIf(registry === undefined)('a registry that trickles or stalls', ()
     proxy.set('stall-uploads');
     [err, ms] = await timed(fails(a.push(snap.digest, `${proxy.address}/${repoName('stalled')}`, { timeouts: { headersMs: 300, idleMs: 300 }, retries: 0 })));
     expect(err.code).toBe('SEAL_REMOTE');
-    expect(err.message).toMatch(new RegExp(`^registry ${proxy.address} timed out while (PUT|PATCH) /v2/\\S+: (no response|could not send) (in|for) 300 ms$`));
+    // The upload stalls; asking the registry afterwards whether the blob landed (HEAD) may itself time out on a loaded machine.
+    expect(err.message).toMatch(new RegExp(`^registry ${proxy.address} timed out while (PUT|PATCH|HEAD) /v2/\\S+: (no response|could not send) (in|for) 300 ms$`));
     expect(ms).toBeLessThan(5_000);
     for (const s of [a, b, c]) await s.close();
   }, 30_000);

@@ -3,6 +3,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { createServer as netServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,14 +39,24 @@ function freePort(): Promise<number> {
   });
 }
 
+/** GET /v2/'s status, over HTTPS trusting `ca` when given. */
+function v2Status(address: string, ca: Buffer | undefined): Promise<number> {
+  if (ca === undefined) return fetch(`http://${address}/v2/`).then(async (res) => (await res.body?.cancel(), res.status));
+  return new Promise((resolve, reject) => {
+    const req = httpsGet(`https://${address}/v2/`, { ca }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+  });
+}
+
 /** Waits until GET /v2/ answers with one of the statuses (the auth registry answers 401). */
-export async function waitForRegistry(address: string, statuses = [200, 401]): Promise<void> {
+export async function waitForRegistry(address: string, statuses = [200, 401], ca?: Buffer): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
-      const res = await fetch(`http://${address}/v2/`);
-      await res.body?.cancel();
-      if (statuses.includes(res.status)) return;
+      if (statuses.includes(await v2Status(address, ca))) return;
     } catch {
       // not listening yet
     }
@@ -54,8 +65,18 @@ export async function waitForRegistry(address: string, statuses = [200, 401]): P
   }
 }
 
-/** Starts Debian's docker-registry on 127.0.0.1 with storage in a temp dir (htpasswd basic auth when given a user). */
-export async function startRegistry(auth?: { user: string; password: string }): Promise<TestRegistry> {
+/** A registry's TLS: its certificate and key files, and the CA that signed it (PEM). */
+export interface RegistryTls {
+  certFile: string;
+  keyFile: string;
+  caPem: Buffer;
+}
+
+/**
+ * Starts Debian's docker-registry on 127.0.0.1 with storage in a temp dir (htpasswd basic
+ * auth when given a user; HTTPS with the given certificate when given tls).
+ */
+export async function startRegistry(auth?: { user: string; password: string }, tls?: RegistryTls): Promise<TestRegistry> {
   const dir = mkdtempSync(join(tmpdir(), 'treeseal-registry-'));
   const port = await freePort();
   const storage = join(dir, 'data');
@@ -64,7 +85,8 @@ export async function startRegistry(auth?: { user: string; password: string }): 
     execFileSync('htpasswd', ['-B', '-C', '4', '-b', '-c', join(dir, 'htpasswd'), auth.user, auth.password], { stdio: 'ignore' });
     authYaml = `auth:\n  htpasswd:\n    realm: treeseal-test\n    path: ${join(dir, 'htpasswd')}\n`;
   }
-  const config = `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${authYaml}`;
+  const tlsYaml = tls === undefined ? '' : `  tls:\n    certificate: ${tls.certFile}\n    key: ${tls.keyFile}\n`;
+  const config = `version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${tlsYaml}${authYaml}`;
   writeFileSync(join(dir, 'config.yml'), config);
   const child: ChildProcess = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
   const stop = (): void => {
@@ -74,7 +96,7 @@ export async function startRegistry(auth?: { user: string; password: string }): 
   stops.push(stop);
   process.once('exit', stop);
   const address = `127.0.0.1:${port}`;
-  await waitForRegistry(address);
+  await waitForRegistry(address, [200, 401], tls?.caPem);
   return { address, storage, ...(auth ?? {}) };
 }
 
@@ -102,13 +124,13 @@ export async function testRegistry(kind: 'plain' | 'basic'): Promise<TestRegistr
   return p;
 }
 
-/** A registry of our own (a file's tampering must not touch blobs other files share). */
-export async function ownRegistry(): Promise<TestRegistry | undefined> {
+/** A registry of our own (a file's tampering must not touch blobs other files share); HTTPS when given tls. */
+export async function ownRegistry(tls?: RegistryTls): Promise<TestRegistry | undefined> {
   if (!existsSync(REGISTRY_BIN)) {
     if (process.env.CI === 'true') throw new Error('CI=true but docker-registry is not installed');
     return undefined;
   }
-  return startRegistry();
+  return startRegistry(undefined, tls);
 }
 
 /** The path of a blob's bytes in a filesystem-backed registry. */
@@ -122,9 +144,19 @@ export function repoName(label: string): string {
   return `treeseal-test/${label}-${randomBytes(4).toString('hex')}`;
 }
 
+/**
+ * A fault for one request: 'truncate' cuts the answer's body at its half, `{ cut: n }`
+ * after n bytes (the connection then drops); 'stall' never answers; a number answers that
+ * status without passing the request on; 'lose-answer' passes it on, lets the registry
+ * finish it, then drops the connection unanswered; `{ replace: status }` passes it on and,
+ * once the registry has answered, answers that status instead; 'ignore-range' passes it
+ * on without its Range header (as a registry that ignores Range would answer).
+ */
+export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range';
+
 export interface ProxyHooks {
-  /** Called for each proxied request; return 'truncate' to cut the body short, 'stall' to never answer. */
-  onRequest?: (method: string, path: string) => 'truncate' | 'stall' | number | undefined;
+  /** Called for each proxied request (its method, path and whole URL); returns the fault to inject, if any. */
+  onRequest?: (method: string, path: string, url: URL) => Fault | undefined;
 }
 
 export interface TokenProxy {
@@ -135,28 +167,42 @@ export interface TokenProxy {
   /** Makes every token issued so far invalid (as if expired). */
   expireTokens(): void;
   hooks: ProxyHooks;
+  /** The POSTs to /token (OAuth2 grants): their form fields and headers. */
+  grants: { form: Record<string, string>; contentType: string | undefined; authorization: string | undefined }[];
 }
 
-function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: 'truncate' | undefined): void {
+function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: Fault | undefined): void {
   const [host, port] = upstream.split(':');
   const headers = { ...req.headers, host: upstream };
   delete headers.authorization;
+  if (action === 'ignore-range') delete headers.range;
   const out = request({ host, port: Number(port), method: req.method, path: req.url, headers }, (up) => {
+    if (action === 'lose-answer' || (typeof action === 'object' && 'replace' in action)) {
+      // The registry has done the work; its answer never reaches the client.
+      up.resume();
+      up.on('end', () => {
+        if (action === 'lose-answer') res.socket?.destroy();
+        else res.writeHead(action.replace, { 'content-type': 'application/json' }).end(`{"errors":[{"code":"TEST_${action.replace}","message":"injected after the work"}]}`);
+      });
+      return;
+    }
     const h = { ...up.headers };
     if (typeof h.location === 'string') h.location = h.location.replace(`http://${upstream}`, `http://${self}`);
     res.writeHead(up.statusCode ?? 502, h);
-    if (action !== 'truncate') {
+    const total = Number(up.headers['content-length'] ?? 0);
+    const cutAt = action === 'truncate' ? Math.ceil(total / 2) : typeof action === 'object' && 'cut' in action ? action.cut : undefined;
+    if (cutAt === undefined) {
       up.pipe(res);
       return;
     }
     let sent = 0;
-    const total = Number(up.headers['content-length'] ?? 0);
     up.on('data', (chunk: Buffer) => {
-      if (sent >= total / 2) return;
-      const part = chunk.subarray(0, Math.max(0, Math.ceil(total / 2) - sent));
+      if (sent >= cutAt) return;
+      const part = chunk.subarray(0, cutAt - sent);
       sent += part.length;
-      res.write(part);
-      if (sent >= total / 2) res.socket?.destroy();
+      // Every byte before the cut reaches the client; then the connection drops.
+      if (sent >= cutAt) res.write(part, () => res.socket?.destroy());
+      else res.write(part);
     });
   });
   out.on('error', () => res.destroy());
@@ -165,16 +211,42 @@ function forward(upstream: string, self: string, req: IncomingMessage, res: Serv
 
 /**
  * A token server and proxy on 127.0.0.1 in front of a registry without auth: /token
- * issues opaque tokens (checking Basic credentials when given), /v2/ answers 401 with a
+ * issues opaque tokens (checking Basic credentials when given; given a refresh token, only
+ * to a POSTed refresh_token grant with it or one it handed back), /v2/ answers 401 with a
  * Bearer challenge (realm, service, scope) unless the request carries a live token.
  */
-export async function tokenProxy(upstream: string, creds?: { user: string; password: string }): Promise<TokenProxy> {
+export async function tokenProxy(upstream: string, creds?: { user: string; password: string } | { refreshToken: string }): Promise<TokenProxy> {
   const live = new Set<string>();
-  const state: TokenProxy = { address: '', log: [], tokensIssued: 0, expireTokens: () => live.clear(), hooks: {} };
+  const state: TokenProxy = { address: '', log: [], tokensIssued: 0, expireTokens: () => live.clear(), hooks: {}, grants: [] };
+  // The refresh tokens the realm takes: the first one, then each one it handed back.
+  const refresh = new Set(creds !== undefined && 'refreshToken' in creds ? [creds.refreshToken] : []);
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', `http://${state.address}`);
+    if (url.pathname === '/token' && req.method === 'POST') {
+      const parts: Buffer[] = [];
+      req.on('data', (c: Buffer) => parts.push(c));
+      req.on('end', () => {
+        const form = Object.fromEntries(new URLSearchParams(Buffer.concat(parts).toString('utf8')));
+        state.grants.push({ form, contentType: req.headers['content-type'], authorization: req.headers.authorization });
+        if (form.grant_type !== 'refresh_token' || !refresh.has(form.refresh_token ?? '')) {
+          res.writeHead(401, { 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED"}]}');
+          return;
+        }
+        const token = randomBytes(16).toString('hex');
+        const next = `rotated-${state.grants.length}`;
+        refresh.add(next);
+        live.add(token);
+        state.tokensIssued++;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: token, refresh_token: next, expires_in: 300 }));
+      });
+      return;
+    }
     if (url.pathname === '/token') {
-      const want = creds === undefined ? undefined : `Basic ${Buffer.from(`${creds.user}:${creds.password}`).toString('base64')}`;
+      if (refresh.size > 0) {
+        res.writeHead(401, { 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED","message":"this realm takes refresh tokens only"}]}');
+        return;
+      }
+      const want = creds === undefined || 'refreshToken' in creds ? undefined : `Basic ${Buffer.from(`${creds.user}:${creds.password}`).toString('base64')}`;
       if (want !== undefined && req.headers.authorization !== want) {
         res.writeHead(401, { 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAUTHORIZED"}]}');
         return;
@@ -193,7 +265,7 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
       res.end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
       return;
     }
-    const action = state.hooks.onRequest?.(req.method ?? 'GET', url.pathname);
+    const action = state.hooks.onRequest?.(req.method ?? 'GET', url.pathname, url);
     if (action === 'stall') return;
     if (typeof action === 'number') {
       state.log.push(`${req.method} ${url.pathname} -> ${action}`);
@@ -201,7 +273,9 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
       res.writeHead(action, { 'content-type': 'application/json' }).end(`{"errors":[{"code":"TEST_${action}","message":"injected"}]}`);
       return;
     }
-    state.log.push(`${req.method} ${url.pathname}`);
+    const range = req.headers.range === undefined ? '' : ` range=${req.headers.range}`;
+    const fault = action === undefined ? '' : ` -> ${typeof action === 'string' ? action : JSON.stringify(action)}`;
+    state.log.push(`${req.method} ${url.pathname}${range}${fault}`);
     forward(upstream, state.address, req, res, action);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -211,6 +285,18 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
     server.close();
   });
   return state;
+}
+
+/** Makes the proxy's tokens expire at the first blob request after this call (as a token running out mid-transfer). */
+export function expireTokensAtFirstBlob(proxy: TokenProxy): void {
+  let expired = false;
+  proxy.hooks.onRequest = (_method, path) => {
+    if (!expired && path.includes('/blobs/')) {
+      expired = true;
+      proxy.expireTokens();
+    }
+    return undefined;
+  };
 }
 
 /** Open fds that are not sockets (keep-alive connections to the registry come and go with the HTTP client). */

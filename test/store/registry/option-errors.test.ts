@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
-import { tempDir } from '../../helpers.js';
+import { tempDir, writeTree } from '../../helpers.js';
 
 describe('push and pull options', () => {
   it('credentials that are not { username: string, password: string }', async () => {
@@ -23,6 +23,31 @@ describe('push and pull options', () => {
       name: 'TypeError',
       code: 'ERR_INVALID_ARG_TYPE',
       message: 'The "options.credentials.username" property must be of type string. Received type number (7)',
+    });
+    await store.close();
+  });
+
+  it('chunkBytes and monolithicBytes that are not integers in range', async () => {
+    const work = tempDir();
+    writeTree(join(work, 'src'), { 'a.txt': 'a\n' });
+    const store = await SnapshotStore.open(join(work, 's'));
+    const snap = await store.capture({ source: join(work, 'src'), copy: ['a.txt'] });
+    const push = (o: object) => store.push(snap.digest, '127.0.0.1:1/x', o);
+    await expect(push({ chunkBytes: 1024 })).rejects.toMatchObject({
+      name: 'RangeError',
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.chunkBytes" is out of range. It must be >= 65536 && <= 1073741824. Received 1024',
+    });
+    await expect(push({ monolithicBytes: -1 })).rejects.toMatchObject({
+      name: 'RangeError',
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.monolithicBytes" is out of range. It must be >= 0 && <= 1073741824. Received -1',
+    });
+    await expect(push({ monolithicBytes: 1.5 })).rejects.toMatchObject({ name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
+    await expect(push({ monolithicBytes: '32M' })).rejects.toMatchObject({
+      name: 'TypeError',
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: `The "options.monolithicBytes" property must be of type number. Received type string ('32M')`,
     });
     await store.close();
   });

@@ -1,6 +1,6 @@
 // roundtrip.test.ts: push and pull against a real registry: exact round trip, what goes over the wire, deltas, skopeo, the CLI.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -48,7 +48,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(describeTree(copy.root)).toContain('d 500 copy/src/emptydir');
     expect(await copy.verify()).toEqual(await snap.verify());
     expect(storeLeftovers(b.root)).toEqual([`snapshots/${snap.digest}`]);
-    // the large file went up in one chunked upload and came down once
+    // the large file went up in one PUT (under the 32 MiB monolithic threshold) and came down once
     expect(blobGets(proxy.log)).toHaveLength(3);
     expect(await b.pull(snap.digest, remote)).toMatchObject({ existed: true, downloaded: 0 });
     await a.close();
@@ -65,6 +65,22 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(copy.exclude).toEqual(['/src/index/', '*.txt', '!a.txt', '/deps/pkg/bin/', 'run-link']);
     expect(copy.toJSON()).toEqual(snap.toJSON());
     expect(describeTree(copy.root)).toEqual(describeTree(snap.root));
+    await a.close();
+    await b.close();
+  });
+
+  it('a snapshot that keeps times pulls to the same digest, and the pulled copy materializes every recorded mtime', async () => {
+    const { work, source, remote, a, b } = await setup('times', 5);
+    const snap = await a.capture({ source, ...CAPTURE, keepTimes: true });
+    await a.push(snap.digest, remote);
+    expect(await b.pull(snap.digest, remote)).toMatchObject({ digest: snap.digest, existed: false });
+    const copy = b.get(snap.digest);
+    expect(copy.toJSON()).toEqual(snap.toJSON());
+    expect(copy.entries.every((e) => e.mtime_ns !== undefined)).toBe(true);
+    const clone = join(work, 'clone');
+    await copy.materialize(clone, { createClone: true });
+    expect(copy.entries.map((e) => [e.path, String(lstatSync(join(clone, e.path), { bigint: true }).mtimeNs)])).toEqual(copy.entries.map((e) => [e.path, e.mtime_ns]));
+    expect(copy.entries.map((e) => e.mtime_ns)).toEqual(copy.entries.map((e) => String(lstatSync(join(source, e.path), { bigint: true }).mtimeNs)));
     await a.close();
     await b.close();
   });

@@ -1,0 +1,56 @@
+// run.ts: `treeseal run`: a snapshot materialized into a clone (once, or again with --reset) and a command run in it inside bubblewrap.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { constants } from 'node:os';
+import { resolve } from 'node:path';
+
+import { SealError, sandboxArgsAsync } from '../index.js';
+import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
+
+/** bwrap's exit status as a shell reports a child's: 128 + the signal that killed it. */
+function statusOf(code: number | null, signal: NodeJS.Signals | null): number {
+  if (code !== null) return code;
+  return 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
+}
+
+async function run(ctx: Context): Promise<number> {
+  if (ctx.args.length < 3) throw new UsageError('run takes <digest> <clone> -- <command> [<arg>...]', 'run');
+  const [digest, cloneArg, ...command] = ctx.args as [string, string, ...string[]];
+  const clone = resolve(cloneArg);
+  const workspace = stringOption(ctx, 'workspace');
+  const snap = await (await ctx.store()).getAsync(digest);
+  // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
+  using _lease = await snap.leaseAsync();
+  if (flag(ctx, 'reset') || !existsSync(clone)) await snap.materialize(clone, { createClone: true });
+  const { bwrap } = await sandboxArgsAsync(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
+  const child = spawn('bwrap', [...bwrap, '--', ...command], { stdio: 'inherit' });
+  return new Promise<number>((done, fail) => {
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') fail(new SealError('SEAL_UNAVAILABLE', 'run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
+      else fail(err);
+    });
+    child.once('close', (code, signal) => done(statusOf(code, signal)));
+  });
+}
+
+export const RUN: CommandSpec = {
+  name: 'run',
+  synopsis: 'run <digest> <clone> -- <command> [<arg>...]',
+  summary: 'run a command in a clone inside bubblewrap, the payloads read-only',
+  help: `usage: treeseal run <digest> <clone> [--reset] [--network] [--workspace DIR] -- <command> [<arg>...]
+
+Materializes the snapshot into <clone> when <clone> does not exist yet (with --reset: again,
+whatever it holds, so the copy roots are exactly the snapshot's), makes the mount points,
+and runs <command> in bubblewrap: <clone> bound read-write at DIR (default /workspace) and
+the working directory there, each payload read-only at its target (with a writable tmpfs
+on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
+namespace unshared and no network unless --network, in a new session. The exit status is
+the command's (128 + the signal that killed it). The snapshot is leased while the command
+runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. Library: sandboxArgs(snap, clone, options).`,
+  options: {
+    reset: { type: 'boolean' },
+    network: { type: 'boolean' },
+    workspace: { type: 'string' },
+  },
+  run,
+};

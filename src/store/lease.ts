@@ -1,0 +1,175 @@
+// lease.ts: leases on published snapshots: a flocked file per lease in leases/, which rm refuses to pass (SEAL_BUSY) and gc sweeps once its holder is gone.
+import { randomBytes } from 'node:crypto';
+
+import { SealError } from '../base/errors.js';
+import { sealed } from '../base/refusal.js';
+import { openRealDir, own, type Fd } from '../base/fd.js';
+import { writeAll } from '../base/io.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Sys } from '../sys/native.js';
+import { LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
+import { withStoreLock } from './lock.js';
+
+/** A lease file's name: the snapshot's digest, a dash, 16 hex digits. */
+const LEASE_RE = /^([0-9a-f]{64})-[0-9a-f]{16}$/;
+
+/** What a held lease is: its file's name in leases/ and the fd that holds its flock. */
+export interface LeaseHandle {
+  name: string;
+  fd: number;
+}
+
+function openLeases(sys: Sys, storeRoot: string): Fd | undefined {
+  try {
+    return own(sys, openRealDir(sys, `${storeRoot}/${LEASES_DIR}`, 'store leases directory'));
+  } catch (err) {
+    if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && hasCode(err.cause, 'ENOENT')) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Leases the published snapshot `digest`, under the store's shared lock (so no rm is
+ * half done): a new file in leases/ naming this process, flocked until released.
+ */
+export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHandle {
+  return withStoreLock(sys, storeRoot, false, () => {
+    using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+    let st;
+    try {
+      st = sys.fstatat(snapshots.fd, digest, AT_SYMLINK_NOFOLLOW);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
+      throw err;
+    }
+    if (!isDir(st.mode)) throw new SealError('SEAL_CORRUPT', `snapshot is not a directory: ${digest}`);
+    using leases = openLeases(sys, storeRoot);
+    if (leases === undefined) throw new SealError('SEAL_UNAVAILABLE', `store has no leases directory (open it with this version first): ${storeRoot}`);
+    const name = `${digest}-${randomBytes(8).toString('hex')}`;
+    const file = own(sys, sys.openat(leases.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+    try {
+      sys.flock(file.fd, LOCK_EX | LOCK_NB);
+      // Readable past the umask: in a shared store another member's rm must open it to test its flock.
+      sys.fchmod(file.fd, 0o644);
+      writeAll(sys, file.fd, Buffer.from(`pid ${process.pid}\n`));
+      return { name, fd: file.release() };
+    } catch (err) {
+      file.close();
+      try {
+        sys.unlinkat(leases.fd, name, 0);
+      } catch {
+        // left for gc: unlocked, it is stale
+      }
+      throw err;
+    }
+  });
+}
+
+/** Ends a lease: its file removed, then its fd (and so its flock) closed. */
+export function releaseLease(sys: Sys, storeRoot: string, lease: LeaseHandle): void {
+  using file = own(sys, lease.fd);
+  using leases = openLeases(sys, storeRoot);
+  if (leases === undefined) return;
+  try {
+    sys.unlinkat(leases.fd, lease.name, 0);
+  } catch (err) {
+    if (!hasCode(err, 'ENOENT')) throw err;
+  }
+  file.close();
+}
+
+/** The holder a lease file names (`pid N`), or undefined; read without following a link or blocking. */
+function holderOf(sys: Sys, fd: number): string | undefined {
+  const buf = Buffer.alloc(64);
+  const n = sys.pread(fd, buf, 0, buf.length, 0);
+  const m = /^pid (\d+)\n/.exec(buf.subarray(0, n).toString('latin1'));
+  return m === null ? undefined : `pid ${m[1]}`;
+}
+
+/**
+ * Goes through the lease files (of `digest`, or all): a held one is returned (its name and
+ * holder); a stale one (its holder is gone, so its flock is free) is removed. The caller
+ * holds the store's exclusive lock, so no lease is taken meanwhile.
+ */
+function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHeld: boolean): { held: { name: string; holder: string | undefined }[]; swept: number } {
+  const held: { name: string; holder: string | undefined }[] = [];
+  let swept = 0;
+  using leases = openLeases(sys, storeRoot);
+  if (leases === undefined) return { held, swept };
+  for (const entry of sys.readdir(leases.fd)) {
+    const name = entry.name;
+    if (typeof name !== 'string') continue;
+    const m = LEASE_RE.exec(name);
+    if (m === null || (digest !== undefined && m[1] !== digest)) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(leases.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) continue;
+      throw err;
+    }
+    using file = own(sys, fd);
+    if (!isReg(sys.fstat(file.fd).mode)) continue;
+    try {
+      sys.flock(file.fd, LOCK_EX | LOCK_NB);
+    } catch (err) {
+      if (!hasCode(err, 'EWOULDBLOCK', 'EAGAIN')) throw err;
+      held.push({ name, holder: holderOf(sys, file.fd) });
+      if (stopAtHeld) break;
+      continue;
+    }
+    sys.unlinkat(leases.fd, name, 0);
+    swept++;
+  }
+  return { held, swept };
+}
+
+/** Refuses (SEAL_BUSY, naming the holder) to go on while `digest` is leased; removes its stale leases. Under the exclusive lock. */
+export function checkUnleased(sys: Sys, storeRoot: string, digest: string): void {
+  const { held } = scan(sys, storeRoot, digest, true);
+  const first = held[0];
+  if (first !== undefined) {
+    throw new SealError(
+      'SEAL_BUSY',
+      `snapshot ${digest} is leased${first.holder === undefined ? '' : ` by ${first.holder}`} (${LEASES_DIR}/${first.name}); it is removed once no lease holds it`,
+    );
+  }
+}
+
+/** Removes every stale lease file (its holder gone); returns how many. Under the exclusive lock. */
+export function sweepLeases(sys: Sys, storeRoot: string): number {
+  return scan(sys, storeRoot, undefined, false).swept;
+}
+
+/** A held lease on a published snapshot: until it is released (or its process ends), rm of the snapshot is SEAL_BUSY. */
+export class Lease {
+  readonly digest: string;
+  readonly #sys: Sys;
+  readonly #storeRoot: string;
+  readonly #handle: LeaseHandle;
+  #released = false;
+
+  /** @internal Leases come from `snap.lease()`. */
+  constructor(sys: Sys, storeRoot: string, digest: string, handle: LeaseHandle) {
+    this.#sys = sys;
+    this.#storeRoot = storeRoot;
+    this.digest = digest;
+    this.#handle = handle;
+  }
+
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /** Ends the lease; idempotent. Its flock ends with its fd even when removing its file fails (gc sweeps the file then). */
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    sealed('lease release', () => releaseLease(this.#sys, this.#storeRoot, this.#handle));
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+}

@@ -1,0 +1,99 @@
+// network.ts: the connection pool of one push or pull: proxies from the environment (undici's EnvHttpProxyAgent), loopback hosts direct, and extra trusted CAs.
+import { readFile } from 'node:fs/promises';
+import { rootCertificates } from 'node:tls';
+
+import { Agent, Dispatcher, EnvHttpProxyAgent } from 'undici';
+
+import { SealError } from '../../base/errors.js';
+import { isLoopback } from './remote.js';
+
+/** The proxy settings of the environment, read as undici reads them (the lower-case name first). */
+export interface ProxyEnv {
+  httpProxy: string | undefined;
+  httpsProxy: string | undefined;
+  /** NO_PROXY's value, '' when unset. */
+  noProxy: string;
+}
+
+export function proxyEnv(env: NodeJS.ProcessEnv): ProxyEnv {
+  const httpProxy = env.http_proxy ?? env.HTTP_PROXY;
+  const httpsProxy = env.https_proxy ?? env.HTTPS_PROXY;
+  return { httpProxy: httpProxy || undefined, httpsProxy: httpsProxy || undefined, noProxy: env.no_proxy ?? env.NO_PROXY ?? '' };
+}
+
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+async function certificates(file: string, what: string): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new SealError('SEAL_REMOTE', `${what} cannot be read: ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
+  }
+  const certs = text.match(PEM_CERT) ?? [];
+  if (certs.length === 0) throw new SealError('SEAL_REMOTE', `${what} holds no PEM certificate: ${file}`);
+  return certs;
+}
+
+/**
+ * The CAs a TLS connection trusts when a CA file is given: Node's bundled roots, the
+ * certificates of NODE_EXTRA_CA_CERTS (which an explicit `ca` would otherwise drop), and
+ * the file's. Undefined (Node's defaults) without a file.
+ */
+export async function trustedCas(caFile: string | undefined, env: NodeJS.ProcessEnv): Promise<string[] | undefined> {
+  if (caFile === undefined) return undefined;
+  const extra = env.NODE_EXTRA_CA_CERTS ? await certificates(env.NODE_EXTRA_CA_CERTS, 'NODE_EXTRA_CA_CERTS').catch(() => []) : [];
+  return [...rootCertificates, ...extra, ...(await certificates(caFile, 'CA file'))];
+}
+
+/**
+ * Sends loopback hosts to `direct` and everything else to `proxied`: with a proxy set and
+ * NO_PROXY unset, a registry (realm, redirect) on this machine is not sent to a proxy that
+ * cannot reach it.
+ */
+class LoopbackDirect extends Dispatcher {
+  readonly #direct: Dispatcher;
+  readonly #proxied: Dispatcher;
+
+  constructor(direct: Dispatcher, proxied: Dispatcher) {
+    super();
+    this.#direct = direct;
+    this.#proxied = proxied;
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const origin = options.origin === undefined ? undefined : new URL(String(options.origin));
+    return (origin !== undefined && isLoopback(origin.host) ? this.#direct : this.#proxied).dispatch(options, handler);
+  }
+
+  override async close(): Promise<void> {
+    await Promise.all([this.#direct.close(), this.#proxied.close()]);
+  }
+
+  override async destroy(): Promise<void> {
+    await Promise.all([this.#direct.destroy(), this.#proxied.destroy()]);
+  }
+}
+
+/**
+ * The connection pool of one push or pull. Without HTTP_PROXY / HTTPS_PROXY (or their
+ * lower-case forms) every host is reached directly. With one, undici's EnvHttpProxyAgent
+ * decides: HTTPS through a CONNECT tunnel, plain HTTP as absolute-form requests to the
+ * proxy, and NO_PROXY's hosts directly, as undici matches them. While NO_PROXY is unset
+ * or empty, loopback hosts are reached directly too. `ca` (see trustedCas) is trusted for
+ * the registry, its realm and an HTTPS proxy.
+ */
+export function connectionPool(proxy: ProxyEnv, ca: string[] | undefined): Dispatcher {
+  const tls = ca === undefined ? {} : { ca };
+  if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return new Agent({ connect: tls });
+  const proxied = new EnvHttpProxyAgent({
+    ...(proxy.httpProxy === undefined ? {} : { httpProxy: proxy.httpProxy }),
+    ...(proxy.httpsProxy === undefined ? {} : { httpsProxy: proxy.httpsProxy }),
+    noProxy: proxy.noProxy,
+    connect: tls,
+    requestTls: tls,
+    proxyTls: tls,
+    proxyTunnel: false,
+  });
+  return proxy.noProxy.trim() === '' ? new LoopbackDirect(new Agent({ connect: tls }), proxied) : proxied;
+}

@@ -1,0 +1,112 @@
+// usage.ts: what each published snapshot costs (created, logical and on-disk bytes) and pruning by age, count and size, oldest first, leased ones kept.
+import { SealError } from '../base/errors.js';
+import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
+import type { Sys } from '../sys/native.js';
+import { SNAPSHOTS_DIR } from './layout.js';
+import { listDigests } from './digests.js';
+import { withStoreLock } from './lock.js';
+import { removeSnapshot, loadSnapshotAt } from './store-dir.js';
+
+export interface SnapshotUsage {
+  digest: string;
+  /** When it was published (its directory's last change before it was frozen), ms since the epoch. */
+  createdMs: number;
+  /** File and symlink-target bytes, as the manifest counts them. */
+  logicalBytes: number;
+  /**
+   * Bytes its files, directories and links take on disk (st_blocks × 512), an inode
+   * counted once in the whole store: a file another snapshot shares by a hard link counts
+   * for the first in digest order. Extents shared by reflinks count in each.
+   */
+  diskBytes: number;
+}
+
+export interface PrunePolicy {
+  /** Remove snapshots published longer ago than this many milliseconds. */
+  olderThanMs?: number;
+  /** Keep the newest N whatever else says (0: none kept for this reason). */
+  keepLast?: number;
+  /** Then remove the oldest until the store's snapshots take at most this many bytes on disk. */
+  maxBytes?: number;
+}
+
+export interface PruneReport {
+  removed: string[];
+  /** Snapshots the policy would remove that a live lease holds: kept. */
+  leased: string[];
+  /** On-disk bytes of what is left. */
+  diskBytes: number;
+}
+
+/** Sums st_blocks below dirfd (the directory itself included), each inode once across `seen`. */
+function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, depth = 0): number {
+  if (depth > 4096) throw new SealError('SEAL_LIMIT', 'snapshot tree is too deep to measure');
+  let total = 0;
+  const self = sys.fstat(dirfd);
+  const key = `${self.dev}:${self.ino}`;
+  if (!seen.has(key)) {
+    seen.add(key);
+    total += self.blocks * 512;
+  }
+  for (const entry of sys.readdir(dirfd)) {
+    const st = sys.fstatat(dirfd, entry.name, AT_SYMLINK_NOFOLLOW);
+    if (isDir(st.mode)) {
+      using child = own(sys, openChildDir(sys, dirfd, entry.name));
+      total += diskBytesAt(sys, child.fd, seen, depth + 1);
+      continue;
+    }
+    const k = `${st.dev}:${st.ino}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    total += st.blocks * 512;
+  }
+  return total;
+}
+
+/** Every published snapshot's usage, oldest first (then by digest), under the store's shared lock. */
+export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
+  return withStoreLock(sys, storeRoot, false, () => {
+    using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+    const seen = new Set<string>();
+    const out: SnapshotUsage[] = [];
+    for (const digest of listDigests(sys, storeRoot)) {
+      const data = loadSnapshotAt(sys, snapshots.fd, digest);
+      using dir = own(sys, openChildDir(sys, snapshots.fd, digest));
+      const createdMs = Number(sys.fstat(dir.fd).mtimeNs / 1_000_000n);
+      out.push({ digest, createdMs, logicalBytes: data.totalBytes, diskBytes: diskBytesAt(sys, dir.fd, seen) });
+    }
+    return out.sort((a, b) => a.createdMs - b.createdMs || (a.digest < b.digest ? -1 : 1));
+  });
+}
+
+/**
+ * Removes snapshots by `policy`, oldest first: the newest `keepLast` are kept; then every
+ * one older than `olderThanMs`; then the oldest until the rest take at most `maxBytes`.
+ * A snapshot a live lease holds is kept and reported.
+ */
+export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, nowMs: number): PruneReport {
+  const usage = storeUsage(sys, storeRoot);
+  const keep = new Set(policy.keepLast === undefined ? [] : usage.slice(Math.max(0, usage.length - policy.keepLast)).map((u) => u.digest));
+  let left = usage.reduce((n, u) => n + u.diskBytes, 0);
+  const report: PruneReport = { removed: [], leased: [], diskBytes: left };
+  for (const u of usage) {
+    if (keep.has(u.digest)) continue;
+    const old = policy.olderThanMs !== undefined && nowMs - u.createdMs > policy.olderThanMs;
+    const over = policy.maxBytes !== undefined && left > policy.maxBytes;
+    if (!old && !over) continue;
+    try {
+      withStoreLock(sys, storeRoot, true, () => removeSnapshot(sys, storeRoot, u.digest));
+    } catch (err) {
+      if (err instanceof SealError && err.code === 'SEAL_BUSY') {
+        report.leased.push(u.digest);
+        continue;
+      }
+      throw err;
+    }
+    report.removed.push(u.digest);
+    left -= u.diskBytes;
+  }
+  report.diskBytes = left;
+  return report;
+}

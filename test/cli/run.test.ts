@@ -1,0 +1,129 @@
+// run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore, sandboxArgs, sandboxArgsAsync } from '../../dist/index.js';
+import { expectError, tempDir, writeTree } from '../helpers.js';
+import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
+
+function bwrapAvailable(): boolean {
+  const found = spawnSync('bwrap', ['--version']).status === 0;
+  if (!found && process.env.CI === 'true') throw new Error('CI=true but bwrap is not installed (apt-get install -y bubblewrap; .ci/run does)');
+  return found;
+}
+
+function setup(): { work: string; store: string; digest: string; payload: string } {
+  const work = tempDir();
+  const repo = join(work, 'repo');
+  writeTree(repo, { 'src/a.ts': 'alpha', 'node_modules/p/index.js': 'module.exports = 1;\n' });
+  mkdirSync(join(repo, 'node_modules/.bin'));
+  symlinkSync('../p/index.js', join(repo, 'node_modules/.bin/p'));
+  const store = join(work, 'store');
+  const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json'));
+  return { work, store, digest: snap.digest, payload: join(snap.root, 'mounts/00000/payload') };
+}
+
+describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
+  it('materializes a missing clone and runs the command in bubblewrap: the clone writable, the payload read-only, no network, the exit status passed through', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    const inside = [
+      'pwd',
+      'cat src/a.ts; echo',
+      'cat node_modules/.bin/p',
+      'touch node_modules/.vite-temp/t && echo vite-temp writable',
+      '(echo x > node_modules/p/index.js) 2>/dev/null || echo payload read-only',
+      'echo agent > src/out.txt',
+      // Only the loopback interface: the network namespace is the sandbox's own.
+      "grep -c : /proc/net/dev | tr -d ' '",
+      'exit 7',
+    ].join('; ');
+    const r = cli(store, 'run', digest.slice(0, 12), clone, '--', 'sh', '-c', inside);
+    expect([r.status, r.stderr]).toEqual([7, '']);
+    expect(r.stdout).toBe('/workspace\nalpha\nmodule.exports = 1;\nvite-temp writable\npayload read-only\n1\n');
+    expect(readFileSync(join(clone, 'src/out.txt'), 'utf8')).toBe('agent\n');
+    expect(readdirSync(clone).sort()).toEqual(['node_modules', 'src']);
+    expect(readdirSync(join(clone, 'node_modules'))).toEqual([]);
+
+    // The clone exists: a second run continues in it; --reset makes it the snapshot again first.
+    expect(cli(store, 'run', digest, clone, '--', 'cat', 'src/out.txt').stdout).toBe('agent\n');
+    const reset = cli(store, 'run', digest, clone, '--reset', '--', 'ls', 'src');
+    expect([reset.status, reset.stdout, reset.stderr]).toEqual([0, 'a.ts\n', '']);
+    expect(json(cli(store, 'verify', digest, '--json')).ok).toBe(true);
+  });
+
+  it('--network shares the host network; --workspace moves the clone; a signal shows as 128 + its number', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    const hostInterfaces = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2;
+    const shared = cli(store, 'run', digest, clone, '--network', '--workspace', '/w', '--', 'sh', '-c', "pwd; grep -c : /proc/net/dev | tr -d ' '");
+    expect([shared.status, shared.stdout]).toEqual([0, `/w\n${hostInterfaces}\n`]);
+    const killed = cli(store, 'run', digest, clone, '--', 'sh', '-c', 'kill -TERM $$');
+    expect(killed.status).toBe(128 + 15);
+  });
+
+  it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
+    const { work, store, digest } = setup();
+    const r = spawnSync(process.execPath, [CLI, 'run', digest, join(work, 'arm'), '--', 'true'], {
+      encoding: 'utf8',
+      env: { ...process.env, TREESEAL_STORE: store, PATH: join(work, 'empty') },
+    });
+    expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
+    const usage = cli(store, 'run', digest, join(work, 'arm'));
+    expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([2, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
+  });
+});
+
+describe('sandboxArgs', () => {
+  it('makes the mount points and returns bubblewrap and docker arguments', async () => {
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha', 'repo/node_modules/p/index.js': 'p', 'arm with, comma': null });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'node_modules', target: 'node_modules' }] });
+    const clone = join(work, 'arm with, comma');
+    const payload = `${snap.root}/mounts/00000/payload`;
+    const args = sandboxArgs(snap, clone, { system: ['/usr'] });
+    expect(args.mounts).toEqual([{ source: payload, target: '/workspace/node_modules', readOnly: true, tmpfs: ['/workspace/node_modules/.vite-temp'] }]);
+    expect(existsSync(join(clone, 'node_modules'))).toBe(true);
+    const start = ['--unshare-all', '--die-with-parent', '--new-session', '--ro-bind', '/usr', '/usr'];
+    expect(args.bwrap.slice(0, start.length)).toEqual(start);
+    // Between them, the host's root links (/bin -> usr/bin, ...) as the host has them.
+    expect(args.bwrap.slice(-16)).toEqual([
+      '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp',
+      '--bind', clone, '/workspace',
+      '--ro-bind', payload, '/workspace/node_modules',
+      '--tmpfs', '/workspace/node_modules/.vite-temp',
+      '--chdir', '/workspace',
+    ]);
+    expect(args.docker).toEqual([
+      '--mount', `type=bind,"src=${clone}",dst=/workspace`,
+      '--mount', `type=bind,src=${payload},dst=/workspace/node_modules,readonly`,
+      '--mount', 'type=tmpfs,dst=/workspace/node_modules/.vite-temp',
+      '-w', '/workspace',
+      '--network', 'none',
+    ]);
+    const shared = await sandboxArgsAsync(snap, clone, { network: true, workspace: '/w' });
+    expect(shared.bwrap.slice(0, 2)).toEqual(['--unshare-all', '--share-net']);
+    expect(shared.docker.slice(-2)).toEqual(['-w', '/w']);
+    store.closeSync();
+  });
+
+  it('refuses bad options as Node does, before making anything', async () => {
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha', 'repo/dep/x': 'x', arm: null });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'dep', target: 'dep' }] });
+    const clone = join(work, 'arm');
+    expectError(() => sandboxArgs(snap, clone, { network: 'yes' as unknown as boolean }), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
+    expectError(() => sandboxArgs(snap, clone, { system: '/usr' as unknown as string[] }), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
+    expectError(() => sandboxArgs(snap, clone, { system: ['usr'] }), { code: 'SEAL_BAD_PATH', unchanged: clone });
+    await expectError(async () => sandboxArgsAsync(snap, 3 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
+    writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
+    expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });
+    store.closeSync();
+  });
+});

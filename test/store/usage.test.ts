@@ -1,0 +1,111 @@
+// usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
+import { utimesSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { expectError, tempDir, writeTree } from '../helpers.js';
+import { cli, json } from '../cli/run-cli.js';
+
+const DAY = 86_400_000;
+
+/** A store of three snapshots published (by their directories' mtimes) 30, 10 and 1 days ago, oldest first. */
+function aged(): { root: string; store: SnapshotStore; digests: string[] } {
+  const root = tempDir();
+  const store = SnapshotStore.openSync(join(root, 'store'));
+  const digests: string[] = [];
+  for (const [i, days] of [30, 10, 1].entries()) {
+    writeTree(root, { [`repo/v${i}/data`]: Buffer.alloc(64 * 1024, i + 1) });
+    const snap = store.captureSync({ source: join(root, 'repo'), copy: [`v${i}`], statCache: false });
+    const when = new Date(Date.now() - days * DAY);
+    utimesSync(snap.root, when, when);
+    digests.push(snap.digest);
+  }
+  return { root, store, digests };
+}
+
+describe('usage', () => {
+  it('lists every snapshot oldest first with when it was published, its bytes and its bytes on disk', async () => {
+    const { store, digests } = aged();
+    const usage = store.usage();
+    expect(usage.map((u) => u.digest)).toEqual(digests);
+    for (const [i, u] of usage.entries()) {
+      expect(u.logicalBytes).toBe(64 * 1024);
+      // The data file's blocks, at least, and a few directories and the manifest.
+      expect(u.diskBytes).toBeGreaterThanOrEqual(64 * 1024);
+      expect(Math.abs(Date.now() - [30, 10, 1][i]! * DAY - u.createdMs)).toBeLessThan(60_000);
+    }
+    expect(await store.usageAsync()).toEqual(usage);
+    store.closeSync();
+  });
+
+  it('a file two snapshots share by a hard link (the stat cache links it) counts once on disk', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/a/big': Buffer.alloc(256 * 1024, 7), 'repo/a/x': 'x' });
+    const start = Date.now();
+    while (Date.now() - start < 2200) {
+      // past the stat cache's granularity: the second capture links the big file from the first
+    }
+    const store = SnapshotStore.openSync(join(root, 'store'));
+    store.captureSync({ source: join(root, 'repo'), copy: ['a'] });
+    writeTree(root, { 'repo/a/x': 'y' });
+    const second = store.captureSync({ source: join(root, 'repo'), copy: ['a'] });
+    expect(second.captureReport?.reusedFiles).toBe(1);
+    const [one, two] = [...store.usage()].sort((p, q) => (p.digest < q.digest ? -1 : 1));
+    expect(one!.diskBytes + two!.diskBytes).toBeLessThan(2 * 256 * 1024);
+    store.closeSync();
+  });
+});
+
+describe('prune', () => {
+  it('removes what is older than the age, keeps the newest N, then the oldest until the rest fit the size', () => {
+    const { store, digests } = aged();
+    expect(store.prune({ olderThanMs: 20 * DAY })).toMatchObject({ removed: [digests[0]], leased: [] });
+    expect(store.list()).toEqual([...digests.slice(1)].sort());
+    expect(store.prune({ olderThanMs: 0, keepLast: 2 })).toMatchObject({ removed: [] });
+    const left = store.usage();
+    const report = store.prune({ maxBytes: left[1]!.diskBytes });
+    expect(report).toEqual({ removed: [digests[1]], leased: [], diskBytes: left[1]!.diskBytes });
+    expect(store.list()).toEqual([digests[2]]);
+    store.closeSync();
+  });
+
+  it('keeps a leased snapshot and says so; refuses a bad policy as Node does', async () => {
+    const { store, digests } = aged();
+    using _lease = store.get(digests[0]!).lease();
+    expect(await store.pruneAsync({ olderThanMs: 5 * DAY })).toMatchObject({ removed: [digests[1]], leased: [digests[0]] });
+    expectError(() => store.prune({ keepLast: -1 }), { code: 'ERR_OUT_OF_RANGE', fds: false });
+    expectError(() => store.prune({ maxBytes: 1.5 }), { code: 'ERR_OUT_OF_RANGE', fds: false });
+    expectError(() => store.prune({ olderThanMs: '7d' as unknown as number }), { code: 'ERR_INVALID_ARG_TYPE', fds: false });
+    expectError(() => store.prune(null as never), { code: 'ERR_INVALID_ARG_TYPE', fds: false });
+    expect(store.list()).toEqual([digests[0], digests[2]].sort());
+    store.closeSync();
+  });
+});
+
+describe('treeseal du, ls --long, gc policies', () => {
+  it('du prints each snapshot and the total; ls --long adds created and on-disk bytes; gc --older-than/--keep-last/--max-size prune', () => {
+    const { root, store, digests } = aged();
+    store.closeSync();
+    const dir = join(root, 'store');
+    const du = json(cli(dir, 'du', '--json'));
+    expect(du.snapshots.map((s: { digest: string }) => s.digest)).toEqual(digests);
+    expect(du.snapshots[0].created).toBe(new Date(du.snapshots[0].createdMs).toISOString());
+    const text = cli(dir, 'du');
+    expect(text.stdout.trimEnd().split('\n').at(-1)).toMatch(/^3 snapshots, [\d.]+ KiB on disk$/);
+    const long = cli(dir, 'ls', '--long');
+    expect(long.stdout).toMatch(new RegExp(`^${digests[0]!.slice(0, 12)}  \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z .* on disk `, 'm'));
+    const gc = cli(dir, 'gc', '--older-than', '20d');
+    expect([gc.status, gc.stdout]).toEqual([0, `swept 0 stale builds\nremoved ${digests[0]}\n1 snapshot removed, ${gc.stdout.split('\n')[2]!.split('removed, ')[1]}\n`]);
+    expect(json(cli(dir, 'gc', '--keep-last', '1', '--max-size', '0', '--json'))).toMatchObject({ removed: [digests[1]], leased: [] });
+    for (const [flag, value, message] of [
+      ['--older-than', 'a week', 'treeseal: --older-than takes a duration such as 90s, 30m, 12h, 7d or 2w, not "a week"'],
+      ['--max-size', '5 GB', 'treeseal: --max-size takes a size such as 500M, 50G or 1TiB, not "5 GB"'],
+      ['--keep-last', 'all', 'treeseal: --keep-last takes a count, not "all"'],
+    ] as const) {
+      const bad = cli(dir, 'gc', flag, value);
+      expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, message]);
+    }
+    expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[2]]);
+  });
+});
