@@ -1,6 +1,6 @@
 /// <reference types="node" preserve="true" />
 // index.ts: the public API of treeseal.
-export { SealError, isSealError, SEAL_CODES, type SealCode } from './base/errors.js';
+export { SealError, isSealError, SEAL_CODES, type SealCode, type SealErrorDetail } from './base/errors.js';
 export { escapePath } from './base/paths.js';
 export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
 export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';

@@ -42,12 +42,22 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_BUSY',
 ];
 
+/** One of the obstacles a refused capture found: its path below the source, unescaped, its code and the way out. */
+export interface SealErrorDetail {
+  readonly path: string;
+  readonly code: SealCode;
+  /** What it is and how to get past it (CLI flags included), with its paths escaped. */
+  readonly hint: string;
+}
+
 export interface SealErrorOptions {
   /** The relative path the error is about, unescaped. */
   path?: string;
   cause?: unknown;
   /** Whether trying again may succeed (default: only for SEAL_CHANGED). */
   retryable?: boolean;
+  /** Every obstacle found (at most 100), the one the error is about first. */
+  details?: readonly SealErrorDetail[];
 }
 
 export class SealError extends Error {
@@ -59,6 +69,11 @@ export class SealError extends Error {
    * directory was changing during the capture.
    */
   readonly retryable: boolean;
+  /**
+   * A capture refused for symlinks, special files or mount links that escape: every one
+   * it found, up to 100, in the order found (the message names the first and the count).
+   */
+  readonly details: readonly SealErrorDetail[] | undefined;
 
   constructor(code: SealCode, message: string, options: SealErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -66,6 +81,7 @@ export class SealError extends Error {
     this.code = code;
     this.path = options.path;
     this.retryable = options.retryable ?? code === 'SEAL_CHANGED';
+    this.details = options.details === undefined ? undefined : Object.freeze(options.details.map((d) => Object.freeze({ path: d.path, code: d.code, hint: d.hint })));
   }
 }
 

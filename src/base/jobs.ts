@@ -1,5 +1,5 @@
 // jobs.ts: the thread job protocol: the messages to and from the worker, and how errors cross threads.
-import { SealError, SEAL_CODES, type SealCode } from './errors.js';
+import { SealError, SEAL_CODES, type SealCode, type SealErrorDetail } from './errors.js';
 import type { Progress } from './progress.js';
 
 /** A request to the worker: run operation `op`'s job (see op.ts) with what was sent. */
@@ -32,7 +32,7 @@ export type JobReply =
   | { id: number; kind: 'result'; result: unknown }
   | { id: number; kind: 'error'; error: SerializedError };
 
-const ERROR_PROPS = ['code', 'path', 'errno', 'syscall', 'dest', 'retryable'] as const;
+const ERROR_PROPS = ['code', 'path', 'errno', 'syscall', 'dest', 'retryable', 'details'] as const;
 
 export function serializeError(err: unknown): SerializedError {
   if (!(err instanceof Error)) return { message: String(err), name: 'Error', props: {} };
@@ -55,6 +55,7 @@ export function reviveError(e: SerializedError): Error {
       path: e.props.path as string | undefined,
       cause,
       retryable: e.props.retryable === true,
+      details: e.props.details as readonly SealErrorDetail[] | undefined,
     });
   }
   const Ctor = e.name === 'TypeError' ? TypeError : e.name === 'RangeError' ? RangeError : Error;

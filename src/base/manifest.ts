@@ -141,12 +141,15 @@ export interface SnapshotDigestInput {
   readonly manifestDigest: string;
   readonly mountContentDigest: string;
   readonly mountManifestDigest: string;
+  /** The capture's exclude patterns: folded in only when there are some, so a capture without them keeps the seed's digest. */
+  readonly exclude?: readonly string[] | undefined;
 }
 
-/** The seed's snapshot digest, schema 3. */
+/** The seed's snapshot digest, schema 3 (and the exclude patterns, when there are some). */
 export function snapshotDigest(d: SnapshotDigestInput): string {
   return sha256Hex(
     canonicalJson({
+      ...(d.exclude === undefined || d.exclude.length === 0 ? {} : { exclude: d.exclude }),
       declarations: d.declarations,
       dependency_content_digest: d.mountContentDigest,
       dependency_manifest_digest: d.mountManifestDigest,

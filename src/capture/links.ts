@@ -144,21 +144,34 @@ export interface LinkMount {
   entries: Entries;
 }
 
+/** Checks each link: the first refused is thrown, or, given onEscape, each is passed to it and the check goes on. */
+function checkEach(links: readonly ManifestEntry[], check: (link: ManifestEntry) => void, onEscape: ((err: SealError) => void) | undefined): void {
+  for (const link of links) {
+    try {
+      check(link);
+    } catch (err) {
+      if (onEscape === undefined || !(err instanceof SealError)) throw err;
+      onEscape(err);
+    }
+  }
+}
+
 /**
  * The containment rule for a mount payload's links: each resolves, from the mount
  * target's place in the workspace, through the payload's own entries and links; the
  * rest of the workspace is taken as plain directories. The rule does not depend on
- * where the workspace is.
+ * where the workspace is. The first link refused is thrown, or, given onEscape, each.
  */
-export function checkMountLinks(mount: LinkMount): void {
+export function checkMountLinks(mount: LinkMount, onEscape?: (err: SealError) => void): void {
   const find = finder(mount.entries);
   const lookup: Lookup = (parts) => (startsWith(parts, mount.targetParts) ? payloadPlace(find, mount.targetParts, parts) : DIRECTORY);
-  for (const e of symlinksOf(mount.entries)) {
+  const check = (e: ManifestEntry): void => {
     checkRelativeLink(e.path, e.link_target);
     const from = [...mount.targetParts, ...e.path.split('/').slice(1, -1)];
     const why = resolve(lookup, from, e.link_target);
     if (why !== undefined) throw refuse(e.path, e.link_target, MOUNT_WORDS[why]);
-  }
+  };
+  checkEach(symlinksOf(mount.entries), check, onEscape);
 }
 
 /** A snapshot as the containment rule for copy-root links sees it: the copy area's entries, its roots, its mounts. */
@@ -207,10 +220,10 @@ export class CopyLinkRule {
   }
 }
 
-/** CopyLinkRule's check of every link in the copy roots, in manifest order. */
-export function checkCopyLinks(layout: LinkLayout): void {
+/** CopyLinkRule's check of every link in the copy roots, in manifest order: the first refused is thrown, or, given onEscape, each. */
+export function checkCopyLinks(layout: LinkLayout, onEscape?: (err: SealError) => void): void {
   const links = symlinksOf(layout.entries);
   if (links.length === 0) return;
   const rule = new CopyLinkRule(layout);
-  for (const link of links) rule.check(link);
+  checkEach(links, (link) => rule.check(link), onEscape);
 }

@@ -26,7 +26,9 @@ export function captureMount(
   containerFd: number,
   mount: PlannedMount,
 ): MountData {
-  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false });
+  const payloadSource = mount.sourceParts.join('/');
+  const found = ctx.obstacles.count;
+  const builder = new TreeBuilder(ctx, containerFd, { allowSymlinks: true, preserveModes: true, freezeDirs: false, payloadSource });
   {
     using parent = openDeclaredParents(ctx, sourceFd, mount.sourceParts);
     const last = mount.sourceParts[mount.sourceParts.length - 1]!;
@@ -34,6 +36,8 @@ export function captureMount(
   }
   const at = builder.entries.find('payload');
   const payload = at < 0 ? undefined : builder.entries.entry(at);
+  // A payload that is a link or a special file is refused with the other obstacles, once the walk is over.
+  if (payload === undefined && ctx.obstacles.count > found) return { source: mount.source, target: mount.target, kind: 'file', entries: builder.finished(), totalBytes: 0 };
   if (payload === undefined) throw new SealError('SEAL_UNAVAILABLE', `mount snapshot is empty: ${escapePath(mount.source)}`);
   const ensureDirs =
     mount.ensureDirs ?? (mount.targetParts[mount.targetParts.length - 1] === 'node_modules' ? [['.vite-temp']] : []);
@@ -43,6 +47,6 @@ export function captureMount(
     throw new SealError('SEAL_BAD_PATH', `ensureDirs needs a directory mount: ${escapePath(mount.source)}`);
   }
   const entries = builder.finished();
-  checkMountLinks({ targetParts: mount.targetParts, entries });
+  checkMountLinks({ targetParts: mount.targetParts, entries }, (err) => ctx.obstacles.add(err, 'escape', { payloadSource }));
   return { source: mount.source, target: mount.target, kind: payload.kind === 'file' ? 'file' : 'directory', entries, totalBytes: builder.totalBytes };
 }

@@ -5,6 +5,7 @@ import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
 import { checkRelative, checkWorkspace } from '../base/paths.js';
 import { LINK_MODES, type LinkMode } from './links.js';
+import { planExcludes } from './exclude.js';
 
 export interface MountDeclaration {
   /** Path below the source to capture (a directory or a file). */
@@ -27,8 +28,19 @@ export interface MountBinding {
 export interface CaptureOptions {
   /** Absolute path of a real directory (not a symlink). */
   source: string;
-  /** Relative paths below source to copy (files or directories); symlinks anywhere inside are refused. */
+  /**
+   * Relative paths below source to copy (files or directories); symlinks anywhere inside
+   * are refused. Omitted: every top-level entry of the source that holds no mount source
+   * and that `exclude` does not leave out (`[]`: no copy roots, only mounts).
+   */
   copy?: string[];
+  /**
+   * gitignore patterns, relative to the source, for what the capture leaves out, inside
+   * every copy root and mount source: `build/`, `*.log`, `__pycache__/` (at any depth), `/dist`
+   * (anchored), `!keep.log` (negation; a later pattern wins). An entry left out is never
+   * opened or read. The patterns are part of the snapshot, and of its digest.
+   */
+  exclude?: string[];
   mounts?: MountDeclaration[];
   /** Folded into the digest (e.g. a commit id). */
   revision?: string;
@@ -92,6 +104,10 @@ export interface Plan {
   keepExecutable: boolean;
   keepTimes: boolean;
   links: LinkMode;
+  /** The exclude patterns (none: []). */
+  exclude: string[];
+  /** copy was omitted: the copy roots are the source's top-level entries, listed when the capture opens it. */
+  defaultCopy: boolean;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -155,5 +171,6 @@ export function planCapture(options: CaptureOptions): Plan {
   const keepExecutable = checkBoolean('options.keepExecutable', options.keepExecutable) ?? false;
   const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
   const links = checkOneOf('options.links', options.links, LINK_MODES) ?? 'refuse';
-  return { links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  const exclude = planExcludes(options.exclude, source, declarations, copyParts, mounts);
+  return { exclude, defaultCopy: options.copy === undefined, links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

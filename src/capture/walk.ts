@@ -31,6 +31,8 @@ import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { withMtime } from '../base/times.js';
 import { checkRelativeLink } from './links.js';
+import { keptEntries, type Excludes } from './exclude.js';
+import { Obstacles, userPath, type ObstacleKind } from './obstacles.js';
 
 export type CaptureProgress = Progress;
 
@@ -81,6 +83,8 @@ export interface CaptureContextOptions {
   onProgress?: ProgressFn | undefined;
   /** Helper threads for file jobs (undefined: one per spare core); 0 keeps everything on this thread. */
   parallelism?: number | undefined;
+  /** What the walk leaves out (undefined: nothing). */
+  exclude?: Excludes | undefined;
 }
 
 /** State shared by every builder of one capture: budget, copy-method probes, buffer, cancellation. */
@@ -100,6 +104,9 @@ export class CaptureContext {
   readonly buildDev: bigint;
   readonly isAborted: () => boolean;
   readonly parallelism: number | undefined;
+  readonly exclude: Excludes | undefined;
+  /** The symlinks, special files and escaping links the walk stepped past, refused once it is over. */
+  readonly obstacles = new Obstacles();
   /**
    * When the capture began, less a margin for the kernel's coarse timestamp clock: a
    * directory changed after it was changing during the capture.
@@ -112,6 +119,7 @@ export class CaptureContext {
     this.buildDev = o.buildDev;
     this.isAborted = o.isAborted ?? (() => false);
     this.parallelism = o.parallelism;
+    this.exclude = o.exclude;
     this.#report = throttled(o.onProgress);
     this.#jobs = new FileJobs(o.sys, this.buffer, o.parallelism, o.sys === nativeSys);
   }
@@ -347,6 +355,8 @@ export interface BuilderOptions {
    * whose trees never change once walked); mounts are frozen after ensureDirs.
    */
   freezeDirs: boolean;
+  /** The source path the area's root `payload` stands for (a mount): excludes match, and errors name, paths below it. */
+  payloadSource?: string;
 }
 
 /** Builds one area of a snapshot (the copy roots, or one mount) below destFd. */
@@ -438,8 +448,8 @@ export class TreeBuilder {
     if (declared) this.#root = rel;
     if (isLink(st.mode)) {
       // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
-      if (declared) throw symlinkRefused(rel);
-      if (!this.options.allowSymlinks) throw symlinkRefused(rel, this.#root);
+      if (declared) return this.#obstacle(symlinkRefused(rel), 'root-link');
+      if (!this.options.allowSymlinks) return this.#obstacle(symlinkRefused(rel, this.#root), 'link');
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
     }
@@ -447,6 +457,7 @@ export class TreeBuilder {
       this.ctx.hook.reusedAt(this.entries, this.#addFile(rel, st).index);
       return;
     }
+    if (!isDir(st.mode) && !isReg(st.mode)) return this.#obstacle(special(rel), 'special', st.mode);
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
     if (!isDir(opened.mode)) {
       this.#copyFile(fd, destDirFd, destName, rel, opened);
@@ -465,10 +476,15 @@ export class TreeBuilder {
     if (this.options.freezeDirs) sys.fchmod(dest.fd, 0o500);
   }
 
+  /** An obstacle (never opened or followed) is recorded and the walk goes on: the capture is refused once it is over. */
+  #obstacle(err: SealError, kind: ObstacleKind, mode?: number): void {
+    this.ctx.obstacles.add(err, kind, { payloadSource: this.options.payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }) });
+  }
+
   /** Copies every child of the open source directory, then checks it did not change meanwhile. */
   copyDirContents(srcFd: number, destFd: number, rel: string, before: Stat, depth: number): void {
     const { sys } = this.ctx;
-    const listed = sys.readdir(srcFd);
+    const listed = keptEntries(sys, srcFd, userPath(rel, this.options.payloadSource), sys.readdir(srcFd), this.ctx.exclude);
     const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
     for (const n of names) this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1 });
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
@@ -523,7 +539,11 @@ export class TreeBuilder {
     if (typeof target !== 'string' || !isWellFormed(target)) {
       throw new SealError('SEAL_BAD_PATH', `symlink is unreadable or not UTF-8: ${escapePath(rel)}`, { path: rel });
     }
-    checkRelativeLink(rel, target);
+    try {
+      checkRelativeLink(rel, target);
+    } catch (err) {
+      return this.#obstacle(err as SealError, this.options.payloadSource === undefined ? 'link-escape' : 'escape');
+    }
     const bytes = utf8Bytes(target);
     if (bytes > limits.maxPathBytes) {
       throw new SealError('SEAL_LIMIT', `symlink target exceeds the path limit (${limits.maxPathBytes} bytes): ${escapePath(rel)}`, { path: rel });

@@ -1,10 +1,10 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
-import { readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import { SealError, escapePath, type MountDeclaration, type SnapshotData } from '../index.js';
+import type { MountDeclaration, SnapshotData } from '../index.js';
 import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
+import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
 
 /** What `capture --json` and `ls --json` print for a snapshot. */
 export function summary(data: SnapshotData): Record<string, unknown> {
@@ -14,6 +14,7 @@ export function summary(data: SnapshotData): Record<string, unknown> {
     source: data.source,
     revision: data.revision,
     declarations: data.declarations,
+    exclude: data.exclude ?? [],
     mounts: data.mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, entries: m.entries.length })),
     entries: data.entries.length + data.mounts.reduce((n, m) => n + m.entries.length, 0),
     totalBytes: data.totalBytes,
@@ -29,26 +30,6 @@ function parseMount(spec: string): MountDeclaration {
   return { source, target };
 }
 
-/** Every top-level entry of source, except those holding a mount source. */
-function topLevel(source: string, mounts: MountDeclaration[]): string[] {
-  let raw: Buffer[];
-  try {
-    raw = readdirSync(source, { encoding: 'buffer' });
-  } catch (err) {
-    throw new SealError('SEAL_UNAVAILABLE', `source is unavailable: ${escapePath(source)}: ${(err as Error).message}`, { cause: err });
-  }
-  const names = raw.map((b) => {
-    const name = b.toString('utf8');
-    if (!Buffer.from(name, 'utf8').equals(b)) {
-      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(b)}`, { path: escapePath(b) });
-    }
-    return name;
-  });
-  names.sort();
-  const mounted = new Set(mounts.map((m) => m.source.split('/').find((p) => p !== '' && p !== '.')));
-  return names.filter((n) => !mounted.has(n));
-}
-
 const LINKS = ['refuse', 'contained'] as const;
 
 async function run(ctx: Context): Promise<void> {
@@ -60,11 +41,16 @@ async function run(ctx: Context): Promise<void> {
   const revision = stringOption(ctx, 'revision');
   const statCache = !flag(ctx, 'no-stat-cache');
   const links = choiceOption(ctx, 'links', LINKS, 'refuse');
+  const excludes = excludeOptions(ctx);
+  const limits = limitOptions(ctx);
   const store = await ctx.store();
   const line = io.progress('capturing');
   const snap = await store.capture({
     source,
-    copy: copy.length === 0 ? topLevel(source, mounts) : copy,
+    // None given: the library takes every top-level entry that holds no mount source.
+    ...(copy.length === 0 ? {} : { copy }),
+    ...(excludes.patterns.length === 0 ? {} : { exclude: excludes.patterns }),
+    limits,
     mounts,
     ...(revision === undefined ? {} : { revision }),
     ...(flag(ctx, 'keep-exec') ? { keepExecutable: true } : {}),
@@ -72,6 +58,8 @@ async function run(ctx: Context): Promise<void> {
     links,
     statCache,
     onProgress: (p) => line.update(p),
+  }).catch((err: unknown) => {
+    throw namingOrigin(err, excludes);
   });
   line.done();
   const data = snap.toJSON();
@@ -82,6 +70,7 @@ async function run(ctx: Context): Promise<void> {
     `${r.reused ? 'reused' : 'captured'} ${source}`,
     `  digest    ${data.digest}`,
     `  manifest  ${data.manifestDigest}`,
+    ...excludeLine(data, '  exclude   '),
     `  entries   ${String(s.entries)}`,
     `  bytes     ${data.totalBytes} (${bytes(data.totalBytes)})`,
     `  reused    ${cache}`,
@@ -93,10 +82,10 @@ export const CAPTURE: CommandSpec = {
   name: 'capture',
   synopsis: 'capture <source>',
   summary: 'capture a snapshot (or reuse the one already stored)',
-  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache]
+  help: `usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]
 
 Captures paths below the directory <source> into a frozen, content-addressed snapshot.
-Without --copy, every top-level entry of <source> that holds no --mount source is a copy root.
+Without --copy, every top-level entry of <source> that holds no --mount source (and is not excluded) is a copy root.
 Prints "captured" for a new snapshot, "reused" when the store already held it.
   --copy PATH          a file or directory below <source> to copy (repeatable; no symlinks inside but --links contained ones)
   --mount SRC[:TARGET] a path below <source> to capture as a read-only mount at TARGET (default SRC)
@@ -106,7 +95,8 @@ Prints "captured" for a new snapshot, "reused" when the store already held it.
                        (changes the manifest; off by default)
   --links contained    keep relative symlinks in copy roots that resolve to what the snapshot captures
                        (default refuse: any symlink in a copy root is refused)
-  --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)`,
+  --no-stat-cache      read and hash every file (by default a file unchanged since the last capture reuses its hash)
+${CAPTURE_OPTIONS_HELP}`,
   options: {
     copy: { type: 'string', multiple: true },
     mount: { type: 'string', multiple: true },
@@ -115,6 +105,7 @@ Prints "captured" for a new snapshot, "reused" when the store already held it.
     'keep-times': { type: 'boolean' },
     links: { type: 'string' },
     'no-stat-cache': { type: 'boolean' },
+    ...CAPTURE_OPTIONS,
   },
   run,
 };

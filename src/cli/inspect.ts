@@ -1,6 +1,7 @@
 // inspect.ts: `treeseal ls`, `show` and `diff`: what the store holds, one manifest, and two compared.
 import { SealError, escapePath, type ManifestEntry, type SnapshotData } from '../index.js';
 import { summary } from './capture.js';
+import { excludeLine } from './capture-options.js';
 import { flag, need, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
@@ -37,7 +38,7 @@ function entryLine(e: ManifestEntry): string {
 async function show(ctx: Context): Promise<void> {
   need(ctx, 1, 'one <digest>');
   const data = (await ctx.store()).get(ctx.args[0]!).toJSON();
-  const lines = [`snapshot ${data.digest}`, `source   ${escapePath(data.source)}`, `revision ${data.revision === '' ? '(none)' : escapePath(data.revision)}`, `manifest ${data.manifestDigest}`, '', ...data.entries.map(entryLine)];
+  const lines = [`snapshot ${data.digest}`, `source   ${escapePath(data.source)}`, `revision ${data.revision === '' ? '(none)' : escapePath(data.revision)}`, `manifest ${data.manifestDigest}`, ...excludeLine(data, 'exclude  '), '', ...data.entries.map(entryLine)];
   data.mounts.forEach((m, i) => {
     lines.push('', `mount ${String(i).padStart(5, '0')}: ${escapePath(m.source)} -> ${escapePath(m.target)}`, ...m.entries.map(entryLine));
   });

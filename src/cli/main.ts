@@ -74,6 +74,11 @@ function isArgumentError(err: unknown): boolean {
   return (err instanceof TypeError || err instanceof RangeError) && /^ERR_(INVALID_ARG_(TYPE|VALUE)|OUT_OF_RANGE)$/.test(code);
 }
 
+/** The obstacles a refused capture found, one a line with the way out of each (none: ''). */
+function obstacleLines(err: SealError): string {
+  return (err.details ?? []).map((d) => `\n  ${escapePath(d.path)}: ${d.hint}`).join('');
+}
+
 /** Reports a failure on stderr; returns the exit status. */
 function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
   if (err instanceof UsageError || isParseError(err) || isArgumentError(err)) {
@@ -81,7 +86,7 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
     io.warn(`treeseal: ${(err as Error).message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }
-  if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}`);
+  if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}${obstacleLines(err)}`);
   else io.warn(`treeseal: ${err instanceof Error ? err.message : String(err)}`);
   return 1;
 }

@@ -7,6 +7,8 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
 import { checkCopyLinks, checkMountLinks, isRelativeTarget } from '../capture/links.js';
 import { parseMtime } from '../base/times.js';
+import { Excludes, patternProblem } from '../capture/exclude.js';
+import { userPath } from '../capture/obstacles.js';
 import type { StoredSnapshot } from './document.js';
 
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
@@ -158,21 +160,52 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
 }
 
 /**
+ * The exclude patterns, as capture takes them, and what they leave out absent: no
+ * declared root and no entry (a mount's empty directories, which ensureDirs may add
+ * after the walk, excepted).
+ */
+function checkExcluded(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'exclude' | 'entries' | 'mounts'>, roots: readonly string[][], sources: readonly string[][]): void {
+  if (d.exclude === undefined) return;
+  if (d.exclude.length === 0) throw corrupt('exclude is an empty list');
+  for (const p of d.exclude) {
+    const why = patternProblem(p, d.source);
+    if (why !== undefined) throw corrupt(`exclude pattern ${why}`, p);
+  }
+  const excludes = Excludes.of(d.exclude)!;
+  for (const parts of [...roots, ...sources]) {
+    if (excludes.patternFor(parts.join('/')) !== undefined) throw corrupt('a declared root is excluded', parts.join('/'));
+  }
+  const check = (path: string, kind: ManifestEntry['kind'], shown: string): void => {
+    if (excludes.excludes(path, kind === 'directory')) throw corrupt('an excluded path is in the snapshot', shown);
+  };
+  for (const e of d.entries) check(e.path, e.kind, e.path);
+  d.mounts.forEach((m, i) => {
+    const parents = new Set<string>();
+    for (const e of m.entries) parents.add(e.path.slice(0, Math.max(0, e.path.lastIndexOf('/'))));
+    const source = sources[i]!.join('/');
+    for (const e of m.entries) if (e.kind !== 'directory' || parents.has(e.path)) check(userPath(e.path, source), e.kind, e.path);
+  });
+}
+
+/**
  * Throws SEAL_CORRUPT unless the snapshot is one capture could have made: canonical
  * source, declared roots and mount targets that capture accepts (relative, no `..`,
  * no overlap, none on materialize's own names), every entry where a declaration puts
  * it and well formed, kept symlinks (in mounts, and in copy roots captured with
- * links: 'contained') relative and contained as capture contains them, and byte
+ * links: 'contained') relative and contained as capture contains them, exclude
+ * patterns as capture takes them that leave out nothing the snapshot holds, and byte
  * totals that add up. The digests are proven separately.
  */
-export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'entries' | 'mounts' | 'totalBytes'>): void {
+export function checkDocument(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'exclude' | 'entries' | 'mounts' | 'totalBytes'>): void {
   checkSource(d.source);
   const roots = d.declarations.map((raw) => declared(raw, 'copy root'));
+  const sources: string[][] = [];
   const targets = d.mounts.map((m) => {
-    declared(m.source, 'mount source');
+    sources.push(declared(m.source, 'mount source'));
     return declared(m.target, 'mount target');
   });
   asCorrupt('declarations', () => checkClonePlaces(roots, targets));
+  checkExcluded(d, roots, sources);
   let bytes = checkCopyArea(d.entries, roots);
   d.mounts.forEach((m, i) => (bytes += checkMount(m, targets[i]!)));
   const mounts = d.mounts.map((m, i) => ({ targetParts: targets[i]!, entries: m.entries }));

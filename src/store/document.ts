@@ -14,6 +14,8 @@ export interface SnapshotData {
   source: string;
   revision: string;
   declarations: string[];
+  /** The capture's exclude patterns; absent when it had none (the document and digest are then the seed's). */
+  exclude?: string[];
   entries: ManifestEntry[];
   totalBytes: number;
   mounts: CapturedMount[];
@@ -26,7 +28,7 @@ export interface StoredSnapshot extends Omit<SnapshotData, 'entries' | 'mounts'>
   mounts: MountData[];
 }
 
-type DigestInput = Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' | 'entries' | 'mounts'>;
+type DigestInput = Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' | 'exclude' | 'entries' | 'mounts'>;
 
 /** The digests of a snapshot's entries, each list encoded piecewise (never whole in memory). */
 export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 'manifestDigest' | 'mountBinding'> {
@@ -36,6 +38,7 @@ export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 
     source: d.source,
     revision: d.revision,
     declarations: d.declarations,
+    exclude: d.exclude,
     manifestDigest: manifest,
     mountContentDigest: mountBinding.contentDigest,
     mountManifestDigest: mountBinding.manifestDigest,
@@ -52,6 +55,7 @@ export function encodeDocumentPieces(d: StoredSnapshot): Piece[] {
     source: d.source,
     revision: d.revision,
     declarations: d.declarations,
+    ...(d.exclude === undefined ? {} : { exclude: d.exclude }),
     total_bytes: d.totalBytes,
     entries: new RawJson(SLOT),
     mounts: d.mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, total_bytes: m.totalBytes, entries: new RawJson(SLOT) })),
@@ -138,10 +142,12 @@ export function decodeDocument(text: string, expectDigest?: string): SnapshotDat
   if (doc === null || typeof doc !== 'object' || doc.schema_version !== 3) throw corrupt('unknown schema');
   const mountsRaw = doc.mounts;
   if (!Array.isArray(mountsRaw) || !Array.isArray(doc.declarations)) throw corrupt('mounts or declarations missing');
+  if (doc.exclude !== undefined && (!Array.isArray(doc.exclude) || !doc.exclude.every((p) => typeof p === 'string'))) throw corrupt('exclude is not a list of patterns');
   const base = {
     source: String(doc.source),
     revision: String(doc.revision),
     declarations: (doc.declarations as unknown[]).map(String),
+    ...(doc.exclude === undefined ? {} : { exclude: doc.exclude as string[] }),
     entries: entryList(doc.entries),
     mounts: mountsRaw.map((m: Record<string, unknown>): CapturedMount => ({
       source: String(m.source),

@@ -8,6 +8,7 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
+import { fsOf } from '../base/fs-types.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
@@ -76,11 +77,16 @@ function checkMaterializeOptions(options: MaterializeOptions): { mode: ReflinkMo
   return { mode, fallbackBytes: checkInteger('options.fallbackBytes', fallbackBytes) };
 }
 
-function checkBudget(run: Run, rel: string, dataBytes: number): void {
+/** Which filesystems hold the store's file (src) and the clone's (dst): `store on ext4, clone on tmpfs`. */
+function fsPair(sys: Sys, src: number, dst: number): string {
+  return `store on ${fsOf(sys, src)}, clone on ${fsOf(sys, dst)}`;
+}
+
+function checkBudget(run: Run, rel: string, dataBytes: number, pair: () => string): void {
   if (run.report.bytesCopied + dataBytes > run.fallbackBytes) {
     throw new SealError(
       'SEAL_NO_REFLINK',
-      `filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (${run.fallbackBytes} bytes): ${escapePath(rel)}`,
+      `filesystem cannot reflink the snapshot (${pair()}) and the buffered fallback limit would be exceeded (${run.fallbackBytes} bytes; fallbackBytes or --fallback-bytes raises it): ${escapePath(rel)}`,
       { path: rel },
     );
   }
@@ -103,7 +109,7 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
     range,
     copy: run.mode === 'always' ? undefined : { changed: () => corrupt(rel, 'snapshot file changed while materializing') },
     onCopy: (n) => {
-      checkBudget(run, rel, n);
+      checkBudget(run, rel, n, () => fsPair(run.sys, src, dst));
       dataBytes = n;
     },
   });
@@ -113,7 +119,7 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
     return;
   }
   if (how === undefined) {
-    throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot: ${escapePath(rel)}`, { path: rel });
+    throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot (${fsPair(run.sys, src, dst)}): ${escapePath(rel)}`, { path: rel });
   }
   if (range && entry.size > 0) run.rangeWorks = how === HOW.RANGED;
   run.report.copied++;

@@ -9,6 +9,9 @@ import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
 import { checkCopyLinks } from '../capture/links.js';
+import { asUserPath } from '../capture/obstacles.js';
+import { Excludes } from '../capture/exclude.js';
+import { withCopyRoots } from '../capture/default-copy.js';
 import { withStoreLock } from './lock.js';
 import { EntryTable } from '../base/entry-table.js';
 import { loadSnapshotAt } from './store-dir.js';
@@ -86,7 +89,12 @@ function captureMounts(ctx: CaptureContext, sourceFd: number, mountsFd: number, 
     const name = mountDir(index);
     sys.mkdirat(mountsFd, name, 0o700);
     using container = own(sys, openChildDir(sys, mountsFd, name));
-    return captureMount(ctx, sourceFd, container.fd, mount);
+    try {
+      return captureMount(ctx, sourceFd, container.fd, mount);
+    } catch (err) {
+      // Errors name the mount's source path, never its payload in the store.
+      throw asUserPath(err, mount.sourceParts.join('/'));
+    }
   });
 }
 
@@ -233,13 +241,15 @@ function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, pl
   using mountsDir = own(sys, openChildDir(sys, buildFd, MOUNTS_AREA));
   const mounts = captureMounts(ctx, sourceFd, mountsDir.fd, plan);
   // Copy-root links resolve in the clone's namespace, mounts' payloads included: checked once every area is in.
-  checkCopyLinks({ entries, roots: plan.copyParts, mounts: mounts.map((m, i) => ({ targetParts: plan.mounts[i]!.targetParts, entries: m.entries })) });
+  checkCopyLinks({ entries, roots: plan.copyParts, mounts: mounts.map((m, i) => ({ targetParts: plan.mounts[i]!.targetParts, entries: m.entries })) }, (err) => ctx.obstacles.add(err, 'link-escape'));
   return { entries, mounts };
 }
 
-function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, fresh: boolean): Built {
-  using source = own(sys, openRealDir(sys, plan.source, 'source'));
+function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, fresh: boolean): Built {
+  using source = own(sys, openRealDir(sys, given.source, 'source'));
   const sourceFd = source.fd;
+  const exclude = Excludes.of(given.exclude);
+  const plan = withCopyRoots(sys, sourceFd, given, storeRoot, exclude);
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   const storeFd = store.fd;
   let build: Build | undefined;
@@ -250,13 +260,13 @@ function buildOnce(sys: Sys, storeRoot: string, plan: Plan, hooks: BuildHooks, f
     const { tmpFd, snapshotsFd, fd: buildFd } = build;
     // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
     const buildStat = sys.fstat(buildFd);
-    ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism });
+    ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism, exclude });
     if (plan.statCache) {
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs, fresh });
       ctx.hook = session;
     }
-    const { entries, mounts } = captureAreas(ctx, sourceFd, buildFd, plan, session?.deferred === true);
-    const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, entries, mounts };
+    const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true));
+    const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, ...(plan.exclude.length > 0 ? { exclude: plan.exclude } : {}), entries, mounts };
     const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;
     if (

@@ -32,6 +32,8 @@ export class Snapshot {
   readonly source: string;
   readonly revision: string;
   readonly declarations: readonly string[];
+  /** The exclude patterns it was captured with (none: empty). */
+  readonly exclude: readonly string[];
   /** How the capture that returned this snapshot went (files reused from the stat cache); undefined when loaded from the store. */
   readonly captureReport: CaptureReport | undefined;
   #data: StoredSnapshot | undefined;
@@ -54,6 +56,7 @@ export class Snapshot {
     this.source = data.source;
     this.revision = data.revision;
     this.declarations = Object.freeze(data.declarations);
+    this.exclude = Object.freeze(data.exclude ?? []);
     this.captureReport = options.report === undefined ? undefined : Object.freeze({ ...options.report });
   }
 

@@ -4,10 +4,10 @@ import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, i
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
-import { escapePath } from '../base/paths.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
+import { checkStoreOutside } from '../capture/default-copy.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import type { PackedSnapshot, StoredSnapshot } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
@@ -137,13 +137,8 @@ export class SnapshotStore {
     this.#checkOpen();
     const plan = planCapture(options);
     checkFunction('options.onProgress', options.onProgress);
-    // A store below the source is fine unless a declared root contains it (it would copy itself).
-    for (const parts of [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]) {
-      const declared = `${plan.source}/${parts.join('/')}`;
-      if (this.root === declared || this.root.startsWith(`${declared}/`)) {
-        throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
-      }
-    }
+    // Copy roots the source's listing gives (copy omitted) are checked once listed.
+    checkStoreOutside(this.root, plan.source, [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]);
     if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'capture was aborted');
     return plan;
   }

@@ -190,7 +190,7 @@ describe('a mount symlink swapped for a file between its fstatat and its readlin
       }
       expect(err).toBeInstanceOf(SealError);
       expect([(err as SealError).code, (err as SealError).message]).toEqual(
-        when === 'first' ? ['SEAL_CHANGED', 'path changed while opening: payload/l'] : ['SEAL_CHANGED', 'symlink changed while snapshotting: payload/l'],
+        when === 'first' ? ['SEAL_CHANGED', 'path changed while opening: nm/l'] : ['SEAL_CHANGED', 'symlink changed while snapshotting: nm/l'],
       );
       expect(storeLeftovers(store.root)).toEqual([]);
       store.closeSync();

@@ -138,7 +138,7 @@ describe('refusals', () => {
       execFileSync('mknod', [join(repo, 'c/null'), 'c', '1', '3']);
       expect(lstatSync(join(repo, 'c/null')).isCharacterDevice()).toBe(true);
       expectError(() => store.captureSync({ source: repo, copy: ['c'] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: c/null', path: 'c/null', unchanged: store.root });
-      expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'c/null', target: 'dev' }] }), { code: 'SEAL_SPECIAL_FILE', unchanged: store.root });
+      expectError(() => store.captureSync({ source: repo, copy: [], mounts: [{ source: 'c/null', target: 'dev' }] }), { code: 'SEAL_SPECIAL_FILE', message: 'capture accepts only regular files and directories: c/null', path: 'c/null', unchanged: store.root });
     }
     const { repo: repo2, store: store2 } = setup({});
     expectError(() => store2.captureSync({ source: repo2, copy: ['..'] }), { code: 'SEAL_BAD_PATH', unchanged: store2.root });
@@ -275,10 +275,10 @@ describe('mounts', () => {
 
   it('refuses absolute, escaping and dangling links', () => {
     const cases: [string, string, string][] = [
-      ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/l -> /etc/passwd'],
-      ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/l -> ../../../../etc'],
-      ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/l -> missing'],
-      ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: payload/loop -> loop'],
+      ['/etc/passwd', 'SEAL_ESCAPE', 'symlink must be a bounded relative link: deps/l -> /etc/passwd'],
+      ['../../../../etc', 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: deps/l -> ../../../../etc'],
+      ['missing', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: deps/l -> missing'],
+      ['loop', 'SEAL_ESCAPE', 'symlink is dangling or escapes its snapshot: deps/loop -> loop'],
     ];
     for (const [target, code, message] of cases) {
       const { repo, store } = setup({ 'deps/f': 'x' });
@@ -304,7 +304,7 @@ describe('mounts', () => {
     expect(snap.mounts[0]!.kind).toBe('file');
     expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload']);
     symlinkSync('cfg', join(repo, 'alias'));
-    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'alias', target: 'x' }] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: payload', unchanged: store.root });
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'alias', target: 'x' }] }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: alias', unchanged: store.root });
     store.closeSync();
   });
 });

@@ -55,7 +55,7 @@ describe('refusals that say the way out', () => {
 
   it('a mount link says which link and where it points', () => {
     const mounts = [{ source: 'deps', target: 'deps' }];
-    refused({ 'deps/f': 'x' }, { 'deps/abs': '/usr/lib/x' }, { mounts }, 'SEAL_ESCAPE', 'symlink must be a bounded relative link: payload/abs -> /usr/lib/x', 'payload/abs');
-    refused({ 'deps/f': 'x' }, { 'deps/up': '../../../x' }, { mounts }, 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: payload/up -> ../../../x', 'payload/up');
+    refused({ 'deps/f': 'x' }, { 'deps/abs': '/usr/lib/x' }, { mounts }, 'SEAL_ESCAPE', 'symlink must be a bounded relative link: deps/abs -> /usr/lib/x', 'deps/abs');
+    refused({ 'deps/f': 'x' }, { 'deps/up': '../../../x' }, { mounts }, 'SEAL_ESCAPE', 'symlink escapes the sandbox workspace: deps/up -> ../../../x', 'deps/up');
   });
 });

@@ -46,7 +46,7 @@ const ESCAPES = 'SEAL_ESCAPE';
 describe('mount payload links resolved as the kernel resolves them', () => {
   it("refuses the issue's chain: e1 goes through l2 (-> ../..) and climbs above the workspace", () => {
     const result = captureMount({ 'sub/l2': { link: '../..' }, e1: { link: 'sub/l2/../../../..' } }, 'a/b/node_modules');
-    expect(refused(result)).toEqual([ESCAPES, 'symlink escapes the sandbox workspace: payload/e1 -> sub/l2/../../../..']);
+    expect(refused(result)).toEqual([ESCAPES, 'symlink escapes the sandbox workspace: m/e1 -> sub/l2/../../../..']);
   });
 
   it('keeps l2 alone: it stays inside the workspace', () => {
@@ -55,39 +55,39 @@ describe('mount payload links resolved as the kernel resolves them', () => {
 
   it('refuses a link to a link whose own target climbs out, naming the first link', () => {
     const tree: Tree = { 'd/l': { link: '../..' }, x: { link: 'd/l/..' }, a: { link: 'x' } };
-    expect(refused(captureMount(tree, 'deps'))).toEqual([ESCAPES, 'symlink escapes the sandbox workspace: payload/a -> x']);
+    expect(refused(captureMount(tree, 'deps'))).toEqual([ESCAPES, 'symlink escapes the sandbox workspace: m/a -> x, and 1 more obstacle']);
     expect(refused(captureMount({ 'd/l': { link: '../..' }, x: { link: 'd/l/..' } }, 'deps'))).toEqual([
       ESCAPES,
-      'symlink escapes the sandbox workspace: payload/x -> d/l/..',
+      'symlink escapes the sandbox workspace: m/x -> d/l/..',
     ]);
   });
 
   it('refuses a path that climbs above the workspace even when it names the workspace again', () => {
     expect(refused(captureMount({ 'f': 'x', l: { link: '../../workspace/deps/f' } }, 'deps'))).toEqual([
       ESCAPES,
-      'symlink escapes the sandbox workspace: payload/l -> ../../workspace/deps/f',
+      'symlink escapes the sandbox workspace: m/l -> ../../workspace/deps/f',
     ]);
   });
 
   it('refuses loops (as ELOOP) and chains longer than the kernel follows', () => {
-    expect(refused(captureMount({ p: { link: 'q' }, q: { link: 'p' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/p -> q']);
-    expect(refused(captureMount({ 'd/self': { link: '../d/self/x' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/d/self -> ../d/self/x']);
+    expect(refused(captureMount({ p: { link: 'q' }, q: { link: 'p' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/p -> q, and 1 more obstacle']);
+    expect(refused(captureMount({ 'd/self': { link: '../d/self/x' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/d/self -> ../d/self/x']);
     // 40 links in a row resolve (the kernel's MAXSYMLINKS); a 41st in front of them does not.
     const chain: Tree = { l39: { link: 'f' }, f: 'x' };
     for (let i = 0; i < 39; i++) chain[`l${i}`] = { link: `l${i + 1}` };
     expect(captureMount(chain, 'deps')).toHaveLength(40);
     chain.l40 = { link: 'l0' };
-    expect(refused(captureMount(chain, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/l40 -> l0']);
+    expect(refused(captureMount(chain, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/l40 -> l0']);
   });
 
   it('refuses a link through a file and a missing component inside the payload', () => {
-    expect(refused(captureMount({ f: 'x', t: { link: 'f/x' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/t -> f/x']);
-    expect(refused(captureMount({ f: 'x', t: { link: 'f/' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/t -> f/']);
+    expect(refused(captureMount({ f: 'x', t: { link: 'f/x' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/t -> f/x']);
+    expect(refused(captureMount({ f: 'x', t: { link: 'f/' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/t -> f/']);
     expect(refused(captureMount({ 'd/f': 'x', t: { link: 'lnk/f' }, lnk: { link: 'd/f' } }, 'deps'))).toEqual([
       ESCAPES,
-      'symlink is dangling or escapes its snapshot: payload/t -> lnk/f',
+      'symlink is dangling or escapes its snapshot: m/t -> lnk/f',
     ]);
-    expect(refused(captureMount({ back: { link: '../deps/missing' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: payload/back -> ../deps/missing']);
+    expect(refused(captureMount({ back: { link: '../deps/missing' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/back -> ../deps/missing']);
   });
 
   it('accepts what the kernel resolves inside: pnpm-style chains, a way back into the payload, the rest of the workspace', () => {

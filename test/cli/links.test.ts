@@ -22,7 +22,10 @@ describe('treeseal capture --links', { timeout: CLI_TIMEOUT_MS }, () => {
     const refused = cli(store, 'capture', repo);
     expect([refused.status, refused.stdout]).toEqual([1, '']);
     expect(refused.stderr).toBe(
-      'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: include/libpng (in copy root include: declare include as a mount (--mount include) or leave it out)\n',
+      'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: include/libpng (in copy root include: declare include as a mount (--mount include) or leave it out), and 2 more obstacles\n' +
+        '  include/libpng: a symlink in copy root include: --links contained keeps it, --mount include captures include as a mount, --exclude /include/libpng leaves it out\n' +
+        '  include/png.h: a symlink in copy root include: --links contained keeps it, --mount include captures include as a mount, --exclude /include/png.h leaves it out\n' +
+        '  src/include: a symlink in copy root src: --links contained keeps it, --mount src captures src as a mount, --exclude /src/include leaves it out\n',
     );
     const snap = json(cli(store, 'capture', repo, '--links', 'contained', '--json'));
     expect(snap).toMatchObject({ declarations: ['include', 'src'], entries: 8, built: true });
@@ -43,7 +46,7 @@ describe('treeseal capture --links', { timeout: CLI_TIMEOUT_MS }, () => {
     const { repo, store } = repoWithLinks();
     symlinkSync('../../../etc', join(repo, 'src/etc'));
     const escaped = cli(store, 'capture', repo, '--links', 'contained');
-    expect([escaped.status, escaped.stdout, escaped.stderr]).toEqual([1, '', 'treeseal: SEAL_ESCAPE: symlink escapes the workspace: src/etc -> ../../../etc\n']);
+    expect([escaped.status, escaped.stdout, escaped.stderr]).toEqual([1, '', 'treeseal: SEAL_ESCAPE: symlink escapes the workspace: src/etc -> ../../../etc\n  src/etc: a symlink in a copy root that dangles or leads out of what the snapshot captures: --exclude /src/etc leaves it out\n']);
     const bad = cli(store, 'capture', repo, '--links', 'follow');
     expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --links must be refuse or contained, not "follow"']);
   });

@@ -35,7 +35,7 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(help.stdout).toContain('--retries N');
     expect(cli(store, '--help').stdout).toBe(help.stdout);
     const one = cli(store, 'help', 'capture');
-    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache]']);
+    expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]']);
     expect(one.stdout).toBe(cli(store, 'capture', '--help').stdout);
     expect(one.stdout).toContain('\n  --keep-times         record the mtime of every file and directory in copy roots, which materialize restores\n');
     let r = cli(store, 'help', 'nope');
@@ -239,7 +239,8 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
     const refused = cli(store, 'capture', repo);
     expect([refused.status, refused.stderr]).toEqual([
       1,
-      'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: node_modules/.bin/p (in node_modules/.bin, inside copy root node_modules: declare node_modules as a mount (--mount node_modules) or leave it out)\n',
+      'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: node_modules/.bin/p (in node_modules/.bin, inside copy root node_modules: declare node_modules as a mount (--mount node_modules) or leave it out)\n' +
+        '  node_modules/.bin/p: a symlink in copy root node_modules: --links contained keeps it, --mount node_modules captures node_modules as a mount, --exclude /node_modules/.bin/p leaves it out\n',
     ]);
     const snap = json(cli(store, 'capture', repo, '--mount', 'node_modules', '--keep-exec', '--json'));
     expect(snap.declarations).toEqual(['README', 'src']);

@@ -17,6 +17,16 @@ describe('a snapshot document capture would refuse', () => {
     store.closeSync();
   });
 
+  it('a template with exclude patterns loads: they leave nothing of it out, and a mount keeps its empty directories', () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    const d = valid();
+    d.exclude = ['*.log', '!keep.log', '.vite-temp/', 'payload'];
+    d.mounts[0]!.entries.splice(1, 0, { kind: 'directory', path: 'payload/.vite-temp', size: 0, sha256: '', mode: 0, link_target: '' });
+    const digest = plant(store.root, d);
+    expect(store.get(digest).exclude).toEqual(['*.log', '!keep.log', '.vite-temp/', 'payload']);
+    store.closeSync();
+  });
+
   it('copy-root links that are contained load: to a sibling, and into a mount payload', () => {
     const store = SnapshotStore.openSync(join(tempDir(), 'store'));
     const digest = plant(store.root, validWithLinks());

@@ -10,6 +10,7 @@ export interface Doc {
   source: string;
   revision: string;
   declarations: string[];
+  exclude?: string[];
   entries: Entry[];
   mounts: Mount[];
   totalBytes: number;
@@ -100,6 +101,15 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a copy-root file with a non-executable mode', (d) => (d.entries[1] = file('src/a', 0o644)), 'bad file mode in a copy root: src/a'],
   ['a name longer than NAME_MAX', (d) => d.entries.push(file(`src/${'n'.repeat(300)}`)), `a path component is longer than 255 bytes: src/${'n'.repeat(300)}`],
   ['a relative source', (d) => (d.source = 'repo'), 'source is not a canonical absolute path: repo'],
+  ['an exclude list that is empty', (d) => (d.exclude = []), 'exclude is an empty list'],
+  ['an exclude list that is not a list of patterns', (d) => (d.exclude = [1] as never), 'exclude is not a list of patterns'],
+  ['an exclude pattern that cannot be parsed', (d) => (d.exclude = ['[abc']), 'exclude pattern is not a valid pattern: it has an unclosed [ (write \\[ for a literal [): [abc'],
+  ['an exclude pattern that climbs', (d) => (d.exclude = ['../x']), "exclude pattern must not hold '..' as a path component (patterns are relative to the source): ../x"],
+  ['an exclude pattern that spells out the source', (d) => (d.exclude = ['/tmp/repo/src/a']), 'exclude pattern must be relative to the source, not absolute (write /src/a for /tmp/repo/src/a): /tmp/repo/src/a'],
+  ['an exclude pattern that leaves a copy root out', (d) => (d.exclude = ['/src']), 'a declared root is excluded: src'],
+  ['an exclude pattern that leaves a mount source out', (d) => (d.exclude = ['deps/']), 'a declared root is excluded: deps'],
+  ['a copy-root entry its exclude patterns leave out', (d) => (d.exclude = ['a']), 'an excluded path is in the snapshot: src/a'],
+  ['a mount entry its exclude patterns leave out (matched at its source path)', (d) => (d.exclude = ['/deps/*.js']), 'an excluded path is in the snapshot: payload/i.js'],
   ['a directory with a hash', (d) => (d.entries[0] = { ...dir('src'), sha256: EMPTY }), 'bad directory entry: src'],
   ['an mtime with a leading zero', fileTime('01'), 'bad mtime_ns: src/a'],
   ['an mtime of -0', fileTime('-0'), 'bad mtime_ns: src/a'],

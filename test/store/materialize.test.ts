@@ -1,6 +1,6 @@
 // materialize.test.ts: clones from snapshots: exact-root publish, budgets, hazards in the clone, reports, mount points.
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync, truncateSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, statfsSync, symlinkSync, writeFileSync, writeSync, truncateSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -19,6 +19,14 @@ function fixture(base: string | undefined, tree: Record<string, string | Buffer 
   const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
   const snap = store.captureSync({ source: repo, copy, ...(mounts ? { mounts: [{ source: 'node_modules', target: 'node_modules' }] } : {}) });
   return { snap, store, work };
+}
+
+/** The filesystems of the store and the clone below work, as SEAL_NO_REFLINK names them (both below one directory here). */
+function fsPair(work: string): string {
+  const names: Record<number, string> = { 0xef53: 'ext4', 0x58465342: 'xfs', 0x9123683e: 'btrfs', 0x01021994: 'tmpfs', 0x794c7630: 'overlayfs' };
+  const type = statfsSync(work).type;
+  const name = names[type] ?? `0x${type.toString(16)}`;
+  return `store on ${name}, clone on ${name}`;
 }
 
 function clone(work: string, tree: Record<string, string | Buffer | null> = {}): string {
@@ -71,7 +79,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     const ok = clone(work);
     expect(snap.materializeSync(ok, { fallbackBytes: 1024 }).bytesCopied).toBe(1024);
     const over = clone(work, { 'a/old': 'keep' });
-    expectError(() => snap.materializeSync(over, { fallbackBytes: 1023 }), { code: 'SEAL_NO_REFLINK', message: 'filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (1023 bytes): a/y', unchanged: dirname(over) });
+    expectError(() => snap.materializeSync(over, { fallbackBytes: 1023 }), { code: 'SEAL_NO_REFLINK', message: `filesystem cannot reflink the snapshot (${fsPair(work)}) and the buffered fallback limit would be exceeded (1023 bytes; fallbackBytes or --fallback-bytes raises it): a/y`, unchanged: dirname(over) });
     expect(tree(over)).toEqual(['a/', 'a/old']);
     store.closeSync();
   });
@@ -89,7 +97,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
   it("'always' on a filesystem that cannot clone is SEAL_NO_REFLINK with nothing published", async () => {
     const { snap, store, work } = fixture(undefined, { 'a/x': 'x' }, ['a']);
     const dir = clone(work);
-    expectError(() => snap.materializeSync(dir, { reflink: 'always' }), { code: 'SEAL_NO_REFLINK', message: 'filesystem cannot reflink the snapshot: a/x', unchanged: dirname(dir) });
+    expectError(() => snap.materializeSync(dir, { reflink: 'always' }), { code: 'SEAL_NO_REFLINK', message: `filesystem cannot reflink the snapshot (${fsPair(work)}): a/x`, unchanged: dirname(dir) });
     expect(tree(dir)).toEqual([]);
     expectError(() => snap.materializeSync(dir, { reflink: 'sometimes' as never }), {
       code: 'ERR_INVALID_ARG_VALUE',
@@ -272,7 +280,7 @@ describe('sparse files: holes are not copied, and not counted', () => {
     const over = clone(work);
     expectError(() => snap.materializeSync(over, { reflink: 'never', fallbackBytes: 4095 }), {
       code: 'SEAL_NO_REFLINK',
-      message: 'filesystem cannot reflink the snapshot and the buffered fallback limit would be exceeded (4095 bytes): index/graph.bin',
+      message: `filesystem cannot reflink the snapshot (${fsPair(work)}) and the buffered fallback limit would be exceeded (4095 bytes; fallbackBytes or --fallback-bytes raises it): index/graph.bin`,
       unchanged: dirname(over),
     });
     store.closeSync();
@@ -323,6 +331,25 @@ describe('sparse files: holes are not copied, and not counted', () => {
     const dir = clone(work);
     expect(snap.materializeSync(dir, { reflink: 'never', fallbackBytes: 2048 * MiB })).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 4096 });
     sparseCopy(dir, 1024 * MiB, sha256);
+    store.closeSync();
+  });
+
+  it.skipIf(xfs === undefined || ext4 === undefined)('a store on xfs, a clone on ext4: SEAL_NO_REFLINK names both filesystems, and the option that raises the budget', () => {
+    const { snap, store } = fixture(xfs, { 'a/x': 'xyz' }, ['a']);
+    const dir = clone(tempDir(ext4));
+    expectError(() => snap.materializeSync(dir, { reflink: 'always' }), {
+      code: 'SEAL_NO_REFLINK',
+      message: 'filesystem cannot reflink the snapshot (store on xfs, clone on ext4): a/x',
+      path: 'a/x',
+      unchanged: dir,
+    });
+    expectError(() => snap.materializeSync(dir, { fallbackBytes: 2 }), {
+      code: 'SEAL_NO_REFLINK',
+      message: 'filesystem cannot reflink the snapshot (store on xfs, clone on ext4) and the buffered fallback limit would be exceeded (2 bytes; fallbackBytes or --fallback-bytes raises it): a/x',
+      path: 'a/x',
+      unchanged: dir,
+    });
+    expect(snap.materializeSync(dir, { fallbackBytes: 3 })).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 3 });
     store.closeSync();
   });
 });

@@ -55,6 +55,20 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await b.close();
   });
 
+  it('carries the exclude patterns with the document: the pulled snapshot has them, and its digest', async () => {
+    const { source, remote, a, b } = await setup('exclude', 3);
+    const snap = await a.capture({ source, ...CAPTURE, exclude: ['/src/index/', '*.txt', '!a.txt', '/deps/pkg/bin/', 'run-link'] });
+    expect(snap.entries.map((e) => e.path).filter((p) => !p.startsWith('src/many/'))).toEqual(['src', 'src/a.txt', 'src/emptydir', 'src/lib', 'src/lib/deep', 'src/lib/deep/b.ts', 'src/many']);
+    await a.push(snap.digest, remote);
+    expect(await b.pull(snap.digest, remote)).toMatchObject({ digest: snap.digest, existed: false });
+    const copy = b.get(snap.digest);
+    expect(copy.exclude).toEqual(['/src/index/', '*.txt', '!a.txt', '/deps/pkg/bin/', 'run-link']);
+    expect(copy.toJSON()).toEqual(snap.toJSON());
+    expect(describeTree(copy.root)).toEqual(describeTree(snap.root));
+    await a.close();
+    await b.close();
+  });
+
   it('a snapshot that keeps times pulls to the same digest, and the pulled copy materializes every recorded mtime', async () => {
     const { work, source, remote, a, b } = await setup('times', 5);
     const snap = await a.capture({ source, ...CAPTURE, keepTimes: true });

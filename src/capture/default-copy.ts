@@ -1,0 +1,50 @@
+// default-copy.ts: the copy roots of a capture that names none (every top-level entry of the source that holds no mount source), and the rule that the store lies outside every declared root.
+import { checkClonePlaces } from '../base/clone-names.js';
+import { SealError } from '../base/errors.js';
+import { checkRelative, escapePath, isWellFormed } from '../base/paths.js';
+import type { Sys } from '../sys/native.js';
+import { keptEntries, type Excludes } from './exclude.js';
+import type { Plan } from './plan.js';
+
+/** A store below the source is fine unless a declared root (a copy root or a mount source) contains it: it would copy itself. */
+export function checkStoreOutside(storeRoot: string, source: string, declared: readonly (readonly string[])[]): void {
+  for (const parts of declared) {
+    const path = `${source}/${parts.join('/')}`;
+    if (storeRoot === path || storeRoot.startsWith(`${path}/`)) {
+      throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(parts.join('/'))}`);
+    }
+  }
+}
+
+/**
+ * Every top-level entry of the source open at sourceFd, except those holding a mount
+ * source and those the excludes leave out, in JavaScript's string order (UTF-16 code
+ * units; the order the command always gave them in, so their digests stay the same).
+ */
+export function topLevelRoots(sys: Sys, sourceFd: number, plan: Pick<Plan, 'mounts'>, excludes: Excludes | undefined): string[] {
+  const names = keptEntries(sys, sourceFd, '', sys.readdir(sourceFd), excludes).map(({ name }) => {
+    if (typeof name !== 'string' || !isWellFormed(name)) {
+      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(name)}`, { path: escapePath(name) });
+    }
+    return name;
+  });
+  const mounted = new Set(plan.mounts.map((m) => m.sourceParts[0]));
+  return names.sort().filter((n) => !mounted.has(n));
+}
+
+/**
+ * The plan with its copy roots: as given, or (copy omitted) the source's top-level
+ * entries, checked as given ones are (a name capture refuses, a place materialize keeps
+ * for itself, a root holding the store).
+ */
+export function withCopyRoots(sys: Sys, sourceFd: number, plan: Plan, storeRoot: string, excludes: Excludes | undefined): Plan {
+  if (!plan.defaultCopy) return plan;
+  const declarations = topLevelRoots(sys, sourceFd, plan, excludes);
+  const copyParts = declarations.map((name, i) => checkRelative(name, { label: 'copy root', name: `copy root ${i}`, maxPathBytes: plan.limits.maxPathBytes }));
+  checkClonePlaces(
+    copyParts,
+    plan.mounts.map((m) => m.targetParts),
+  );
+  checkStoreOutside(storeRoot, plan.source, copyParts);
+  return { ...plan, declarations, copyParts };
+}

@@ -1,0 +1,178 @@
+// exclude.ts: a capture's exclude patterns (gitignore rules, relative to the source): their check, and the walk's decision from a name and its kind, before anything is opened.
+import { createRequire } from 'node:module';
+import type { Ignore, Options } from 'ignore';
+
+import { invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { isWellFormed } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
+import type { DirEntry, Sys } from '../sys/native.js';
+import type { PlannedMount } from './plan.js';
+
+/** The pattern without the trailing whitespace gitignore drops (a backslash keeps a space). */
+function trimmed(pattern: string): string {
+  let end = pattern.length;
+  while (end > 0 && /\s/.test(pattern[end - 1]!) && pattern[end - 2] !== '\\') end--;
+  return pattern.slice(0, end);
+}
+
+/** What is wrong with the `[...]` classes and escapes of a pattern's body, or undefined. */
+function classProblem(body: string): string | undefined {
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (c === '\\') {
+      if (body[i + 1] === '?') return 'escapes a ?, which the matcher cannot take literally (? matches any one character)';
+      i++;
+      continue;
+    }
+    if (c !== '[') continue;
+    let j = i + 1;
+    while (j < body.length && body[j] !== ']' && body[j] !== '/') j += body[j] === '\\' ? 2 : 1;
+    if (j >= body.length || body[j] !== ']') return 'has an unclosed [ (write \\[ for a literal [)';
+    const inside = body.slice(i + 1, j);
+    if (inside === '') return 'has an empty [] class';
+    if (inside[0] === '!' || inside[0] === '^') return 'has a negated class [!...], which is not supported';
+    if (/[?*]/.test(inside)) return 'has a ? or * inside [...], which is not supported';
+    for (const [, from, to] of inside.matchAll(/([^\\])-([^\]\\])/g)) {
+      if (from! > to!) return `has an empty range ${from}-${to}`;
+    }
+    i = j;
+  }
+  if (/(^|[^\\])(\\\\)*\\\*\/?$/.test(body)) return 'ends with an escaped *, which is not supported';
+  return undefined;
+}
+
+/**
+ * Why `pattern` cannot be an exclude pattern of a capture of `source` (undefined: it
+ * can): one the matcher would drop or read otherwise than git does, a path that climbs
+ * (`..`), or the source's own absolute path written out.
+ */
+export function patternProblem(pattern: string, source: string): string | undefined {
+  const t = trimmed(pattern);
+  if (t === '') return 'is not a valid pattern: it is empty';
+  if (/[\0\r\n]/.test(pattern)) return 'is not a valid pattern: it holds a NUL byte or a line break';
+  if (!isWellFormed(pattern)) return 'is not a valid pattern: it is not valid UTF-8';
+  if (t.startsWith('#')) return 'is not a valid pattern: it is a comment (write \\# for a name that starts with #)';
+  if (/(^|[^\\])(\\\\)*\\$/.test(t)) return 'is not a valid pattern: it ends with a lone backslash';
+  const body = t.startsWith('!') ? t.slice(1) : t;
+  const inner = body.replace(/^\//, '').replace(/\/$/, '');
+  if (inner === '') return 'is not a valid pattern: it names nothing';
+  if (source !== '/' && (body === source || body.startsWith(`${source}/`))) {
+    return `must be relative to the source, not absolute (write /${body.slice(source.length + 1)} for ${body})`;
+  }
+  const parts = inner.split('/');
+  if (parts.includes('..')) return "must not hold '..' as a path component (patterns are relative to the source)";
+  if (parts.includes('.')) return "is not a valid pattern: it holds '.' as a path component";
+  if (parts.includes('')) return 'is not a valid pattern: it has an empty path component';
+  const why = classProblem(body);
+  return why === undefined ? undefined : `is not a valid pattern: it ${why}`;
+}
+
+/** The `exclude` option: an array of gitignore patterns (undefined: none). Wrong types and bad patterns are Node's TypeErrors. */
+export function checkExcludes(value: unknown, source: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw invalidArgType('options.exclude', 'Array', value);
+  return value.map((p: unknown, i) => {
+    const name = `options.exclude[${i}]`;
+    if (typeof p !== 'string') throw invalidArgType(name, 'string', p);
+    const why = patternProblem(p, source);
+    if (why !== undefined) throw invalidArgValue(name, p, why);
+    return p;
+  });
+}
+
+/** Paths one matcher answers for before a fresh one takes over: its cache of every path asked stays small. */
+const MATCHER_PATHS = 4096;
+
+let ignore: ((options: Options) => Ignore) | undefined;
+
+/** A new matcher (gitignore on Linux: case matters); the `ignore` package is loaded by the first capture with patterns, not with the library. */
+function matcher(): Ignore {
+  ignore ??= createRequire(import.meta.url)('ignore') as (options: Options) => Ignore;
+  return ignore({ ignorecase: false });
+}
+
+/** A capture's exclude patterns, matched against paths relative to the source. */
+export class Excludes {
+  /** The patterns, compiled once; matchers share them. */
+  readonly #rules: Ignore;
+  #matcher: Ignore;
+  #asked = 0;
+
+  private constructor(patterns: readonly string[]) {
+    this.#rules = matcher().add(patterns);
+    this.#matcher = matcher().add(this.#rules);
+  }
+
+  /** The matcher of these patterns; undefined for none (the walk then checks nothing). */
+  static of(patterns: readonly string[]): Excludes | undefined {
+    return patterns.length === 0 ? undefined : new Excludes(patterns);
+  }
+
+  /** Whether the entry at `path` (relative to the source; `dir`: a directory) is left out. */
+  excludes(path: string, dir: boolean): boolean {
+    if (++this.#asked > MATCHER_PATHS) {
+      this.#matcher = matcher().add(this.#rules);
+      this.#asked = 1;
+    }
+    return this.#matcher.ignores(dir ? `${path}/` : path);
+  }
+
+  /** The pattern that leaves `path` out whatever its kind (itself or a directory above it), or undefined. */
+  patternFor(path: string): string | undefined {
+    for (const p of [path, `${path}/`]) {
+      const r = this.#rules.test(p);
+      if (r.ignored) return r.rule?.pattern;
+    }
+    return undefined;
+  }
+}
+
+/** Whether a listed entry is a directory: its d_type, or fstatat (no-follow) where the filesystem does not say. */
+function isDirEntry(sys: Sys, dirFd: number, e: DirEntry): boolean {
+  if (e.type !== DT_UNKNOWN) return e.type === DT_DIR;
+  try {
+    return isDir(sys.fstatat(dirFd, e.name, AT_SYMLINK_NOFOLLOW).mode);
+  } catch {
+    // Gone or unreadable: the walk's own fstatat says so.
+    return false;
+  }
+}
+
+/**
+ * The entries of the directory open at dirFd (at `dirPath` below the source) that the
+ * excludes keep, decided from each name and kind before anything is opened. A name that
+ * is not UTF-8 is kept: the walk refuses it.
+ */
+export function keptEntries(sys: Sys, dirFd: number, dirPath: string, entries: DirEntry[], excludes: Excludes | undefined): DirEntry[] {
+  if (excludes === undefined) return entries;
+  return entries.filter((e) => typeof e.name !== 'string' || !excludes.excludes(dirPath === '' ? e.name : `${dirPath}/${e.name}`, isDirEntry(sys, dirFd, e)));
+}
+
+/**
+ * The `exclude` option, checked (checkExcludes), and checked against the declared roots:
+ * a copy root or mount source that the patterns leave out (as a file or as a directory,
+ * or below a directory they leave out) is ERR_INVALID_ARG_VALUE, before anything is opened.
+ */
+export function planExcludes(value: unknown, source: string, declarations: readonly string[], copyParts: readonly string[][], mounts: readonly PlannedMount[]): string[] {
+  const patterns = checkExcludes(value, source);
+  const excludes = Excludes.of(patterns);
+  if (excludes === undefined) return patterns;
+  const declared = [
+    ...copyParts.map((parts, i) => ({ name: `options.copy[${i}]`, raw: declarations[i], parts })),
+    ...mounts.map((m, i) => ({ name: `options.mounts[${i}].source`, raw: m.source, parts: m.sourceParts })),
+  ];
+  for (const d of declared) {
+    const pattern = excludes.patternFor(d.parts.join('/'));
+    if (pattern !== undefined) throw invalidArgValue(d.name, d.raw, `is left out by the exclude pattern ${JSON.stringify(pattern)}`);
+  }
+  return patterns;
+}
+
+/** A gitignore pattern for exactly `path` (relative to the source): anchored, its special characters escaped. */
+export function patternOf(path: string): string {
+  let out = '/';
+  for (const ch of path) out += ch === '\\' || ch === '*' || ch === '[' ? `\\${ch}` : ch;
+  // A trailing escaped * is read as a wildcard, and \? is not taken literally: ? matches either.
+  if (out.endsWith('\\*')) out = `${out.slice(0, -2)}?`;
+  return out.replace(/\s+$/, (s) => s.replace(/\s/g, (c) => `\\${c}`));
+}

@@ -1,0 +1,135 @@
+// obstacles.ts: what keeps a tree from being captured (symlinks, special files, mount links that escape), gathered over the whole walk and refused in one SealError; mount paths shown as the user named them.
+import { SealError, type SealCode, type SealErrorDetail } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
+import { S_IFBLK, S_IFCHR, S_IFIFO, S_IFMT, S_IFSOCK } from '../sys/constants.js';
+import { patternOf } from './exclude.js';
+
+/** Obstacles listed in one error; the message counts the rest. */
+export const MAX_DETAILS = 100;
+
+/** The codes of what the walk steps past (never opening or following it) and refuses at its end. */
+const OBSTACLE_CODES: ReadonlySet<SealCode> = new Set(['SEAL_SYMLINK', 'SEAL_SPECIAL_FILE', 'SEAL_ESCAPE']);
+
+/**
+ * link: a symlink inside a copy root; root-link: a declared root that is one; special: a
+ * FIFO, socket or device; escape: a mount link kept only when it stays inside;
+ * link-escape: a copy-root link (links: 'contained') that does not; stop: one that stopped
+ * the walk (a symlink on the way to a declared root).
+ */
+export type ObstacleKind = 'link' | 'root-link' | 'special' | 'escape' | 'link-escape' | 'stop';
+
+export interface ObstacleWhere {
+  /** The source path a mount's area root (`payload`) stands for; undefined in the copy area. */
+  payloadSource?: string | undefined;
+  /** The copy root being walked (a link's way out is to mount it). */
+  copyRoot?: string | undefined;
+  /** The entry's mode (which kind of special file). */
+  mode?: number;
+}
+
+/** A path of a mount's area (`payload`, `payload/x`) as the user named it: below the mount's source path. */
+export function userPath(rel: string, payloadSource: string | undefined): string {
+  if (payloadSource === undefined) return rel;
+  if (rel === 'payload') return payloadSource;
+  return rel.startsWith('payload/') ? `${payloadSource}${rel.slice('payload'.length)}` : rel;
+}
+
+/** err with its path, and that path in its message, as the user named it (a mount's source path, never `payload`). */
+export function asUserPath(err: unknown, payloadSource: string): unknown {
+  if (!(err instanceof SealError) || err.path === undefined) return err;
+  const path = userPath(err.path, payloadSource);
+  if (path === err.path) return err;
+  const shown = escapePath(err.path);
+  const [from, to] = err.message.includes(shown) ? [shown, escapePath(path)] : [err.path, path];
+  return new SealError(err.code, err.message.replace(from, () => to), { path, cause: err.cause, retryable: err.retryable, details: err.details });
+}
+
+function specialName(mode: number | undefined): string {
+  switch ((mode ?? 0) & S_IFMT) {
+    case S_IFIFO:
+      return 'a FIFO';
+    case S_IFSOCK:
+      return 'a socket';
+    case S_IFCHR:
+      return 'a character device';
+    case S_IFBLK:
+      return 'a block device';
+    default:
+      return 'a special file';
+  }
+}
+
+/** A word for the shell as it must be typed: quoted unless it is plain. */
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The way out that always works: the exclude pattern for exactly this path (none shown for a name that must be escaped). */
+function excludeHint(path: string): string {
+  return escapePath(path) === path ? `--exclude ${shellWord(patternOf(path))} leaves it out` : '--exclude with a pattern for it leaves it out';
+}
+
+function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: ObstacleWhere): string {
+  const exclude = excludeHint(path);
+  if (kind === 'link' && where.copyRoot !== undefined) {
+    const root = escapePath(where.copyRoot);
+    const mount = escapePath(root) === root ? shellWord(root) : root;
+    return `a symlink in copy root ${root}: --links contained keeps it, --mount ${mount} captures ${root} as a mount, ${exclude}`;
+  }
+  if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
+  if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;
+  if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
+  if (kind === 'root-link') return `a declared root that is a symlink: declare what it points to, or ${exclude}`;
+  return `a symlink on the way to a declared root: declare a path that does not pass through it`;
+}
+
+/** The obstacles one capture found, in the order found; refused together once the walk is over. */
+export class Obstacles {
+  #first: SealError | undefined;
+  readonly #details: SealErrorDetail[] = [];
+  #count = 0;
+
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Records err (an obstacle the walk stepped past) with the way out for its kind. */
+  add(err: SealError, kind: ObstacleKind, where: ObstacleWhere = {}): void {
+    const payloadSource = where.payloadSource;
+    const shown = payloadSource === undefined ? err : (asUserPath(err, payloadSource) as SealError);
+    this.#first ??= shown;
+    this.#count++;
+    const path = shown.path ?? '';
+    if (this.#details.length < MAX_DETAILS) this.#details.push({ path, code: shown.code, hint: hintFor(kind, shown.code, path, where) });
+  }
+
+  /** Throws every obstacle found as one SealError: the first's code, path and message, the count, and the details. */
+  throwIfAny(): void {
+    const first = this.#first;
+    if (first === undefined) return;
+    const more = this.#count - 1;
+    let message = first.message;
+    if (more > 0) message += `, and ${more} more obstacle${more === 1 ? '' : 's'}`;
+    if (this.#count > MAX_DETAILS) message += ` (details lists the first ${MAX_DETAILS})`;
+    throw new SealError(first.code, message, { path: first.path, cause: first.cause, details: this.#details });
+  }
+
+  /**
+   * Runs the walk, then refuses what it stepped past. An obstacle that stops the walk
+   * (a symlink on the way to a declared root) is refused with those found before it.
+   */
+  collect<T>(walk: () => T): T {
+    let result: T;
+    try {
+      result = walk();
+    } catch (err) {
+      if (err instanceof SealError && OBSTACLE_CODES.has(err.code)) {
+        this.add(err, 'stop');
+        this.throwIfAny();
+      }
+      throw err;
+    }
+    this.throwIfAny();
+    return result;
+  }
+}

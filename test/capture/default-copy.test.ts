@@ -1,0 +1,56 @@
+// default-copy.test.ts: a capture that names no copy roots takes every top-level entry of the source that holds no mount source, as the command always did.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, expectError, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+function setup(tree: Record<string, string | null>): { base: string; repo: string; store: SnapshotStore } {
+  const base = tempDir();
+  const repo = join(base, 'repo');
+  mkdirSync(repo);
+  writeTree(repo, tree);
+  return { base, repo, store: SnapshotStore.openSync(join(base, 'store'), { ephemeral: true }) };
+}
+
+describe('copy omitted', () => {
+  it('copies every top-level entry but those holding a mount source, in the order the command gave them', async () => {
+    const { repo, store } = setup({ 'src/a': 'a', 'Makefile': 'm', '.git/HEAD': 'h', 'b.txt': 'b', 'web/deps/i.js': 'i', 'web/x': 'x', 'node_modules/p/i.js': 'p', '\u00e9': 'e', '\uff5e': 'fullwidth tilde', '\u{1f600}': 'astral' });
+    const mounts = [{ source: './node_modules', target: 'node_modules' }, { source: 'web/deps', target: 'deps' }];
+    const snap = store.captureSync({ source: repo, mounts });
+    // JavaScript's string order (UTF-16 code units), which the command used: uppercase first.
+    // An astral name sorts before U+FF5E by its UTF-16 surrogates (by its UTF-8 bytes it would not).
+    const order = ['.git', 'Makefile', 'b.txt', 'src', '\u00e9', '\u{1f600}', '\uff5e'];
+    expect(snap.declarations).toEqual(order);
+    const explicit = store.captureSync({ source: repo, copy: order, mounts });
+    expect(explicit.digest).toBe(snap.digest);
+    expect(explicit.captureReport!.reused).toBe(true);
+    expect((await store.capture({ source: repo, mounts })).digest).toBe(snap.digest);
+    // [] is no copy roots at all: only the mounts.
+    const none = store.captureSync({ source: repo, copy: [], mounts });
+    expect([none.declarations, none.entries]).toEqual([[], []]);
+    store.closeSync();
+  });
+
+  it('refuses what a declared root would be refused for, with nothing stored', async () => {
+    const { repo, store } = setup({ 'src/a': 'a', '.cache/x': 'x' });
+    // The store inside a top-level entry: it would copy itself.
+    const inside = SnapshotStore.openSync(join(repo, '.cache', 'store'), { ephemeral: true });
+    expectError(() => inside.captureSync({ source: repo }), { code: 'SEAL_OVERLAP', message: 'the store lies inside what is being captured: .cache', unchanged: inside.root });
+    await expectError(async () => inside.capture({ source: repo }), { code: 'SEAL_OVERLAP', message: 'the store lies inside what is being captured: .cache', unchanged: inside.root });
+    // Left out, it is no copy root, and the store may stay there.
+    expect(inside.captureSync({ source: repo, exclude: ['/.cache/'] }).declarations).toEqual(['src']);
+    inside.closeSync();
+    // One of materialize's own names in the clone.
+    writeFileSync(join(repo, '.treeseal-materializing'), '');
+    expectError(() => store.captureSync({ source: repo }), { code: 'SEAL_COLLISION', message: "copy root collides with materialize's own names in the clone: .treeseal-materializing", unchanged: store.root });
+    // A name that is not UTF-8.
+    writeFileSync(Buffer.from(`${repo}/f\xffo`, 'latin1'), '');
+    expectError(() => store.captureSync({ source: repo, exclude: ['/.treeseal-materializing'] }), { code: 'SEAL_BAD_PATH', message: 'source holds a name that is not valid UTF-8: f\\xffo', path: 'f\\xffo', unchanged: store.root });
+    expect(storeLeftovers(store.root)).toEqual([]);
+    store.closeSync();
+  });
+});
