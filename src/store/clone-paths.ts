@@ -4,7 +4,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
@@ -35,6 +35,49 @@ export function checkCloneOutsideStore(snapshotRoot: string, clone: unknown, dec
   const within = (inner: string, outer: string): boolean => inner === outer || inner.startsWith(`${outer}/`);
   if (within(dir, store) || declarations.some((d) => within(store, resolve(dir, d)))) {
     throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(dir)}`);
+  }
+}
+
+/** "dev:ino" of the directory at an absolute path (no link followed), or undefined when nothing is there. */
+function identityAt(sys: Sys, path: string): string | undefined {
+  try {
+    const st = sys.fstatat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
+    return isDir(st.mode) ? `${st.dev}:${st.ino}` : undefined;
+  } catch (err) {
+    if (hasCode(err, 'ENOENT', 'ENOTDIR', 'EACCES')) return undefined;
+    throw err;
+  }
+}
+
+/** The identities of an absolute path's directory and of every directory above it. */
+function identitiesAlong(sys: Sys, path: string): Set<string> {
+  const out = new Set<string>();
+  for (let p = resolve(path); ; p = dirname(p)) {
+    const id = identityAt(sys, p);
+    if (id !== undefined) out.add(id);
+    if (p === '/') return out;
+  }
+}
+
+/**
+ * Refuses (SEAL_OVERLAP) a clone that is the snapshot's source, lies inside it or holds
+ * it, or lies inside the store: compared by device and inode along both paths, so a
+ * bind mount or a second name of the same directory is seen. Checked before anything
+ * is made; a source that no longer exists overlaps nothing.
+ */
+export function checkCloneApart(sys: Sys, clone: string, source: string, snapshotRoot: string): void {
+  const store = resolve(snapshotRoot, '..', '..');
+  const aboveClone = identitiesAlong(sys, clone);
+  const storeId = identityAt(sys, store);
+  if (storeId !== undefined && aboveClone.has(storeId)) throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(clone)}`);
+  const sourceId = identityAt(sys, source);
+  if (sourceId === undefined) return;
+  if (aboveClone.has(sourceId)) {
+    throw new SealError('SEAL_OVERLAP', `clone is the snapshot's source or lies inside it (the next capture would take the arm in): ${escapePath(clone)} (source ${escapePath(source)})`);
+  }
+  const cloneId = identityAt(sys, clone);
+  if (cloneId !== undefined && identitiesAlong(sys, source).has(cloneId)) {
+    throw new SealError('SEAL_OVERLAP', `clone holds the snapshot's source: ${escapePath(clone)} (source ${escapePath(source)})`);
   }
 }
 

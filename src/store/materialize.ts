@@ -12,7 +12,7 @@ import { fsOf } from '../base/fs-types.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
-import { makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf } from './manifest-tree.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
@@ -262,6 +262,7 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
 export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions = {}): MaterializeReport {
   const started = performance.now();
   const run = newRun(sys, options);
+  checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (options.createClone === true) makeCloneDir(sys, clone);
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
   const cloneFd = cloneDir.fd;
