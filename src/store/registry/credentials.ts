@@ -144,6 +144,8 @@ export function askHelper(h: HelperCredentials, signal?: AbortSignal): Promise<A
         const e = err as NodeJS.ErrnoException & { killed?: boolean };
         if (e.name === 'AbortError') reject(new SealError('SEAL_ABORTED', `asking ${named} was aborted`, { cause: err }));
         else if (e.code === 'ENOENT') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH`, { cause: err }));
+        // A directory on PATH this user may not search, or a helper found but not executable: execvp says EACCES.
+        else if (e.code === 'EACCES') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH, or cannot be run (EACCES)`, { cause: err }));
         else if (stdout.trim() === NOT_FOUND) resolve(undefined);
         else if (e.killed === true) reject(new SealError('SEAL_REMOTE', `${named} did not answer for ${h.serverUrl} in ${HELPER_TIMEOUT_MS / 1000} s`, { cause: err }));
         else reject(new SealError('SEAL_REMOTE', `${named} failed for ${h.serverUrl}: ${complaint(stdout, stderr) || `exit status ${String(e.code)}`}`, { cause: err }));
