@@ -8,7 +8,7 @@ import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } 
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
 import type { Gate, ToolOptions } from '../base/offload.js';
-import { defineOp } from '../base/op.js';
+import { defineOp, type OpCall } from '../base/op.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
 import type { CaptureReport } from './publish.js';
@@ -105,6 +105,11 @@ export class Snapshot {
     return { root: this.root, digest: this.digest, load: () => this.#full };
   }
 
+  /** An operation's call on this snapshot: the store's syscall layer and bound, with the core's args. */
+  #call<A extends unknown[]>(...args: A): OpCall<A> {
+    return { sys: this.#sys, gate: this.#gate, args };
+  }
+
   static readonly #materialize = defineOp('materialize', {
     validate: (snap: Snapshot, clone: string, options: MaterializeOptions = {}) => {
       checkString('clone', clone);
@@ -112,7 +117,7 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, ...rest } = options;
-      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, rest] as MaterializeArgs, onProgress };
+      return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress };
     },
     core: (sys, [ref, clone, options], ctx) => materializeSnapshot(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
@@ -123,7 +128,7 @@ export class Snapshot {
       checkString('clone', clone);
       checkOptions('options', options);
       checkCloneOutsideStore(snap.root, clone, []);
-      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone, options] as [SnapshotRef, string, MountPointOptions] };
+      return snap.#call(snap.#ref, clone, options);
     },
     core: (sys, [ref, clone, options]) => mountPointsOf(sys, ref.root, dataOf(sys, ref), clone, options),
     send: ([ref, clone, options]): [SnapshotRef, string, MountPointOptions] => [sendRef(ref), clone, options],
@@ -134,7 +139,7 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       const parallelism = checkParallelism(options.parallelism);
-      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, parallelism] as [SnapshotRef, number | undefined], onProgress: options.onProgress };
+      return { ...snap.#call(snap.#ref, parallelism), onProgress: options.onProgress };
     },
     core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }),
     send: ([ref, parallelism]): [SnapshotRef, number | undefined] => [sendRef(ref), parallelism],
@@ -143,14 +148,14 @@ export class Snapshot {
   static readonly #checkClone = defineOp('checkClone', {
     validate: (snap: Snapshot, clone: string) => {
       checkString('clone', clone);
-      return { sys: snap.#sys, gate: snap.#gate, args: [snap.#ref, clone] as [SnapshotRef, string] };
+      return snap.#call(snap.#ref, clone);
     },
     core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
     send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],
   });
 
   static readonly #lease = defineOp('lease', {
-    validate: (snap: Snapshot) => ({ sys: snap.#sys, gate: snap.#gate, args: [dirname(dirname(snap.root)), snap.digest] as [string, string] }),
+    validate: (snap: Snapshot) => snap.#call(dirname(dirname(snap.root)), snap.digest),
     core: (sys, [storeRoot, digest]): LeaseHandle => takeLease(sys, storeRoot, digest),
     finish: (handle, call) => new Lease(call.sys, call.args[0], call.args[1], handle),
   });

@@ -3,7 +3,7 @@ import { SealError } from '../base/errors.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
-import { defineOp } from '../base/op.js';
+import { defineOp, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
@@ -128,6 +128,12 @@ export class SnapshotStore {
     if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
   }
 
+  /** An operation's call on this open store: its syscall layer and bound, with the core's args. */
+  #call<A extends unknown[]>(...args: A): OpCall<A> {
+    this.#checkOpen();
+    return { sys: this.#sys, gate: this.#gate, args };
+  }
+
   #snapshot(data: StoredSnapshot | PackedSnapshot, report?: CaptureReport): Snapshot {
     return new Snapshot(`${this.root}/${SNAPSHOTS_DIR}/${data.digest}`, data, { sys: this.#sys, report, gate: this.#gate });
   }
@@ -145,8 +151,7 @@ export class SnapshotStore {
 
   static readonly #capture = defineOp('capture', {
     validate: (store: SnapshotStore, options: CaptureCallOptions) => ({
-      sys: store.#sys, gate: store.#gate,
-      args: [store.root, store.#prepare(options)] as [string, Plan],
+      ...store.#call(store.root, store.#prepare(options)),
       signal: options.signal,
       onProgress: options.onProgress,
     }),
@@ -173,10 +178,7 @@ export class SnapshotStore {
   }
 
   static readonly #get = defineOp('get', {
-    validate: (store: SnapshotStore, digestOrPrefix: string) => {
-      store.#checkOpen();
-      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
-    },
+    validate: (store: SnapshotStore, digestOrPrefix: string) => store.#call(store.root, checkDigestPrefix(digestOrPrefix)),
     core: (sys, [root, prefix]): StoredSnapshot => {
       const digest = resolveDigestIn(sys, root, prefix);
       using snapshots = own(sys, openRealDir(sys, `${root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
@@ -187,18 +189,12 @@ export class SnapshotStore {
   });
 
   static readonly #list = defineOp('list', {
-    validate: (store: SnapshotStore) => {
-      store.#checkOpen();
-      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
-    },
+    validate: (store: SnapshotStore) => store.#call(store.root),
     core: (sys, [root]) => listDigests(sys, root),
   });
 
   static readonly #remove = defineOp('remove', {
-    validate: (store: SnapshotStore, digestOrPrefix: string) => {
-      store.#checkOpen();
-      return { sys: store.#sys, gate: store.#gate, args: [store.root, checkDigestPrefix(digestOrPrefix)] as [string, string] };
-    },
+    validate: (store: SnapshotStore, digestOrPrefix: string) => store.#call(store.root, checkDigestPrefix(digestOrPrefix)),
     core: (sys, [root, prefix]) => {
       const digest = resolveDigestIn(sys, root, prefix);
       withStoreLock(sys, root, true, () => removeSnapshot(sys, root, digest));
@@ -211,7 +207,7 @@ export class SnapshotStore {
       store.#checkOpen();
       const clone = checkOptions('options', options).clone;
       if (clone !== undefined) checkString('options.clone', clone);
-      return { sys: store.#sys, gate: store.#gate, args: [store.root, clone] as [string, string | undefined] };
+      return store.#call(store.root, clone);
     },
     core: (sys, [root, clone]) => {
       const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root) + sweepLeases(sys, root));
@@ -220,10 +216,7 @@ export class SnapshotStore {
   });
 
   static readonly #usage = defineOp('usage', {
-    validate: (store: SnapshotStore) => {
-      store.#checkOpen();
-      return { sys: store.#sys, gate: store.#gate, args: [store.root] as [string] };
-    },
+    validate: (store: SnapshotStore) => store.#call(store.root),
     core: (sys, [root]) => storeUsage(sys, root),
   });
 
@@ -235,7 +228,7 @@ export class SnapshotStore {
       if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);
       if (policy.keepLast !== undefined) checked.keepLast = checkInteger('policy.keepLast', policy.keepLast, 0);
       if (policy.maxBytes !== undefined) checked.maxBytes = checkInteger('policy.maxBytes', policy.maxBytes, 0);
-      return { sys: store.#sys, gate: store.#gate, args: [store.root, checked, Date.now()] as [string, PrunePolicy, number] };
+      return store.#call(store.root, checked, Date.now());
     },
     core: (sys, [root, policy, now]) => pruneStore(sys, root, policy, now),
   });
