@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect } from 'vitest';
 
-import { stopIdleWorker } from '../dist/internal.js';
+import { STAT_CLOCK_AHEAD, stopIdleWorker } from '../dist/internal.js';
 import { sys as nativeSys, type Stat, type Sys } from '../dist/sys/index.js';
 
 const made: string[] = [];
@@ -263,6 +263,11 @@ export const isRoot = process.geteuid?.() === 0;
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** The built library, as a child script imports it. */
 export const DIST_INDEX = new URL('../dist/index.js', import.meta.url).href;
+
+/** How far ahead the stat cache's recording clock runs in tests: past the racy rule's 2 s, so what it records now is trusted at once. */
+export const CLOCK_AHEAD_NS = 3_000_000_000n;
+/** Store options (the internal STAT_CLOCK_AHEAD) that stand in for sleeping 2.1 s before a capture whose records the next one must trust. */
+export const SETTLED = { [STAT_CLOCK_AHEAD]: CLOCK_AHEAD_NS } as const;
 
 let dropChecked: boolean | undefined;
 

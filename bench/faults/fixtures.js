@@ -3,6 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { SnapshotStore } from '../../dist/index.js';
+import { STAT_CLOCK_AHEAD } from '../../dist/internal.js';
 import { writeTree } from './tree.js';
 
 /** Two chunks (1 MiB each) and a bit: the copy loops run more than once. */
@@ -52,20 +53,22 @@ export const CLONE_TREE = {
   'keep.txt': 'keep',
 };
 
-/** Past the stat cache's racy window (2 s), so every run takes the same path through it. */
-const SETTLE_MS = 2100;
+/**
+ * Store options whose stat cache records as if its racy window (2 s) had passed (the internal
+ * STAT_CLOCK_AHEAD option), so every run takes the same path through it without a sleep.
+ */
+export const SETTLED = { [STAT_CLOCK_AHEAD]: 3_000_000_000n };
 
 export function makeSource(base) {
   const source = mkdtempSync(join(base, 'source-'));
   writeTree(source, SOURCE_TREE);
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, SETTLE_MS);
   return source;
 }
 
 /** A store with the given definitions captured by the real layer; returns its root and their digests. */
 export function makeStore(base, definitions) {
   const root = mkdtempSync(join(base, 'store-'));
-  const store = SnapshotStore.openSync(root);
+  const store = SnapshotStore.openSync(root, SETTLED);
   try {
     return { root, digests: definitions.map((d) => store.captureSync(d).digest) };
   } finally {

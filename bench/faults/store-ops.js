@@ -1,7 +1,7 @@
 // store-ops.js: the faulted store operations: capture (with copy roots and mounts), recapture, republish, open, gc, remove, get, verify.
 import { SnapshotStore } from '../../dist/index.js';
 import { checkStore } from './checks.js';
-import { captureOptions, makeSource, makeStore, otherOptions, partialOptions, plantStale } from './fixtures.js';
+import { SETTLED, captureOptions, makeSource, makeStore, otherOptions, partialOptions, plantStale } from './fixtures.js';
 import { forceRemove } from './tree.js';
 
 /**
@@ -22,7 +22,7 @@ function captureOp(name, fsKey, republish, first = otherOptions) {
     setup(shared, layer) {
       const defs = [first(shared.source), ...(republish ? [captureOptions(shared.source)] : [])];
       const { root, digests } = makeStore(shared.base, defs);
-      const store = SnapshotStore.openSync(root, { sys: layer.sys });
+      const store = SnapshotStore.openSync(root, { ...SETTLED, sys: layer.sys });
       return { root, store, mustHave: digests };
     },
     run(shared, fx) {

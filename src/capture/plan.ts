@@ -108,6 +108,8 @@ export interface Plan {
   exclude: string[];
   /** copy was omitted: the copy roots are the source's top-level entries, listed when the capture opens it. */
   defaultCopy: boolean;
+  /** Added to the stat cache's recording time (tests only, through the store's STAT_CLOCK_AHEAD option): 0 always in use. */
+  clockAheadNs: bigint;
 }
 
 /** The `parallelism` option of capture and verify: helper threads, an integer from 0 to 64 (undefined: the default). */
@@ -172,5 +174,5 @@ export function planCapture(options: CaptureOptions): Plan {
   const keepTimes = checkBoolean('options.keepTimes', options.keepTimes) ?? false;
   const links = checkOneOf('options.links', options.links, LINK_MODES) ?? 'refuse';
   const exclude = planExcludes(options.exclude, source, declarations, copyParts, mounts);
-  return { exclude, defaultCopy: options.copy === undefined, links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
+  return { exclude, defaultCopy: options.copy === undefined, clockAheadNs: 0n, links, statCache, keepExecutable, keepTimes, parallelism, source, revision, declarations: [...declarations], copyParts, mounts, limits, workspace, expectMounts };
 }

@@ -31,6 +31,14 @@ export const MAX_CACHE_ENTRIES = 1 << 20;
  */
 export const GRANULARITY_NS = 2_000_000_000n;
 
+/**
+ * A store option for tests only (exported by the internal entry, never by the package):
+ * how far ahead of the store filesystem's clock the stat cache records its entries, so a
+ * test stands in for the seconds the racy rule makes it wait instead of sleeping them.
+ * A record made ahead trusts a file changed within that span: never set outside tests.
+ */
+export const STAT_CLOCK_AHEAD = Symbol('treeseal.statClockAheadNs');
+
 /** One cached file: its identity when hashed, the hash, when it was recorded, and where the store holds its bytes. */
 export interface CacheEntry {
   dev: bigint;

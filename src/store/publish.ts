@@ -262,7 +262,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     const buildStat = sys.fstat(buildFd);
     ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism, exclude });
     if (plan.statCache) {
-      session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs, fresh });
+      session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs + plan.clockAheadNs, fresh });
       ctx.hook = session;
     }
     const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true));

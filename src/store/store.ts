@@ -1,6 +1,7 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { defineOp, type OpCall } from '../base/op.js';
@@ -71,6 +72,7 @@ export class SnapshotStore {
   readonly concurrency: number;
   readonly #sys: Sys;
   readonly #gate: Gate;
+  readonly #clockAheadNs: bigint;
   #closed = false;
   #sweptAtOpen = 0;
 
@@ -81,6 +83,7 @@ export class SnapshotStore {
     this.#sys = options.sys ?? nativeSys;
     this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
     this.#gate = new Gate(this.concurrency);
+    this.#clockAheadNs = (options as { [STAT_CLOCK_AHEAD]?: bigint })[STAT_CLOCK_AHEAD] ?? 0n;
   }
 
   static readonly #open = defineOp('openStore', {
@@ -90,6 +93,8 @@ export class SnapshotStore {
       checkBoolean('options.ephemeral', options.ephemeral);
       checkTrust(options.trust);
       if (options.concurrency !== undefined) checkInteger('options.concurrency', options.concurrency, 1, 64);
+      const ahead = (options as { [STAT_CLOCK_AHEAD]?: unknown })[STAT_CLOCK_AHEAD];
+      if (ahead !== undefined && typeof ahead !== 'bigint') throw invalidArgType('options[STAT_CLOCK_AHEAD]', 'bigint', ahead);
       const root = checkRootPath(dir, 'store directory');
       own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
       return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
@@ -142,6 +147,7 @@ export class SnapshotStore {
   #prepare(options: CaptureCallOptions): Plan {
     this.#checkOpen();
     const plan = planCapture(options);
+    plan.clockAheadNs = this.#clockAheadNs;
     checkFunction('options.onProgress', options.onProgress);
     // Copy roots the source's listing gives (copy omitted) are checked once listed.
     checkStoreOutside(this.root, plan.source, [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]);

@@ -4,7 +4,11 @@ import { readdirSync, statSync, writeFileSync } from 'node:fs';
 const [dist, op, store, ...args] = process.argv.slice(2);
 const { SnapshotStore, thawSync } = await import(dist);
 const trust = process.env.TREESEAL_TEST_TRUST;
-const open = (options = {}) => SnapshotStore.open(store, trust === undefined ? options : { ...options, trust });
+// The stat cache's recording clock moved ahead (the internal entry's test option) instead of a sleep past the racy window.
+const ahead = process.env.TREESEAL_TEST_CLOCK_AHEAD_NS;
+const { STAT_CLOCK_AHEAD } = ahead === undefined ? {} : await import(dist.replace(/index\.js$/, 'internal.js'));
+const open = (options = {}) =>
+  SnapshotStore.open(store, { ...options, ...(trust === undefined ? {} : { trust }), ...(ahead === undefined ? {} : { [STAT_CLOCK_AHEAD]: BigInt(ahead) }) });
 
 const ops = {
   /** capture SOURCE COPY[,COPY...]: the snapshot's digest and whether it was reused. */

@@ -6,13 +6,10 @@ import { createInterface, type Interface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { SnapshotStore, type Snapshot } from '../../dist/index.js';
-import { checkNoFdLeaks, failOnce, reflinkMount, rootOrSkip, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+import { SETTLED, checkNoFdLeaks, failOnce, reflinkMount, rootOrSkip, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 import type { Sys } from '../../dist/sys/index.js';
 
 checkNoFdLeaks();
-
-/** Longer than the granularity the racy rule assumes (2 s): files written before it are trusted. */
-const SETTLE_MS = 2100;
 
 const TREE = { 'tree/mapped.bin': Buffer.alloc(8192, 0x61), 'tree/other.txt': 'other', 'tree/sub/more.txt': 'more' };
 const FILES = 3;
@@ -64,9 +61,9 @@ class Mapper {
   }
 }
 
-/** One capture through a new store object (nothing remembered in-process). */
+/** One capture through a new store object (nothing remembered in-process), its records made past the racy window. */
 function capture(store: string, repo: string, options: { statCache?: boolean; sys?: Sys } = {}): Snapshot {
-  const s = SnapshotStore.openSync(store, options.sys === undefined ? {} : { sys: options.sys });
+  const s = SnapshotStore.openSync(store, options.sys === undefined ? SETTLED : { ...SETTLED, sys: options.sys });
   try {
     return s.captureSync({ source: repo, copy: ['tree'], ...(options.statCache === false ? { statCache: false } : {}) });
   } finally {
@@ -143,8 +140,6 @@ beforeAll(async () => {
     writeTree(join(root, 'repo'), TREE);
     failing.set(call, { repo: join(root, 'repo'), store: join(root, 'store') });
   }
-  // One wait for every place: the files' times are then older than any record made after.
-  await new Promise((r) => setTimeout(r, SETTLE_MS));
 }, 30_000);
 
 afterAll(async () => {

@@ -20,13 +20,17 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
 import { isDir, sys as nativeSys, type Stat, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, fsTargets, listTree, storeLeftovers, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { SETTLED, checkNoFdLeaks, fsTargets, listTree, storeLeftovers, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
-/** Longer than the granularity the racy rule assumes (2 s): files written before it are trusted. */
-const SETTLE_MS = 2100;
-const settle = (): Promise<void> => new Promise((r) => setTimeout(r, SETTLE_MS));
+/**
+ * The stores of this suite record their stat cache entries past the racy window (the
+ * internal STAT_CLOCK_AHEAD option: as if the capture ran 3 s later), so a test that
+ * needs time to pass does not sleep. `inTick` captures on the store's own clock: the
+ * records it makes of files written just before are racy, as a capture right after a write makes them.
+ */
+const inTick = { clock: 'store' } as const;
 
 const TREE = {
   'tree/a.txt': 'alpha',
@@ -53,9 +57,9 @@ function makeRepo(base?: string): { repo: string; store: string } {
   return { repo, store: join(root, 'store') };
 }
 
-/** One capture through a new store object (so nothing is remembered in-process), verified. */
-function capture(store: string, repo: string, extra: Partial<CaptureCallOptions> = {}, sys?: Sys): Snapshot {
-  const s = SnapshotStore.openSync(store, sys === undefined ? {} : { sys });
+/** One capture through a new store object (so nothing is remembered in-process), verified; its records made past the racy window unless `when` is inTick. */
+function capture(store: string, repo: string, extra: Partial<CaptureCallOptions> = {}, sys?: Sys, when?: typeof inTick): Snapshot {
+  const s = SnapshotStore.openSync(store, { ...(when === inTick ? {} : SETTLED), ...(sys === undefined ? {} : { sys }) });
   try {
     const snap = s.captureSync({ source: repo, ...DEFINITION, ...extra });
     expect(snap.verifySync().entries).toBeGreaterThan(0);
@@ -117,7 +121,6 @@ const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
-  await settle();
   // The first capture of each records every file; its files are all older than the granularity.
   for (const n of NAMES) expect(capture(repos[n]!.store, repos[n]!.repo).captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
 }, 60_000);
@@ -236,9 +239,9 @@ describe('stat cache: the racy rule', () => {
     const { repo } = makeRepo();
     const store = join(tempDir(), 'store');
     const sameTick = coarseClock(1_700_000_000_000_000_000n);
-    capture(store, repo, {}, sameTick);
+    capture(store, repo, {}, sameTick, inTick);
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
-    const snap = capture(store, repo, {}, sameTick);
+    const snap = capture(store, repo, {}, sameTick, inTick);
     expect(snap.captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: false });
     expect(stored(snap, 'tree/a.txt').toString()).toBe('ALPHA');
     expect(snap.digest).toBe(fullDigest(repo));
@@ -248,9 +251,9 @@ describe('stat cache: the racy rule', () => {
     const { repo } = makeRepo();
     const store = join(tempDir(), 'store');
     const later = coarseClock(1_700_000_000_000_000_000n + 2_000_000_001n);
-    capture(store, repo, {}, later);
+    capture(store, repo, {}, later, inTick);
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
-    const snap = capture(store, repo, {}, later);
+    const snap = capture(store, repo, {}, later, inTick);
     expect(snap.captureReport?.reusedFiles).toBe(FILES);
     expect(stored(snap, 'tree/a.txt').toString()).toBe('alpha');
   });
@@ -388,13 +391,12 @@ describe('stat cache: unchanged files in a new build', () => {
     const { repo, store } = repos.back!;
     const first = onlySnapshot(store).digest;
     writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
-    const upper = capture(store, repo);
+    const upper = capture(store, repo, {}, undefined, inTick);
     expect(upper.captureReport).toMatchObject({ built: true, reused: false });
     writeFileSync(join(repo, 'tree/a.txt'), 'alpha');
-    const back = capture(store, repo);
+    const back = capture(store, repo, {}, undefined, inTick);
     expect([back.digest, back.captureReport]).toEqual([first, { files: FILES, reusedFiles: FILES - 1, built: false, reused: true }]);
     expect(cacheDigests(store).sort()).toEqual([first, upper.digest].sort());
-    await settle();
     // a.txt, recorded in its write's tick, is hashed once more; after that nothing is.
     expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES - 1, built: false, reused: true });
     const before = statSync(cacheFile(store), { bigint: true });
@@ -574,7 +576,6 @@ describe('stat cache: two processes capturing the same source at once', () => {
     const digests = new Set(outs.flatMap((o) => JSON.parse(o.stdout) as string[]));
     expect([...digests]).toEqual([fullDigest(repo)]);
     expect(storeLeftovers(store).filter((p) => p.startsWith('tmp/'))).toEqual([]);
-    await settle();
     const last = capture(store, repo);
     expect(last.captureReport?.reusedFiles).toBeGreaterThanOrEqual(FILES - 1);
   }, 60_000);
@@ -583,7 +584,6 @@ describe('stat cache: two processes capturing the same source at once', () => {
 describe.each(fsTargets())('stat cache on %s: incremental snapshots', (_name, base) => {
   it('verify passes on every snapshot built incrementally, and each digest equals a full capture', async () => {
     const { repo, store } = makeRepo(base);
-    await settle();
     capture(store, repo);
     const steps: (() => void)[] = [
       () => writeFileSync(join(repo, 'tree/a.txt'), 'changed a'),
