@@ -22,6 +22,10 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
   });
   line.done();
+  // --json carries the reason as copyReason; a person gets it on stderr.
+  if (report.copyReason !== undefined && !io.json) {
+    io.warn(`treeseal: warning: ${plural(report.copied, 'file')} copied, not reflinked: ${report.copyReason}; --reflink never copies without this warning`);
+  }
   io.emit(
     { digest: snap.digest, clone, ...report },
     `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +

@@ -47,6 +47,12 @@ export interface MaterializeReport {
   copied: number;
   /** Data bytes the copies wrote (holes are not written, and not counted). */
   bytesCopied: number;
+  /**
+   * Set when reflink 'auto' had to copy a file instead of cloning it: why, naming the
+   * store's and the clone's filesystems ("the filesystems cannot share extents (store on
+   * ext4, clone on tmpfs)"). Absent when every file was cloned, and with 'never'.
+   */
+  copyReason?: string;
   elapsedMs: number;
 }
 
@@ -122,6 +128,10 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot (${fsPair(run.sys, src, dst)}): ${escapePath(rel)}`, { path: rel });
   }
   if (range && entry.size > 0) run.rangeWorks = how === HOW.RANGED;
+  if (run.mode === 'auto') {
+    const why = run.cloneWorks === false ? 'the filesystems cannot share extents' : 'the filesystem refused to clone a file';
+    run.report.copyReason ??= `${why} (${fsPair(run.sys, src, dst)})`;
+  }
   run.report.copied++;
   run.report.bytesCopied += dataBytes;
 }

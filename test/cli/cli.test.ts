@@ -36,7 +36,12 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     const m = json(cli(store, 'materialize', a.digest, clone, '--json'));
     expect(m).toMatchObject({ digest: a.digest, clone, files: 2, directories: 2, copied: 2, reflinked: 0, bytesCopied: 9 });
     expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('alpha');
-    expect(cli(store, 'materialize', a.digest, clone).stdout).toMatch(/^materialized [0-9a-f]{12} into .*: 2 files, 2 directories \(0 reflinked, 2 copied, 9 B buffered\) in \d+ ms\n$/);
+    expect(m.copyReason).toMatch(/^the filesystems cannot share extents \(store on \w+, clone on \w+\)$/);
+    const again = cli(store, 'materialize', a.digest, clone);
+    expect(again.stdout).toMatch(/^materialized [0-9a-f]{12} into .*: 2 files, 2 directories \(0 reflinked, 2 copied, 9 B buffered\) in \d+ ms\n$/);
+    // --reflink auto (the default) that had to copy says so on stderr, once (--json: in copyReason); never asked for copies and is quiet.
+    expect(again.stderr).toBe(`treeseal: warning: 2 files copied, not reflinked: ${m.copyReason}; --reflink never copies without this warning\n`);
+    expect(cli(store, 'materialize', a.digest, clone, '--reflink', 'never').stderr).toBe('');
 
     const v = json(cli(store, 'verify', '--json'));
     expect(v.ok).toBe(true);

@@ -55,7 +55,9 @@ function runSteps(steps: Step[], cwd: string, declarations: string[]): void {
       continue;
     }
     const r = spawnSync('bash', ['-c', [...state, command].join('\n')], { cwd, encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: '' } });
-    expect([command, r.status, r.stderr]).toEqual([command, 0, '']);
+    // A materialize on a filesystem without reflink (this one's) warns that it copied; the documents show stdout.
+    const warned = /^treeseal: warning: \d+ files? copied, not reflinked: the filesystems cannot share extents \(store on \w+, clone on \w+\); --reflink never copies without this warning\n$/;
+    expect([command, r.status, command.includes(' materialize ') && warned.test(r.stderr) ? '' : r.stderr]).toEqual([command, 0, '']);
     const printed = r.stdout.split('\n').filter((l) => l !== '');
     const found = /digest {4}([0-9a-f]{64})/.exec(r.stdout);
     if (found !== null) digest = found[1]!;

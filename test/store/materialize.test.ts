@@ -61,6 +61,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     const r1 = snap.materializeSync(one);
     const r2 = await snap.materialize(two);
     expect(r1).toMatchObject({ files: 2, directories: 2, reflinked: 0, copied: 2, bytesCopied: 9 });
+    expect(r1.copyReason).toMatch(/^the filesystems cannot share extents \(store on \w+, clone on \w+\)$/);
     expect(r2).toMatchObject({ files: 2, directories: 2, copied: 2 });
     expect(r1.elapsedMs).toBeGreaterThanOrEqual(0);
     writeFileSync(join(one, 'src/a.ts'), 'changed in clone one');
@@ -389,11 +390,15 @@ for (const kind of ['xfs', 'btrfs'] as const) {
       writeFileSync(join(one, 'index/graph.bin'), 'rewritten');
       expect(Buffer.compare(readFileSync(join(snap.root, 'copy/index/graph.bin')), big)).toBe(0);
       const two = clone(work);
-      expect(snap.materializeSync(two, { reflink: 'never' })).toMatchObject({ files: 3, reflinked: 0, copied: 3, bytesCopied: 4 * MiB + 10 });
+      // Copies asked for ('never') have no copyReason; neither has an auto that cloned every file.
+      const copied = snap.materializeSync(two, { reflink: 'never' });
+      expect(copied).toMatchObject({ files: 3, reflinked: 0, copied: 3, bytesCopied: 4 * MiB + 10 });
+      expect(copied.copyReason).toBeUndefined();
       expect(Buffer.compare(readFileSync(join(two, 'index/graph.bin')), big)).toBe(0);
       // A reflink budget does not apply to cloned bytes.
       const three = clone(work);
-      expect(snap.materializeSync(three, { fallbackBytes: 0 }).reflinked).toBe(3);
+      const auto = snap.materializeSync(three, { fallbackBytes: 0 });
+      expect([auto.reflinked, auto.copyReason]).toEqual([3, undefined]);
       store.closeSync();
     });
 
