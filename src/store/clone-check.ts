@@ -9,13 +9,14 @@ import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
+import { Excludes } from '../capture/exclude.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
   ok: boolean;
   /** A materialize was interrupted (or is running): `.treeseal-materializing` is in the clone. */
   marker: boolean;
-  /** Paths inside the copy roots the manifest does not have (the top of an added subtree). */
+  /** Paths inside the copy roots the manifest does not have (the top of an added subtree); what the snapshot's exclude patterns leave out is not listed. */
   added: string[];
   /** Manifest paths missing from the clone. */
   removed: string[];
@@ -32,6 +33,8 @@ interface Check {
   seen: Set<string>;
   report: CloneReport;
   buffer: Buffer;
+  /** The snapshot's exclude patterns: an entry they leave out is no difference, as a capture of the clone would leave it out. */
+  excludes: Excludes | undefined;
 }
 
 function checkEntry(c: Check, dirfd: number, name: string, path: string, want: ManifestEntry): void {
@@ -57,13 +60,20 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
   if (got.size !== want.size || got.sha256 !== want.sha256) c.report.changed.push(path);
 }
 
+/** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
+function excluded(c: Check, fd: number, name: string | Buffer, path: string): boolean {
+  if (c.excludes === undefined || typeof name !== 'string') return false;
+  const st = statOrNull(c.sys, fd, name);
+  return st !== null && c.excludes.excludes(path, isDir(st.mode));
+}
+
 function checkDir(c: Check, fd: number, rel: string): void {
   for (const item of c.sys.readdir(fd)) {
     const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
     const path = `${rel}/${shown}`;
     const want = typeof item.name === 'string' ? c.expected.get(path) : undefined;
-    if (want === undefined) c.report.added.push(path);
-    else checkEntry(c, fd, item.name as string, path, want);
+    if (want !== undefined) checkEntry(c, fd, item.name as string, path, want);
+    else if (!excluded(c, fd, item.name, path)) c.report.added.push(path);
   }
 }
 
@@ -93,7 +103,7 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
 export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): CloneReport {
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
-  const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []) };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
     const parts = declared.split('/').filter((p) => p !== '' && p !== '.');

@@ -170,6 +170,26 @@ describe('what is left out is never opened', () => {
   });
 });
 
+describe('a clone of a snapshot with exclude patterns', () => {
+  it('checkClone does not count what the patterns leave out, and counts everything else', async () => {
+    const { repo, store } = setup();
+    const snap = store.captureSync({ source: repo, copy: ['app'], exclude: ['*.log', '!keep.log', '__pycache__/', 'dist/'] });
+    const clone = join(tempDir(), 'arm');
+    await snap.materialize(clone, { createClone: true });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, added: [], removed: [], changed: [] });
+    // What a build in the arm writes where the patterns point (a file, a directory, below one) is no difference.
+    writeTree(clone, { 'app/new.log': 'log', 'app/dist/out.js': 'out', 'app/lib/deep/__pycache__/ok.pyc': 'pyc' });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, added: [] });
+    // A directory *.log names is left out too; a file dist/ cannot name, a negated pattern's file and other names are differences.
+    writeTree(clone, { 'app/x.log/inner': 'a directory named x.log', 'app/lib/dist': 'a file', 'app/keep.log.d': 'no', 'app/lib/__pycache__.txt': 'no' });
+    rmSync(join(clone, 'app/keep.log'));
+    writeTree(clone, { 'app/keep.log': 'changed' });
+    const report = await snap.checkClone(clone);
+    expect([report.ok, report.added, report.changed, report.removed]).toEqual([false, ['app/keep.log.d', 'app/lib/__pycache__.txt', 'app/lib/dist'], ['app/keep.log'], []]);
+    store.closeSync();
+  });
+});
+
 describe('digests', () => {
   // A tree at a fixed path (the snapshot digest folds in the source path), captured before
   // exclude patterns existed: these digests must never change for a capture without them.
