@@ -15,8 +15,8 @@ const OCI = 'application/vnd.oci.image.manifest.v1+json';
 const USER = 'victim';
 const PASSWORD = 'hunter2-not-for-other-hosts';
 const BASIC = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
-/** Deadlines the pulls run with: small, so a silent or trickling server fails fast. */
-const TIMEOUTS = { headersMs: 400, idleMs: 400, minBytesPerSecond: 1000 };
+/** Deadlines the pulls run with: small, so a silent or trickling server fails fast, yet past a loaded machine's stalls (400 ms was not). */
+const TIMEOUTS = { headersMs: 1500, idleMs: 1500, minBytesPerSecond: 1000 };
 const BOUND_MS = 15000;
 const sha = (b) => createHash('sha256').update(b).digest('hex');
 const EMPTY_BLOB = Buffer.from('{}');
