@@ -1,14 +1,37 @@
 // remove.ts: `treeseal rm` and `gc`: snapshots removed, stale builds and leases swept, old snapshots pruned.
 import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
-import { UsageError, countOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
+import { SealError, type SnapshotStore } from '../index.js';
+import { UsageError, countOption, flag, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
+import type { Io } from './io.js';
 import { bytes } from './format.js';
 import { durationOption, sizeOption } from './usage.js';
 
+/** Polls of a leased snapshot with --wait: from the first wait, doubling up to the last. */
+const FIRST_POLL_MS = 50;
+const LAST_POLL_MS = 1000;
+
+/** Removes digest once no lease holds it: SEAL_BUSY is said once on stderr, then the removal is tried again until it passes. */
+async function removeWhenFree(store: SnapshotStore, digest: string, io: Io): Promise<string> {
+  for (let wait = FIRST_POLL_MS, said = false; ; wait = Math.min(wait * 2, LAST_POLL_MS)) {
+    try {
+      return await store.removeAsync(digest);
+    } catch (err) {
+      if (!(err instanceof SealError) || err.code !== 'SEAL_BUSY') throw err;
+      if (!said) io.warn(`treeseal: ${err.message}; waiting (--wait)`);
+      said = true;
+      await sleep(wait);
+    }
+  }
+}
+
 async function rm(ctx: Context): Promise<void> {
   if (ctx.args.length === 0) throw new UsageError('rm takes one or more <digest>', 'rm');
+  const wait = flag(ctx, 'wait');
   const store = await ctx.store();
-  const removed = ctx.args.map((d) => store.remove(d));
+  const removed: string[] = [];
+  for (const d of ctx.args) removed.push(wait ? await removeWhenFree(store, d, ctx.io) : store.remove(d));
   ctx.io.emit({ removed }, removed.map((d) => `removed ${d}`).join('\n'));
 }
 
@@ -42,11 +65,14 @@ async function gc(ctx: Context): Promise<void> {
 
 export const RM: CommandSpec = {
   name: 'rm',
-  synopsis: 'rm <digest>...',
+  synopsis: 'rm [--wait] <digest>...',
   summary: 'remove snapshots',
-  help: `usage: treeseal rm <digest>...
+  help: `usage: treeseal rm [--wait] <digest>...
 
-Removes snapshots from the store (under the store lock).`,
+Removes snapshots from the store (under the store lock). A snapshot a lease holds (treeseal
+run, or a library lease) is refused with SEAL_BUSY naming the holder; with --wait, rm says
+so once and removes it as soon as no lease holds it.`,
+  options: { wait: { type: 'boolean' } },
   run: rm,
 };
 

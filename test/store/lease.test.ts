@@ -39,7 +39,32 @@ async function leasedElsewhere(storeRoot: string, digest: string): Promise<{ pid
   };
 }
 
+const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
+
 describe('leases', () => {
+  it('treeseal rm --wait says once that the snapshot is leased, and removes it when the holder goes', async () => {
+    const { root, store, digest } = published();
+    const holder = await leasedElsewhere(join(root, 'store'), digest);
+    const rm = spawn(process.execPath, [CLI, '--store', join(root, 'store'), 'rm', '--wait', digest.slice(0, 10)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const out = { stdout: '', stderr: '' };
+    rm.stdout.on('data', (b: Buffer) => (out.stdout += b.toString()));
+    const said = new Promise<void>((resolve) => rm.stderr.on('data', (b: Buffer) => ((out.stderr += b.toString()), out.stderr.includes('\n') && resolve())));
+    await said;
+    // Still there while the lease is held, however long rm has waited.
+    expect(store.list()).toEqual([digest]);
+    const [leaseFile] = readdirSync(join(root, 'store/leases'));
+    const status = new Promise<number | null>((resolve) => rm.once('exit', resolve));
+    await holder.kill();
+    expect(await status).toBe(0);
+    expect(out).toEqual({
+      stdout: `removed ${digest}\n`,
+      stderr: `treeseal: snapshot ${digest} is leased by pid ${holder.pid} (leases/${leaseFile}); it is removed once no lease holds it; waiting (--wait)\n`,
+    });
+    expect(store.list()).toEqual([]);
+    store.closeSync();
+  });
+
+
   it('remove of a leased snapshot is SEAL_BUSY naming this process, and removes once the lease is released', async () => {
     const { root, store, digest } = published();
     const snap = store.get(digest);
