@@ -11,6 +11,17 @@ import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
 /** The largest manifest accepted (registries refuse bigger ones too). */
+/**
+ * The successes each write may answer with: what the distribution spec names (201 for a
+ * stored blob or manifest, 202 for an accepted chunk, 204 for an upload's status or its
+ * deletion) and the other 2xx registries are known to send in its place (ECR answers a
+ * chunk with 201; some proxies a PUT with 200 or 204).
+ */
+const STORED = [200, 201, 204];
+const CHUNK_TAKEN = [201, 202, 204];
+const UPLOAD_STATUS = [200, 204];
+const UPLOAD_DELETED = [200, 202, 204];
+
 export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 
@@ -145,7 +156,7 @@ export class RegistryClient {
   /** PUTs a manifest under tag and checks the digest the registry reports against the bytes sent. */
   async putManifest(tag: string, bytes: Buffer): Promise<string> {
     const path = `${this.#repo()}/manifests/${tag}`;
-    const res = await this.call({ method: 'PUT', path, headers: { 'content-type': OCI_MANIFEST }, body: bytes, ok: [201], doing: `PUT ${path}` });
+    const res = await this.call({ method: 'PUT', path, headers: { 'content-type': OCI_MANIFEST }, body: bytes, ok: STORED, doing: `PUT ${path}` });
     await res.body?.cancel().catch(() => {});
     const digest = sha256Digest(bytes);
     const said = res.headers.get('docker-content-digest');
@@ -268,7 +279,7 @@ export class RegistryClient {
       path: this.#withDigest(location, digest),
       headers: { 'content-type': 'application/octet-stream' },
       body,
-      ok: [201],
+      ok: STORED,
       doing: `PUT blob ${digest}`,
       retry: false,
     });
@@ -283,7 +294,7 @@ export class RegistryClient {
       path: location,
       headers: { 'content-type': 'application/octet-stream', 'content-range': `${offset}-${offset + chunk.size - 1}` },
       body: chunk,
-      ok: [202],
+      ok: CHUNK_TAKEN,
       doing: `PATCH upload at ${offset}`,
       retry: false,
     });
@@ -294,11 +305,11 @@ export class RegistryClient {
   }
 
   /**
-   * How much of an upload session the registry holds (GET on its location: 204 with
+   * How much of an upload session the registry holds (GET on its location: 204 (or 200) with
    * `Range: 0-<last>`), and the location to go on with; undefined when the session is gone.
    */
   async uploadStatus(location: string): Promise<{ next: number; location: string } | undefined> {
-    const res = await this.call({ method: 'GET', path: location, ok: [204, 404], doing: 'GET upload status' });
+    const res = await this.call({ method: 'GET', path: location, ok: [...UPLOAD_STATUS, 404], doing: 'GET upload status' });
     await res.body?.cancel().catch(() => {});
     if (res.status === 404) return undefined;
     const range = /^(?:bytes=)?0-(\d+)$/.exec(res.headers.get('range') ?? '');
@@ -309,14 +320,14 @@ export class RegistryClient {
 
   /** Closes a chunked upload: PUT with the digest and no body. Not retried here (a lost answer may hide a stored blob). */
   async finishChunked(location: string, digest: string): Promise<void> {
-    const res = await this.call({ method: 'PUT', path: this.#withDigest(location, digest), body: Buffer.alloc(0), ok: [201], doing: `PUT blob ${digest}`, retry: false });
+    const res = await this.call({ method: 'PUT', path: this.#withDigest(location, digest), body: Buffer.alloc(0), ok: STORED, doing: `PUT blob ${digest}`, retry: false });
     await res.body?.cancel().catch(() => {});
   }
 
   /** Abandons an upload session (best effort). */
   async cancelUpload(location: string): Promise<void> {
     try {
-      const res = await this.call({ method: 'DELETE', path: location, ok: [204, 404], doing: 'DELETE upload' });
+      const res = await this.call({ method: 'DELETE', path: location, ok: [...UPLOAD_DELETED, 404], doing: 'DELETE upload' });
       await res.body?.cancel().catch(() => {});
     } catch {
       // the registry expires abandoned sessions itself

@@ -152,7 +152,8 @@ export function repoName(label: string): string {
  * once the registry has answered, answers that status instead; 'ignore-range' passes it
  * on without its Range header (as a registry that ignores Range would answer).
  */
-export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range';
+/** ... `{ status }`: the registry's answer passed on whole, but with that status (another 2xx a registry may send). */
+export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range' | { status: number };
 
 export interface ProxyHooks {
   /** Called for each proxied request (its method, path and whole URL); returns the fault to inject, if any. */
@@ -188,7 +189,7 @@ function forward(upstream: string, self: string, req: IncomingMessage, res: Serv
     }
     const h = { ...up.headers };
     if (typeof h.location === 'string') h.location = h.location.replace(`http://${upstream}`, `http://${self}`);
-    res.writeHead(up.statusCode ?? 502, h);
+    res.writeHead(typeof action === 'object' && 'status' in action ? action.status : (up.statusCode ?? 502), h);
     const total = Number(up.headers['content-length'] ?? 0);
     const cutAt = action === 'truncate' ? Math.ceil(total / 2) : typeof action === 'object' && 'cut' in action ? action.cut : undefined;
     if (cutAt === undefined) {

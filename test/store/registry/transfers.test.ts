@@ -90,6 +90,27 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
     }
   });
 
+  it('every success another registry answers with is taken: a chunk answered 201 (as ECR does), blob and manifest PUTs 200, an upload status 200; a 202 manifest PUT is refused', async () => {
+    const s = await setup('other-2xx');
+    const statuses = new Map<string, number>();
+    s.proxy.hooks.onRequest = (method, path) => {
+      const status = method === 'PATCH' ? 201 : method === 'PUT' ? 200 : method === 'GET' && path.includes('/blobs/uploads/') ? 200 : undefined;
+      if (status === undefined) return undefined;
+      statuses.set(method, status);
+      return { status };
+    };
+    const pushed = await s.a.push(s.snap.digest, s.remote, { ...SIZES, concurrency: 1 });
+    expect([pushed.uploaded, count(s.proxy.log, PATCH), [...statuses.keys()].sort()]).toEqual([pushed.blobs, 6, ['PATCH', 'PUT']]);
+    expect(await tagStatus(s)).toBe(200);
+    // 202 says a manifest is accepted, not stored: the push fails typed.
+    const t = await setup('manifest-202');
+    t.proxy.hooks.onRequest = (method, path) => (method === 'PUT' && path.includes('/manifests/') ? { status: 202 } : undefined);
+    const err = await fails(t.a.push(t.snap.digest, t.remote, SIZES));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', expect.stringMatching(/HTTP 202/)]);
+    await t.a.close();
+    await pullsBackAndCloses(s);
+  });
+
   it('a PATCH whose answer is lost: the session is asked how much it holds; Docker Distribution cannot say (its stale state is refused), so a new session is started', async () => {
     const s = await setup('lost-patch');
     let patches = 0;
