@@ -129,7 +129,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       options: values,
       store: async () => {
         if (store === undefined && READ_ONLY.has(spec!.name)) checkStoreExists(storeDir);
-        return (store ??= await SnapshotStore.open(storeDir));
+        // Every command but push and pull runs the library's sync calls: a command has no event
+        // loop to keep free, so a worker thread would only add its start-up to the run.
+        return (store ??= SnapshotStore.openSync(storeDir));
       },
     };
     const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;
