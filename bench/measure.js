@@ -128,7 +128,26 @@ function sourceTree(base, tree) {
   return src;
 }
 
-/** One rep: the three tools in a rotating order, each in a fresh process; nothing deleted until the rep is over. */
+/** The `treeseal` command as a user runs it (the bin, its `#!/usr/bin/env node` line): wall ms and stdout. */
+function timeCli(scratch, args) {
+  settle(scratch);
+  const t = process.hrtime.bigint();
+  const stdout = sh(join(dist, 'cli.js'), args);
+  return { ms: Number(process.hrtime.bigint() - t) / 1e6, stdout };
+}
+
+/** The CLI's rows: capture into a new store, materialize into a new clone, then ls of that store (one snapshot), --version. */
+function cliRun(scratch, dir, src, t) {
+  const store = join(dir, 'cli-store');
+  const cap = timeCli(scratch, ['--store', store, '--json', 'capture', src, '--copy', 'tree', '--revision', 'bench']);
+  const { digest } = JSON.parse(cap.stdout);
+  const mat = timeCli(scratch, ['--store', store, 'materialize', digest, join(dir, 'cli-clone'), '--fallback-bytes', String(8 * 2 ** 30)]);
+  const ls = timeCli(scratch, ['--store', store, 'ls']);
+  const version = timeCli(scratch, ['--version']);
+  t.cli.push({ capture: cap.ms, materialize: mat.ms, ls: ls.ms, version: version.ms });
+}
+
+/** One rep: the tools in a rotating order, each in a fresh process; nothing deleted until the rep is over. */
 function rep(i, scratch, src, timed, t) {
   const dir = join(scratch, `rep-${i}`);
   mkdirSync(dir);
@@ -147,6 +166,7 @@ function rep(i, scratch, src, timed, t) {
       t.seed.push(JSON.parse(sh('python3', [timed, src, 'tree', join(dir, 'seed'), join(dir, 'seed')])));
     },
   ];
+  if (t.cli !== undefined) ops.push(() => cliRun(scratch, dir, src, t));
   for (let k = 0; k < ops.length; k++) ops[(i + k) % ops.length]();
   dropDir(dir);
   settle(scratch);
@@ -157,7 +177,8 @@ function benchTree(fs, base, tree, timed) {
   const scratch = join(base, `scratch-${tree.files}`);
   dropDir(scratch);
   mkdirSync(scratch, { recursive: true });
-  const t = { cp: [], ts: [], seed: [], pairs: tree.files <= 5000 };
+  // The CLI rows (and the sync/async pairs) on the 5k tree only.
+  const t = { cp: [], ts: [], seed: [], pairs: tree.files <= 5000, cli: tree.files <= 5000 ? [] : undefined };
   for (let i = 0; i < reps; i++) rep(i, scratch, src, timed, t);
   dropDir(scratch);
   const m = (key) => median(t.ts.map((r) => r[key]));
@@ -176,6 +197,7 @@ function benchTree(fs, base, tree, timed) {
     loopMax: m('loopMax'),
     seedCapture: median(t.seed.map((r) => r.capture)),
     seedMaterialize: median(t.seed.map((r) => r.materialize)),
+    cli: t.cli === undefined ? undefined : Object.fromEntries(['capture', 'materialize', 'ls', 'version'].map((k) => [k, median(t.cli.map((r) => r[k]))])),
     digestMatch: t.ts.every((r) => r.manifest === t.seed[0].manifest),
     reflinked: Math.min(...t.ts.map((r) => r.reflinked)),
     files: t.ts[0].files,

@@ -1,21 +1,29 @@
 #!/usr/bin/env node
 // cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's; an addon that cannot load is said in one line.
 import { endQuietlyOnClosedOutput } from './cli/io.js';
+import { version } from './cli/version.js';
 
 endQuietlyOnClosedOutput();
-let main: typeof import('./cli/main.js').main;
-let rawArguments: typeof import('./cli/raw-argv.js').rawArguments;
-try {
-  ({ main } = await import('./cli/main.js'));
-  ({ rawArguments } = await import('./cli/raw-argv.js'));
-} catch (err) {
-  // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
-  const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
-  process.stderr.write(`treeseal: cannot load the library: ${first} (is the addon built? npm rebuild treeseal)\n`);
-  process.exit(1);
-}
 const argv = process.argv.slice(2);
-const code = await main(argv, process.env, undefined, rawArguments(argv.length));
+let code: number;
+if (argv.length === 1 && argv[0] === '--version') {
+  // Answered before the library (and its addon) loads: the line main prints for it.
+  process.stdout.write(`treeseal ${version()}\n`);
+  code = 0;
+} else {
+  let main: typeof import('./cli/main.js').main;
+  let rawArguments: typeof import('./cli/raw-argv.js').rawArguments;
+  try {
+    ({ main } = await import('./cli/main.js'));
+    ({ rawArguments } = await import('./cli/raw-argv.js'));
+  } catch (err) {
+    // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
+    const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
+    process.stderr.write(`treeseal: cannot load the library: ${first} (is the addon built? npm rebuild treeseal)\n`);
+    process.exit(1);
+  }
+  code = await main(argv, process.env, undefined, rawArguments(argv.length));
+}
 // Once stdout and stderr are flushed the command is done: it ends with main's status at once
 // instead of waiting on any handle still open.
 await Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => s.write('', resolve))));

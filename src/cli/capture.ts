@@ -1,7 +1,7 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
 import { resolve } from 'node:path';
 
-import type { MountDeclaration, SnapshotData } from '../index.js';
+import type { MountDeclaration, Snapshot, SnapshotData } from '../index.js';
 import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
@@ -45,7 +45,9 @@ async function run(ctx: Context): Promise<void> {
   const limits = limitOptions(ctx);
   const store = await ctx.store();
   const line = io.progress('capturing');
-  const snap = await store.capture({
+  let snap: Snapshot;
+  try {
+    snap = store.captureSync({
     source,
     // None given: the library takes every top-level entry that holds no mount source.
     ...(copy.length === 0 ? {} : { copy }),
@@ -58,9 +60,10 @@ async function run(ctx: Context): Promise<void> {
     links,
     statCache,
     onProgress: (p) => line.update(p),
-  }).catch((err: unknown) => {
+    });
+  } catch (err) {
     throw namingOrigin(err, excludes);
-  });
+  }
   line.done();
   const data = snap.toJSON();
   const s = summary(data);

@@ -29,7 +29,7 @@ export interface Context {
   readonly io: Io;
   /** The parsed options (common ones and this command's own), by long name. */
   readonly options: Readonly<Record<string, OptionValue>>;
-  /** The store (`--store`, `$TREESEAL_STORE`, …), opened on first use and closed after the command. */
+  /** The store (`--store`, `$TREESEAL_STORE`, …), opened (sync) on first use and closed after the command. */
   store(): Promise<SnapshotStore>;
 }
 

@@ -1,14 +1,15 @@
 // freeze.ts: `treeseal freeze` and `thaw`: a tree made read-only, or writable again.
 import { resolve } from 'node:path';
 
-import { freeze, thaw } from '../index.js';
+import { freezeSync, thawSync } from '../index.js';
 import { need, type CommandSpec, type Context } from './command.js';
 
 async function run(ctx: Context): Promise<void> {
   const thawing = ctx.command === 'thaw';
   need(ctx, 1, 'one <dir>');
   const dir = resolve(ctx.args[0]!);
-  await (thawing ? thaw(dir) : freeze(dir));
+  if (thawing) thawSync(dir);
+  else freezeSync(dir);
   ctx.io.emit({ [thawing ? 'thawed' : 'frozen']: dir }, `${thawing ? 'thawed' : 'froze'} ${dir}`);
 }
 

@@ -8,7 +8,7 @@ import { bytes } from './format.js';
 async function ls(ctx: Context): Promise<void> {
   need(ctx, 0, 'no arguments');
   const store = await ctx.store();
-  const long = flag(ctx, 'long') ? new Map((await store.usageAsync()).map((u) => [u.digest, u])) : undefined;
+  const long = flag(ctx, 'long') ? new Map(store.usage().map((u) => [u.digest, u])) : undefined;
   const rows: Record<string, unknown>[] = [];
   const lines: string[] = [];
   for (const digest of store.list()) {

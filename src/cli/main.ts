@@ -1,5 +1,5 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
-import { lstatSync, readFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -11,6 +11,7 @@ import { Io } from './io.js';
 import { checkArgumentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
+import { version } from './version.js';
 
 /** Every option any command takes (parseArgs needs them all before it knows the command). */
 function allOptions(): Record<string, OptionSpec> {
@@ -25,11 +26,6 @@ function allOptions(): Record<string, OptionSpec> {
     }
   }
   return all;
-}
-
-export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
 }
 
 function defaultStore(env: NodeJS.ProcessEnv): string {
@@ -129,7 +125,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       options: values,
       store: async () => {
         if (store === undefined && READ_ONLY.has(spec!.name)) checkStoreExists(storeDir);
-        return (store ??= await SnapshotStore.open(storeDir));
+        // Every command but push and pull runs the library's sync calls: a command has no event
+        // loop to keep free, so a worker thread would only add its start-up to the run.
+        return (store ??= SnapshotStore.openSync(storeDir));
       },
     };
     const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;

@@ -15,7 +15,7 @@ async function run(ctx: Context): Promise<void> {
   const clone = resolve(ctx.args[1]!);
   const files = snap.entries.filter((e) => e.kind === 'file');
   const line = io.progress('materializing', { entries: files.length, bytes: files.reduce((n, e) => n + e.size, 0) });
-  const report = await snap.materialize(clone, {
+  const report = snap.materializeSync(clone, {
     reflink,
     createClone: true,
     ...(fallbackBytes === undefined ? {} : { fallbackBytes }),

@@ -44,14 +44,14 @@ async function gc(ctx: Context): Promise<void> {
   // Opening the store already swept what no live process holds; count that too.
   const atOpen = store.sweptAtOpen;
   const clone = stringOption(ctx, 'clone');
-  const swept = atOpen + (await store.gcAsync(clone === undefined ? {} : { clone: resolve(clone) }));
+  const swept = atOpen + store.gc(clone === undefined ? {} : { clone: resolve(clone) });
   const line = `swept ${plural(swept, 'stale build')}`;
   if (olderThanMs === undefined && keepLast === undefined && maxBytes === undefined) {
     ctx.io.emit({ swept }, line);
     return;
   }
   const policy = { ...(olderThanMs === undefined ? {} : { olderThanMs }), ...(keepLast === undefined ? {} : { keepLast }), ...(maxBytes === undefined ? {} : { maxBytes }) };
-  const pruned = await store.pruneAsync(policy);
+  const pruned = store.prune(policy);
   ctx.io.emit(
     { swept, ...pruned },
     [

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
-import { SealError, sandboxArgsAsync } from '../index.js';
+import { SealError, sandboxArgs } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 
 /** bwrap's exit status as a shell reports a child's: 128 + the signal that killed it. */
@@ -18,11 +18,11 @@ async function run(ctx: Context): Promise<number> {
   const [digest, cloneArg, ...command] = ctx.args as [string, string, ...string[]];
   const clone = resolve(cloneArg);
   const workspace = stringOption(ctx, 'workspace');
-  const snap = await (await ctx.store()).getAsync(digest);
+  const snap = (await ctx.store()).get(digest);
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
-  using _lease = await snap.leaseAsync();
-  if (flag(ctx, 'reset') || !existsSync(clone)) await snap.materialize(clone, { createClone: true });
-  const { bwrap } = await sandboxArgsAsync(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
+  using _lease = snap.lease();
+  if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
+  const { bwrap } = sandboxArgs(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   const child = spawn('bwrap', [...bwrap, '--', ...command], { stdio: 'inherit' });
   return new Promise<number>((done, fail) => {
     child.once('error', (err: NodeJS.ErrnoException) => {

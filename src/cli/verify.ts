@@ -12,7 +12,7 @@ function targets(store: SnapshotStore, args: string[]): string[] {
 /** verify <digest> --clone DIR: the clone's copy roots re-hashed against the manifest; exit 1 on any difference or the marker. */
 async function verifyClone(ctx: Context, clone: string): Promise<number> {
   need(ctx, 1, 'one <digest> with --clone');
-  const report = await (await ctx.store()).get(ctx.args[0]!).checkClone(clone);
+  const report = (await ctx.store()).get(ctx.args[0]!).checkCloneSync(clone);
   const lines = [
     ...report.added.map((p) => `+ ${escapePath(p)}`),
     ...report.removed.map((p) => `- ${escapePath(p)}`),
@@ -37,7 +37,7 @@ async function run(ctx: Context): Promise<number> {
       const snap = store.get(digest);
       const files = [...snap.entries, ...snap.mounts.flatMap((m) => m.entries)].filter((e) => e.kind === 'file');
       const line = io.progress(`verifying ${digest.slice(0, 12)}`, { entries: files.length, bytes: files.reduce((n, e) => n + e.size, 0) });
-      const report = await snap.verify({ onProgress: (p) => line.update(p) });
+      const report = snap.verifySync({ onProgress: (p) => line.update(p) });
       line.done();
       results.push({ digest, ok: true, ...report });
       lines.push(`ok   ${digest}  ${report.entries} entries, ${bytes(report.bytes)}`);

@@ -55,8 +55,11 @@ describe('an addon that is not built', { timeout: CLI_TIMEOUT_MS }, () => {
     cpSync(new URL('../../dist', import.meta.url), join(root, 'dist'), { recursive: true });
     cpSync(new URL('../../package.json', import.meta.url), join(root, 'package.json'));
     symlinkSync(new URL('../../node_modules', import.meta.url).pathname, join(root, 'node_modules'));
-    const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), '--version'], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), 'ls'], { encoding: 'utf8' });
     expect([r.status, r.stdout, r.stderr]).toEqual([1, '', 'treeseal: cannot load the library: Could not locate the bindings file. (is the addon built? npm rebuild treeseal)\n']);
+    // --version alone loads neither the library nor its addon.
+    const v = spawnSync(process.execPath, [join(root, 'dist/cli.js'), '--version'], { encoding: 'utf8' });
+    expect([v.status, v.stdout, v.stderr]).toEqual([0, `treeseal ${VERSION}\n`, '']);
   });
 });
 
