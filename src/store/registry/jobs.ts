@@ -2,13 +2,14 @@
 import { defineOp, type Op } from '../../base/op.js';
 import type { Sys } from '../../sys/native.js';
 import type { Content, Layout, Pack } from './mapping.js';
-import { openPushFile, readPack, readPushConfig } from './pack.js';
+import { localConfigDigest, openPushFile, readPack, readPushConfig, type PushConfig } from './pack.js';
 import { planPush, type Fetched } from './prove.js';
+import { releasePullLock, tryPullLock } from './pull-lock.js';
 import { abortPull, finishPull, openPulledFile, startPull, writePack, type PullStart } from './pull-build.js';
 
 /** The registry's jobs: what each gets and returns. */
 interface RegistryJobs {
-  pushConfig: { args: [snapshotRoot: string, digest: string]; result: Uint8Array };
+  pushConfig: { args: [snapshotRoot: string, digest: string]; result: PushConfig };
   readPack: { args: [snapshotRoot: string, digest: string, pack: Pack]; result: { bytes: Uint8Array; digest: string } };
   pushOpenFile: { args: [snapshotRoot: string, digest: string, content: Content]; result: number };
   pushPlan: { args: [config: string, digest: string]; result: Layout };
@@ -17,6 +18,9 @@ interface RegistryJobs {
   pullOpenFile: { args: [id: number, index: number]; result: number };
   pullFinish: { args: [id: number, streamed: number[]]; result: void };
   pullAbort: { args: [id: number]; result: void };
+  pullLock: { args: [storeRoot: string, digest: string]; result: number };
+  pullUnlock: { args: [storeRoot: string, digest: string, fd: number]; result: void };
+  localConfig: { args: [storeRoot: string, digest: string]; result: string | undefined };
 }
 
 type Name = keyof RegistryJobs;
@@ -42,6 +46,9 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pullOpenFile: job('pullOpenFile', (sys, [id, index]) => openPulledFile(sys, id, index)),
   pullFinish: job('pullFinish', (sys, [id, streamed]) => finishPull(sys, id, streamed)),
   pullAbort: job('pullAbort', (sys, [id]) => abortPull(sys, id)),
+  pullLock: job('pullLock', (sys, [storeRoot, digest]) => tryPullLock(sys, storeRoot, digest)),
+  pullUnlock: job('pullUnlock', (sys, [storeRoot, digest, fd]) => releasePullLock(sys, storeRoot, digest, fd)),
+  localConfig: job('localConfig', (sys, [storeRoot, digest]) => localConfigDigest(sys, storeRoot, digest)),
 };
 
 /** Runs a registry job on the worker thread, or inline with an injected syscall layer. */
