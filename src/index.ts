@@ -27,3 +27,4 @@ export { stageFiles, stageFilesSync, Stage, type StageFile, type StageOptions, t
 export type { PushOptions, PullOptions, PushReport, PullReport, RemoteOptions, TransferProgress, Timeouts } from './store/registry/options.js';
 export type { Credentials } from './store/registry/credentials.js';
 export type { SnapshotRef } from './store/registry/reference.js';
+export { catRemote, type CatOptions, type CatReport } from './store/registry/cat.js';

@@ -1,5 +1,7 @@
 // remote.ts: `treeseal push`, `pull` and `cat`: a snapshot to or from an OCI registry repository, or one file of it.
-import type { PullReport, PushReport, SnapshotRef } from '../index.js';
+import { Writable } from 'node:stream';
+
+import { catRemote, type CatReport, type PullReport, type PushReport, type SnapshotRef } from '../index.js';
 import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
@@ -38,17 +40,19 @@ function tagOption(ctx: Context): { tag?: string } {
 
 /**
  * What names the snapshot: --tag NAME or --manifest DIGEST (then `<digest>` is left out
- * of the arguments), else the first argument. Returns it and the arguments left.
+ * of the arguments), else the argument at `digestAt` among `names` (the others'). Returns
+ * it and the other arguments, in order.
  */
-function snapshotRef(ctx: Context, rest: string): { ref: SnapshotRef; args: string[] } {
+function snapshotRef(ctx: Context, names: string[], digestAt: number): { ref: SnapshotRef; args: string[] } {
   const tag = stringOption(ctx, 'tag');
   const manifest = stringOption(ctx, 'manifest');
   if (tag !== undefined && manifest !== undefined) throw new UsageError(`${ctx.command} takes --tag or --manifest, not both`, ctx.command);
   if (tag === undefined && manifest === undefined) {
-    need(ctx, 1 + rest.split(' ').length, `<digest> ${rest}`);
-    return { ref: ctx.args[0]!, args: ctx.args.slice(1) };
+    const all = [...names.slice(0, digestAt), '<digest>', ...names.slice(digestAt)];
+    need(ctx, all.length, `${all.join(' ')} (or --tag NAME or --manifest DIGEST instead of <digest>)`);
+    return { ref: ctx.args[digestAt]!, args: ctx.args.filter((_a, i) => i !== digestAt) };
   }
-  need(ctx, rest.split(' ').length, `${rest} with --${tag !== undefined ? 'tag' : 'manifest'} (and no <digest>)`);
+  need(ctx, names.length, `${names.join(' ')} with --${tag !== undefined ? 'tag' : 'manifest'} (and no <digest>)`);
   return { ref: tag !== undefined ? { tag } : { manifest: manifest! }, args: ctx.args };
 }
 
@@ -74,7 +78,7 @@ async function push(ctx: Context): Promise<void> {
 }
 
 async function pull(ctx: Context): Promise<void> {
-  const { ref, args } = snapshotRef(ctx, '<remote>');
+  const { ref, args } = snapshotRef(ctx, ['<remote>'], 0);
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
   const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
@@ -84,6 +88,14 @@ async function pull(ctx: Context): Promise<void> {
     : `${r.downloaded} of ${r.blobs} blobs downloaded (${bytes(r.bytesDownloaded)}), ${r.reused} contents (${bytes(r.reusedBytes)}) taken from local snapshots, all verified`;
   const from = typeof ref === 'string' ? r.remote : 'tag' in ref ? `${r.remote}:${ref.tag}` : `${r.remote}@${r.manifestDigest}`;
   ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${from}: ${what} in ${ms(r.elapsedMs)}`);
+}
+
+async function cat(ctx: Context): Promise<void> {
+  const { ref, args } = snapshotRef(ctx, ['<remote>', '<path>'], 1);
+  // --json: the report instead of the bytes (fetched and proven all the same).
+  const output = ctx.io.json ? new Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
+  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), output });
+  if (ctx.io.json) ctx.io.emit(r, '');
 }
 
 export const PUSH: CommandSpec = {
@@ -151,4 +163,36 @@ credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_P
     'ca-file': { type: 'string' },
   },
   run: pull,
+};
+
+export const CAT: CommandSpec = {
+  name: 'cat',
+  synopsis: 'cat <remote> <digest> <path>',
+  summary: "print one file of a snapshot in an OCI registry, fetching only that file's bytes",
+  help: `usage: treeseal cat <remote> <digest> <path> [--insecure] [--timeout SECONDS] [--ca-file PEM]
+       treeseal cat --tag NAME <remote> <path> [options]
+       treeseal cat --manifest DIGEST <remote> <path> [options]
+
+Writes the bytes of one file of a snapshot in an OCI registry repository to stdout, without pulling
+the snapshot: it fetches the image manifest, the config (the snapshot manifest, whose digest is
+recomputed), then only the file's bytes (a Range read of the pack that holds them, or their own
+blob). <path> is the file as a clone shows it (a mount's as <target>/...). Nothing is written
+before the bytes match the sha256 the snapshot records (a file over 16 MiB is proven in a temp
+file first); a mismatch is SEAL_CORRUPT with nothing on stdout. A directory is SEAL_BAD_PATH, a
+symlink SEAL_SYMLINK, a path not in the snapshot SEAL_UNAVAILABLE. No store is needed.
+  --tag NAME          the snapshot tag NAME names
+  --manifest DIGEST   the snapshot of the image manifest DIGEST
+  --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30)
+  --ca-file PEM       CA certificates to trust besides Node's own (else TREESEAL_CA_FILE)
+  --json              print what was fetched (digest, size, sha256, blob, offset, bytes) instead of the file
+Credentials: as push and pull take them.`,
+  options: {
+    tag: { type: 'string' },
+    manifest: { type: 'string' },
+    insecure: { type: 'boolean' },
+    timeout: { type: 'string' },
+    'ca-file': { type: 'string' },
+  },
+  run: cat,
 };

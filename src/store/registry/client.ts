@@ -224,21 +224,22 @@ export class RegistryClient {
   }
 
   /**
-   * GETs bytes [start, start + length) of a blob with a Range request (`bytes=start-end`).
-   * A 206 must begin at `start`; a registry that ignores Range and answers 200 with the
-   * whole blob is read up to the range's end and the bytes before it are dropped. A body
-   * cut short is resumed from the byte after the last one received, up to `retries` times.
-   * Only the size is proven here: the caller proves the bytes (the sha256 the snapshot
-   * manifest gives them).
+   * GETs bytes [start, start + length) of a blob with a Range request (`bytes=start-end`),
+   * handing them to `sink` in order, each byte once. A 206 must begin at the byte asked
+   * for; a registry that ignores Range and answers 200 with the whole blob is read up to
+   * the range's end and the bytes before it are dropped. A body cut short is resumed from
+   * the byte after the last one handed on, up to `retries` times. Only the length is
+   * proven here: the caller proves the bytes (the sha256 the snapshot manifest gives them).
    */
-  async getRange(digest: string, start: number, length: number): Promise<Buffer> {
-    const bytes = Buffer.allocUnsafe(length);
+  async readRange(digest: string, start: number, length: number, sink: (chunk: Uint8Array) => void | Promise<void>): Promise<void> {
     let got = 0;
     const last = start + length - 1;
     for (let resumes = 0; got < length; resumes++) {
       const { res, start: at } = await this.openBlob(digest, start + got, last);
       // The whole blob (Range ignored): skip to the range; what came before counts for nothing.
       let skip = at === 0 ? start + got : 0;
+      // A failed sink is the caller's failure (a disk, an output), not the connection's.
+      let sinking = false;
       try {
         for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
           this.bytesDown += chunk.length;
@@ -248,9 +249,13 @@ export class RegistryClient {
             skip -= dropped;
             piece = piece.subarray(dropped);
           }
-          const take = Math.min(piece.length, length - got);
-          bytes.set(piece.subarray(0, take), got);
-          got += take;
+          piece = piece.subarray(0, Math.min(piece.length, length - got));
+          if (piece.length > 0) {
+            sinking = true;
+            await sink(piece);
+            sinking = false;
+            got += piece.length;
+          }
           if (got === length) {
             await res.body?.cancel().catch(() => {});
             break;
@@ -258,12 +263,15 @@ export class RegistryClient {
         }
         if (got < length) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent fewer than the ${length} bytes asked for from byte ${start} of blob ${digest}`);
       } catch (err) {
+        if (sinking) {
+          await res.body?.cancel().catch(() => {});
+          throw err;
+        }
         const e = this.lost(err, `reading blob ${digest}`);
         if (!isLost(e) || resumes >= this.transport.retries) throw e;
         await this.pause(resumes);
       }
     }
-    return bytes;
   }
 
   /** Waits before the next try of something that failed `attempt` times (backoff from backoffMs, doubling, up to 5 s); ends early on abort. */

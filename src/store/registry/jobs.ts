@@ -1,6 +1,7 @@
 // jobs.ts: the registry's disk work (reading packs, building a pull) as operations push and pull run on the worker thread.
 import { defineOp, type Op } from '../../base/op.js';
 import type { Sys } from '../../sys/native.js';
+import { locateFile, type CatLocation, type CatManifest } from './cat-locate.js';
 import type { Content, Layout, Pack } from './mapping.js';
 import { localConfigDigest, openPushFile, readPack, readPushConfig, type PushConfig } from './pack.js';
 import { planPush, type Fetched } from './prove.js';
@@ -21,6 +22,7 @@ interface RegistryJobs {
   pullLock: { args: [storeRoot: string, digest: string]; result: number };
   pullUnlock: { args: [storeRoot: string, digest: string, fd: number]; result: void };
   localConfig: { args: [storeRoot: string, digest: string]; result: string | undefined };
+  catLocate: { args: [config: string, manifest: CatManifest, path: string, digest: string]; result: CatLocation };
 }
 
 type Name = keyof RegistryJobs;
@@ -49,6 +51,7 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pullLock: job('pullLock', (sys, [storeRoot, digest]) => tryPullLock(sys, storeRoot, digest)),
   pullUnlock: job('pullUnlock', (sys, [storeRoot, digest, fd]) => releasePullLock(sys, storeRoot, digest, fd)),
   localConfig: job('localConfig', (sys, [storeRoot, digest]) => localConfigDigest(sys, storeRoot, digest)),
+  catLocate: job('catLocate', (_sys, [config, manifest, path, digest]) => locateFile(config, manifest, path, digest)),
 };
 
 /** Runs a registry job on the worker thread, or inline with an injected syscall layer. */

@@ -18,7 +18,7 @@ const writeAt = promisify(write);
 const closeFd = promisify(close);
 
 /** The largest snapshot manifest (config blob) accepted. */
-const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
+export const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
 /** Bytes gathered before each write of a streamed large file. */
 const WRITE_BYTES = 4 * 1024 * 1024;
 
