@@ -177,7 +177,7 @@ Writes the bytes of one file of a snapshot in an OCI registry repository to stdo
 the snapshot: it fetches the image manifest, the config (the snapshot manifest, whose digest is
 recomputed), then only the file's bytes (a Range read of the pack that holds them, or their own
 blob). <path> is the file as a clone shows it (a mount's as <target>/...). Nothing is written
-before the bytes match the sha256 the snapshot records (a file over 16 MiB is proven in a temp
+before the bytes match the sha256 the snapshot records (a file over 64 MiB is proven in a temp
 file first); a mismatch is SEAL_CORRUPT with nothing on stdout. A directory is SEAL_BAD_PATH, a
 symlink SEAL_SYMLINK, a path not in the snapshot SEAL_UNAVAILABLE. No store is needed.
   --tag NAME          the snapshot tag NAME names

@@ -31,9 +31,9 @@ export interface CatLocation {
   offset: number;
 }
 
-/** One entry list of the document: its canonical JSON text, and the area and path prefix it is seen at. */
+/** One entry list of the document: its canonical JSON (ASCII bytes, as the config holds it), and where a clone shows it. */
 interface List {
-  text: string;
+  text: Buffer;
   /** '' for the copy roots; a mount's target. */
   target: string;
 }
@@ -54,36 +54,36 @@ const HEX64_RE = /^[0-9a-f]{64}$/;
  * Cuts a snapshot manifest (the config) into its entry lists' texts and the rest, without
  * parsing the lists: the copy roots' list after `,"entries":[`, each mount's after
  * `{"entries":[`, each ending at the first `]` its canonical form has none before. The cut
- * is only a guess until the digest proves it: the lists' texts are hashed as they stand.
+ * is only a guess until the digest proves it: the lists' bytes are hashed as they stand.
  */
-function cutDocument(config: string, bad: (why: string) => SealError): { lists: string[]; skeleton: Skeleton } {
-  const lists: string[] = [];
+function cutDocument(config: Buffer, bad: (why: string) => SealError): { lists: Buffer[]; skeleton: Skeleton } {
+  const lists: Buffer[] = [];
   let skeleton = '';
   let at = 0;
   const take = (open: string, closes: string[]): boolean => {
-    const start = config.indexOf(open, at);
+    const start = config.indexOf(open, at, 'latin1');
     if (start < 0) return false;
     const listStart = start + open.length - 1;
-    const ends = closes.map((c) => config.indexOf(c, listStart)).filter((i) => i >= 0);
+    const ends = closes.map((c) => config.indexOf(c, listStart, 'latin1')).filter((i) => i >= 0);
     if (ends.length === 0) throw bad('an entry list has no end');
     const listEnd = Math.min(...ends) + 1;
-    skeleton += `${config.slice(at, listStart)}[]`;
-    lists.push(config.slice(listStart, listEnd));
+    skeleton += `${config.toString('latin1', at, listStart)}[]`;
+    lists.push(config.subarray(listStart, listEnd));
     at = listEnd;
     return true;
   };
   if (!take(',"entries":[', ['],"exclude":[', '],"manifest_digest":"'])) throw bad('no entries');
-  const mounts = config.indexOf(',"mounts":[', at);
+  const mounts = config.indexOf(',"mounts":[', at, 'latin1');
   if (mounts < 0) throw bad('no mounts');
-  skeleton += config.slice(at, mounts);
+  skeleton += config.toString('latin1', at, mounts);
   at = mounts;
   while (take('{"entries":[', ['],"kind":"'])) {
     // The next mount, if any, starts before the mounts' end.
-    const next = config.indexOf('{"entries":[', at);
-    const endOfMounts = config.indexOf('],"revision":', at);
+    const next = config.indexOf('{"entries":[', at, 'latin1');
+    const endOfMounts = config.indexOf('],"revision":', at, 'latin1');
     if (next < 0 || (endOfMounts >= 0 && endOfMounts < next)) break;
   }
-  skeleton += config.slice(at);
+  skeleton += config.toString('latin1', at);
   try {
     return { lists, skeleton: JSON.parse(skeleton) as Skeleton };
   } catch (err) {
@@ -101,7 +101,7 @@ function stringList(v: unknown): v is string[] {
  * revision, declarations, exclude patterns and mount sources and targets. Once it is, each
  * list's text is that snapshot's canonical entry list, byte for byte.
  */
-function proveLists(config: string, expect: string, where: string): List[] {
+function proveLists(config: Buffer, expect: string, where: string): List[] {
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not hold a valid snapshot manifest: ${why}`);
   const { lists, skeleton: d } = cutDocument(config, bad);
   const mounts = Array.isArray(d.mounts) ? d.mounts : [];
@@ -115,7 +115,7 @@ function proveLists(config: string, expect: string, where: string): List[] {
     revision: d.revision,
     declarations: d.declarations,
     exclude: d.exclude as string[] | undefined,
-    manifestDigest: createHash('sha256').update(lists[0]!, 'latin1').digest('hex'),
+    manifestDigest: createHash('sha256').update(lists[0]!).digest('hex'),
     mountContentDigest: mountBinding.contentDigest,
     mountManifestDigest: mountBinding.manifestDigest,
   });
@@ -128,15 +128,15 @@ function proveLists(config: string, expect: string, where: string): List[] {
  * canonical JSON an unescaped quote only delimits, so this names one entry's path key
  * and its whole value), read from its `{"kind":` to its `}`.
  */
-function findEntry(list: string, path: string): ManifestEntry | undefined {
-  const at = list.indexOf(`,"path":${jsonString(path)},"sha256":"`);
+function findEntry(list: Buffer, path: string): ManifestEntry | undefined {
+  const at = list.indexOf(`,"path":${jsonString(path)},"sha256":"`, 0, 'latin1');
   if (at < 0) return undefined;
-  const start = list.lastIndexOf('{"kind":"', at);
-  const end = list.indexOf('}', at);
-  return JSON.parse(list.slice(start, end + 1)) as ManifestEntry;
+  const start = list.lastIndexOf('{"kind":"', at, 'latin1');
+  const end = list.indexOf('}', at, 'latin1');
+  return JSON.parse(list.toString('latin1', start, end + 1)) as ManifestEntry;
 }
 
-/** The list and path inside it that a clone-relative path names: a copy root's, else a mount's (`payload` is its target). */
+/** The entry a clone-relative path names: a copy root's, else a mount's (`payload` is its target, the longest target first). */
 function lookUp(lists: List[], path: string): ManifestEntry | undefined {
   const copy = findEntry(lists[0]!.text, path);
   if (copy !== undefined) return copy;
@@ -147,9 +147,30 @@ function lookUp(lists: List[], path: string): ManifestEntry | undefined {
   return undefined;
 }
 
+const KEY = Buffer.from(',"sha256":"', 'latin1');
+const SIZE_KEY_BYTES = '","size":'.length;
+
+/** The value of hex digit byte c (-1 when it is not one). */
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x61 && c <= 0x66) return c - 0x61 + 10;
+  return -1;
+}
+
+/** The bucket of the sha256 whose hex digits start at `at` (its first 8 digits, as bucketOf reads them); -1 when they are not hex. */
+function bucketAt(text: Buffer, at: number, buckets: number): number {
+  let top = 0;
+  for (let k = 0; k < 8; k++) {
+    const v = hexValue(text[at + k]!);
+    if (v < 0) return -1;
+    top = top * 16 + v;
+  }
+  return Math.floor((top * buckets) / 2 ** 32);
+}
+
 /**
  * Every distinct file content in bucket `bucket` below `threshold` bytes (the pack's
- * contents), from the proven lists' texts: each `,"sha256":"<64 hex>","size":N}` of a file
+ * contents), from the proven lists' bytes: each `,"sha256":"<64 hex>","size":N}` of a file
  * entry. Returns the pack's size and the offset of content `sha256` in it (contents are
  * packed in sha256 order).
  */
@@ -157,17 +178,17 @@ function packPlace(lists: List[], sha256: string, threshold: number, buckets: nu
   const seen = new Set<string>();
   let offset = 0;
   let size = 0;
-  const key = ',"sha256":"';
   for (const { text } of lists) {
-    for (let at = text.indexOf(key); at >= 0; at = text.indexOf(key, at + 1)) {
-      const hexAt = at + key.length;
-      if (text.charCodeAt(hexAt + 64) !== 0x22) continue;
-      const sha = text.slice(hexAt, hexAt + 64);
-      if (bucketOf(sha, buckets) !== bucket || seen.has(sha) || !HEX64_RE.test(sha)) continue;
+    for (let at = text.indexOf(KEY); at >= 0; at = text.indexOf(KEY, at + KEY.length)) {
+      const hexAt = at + KEY.length;
+      // A directory's is "": only 64 digits and a quote are a content's.
+      if (text[hexAt + 64] !== 0x22 || bucketAt(text, hexAt, buckets) !== bucket) continue;
+      const sha = text.toString('latin1', hexAt, hexAt + 64);
+      if (seen.has(sha) || !HEX64_RE.test(sha)) continue;
       // Symlinks have a sha256 too; only files are packed.
-      if (text.charCodeAt(text.lastIndexOf('{"kind":"', at) + 9) !== 0x66) continue;
-      const sizeAt = hexAt + 64 + '","size":'.length;
-      const n = Number(text.slice(sizeAt, text.indexOf('}', sizeAt)));
+      if (text[text.lastIndexOf('{"kind":"', at, 'latin1') + 9] !== 0x66) continue;
+      const sizeAt = hexAt + 64 + SIZE_KEY_BYTES;
+      const n = Number(text.toString('latin1', sizeAt, text.indexOf('}', sizeAt, 'latin1')));
       if (n === 0 || n >= threshold) continue;
       seen.add(sha);
       size += n;
@@ -186,9 +207,9 @@ function packPlace(lists: List[], sha256: string, threshold: number, buckets: nu
  * bucket's smaller contents. The manifest's layers must hold that blob at the size the
  * config implies (else SEAL_CORRUPT); the bytes read are proven against the sha256 later.
  */
-export function locateFile(config: string, manifest: CatManifest, path: string, expect: string): CatLocation {
+export function locateFile(config: Uint8Array, manifest: CatManifest, path: string, expect: string): CatLocation {
   if (!HEX64_RE.test(expect)) throw new SealError('SEAL_CORRUPT', `${manifest.where} names no snapshot digest`);
-  const lists = proveLists(config, expect, manifest.where);
+  const lists = proveLists(Buffer.from(config.buffer, config.byteOffset, config.byteLength), expect, manifest.where);
   const shown = escapePath(path);
   const entry = lookUp(lists, path);
   if (entry === undefined) throw new SealError('SEAL_UNAVAILABLE', `no such file in snapshot ${expect}: ${shown}`, { path });

@@ -22,7 +22,7 @@ interface RegistryJobs {
   pullLock: { args: [storeRoot: string, digest: string]; result: number };
   pullUnlock: { args: [storeRoot: string, digest: string, fd: number]; result: void };
   localConfig: { args: [storeRoot: string, digest: string]; result: string | undefined };
-  catLocate: { args: [config: string, manifest: CatManifest, path: string, digest: string]; result: CatLocation };
+  catLocate: { args: [config: Uint8Array, manifest: CatManifest, path: string, digest: string]; result: CatLocation };
 }
 
 type Name = keyof RegistryJobs;
@@ -57,4 +57,9 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
 /** Runs a registry job on the worker thread, or inline with an injected syscall layer. */
 export function runJob<K extends Name>(sys: Sys, op: K, args: Args<K>): Promise<Result<K>> {
   return (OPS[op] as Op<[Sys, Args<K>], Result<K>>).async(sys, args);
+}
+
+/** Runs a registry job on the calling thread (its sync twin): for a step too short to be worth a worker thread's start. */
+export function runJobSync<K extends Name>(sys: Sys, op: K, args: Args<K>): Result<K> {
+  return (OPS[op] as Op<[Sys, Args<K>], Result<K>>).sync(sys, args);
 }
