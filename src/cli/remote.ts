@@ -168,7 +168,7 @@ credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_P
 export const CAT: CommandSpec = {
   name: 'cat',
   synopsis: 'cat <remote> <digest> <path>',
-  summary: "print one file of a snapshot in an OCI registry, fetching only that file's bytes",
+  summary: 'print one file of a snapshot in an OCI registry (fetches only its bytes)',
   help: `usage: treeseal cat <remote> <digest> <path> [--insecure] [--timeout SECONDS] [--ca-file PEM]
        treeseal cat --tag NAME <remote> <path> [options]
        treeseal cat --manifest DIGEST <remote> <path> [options]
