@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { checkInteger, invalidArgType } from '../../base/arg-errors.js';
+import { checkInteger, checkOptions, invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { checkRelative, escapePath } from '../../base/paths.js';
 import { sealedAsync } from '../../base/refusal.js';
@@ -216,7 +216,7 @@ export function catRemote(remote: string, snapshot: SnapshotRef, path: string, o
 export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions = {}): Promise<Buffer | CatReport> {
   const ref = checkReference(snapshot);
   const parts = checkRelative(path, { label: 'file path', name: 'path', maxPathBytes: Number.MAX_SAFE_INTEGER });
-  const o = options ?? {};
+  const o = checkOptions('options', options);
   const maxBytes = o.maxBytes === undefined ? DEFAULT_MAX_BYTES : checkInteger('options.maxBytes', o.maxBytes, 0, bufferConstants.MAX_LENGTH);
   const output = checkOutput(o.output);
   const call: CatCall = { sys: nativeSys, ref, path: parts.join('/'), maxBytes, output };
