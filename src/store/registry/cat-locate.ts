@@ -1,4 +1,4 @@
-// cat-locate.ts: where one file of a pulled-from-nowhere snapshot lies in the registry: the config proven against the snapshot digest from its own text, the file's entry, and its pack and offset (or its own blob).
+// cat-locate.ts: where one file of a snapshot in a registry lies: the config proven against the snapshot digest from its own text, the file's entry, and its pack and offset (or its own blob).
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
