@@ -1,14 +1,14 @@
-// registry.mjs: `npm run bench:registry`: push and pull of the 5k tree through a local docker-registry, against one tar blob through the same client.
+// registry.mjs: `npm run bench:registry`: push and pull of the 5k tree through a local docker-registry, against one tar blob through the same client; cat of one file of the 50k tree.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync, chmodSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync, chmodSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { SnapshotStore } from '../dist/index.js';
+import { SnapshotStore, catRemote } from '../dist/index.js';
 import { RegistryClient, parseRemote } from '../dist/internal.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -21,6 +21,8 @@ const reps = Number(process.env.TREESEAL_BENCH_REPS ?? 3);
 const ram = process.env.TREESEAL_BENCH_RAM ?? (existsSync('/dev/shm') ? '/dev/shm' : work);
 const concurrency = process.env.TREESEAL_BENCH_CONCURRENCY === undefined ? undefined : Number(process.env.TREESEAL_BENCH_CONCURRENCY);
 const REGISTRY_BIN = '/usr/bin/docker-registry';
+const catReps = Number(process.env.TREESEAL_BENCH_CAT_REPS ?? 5);
+const CLI = join(root, 'dist', 'cli.js');
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -97,7 +99,7 @@ async function tarPush(address, repo, src, tarFile) {
 
 async function tarPull(address, repo, blob, dest) {
   const client = new RegistryClient({ remote: parseRemote(`${address}/${repo}`), credentials: undefined, scopes: [], what: 'tar pull' });
-  const res = await client.openBlob(blob.digest);
+  const { res } = await client.openBlob(blob.digest);
   const tarFile = `${dest}.tar`;
   const file = await open(tarFile, 'wx');
   const hash = createHash('sha256');
@@ -113,13 +115,66 @@ async function tarPull(address, repo, blob, dest) {
   execFileSync('tar', ['-xf', tarFile, '-C', dest]);
 }
 
-function ensureTree() {
-  const src = join(work, 'bench-5000-64', 'src');
+function ensureTree(files = 5000, bigMib = 64) {
+  const src = join(work, `bench-${files}-${bigMib}`, 'src');
   if (!existsSync(join(src, 'tree'))) {
     mkdirSync(src, { recursive: true });
-    execFileSync('python3', [join(shared, 'bench/gen_tree.py'), join(src, 'tree'), '--files', '5000', '--big-mib', '64']);
+    execFileSync('python3', [join(shared, 'bench/gen_tree.py'), join(src, 'tree'), '--files', String(files), '--big-mib', String(bigMib)]);
   }
   return src;
+}
+
+/** Times catRemote in a fresh process (the call alone, after the import): what a script that cats one file pays. */
+const FRESH_CAT = `
+const [remote, digest, path] = process.argv.slice(1);
+const { catRemote } = await import(${JSON.stringify(join(root, 'dist', 'index.js'))});
+const t = performance.now();
+const bytes = await catRemote(remote, digest, path);
+process.stdout.write(JSON.stringify({ ms: performance.now() - t, sha256: (await import('node:crypto')).createHash('sha256').update(bytes).digest('hex') }));
+`;
+
+/**
+ * cat of one file of the 50k-file snapshot (its config is about 9.6 MB): the library call in
+ * this process, the same call in a fresh process, and `treeseal cat` from start to exit;
+ * a different file each time, its bytes checked.
+ */
+async function catRows(address, scratch) {
+  const src = ensureTree(50000, 0);
+  const dir = join(scratch, 'cat');
+  mkdirSync(dir, { recursive: true });
+  const a = await SnapshotStore.open(join(dir, 'a'));
+  const snap = await a.capture({ source: src, copy: ['tree'], revision: 'bench' });
+  const remote = `${address}/bench/cat-${Date.now()}`;
+  await a.push(snap.digest, remote);
+  const files = snap.entries.filter((e) => e.kind === 'file');
+  const configBytes = statSync(join(snap.root, 'manifest.json')).size;
+  const lib = [];
+  const fresh = [];
+  const cli = [];
+  const version = [];
+  for (let i = 0; i < catReps; i++) {
+    // What any command costs here before it does anything: the baseline of the last row.
+    const t0 = performance.now();
+    spawnSync(process.execPath, [CLI, '--version']);
+    version.push(performance.now() - t0);
+    const f = files[((i + 1) * 7919) % files.length];
+    const want = readFileSync(join(snap.root, 'copy', f.path));
+    const t = performance.now();
+    const bytes = await catRemote(remote, snap.digest, f.path);
+    lib.push(performance.now() - t);
+    if (!bytes.equals(want)) throw new Error(`cat gave other bytes for ${f.path}`);
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', FRESH_CAT, remote, snap.digest, f.path], { encoding: 'utf8' });
+    const out = JSON.parse(r.stdout);
+    if (out.sha256 !== f.sha256) throw new Error(`cat in a fresh process gave other bytes for ${f.path}: ${r.stderr}`);
+    fresh.push(out.ms);
+    const t2 = performance.now();
+    const c = spawnSync(process.execPath, [CLI, 'cat', remote, snap.digest, f.path]);
+    cli.push(performance.now() - t2);
+    if (c.status !== 0 || !c.stdout.equals(want)) throw new Error(`treeseal cat failed for ${f.path}: ${c.stderr}`);
+  }
+  await a.close();
+  dropDir(dir);
+  return { lib: median(lib), fresh: median(fresh), cli: median(cli), version: median(version), files: files.length, configBytes };
 }
 
 /** A copy of the source with one small file changed. */
@@ -182,17 +237,20 @@ async function main() {
   const scratch = mkdtempSync(join(ram, 'treeseal-bench-registry-'));
   const reg = await startRegistry(scratch);
   const rows = [];
+  let cat;
   try {
     for (let i = 0; i < reps; i++) {
       console.error(`bench:registry rep ${i + 1}/${reps}…`);
       rows.push(await rep(i, reg.address, src, scratch));
     }
+    console.error(`bench:registry cat of one file of the 50k tree, ${catReps} times…`);
+    cat = await catRows(reg.address, scratch);
   } finally {
     reg.stop();
     dropDir(scratch);
   }
   const m = Object.fromEntries(Object.keys(rows[0]).map((k) => [k, median(rows.map((r) => r[k]))]));
-  console.log(`treeseal bench:registry — ${cpus().length} cores (${cpus()[0]?.model ?? 'cpu'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, docker-registry on 127.0.0.1, registry storage and stores in ${ram}, 5k+64MiB tree, medians of ${reps}`);
+  console.log(`treeseal bench:registry — ${cpus().length} cores (${cpus()[0]?.model ?? 'cpu'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, docker-registry on 127.0.0.1, registry storage and stores in ${ram}, 5k+64MiB tree, medians of ${reps}; cat: 50k-file tree, medians of ${catReps}; load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log('');
   console.log('| operation | treeseal | one tar blob | ratio |');
   console.log('|---|---|---|---|');
@@ -201,12 +259,18 @@ async function main() {
   console.log(`| re-push (unchanged) | ${fmt(m.rePush)} | | |`);
   console.log(`| push after one changed file | ${fmt(m.deltaPush)}: ${m.deltaPacks} packs, ${mb(m.deltaBytes)} + config | | |`);
   console.log(`| pull next to the sibling snapshot | ${fmt(m.siblingPull)} | | |`);
+  console.log(`| cat of one file, 50k-file snapshot (${mb(cat.configBytes)} config): the call in this process | ${fmt(cat.lib)} | | |`);
+  console.log(`| … the call in a fresh process (after the import) | ${fmt(cat.fresh)} | | |`);
+  console.log(`| … \`treeseal cat\`, process start to exit | ${fmt(cat.cli)} | | |`);
+  console.log(`| (\`treeseal --version\`, process start to exit, for scale) | ${fmt(cat.version)} | | |`);
   const checks = [
     ['cold push ≤ 2× the tar reference', m.coldPush <= 2 * m.tarPush],
     ['pull with verification ≤ 2× the tar reference', m.pull <= 2 * m.tarPull],
     ['re-push ≤ 0.3 s', m.rePush <= 300],
     ['one changed file uploads ≤ 2 packs', Math.max(...rows.map((r) => r.deltaPacks)) <= 2],
     ['one changed file uploads ≤ 1 MB plus that file', Math.max(...rows.map((r) => r.deltaBytes - r.changedFile)) <= 1e6],
+    ['cat of one file from the 50k snapshot ≤ 0.3 s (the call in this process)', cat.lib <= 300],
+    ['cat of one file from the 50k snapshot ≤ 0.3 s (treeseal cat, process start to exit)', cat.cli <= 300],
   ];
   console.log('');
   for (const [name, ok] of checks) console.log(`${ok ? 'met    ' : 'NOT MET'}  ${name}`);

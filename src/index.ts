@@ -26,3 +26,5 @@ export { writeFrozenFile, writeFrozenFileSync, type WriteFrozenOptions } from '.
 export { stageFiles, stageFilesSync, Stage, type StageFile, type StageOptions, type StagedFile } from './tools/stage.js';
 export type { PushOptions, PullOptions, PushReport, PullReport, RemoteOptions, TransferProgress, Timeouts } from './store/registry/options.js';
 export type { Credentials } from './store/registry/credentials.js';
+export type { SnapshotRef } from './store/registry/reference.js';
+export { catRemote, type CatOptions, type CatReport } from './store/registry/cat.js';

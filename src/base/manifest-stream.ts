@@ -52,6 +52,17 @@ export interface MountDigestInput {
 
 /** The seed's dependency content and manifest digests over the captured mounts; each entry list is encoded once, for both. */
 export function mountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
+  return mountDigestsOf(mounts, (i, sink) => encodeEntries(mounts[i]!.entries, sink));
+}
+
+/**
+ * mountDigests with each mount's entry list given as its canonical JSON by `list(i, sink)`
+ * (chunks handed to sink in order): a document's own text of the list hashes as it stands.
+ */
+export function mountDigestsOf(
+  mounts: readonly Pick<MountDigestInput, 'source' | 'target'>[],
+  list: (i: number, sink: (chunk: Chunk) => void) => void,
+): { contentDigest: string; manifestDigest: string } {
   const content = mounts.map(() => ({ entries: new RawJson(SLOT) }));
   const contentParts = encodeValue(content as unknown as Json).split(SLOT);
   const manifest = {
@@ -61,10 +72,10 @@ export function mountDigests(mounts: readonly MountDigestInput[]): { contentDige
   const manifestParts = encodeValue(manifest as unknown as Json).split(SLOT);
   const c = createHash('sha256');
   const m = createHash('sha256');
-  mounts.forEach((mount, i) => {
+  mounts.forEach((_mount, i) => {
     c.update(contentParts[i]!);
     m.update(manifestParts[i]!);
-    encodeEntries(mount.entries, (chunk) => {
+    list(i, (chunk) => {
       c.update(chunk);
       m.update(chunk);
     });

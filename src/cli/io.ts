@@ -27,6 +27,12 @@ export class Io {
     this.#streams.stdout.write(text);
   }
 
+  /** The stream stdout output goes to, for bytes written as they are (`cat`); the progress line is cleared first. */
+  get stdout(): NodeJS.WriteStream {
+    this.#clear();
+    return this.#streams.stdout;
+  }
+
   /** Writes a line to stderr (after clearing the progress line). */
   warn(text: string): void {
     this.#clear();

@@ -1,5 +1,7 @@
-// remote.ts: `treeseal push` and `pull`: a snapshot to or from an OCI registry repository.
-import type { PullReport, PushReport } from '../index.js';
+// remote.ts: `treeseal push`, `pull` and `cat`: a snapshot to or from an OCI registry repository, or one file of it.
+import { Writable } from 'node:stream';
+
+import { catRemote, type CatReport, type PullReport, type PushReport, type SnapshotRef } from '../index.js';
 import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
@@ -30,6 +32,30 @@ function caFile(ctx: Context): { caFile?: string } {
   return { caFile: raw };
 }
 
+/** --tag NAME (handed to the library, which checks it). */
+function tagOption(ctx: Context): { tag?: string } {
+  const raw = stringOption(ctx, 'tag');
+  return raw === undefined ? {} : { tag: raw };
+}
+
+/**
+ * What names the snapshot: --tag NAME or --manifest DIGEST (then `<digest>` is left out
+ * of the arguments), else the argument at `digestAt` among `names` (the others'). Returns
+ * it and the other arguments, in order.
+ */
+function snapshotRef(ctx: Context, names: string[], digestAt: number): { ref: SnapshotRef; args: string[] } {
+  const tag = stringOption(ctx, 'tag');
+  const manifest = stringOption(ctx, 'manifest');
+  if (tag !== undefined && manifest !== undefined) throw new UsageError(`${ctx.command} takes --tag or --manifest, not both`, ctx.command);
+  if (tag === undefined && manifest === undefined) {
+    const all = [...names.slice(0, digestAt), '<digest>', ...names.slice(digestAt)];
+    need(ctx, all.length, `${all.join(' ')} (or --tag NAME or --manifest DIGEST instead of <digest>)`);
+    return { ref: ctx.args[digestAt]!, args: ctx.args.filter((_a, i) => i !== digestAt) };
+  }
+  need(ctx, names.length, `${names.join(' ')} with --${tag !== undefined ? 'tag' : 'manifest'} (and no <digest>)`);
+  return { ref: tag !== undefined ? { tag } : { manifest: manifest! }, args: ctx.args };
+}
+
 async function push(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
@@ -38,6 +64,7 @@ async function push(ctx: Context): Promise<void> {
     ...concurrency(ctx),
     ...timeout(ctx),
     ...caFile(ctx),
+    ...tagOption(ctx),
     insecure: flag(ctx, 'insecure'),
     mountFrom: listOption(ctx, 'mount-from'),
     onProgress: (p) => line.update(p),
@@ -46,29 +73,43 @@ async function push(ctx: Context): Promise<void> {
   const what = r.existed
     ? `already there, nothing sent`
     : `${r.uploaded} of ${r.blobs} blobs uploaded (${bytes(r.bytesUploaded)}), ${r.mounted} mounted, ${r.skipped} already there`;
-  ctx.io.emit(r, `pushed ${r.digest.slice(0, 12)} to ${r.remote}:${r.tag}: ${what} in ${ms(r.elapsedMs)}`);
+  const also = r.tags.length > 1 ? ` (also tagged ${r.tags.slice(1).join(', ')})` : '';
+  ctx.io.emit(r, `pushed ${r.digest.slice(0, 12)} to ${r.remote}:${r.tag}${also}: ${what} in ${ms(r.elapsedMs)}; manifest ${r.manifestDigest}`);
 }
 
 async function pull(ctx: Context): Promise<void> {
-  need(ctx, 2, '<digest> <remote>');
+  const { ref, args } = snapshotRef(ctx, ['<remote>'], 0);
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
-  const r: PullReport = await store.pull(ctx.args[0]!, ctx.args[1]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
+  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
     : `${r.downloaded} of ${r.blobs} blobs downloaded (${bytes(r.bytesDownloaded)}), ${r.reused} contents (${bytes(r.reusedBytes)}) taken from local snapshots, all verified`;
-  ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${r.remote}: ${what} in ${ms(r.elapsedMs)}`);
+  const from = typeof ref === 'string' ? r.remote : 'tag' in ref ? `${r.remote}:${ref.tag}` : `${r.remote}@${r.manifestDigest}`;
+  ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${from}: ${what} in ${ms(r.elapsedMs)}`);
+}
+
+async function cat(ctx: Context): Promise<void> {
+  const { ref, args } = snapshotRef(ctx, ['<remote>', '<path>'], 1);
+  // --json: the report instead of the bytes (fetched and proven all the same).
+  const output = ctx.io.json ? new Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
+  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), output });
+  if (ctx.io.json) ctx.io.emit(r, '');
 }
 
 export const PUSH: CommandSpec = {
   name: 'push',
   synopsis: 'push <digest> <remote>',
   summary: 'push a snapshot to an OCI registry',
-  help: `usage: treeseal push <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM] [--mount-from REPO]...
+  help: `usage: treeseal push <digest> <remote> [--tag NAME] [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM] [--mount-from REPO]...
 
-Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>.
-Blobs the registry already has are skipped; an existing tag for the same snapshot sends nothing.
+Pushes a snapshot to an OCI registry repository (<remote> is host[:port]/repository) as tag ts-<digest>,
+and points a named tag at it too: --tag NAME, else one derived from the snapshot's revision (the
+revision itself when it is a valid tag). Blobs the registry already has are skipped; an existing
+ts-<digest> for the same snapshot sends no blob. The manifest carries the OCI annotations
+org.opencontainers.image.created, .revision and .source; its digest is printed (pull --manifest).
+  --tag NAME          the named tag ([a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}, not ts-<64 hex digits>)
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
@@ -79,6 +120,7 @@ Blobs the registry already has are skipped; an existing tag for the same snapsho
 Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json (its
 credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured.`,
   options: {
+    tag: { type: 'string' },
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },
@@ -93,10 +135,17 @@ export const PULL: CommandSpec = {
   synopsis: 'pull <digest> <remote>',
   summary: 'pull a snapshot from an OCI registry, verified',
   help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
+       treeseal pull --tag NAME <remote> [options]
+       treeseal pull --manifest DIGEST <remote> [options]
 
-Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store. The snapshot
-digest, every blob and every file are checked before it is published; contents the store already
-holds are taken from local snapshots instead of downloaded.
+Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store; or the
+snapshot a tag names, or the one whose image manifest has digest DIGEST (sha256:..., which the
+manifest's bytes must hash to). The snapshot digest (recomputed from the config), every blob and
+every file are checked before it is published; contents the store already holds are taken from
+local snapshots instead of downloaded. Pulls of one snapshot into one store at the same time
+download it once: the later ones wait, then find it published.
+  --tag NAME          pull the snapshot tag NAME names
+  --manifest DIGEST   pull the snapshot of the image manifest DIGEST
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
@@ -106,10 +155,44 @@ holds are taken from local snapshots instead of downloaded.
 Credentials: TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json (its
 credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured.`,
   options: {
+    tag: { type: 'string' },
+    manifest: { type: 'string' },
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },
     'ca-file': { type: 'string' },
   },
   run: pull,
+};
+
+export const CAT: CommandSpec = {
+  name: 'cat',
+  synopsis: 'cat <remote> <digest> <path>',
+  summary: 'print one file of a snapshot in an OCI registry (fetches only its bytes)',
+  help: `usage: treeseal cat <remote> <digest> <path> [--insecure] [--timeout SECONDS] [--ca-file PEM]
+       treeseal cat --tag NAME <remote> <path> [options]
+       treeseal cat --manifest DIGEST <remote> <path> [options]
+
+Writes the bytes of one file of a snapshot in an OCI registry repository to stdout, without pulling
+the snapshot: it fetches the image manifest, the config (the snapshot manifest, whose digest is
+recomputed), then only the file's bytes (a Range read of the pack that holds them, or their own
+blob). <path> is the file as a clone shows it (a mount's as <target>/...). Nothing is written
+before the bytes match the sha256 the snapshot records (a file over 64 MiB is proven in a temp
+file first); a mismatch is SEAL_CORRUPT with nothing on stdout. A directory is SEAL_BAD_PATH, a
+symlink SEAL_SYMLINK, a path not in the snapshot SEAL_UNAVAILABLE. No store is needed.
+  --tag NAME          the snapshot tag NAME names
+  --manifest DIGEST   the snapshot of the image manifest DIGEST
+  --insecure          allow plain HTTP to a registry that is not on a loopback address
+  --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30)
+  --ca-file PEM       CA certificates to trust besides Node's own (else TREESEAL_CA_FILE)
+  --json              print what was fetched (digest, size, sha256, blob, offset, bytes) instead of the file
+Credentials: as push and pull take them.`,
+  options: {
+    tag: { type: 'string' },
+    manifest: { type: 'string' },
+    insecure: { type: 'boolean' },
+    timeout: { type: 'string' },
+    'ca-file': { type: 'string' },
+  },
+  run: cat,
 };

@@ -8,6 +8,8 @@ export const BUILD_PREFIX = 'build-';
 /** Leases on published snapshots, one file per lease: `leases/<digest>-<16 hex>`, flocked while held. */
 export const LEASES_DIR = 'leases';
 export const REMOVING_PREFIX = 'rm-';
+/** The lock of the pulls of one snapshot into the store: `tmp/pull-<digest>`, flocked while a pull downloads it. */
+export const PULL_LOCK_PREFIX = 'pull-';
 /** A snapshot's copy roots live in `copy/`, its mounts in `mounts/<mountDir(i)>/payload`. */
 export const COPY_AREA = 'copy';
 export const MOUNTS_AREA = 'mounts';

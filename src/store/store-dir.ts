@@ -7,11 +7,11 @@ import { throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, RENAME_NOREPLACE } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
-import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, LEASES_DIR, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
@@ -144,14 +144,19 @@ function openSnapshotDir(sys: Sys, snapshotsFd: number, digest: string): Fd {
 }
 
 /**
- * Removes builds in tmp/ that no live process holds (their flock is free) and
- * snapshots left half-removed; call with the store lock held exclusively.
+ * Removes builds in tmp/ that no live process holds (their flock is free), snapshots
+ * left half-removed, and the pull locks of pulls that died; call with the store lock
+ * held exclusively.
  */
 export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   let swept = 0;
   for (const entry of sys.readdir(tmp.fd)) {
     const name = entry.name;
+    if (typeof name === 'string' && name.startsWith(PULL_LOCK_PREFIX)) {
+      if (sweepPullLock(sys, tmp.fd, name)) swept++;
+      continue;
+    }
     if (typeof name !== 'string' || !(name.startsWith(REMOVING_PREFIX) || name.startsWith(BUILD_PREFIX))) continue;
     // A build's lock is held until it is removed; a half-removed snapshot has none.
     using lock = name.startsWith(BUILD_PREFIX) ? lockStaleBuild(sys, tmp.fd, name) : undefined;
@@ -160,6 +165,38 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     swept++;
   }
   return swept;
+}
+
+/**
+ * Removes a pull lock no live pull holds (`tmp/pull-<digest>`, see registry/pull-lock.ts):
+ * taken first, then removed while held, as its holder removes it. True when removed.
+ */
+function sweepPullLock(sys: Sys, tmpFd: number, name: string): boolean {
+  let fd: number;
+  try {
+    fd = sys.openat(tmpFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT', 'ELOOP')) return false;
+    throw err;
+  }
+  using lock = own(sys, fd);
+  try {
+    sys.flock(lock.fd, LOCK_EX | LOCK_NB);
+  } catch (err) {
+    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return false;
+    throw err;
+  }
+  const st = sys.fstat(lock.fd);
+  let now: Stat;
+  try {
+    now = sys.fstatat(tmpFd, name, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return false;
+    throw err;
+  }
+  if (now.dev !== st.dev || now.ino !== st.ino) return false;
+  sys.unlinkat(tmpFd, name, 0);
+  return true;
 }
 
 /**

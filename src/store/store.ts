@@ -18,13 +18,14 @@ import { buildSnapshot, type CaptureReport } from './publish.js';
 import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
+import { checkReference, type SnapshotRef } from './registry/reference.js';
 import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
 import { STORE_TRUSTS, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
-import { checkDigestPrefix, checkFullDigest, listDigests, resolveDigestIn } from './digests.js';
+import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
 
 export interface StoreOptions extends ToolOptions {
   /** close() thaws and removes the whole store. */
@@ -297,16 +298,21 @@ export class SnapshotStore {
   }
 
   /**
-   * Pulls snapshot `digest` (full) from an OCI registry repository into this store,
-   * proving its digest, every blob and every file; contents the store already holds are
-   * reflinked or copied from local snapshots instead of downloaded. Nothing is published
-   * unless everything checks out.
+   * Pulls a snapshot from an OCI registry repository into this store: by its digest (all
+   * 64 digits, from tag `ts-<digest>`), by `{ tag }` (a tag push set) or by `{ manifest }`
+   * (its image manifest's digest, `sha256:…`, which the manifest's bytes must hash to).
+   * Proves the snapshot digest from the config (by tag or manifest: the one the manifest
+   * claims), every blob and every file; contents the store already holds are reflinked or
+   * copied from local snapshots instead of downloaded. Nothing is published unless
+   * everything checks out. Concurrent pulls of one snapshot into one store (in this
+   * process or others) download it once: each waits for the one before it, then finds
+   * the snapshot published (`existed`).
    */
-  async pull(digest: string, remote: string, options: PullOptions = {}): Promise<PullReport> {
+  async pull(snapshot: SnapshotRef, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
-    checkFullDigest(digest);
+    const ref = checkReference(snapshot);
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
-    const report = await sealedAsync('pull', () => pullSnapshot(target, digest, remote, options));
+    const report = await sealedAsync('pull', () => pullSnapshot(target, ref, remote, options));
     this.#checkOpen();
     return report;
   }

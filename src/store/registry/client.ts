@@ -177,14 +177,16 @@ export class RegistryClient {
   }
 
   /**
-   * GETs a blob as a stream from byte `from` on (a Range request past 0). The answer is
-   * 206 from `from`, or 200 with the whole blob (a registry may ignore Range): `start` says
-   * which byte the body begins with. The caller checks the size and the digest.
+   * GETs a blob as a stream from byte `from` on (a Range request past 0), up to byte
+   * `last` when given (`bytes=from-last`). The answer is 206 from `from`, or 200 with the
+   * whole blob (a registry may ignore Range): `start` says which byte the body begins with.
+   * The caller checks the size and the digest, and stops reading after `last`.
    */
-  async openBlob(digest: string, from = 0): Promise<{ res: Response; start: number }> {
+  async openBlob(digest: string, from = 0, last?: number): Promise<{ res: Response; start: number }> {
     const path = `${this.#repo()}/blobs/${digest}`;
-    const headers: Record<string, string> = from > 0 ? { range: `bytes=${from}-` } : {};
-    const res = await this.call({ method: 'GET', path, headers, ok: from > 0 ? [200, 206] : [200], doing: `GET ${path}` });
+    const ranged = from > 0 || last !== undefined;
+    const headers: Record<string, string> = ranged ? { range: `bytes=${from}-${last ?? ''}` } : {};
+    const res = await this.call({ method: 'GET', path, headers, ok: ranged ? [200, 206] : [200], doing: `GET ${path}` });
     if (res.status === 200) return { res, start: 0 };
     const range = /^bytes (\d+)-\d+\/(?:\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
     if (range === null || Number(range[1]) !== from) {
@@ -195,11 +197,12 @@ export class RegistryClient {
   }
 
   /**
-   * GETs a whole blob into memory and proves its size and sha256. A body cut short
-   * (a dropped connection, a passed deadline) is resumed with a Range request from the
-   * last byte received, up to `retries` times; the blob is proven as a whole.
+   * GETs a whole blob into memory and proves its size and sha256 (`prove` false: its size
+   * only, for a caller that proves the bytes more strictly itself). A body cut short (a
+   * dropped connection, a passed deadline) is resumed with a Range request from the last
+   * byte received, up to `retries` times; the blob is proven as a whole.
    */
-  async getBlob(digest: string, size: number): Promise<Buffer> {
+  async getBlob(digest: string, size: number, prove = true): Promise<Buffer> {
     const bytes = Buffer.allocUnsafe(size);
     let got = 0;
     let over = false;
@@ -228,8 +231,59 @@ export class RegistryClient {
     if (got !== size) {
       throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent ${got} bytes for blob ${digest}, its manifest says ${size}`);
     }
-    if (sha256Digest(bytes) !== digest) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent blob ${digest} with other content`);
+    if (prove && sha256Digest(bytes) !== digest) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent blob ${digest} with other content`);
     return bytes;
+  }
+
+  /**
+   * GETs bytes [start, start + length) of a blob with a Range request (`bytes=start-end`),
+   * handing them to `sink` in order, each byte once. A 206 must begin at the byte asked
+   * for; a registry that ignores Range and answers 200 with the whole blob is read up to
+   * the range's end and the bytes before it are dropped. A body cut short is resumed from
+   * the byte after the last one handed on, up to `retries` times. Only the length is
+   * proven here: the caller proves the bytes (the sha256 the snapshot manifest gives them).
+   */
+  async readRange(digest: string, start: number, length: number, sink: (chunk: Uint8Array) => void | Promise<void>): Promise<void> {
+    let got = 0;
+    const last = start + length - 1;
+    for (let resumes = 0; got < length; resumes++) {
+      const { res, start: at } = await this.openBlob(digest, start + got, last);
+      // The whole blob (Range ignored): skip to the range; what came before counts for nothing.
+      let skip = at === 0 ? start + got : 0;
+      // A failed sink is the caller's failure (a disk, an output), not the connection's.
+      let sinking = false;
+      try {
+        for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
+          this.bytesDown += chunk.length;
+          let piece = chunk;
+          if (skip > 0) {
+            const dropped = Math.min(skip, piece.length);
+            skip -= dropped;
+            piece = piece.subarray(dropped);
+          }
+          piece = piece.subarray(0, Math.min(piece.length, length - got));
+          if (piece.length > 0) {
+            sinking = true;
+            await sink(piece);
+            sinking = false;
+            got += piece.length;
+          }
+          if (got === length) {
+            await res.body?.cancel().catch(() => {});
+            break;
+          }
+        }
+        if (got < length) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent fewer than the ${length} bytes asked for from byte ${start} of blob ${digest}`);
+      } catch (err) {
+        if (sinking) {
+          await res.body?.cancel().catch(() => {});
+          throw err;
+        }
+        const e = this.lost(err, `reading blob ${digest}`);
+        if (!isLost(e) || resumes >= this.transport.retries) throw e;
+        await this.pause(resumes);
+      }
+    }
   }
 
   /** Waits before the next try of something that failed `attempt` times (backoff from backoffMs, doubling, up to 5 s); ends early on abort. */

@@ -1,14 +1,16 @@
 // jobs.ts: the registry's disk work (reading packs, building a pull) as operations push and pull run on the worker thread.
 import { defineOp, type Op } from '../../base/op.js';
 import type { Sys } from '../../sys/native.js';
+import { locateFile, type CatLocation, type CatManifest } from './cat-locate.js';
 import type { Content, Layout, Pack } from './mapping.js';
-import { openPushFile, readPack, readPushConfig } from './pack.js';
+import { localConfigDigest, openPushFile, readPack, readPushConfig, type PushConfig } from './pack.js';
 import { planPush, type Fetched } from './prove.js';
+import { releasePullLock, tryPullLock } from './pull-lock.js';
 import { abortPull, finishPull, openPulledFile, startPull, writePack, type PullStart } from './pull-build.js';
 
 /** The registry's jobs: what each gets and returns. */
 interface RegistryJobs {
-  pushConfig: { args: [snapshotRoot: string, digest: string]; result: Uint8Array };
+  pushConfig: { args: [snapshotRoot: string, digest: string]; result: PushConfig };
   readPack: { args: [snapshotRoot: string, digest: string, pack: Pack]; result: { bytes: Uint8Array; digest: string } };
   pushOpenFile: { args: [snapshotRoot: string, digest: string, content: Content]; result: number };
   pushPlan: { args: [config: string, digest: string]; result: Layout };
@@ -17,6 +19,10 @@ interface RegistryJobs {
   pullOpenFile: { args: [id: number, index: number]; result: number };
   pullFinish: { args: [id: number, streamed: number[]]; result: void };
   pullAbort: { args: [id: number]; result: void };
+  pullLock: { args: [storeRoot: string, digest: string]; result: number };
+  pullUnlock: { args: [storeRoot: string, digest: string, fd: number]; result: void };
+  localConfig: { args: [storeRoot: string, digest: string]; result: string | undefined };
+  catLocate: { args: [config: Uint8Array, manifest: CatManifest, path: string, digest: string]; result: CatLocation };
 }
 
 type Name = keyof RegistryJobs;
@@ -42,9 +48,18 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pullOpenFile: job('pullOpenFile', (sys, [id, index]) => openPulledFile(sys, id, index)),
   pullFinish: job('pullFinish', (sys, [id, streamed]) => finishPull(sys, id, streamed)),
   pullAbort: job('pullAbort', (sys, [id]) => abortPull(sys, id)),
+  pullLock: job('pullLock', (sys, [storeRoot, digest]) => tryPullLock(sys, storeRoot, digest)),
+  pullUnlock: job('pullUnlock', (sys, [storeRoot, digest, fd]) => releasePullLock(sys, storeRoot, digest, fd)),
+  localConfig: job('localConfig', (sys, [storeRoot, digest]) => localConfigDigest(sys, storeRoot, digest)),
+  catLocate: job('catLocate', (_sys, [config, manifest, path, digest]) => locateFile(config, manifest, path, digest)),
 };
 
 /** Runs a registry job on the worker thread, or inline with an injected syscall layer. */
 export function runJob<K extends Name>(sys: Sys, op: K, args: Args<K>): Promise<Result<K>> {
   return (OPS[op] as Op<[Sys, Args<K>], Result<K>>).async(sys, args);
+}
+
+/** Runs a registry job on the calling thread (its sync twin): for a step too short to be worth a worker thread's start. */
+export function runJobSync<K extends Name>(sys: Sys, op: K, args: Args<K>): Result<K> {
+  return (OPS[op] as Op<[Sys, Args<K>], Result<K>>).sync(sys, args);
 }

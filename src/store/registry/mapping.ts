@@ -17,6 +17,10 @@ export const ANNOTATION_SNAPSHOT = 'vnd.treeseal.snapshot';
 export const ANNOTATION_THRESHOLD = 'vnd.treeseal.threshold';
 export const ANNOTATION_BUCKETS = 'vnd.treeseal.buckets';
 export const ANNOTATION_BUCKET = 'vnd.treeseal.bucket';
+/** The OCI annotations every pushed manifest carries (see the image spec's pre-defined annotation keys). */
+export const ANNOTATION_CREATED = 'org.opencontainers.image.created';
+export const ANNOTATION_REVISION = 'org.opencontainers.image.revision';
+export const ANNOTATION_SOURCE = 'org.opencontainers.image.source';
 
 /** Contents of at least this many bytes get a blob of their own (unless there are more than MAX_FILE_LAYERS of them). */
 export const LARGE_FILE_BYTES = 1024 * 1024;
@@ -141,8 +145,11 @@ export function layersOf(layout: Layout, packDigests: readonly string[]): Descri
   return layers;
 }
 
-/** The OCI image manifest of a snapshot (deterministic: the same snapshot always gives the same bytes). */
-export function manifestOf(snapshotDigest: string, layout: Layout, config: Descriptor, layers: Descriptor[]): Buffer {
+/**
+ * The OCI image manifest of a snapshot (deterministic: the same snapshot and annotations
+ * always give the same bytes). `extra`: annotations besides treeseal's own (the OCI ones).
+ */
+export function manifestOf(snapshotDigest: string, layout: Layout, config: Descriptor, layers: Descriptor[], extra: Record<string, string> = {}): Buffer {
   const manifest = {
     schemaVersion: 2,
     mediaType: 'application/vnd.oci.image.manifest.v1+json',
@@ -150,6 +157,7 @@ export function manifestOf(snapshotDigest: string, layout: Layout, config: Descr
     config,
     layers,
     annotations: {
+      ...extra,
       [ANNOTATION_SNAPSHOT]: snapshotDigest,
       [ANNOTATION_THRESHOLD]: String(layout.threshold),
       [ANNOTATION_BUCKETS]: String(layout.buckets),

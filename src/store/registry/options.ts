@@ -51,6 +51,13 @@ export interface PushOptions extends RemoteOptions {
    * is uploaded in chunks of chunkBytes (default 32 MiB, 0 to 1 GiB; 0 chunks every blob).
    */
   monolithicBytes?: number;
+  /**
+   * A tag of your own to point at the snapshot besides `ts-<digest>` (the OCI tag grammar,
+   * `[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}`, not of the `ts-<64 hex digits>` form). Default: a
+   * tag derived from the snapshot's revision (the revision itself when it is a tag), none
+   * for a snapshot captured without one.
+   */
+  tag?: string;
 }
 
 export type PullOptions = RemoteOptions;
@@ -58,10 +65,13 @@ export type PullOptions = RemoteOptions;
 export interface PushReport {
   digest: string;
   remote: string;
+  /** `ts-<digest>`, the tag every pushed snapshot has. */
   tag: string;
-  /** sha256 of the OCI image manifest. */
+  /** Every tag that names the snapshot's manifest once the push is done: `ts-<digest>`, then the named or derived one. */
+  tags: string[];
+  /** sha256 of the OCI image manifest (`sha256:…`): what `pull({ manifest })` takes. */
   manifestDigest: string;
-  /** The tag already named this snapshot: nothing was sent. */
+  /** `ts-<digest>` already named this snapshot: no blob was sent (a named tag may still have been pointed at it). */
   existed: boolean;
   blobs: number;
   uploaded: number;
@@ -72,10 +82,17 @@ export interface PushReport {
 }
 
 export interface PullReport {
+  /** The snapshot's digest, recomputed from the config pulled (or the one asked for, when the store held it). */
   digest: string;
   remote: string;
-  tag: string;
-  /** The store already held the snapshot: nothing was fetched. */
+  /** The tag pulled: `ts-<digest>` for a pull by digest, the tag for a pull by tag; undefined for a pull by manifest digest. */
+  tag: string | undefined;
+  /** sha256 of the image manifest pulled; undefined when the store held the snapshot asked for by digest (nothing was read). */
+  manifestDigest: string | undefined;
+  /**
+   * The store already held the snapshot, or another pull of it (in this process or
+   * another) published it while this one waited its turn: no blob was fetched.
+   */
   existed: boolean;
   blobs: number;
   downloaded: number;

@@ -9,7 +9,7 @@ import { throwIfRefused } from '../../base/refusal.js';
 import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import type { Sys } from '../../sys/native.js';
-import { DOCUMENT_NAME } from '../layout.js';
+import { DOCUMENT_NAME, SNAPSHOTS_DIR } from '../layout.js';
 import { readingSnapshot } from '../lock.js';
 import type { Content, Pack, Place } from './mapping.js';
 
@@ -115,19 +115,42 @@ export function openPushFile(sys: Sys, snapshotRoot: string, digest: string, con
 /** The largest snapshot manifest push reads. */
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
-/** The published snapshot's exact manifest.json bytes, read under the store's shared lock. */
-export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): Uint8Array {
+/** A published snapshot's exact manifest.json bytes, and when it was published (its directory's mtime, ms since the epoch). */
+export interface PushConfig {
+  bytes: Uint8Array;
+  createdMs: number;
+}
+
+/** The published snapshot's exact manifest.json bytes, read under the store's shared lock, and when it was published. */
+export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): PushConfig {
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
+    const createdMs = Number(sys.fstat(rootFd).mtimeNs / 1_000_000n);
     try {
       using file = own(sys, sys.openat(rootFd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
       const st = sys.fstat(file.fd);
       if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new Error('not a regular file of a manifest\'s size');
       const bytes = Buffer.allocUnsafe(st.size);
       if (readFrom(sys, file.fd, bytes) !== st.size) throw new Error('shorter than its size');
-      return bytes;
+      return { bytes, createdMs };
     } catch (err) {
       throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
       throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
     }
   });
+}
+
+/**
+ * The config digest (sha256 of manifest.json) of snapshot `digest` in the store, or
+ * undefined when the store does not hold it: a pull by tag or manifest digest that finds
+ * the config it was given already published has nothing to fetch.
+ */
+export function localConfigDigest(sys: Sys, storeRoot: string, digest: string): string | undefined {
+  let read: PushConfig;
+  try {
+    read = readPushConfig(sys, `${storeRoot}/${SNAPSHOTS_DIR}/${digest}`, digest);
+  } catch (err) {
+    if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') return undefined;
+    throw err;
+  }
+  return `sha256:${createHash('sha256').update(read.bytes).digest('hex')}`;
 }

@@ -5,12 +5,12 @@ import { promisify } from 'node:util';
 
 import { SealError } from '../../base/errors.js';
 import type { Sys } from '../../sys/native.js';
-import { parseArtifact } from './artifact.js';
-import type { RegistryClient } from './client.js';
+import { parseArtifact, type Artifact } from './artifact.js';
+import { sha256Digest, type RegistryClient } from './client.js';
 import { isLost } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
-import { snapshotTag } from './remote.js';
+import { manifestReference, shownReference, type Reference } from './reference.js';
 import type { Fetched } from './prove.js';
 import type { FileToPull } from './pull-build.js';
 
@@ -18,7 +18,7 @@ const writeAt = promisify(write);
 const closeFd = promisify(close);
 
 /** The largest snapshot manifest (config blob) accepted. */
-const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
+export const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
 /** Bytes gathered before each write of a streamed large file. */
 const WRITE_BYTES = 4 * 1024 * 1024;
 
@@ -29,15 +29,53 @@ export interface PullTarget {
   has: (digest: string) => boolean;
 }
 
-/** Fetches the tag's manifest and its config blob (size and sha256 checked); the worker proves the rest. */
-async function fetchSnapshot(client: RegistryClient, digest: string, where: string): Promise<Fetched> {
-  const tag = snapshotTag(digest);
-  const missing = (detail: string): SealError => new SealError('SEAL_REMOTE', `snapshot ${digest} is not in ${where} (no tag ${tag}): ${detail}`);
-  const bytes = (await client.getManifest(tag, missing))!;
-  const artifact = parseArtifact(bytes, `${where}:${tag}`);
-  if (artifact.config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where}:${tag} has a config of ${artifact.config.size} bytes`);
+/** An image manifest read by its reference: its bytes, their digest, and what it says (not yet proven). */
+export interface ManifestRead {
+  bytes: Buffer;
+  /** sha256 of the bytes (`sha256:…`), as read. */
+  digest: string;
+  artifact: Artifact;
+  /** `remote:tag` or `remote@sha256:…`, for messages. */
+  where: string;
+}
+
+/**
+ * GETs the image manifest a reference names: `ts-<digest>`, a tag, or a manifest digest,
+ * whose bytes must then hash to it (else SEAL_CORRUPT: a registry that answers a digest
+ * with other bytes is never believed). A missing one is SEAL_REMOTE with the registry's answer.
+ */
+export async function readManifest(client: RegistryClient, ref: Reference, remoteText: string): Promise<ManifestRead> {
+  const reference = manifestReference(ref);
+  const where = shownReference(remoteText, ref);
+  const missing = (detail: string): SealError =>
+    new SealError(
+      'SEAL_REMOTE',
+      ref.kind === 'digest'
+        ? `snapshot ${ref.digest} is not in ${remoteText} (no tag ${reference}): ${detail}`
+        : `${ref.kind === 'tag' ? `tag ${ref.tag}` : `manifest ${ref.manifest}`} is not in ${remoteText}: ${detail}`,
+    );
+  const bytes = (await client.getManifest(reference, missing))!;
+  const digest = sha256Digest(bytes);
+  if (ref.kind === 'manifest' && digest !== ref.manifest) {
+    throw new SealError('SEAL_CORRUPT', `${client.transport.label} answered manifest ${ref.manifest} with other bytes (${digest})`);
+  }
+  return { bytes, digest, artifact: parseArtifact(bytes, where), where };
+}
+
+/** The snapshot digest a manifest's annotation claims: only a name to wait on and look for, until its config proves it. */
+export function claimedDigest(m: ManifestRead): string {
+  if (!/^[0-9a-f]{64}$/.test(m.artifact.snapshot)) {
+    throw new SealError('SEAL_CORRUPT', `${m.where} is not a treeseal snapshot: annotation vnd.treeseal.snapshot is not a snapshot digest`);
+  }
+  return m.artifact.snapshot;
+}
+
+/** GETs a manifest's config blob (size and sha256 checked); the worker proves the rest against `digest`. */
+export async function fetchConfig(client: RegistryClient, m: ManifestRead, digest: string): Promise<Fetched> {
+  const { artifact, where } = m;
+  if (artifact.config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a config of ${artifact.config.size} bytes`);
   const config = (await client.getBlob(artifact.config.digest, artifact.config.size)).toString('utf8');
-  return { digest, where: `${where}:${tag}`, config, artifact };
+  return { digest, where, config, artifact };
 }
 
 /** Writes all of block at position to fd (async). */
@@ -120,59 +158,127 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
   }
 }
 
+/** Waits a little (or until the signal aborts). */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
 /**
- * Pulls snapshot `digest` from `remote` into the store. Network-bound, so it runs on
- * the caller's event loop; the disk work that could block it (the build's directories,
- * contents taken from local snapshots, writing packs, the final verify and publish)
- * runs as worker jobs, and large files are streamed with async writes. The config must
- * hash to the requested digest, every blob must have its size and sha256 and every
- * file its sha256; then the build in tmp/ is published by the no-replace rename.
+ * Takes the store's lock of the pulls of `digest` (see pull-lock.ts), waiting while
+ * another pull, of this process or another, holds it: tried again after 5 ms, doubling
+ * up to 100 ms (a blocking flock would hold a worker thread the other pull needs).
  */
-export async function pullSnapshot(target: PullTarget, digest: string, remoteText: string, options: PullOptions = {}): Promise<PullReport> {
+async function takePullLock(target: PullTarget, digest: string, signal: AbortSignal | undefined): Promise<number> {
+  for (let wait = 5; ; wait = Math.min(wait * 2, 100)) {
+    if (signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
+    const fd = await runJob(target.sys, 'pullLock', [target.storeRoot, digest]);
+    if (fd >= 0) return fd;
+    await sleep(wait, signal);
+  }
+}
+
+/** The store holds snapshot `digest`, and its manifest.json is the config this manifest names (so nothing is left to fetch). */
+async function heldLocally(target: PullTarget, digest: string, m: ManifestRead | undefined): Promise<boolean> {
+  if (!target.has(digest)) return false;
+  return m === undefined || (await runJob(target.sys, 'localConfig', [target.storeRoot, digest])) === m.artifact.config.digest;
+}
+
+/**
+ * Pulls a snapshot from `remote` into the store: by its digest (`ts-<digest>`), by a tag
+ * or by its image manifest's digest. Network-bound, so it runs on the caller's event
+ * loop; the disk work that could block it (the build's directories, contents taken from
+ * local snapshots, writing packs, the final verify and publish) runs as worker jobs, and
+ * large files are streamed with async writes. The config must hash to the snapshot
+ * digest asked for (or, by tag or manifest, the one the manifest claims), every blob must
+ * have its size and sha256 and every file its sha256; then the build in tmp/ is
+ * published by the no-replace rename. One download per host: the pulls of one snapshot
+ * into one store take turns on its pull lock, and a pull that waited finds the snapshot
+ * the one before it published and fetches nothing.
+ */
+export async function pullSnapshot(target: PullTarget, ref: Reference, remoteText: string, options: PullOptions = {}): Promise<PullReport> {
   const started = performance.now();
   const checked = checkRemoteOptions(remoteText, options);
   const { remote } = checked;
-  const base = { digest, remote: remote.text, tag: snapshotTag(digest) };
-  if (target.has(digest)) {
-    return { ...base, existed: true, blobs: 0, downloaded: 0, bytesDownloaded: 0, reused: 0, reusedBytes: 0, elapsedMs: performance.now() - started };
-  }
+  const tag = ref.kind === 'manifest' ? undefined : manifestReference(ref);
+  const held = (digest: string, manifestDigest: string | undefined): PullReport => ({
+    digest,
+    remote: remote.text,
+    tag,
+    manifestDigest,
+    existed: true,
+    blobs: 0,
+    downloaded: 0,
+    bytesDownloaded: 0,
+    reused: 0,
+    reusedBytes: 0,
+    elapsedMs: performance.now() - started,
+  });
+  if (ref.kind === 'digest' && target.has(ref.digest)) return held(ref.digest, undefined);
   const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   // Every connection the pull opened is closed when it ends, however it ends.
   try {
-    const fetched = await fetchSnapshot(client, digest, remote.text);
-    const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
-    const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
-    const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
+    let manifest = ref.kind === 'digest' ? undefined : await readManifest(client, ref, remote.text);
+    const digest = manifest === undefined ? (ref as { digest: string }).digest : claimedDigest(manifest);
+    if (manifest !== undefined && (await heldLocally(target, digest, manifest))) return held(digest, manifest.digest);
+    const lock = await takePullLock(target, digest, options.signal);
     try {
-      const tasks = [
-        ...start.packs.map((p) => async () => {
-          const bytes = await client.getBlob(p.digest, p.size);
-          await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
-          meter.add(bytes.length, 1);
-        }),
-        ...start.files.map((f) => async () => {
-          await streamFile(client, target.sys, start.id, f, meter);
-          meter.add(0, 1);
-        }),
-      ];
-      await eachLimited(tasks, checked.concurrency, (t) => t());
-      if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
-      await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
-    } catch (err) {
-      await runJob(target.sys, 'pullAbort', [start.id]);
-      throw err;
+      // Another pull of this snapshot may have published it while this one waited.
+      if (await heldLocally(target, digest, manifest)) return held(digest, manifest?.digest);
+      manifest ??= await readManifest(client, ref, remote.text);
+      const fetched = await fetchConfig(client, manifest, digest);
+      const report = await download(target, client, fetched, checked.concurrency, options);
+      return { digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
+    } finally {
+      await runJob(target.sys, 'pullUnlock', [target.storeRoot, digest, lock]);
     }
-    return {
-      ...base,
-      existed: false,
-      blobs: start.blobs,
-      downloaded: 1 + start.packs.length + start.files.length,
-      bytesDownloaded: client.bytesDown,
-      reused: start.reused,
-      reusedBytes: start.reusedBytes,
-      elapsedMs: performance.now() - started,
-    };
   } finally {
     await client.close();
   }
+}
+
+/** Builds the fetched snapshot in tmp/ (what the store has taken from it, the rest downloaded) and publishes it. */
+async function download(
+  target: PullTarget,
+  client: RegistryClient,
+  fetched: Fetched,
+  concurrency: number,
+  options: PullOptions,
+): Promise<Pick<PullReport, 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
+  const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
+  const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
+  const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
+  try {
+    const tasks = [
+      ...start.packs.map((p) => async () => {
+        const bytes = await client.getBlob(p.digest, p.size);
+        await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
+        meter.add(bytes.length, 1);
+      }),
+      ...start.files.map((f) => async () => {
+        await streamFile(client, target.sys, start.id, f, meter);
+        meter.add(0, 1);
+      }),
+    ];
+    await eachLimited(tasks, concurrency, (t) => t());
+    if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
+    await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
+  } catch (err) {
+    await runJob(target.sys, 'pullAbort', [start.id]);
+    throw err;
+  }
+  return {
+    blobs: start.blobs,
+    downloaded: 1 + start.packs.length + start.files.length,
+    bytesDownloaded: client.bytesDown,
+    reused: start.reused,
+    reusedBytes: start.reusedBytes,
+  };
 }

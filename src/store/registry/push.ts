@@ -12,8 +12,9 @@ import { sha256Digest, type RegistryClient } from './client.js';
 import { bufferBody, type BodySource } from './deadline.js';
 import { isLost, statusOf } from './http.js';
 import { runJob } from './jobs.js';
-import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
+import { ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
 import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
+import { checkTag, revisionTag } from './reference.js';
 import { parseRemote, snapshotTag } from './remote.js';
 
 const readFd = promisify(read);
@@ -193,15 +194,48 @@ async function fileBody(target: PushTarget, content: Content): Promise<Body> {
   };
 }
 
-/** The tag's manifest already names this snapshot's exact config (so its blobs are all there). */
-async function alreadyThere(client: RegistryClient, tag: string, configDigest: string): Promise<string | undefined> {
+/** The tag's manifest, when it already names this snapshot's exact config (so its blobs are all there). */
+async function alreadyThere(client: RegistryClient, tag: string, configDigest: string): Promise<Buffer | undefined> {
   const bytes = await client.getManifest(tag);
   if (bytes === undefined) return undefined;
   try {
-    return parseArtifact(bytes, tag).config.digest === configDigest ? sha256Digest(bytes) : undefined;
+    return parseArtifact(bytes, tag).config.digest === configDigest ? bytes : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** Points a named tag at the manifest (a PUT of the same bytes), unless it already names exactly them. */
+async function pointTag(client: RegistryClient, tag: string, manifest: Buffer): Promise<void> {
+  const current = await client.getManifest(tag);
+  if (current !== undefined && current.equals(manifest)) return;
+  await putManifest(client, tag, manifest);
+}
+
+/**
+ * The revision and source of a published snapshot's manifest.json, read from its last
+ * keys without parsing its entry lists: the document is canonical (sorted keys, every
+ * quote inside a string escaped), so `,"revision":` occurs once, after the mounts.
+ */
+function lastKeys(config: string): { source: string; revision: string } {
+  const at = config.lastIndexOf(',"revision":');
+  let tail: { source?: unknown; revision?: unknown } = {};
+  try {
+    if (at >= 0) tail = JSON.parse(`{${config.slice(at + 1)}`) as typeof tail;
+  } catch {
+    // not the canonical tail: refused below, as decodeDocument refuses the whole
+  }
+  if (typeof tail.source !== 'string' || typeof tail.revision !== 'string') throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: no source or revision at its end');
+  return { source: tail.source, revision: tail.revision };
+}
+
+/** The OCI annotations of a pushed manifest: when the snapshot was published here, its revision (when it has one) and its source. */
+function ociAnnotations(createdMs: number, source: string, revision: string): Record<string, string> {
+  return {
+    [ANNOTATION_CREATED]: new Date(createdMs).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    ...(revision === '' ? {} : { [ANNOTATION_REVISION]: revision }),
+    [ANNOTATION_SOURCE]: source,
+  };
 }
 
 /**
@@ -235,37 +269,43 @@ function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
 
 /**
  * Pushes a published snapshot to `remote` (`host[:port]/repository`) under tag
- * `ts-<digest>`. Network-bound, so it runs on the caller's event loop: each pack is
- * read and hashed by a worker job, large files are streamed with async reads, and
- * nothing reads or hashes a whole file on the event loop. Stops early when the tag
- * already names this snapshot; skips every blob the registry has (HEAD); mounts from
- * `mountFrom` repositories; PUTs the manifest last (the registry refuses a manifest
- * naming a missing blob, so a failed push never leaves a tag behind).
+ * `ts-<digest>`, then points the named tag (options.tag, else the one derived from its
+ * revision) at the same manifest. Network-bound, so it runs on the caller's event loop:
+ * each pack is read and hashed by a worker job, large files are streamed with async
+ * reads, and nothing reads or hashes a whole file on the event loop. Sends no blob when
+ * `ts-<digest>` already names this snapshot; skips every blob the registry has (HEAD);
+ * mounts from `mountFrom` repositories; PUTs the manifest last (the registry refuses a
+ * manifest naming a missing blob, so a failed push never leaves a tag behind).
  */
 export async function pushSnapshot(target: PushTarget, remoteText: string, options: PushOptions = {}): Promise<PushReport> {
   const started = performance.now();
   const checked = checkRemoteOptions(remoteText, options);
   const { chunkBytes, monolithicBytes } = checkUploadSizes(options);
   const mountFrom = checkMountFrom(options, options.insecure === true);
+  const asked = options.tag === undefined ? undefined : checkTag('options.tag', options.tag);
   const { remote } = checked;
   const { digest, root } = target;
   const tag = snapshotTag(digest);
   // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
   // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
   const read = await runJob(target.sys, 'pushConfig', [root, digest]);
-  const config = Buffer.from(read.buffer, read.byteOffset, read.byteLength);
+  const config = Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength);
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = await makeClient(checked, options, scopes, 'push');
   // Every connection the push opened is closed when it ends, however it ends.
   try {
-    const base = { digest, remote: remote.text, tag };
+    const text = config.toString('utf8');
+    const { source, revision } = lastKeys(text);
+    const named = asked ?? revisionTag(revision);
+    const base = { digest, remote: remote.text, tag, tags: named === undefined ? [tag] : [tag, named] };
     const existing = await alreadyThere(client, tag, configDigest);
     if (existing !== undefined) {
-      return { ...base, manifestDigest: existing, existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
+      if (named !== undefined) await pointTag(client, named, existing);
+      return { ...base, manifestDigest: sha256Digest(existing), existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
     }
     // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
-    const layout = await runJob(target.sys, 'pushPlan', [config.toString('utf8'), digest]);
+    const layout = await runJob(target.sys, 'pushPlan', [text, digest]);
     const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
     const blobs = 1 + layout.packs.length + layout.files.length;
     const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
@@ -283,8 +323,10 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     ];
     if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
     await eachLimited(tasks, checked.concurrency, (t) => t());
-    const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests));
+    const annotations = ociAnnotations(read.createdMs, source, revision);
+    const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests), annotations);
     const manifestDigest = await putManifest(client, tag, manifest);
+    if (named !== undefined) await putManifest(client, named, manifest);
     return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
   } finally {
     await client.close();

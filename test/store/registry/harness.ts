@@ -150,10 +150,10 @@ export function repoName(label: string): string {
  * status without passing the request on; 'lose-answer' passes it on, lets the registry
  * finish it, then drops the connection unanswered; `{ replace: status }` passes it on and,
  * once the registry has answered, answers that status instead; 'ignore-range' passes it
- * on without its Range header (as a registry that ignores Range would answer).
+ * on without its Range header (as a registry that ignores Range would answer); `{ hold }`
+ * passes it on once the promise settles.
  */
-/** ... `{ status }`: the registry's answer passed on whole, but with that status (another 2xx a registry may send). */
-export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range' | { status: number };
+export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range' | { hold: Promise<unknown> } | { status: number };
 
 export interface ProxyHooks {
   /** Called for each proxied request (its method, path and whole URL); returns the fault to inject, if any. */
@@ -164,6 +164,8 @@ export interface TokenProxy {
   address: string;
   /** Requests answered by the registry behind the proxy, as `METHOD path`. */
   log: string[];
+  /** Each request the registry answered in full through the proxy: its log line, its status and its response body's bytes. */
+  bodies: { request: string; status: number; bytes: number }[];
   tokensIssued: number;
   /** Makes every token issued so far invalid (as if expired). */
   expireTokens(): void;
@@ -172,7 +174,7 @@ export interface TokenProxy {
   grants: { form: Record<string, string>; contentType: string | undefined; authorization: string | undefined }[];
 }
 
-function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: Fault | undefined): void {
+function forward(upstream: string, self: string, req: IncomingMessage, res: ServerResponse, action: Fault | undefined, answered?: (status: number, bytes: number) => void): void {
   const [host, port] = upstream.split(':');
   const headers = { ...req.headers, host: upstream };
   delete headers.authorization;
@@ -193,6 +195,9 @@ function forward(upstream: string, self: string, req: IncomingMessage, res: Serv
     const total = Number(up.headers['content-length'] ?? 0);
     const cutAt = action === 'truncate' ? Math.ceil(total / 2) : typeof action === 'object' && 'cut' in action ? action.cut : undefined;
     if (cutAt === undefined) {
+      let bytes = 0;
+      up.on('data', (chunk: Buffer) => (bytes += chunk.length));
+      up.on('end', () => answered?.(up.statusCode ?? 502, bytes));
       up.pipe(res);
       return;
     }
@@ -218,7 +223,7 @@ function forward(upstream: string, self: string, req: IncomingMessage, res: Serv
  */
 export async function tokenProxy(upstream: string, creds?: { user: string; password: string } | { refreshToken: string }): Promise<TokenProxy> {
   const live = new Set<string>();
-  const state: TokenProxy = { address: '', log: [], tokensIssued: 0, expireTokens: () => live.clear(), hooks: {}, grants: [] };
+  const state: TokenProxy = { address: '', log: [], bodies: [], tokensIssued: 0, expireTokens: () => live.clear(), hooks: {}, grants: [] };
   // The refresh tokens the realm takes: the first one, then each one it handed back.
   const refresh = new Set(creds !== undefined && 'refreshToken' in creds ? [creds.refreshToken] : []);
   const server: Server = createServer((req, res) => {
@@ -275,9 +280,16 @@ export async function tokenProxy(upstream: string, creds?: { user: string; passw
       return;
     }
     const range = req.headers.range === undefined ? '' : ` range=${req.headers.range}`;
-    const fault = action === undefined ? '' : ` -> ${typeof action === 'string' ? action : JSON.stringify(action)}`;
-    state.log.push(`${req.method} ${url.pathname}${range}${fault}`);
-    forward(upstream, state.address, req, res, action);
+    const fault = action === undefined ? '' : ` -> ${typeof action === 'string' ? action : typeof action === 'object' && 'hold' in action ? 'hold' : JSON.stringify(action)}`;
+    const line = `${req.method} ${url.pathname}${range}${fault}`;
+    state.log.push(line);
+    const answered = (status: number, bytes: number): number => state.bodies.push({ request: line, status, bytes });
+    if (typeof action === 'object' && 'hold' in action) {
+      const go = (): void => forward(upstream, state.address, req, res, undefined, answered);
+      action.hold.then(go, go);
+      return;
+    }
+    forward(upstream, state.address, req, res, action, answered);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   state.address = `127.0.0.1:${(server.address() as AddressInfo).port}`;

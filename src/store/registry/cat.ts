@@ -1,0 +1,225 @@
+// cat.ts: catRemote: one file of a snapshot in a registry, fetched alone (the manifest, the config, a Range of its pack or its blob) and proven against its sha256 before a byte is handed out.
+import { createHash } from 'node:crypto';
+import { constants as bufferConstants } from 'node:buffer';
+import { write } from 'node:fs';
+import { mkdtemp, open, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { checkInteger, checkOptions, invalidArgType } from '../../base/arg-errors.js';
+import { SealError } from '../../base/errors.js';
+import { checkRelative, escapePath } from '../../base/paths.js';
+import { sealedAsync } from '../../base/refusal.js';
+import { sys as nativeSys, type Sys } from '../../sys/native.js';
+import type { CatLocation, CatManifest } from './cat-locate.js';
+import type { RegistryClient } from './client.js';
+import { runJob, runJobSync } from './jobs.js';
+import { checkRemoteOptions, makeClient, type RemoteOptions } from './options.js';
+import { MAX_CONFIG_BYTES, claimedDigest, readManifest } from './pull.js';
+import { checkReference, type SnapshotRef } from './reference.js';
+
+const writeFd = promisify(write);
+
+/** The most of a file's bytes held in memory by default (see CatOptions.maxBytes). */
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
+/** A config up to this size is proven on the calling thread (about 80k files); a larger one on the worker thread. */
+const INLINE_CONFIG_BYTES = 16 * 1024 * 1024;
+/** Bytes per write when a spooled file is copied to `output`. */
+const COPY_BYTES = 1024 * 1024;
+
+export interface CatOptions extends Omit<RemoteOptions, 'concurrency' | 'onProgress'> {
+  /**
+   * The most of the file's bytes held in memory (default 64 MiB, at most
+   * buffer.constants.MAX_LENGTH). Without `output`, a larger file is SEAL_LIMIT before its
+   * bytes are fetched; with it, a larger file goes through a temp file (see `output`).
+   */
+  maxBytes?: number;
+  /**
+   * Where the file's bytes go instead of a Buffer: a file descriptor open for writing (written
+   * with fs.write from its current offset, not closed) or a writable stream (each write's
+   * callback awaited; not ended). Nothing is written before the bytes are proven: a file of
+   * at most `maxBytes` is proven in memory, a larger one is first streamed into a temp file
+   * in os.tmpdir() (unlinked as soon as it is made), proven, then copied from there.
+   */
+  output?: number | NodeJS.WritableStream;
+}
+
+export interface CatReport {
+  /** The snapshot's digest, recomputed from the config fetched. */
+  digest: string;
+  remote: string;
+  /** sha256 of the image manifest read. */
+  manifestDigest: string;
+  /** The file's path, as asked for (`.` and empty components dropped). */
+  path: string;
+  size: number;
+  /** The sha256 the snapshot records for the file; the bytes handed out have it. */
+  sha256: string;
+  /** The permission bits the snapshot records (0 for a copy root's file, as capture records them). */
+  mode: number;
+  /** The blob its bytes came from (a pack, or a blob of its own); undefined for an empty file. */
+  blob: string | undefined;
+  /** Where its bytes start in that blob. */
+  offset: number;
+  /** Blob bytes received: the config, and the file's range (more if the registry ignored Range). */
+  bytesDownloaded: number;
+  elapsedMs: number;
+}
+
+interface CatCall {
+  sys: Sys;
+  ref: ReturnType<typeof checkReference>;
+  path: string;
+  maxBytes: number;
+  output: number | NodeJS.WritableStream | undefined;
+}
+
+function checkOutput(value: unknown): number | NodeJS.WritableStream | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'number') return checkInteger('options.output', value, 0, 2 ** 31 - 1);
+  if (value === null || typeof value !== 'object' || typeof (value as { write?: unknown }).write !== 'function') throw invalidArgType('options.output', ['number', 'Writable'], value);
+  return value as NodeJS.WritableStream;
+}
+
+/** Writes all of chunk to output: an fd (fs.write until done) or a stream (its callback awaited, so backpressure holds). */
+async function writeOut(output: number | NodeJS.WritableStream, chunk: Uint8Array): Promise<void> {
+  if (typeof output === 'number') {
+    for (let done = 0; done < chunk.length; ) done += (await writeFd(output, chunk, done, chunk.length - done, null)).bytesWritten;
+    return;
+  }
+  await new Promise<void>((resolve, reject) => {
+    output.write(chunk, (err?: Error | null) => (err ? reject(err) : resolve()));
+  });
+}
+
+/** A file of its own in os.tmpdir(), unlinked at once: only its handle holds it, so nothing is left behind however the call ends. */
+async function tempFile(): Promise<FileHandle> {
+  const dir = await mkdtemp(join(tmpdir(), 'treeseal-cat-'));
+  const name = join(dir, 'file');
+  try {
+    return await open(name, 'wx+', 0o600);
+  } finally {
+    await unlink(name).catch(() => {});
+    await rmdir(dir);
+  }
+}
+
+function otherBytes(client: RegistryClient, loc: CatLocation): SealError {
+  return new SealError('SEAL_CORRUPT', `${client.transport.label} sent other bytes for ${escapePath(loc.path)} than snapshot ${loc.digest} records (sha256 ${loc.sha256})`, {
+    path: loc.path,
+  });
+}
+
+/** Fetches the located file's bytes into memory and proves them. */
+async function inMemory(client: RegistryClient, loc: CatLocation): Promise<Buffer> {
+  const bytes = Buffer.allocUnsafe(loc.size);
+  let at = 0;
+  if (loc.blob !== undefined) {
+    await client.readRange(loc.blob, loc.offset, loc.size, (chunk) => {
+      bytes.set(chunk, at);
+      at += chunk.length;
+    });
+  }
+  if (createHash('sha256').update(bytes).digest('hex') !== loc.sha256) throw otherBytes(client, loc);
+  return bytes;
+}
+
+/** Streams the located file's bytes into a temp file, proves them, then copies them to output. */
+async function spooled(client: RegistryClient, loc: CatLocation, output: number | NodeJS.WritableStream): Promise<void> {
+  const file = await tempFile();
+  try {
+    const hash = createHash('sha256');
+    let at = 0;
+    await client.readRange(loc.blob!, loc.offset, loc.size, async (chunk) => {
+      hash.update(chunk);
+      for (let done = 0; done < chunk.length; ) done += (await file.write(chunk, done, chunk.length - done, at + done)).bytesWritten;
+      at += chunk.length;
+    });
+    if (hash.digest('hex') !== loc.sha256) throw otherBytes(client, loc);
+    const buffer = Buffer.allocUnsafe(COPY_BYTES);
+    for (let pos = 0; pos < loc.size; ) {
+      const { bytesRead } = await file.read(buffer, 0, Math.min(COPY_BYTES, loc.size - pos), pos);
+      if (bytesRead === 0) throw new SealError('SEAL_IO', `cat: the temp file of ${escapePath(loc.path)} ended early`);
+      await writeOut(output, buffer.subarray(0, bytesRead));
+      pos += bytesRead;
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+async function catFile(call: CatCall, remoteText: string, options: CatOptions): Promise<{ report: CatReport; bytes: Buffer | undefined }> {
+  const started = performance.now();
+  const checked = checkRemoteOptions(remoteText, options);
+  const { remote } = checked;
+  const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'cat');
+  // Every connection the cat opened is closed when it ends, however it ends.
+  try {
+    const manifest = await readManifest(client, call.ref, remote.text);
+    const digest = call.ref.kind === 'digest' ? call.ref.digest : claimedDigest(manifest);
+    const { artifact, where } = manifest;
+    if (artifact.config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a config of ${artifact.config.size} bytes`);
+    // Not hashed here: the worker proves more (the snapshot digest, from the lists' own bytes).
+    const config = await client.getBlob(artifact.config.digest, artifact.config.size, false);
+    // The config proven against the digest, the entry found, its pack and offset summed: one hash of the
+    // config and one scan of its bytes (about 30 ms for 50k files), on this thread up to INLINE_CONFIG_BYTES
+    // (a fresh process's cat starts no worker thread), on the worker above.
+    const args: [Uint8Array, CatManifest, string, string] = [config, { where, threshold: artifact.threshold, buckets: artifact.buckets, layers: artifact.layers }, call.path, digest];
+    const loc = config.length <= INLINE_CONFIG_BYTES ? runJobSync(call.sys, 'catLocate', args) : await runJob(call.sys, 'catLocate', args);
+    if (call.output === undefined && loc.size > call.maxBytes) {
+      throw new SealError('SEAL_LIMIT', `file is larger than maxBytes (${call.maxBytes} bytes): ${escapePath(loc.path)} has ${loc.size} bytes`, { path: loc.path });
+    }
+    let bytes: Buffer | undefined;
+    if (loc.size <= call.maxBytes) {
+      bytes = await inMemory(client, loc);
+      if (call.output !== undefined && bytes.length > 0) await writeOut(call.output, bytes);
+    } else {
+      await spooled(client, loc, call.output!);
+    }
+    const { path, size, sha256, mode, blob, offset } = loc;
+    const report: CatReport = {
+      digest,
+      remote: remote.text,
+      manifestDigest: manifest.digest,
+      path,
+      size,
+      sha256,
+      mode,
+      blob,
+      offset,
+      bytesDownloaded: client.bytesDown,
+      elapsedMs: performance.now() - started,
+    };
+    return { report, bytes: call.output === undefined ? bytes : undefined };
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * One file of a snapshot in a registry, fetched alone: the image manifest (by the
+ * snapshot's digest, `{ tag }` or `{ manifest }`, as pull takes them), the config (the
+ * snapshot manifest, proven against the snapshot digest), then only the file's bytes: a
+ * Range read of the pack that holds it, or of its own blob. `path` is the file as a clone
+ * shows it (`src/a.txt`; a mount's as `<target>/…`); relative, no `..` (SEAL_BAD_PATH).
+ * Not in the snapshot: SEAL_UNAVAILABLE; a directory: SEAL_BAD_PATH; a symlink:
+ * SEAL_SYMLINK. The bytes are proven against the sha256 the snapshot records before any
+ * is handed out (else SEAL_CORRUPT, and nothing returned or written).
+ *
+ * Without `options.output`, resolves to the file's bytes (a Buffer, at most `maxBytes`).
+ * With it, writes them there (proven first, in memory or in a temp file) and resolves to a
+ * report of what was fetched.
+ */
+export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options?: CatOptions & { output?: undefined }): Promise<Buffer>;
+export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions & { output: number | NodeJS.WritableStream }): Promise<CatReport>;
+export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions = {}): Promise<Buffer | CatReport> {
+  const ref = checkReference(snapshot);
+  const parts = checkRelative(path, { label: 'file path', name: 'path', maxPathBytes: Number.MAX_SAFE_INTEGER });
+  const o = checkOptions('options', options);
+  const maxBytes = o.maxBytes === undefined ? DEFAULT_MAX_BYTES : checkInteger('options.maxBytes', o.maxBytes, 0, bufferConstants.MAX_LENGTH);
+  const output = checkOutput(o.output);
+  const call: CatCall = { sys: nativeSys, ref, path: parts.join('/'), maxBytes, output };
+  const { report, bytes } = await sealedAsync('cat', () => catFile(call, remote, o));
+  return output === undefined ? bytes! : report;
+}
