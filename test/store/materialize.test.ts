@@ -264,6 +264,9 @@ function sparseFixture(base: string | undefined, size: number): { snap: Snapshot
 }
 
 /** The clone's copy of the sparse file: its size, and whether it holds no more than a few blocks. */
+/** The 1 GiB sparse files are hashed whole several times: minutes on a loaded 2-core machine, not the default minute. */
+const SPARSE_TIMEOUT_MS = 240_000;
+
 function sparseCopy(dir: string, size: number, sha256: string): void {
   const path = join(dir, 'index/graph.bin');
   const st = statSync(path);
@@ -324,7 +327,7 @@ describe('sparse files: holes are not copied, and not counted', () => {
     expect(await snap.materialize(two, { reflink: 'never' })).toMatchObject({ files: 1, copied: 1, bytesCopied: 4096 });
     sparseCopy(two, 1024 * MiB, sha256);
     store.closeSync();
-  });
+  }, SPARSE_TIMEOUT_MS);
 
   const xfs = reflinkMount('xfs');
   it.skipIf(xfs === undefined)('xfs: never copies the 4 KiB of a 1 GiB file and keeps the holes (whatever the budget)', () => {
@@ -333,7 +336,7 @@ describe('sparse files: holes are not copied, and not counted', () => {
     expect(snap.materializeSync(dir, { reflink: 'never', fallbackBytes: 2048 * MiB })).toMatchObject({ files: 1, reflinked: 0, copied: 1, bytesCopied: 4096 });
     sparseCopy(dir, 1024 * MiB, sha256);
     store.closeSync();
-  });
+  }, SPARSE_TIMEOUT_MS);
 
   it.skipIf(xfs === undefined || ext4 === undefined)('a store on xfs, a clone on ext4: SEAL_NO_REFLINK names both filesystems, and the option that raises the budget', () => {
     const { snap, store } = fixture(xfs, { 'a/x': 'xyz' }, ['a']);
