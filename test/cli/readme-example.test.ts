@@ -74,7 +74,7 @@ function runSteps(steps: Step[], cwd: string, declarations: string[], exclude: s
 
 describe("README's quick start and docs/cli.md's walkthrough", () => {
   it("README's command-line quick start, in a project whose node_modules/.bin holds the treeseal bin", () => {
-    const steps = documentSteps('README.md', '## Quick start');
+    const steps = documentSteps('README.md', '## Command-line quick start');
     expect(steps.map((s) => s.command.split(' ')[0])).toEqual(['export', 'mkdir', 'echo', 'echo', 'ln', 'export', 'treeseal', 'treeseal', 'treeseal']);
     const project = tempDir();
     mkdirSync(join(project, 'node_modules/.bin'), { recursive: true });
