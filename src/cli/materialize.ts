@@ -25,7 +25,8 @@ async function run(ctx: Context): Promise<void> {
   io.emit(
     { digest: snap.digest, clone, ...report },
     `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
-      `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
+      `(${report.snapshotted === 0 ? '' : `${plural(report.snapshotted, 'root')} snapshotted, `}${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
+      report.fallbacks.map((f) => `\nnot snapshotted: ${f.root}: ${f.reason}`).join('') +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
   );
 }
