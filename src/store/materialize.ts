@@ -222,7 +222,7 @@ function snapshotRoot(run: Run, children: Map<string, ManifestEntry[]>, stageDir
       sys.btrfs_snap_create(stageDir, name, storeDir.fd, 0);
     } catch (err) {
       if (!isSystemError(err)) throw err;
-      reason = hasCode(err, 'EXDEV') ? `the clone is on another filesystem than the store (${err.message})` : `the kernel refused the snapshot (${err.message})`;
+      reason = hasCode(err, 'EXDEV', 'ENOTTY') ? `the clone is not on the store's btrfs filesystem (${err.message})` : `the kernel refused the snapshot (${err.message})`;
     }
   }
   if (reason !== undefined) {

@@ -1,5 +1,5 @@
 // as-user.mjs: one store operation a test runs in a child process (as an unprivileged uid); prints its result, or its error, as JSON.
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 
 const [dist, op, store, ...args] = process.argv.slice(2);
 const { SnapshotStore, thawSync } = await import(dist);
@@ -31,6 +31,28 @@ const ops = {
     const report = await s.get(digest).materialize(clone);
     await s.close();
     return { files: report.files };
+  },
+  /** materialize DIGEST CLONE, then checkClone: how each root was made, and whether the clone is exact. */
+  async materializeChecked(digest, clone) {
+    const s = await open();
+    const snap = s.get(digest);
+    const report = await snap.materialize(clone, { createClone: true });
+    const check = await snap.checkClone(clone);
+    await s.close();
+    return { files: report.files, snapshotted: report.snapshotted, fallbacks: report.fallbacks, reflinked: report.reflinked, ok: check.ok };
+  },
+  /** capture SOURCE COPY[,COPY...] into an ephemeral store, materialize into CLONE, close (the store removed). */
+  async ephemeralMaterialize(source, copy, clone) {
+    const s = await open({ ephemeral: true });
+    const snap = await s.capture({ source, copy: copy.split(',') });
+    const report = await snap.materialize(clone, { createClone: true });
+    await s.close();
+    return { snapshotted: report.snapshotted, gone: !exists(store) };
+  },
+  /** rm -r DIR, as node:fs does it. */
+  async rmtree(dir) {
+    rmSync(dir, { recursive: true });
+    return { gone: !exists(dir) };
   },
   async gc() {
     const s = await open();
