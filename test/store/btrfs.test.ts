@@ -78,7 +78,7 @@ describe.skipIf(btrfs === undefined)('a store on btrfs', () => {
     expect(subvolumeFlags(join(copy, 'app'))).toBe(S.BTRFS_SUBVOL_RDONLY);
     expect([mode(join(copy, 'app')), mode(join(copy, 'app/lib')), mode(join(copy, 'app/main.js')), mode(join(copy, 'app/run.sh'))]).toEqual([0o700, 0o700, 0o600, 0o700]);
     expect([mode(copy), mode(join(copy, 'top.txt')), subvolumeFlags(copy)]).toEqual([0o500, 0o400, undefined]);
-    expect(() => writeFileSync(join(copy, 'app/main.js'), 'x')).toThrow(expect.objectContaining({ code: isRoot ? 'EROFS' : 'EACCES' }));
+    expect(() => writeFileSync(join(copy, 'app/main.js'), 'x')).toThrow(expect.objectContaining({ code: 'EROFS' }));
     expect(snap.verifySync().entries).toBe(7);
     const elsewhere = SnapshotStore.openSync(join(tempDir(), 'store'), { ephemeral: true });
     expect(capture(elsewhere, source).digest).toBe(snap.digest);
