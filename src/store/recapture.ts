@@ -212,8 +212,8 @@ export class StatCacheSession implements FileHook {
       sys.linkat(storedDir, leaf, dirFd, name, 0);
     } catch (err) {
       if (hasCode(err, 'ENOENT', 'ENOTDIR')) throw new CacheMiss(`${entry.sha256}: ${(err as Error).message}`);
-      // EMLINK is this inode's limit; anything else (EXDEV, EPERM, EACCES...) is the store's.
-      if (!hasCode(err, 'EMLINK')) this.#linkWorks = false;
+      // EMLINK is this inode's limit, EXDEV this copy's (in a subvolume copy root on btrfs: no link crosses into or out of one); anything else (EPERM, EACCES...) is the store's.
+      if (!hasCode(err, 'EMLINK', 'EXDEV')) this.#linkWorks = false;
       return false;
     }
     const st = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);

@@ -32,27 +32,34 @@ const ops = {
     await s.close();
     return { files: report.files };
   },
-  /** materialize DIGEST CLONE, then checkClone: how each root was made, and whether the clone is exact. */
-  async materializeChecked(digest, clone) {
+  /**
+   * lifecycle SOURCE COPY[,COPY...] CLONE: capture, materialize twice (checkClone after each),
+   * remove the snapshot, rm -r the clone, then the same in an ephemeral store closed at the end.
+   */
+  async lifecycle(source, copy, clone) {
     const s = await open();
-    const snap = s.get(digest);
-    const report = await snap.materialize(clone, { createClone: true });
-    const check = await snap.checkClone(clone);
-    await s.close();
-    return { files: report.files, snapshotted: report.snapshotted, fallbacks: report.fallbacks, reflinked: report.reflinked, ok: check.ok };
-  },
-  /** capture SOURCE COPY[,COPY...] into an ephemeral store, materialize into CLONE, close (the store removed). */
-  async ephemeralMaterialize(source, copy, clone) {
-    const s = await open({ ephemeral: true });
     const snap = await s.capture({ source, copy: copy.split(',') });
-    const report = await snap.materialize(clone, { createClone: true });
+    let sealed = 'writable';
+    try {
+      writeFileSync(`${store}/snapshots/${snap.digest}/copy/${copy.split(',')[0]}/planted`, 'x');
+    } catch (err) {
+      sealed = err.code;
+    }
+    const runs = [];
+    for (let i = 0; i < 2; i++) {
+      const report = await snap.materialize(clone, { createClone: true });
+      const check = await snap.checkClone(clone);
+      runs.push({ files: report.files, snapshotted: report.snapshotted, fallbacks: report.fallbacks, reflinked: report.reflinked, ok: check.ok });
+    }
+    const removed = s.remove(snap.digest);
+    const left = readdirSync(`${store}/snapshots`).length + readdirSync(`${store}/tmp`).length;
     await s.close();
-    return { snapshotted: report.snapshotted, gone: !exists(store) };
-  },
-  /** rm -r DIR, as node:fs does it. */
-  async rmtree(dir) {
-    rmSync(dir, { recursive: true });
-    return { gone: !exists(dir) };
+    rmSync(clone, { recursive: true });
+    const eph = await SnapshotStore.open(`${store}-eph`, { ephemeral: true });
+    const again = await (await eph.capture({ source, copy: copy.split(',') })).materialize(clone, { createClone: true });
+    await eph.close();
+    rmSync(clone, { recursive: true });
+    return { sealed, runs, removed: removed === snap.digest, left, ephemeral: again.snapshotted, gone: !exists(`${store}-eph`) && !exists(clone) };
   },
   async gc() {
     const s = await open();

@@ -385,7 +385,9 @@ for (const kind of ['xfs', 'btrfs'] as const) {
       const { snap, store, work } = fixture(mount, { 'src/a': 'alpha', 'src/b/c': 'gamma', 'index/graph.bin': big }, ['src', 'index']);
       const one = clone(work);
       const report = snap.materializeSync(one, { reflink: 'always' });
-      expect(report).toMatchObject({ files: 3, reflinked: 3, copied: 0, bytesCopied: 0 });
+      // On btrfs both directory roots are one snapshot each of their subvolume in the store (see btrfs.test.ts).
+      const shared = kind === 'btrfs' ? { reflinked: 0, snapshotted: 2 } : { reflinked: 3, snapshotted: 0 };
+      expect(report).toMatchObject({ files: 3, ...shared, copied: 0, bytesCopied: 0 });
       writeFileSync(join(one, 'index/graph.bin'), 'rewritten');
       expect(Buffer.compare(readFileSync(join(snap.root, 'copy/index/graph.bin')), big)).toBe(0);
       const two = clone(work);
@@ -393,7 +395,7 @@ for (const kind of ['xfs', 'btrfs'] as const) {
       expect(Buffer.compare(readFileSync(join(two, 'index/graph.bin')), big)).toBe(0);
       // A reflink budget does not apply to cloned bytes.
       const three = clone(work);
-      expect(snap.materializeSync(three, { fallbackBytes: 0 }).reflinked).toBe(3);
+      expect(snap.materializeSync(three, { fallbackBytes: 0 })).toMatchObject(shared);
       store.closeSync();
     });
 
