@@ -15,6 +15,7 @@
         "native/io.cc",
         "native/meta.cc",
         "native/clone.cc",
+        "native/btrfs.cc",
         "native/constants.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

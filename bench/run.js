@@ -14,6 +14,8 @@ const fmt = (ms) => (Number.isNaN(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFi
 const x = (a, b) => `${(a / b).toFixed(2)}×`;
 /** A harness's capture: the async open (which starts the worker thread) and the capture call, medians summed. */
 const opened = (r) => r.open + r.capture;
+/** TREESEAL_BENCH_FS=btrfs[,xfs,ext4]: only those filesystems' rows (RESULTS.md is not written). */
+const only = process.env.TREESEAL_BENCH_FS === undefined || process.env.TREESEAL_BENCH_FS === '' ? undefined : process.env.TREESEAL_BENCH_FS.split(',');
 
 function measureAll(log) {
   const ram = new RamMounts();
@@ -24,10 +26,22 @@ function measureAll(log) {
   try {
     mkdirSync(work, { recursive: true });
     const timed = seedRunner(work);
+    const row = (r) => (rows.push(r), log(`bench: ${JSON.stringify(r)}`));
+    if (only !== undefined) {
+      // TREESEAL_BENCH_FS=btrfs (or xfs, ext4): those rows alone, and their targets.
+      for (const fs of only) {
+        const base = ram.make(fs, quick ? '3G' : '6G');
+        for (const tree of TREES) {
+          log(`bench: ${fs} (RAM) ${tree.name} (${reps} reps)…`);
+          row(benchTree(`${fs} (RAM)`, base, tree, timed));
+        }
+      }
+      return { rows, extra: undefined };
+    }
     const xfs = ram.make('xfs', quick ? '3G' : '6G');
     const ext4 = ram.make('ext4', quick ? '3G' : '6G');
-    const row = (r) => (rows.push(r), log(`bench: ${JSON.stringify(r)}`));
-    for (const [fs, base] of [['xfs (RAM)', xfs], ['ext4 (RAM)', ext4]]) {
+    const btrfs = ram.make('btrfs', quick ? '3G' : '6G');
+    for (const [fs, base] of [['xfs (RAM)', xfs], ['ext4 (RAM)', ext4], ['btrfs (RAM)', btrfs]]) {
       for (const tree of TREES) {
         log(`bench: ${fs} ${tree.name} (${reps} reps)…`);
         row(benchTree(fs, base, tree, timed));
@@ -78,6 +92,10 @@ function rowTargets(r) {
     add('materialize ≤ 1.1× cp', r.materialize <= 1.1 * r.cp, x(r.materialize, r.cp));
     add('materialize ≥ 4× faster than the seed', r.seedMaterialize >= 4 * r.materialize, x(r.seedMaterialize, r.materialize));
     add(`every file reflinked`, r.reflinked === r.files, `${r.reflinked}/${r.files}`);
+  } else if (r.fs.startsWith('btrfs')) {
+    // Each directory copy root is one snapshot of its subvolume in the store: O(1) in the tree's size.
+    if (r.tree === T50K.name) add('materialize ≤ 0.1× cp (one snapshot per copy root)', r.materialize <= 0.1 * r.cp, x(r.materialize, r.cp));
+    add('every copy root snapshotted', r.snapshotted >= 1, `${r.snapshotted} of 1`);
   } else if (r.fs.startsWith('ext4')) {
     add('capture (fresh process: async open + first capture) ≤ 1.5× cp', cap <= 1.5 * r.cp, x(cap, r.cp));
     add('materialize ≤ 1.2× cp', r.materialize <= 1.2 * r.cp, x(r.materialize, r.cp));
@@ -95,6 +113,7 @@ function rowTargets(r) {
 
 function targets(rows, e) {
   const c = rows.flatMap(rowTargets);
+  if (e === undefined) return c;
   const ram = rows.filter((r) => !r.fs.startsWith('root'));
   const paired = ram.filter((r) => !Number.isNaN(r.captureOverhead));
   const worstCap = Math.max(...paired.map((r) => r.captureOverhead));
@@ -128,6 +147,7 @@ function report(rows, e, load) {
   lines.push('async overhead per call (async minus sync of the same call in the same process, order alternating; 5k tree only):');
   const ms = (v) => (Number.isNaN(v) ? '—' : `${v.toFixed(1)} ms`);
   for (const r of rows) lines.push(`  ${r.fs} ${r.tree}: capture ${ms(r.captureOverhead)}, materialize ${ms(r.materializeOverhead)}; event-loop delay during capture p99 ${ms(r.loopP99)} (max ${ms(r.loopMax)})`);
+  if (e === undefined) return [...lines, '', ...targets(rows, e).map(([name, ok, figure]) => `${ok ? 'met    ' : 'NOT MET'}  ${name}: ${figure}`)].join('\n');
   lines.push(`peak RSS: 1 GiB file ${e.rss1g.toFixed(0)} MB; ${e.rssSmall.tree} tree ${e.rssSmall.maxRssMB.toFixed(0)} MB; ${e.rssSyntheticStart.entries} / ${e.rssSynthetic.entries} empty files ${e.rssSyntheticStart.maxRssMB.toFixed(0)} / ${e.rssSynthetic.maxRssMB.toFixed(0)} MB`);
   lines.push(`verify 5k tree: helper pool ${fmt(e.verify.pooled)}, one thread ${fmt(e.verify.single)}; ephemeral close ${fmt(e.close.close)} after a ${fmt(e.close.capture)} capture`);
   lines.push('recapture (stat cache), each capture in a fresh node process (open, async capture, close), against a full capture without the cache and find:');
@@ -149,7 +169,7 @@ function main() {
   load.after = loadavg();
   const text = report(rows, extra, load);
   console.log(text);
-  if (!quick) {
+  if (!quick && only === undefined) {
     writeFileSync(
       join(here, 'RESULTS.md'),
       `# Benchmark results\n\nThe latest \`npm run bench\` (see README, "Performance"), verbatim:\n\n\`\`\`\n${text}\n\`\`\`\n`,

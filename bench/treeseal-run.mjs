@@ -31,6 +31,7 @@ out.loopMax = delay.max / 1e6;
 mkdirSync(args.clones[0]);
 const report = await timed('materialize', () => snap.materialize(args.clones[0], materialize));
 out.reflinked = report.reflinked;
+out.snapshotted = report.snapshotted ?? 0;
 out.files = report.files;
 out.manifest = snap.manifestDigest;
 

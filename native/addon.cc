@@ -12,6 +12,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   treeseal::RegisterIo(env, exports);
   treeseal::RegisterMeta(env, exports);
   treeseal::RegisterClone(env, exports);
+  treeseal::RegisterBtrfs(env, exports);
   treeseal::RegisterConstants(env, exports);
   return exports;
 }

@@ -1,6 +1,7 @@
 // constants.cc: the kernel's flag values, read from the headers of the platform being built for.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <linux/magic.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
@@ -46,7 +47,7 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       // sync_file_range(2) flags
       TREESEAL_ENTRY(SYNC_FILE_RANGE_WAIT_BEFORE) TREESEAL_ENTRY(SYNC_FILE_RANGE_WRITE) TREESEAL_ENTRY(SYNC_FILE_RANGE_WAIT_AFTER)
       // statfs(2) f_type values
-      TREESEAL_ENTRY(TMPFS_MAGIC) TREESEAL_ENTRY(RAMFS_MAGIC) TREESEAL_ENTRY(OVERLAYFS_SUPER_MAGIC)
+      TREESEAL_ENTRY(TMPFS_MAGIC) TREESEAL_ENTRY(RAMFS_MAGIC) TREESEAL_ENTRY(OVERLAYFS_SUPER_MAGIC) TREESEAL_ENTRY(BTRFS_SUPER_MAGIC)
       // renameat2(2) and flock(2)
       TREESEAL_ENTRY(RENAME_NOREPLACE) TREESEAL_ENTRY(RENAME_EXCHANGE)
       TREESEAL_ENTRY(LOCK_SH) TREESEAL_ENTRY(LOCK_EX) TREESEAL_ENTRY(LOCK_NB) TREESEAL_ENTRY(LOCK_UN)
@@ -57,6 +58,8 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       TREESEAL_ENTRY(DT_REG) TREESEAL_ENTRY(DT_LNK) TREESEAL_ENTRY(DT_SOCK)
       // statx(2) attributes
       TREESEAL_ENTRY(STATX_ATTR_IMMUTABLE) TREESEAL_ENTRY(STATX_ATTR_APPEND)
+      // btrfs subvolume flags (BTRFS_IOC_SUBVOL_GETFLAGS, SETFLAGS, SNAP_CREATE_V2)
+      TREESEAL_ENTRY(BTRFS_SUBVOL_RDONLY)
   };
 #undef TREESEAL_ENTRY
   for (const auto& entry : table) c.Set(entry.name, Napi::Number::New(env, static_cast<double>(entry.value)));

@@ -13,6 +13,7 @@ void RegisterLink(Napi::Env env, Napi::Object exports);
 void RegisterIo(Napi::Env env, Napi::Object exports);
 void RegisterMeta(Napi::Env env, Napi::Object exports);
 void RegisterClone(Napi::Env env, Napi::Object exports);
+void RegisterBtrfs(Napi::Env env, Napi::Object exports);
 void RegisterConstants(Napi::Env env, Napi::Object exports);
 
 // The addon's one EINTR policy. Every syscall wrapper makes its call through RetryEintr,

@@ -9,7 +9,7 @@ export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/p
 export type { CaptureProgress } from './capture/walk.js';
 export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';
-export type { MaterializeOptions, MaterializeReport, ReflinkMode } from './store/materialize.js';
+export type { MaterializeOptions, MaterializeReport, ReflinkMode, SnapshotFallback } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
 export { sandboxArgs, sandboxArgsAsync, type SandboxArgs, type SandboxOptions } from './store/sandbox.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';

@@ -43,6 +43,11 @@ const ERRNOS = {
   fstatfs: () => ['EIO'],
   futimens: () => ['EIO', 'EPERM'],
   utimensat: () => ['EIO', 'EPERM'],
+  btrfs_subvol_create: () => ['ENOSPC', 'EDQUOT', 'EIO'],
+  btrfs_snap_create: () => ['ENOSPC', 'EDQUOT', 'EPERM', 'EIO'],
+  btrfs_subvol_getflags: () => ['EIO'],
+  btrfs_subvol_setflags: () => ['EIO', 'EPERM'],
+  btrfs_snap_destroy: () => ['EIO', 'EPERM'],
 };
 /** A call this table does not know yet can still fail with an I/O error. */
 const errnosOf = (name, args) => (ERRNOS[name] ?? (() => ['EIO']))(args);

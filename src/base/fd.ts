@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
+import { openUpSubvolume } from './subvolume.js';
 import { throwIfRefused } from './refusal.js';
 import {
   AT_FDCWD,
@@ -241,7 +242,7 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
   try {
     {
       using dir = own(sys, fd);
-      emptyDir(sys, dir.fd);
+      if (emptyDirAt(sys, dir.fd, parentFd, name) === 'destroyed') return;
     }
     sys.unlinkat(parentFd, name, AT_REMOVEDIR);
   } catch (err) {
@@ -261,12 +262,27 @@ export function removeQuietly(sys: Sys, parentFd: number, name: string | Buffer)
 
 /** Removes everything inside the directory open at fd. */
 export function emptyDir(sys: Sys, fd: number): void {
+  emptyDirAt(sys, fd, undefined, '.');
+}
+
+/**
+ * emptyDir of parentFd/name, open at fd. A read-only btrfs subvolume (its chmod is EROFS) is
+ * deleted whole where the kernel allows ('destroyed', nothing left to do), else its flag is
+ * cleared and it is emptied (see openUpSubvolume).
+ */
+function emptyDirAt(sys: Sys, fd: number, parentFd: number | undefined, name: string | Buffer): 'destroyed' | undefined {
   try {
     sys.fchmod(fd, 0o700);
   } catch (err) {
-    if (!hasCode(err, 'EPERM')) throw err;
+    if (hasCode(err, 'EROFS')) {
+      const opened = openUpSubvolume(sys, parentFd, name, fd);
+      if (opened === undefined) throw err;
+      if (opened === 'destroyed') return opened;
+      sys.fchmod(fd, 0o700);
+    } else if (!hasCode(err, 'EPERM')) throw err;
   }
   for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
+  return undefined;
 }
 
 const LOCKED_DIR_ATTEMPTS = 8;

@@ -29,6 +29,7 @@ import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { cloneFileMode, makeSubvolume } from '../base/subvolume.js';
 import { withMtime } from '../base/times.js';
 import { checkRelativeLink } from './links.js';
 import { keptEntries, type Excludes } from './exclude.js';
@@ -357,6 +358,13 @@ export interface BuilderOptions {
   freezeDirs: boolean;
   /** The source path the area's root `payload` stands for (a mount): excludes match, and errors name, paths below it. */
   payloadSource?: string;
+  /**
+   * Make each declared directory root a btrfs subvolume (copy roots in a store on btrfs):
+   * what it holds keeps a clone's modes (directories 0700, files 0600/0700) and is sealed
+   * by the subvolume's read-only flag once the walk is over (see `subvolumes`). A root
+   * whose subvolume the kernel will not make is an ordinary frozen directory.
+   */
+  subvolumes?: boolean;
 }
 
 /** Builds one area of a snapshot (the copy roots, or one mount) below destFd. */
@@ -366,6 +374,10 @@ export class TreeBuilder {
   totalBytes = 0;
   /** The declared root being walked (named in a refusal). */
   #root = '';
+  /** Whether that root is a subvolume: its tree keeps a clone's modes instead of frozen ones. */
+  #sealed = false;
+  /** The declared roots made subvolumes (paths), to be sealed once every file job is over. */
+  readonly subvolumes: string[] = [];
 
   constructor(
     readonly ctx: CaptureContext,
@@ -445,7 +457,10 @@ export class TreeBuilder {
       if (hasCode(err, 'ENOENT')) throw declared ? declaredMissing(this.ctx, srcDirFd, rel, err) : changedOpening(rel, err);
       throw unavailable(rel, err);
     }
-    if (declared) this.#root = rel;
+    if (declared) {
+      this.#root = rel;
+      this.#sealed = false;
+    }
     if (isLink(st.mode)) {
       // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
       if (declared) return this.#obstacle(symlinkRefused(rel), 'root-link');
@@ -469,11 +484,15 @@ export class TreeBuilder {
       this.copyDirContents(src.fd, -1, rel, opened, depth);
       return;
     }
-    sys.mkdirat(destDirFd, destName, 0o700);
+    if (declared && this.options.subvolumes === true && makeSubvolume(sys, destDirFd, destName)) {
+      this.#sealed = true;
+      this.subvolumes.push(rel);
+    } else sys.mkdirat(destDirFd, destName, 0o700);
     using dest = own(sys, openChildDir(sys, destDirFd, destName));
+    if (declared && this.#sealed) sys.fchmod(dest.fd, 0o700);
     this.copyDirContents(src.fd, dest.fd, rel, opened, depth);
     // Files still being filled by helper threads are written through fds already open.
-    if (this.options.freezeDirs) sys.fchmod(dest.fd, 0o500);
+    if (this.options.freezeDirs && !this.#sealed) sys.fchmod(dest.fd, 0o500);
   }
 
   /** An obstacle (never opened or followed) is recorded and the walk goes on: the capture is refused once it is over. */
@@ -519,7 +538,7 @@ export class TreeBuilder {
     try {
       entry = this.#addFile(rel, before);
       hook?.settle(src.fd, before);
-      const frozen = frozenFileMode(entry.mode);
+      const frozen = this.#sealed ? cloneFileMode(entry.mode) : frozenFileMode(entry.mode);
       if (hook?.deferred) [dest, loose] = hook.loose(frozen);
       else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     } catch (err) {

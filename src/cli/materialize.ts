@@ -1,6 +1,7 @@
 // materialize.ts: `treeseal materialize`: a snapshot's copy roots into a clone directory.
 import { resolve } from 'node:path';
 
+import { escapePath } from '../index.js';
 import { choiceOption, countOption, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
@@ -29,7 +30,8 @@ async function run(ctx: Context): Promise<void> {
   io.emit(
     { digest: snap.digest, clone, ...report },
     `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
-      `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
+      `(${report.snapshotted === 0 ? '' : `${plural(report.snapshotted, 'root')} snapshotted, `}${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
+      report.fallbacks.map((f) => `\nnot snapshotted: ${escapePath(f.root)}: ${f.reason}`).join('') +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
   );
 }

@@ -33,8 +33,8 @@ export class CloneLinks {
     readonly data: Pick<StoredSnapshot, 'entries' | 'declarations' | 'mounts'>,
   ) {}
 
-  /** Makes the link `entry` as dirFd/name. */
-  make(dirFd: number, name: string, entry: ManifestEntry): void {
+  /** Checks the link `entry` against the containment rule (SEAL_CORRUPT): before it is made, or before a snapshot of a root holding it is. */
+  check(entry: ManifestEntry): void {
     this.#rule ??= new CopyLinkRule(linkLayoutOf(this.data));
     try {
       this.#rule.check(entry);
@@ -42,6 +42,11 @@ export class CloneLinks {
       if (!(err instanceof SealError)) throw err;
       throw new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: copy root symlink: ${err.message}`, { path: entry.path, cause: err });
     }
+  }
+
+  /** Makes the link `entry` as dirFd/name. */
+  make(dirFd: number, name: string, entry: ManifestEntry): void {
+    this.check(entry);
     this.sys.symlinkat(entry.link_target, dirFd, name);
     // Its recorded mtime (keepTimes) on the link itself: utimensat with AT_SYMLINK_NOFOLLOW.
     keepMtimeAt(this.sys, dirFd, name, entry);

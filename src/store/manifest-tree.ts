@@ -40,8 +40,8 @@ export interface TreeSteps<At> {
   symlink(dirFd: number, name: string, entry: ManifestEntry, at: At): void;
   /** A directory entry, before it is made: its entries' `at`, disposed once they are built (default: its parent's). */
   enter?(name: string, entry: ManifestEntry, at: At): At & Disposable;
-  /** Makes and opens a directory entry (default: makeDir). */
-  makeDir?(dirFd: number, name: string, entry: ManifestEntry): Fd;
+  /** Makes and opens a directory entry (default: makeDir); `at` is what enter gave its entries. */
+  makeDir?(dirFd: number, name: string, entry: ManifestEntry, at: At): Fd;
   /** A directory entry, still open at dirFd, once its entries are built. */
   leave?(dirFd: number, entry: ManifestEntry): void;
 }
@@ -58,7 +58,7 @@ export function buildTree<At>(sys: Sys, children: ReadonlyMap<string, readonly M
     else if (entry.kind === 'symlink') steps.symlink(dirFd, name, entry, at);
     else {
       using inner = steps.enter?.(name, entry, at);
-      using child = steps.makeDir?.(dirFd, name, entry) ?? makeDir(sys, dirFd, name);
+      using child = steps.makeDir?.(dirFd, name, entry, inner ?? at) ?? makeDir(sys, dirFd, name);
       buildTree(sys, children, child.fd, inner ?? at, steps, entry.path);
       steps.leave?.(child.fd, entry);
     }

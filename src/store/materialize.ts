@@ -9,11 +9,13 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { BTRFS_SUBVOL_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { buildTree, childrenOf } from './manifest-tree.js';
+import { buildTree, childrenOf, makeDir } from './manifest-tree.js';
+import { directoryRoots, isBelow, onBtrfs } from './subvolumes.js';
+import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
@@ -53,7 +55,17 @@ export interface MaterializeReport {
    * ext4, clone on tmpfs)"). Absent when every file was cloned, and with 'never'.
    */
   copyReason?: string;
+  /** Directory copy roots made as one writable btrfs snapshot each of the store's subvolume (their entries are counted above too). */
+  snapshotted: number;
+  /** Directory copy roots a store on btrfs holds that were not snapshotted, and why (built per file instead). */
+  fallbacks: SnapshotFallback[];
   elapsedMs: number;
+}
+
+/** A copy root materialize built per file where a snapshot was possible in principle: its path and the reason. */
+export interface SnapshotFallback {
+  root: string;
+  reason: string;
 }
 
 export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
@@ -69,6 +81,8 @@ interface Run {
   report: MaterializeReport;
   progress: (entries: number, bytes: number, force?: boolean) => void;
   bytes: number;
+  /** The directory copy roots to try as snapshots (the store is on btrfs), by path. */
+  snapshotRoots: ReadonlySet<string>;
 }
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -149,7 +163,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
   const st = sys.fstat(src);
   if (!isReg(st.mode) || st.size !== entry.size) throw corrupt(entry.path);
   {
-    using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
+    using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, cloneFileMode(entry.mode)));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
   }
@@ -172,9 +186,79 @@ function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEnt
   }
 }
 
+/** Why the stored copy root open at storeDir cannot be snapshotted into the clone, or undefined when it can be tried. */
+function whyNoSnapshot(run: Run, storeDir: number): string | undefined {
+  if (run.mode === 'never') return "reflink: 'never' asks for copies that share nothing with the store";
+  const flags = subvolumeFlags(run.sys, storeDir);
+  if (flags === undefined) return 'the copy root is not a subvolume in the store (captured before subvolumes, pulled, or built where the kernel made none)';
+  if ((flags & BTRFS_SUBVOL_RDONLY) === 0) return "the copy root's subvolume in the store is writable (verify the snapshot)";
+  const uid = run.sys.fstat(storeDir).uid;
+  // A snapshot keeps its source's owners: the clone would not be this user's.
+  if (uid !== process.geteuid!()) return `the copy root's subvolume in the store belongs to uid ${uid}, not to this user`;
+  return undefined;
+}
+
+/** What a snapshot of the root at `root` puts in the clone: the directories of children below it, and counts by kind. */
+function subtreeOf(children: Map<string, ManifestEntry[]>, root: string): { keys: string[]; files: number; directories: number; links: ManifestEntry[]; bytes: number } {
+  const out = { keys: [] as string[], files: 0, directories: 0, links: [] as ManifestEntry[], bytes: 0 };
+  for (const [key, list] of children) {
+    if (!isBelow(key, root)) continue;
+    out.keys.push(key);
+    for (const e of list) {
+      if (e.kind === 'file') {
+        out.files++;
+        out.bytes += e.size;
+      } else if (e.kind === 'directory') out.directories++;
+      else out.links.push(e);
+    }
+  }
+  return out;
+}
+
+/**
+ * The root `entry` as one writable snapshot (BTRFS_IOC_SNAP_CREATE_V2) of its read-only
+ * subvolume in the store (open at storeDir), made as stageDir/name: its tree is already a
+ * clone's (directories 0700, files 0600/0700, recorded mtimes), so nothing below it is
+ * built. undefined when it cannot be (the reason goes in the report): it is built per file.
+ */
+function snapshotRoot(run: Run, children: Map<string, ManifestEntry[]>, stageDir: number, name: string, entry: ManifestEntry, storeDir: Fd, links: CloneLinks): Fd | undefined {
+  const { sys } = run;
+  let reason = whyNoSnapshot(run, storeDir.fd);
+  const subtree = subtreeOf(children, entry.path);
+  // Links are checked against the rule as they would be made (a crafted document is refused either way).
+  for (const link of subtree.links) links.check(link);
+  if (reason === undefined) {
+    try {
+      sys.btrfs_snap_create(stageDir, name, storeDir.fd, 0);
+    } catch (err) {
+      if (!isSystemError(err)) throw err;
+      reason = hasCode(err, 'EXDEV', 'ENOTTY') ? `the clone is not on the store's btrfs filesystem (${err.message})` : `the kernel refused the snapshot (${err.message})`;
+    }
+  }
+  if (reason !== undefined) {
+    run.report.fallbacks.push({ root: entry.path, reason });
+    return undefined;
+  }
+  const dir = own(sys, openChildDir(sys, stageDir, name));
+  for (const key of subtree.keys) children.delete(key);
+  run.report.snapshotted++;
+  run.report.files += subtree.files;
+  run.report.directories += subtree.directories;
+  run.report.symlinks += subtree.links.length;
+  run.bytes += subtree.bytes;
+  run.progress(run.report.files, run.bytes);
+  return dir;
+}
+
 /** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
 function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number, links: CloneLinks): void {
-  buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
+  const children = childrenOf(entries);
+  buildTree(run.sys, children, stageFd, copyDir, {
+    makeDir:
+      run.snapshotRoots.size === 0
+        ? undefined
+        : (stageDir, name, entry, storeDir) =>
+            (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
     file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
     symlink: (stageDir, name, entry) => {
       links.make(stageDir, name, entry);
@@ -198,9 +282,10 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
     cloneWorks: undefined,
     rangeWorks: undefined,
     buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, snapshotted: 0, fallbacks: [], elapsedMs: 0 },
     progress: throttled(options.onProgress),
     bytes: 0,
+    snapshotRoots: new Set(),
   };
 }
 
@@ -260,6 +345,8 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
     using copyDir = own(run.sys, copyFd);
+    // A store on btrfs keeps its directory copy roots as read-only subvolumes: each is tried as one snapshot.
+    if (onBtrfs(run.sys, copyDir.fd)) run.snapshotRoots = directoryRoots(data.declarations, data.entries);
     buildStage(run, data.entries, copyDir, stage.newFd, new CloneLinks(run.sys, data));
   });
 }

@@ -18,6 +18,7 @@ import { loadSnapshotAt } from './store-dir.js';
 import { checkDocument } from './document-check.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
 import { assembleAreas } from './assemble.js';
+import { directoryRoots, onBtrfs, sealStoredRoots } from './subvolumes.js';
 import { CacheMiss, StatCacheSession } from './recapture.js';
 import { publishedAmong } from './stat-cache-file.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
@@ -72,8 +73,8 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
   flush();
 }
 
-function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan): TreeBuilder {
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true });
+function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan, subvolumes: boolean): TreeBuilder {
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true, subvolumes });
   for (const parts of plan.copyParts) {
     using srcParent = openDeclaredParents(ctx, sourceFd, parts);
     using destParent = builder.ensureDirs(parts.slice(0, -1));
@@ -129,10 +130,19 @@ function saveQuietly(session: StatCacheSession, digest: string, data: StoredSnap
   }
 }
 
-/** Builds the deferred tree (under the shared store lock, so no stored copy it clones is removed meanwhile) and drops the loose files. */
-function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: StoredSnapshot, session: StatCacheSession): void {
+/**
+ * Builds the deferred tree (under the shared store lock, so no stored copy it clones is
+ * removed meanwhile), its directory copy roots subvolumes on btrfs (sealed once built),
+ * and drops the loose files.
+ */
+function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: StoredSnapshot, session: StatCacheSession, subvolumes: boolean): void {
   session.prepare(data);
-  withStoreLock(sys, storeRoot, false, () => assembleAreas(sys, buildFd, data, session.place));
+  const roots = subvolumes ? directoryRoots(data.declarations, data.entries) : new Set<string>();
+  withStoreLock(sys, storeRoot, false, () => {
+    const made = assembleAreas(sys, buildFd, data, session.place, roots);
+    using copy = own(sys, openChildDir(sys, buildFd, COPY_AREA));
+    sealStoredRoots(sys, copy.fd, made, data.entries);
+  });
   removeAt(sys, buildFd, LOOSE_AREA);
 }
 
@@ -228,14 +238,19 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
 }
 
 /** Captures the copy roots into the build's copy/ and each mount into its mounts/ container. */
-function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, plan: Plan, deferred: boolean): Pick<StoredSnapshot, 'entries' | 'mounts'> {
+function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, plan: Plan, deferred: boolean, subvolumes: boolean): Pick<StoredSnapshot, 'entries' | 'mounts'> {
   const { sys } = ctx;
   sys.mkdirat(buildFd, COPY_AREA, 0o700);
   let entries;
   {
     using copy = own(sys, openChildDir(sys, buildFd, COPY_AREA));
-    entries = captureCopyRoots(ctx, sourceFd, copy.fd, plan).finished();
-    if (!deferred) freezeCopyParents(sys, copy.fd, plan);
+    const builder = captureCopyRoots(ctx, sourceFd, copy.fd, plan, subvolumes);
+    // Every file job is over: nothing is written into a subvolume once it is sealed.
+    entries = builder.finished();
+    if (!deferred) {
+      freezeCopyParents(sys, copy.fd, plan);
+      sealStoredRoots(sys, copy.fd, builder.subvolumes, entries);
+    }
   }
   sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
   using mountsDir = own(sys, openChildDir(sys, buildFd, MOUNTS_AREA));
@@ -265,7 +280,9 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs + plan.clockAheadNs, fresh });
       ctx.hook = session;
     }
-    const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true));
+    // A store on btrfs keeps each directory copy root as a subvolume (materialize snapshots it).
+    const subvolumes = onBtrfs(sys, buildFd);
+    const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes));
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, ...(plan.exclude.length > 0 ? { exclude: plan.exclude } : {}), entries, mounts };
     const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;
@@ -283,7 +300,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
         saveQuietly(session, data.digest, data);
         return { data, report: { ...report, built: false, reused: true } };
       }
-      assembleDeferred(sys, storeRoot, buildFd, data, session);
+      assembleDeferred(sys, storeRoot, buildFd, data, session, subvolumes);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data));

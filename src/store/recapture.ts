@@ -26,6 +26,7 @@ import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
 import { loadStatCache, publishedAmong, saveStatCache, statCacheKey } from './stat-cache-file.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { cloneFileMode } from '../base/subvolume.js';
 
 /** A reused file's bytes could not be placed from the store: the capture is redone without the cache. */
 export class CacheMiss extends Error {
@@ -179,15 +180,16 @@ export class StatCacheSession implements FileHook {
    * that can change); else a clone (or copy) of a loose file or of that stored copy,
    * whose bytes are those the cache recorded. The result's size is checked.
    */
-  readonly place = (dirFd: number, name: string, entry: ManifestEntry): void => {
+  readonly place = (dirFd: number, name: string, entry: ManifestEntry, sealed: boolean): void => {
     const { sys } = this.#o;
-    const mode = frozenFileMode(entry.mode);
+    // Inside a subvolume copy root (sealed): a clone's mode, and no rename or link (both cross subvolumes: EXDEV), a clone.
+    const mode = sealed ? cloneFileMode(entry.mode) : frozenFileMode(entry.mode);
     const loose = this.#loose.get(entry.sha256);
-    if (loose !== undefined && loose[1] === mode && this.#uses.get(entry.sha256) === 1) {
+    if (!sealed && loose !== undefined && loose[1] === mode && this.#uses.get(entry.sha256) === 1) {
       sys.renameat2(this.#looseFd(), loose[0], dirFd, name, RENAME_NOREPLACE);
       return;
     }
-    if (loose === undefined && this.#linkStored(dirFd, name, entry, mode)) return;
+    if (!sealed && loose === undefined && this.#linkStored(dirFd, name, entry, mode)) return;
     using src = own(sys, loose !== undefined ? this.#openLoose(loose[0]) : this.#openStored(entry.sha256));
     const st = sys.fstat(src.fd);
     if (!isReg(st.mode) || st.size !== entry.size) throw new CacheMiss(entry.path);
@@ -210,8 +212,8 @@ export class StatCacheSession implements FileHook {
       sys.linkat(storedDir, leaf, dirFd, name, 0);
     } catch (err) {
       if (hasCode(err, 'ENOENT', 'ENOTDIR')) throw new CacheMiss(`${entry.sha256}: ${(err as Error).message}`);
-      // EMLINK is this inode's limit; anything else (EXDEV, EPERM, EACCES...) is the store's.
-      if (!hasCode(err, 'EMLINK')) this.#linkWorks = false;
+      // EMLINK is this inode's limit, EXDEV this copy's (in a subvolume copy root on btrfs: no link crosses into or out of one); anything else (EPERM, EACCES...) is the store's.
+      if (!hasCode(err, 'EMLINK', 'EXDEV')) this.#linkWorks = false;
       return false;
     }
     const st = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);

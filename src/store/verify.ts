@@ -10,11 +10,13 @@ import { throwIfRefused } from '../base/refusal.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { COPY_AREA, mountArea } from './layout.js';
 import { readingSnapshot } from './lock.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
+import { directoryRoots, isBelow, onBtrfs } from './subvolumes.js';
 
 export interface VerifyReport {
   entries: number;
@@ -37,6 +39,41 @@ interface Walk {
   shared: Shared;
   /** Big files hashed ahead of the walk, by path. */
   early: Map<string, Early>;
+  /** Copy roots that are btrfs subvolumes: their trees keep a clone's modes, sealed by the read-only flag. */
+  sealed: string[];
+}
+
+/** The mode a stored file must have: frozen, or a clone's inside a subvolume copy root. */
+function storedFileMode(w: Walk, want: ManifestEntry): number {
+  return w.sealed.length > 0 && w.sealed.some((root) => isBelow(want.path, root)) ? cloneFileMode(want.mode) : frozenFileMode(want.mode);
+}
+
+/** A stored directory's mode: 0500, or 0700 inside a subvolume copy root. */
+function storedDirMode(w: Walk, path: string): number {
+  return w.sealed.length > 0 && w.sealed.some((root) => isBelow(path, root)) ? 0o700 : 0o500;
+}
+
+/**
+ * The directory copy roots kept as subvolumes (read-only or not) in the copy area open at
+ * fd; one that is not read-only is drift: it is the flag that keeps it from changing.
+ */
+function subvolumeRoots(w: Walk, fd: number, declarations: readonly string[], onDrift: (path: string) => void): string[] {
+  const roots: string[] = [];
+  if (!onBtrfs(w.sys, fd)) return roots;
+  for (const root of directoryRoots(declarations, w.expected.values())) {
+    let dir: number;
+    try {
+      dir = openBeneath(w.sys, fd, root.split('/'), DIR_FLAGS);
+    } catch {
+      continue; // the walk finds it missing or not a directory
+    }
+    using opened = own(w.sys, dir);
+    const flags = subvolumeFlags(w.sys, opened.fd);
+    if (flags === undefined) continue;
+    roots.push(root);
+    if ((flags & BTRFS_SUBVOL_RDONLY) === 0) onDrift(root);
+  }
+  return roots;
 }
 
 /** A file hashed ahead of the walk: whether it differs, and its place in the walk once reached (-1 before). */
@@ -100,8 +137,8 @@ function hashFiles(w: Walk, dir: Dir, batch: HashBatch): void {
 }
 
 /** A file's kind, mode and size as its manifest entry says (what is checked before its bytes). */
-function fileLooksRight(st: Stat, want: ManifestEntry): boolean {
-  return isReg(st.mode) && (st.mode & 0o7777) === frozenFileMode(want.mode) && st.size === want.size;
+function fileLooksRight(st: Stat, want: ManifestEntry, mode: number): boolean {
+  return isReg(st.mode) && (st.mode & 0o7777) === mode && st.size === want.size;
 }
 
 /**
@@ -122,7 +159,7 @@ function addFile(w: Walk, dir: Dir, batch: HashBatch, name: string, want: Manife
     hashFiles(w, dir, batch);
     next = new HashBatch(dir.fd);
   }
-  next.add(name, want.size, frozenFileMode(want.mode), want.sha256, w.seq++);
+  next.add(name, want.size, storedFileMode(w, want), want.sha256, w.seq++);
   return next;
 }
 
@@ -141,13 +178,13 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
     let looksRight = false;
     try {
       if (cut >= 0) dir = openDir(w, openBeneath(w.sys, root.fd, rel.split('/'), DIR_FLAGS), rel);
-      looksRight = fileLooksRight(w.sys.fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), want);
+      looksRight = fileLooksRight(w.sys.fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), want, storedFileMode(w, want));
     } catch {
       // The walk meets the same path and reports it as it does any other.
     }
     if (looksRight) {
       const batch = new HashBatch(dir.fd);
-      batch.add(name, want.size, frozenFileMode(want.mode), want.sha256, -1);
+      batch.add(name, want.size, storedFileMode(w, want), want.sha256, -1);
       w.early.set(want.path, { differs: false, seq: -1 });
       hashFiles(w, dir, batch);
     }
@@ -177,7 +214,7 @@ function checkDir(w: Walk, dir: Dir): void {
     const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
     const perm = st.mode & 0o7777;
     if (want.kind === 'directory') {
-      if (perm !== 0o500 || !isDir(st.mode)) flag(w, path);
+      if (perm !== storedDirMode(w, path) || !isDir(st.mode)) flag(w, path);
       if (!isDir(st.mode)) continue;
       // This directory's files so far go out before the walk goes down.
       hashFiles(w, dir, batch);
@@ -202,8 +239,8 @@ interface Shared {
   progress: (entries: number, bytes: number) => void;
 }
 
-function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared): void {
-  const walk: Walk = { sys, expected: new Map(), seen: new Set(), drift: [], seq: 0, shared, early: new Map() };
+function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
+  const walk: Walk = { sys, expected: new Map(), seen: new Set(), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
   const big: ManifestEntry[] = [];
   let files = 0;
   for (const e of entries) {
@@ -223,6 +260,7 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
   // The tree's size is known: a big one starts the helper threads at once.
   shared.jobs.expect(files);
   const root = openDir(walk, fd, '');
+  if (declarations.length > 0) walk.sealed = subvolumeRoots(walk, fd, declarations, (path) => flag(walk, path));
   hashEarly(walk, root, big);
   checkDir(walk, root);
   shared.jobs.drain();
@@ -236,7 +274,7 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, opt
   const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
   const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress) };
   try {
-    verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared);
+    verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared, data.declarations);
     data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));
   } finally {
     jobs.close();

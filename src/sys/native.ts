@@ -83,6 +83,20 @@ export interface Sys {
   flock(fd: number, operation: number): void;
   ficlone(destfd: number, srcfd: number): boolean;
   copy_file_range(fdIn: number, offIn: number, fdOut: number, offOut: number, length: number): number;
+  /** BTRFS_IOC_SUBVOL_CREATE: a new empty subvolume `name` in the directory open at dirfd (ENOTTY off btrfs). */
+  btrfs_subvol_create(dirfd: number, name: PathArg): void;
+  /**
+   * BTRFS_IOC_SNAP_CREATE_V2: a snapshot `name` in the directory open at dirfd of the subvolume whose root
+   * directory is open at srcfd; flags 0 (writable) or BTRFS_SUBVOL_RDONLY. EPERM unless the caller owns the
+   * source (or has CAP_FOWNER), EXDEV across filesystems, EINVAL when srcfd is not a subvolume's root.
+   */
+  btrfs_snap_create(dirfd: number, name: PathArg, srcfd: number, flags: number): void;
+  /** BTRFS_IOC_SUBVOL_GETFLAGS of the subvolume root open at fd (BTRFS_SUBVOL_RDONLY); EINVAL for another directory, ENOTTY off btrfs. */
+  btrfs_subvol_getflags(fd: number): number;
+  /** BTRFS_IOC_SUBVOL_SETFLAGS: the subvolume's owner (or CAP_FOWNER) may set or clear BTRFS_SUBVOL_RDONLY. */
+  btrfs_subvol_setflags(fd: number, flags: number): void;
+  /** BTRFS_IOC_SNAP_DESTROY_V2: deletes subvolume `name` below dirfd whatever it holds (CAP_SYS_ADMIN, or the user_subvol_rm_allowed mount option). */
+  btrfs_snap_destroy(dirfd: number, name: PathArg): void;
 }
 
 /** The addon's own faces: fstat and fstatat fill the stat block (`block` below) instead of returning an object. */
@@ -186,4 +200,9 @@ export const sys: Sys = {
   flock: addon.flock,
   ficlone: addon.ficlone,
   copy_file_range: addon.copy_file_range,
+  btrfs_subvol_create: addon.btrfs_subvol_create,
+  btrfs_snap_create: addon.btrfs_snap_create,
+  btrfs_subvol_getflags: addon.btrfs_subvol_getflags,
+  btrfs_subvol_setflags: addon.btrfs_subvol_setflags,
+  btrfs_snap_destroy: addon.btrfs_snap_destroy,
 };

@@ -7,12 +7,13 @@ import { fillBytes } from '../files/copy-file.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import type { ToolOptions } from '../base/offload.js';
 import { defineOp } from '../base/op.js';
 import { frozenFileMode } from '../base/frozen.js';
+import { subvolumeFlags, unsealSubvolume } from '../base/subvolume.js';
 
 export interface ModePolicy {
   file(mode: number): number;
@@ -80,11 +81,24 @@ function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: strin
   }
 }
 
+/** A thaw's chmod of a directory; a read-only btrfs subvolume (EROFS) has its flag cleared first (its owner or root may). */
+function openUp(sys: Sys, fd: number, mode: number, rel: string): void {
+  try {
+    sys.fchmod(fd, mode);
+  } catch (err) {
+    if (!hasCode(err, 'EROFS')) throw err;
+    const flags = subvolumeFlags(sys, fd);
+    if (flags === undefined || (flags & BTRFS_SUBVOL_RDONLY) === 0) throw err;
+    unsealSubvolume(sys, fd, flags, rel === '' ? '.' : rel);
+    sys.fchmod(fd, mode);
+  }
+}
+
 /** Applies a mode policy to the tree open at fd (the directory itself included). */
 export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '', depth = 0): void {
   if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`);
   // A thaw must open up the directory before anything inside can be listed by a non-root owner.
-  if (policy.dir & 0o200) sys.fchmod(fd, policy.dir);
+  if (policy.dir & 0o200) openUp(sys, fd, policy.dir, rel);
   for (const entry of sys.readdir(fd)) {
     // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
     if (!policy.files && entry.type === DT_REG) continue;

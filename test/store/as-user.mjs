@@ -1,5 +1,5 @@
 // as-user.mjs: one store operation a test runs in a child process (as an unprivileged uid); prints its result, or its error, as JSON.
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 
 const [dist, op, store, ...args] = process.argv.slice(2);
 const { SnapshotStore, thawSync } = await import(dist);
@@ -35,6 +35,35 @@ const ops = {
     const report = await s.get(digest).materialize(clone);
     await s.close();
     return { files: report.files };
+  },
+  /**
+   * lifecycle SOURCE COPY[,COPY...] CLONE: capture, materialize twice (checkClone after each),
+   * remove the snapshot, rm -r the clone, then the same in an ephemeral store closed at the end.
+   */
+  async lifecycle(source, copy, clone) {
+    const s = await open();
+    const snap = await s.capture({ source, copy: copy.split(',') });
+    let sealed = 'writable';
+    try {
+      writeFileSync(`${store}/snapshots/${snap.digest}/copy/${copy.split(',')[0]}/planted`, 'x');
+    } catch (err) {
+      sealed = err.code;
+    }
+    const runs = [];
+    for (let i = 0; i < 2; i++) {
+      const report = await snap.materialize(clone, { createClone: true });
+      const check = await snap.checkClone(clone);
+      runs.push({ files: report.files, snapshotted: report.snapshotted, fallbacks: report.fallbacks, reflinked: report.reflinked, ok: check.ok });
+    }
+    const removed = s.remove(snap.digest);
+    const left = readdirSync(`${store}/snapshots`).length + readdirSync(`${store}/tmp`).length;
+    await s.close();
+    rmSync(clone, { recursive: true });
+    const eph = await SnapshotStore.open(`${store}-eph`, { ephemeral: true });
+    const again = await (await eph.capture({ source, copy: copy.split(',') })).materialize(clone, { createClone: true });
+    await eph.close();
+    rmSync(clone, { recursive: true });
+    return { sealed, runs, removed: removed === snap.digest, left, ephemeral: again.snapshotted, gone: !exists(`${store}-eph`) && !exists(clone) };
   },
   async gc() {
     const s = await open();

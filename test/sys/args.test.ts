@@ -116,6 +116,13 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['ficlone src', 'srcfd', (fd) => sys.ficlone(f, fd), false],
         ['copy_file_range in', 'fdIn', (fd) => sys.copy_file_range(fd, 0, f, 0, 0), false],
         ['copy_file_range out', 'fdOut', (fd) => sys.copy_file_range(f, 0, fd, 0, 0), false],
+        // The btrfs ioctls act on a directory fd itself: no AT_FDCWD.
+        ['btrfs_subvol_create', 'dirfd', (fd) => sys.btrfs_subvol_create(fd, 'sv'), false],
+        ['btrfs_snap_create dir', 'dirfd', (fd) => sys.btrfs_snap_create(fd, 'sv', d, 0), false],
+        ['btrfs_snap_create src', 'srcfd', (fd) => sys.btrfs_snap_create(d, 'sv', fd, 0), false],
+        ['btrfs_subvol_getflags', 'fd', (fd) => sys.btrfs_subvol_getflags(fd), false],
+        ['btrfs_subvol_setflags', 'fd', (fd) => sys.btrfs_subvol_setflags(fd, 0), false],
+        ['btrfs_snap_destroy', 'dirfd', (fd) => sys.btrfs_snap_destroy(fd, 'sv'), false],
       ];
       const keys = new Set(calls.map(([key]) => key.split(' ')[0]));
       expect([...keys].sort()).toEqual(Object.keys(sys).sort());

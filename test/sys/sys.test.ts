@@ -124,6 +124,11 @@ describe('errors', () => {
       flock: () => sys.flock(bad, S.LOCK_SH),
       ficlone: () => sys.ficlone(bad, bad),
       copy_file_range: () => sys.copy_file_range(bad, -1, bad, -1, 4),
+      btrfs_subvol_create: () => sys.btrfs_subvol_create(bad, 'x'),
+      btrfs_snap_create: () => sys.btrfs_snap_create(bad, 'x', bad, 0),
+      btrfs_subvol_getflags: () => sys.btrfs_subvol_getflags(bad),
+      btrfs_subvol_setflags: () => sys.btrfs_subvol_setflags(bad, 0),
+      btrfs_snap_destroy: () => sys.btrfs_snap_destroy(bad, 'x'),
     };
     expect(Object.keys(calls).sort()).toEqual(Object.keys(sys).sort());
     for (const [key, call] of Object.entries(calls)) {
