@@ -9,6 +9,7 @@ import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
+import type { Ledger } from './clone-ledger.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -28,6 +29,8 @@ export interface CloneReport {
 
 interface Check {
   sys: Sys;
+  /** Compare with this ledger's identities instead of hashing (diff). */
+  ledger: Ledger | undefined;
   expected: Map<string, ManifestEntry>;
   seen: Set<string>;
   report: CloneReport;
@@ -40,7 +43,7 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
   c.seen.add(path);
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
-    if (mtimeDiffers(st, want)) c.report.changed.push(path);
+    if (mtimeDiffers(st, want) || (c.ledger !== undefined && c.ledger.modeOf(path) !== (st.mode & 0o7777))) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
     return;
@@ -51,6 +54,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
     return;
   }
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
+  // The ledger's identity: a file exactly as the materialize made it is not opened.
+  if (c.ledger !== undefined) return void (c.ledger.same(path, st) ? undefined : c.report.changed.push(path));
   const got = hashAt(c.sys, c.buffer, dirfd, name);
   c.report.files++;
   c.report.bytes += got.size;
@@ -89,11 +94,21 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
   return undefined;
 }
 
-/** Compares the clone's copy roots (not the rest of the clone) with data's manifest. */
+/** Compares the clone's copy roots (not the rest of the clone) with data's manifest, re-hashing every file. */
 export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): CloneReport {
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
+  return compareClone(sys, data, cloneDir.fd, undefined);
+}
+
+/**
+ * Compares the copy roots of the clone open at cloneFd with data's manifest: each file
+ * re-hashed, or, given the clone's ledger, each entry's identity compared with the one it
+ * records (a file whose identity matches is not opened).
+ */
+export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
-  const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const c: Check = { sys, ledger, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
     const parts = declared.split('/').filter((p) => p !== '' && p !== '.');

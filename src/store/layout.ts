@@ -8,6 +8,8 @@ export const BUILD_PREFIX = 'build-';
 /** Leases on published snapshots, one file per lease: `leases/<digest>-<16 hex>`, flocked while held. */
 export const LEASES_DIR = 'leases';
 export const REMOVING_PREFIX = 'rm-';
+/** Clone ledgers, one file per materialized clone: `clones/<dev>-<ino>.ledger`, keyed by the clone directory's device and inode. */
+export const CLONES_DIR = 'clones';
 /** A snapshot's copy roots live in `copy/`, its mounts in `mounts/<mountDir(i)>/payload`. */
 export const COPY_AREA = 'copy';
 export const MOUNTS_AREA = 'mounts';

@@ -9,11 +9,12 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf } from './manifest-tree.js';
+import { Ledger, saveLedger, storeOf } from './clone-ledger.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
@@ -48,11 +49,18 @@ export interface MaterializeReport {
   /** Data bytes the copies wrote (holes are not written, and not counted). */
   bytesCopied: number;
   elapsedMs: number;
+  /**
+   * True when the clone held this snapshot's ledger (an earlier materialize of it there):
+   * only what differed from the ledger was restored, as `reset` does, and the counts above
+   * are of what was made again; false for a whole materialize.
+   */
+  reset: boolean;
 }
 
 export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
 
-interface Run {
+/** One materialize's (or reset's) state: how files are filled, what it made, and the ledger it records. */
+export interface Run {
   sys: Sys;
   mode: ReflinkMode;
   fallbackBytes: number;
@@ -63,6 +71,8 @@ interface Run {
   report: MaterializeReport;
   progress: (entries: number, bytes: number, force?: boolean) => void;
   bytes: number;
+  /** What is made, as the clone's ledger records it (paths are the manifest's). */
+  ledger: Ledger;
 }
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -126,7 +136,8 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   run.report.bytesCopied += dataBytes;
 }
 
-function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
+/** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
+export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
   const { sys } = run;
   let src: number;
   try {
@@ -142,6 +153,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, entry.mode & 0o111 ? 0o700 : 0o600));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
+    run.ledger.record(entry.path, sys.fstat(dst.fd));
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {
@@ -153,7 +165,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
 }
 
 /** The snapshot's directory for a directory entry of the one open at snapDir, opened (never through a link). */
-function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
+export function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
   try {
     return own(run.sys, openChildDir(run.sys, snapDir.fd, name));
   } catch (err) {
@@ -162,24 +174,39 @@ function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEnt
   }
 }
 
-/** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
-function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number, links: CloneLinks): void {
-  buildTree(run.sys, childrenOf(entries), stageFd, copyDir, {
-    file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
-    symlink: (stageDir, name, entry) => {
-      links.make(stageDir, name, entry);
-      run.report.symlinks++;
+/**
+ * Builds the entries below `rel` ('' for the copy roots themselves) in the directory open
+ * at dirFd from the snapshot's directory for `rel` open at snapDir, walking both in step,
+ * and records each in the run's ledger.
+ */
+export function buildInto(run: Run, children: ReadonlyMap<string, readonly ManifestEntry[]>, dirFd: number, snapDir: Fd, links: CloneLinks, rel = ''): void {
+  buildTree(
+    run.sys,
+    children,
+    dirFd,
+    snapDir,
+    {
+      file: (stageDir, name, entry, at) => materializeFile(run, at.fd, stageDir, name, entry),
+      symlink: (stageDir, name, entry) => {
+        links.make(stageDir, name, entry);
+        run.ledger.record(entry.path, run.sys.fstatat(stageDir, name, AT_SYMLINK_NOFOLLOW));
+        run.report.symlinks++;
+      },
+      enter: (name, entry, at) => {
+        const dir = openSnapshotDir(run, at, name, entry);
+        run.report.directories++;
+        return dir;
+      },
+      leave: (stageDir, entry) => {
+        keepMtime(run.sys, stageDir, entry);
+        run.ledger.record(entry.path, run.sys.fstat(stageDir));
+      },
     },
-    enter: (name, entry, snapDir) => {
-      const dir = openSnapshotDir(run, snapDir, name, entry);
-      run.report.directories++;
-      return dir;
-    },
-    leave: (stageDir, entry) => keepMtime(run.sys, stageDir, entry),
-  });
+    rel,
+  );
 }
 
-function newRun(sys: Sys, options: MaterializeOptions): Run {
+export function newRun(sys: Sys, options: MaterializeOptions, ledger: Ledger): Run {
   const { mode, fallbackBytes } = checkMaterializeOptions(options);
   return {
     sys,
@@ -188,14 +215,15 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
     cloneWorks: undefined,
     rangeWorks: undefined,
     buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0 },
+    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, elapsedMs: 0, reset: false },
     progress: throttled(options.onProgress),
     bytes: 0,
+    ledger,
   };
 }
 
 /** The declared roots as components; a root on treeseal's own names in the clone is refused. */
-function rootsOf(data: StoredSnapshot): string[][] {
+export function rootsOf(data: StoredSnapshot): string[][] {
   return data.declarations.map((d) => {
     const parts = d.split('/').filter((p) => p !== '' && p !== '.');
     if (parts[0] === CLONE_MARKER || parts[0]!.startsWith(CLONE_STAGE_PREFIX)) {
@@ -241,17 +269,31 @@ function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly
 
 /** Builds the roots in the stage from the snapshot's copy area, holding the store's shared lock while it reads. */
 function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot, stage: CloneStage): void {
-  readingSnapshot(run.sys, snapshotRoot, data.digest, (snapshotFd) => {
+  readingCopyArea(run.sys, snapshotRoot, data.digest, (copyDir) => buildInto(run, childrenOf(data.entries), stage.newFd, copyDir, new CloneLinks(run.sys, data)));
+}
+
+/** Runs fn with the snapshot's copy area open, holding the store's shared lock while it reads. */
+export function readingCopyArea(sys: Sys, snapshotRoot: string, digest: string, fn: (copyDir: Fd) => void): void {
+  readingSnapshot(sys, snapshotRoot, digest, (snapshotFd) => {
     let copyFd: number;
     try {
-      copyFd = openBeneath(run.sys, snapshotFd, [COPY_AREA], DIR_FLAGS);
+      copyFd = openBeneath(sys, snapshotFd, [COPY_AREA], DIR_FLAGS);
     } catch (err) {
       throwIfRefused(err, `snapshot area cannot be opened: ${COPY_AREA}`);
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
-    using copyDir = own(run.sys, copyFd);
-    buildStage(run, data.entries, copyDir, stage.newFd, new CloneLinks(run.sys, data));
+    using copyDir = own(sys, copyFd);
+    fn(copyDir);
   });
+}
+
+/** Records each copy root as it stands in the clone now: swapped in, its ctime (and for a directory, maybe its mtime) moved. */
+export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][], ledger: Ledger): void {
+  for (const parts of roots) {
+    using parent = own(sys, parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
+    const st = statOrNull(sys, parent.fd, parts[parts.length - 1]!);
+    if (st !== null) ledger.record(parts.join('/'), st);
+  }
 }
 
 /**
@@ -260,12 +302,22 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
  * under the in-progress marker, and what they replace is removed with the stage.
  */
 export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions = {}): MaterializeReport {
-  const started = performance.now();
-  const run = newRun(sys, options);
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (options.createClone === true) makeCloneDir(sys, clone);
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
-  const cloneFd = cloneDir.fd;
+  return materializeInto(sys, snapshotRoot, data, cloneDir.fd, options);
+}
+
+/**
+ * materializeSnapshot into the clone directory open at cloneFd (checked apart from the
+ * source and the store), then the clone's ledger saved in the store: a ledger that
+ * cannot be saved fails the call (the clone is materialized; the next materialize
+ * does it whole again).
+ */
+export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
+  const started = performance.now();
+  const cloneSt = sys.fstat(cloneFd);
+  const run = newRun(sys, options, new Ledger(data.digest, cloneSt.dev));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
@@ -279,6 +331,8 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
+  recordRoots(sys, cloneFd, roots, run.ledger);
+  saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;

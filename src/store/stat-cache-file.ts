@@ -67,8 +67,18 @@ export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<
  * and the directory fsynced. A reader sees the old file or the new one, never a mix.
  */
 export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
+  saveStoreFile(sys, storeFd, tmpFd, CACHE_DIR, statCacheName(key), write);
+}
+
+/**
+ * Replaces `<dir>/<name>` in the store (dir made 0700 when missing) crash-safe: a new
+ * file in tmp/ (named like a build, so a sweep removes it if this process dies),
+ * written, fsynced, renamed over the name, and the directory fsynced, all under the
+ * store's shared lock. A reader sees the old file or the new one, never a mix.
+ */
+export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache): void {
   try {
-    sys.mkdirat(storeFd, CACHE_DIR, 0o700);
+    sys.mkdirat(storeFd, dir, 0o700);
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) throw err;
   }
@@ -76,12 +86,12 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
   // so the new file cannot be swept between its creation and its rename.
   using lock = own(sys, sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
   sys.flock(lock.fd, LOCK_SH);
-  writeStatCache(sys, storeFd, tmpFd, key, write);
+  writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
 }
 
-function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
-  using dir = own(sys, openChildDir(sys, storeFd, CACHE_DIR));
-  const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
+function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
+  using dir = own(sys, openChildDir(sys, storeFd, dirName));
+  const tmpName = `${BUILD_PREFIX}${dirName}-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
     {
@@ -93,7 +103,7 @@ function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, w
       });
       sys.fsync(file.fd);
     }
-    sys.renameat2(tmpFd, tmpName, dir.fd, statCacheName(key), 0);
+    sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
     renamed = true;
     sys.fsync(dir.fd);
   } finally {
