@@ -24,7 +24,7 @@ async function run(ctx: Context): Promise<void> {
   line.done();
   io.emit(
     { digest: snap.digest, clone, ...report },
-    `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
+    `${report.reset ? 'reset (the clone held its ledger: only what differed was made again)' : 'materialized'} ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
       `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
   );
@@ -38,6 +38,7 @@ export const MATERIALIZE: CommandSpec = {
 
 Replaces each copy root of a snapshot inside the directory <clone>, copy-on-write where the filesystem can.
 <clone> is created when only its last component is missing. Mounts are not touched: see \`treeseal mounts\`.
+A clone this snapshot was materialized into before is reset instead (see \`treeseal reset\`).
   --reflink MODE        auto (default): clone, else copy within the fallback budget; always: clone or fail; never: copy
   --fallback-bytes N    most bytes to copy without cloning (default 536870912)`,
   options: {
