@@ -57,6 +57,8 @@ export class Ledger {
     readonly digest: string,
     /** The clone directory's device: every entry is on it. */
     readonly dev: bigint,
+    /** Every file was made by a buffered copy (reflink 'never'): none shares its extents with the store. */
+    readonly independent: boolean,
   ) {}
 
   /** Records path as st shows it now (nothing for a kind a materialize never makes). */
@@ -90,7 +92,7 @@ export class Ledger {
   encode(store: Stat, cloneDir: Stat): Buffer {
     const entries: unknown[] = [];
     for (const [path, r] of this.records) entries.push([path, r.kind, String(r.ino), r.size, r.mode, String(r.mtimeNs), String(r.ctimeNs)]);
-    const body = JSON.stringify({ v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, entries });
+    const body = JSON.stringify({ v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, independent: this.independent, entries });
     return Buffer.from(`${body}\n${createHash('sha256').update(body).digest('hex')}\n`);
   }
 
@@ -101,10 +103,10 @@ export class Ledger {
     const body = text.slice(0, cut);
     if (createHash('sha256').update(body).digest('hex') !== text.slice(cut + 1, -1)) return undefined;
     try {
-      const doc = JSON.parse(body) as { v: unknown; store: unknown; clone: unknown; digest: unknown; entries: unknown };
+      const doc = JSON.parse(body) as { v: unknown; store: unknown; clone: unknown; digest: unknown; independent: unknown; entries: unknown };
       if (doc.v !== LEDGER_VERSION || doc.store !== idText(store) || doc.clone !== idText(cloneDir)) return undefined;
       if (typeof doc.digest !== 'string' || !DIGEST.test(doc.digest) || !Array.isArray(doc.entries)) return undefined;
-      const ledger = new Ledger(doc.digest, cloneDir.dev);
+      const ledger = new Ledger(doc.digest, cloneDir.dev, doc.independent === true);
       for (const e of doc.entries as unknown[][]) {
         const [path, kind, ino, size, mode, mtime, ctime] = e as [string, Kind, string, number, number, string, string];
         if (typeof path !== 'string' || (kind !== 'f' && kind !== 'd' && kind !== 'l') || typeof size !== 'number' || typeof mode !== 'number') return undefined;

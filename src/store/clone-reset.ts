@@ -50,7 +50,10 @@ export interface DiffReport extends CloneReport {
 }
 
 export interface ResetOptions {
-  /** As for materialize: how files are restored (default 'auto': a reflink where the filesystem can). */
+  /**
+   * As for materialize: how the files reset restores are made (default 'auto': a reflink
+   * where the filesystem can). The files it keeps stay as they were made.
+   */
   reflink?: MaterializeOptions['reflink'];
   /** As for materialize: the cap on bytes copied (not cloned) by one call. */
   fallbackBytes?: number;
@@ -248,7 +251,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   } else {
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
-    const run = newRun(sys, materializeOptions, new Ledger(data.digest, cloneSt.dev));
+    const run = newRun(sys, materializeOptions, new Ledger(data.digest, cloneSt.dev, old.independent && materializeOptions.reflink === 'never'));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
       const r: Reset = {
@@ -300,7 +303,9 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
   using _ = dir;
   const { createClone: _create, ...rest } = options;
-  if (ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd)) return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+  // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
+  const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);
+  if (whole) return materializeInto(sys, snapshotRoot, data, dir.fd, options);
   const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
   return report;
 }

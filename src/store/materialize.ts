@@ -317,7 +317,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
 export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
-  const run = newRun(sys, options, new Ledger(data.digest, cloneSt.dev));
+  const run = newRun(sys, options, new Ledger(data.digest, cloneSt.dev, options.reflink === 'never'));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);

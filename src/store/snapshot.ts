@@ -204,7 +204,8 @@ export class Snapshot {
    * Replaces each copy root in clone with its exact snapshot tree, copy-on-write where
    * possible, and records what it made in the store's ledger of the clone (see diff). A
    * clone that holds this snapshot's ledger is reset instead (only what differs is
-   * restored; the report's `reset` is true).
+   * restored; the report's `reset` is true), unless `reflink: 'never'` asks for copies and
+   * the ledger's files were not made so.
    */
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
     return Snapshot.#materialize.sync(this, clone, options);
