@@ -5,7 +5,7 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, type CloneReport } from './clone-check.js';
@@ -14,7 +14,7 @@ import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { sweepCloneStages } from './clone-stage.js';
+import { openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { makeDir, childrenOf } from './manifest-tree.js';
 import {
@@ -87,9 +87,74 @@ function bindingError(ledger: Ledger, digest: string, clone: string): SealError 
   );
 }
 
+/**
+ * Removes entries from a clone without following a link, in a bounded stack and a bounded
+ * number of fds however deep the tree (an agent can make one 10k directories deep): each
+ * directory met is first moved (one rename on the clone's filesystem) into the old/ area
+ * of a locked stage inside the clone, then emptied there, so no walk goes below one level.
+ * The stage is made on the first directory and removed at dispose; one left by a process
+ * that died is swept by the next reset or materialize.
+ */
+class Trash implements Disposable {
+  #stage: CloneStage | undefined;
+  #slots = 0;
+
+  constructor(
+    readonly sys: Sys,
+    readonly cloneFd: number,
+  ) {}
+
+  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN). */
+  remove(dirFd: number, name: string | Buffer, type: number): void {
+    const { sys } = this;
+    if (type !== DT_DIR && type !== DT_UNKNOWN) return removeAt(sys, dirFd, name, type);
+    // Not known (DT_UNKNOWN): what is not a directory is unlinked as it is.
+    if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return removeAt(sys, dirFd, name, DT_REG);
+    this.#stage ??= openCloneStage(sys, this.cloneFd);
+    const trash = this.#stage.oldFd;
+    const pending = [this.#moveAside(dirFd, name)];
+    for (let slot = pending.pop(); slot !== undefined; slot = pending.pop()) {
+      let fd: number;
+      try {
+        fd = openChildDir(sys, trash, slot);
+      } catch (err) {
+        // Not a directory after all (d_type was stale): unlinked as what it is.
+        if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
+        removeAt(sys, trash, slot, DT_REG);
+        continue;
+      }
+      {
+        using dir = own(sys, fd);
+        try {
+          sys.fchmod(dir.fd, 0o700);
+        } catch (err) {
+          if (!hasCode(err, 'EPERM')) throw err;
+        }
+        for (const item of sys.readdir(dir.fd)) {
+          if (item.type === DT_DIR) pending.push(this.#moveAside(dir.fd, item.name));
+          else removeAt(sys, dir.fd, item.name, item.type);
+        }
+      }
+      sys.unlinkat(trash, slot, AT_REMOVEDIR);
+    }
+  }
+
+  /** Renames dirFd/name into the trash under a new slot name; returns the slot. */
+  #moveAside(dirFd: number, name: string | Buffer): string {
+    const slot = String(this.#slots++);
+    this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
+    return slot;
+  }
+
+  [Symbol.dispose](): void {
+    this.#stage?.[Symbol.dispose]();
+  }
+}
+
 /** What one reset walks with. */
 interface Reset {
   run: Run;
+  trash: Trash;
   old: Ledger;
   expected: Map<string, ManifestEntry>;
   children: Map<string, ManifestEntry[]>;
@@ -136,7 +201,7 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
 
 /** Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied through its own fd) and restores want there. */
 function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
-  removeAt(r.run.sys, dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG);
+  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG);
   restore(r, dirFd, name, want);
   r.report.changed.push(want.path);
 }
@@ -187,7 +252,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
   for (const item of sys.readdir(fd)) {
     const want = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
     if (want === undefined) {
-      removeAt(sys, fd, item.name, item.type);
+      r.trash.remove(fd, item.name, item.type);
       r.report.added.push(`${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`);
       continue;
     }
@@ -245,6 +310,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   // A link or a special file at a root or above one is refused before anything is written.
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   const interrupted = checkMarker(sys, cloneFd);
+  using trash = new Trash(sys, cloneFd);
   let report: ResetReport;
   if (old === undefined || interrupted) {
     report = { ...emptyReport('materialize'), ...materializeInto(sys, snapshotRoot, data, cloneFd, materializeOptions), reset: false };
@@ -260,6 +326,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         expected: new Map(Array.from(data.entries, (e) => [e.path, e])),
         children: childrenOf(data.entries),
         copyDir,
+        trash,
         links: new CloneLinks(sys, data),
         report,
       };
@@ -273,7 +340,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   }
   if (clean === true) {
     forEachOutside(sys, cloneFd, data, (dirFd, name, path, type) => {
-      removeAt(sys, dirFd, name, type);
+      trash.remove(dirFd, name, type);
       report.outside.push(path);
     });
   }

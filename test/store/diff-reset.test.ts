@@ -1,5 +1,6 @@
 // diff-reset.test.ts: the clone ledger, diff and reset: what an agent changed in a materialized clone, found by identity
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
+import { execFileSync } from 'node:child_process';
 import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -215,6 +216,15 @@ describe('reset', () => {
     renameSync(join(clone, 'src'), join(work, 'moved'));
     symlinkSync(outside, join(clone, 'src'));
     expectError(() => snap.resetSync(clone), { code: 'SEAL_SYMLINK', message: 'copy target has a symlink parent: src/lib', unchanged: work });
+    store.closeSync();
+  });
+
+  it('a subtree 10000 directories deep is removed in a bounded stack and fds, its files never opened (kills Trash.remove handing directories to the recursive removeAt)', () => {
+    const { store, snap, clone } = fixture(['src/lib'], 2);
+    execFileSync('python3', ['-c', 'import os, sys\nos.chdir(sys.argv[1])\nfor i in range(10000):\n    os.mkdir("d"); os.chdir("d")\nopen("f", "w").write("x")', join(clone, 'src/lib')]);
+    expect(snap.diffSync(clone)).toMatchObject({ added: ['src/lib/d'], method: 'ledger' });
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/lib/d'], changed: [] });
+    expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
     store.closeSync();
   });
 
