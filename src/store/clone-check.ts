@@ -9,7 +9,7 @@ import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
-import type { Ledger } from './clone-ledger.js';
+import type { LedgerView } from './clone-ledger.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -30,20 +30,24 @@ export interface CloneReport {
 interface Check {
   sys: Sys;
   /** Compare with this ledger's identities instead of hashing (diff). */
-  ledger: Ledger | undefined;
-  expected: Map<string, ManifestEntry>;
-  seen: Set<string>;
+  ledger: LedgerView | undefined;
+  /** The manifest's entries, in manifest order, and the index of each by path. */
+  entries: ManifestEntry[];
+  expected: Map<string, number>;
+  /** 1 for each manifest index the walk found. */
+  seen: Uint8Array;
   report: CloneReport;
   buffer: Buffer;
 }
 
-function checkEntry(c: Check, dirfd: number, name: string, path: string, want: ManifestEntry): void {
+function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number): void {
+  const want = c.entries[index]!;
   const st = statOrNull(c.sys, dirfd, name);
   if (st === null) return;
-  c.seen.add(path);
+  c.seen[index] = 1;
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
-    if (mtimeDiffers(st, want) || (c.ledger !== undefined && c.ledger.modeOf(path) !== (st.mode & 0o7777))) c.report.changed.push(path);
+    if (mtimeDiffers(st, want) || (c.ledger !== undefined && c.ledger.modeAt(index) !== (st.mode & 0o7777))) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
     return;
@@ -55,7 +59,7 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
   }
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
   // The ledger's identity: a file exactly as the materialize made it is not opened.
-  if (c.ledger !== undefined) return void (c.ledger.same(path, st) ? undefined : c.report.changed.push(path));
+  if (c.ledger !== undefined) return void (c.ledger.same(index, st) ? undefined : c.report.changed.push(path));
   const got = hashAt(c.sys, c.buffer, dirfd, name);
   c.report.files++;
   c.report.bytes += got.size;
@@ -66,9 +70,9 @@ function checkDir(c: Check, fd: number, rel: string): void {
   for (const item of c.sys.readdir(fd)) {
     const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
     const path = `${rel}/${shown}`;
-    const want = typeof item.name === 'string' ? c.expected.get(path) : undefined;
-    if (want === undefined) c.report.added.push(path);
-    else checkEntry(c, fd, item.name as string, path, want);
+    const index = typeof item.name === 'string' ? c.expected.get(path) : undefined;
+    if (index === undefined) c.report.added.push(path);
+    else checkEntry(c, fd, item.name as string, path, index);
   }
 }
 
@@ -85,7 +89,8 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
       return null;
     }
     const next = openChildDir(c.sys, fd, name);
-    c.seen.add(path);
+    const index = c.expected.get(path);
+    if (index !== undefined) c.seen[index] = 1;
     reached = i + 1;
     return next;
   });
@@ -105,9 +110,11 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
  * re-hashed, or, given the clone's ledger, each entry's identity compared with the one it
  * records (a file whose identity matches is not opened).
  */
-export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
+export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: LedgerView | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
-  const c: Check = { sys, ledger, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const entries = Array.from(data.entries);
+  const expected = new Map(entries.map((e, i) => [e.path, i]));
+  const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
@@ -117,7 +124,9 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     const path = parts.join('/');
     checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
-  for (const e of data.entries) if (!c.seen.has(e.path)) report.removed.push(e.path);
+  entries.forEach((e, i) => {
+    if (c.seen[i] === 0) report.removed.push(e.path);
+  });
   for (const list of [report.added, report.removed, report.changed]) list.sort(compareUtf8);
   report.ok = !report.marker && report.added.length + report.removed.length + report.changed.length === 0;
   return report;

@@ -4,12 +4,13 @@ import { dirname } from 'node:path';
 
 import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
+import type { Entries } from '../base/manifest.js';
 import { isDir, isLink, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { CLONES_DIR, TMP_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
 
-const LEDGER_VERSION = 1;
+const LEDGER_VERSION = 2;
 const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
 const DIGEST = /^[0-9a-f]{64}$/;
 
@@ -42,12 +43,15 @@ function ledgerName(cloneDir: Stat): string {
   return `${cloneDir.dev}-${cloneDir.ino}.ledger`;
 }
 
+/** One record's bytes: kind (u8) and 3 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
+const RECORD_BYTES = 40;
+const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
+
 /**
- * A clone's ledger: the identity of every entry a materialize made in its copy roots,
- * and which snapshot, store and clone directory it belongs to. A file whose whole
- * identity (device, inode, size, mode, mtime and ctime) is the one recorded is what
- * the materialize made: an unprivileged agent cannot set a ctime, and every write,
- * chmod, rename or link moves it.
+ * A clone's ledger as a materialize (or reset) records it: the identity of every entry it
+ * made in the copy roots, by path. A file whose whole identity (device, inode, size, mode,
+ * mtime and ctime) is the one recorded is what the materialize made: an unprivileged agent
+ * cannot set a ctime, and every write, chmod, rename or link moves it.
  */
 export class Ledger {
   readonly records = new Map<string, LedgerRecord>();
@@ -68,51 +72,89 @@ export class Ledger {
     this.records.set(path, { kind, ino: st.ino, size: st.size, mode: st.mode, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
   }
 
-  /** True when st is exactly the entry recorded at path: the same inode, unchanged since. */
-  same(path: string, st: Stat): boolean {
-    const r = this.records.get(path);
+  /**
+   * The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record
+   * count), one fixed-size record per manifest entry in manifest order (kind 0: not made),
+   * then the sha256 of all that.
+   */
+  encode(store: Stat, cloneDir: Stat, entries: Entries): Buffer {
+    const count = entries.length;
+    const header = Buffer.from(`${JSON.stringify({ v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, dev: String(this.dev), independent: this.independent, count })}\n`);
+    const body = new ArrayBuffer(count * RECORD_BYTES);
+    const view = new DataView(body);
+    let i = 0;
+    for (const e of entries) {
+      const r = this.records.get(e.path);
+      const at = i++ * RECORD_BYTES;
+      if (r === undefined) continue;
+      view.setUint8(at, KIND_CODES[r.kind]);
+      view.setUint32(at + 4, r.mode, true);
+      view.setFloat64(at + 8, r.size, true);
+      view.setBigUint64(at + 16, r.ino, true);
+      view.setBigInt64(at + 24, r.mtimeNs, true);
+      view.setBigInt64(at + 32, r.ctimeNs, true);
+    }
+    const bytes = Buffer.concat([header, Buffer.from(body)]);
+    return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
+  }
+}
+
+/** A ledger as loaded: records by manifest index, read in place (nothing decoded before it is compared). */
+export class LedgerView {
+  readonly #kinds: Uint8Array;
+  readonly #view: DataView;
+
+  constructor(
+    /** The snapshot materialized. */
+    readonly digest: string,
+    readonly dev: bigint,
+    /** Every file was made by a buffered copy (reflink 'never'). */
+    readonly independent: boolean,
+    /** How many records: the manifest's entry count. */
+    readonly count: number,
+    records: Buffer,
+  ) {
+    // Copied once into its own aligned memory.
+    const copy = new Uint8Array(records);
+    this.#kinds = copy;
+    this.#view = new DataView(copy.buffer);
+  }
+
+  /** True when st is exactly the entry recorded for manifest entry i: the same inode, unchanged since. */
+  same(i: number, st: Stat): boolean {
+    const at = i * RECORD_BYTES;
+    const v = this.#view;
     return (
-      r !== undefined &&
+      this.#kinds[at] !== 0 &&
       st.dev === this.dev &&
-      st.ino === r.ino &&
-      st.mode === r.mode &&
-      st.size === r.size &&
-      st.mtimeNs === r.mtimeNs &&
-      st.ctimeNs === r.ctimeNs
+      st.mode === v.getUint32(at + 4, true) &&
+      st.size === v.getFloat64(at + 8, true) &&
+      st.ino === v.getBigUint64(at + 16, true) &&
+      st.ctimeNs === v.getBigInt64(at + 32, true) &&
+      st.mtimeNs === v.getBigInt64(at + 24, true)
     );
   }
 
-  /** The permission bits recorded for path (undefined: none recorded). */
-  modeOf(path: string): number | undefined {
-    const r = this.records.get(path);
-    return r === undefined ? undefined : r.mode & 0o7777;
+  /** The permission bits recorded for manifest entry i (undefined: none recorded). */
+  modeAt(i: number): number | undefined {
+    const at = i * RECORD_BYTES;
+    return this.#kinds[at] === 0 ? undefined : this.#view.getUint32(at + 4, true) & 0o7777;
   }
 
-  /** The bytes of the ledger file: one JSON line (its owners and entries), then the line's sha256. */
-  encode(store: Stat, cloneDir: Stat): Buffer {
-    const entries: unknown[] = [];
-    for (const [path, r] of this.records) entries.push([path, r.kind, String(r.ino), r.size, r.mode, String(r.mtimeNs), String(r.ctimeNs)]);
-    const body = JSON.stringify({ v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, independent: this.independent, entries });
-    return Buffer.from(`${body}\n${createHash('sha256').update(body).digest('hex')}\n`);
-  }
-
-  /** The ledger in text, or undefined when it is torn, garbage, or another store's or another clone's. */
-  static decode(text: string, store: Stat, cloneDir: Stat): Ledger | undefined {
-    const cut = text.lastIndexOf('\n', text.length - 2);
-    if (cut < 0 || !text.endsWith('\n')) return undefined;
-    const body = text.slice(0, cut);
-    if (createHash('sha256').update(body).digest('hex') !== text.slice(cut + 1, -1)) return undefined;
+  /** The ledger in bytes, or undefined when it is torn, garbage, or another store's or another clone's. */
+  static decode(bytes: Buffer, store: Stat, cloneDir: Stat): LedgerView | undefined {
+    if (bytes.length < 32) return undefined;
+    const body = bytes.subarray(0, bytes.length - 32);
+    if (!createHash('sha256').update(body).digest().equals(bytes.subarray(bytes.length - 32))) return undefined;
+    const cut = body.indexOf(10);
+    if (cut < 0) return undefined;
     try {
-      const doc = JSON.parse(body) as { v: unknown; store: unknown; clone: unknown; digest: unknown; independent: unknown; entries: unknown };
+      const doc = JSON.parse(body.toString('utf8', 0, cut)) as Record<string, unknown>;
       if (doc.v !== LEDGER_VERSION || doc.store !== idText(store) || doc.clone !== idText(cloneDir)) return undefined;
-      if (typeof doc.digest !== 'string' || !DIGEST.test(doc.digest) || !Array.isArray(doc.entries)) return undefined;
-      const ledger = new Ledger(doc.digest, cloneDir.dev, doc.independent === true);
-      for (const e of doc.entries as unknown[][]) {
-        const [path, kind, ino, size, mode, mtime, ctime] = e as [string, Kind, string, number, number, string, string];
-        if (typeof path !== 'string' || (kind !== 'f' && kind !== 'd' && kind !== 'l') || typeof size !== 'number' || typeof mode !== 'number') return undefined;
-        ledger.records.set(path, { kind, ino: BigInt(ino), size, mode, mtimeNs: BigInt(mtime), ctimeNs: BigInt(ctime) });
-      }
-      return ledger;
+      const { digest, count } = doc;
+      if (typeof digest !== 'string' || !DIGEST.test(digest) || typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) return undefined;
+      if (doc.dev !== String(cloneDir.dev) || body.length - cut - 1 !== count * RECORD_BYTES) return undefined;
+      return new LedgerView(digest, cloneDir.dev, doc.independent === true, count, body.subarray(cut + 1));
     } catch {
       return undefined;
     }
@@ -131,22 +173,22 @@ export function storeOf(snapshotRoot: string): string {
  * directory after the clone was removed: then its entries' ctimes do not match either).
  * Nothing in the clone is read.
  */
-export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger | undefined {
+export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): LedgerView | undefined {
   try {
     using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
     using dir = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
     const name = ledgerName(cloneDir);
-    const text = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes.toString('utf8');
-    return Ledger.decode(text, sys.fstat(store.fd), cloneDir);
+    const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes;
+    return LedgerView.decode(bytes, sys.fstat(store.fd), cloneDir);
   } catch {
     return undefined;
   }
 }
 
 /** Replaces the clone's ledger in the store crash-safe (tmp/, fsync, rename: a reader sees the old one or the new one). */
-export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger): void {
+export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger, entries: Entries): void {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   using tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
-  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir);
+  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir, entries);
   saveStoreFile(sys, store.fd, tmp.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes));
 }

@@ -9,7 +9,7 @@ import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_N
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, type CloneReport } from './clone-check.js';
-import { Ledger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
+import { Ledger, loadLedger, saveLedger, storeOf, type LedgerView } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
@@ -80,7 +80,7 @@ export interface ResetReport extends MaterializeReport {
   outside: string[];
 }
 
-function bindingError(ledger: Ledger, digest: string, clone: string): SealError {
+function bindingError(ledger: LedgerView, digest: string, clone: string): SealError {
   return new SealError(
     'SEAL_BINDING',
     `clone was materialized from snapshot ${ledger.digest}, not ${digest} (its ledger records the other; materialize it, or diff with verify to hash it against this one): ${escapePath(clone)}`,
@@ -155,8 +155,10 @@ class Trash implements Disposable {
 interface Reset {
   run: Run;
   trash: Trash;
-  old: Ledger;
-  expected: Map<string, ManifestEntry>;
+  old: LedgerView;
+  /** The index of each manifest entry by path (the old ledger's records are by index). */
+  expected: Map<string, number>;
+  entries: ManifestEntry[];
   children: Map<string, ManifestEntry[]>;
   copyDir: Fd;
   links: CloneLinks;
@@ -206,9 +208,10 @@ function replace(r: Reset, dirFd: number, name: string, st: Stat, want: Manifest
   r.report.changed.push(want.path);
 }
 
-/** Resets the entry `want`, named `name` in the clone's directory open at dirFd. */
-function resetEntry(r: Reset, dirFd: number, name: string, want: ManifestEntry): void {
+/** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
+function resetEntry(r: Reset, dirFd: number, name: string, index: number): void {
   const { sys } = r.run;
+  const want = r.entries[index]!;
   const path = want.path;
   const st = statOrNull(sys, dirFd, name);
   if (st === null) {
@@ -217,12 +220,12 @@ function resetEntry(r: Reset, dirFd: number, name: string, want: ManifestEntry):
     return;
   }
   if (want.kind === 'file') {
-    if (isReg(st.mode) && r.old.same(path, st)) r.run.ledger.record(path, st);
+    if (isReg(st.mode) && r.old.same(index, st)) r.run.ledger.record(path, st);
     else replace(r, dirFd, name, st, want);
     return;
   }
   if (want.kind === 'symlink') {
-    if (isLink(st.mode) && r.old.same(path, st) && sys.readlinkat(dirFd, name) === want.link_target) r.run.ledger.record(path, st);
+    if (isLink(st.mode) && r.old.same(index, st) && sys.readlinkat(dirFd, name) === want.link_target) r.run.ledger.record(path, st);
     else replace(r, dirFd, name, st, want);
     return;
   }
@@ -236,7 +239,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, want: ManifestEntry):
     return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
   }
   using dir = own(sys, fd);
-  const mode = r.old.modeOf(path) ?? 0o700;
+  const mode = r.old.modeAt(index) ?? 0o700;
   const now = sys.fstat(dir.fd);
   if ((now.mode & 0o7777) !== mode) sys.fchmod(dir.fd, mode);
   if ((now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(path);
@@ -250,14 +253,14 @@ function resetDir(r: Reset, fd: number, rel: string): void {
   const { sys } = r.run;
   const listed = new Set<string>();
   for (const item of sys.readdir(fd)) {
-    const want = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
-    if (want === undefined) {
+    const index = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
+    if (index === undefined) {
       r.trash.remove(fd, item.name, item.type);
       r.report.added.push(`${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`);
       continue;
     }
     listed.add(item.name as string);
-    resetEntry(r, fd, item.name as string, want);
+    resetEntry(r, fd, item.name as string, index);
   }
   for (const want of r.children.get(rel) ?? []) {
     const name = want.path.slice(rel.length + 1);
@@ -303,7 +306,7 @@ function emptyReport(method: ResetReport['method']): ResetReport {
  * A reset that dies leaves entries whose identities the old ledger does not hold: the
  * next reset or materialize restores them again.
  */
-function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions): ResetReport {
+function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: LedgerView | undefined, options: ResetOptions): ResetReport {
   const started = performance.now();
   const { clean, ...materializeOptions } = options;
   const roots = rootsOf(data);
@@ -320,10 +323,12 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
     const run = newRun(sys, materializeOptions, new Ledger(data.digest, cloneSt.dev, old.independent && materializeOptions.reflink === 'never'));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
+      const entries = Array.from(data.entries);
       const r: Reset = {
         run,
         old,
-        expected: new Map(Array.from(data.entries, (e) => [e.path, e])),
+        entries,
+        expected: new Map(entries.map((e, i) => [e.path, i])),
         children: childrenOf(data.entries),
         copyDir,
         trash,
@@ -335,7 +340,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         resetEntry(r, parent.fd, parts[parts.length - 1]!, r.expected.get(parts.join('/'))!);
       }
     });
-    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
+    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger, data.entries);
     run.progress(report.files, run.bytes, true);
   }
   if (clean === true) {
@@ -350,11 +355,13 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
 }
 
 /** Opens the clone after checking it apart from the source and the store; its fstat and its ledger (undefined: none of this clone in this store). */
-function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined } {
+function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: LedgerView | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (create) makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
-  return { dir, ledger: loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd)) };
+  const ledger = loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+  // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
+  return { dir, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
 }
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */

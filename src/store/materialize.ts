@@ -332,7 +332,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
   recordRoots(sys, cloneFd, roots, run.ledger);
-  saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
+  saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger, data.entries);
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;
