@@ -9,7 +9,7 @@ import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
-import type { LedgerView } from './clone-ledger.js';
+import type { Ledger } from './clone-ledger.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -30,7 +30,7 @@ export interface CloneReport {
 interface Check {
   sys: Sys;
   /** Compare with this ledger's identities instead of hashing (diff). */
-  ledger: LedgerView | undefined;
+  ledger: Ledger | undefined;
   /** The manifest's entries, in manifest order, and the index of each by path. */
   entries: ManifestEntry[];
   expected: Map<string, number>;
@@ -110,7 +110,7 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
  * re-hashed, or, given the clone's ledger, each entry's identity compared with the one it
  * records (a file whose identity matches is not opened).
  */
-export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: LedgerView | undefined): CloneReport {
+export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
   const entries = Array.from(data.entries);
   const expected = new Map(entries.map((e, i) => [e.path, i]));

@@ -4,7 +4,6 @@ import { dirname } from 'node:path';
 
 import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
-import type { Entries } from '../base/manifest.js';
 import { isDir, isLink, isReg } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { CLONES_DIR, TMP_DIR } from './layout.js';
@@ -15,16 +14,6 @@ const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
 const DIGEST = /^[0-9a-f]{64}$/;
 
 type Kind = 'f' | 'd' | 'l';
-
-/** One entry as the materialize (or reset) that made it left it. */
-interface LedgerRecord {
-  kind: Kind;
-  ino: bigint;
-  size: number;
-  mode: number;
-  mtimeNs: bigint;
-  ctimeNs: bigint;
-}
 
 function kindOf(mode: number): Kind | undefined {
   if (isReg(mode)) return 'f';
@@ -48,76 +37,56 @@ const RECORD_BYTES = 40;
 const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
 
 /**
- * A clone's ledger as a materialize (or reset) records it: the identity of every entry it
- * made in the copy roots, by path. A file whose whole identity (device, inode, size, mode,
- * mtime and ctime) is the one recorded is what the materialize made: an unprivileged agent
- * cannot set a ctime, and every write, chmod, rename or link moves it.
+ * A clone's ledger: the identity of every entry a materialize (or reset) made in the copy
+ * roots, one fixed-size record per manifest entry, in manifest order (kind 0: not made). A
+ * file whose whole identity (device, inode, size, mode, mtime and ctime) is the one
+ * recorded is what the materialize made: an unprivileged agent cannot set a ctime, and
+ * every write, chmod, rename or link moves it. Records are read and written in place.
  */
 export class Ledger {
-  readonly records = new Map<string, LedgerRecord>();
+  readonly #kinds: Uint8Array;
+  readonly #view: DataView;
 
-  constructor(
+  private constructor(
     /** The snapshot materialized. */
     readonly digest: string,
     /** The clone directory's device: every entry is on it. */
     readonly dev: bigint,
     /** Every file was made by a buffered copy (reflink 'never'): none shares its extents with the store. */
     readonly independent: boolean,
-  ) {}
-
-  /** Records path as st shows it now (nothing for a kind a materialize never makes). */
-  record(path: string, st: Stat): void {
-    const kind = kindOf(st.mode);
-    if (kind === undefined) return;
-    this.records.set(path, { kind, ino: st.ino, size: st.size, mode: st.mode, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
-  }
-
-  /**
-   * The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record
-   * count), one fixed-size record per manifest entry in manifest order (kind 0: not made),
-   * then the sha256 of all that.
-   */
-  encode(store: Stat, cloneDir: Stat, entries: Entries): Buffer {
-    const count = entries.length;
-    const header = Buffer.from(`${JSON.stringify({ v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, dev: String(this.dev), independent: this.independent, count })}\n`);
-    const body = new ArrayBuffer(count * RECORD_BYTES);
-    const view = new DataView(body);
-    let i = 0;
-    for (const e of entries) {
-      const r = this.records.get(e.path);
-      const at = i++ * RECORD_BYTES;
-      if (r === undefined) continue;
-      view.setUint8(at, KIND_CODES[r.kind]);
-      view.setUint32(at + 4, r.mode, true);
-      view.setFloat64(at + 8, r.size, true);
-      view.setBigUint64(at + 16, r.ino, true);
-      view.setBigInt64(at + 24, r.mtimeNs, true);
-      view.setBigInt64(at + 32, r.ctimeNs, true);
-    }
-    const bytes = Buffer.concat([header, Buffer.from(body)]);
-    return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
-  }
-}
-
-/** A ledger as loaded: records by manifest index, read in place (nothing decoded before it is compared). */
-export class LedgerView {
-  readonly #kinds: Uint8Array;
-  readonly #view: DataView;
-
-  constructor(
-    /** The snapshot materialized. */
-    readonly digest: string,
-    readonly dev: bigint,
-    /** Every file was made by a buffered copy (reflink 'never'). */
-    readonly independent: boolean,
     /** How many records: the manifest's entry count. */
     readonly count: number,
-    records: Buffer,
+    /** Where each manifest path's record is (set for a ledger being recorded). */
+    readonly index: ReadonlyMap<string, number> | undefined,
+    records: Uint8Array,
   ) {
-    // Copied once into its own aligned memory.
-    const copy = new Uint8Array(records);
-    this.#kinds = copy;
-    this.#view = new DataView(copy.buffer);
+    this.#kinds = records;
+    this.#view = new DataView(records.buffer, records.byteOffset, records.byteLength);
+  }
+
+  /** An empty ledger to record a materialize of `digest` in; `index`: each manifest path's index. */
+  static empty(digest: string, dev: bigint, independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+    return new Ledger(digest, dev, independent, index.size, index, new Uint8Array(index.size * RECORD_BYTES));
+  }
+
+  /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
+  derive(independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+    return new Ledger(this.digest, this.dev, independent, this.count, index, this.#kinds.slice());
+  }
+
+  /** Records manifest path `path` as st shows it now (nothing for a kind a materialize never makes). */
+  record(path: string, st: Stat): void {
+    const i = this.index?.get(path);
+    const kind = kindOf(st.mode);
+    if (i === undefined || kind === undefined) return;
+    const at = i * RECORD_BYTES;
+    const v = this.#view;
+    v.setUint8(at, KIND_CODES[kind]);
+    v.setUint32(at + 4, st.mode, true);
+    v.setFloat64(at + 8, st.size, true);
+    v.setBigUint64(at + 16, st.ino, true);
+    v.setBigInt64(at + 24, st.mtimeNs, true);
+    v.setBigInt64(at + 32, st.ctimeNs, true);
   }
 
   /** True when st is exactly the entry recorded for manifest entry i: the same inode, unchanged since. */
@@ -141,8 +110,15 @@ export class LedgerView {
     return this.#kinds[at] === 0 ? undefined : this.#view.getUint32(at + 4, true) & 0o7777;
   }
 
+  /** The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record count), the records, then the sha256 of all that. */
+  encode(store: Stat, cloneDir: Stat): Buffer {
+    const header = { v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, dev: String(this.dev), independent: this.independent, count: this.count };
+    const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), this.#kinds]);
+    return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
+  }
+
   /** The ledger in bytes, or undefined when it is torn, garbage, or another store's or another clone's. */
-  static decode(bytes: Buffer, store: Stat, cloneDir: Stat): LedgerView | undefined {
+  static decode(bytes: Buffer, store: Stat, cloneDir: Stat): Ledger | undefined {
     if (bytes.length < 32) return undefined;
     const body = bytes.subarray(0, bytes.length - 32);
     if (!createHash('sha256').update(body).digest().equals(bytes.subarray(bytes.length - 32))) return undefined;
@@ -154,7 +130,8 @@ export class LedgerView {
       const { digest, count } = doc;
       if (typeof digest !== 'string' || !DIGEST.test(digest) || typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) return undefined;
       if (doc.dev !== String(cloneDir.dev) || body.length - cut - 1 !== count * RECORD_BYTES) return undefined;
-      return new LedgerView(digest, cloneDir.dev, doc.independent === true, count, body.subarray(cut + 1));
+      // Copied into memory of its own (aligned, and not the read buffer's).
+      return new Ledger(digest, cloneDir.dev, doc.independent === true, count, undefined, new Uint8Array(body.subarray(cut + 1)));
     } catch {
       return undefined;
     }
@@ -173,22 +150,22 @@ export function storeOf(snapshotRoot: string): string {
  * directory after the clone was removed: then its entries' ctimes do not match either).
  * Nothing in the clone is read.
  */
-export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): LedgerView | undefined {
+export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger | undefined {
   try {
     using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
     using dir = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
     const name = ledgerName(cloneDir);
     const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes;
-    return LedgerView.decode(bytes, sys.fstat(store.fd), cloneDir);
+    return Ledger.decode(bytes, sys.fstat(store.fd), cloneDir);
   } catch {
     return undefined;
   }
 }
 
 /** Replaces the clone's ledger in the store crash-safe (tmp/, fsync, rename: a reader sees the old one or the new one). */
-export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger, entries: Entries): void {
+export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger): void {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   using tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
-  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir, entries);
+  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir);
   saveStoreFile(sys, store.fd, tmp.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes));
 }

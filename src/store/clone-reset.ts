@@ -9,7 +9,7 @@ import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_N
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, type CloneReport } from './clone-check.js';
-import { Ledger, loadLedger, saveLedger, storeOf, type LedgerView } from './clone-ledger.js';
+import { Ledger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
@@ -80,7 +80,7 @@ export interface ResetReport extends MaterializeReport {
   outside: string[];
 }
 
-function bindingError(ledger: LedgerView, digest: string, clone: string): SealError {
+function bindingError(ledger: Ledger, digest: string, clone: string): SealError {
   return new SealError(
     'SEAL_BINDING',
     `clone was materialized from snapshot ${ledger.digest}, not ${digest} (its ledger records the other; materialize it, or diff with verify to hash it against this one): ${escapePath(clone)}`,
@@ -155,7 +155,7 @@ class Trash implements Disposable {
 interface Reset {
   run: Run;
   trash: Trash;
-  old: LedgerView;
+  old: Ledger;
   /** The index of each manifest entry by path (the old ledger's records are by index). */
   expected: Map<string, number>;
   entries: ManifestEntry[];
@@ -220,13 +220,12 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
     return;
   }
   if (want.kind === 'file') {
-    if (isReg(st.mode) && r.old.same(index, st)) r.run.ledger.record(path, st);
-    else replace(r, dirFd, name, st, want);
+    // Kept: its record in the new ledger (a copy of the old one) stays as it is.
+    if (!isReg(st.mode) || !r.old.same(index, st)) replace(r, dirFd, name, st, want);
     return;
   }
   if (want.kind === 'symlink') {
-    if (isLink(st.mode) && r.old.same(index, st) && sys.readlinkat(dirFd, name) === want.link_target) r.run.ledger.record(path, st);
-    else replace(r, dirFd, name, st, want);
+    if (!isLink(st.mode) || !r.old.same(index, st) || sys.readlinkat(dirFd, name) !== want.link_target) replace(r, dirFd, name, st, want);
     return;
   }
   if (!isDir(st.mode)) return replace(r, dirFd, name, st, want);
@@ -306,7 +305,7 @@ function emptyReport(method: ResetReport['method']): ResetReport {
  * A reset that dies leaves entries whose identities the old ledger does not hold: the
  * next reset or materialize restores them again.
  */
-function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: LedgerView | undefined, options: ResetOptions): ResetReport {
+function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions): ResetReport {
   const started = performance.now();
   const { clean, ...materializeOptions } = options;
   const roots = rootsOf(data);
@@ -320,15 +319,16 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   } else {
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
-    const run = newRun(sys, materializeOptions, new Ledger(data.digest, cloneSt.dev, old.independent && materializeOptions.reflink === 'never'));
+    const entries = Array.from(data.entries);
+    const expected = new Map(entries.map((e, i) => [e.path, i]));
+    const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never', expected));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
-      const entries = Array.from(data.entries);
       const r: Reset = {
         run,
         old,
         entries,
-        expected: new Map(entries.map((e, i) => [e.path, i])),
+        expected,
         children: childrenOf(data.entries),
         copyDir,
         trash,
@@ -340,7 +340,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         resetEntry(r, parent.fd, parts[parts.length - 1]!, r.expected.get(parts.join('/'))!);
       }
     });
-    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger, data.entries);
+    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
     run.progress(report.files, run.bytes, true);
   }
   if (clean === true) {
@@ -355,7 +355,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
 }
 
 /** Opens the clone after checking it apart from the source and the store; its fstat and its ledger (undefined: none of this clone in this store). */
-function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: LedgerView | undefined } {
+function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (create) makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));

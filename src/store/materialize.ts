@@ -317,7 +317,8 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
 export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
-  const run = newRun(sys, options, new Ledger(data.digest, cloneSt.dev, options.reflink === 'never'));
+  const index = new Map(Array.from(data.entries, (e, i) => [e.path, i]));
+  const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', index));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
@@ -332,7 +333,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
   recordRoots(sys, cloneFd, roots, run.ledger);
-  saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger, data.entries);
+  saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;
