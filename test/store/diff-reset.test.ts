@@ -196,6 +196,28 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  it('a directory swapped for a symlink between its fstatat and its open is replaced, the link never followed (kills resetEntry\'s ELOOP escape)', () => {
+    const { work, store, snap, clone, outside } = fixture();
+    let swapped = false;
+    const sys = wrapSys({
+      fstatat: (orig) => (dirfd, p, flags) => {
+        const st = orig(dirfd, p, flags);
+        if (p === 'lib' && !swapped) {
+          swapped = true;
+          renameSync(join(clone, 'src/lib'), join(work, 'lib-moved'));
+          symlinkSync(join(outside, 'dir'), join(clone, 'src/lib'));
+        }
+        return st;
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ changed: ['src/lib'], added: [], removed: [] });
+    expect(swapped).toBe(true);
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
+    expect(listTree(join(work, 'lib-moved'))).toEqual(['c.ts', 'd.ts']);
+    store.closeSync();
+  });
+
   it('a symlink planted as a root\'s parent is refused, nothing changed; a FIFO, a directory for a file and a file for a directory are replaced without blocking', () => {
     const { work, store, snap, clone, outside } = fixture(['src/lib'], 2);
     expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
