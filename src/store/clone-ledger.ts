@@ -2,11 +2,12 @@
 import { createHash } from 'node:crypto';
 import { dirname } from 'node:path';
 
-import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import { CLONES_DIR, TMP_DIR } from './layout.js';
+import { CLONES_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
 
 const LEDGER_VERSION = 2;
@@ -162,10 +163,36 @@ export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger 
   }
 }
 
-/** Replaces the clone's ledger in the store crash-safe (tmp/, fsync, rename: a reader sees the old one or the new one). */
+/**
+ * Removes the clone's ledger from the store (none is fine): before a whole materialize of
+ * another snapshot, so one that dies after its swaps leaves no ledger naming the old one.
+ */
+export function dropLedger(sys: Sys, storeRoot: string, cloneDir: Stat): void {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  let dir: number;
+  try {
+    dir = openChildDir(sys, store.fd, CLONES_DIR);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return;
+    throw err;
+  }
+  using clones = own(sys, dir);
+  try {
+    sys.unlinkat(clones.fd, ledgerName(cloneDir), 0);
+  } catch (err) {
+    if (!hasCode(err, 'ENOENT')) throw err;
+  }
+}
+
+/**
+ * Replaces the clone's ledger in the store crash-safe: a new file in clones/ itself (which
+ * no sweep touches, so a materialize, a reader of the store, takes no lock and makes no
+ * lock file), fsynced, renamed over the old one: a reader sees the old one or the new one.
+ */
 export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger): void {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
-  using tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
+  mkdirIfMissing(sys, store.fd, CLONES_DIR);
+  using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
   const bytes = ledger.encode(sys.fstat(store.fd), cloneDir);
-  saveStoreFile(sys, store.fd, tmp.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes));
+  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false);
 }

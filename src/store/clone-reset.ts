@@ -9,7 +9,7 @@ import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_N
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, type CloneReport } from './clone-check.js';
-import { Ledger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
+import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
@@ -379,7 +379,10 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   const { createClone: _create, ...rest } = options;
   // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
   const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);
-  if (whole) return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+  if (whole) {
+    if (ledger !== undefined && ledger.digest !== data.digest) dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+    return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+  }
   const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
   return report;
 }

@@ -1,11 +1,10 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { openChildDir, own, removeAt } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, own, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache } from '../capture/stat-cache.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
 import { isPrivate } from './trust.js';
@@ -72,16 +71,15 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
 
 /**
  * Replaces `<dir>/<name>` in the store (dir made 0700 when missing) crash-safe: a new
- * file in tmp/ (named like a build, so a sweep removes it if this process dies),
- * written, fsynced, renamed over the name, and the directory fsynced, all under the
- * store's shared lock. A reader sees the old file or the new one, never a mix.
+ * file in the directory open at tmpFd (named like a build, so a sweep of tmp/ removes it
+ * if this process dies), written, fsynced, renamed over the name, and the directory
+ * fsynced. A reader sees the old file or the new one, never a mix. `locked`: under the
+ * store's shared lock (needed when tmpFd is tmp/, which an open sweeps under the
+ * exclusive one; a tmpFd that no one sweeps needs none, nor a lock file).
  */
-export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache): void {
-  try {
-    sys.mkdirat(storeFd, dir, 0o700);
-  } catch (err) {
-    if (!hasCode(err, 'EEXIST')) throw err;
-  }
+export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true): void {
+  mkdirIfMissing(sys, storeFd, dir);
+  if (!locked) return writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
   // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
   // so the new file cannot be swept between its creation and its rename.
   using lock = own(sys, sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK));

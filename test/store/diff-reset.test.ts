@@ -307,9 +307,16 @@ describe('reset', () => {
     mkdirSync(clone);
     const { sys } = failOnce('fsync', 'EIO');
     expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_IO' });
+    // The new ledger is written beside the others in clones/ (no lock needed, nothing sweeps it) and removed on failure.
     expect(readdirSync(join(work, 'store/tmp'))).toEqual([]);
+    expect(readdirSync(join(work, 'store/clones')).filter((n) => !n.endsWith('.ledger'))).toEqual([]);
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
     expect(lstatSync(join(work, 'store/clones')).mode & 0o777).toBe(0o700);
+    // Moving the clone to another snapshot drops the old ledger first: one that dies before saving the new one leaves none.
+    snap.materializeSync(clone);
+    const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
+    expectError(() => withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone), { code: 'SEAL_IO' });
+    expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
     store.closeSync();
   });
 });
