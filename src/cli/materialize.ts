@@ -4,7 +4,8 @@ import { resolve } from 'node:path';
 import { choiceOption, countOption, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
-const REFLINK = ['auto', 'always', 'never'] as const;
+/** The values of --reflink (materialize and reset). */
+export const REFLINK = ['auto', 'always', 'never'] as const;
 
 async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');

@@ -3,9 +3,8 @@ import { resolve } from 'node:path';
 
 import { choiceOption, countOption, flag, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
+import { REFLINK } from './materialize.js';
 import { differenceLines } from './verify.js';
-
-const REFLINK = ['auto', 'always', 'never'] as const;
 
 async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');

@@ -4,10 +4,8 @@ import { openChildDir, own } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
+import { partsOf } from './clone-links.js';
 import type { StoredSnapshot } from './document.js';
-
-/** Components of a declared root or mount target as a clone places it. */
-const partsOf = (declared: string): string[] => declared.split('/').filter((p) => p !== '' && p !== '.');
 
 /** Visits one outside entry: the name in the directory open at dirFd, its path in the clone (escaped when not UTF-8), its d_type. */
 export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, type: number) => void;
