@@ -14,6 +14,7 @@ export type { MountPoint, MountPointOptions } from './store/mount-points.js';
 export { sandboxArgs, sandboxArgsAsync, type SandboxArgs, type SandboxOptions } from './store/sandbox.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';
 export type { CloneReport } from './store/clone-check.js';
+export type { DiffOptions, DiffReport, ResetOptions, ResetReport } from './store/clone-reset.js';
 export type { CaptureReport } from './store/publish.js';
 export { Snapshot } from './store/snapshot.js';
 export type { Lease } from './store/lease.js';

@@ -1,8 +1,11 @@
 // inspect.ts: `treeseal ls`, `show` and `diff`: what the store holds, one manifest, and two compared.
+import { resolve } from 'node:path';
+
 import { SealError, escapePath, type ManifestEntry, type SnapshotData } from '../index.js';
 import { summary } from './capture.js';
 import { excludeLine } from './capture-options.js';
 import { flag, need, type CommandSpec, type Context } from './command.js';
+import { cloneLines } from './verify.js';
 import { bytes } from './format.js';
 
 async function ls(ctx: Context): Promise<void> {
@@ -56,8 +59,23 @@ function differs(x: ManifestEntry, y: ManifestEntry): boolean {
   return x.kind !== y.kind || x.sha256 !== y.sha256 || x.size !== y.size || x.mode !== y.mode || x.link_target !== y.link_target || x.mtime_ns !== y.mtime_ns;
 }
 
+/** A digest prefix is hex; anything else, or anything with a slash, names a clone directory. */
+function isCloneArgument(arg: string): boolean {
+  return arg.includes('/') || !/^[0-9a-f]+$/.test(arg);
+}
+
+/** diff <digest> <clone>: the clone compared with the snapshot by its ledger (or re-hashed); exit 1 on any difference. */
+async function diffClone(ctx: Context): Promise<number> {
+  const clone = resolve(ctx.args[1]!);
+  const report = await (await ctx.store()).get(ctx.args[0]!).diff(clone, { verify: flag(ctx, 'verify'), all: flag(ctx, 'all') });
+  const differs = !report.ok || report.outside.length > 0;
+  ctx.io.emit({ clone, ...report }, cloneLines(report, clone, `${differs ? 'DIFFERS' : 'same'} (${report.method})`).join('\n'));
+  return differs ? 1 : 0;
+}
+
 async function diff(ctx: Context): Promise<number> {
-  need(ctx, 2, '<a> <b>');
+  need(ctx, 2, '<a> <b>, or <digest> <clone>');
+  if (isCloneArgument(ctx.args[1]!) || flag(ctx, 'verify') || flag(ctx, 'all')) return diffClone(ctx);
   const store = await ctx.store();
   const a = keyed(store.get(ctx.args[0]!).toJSON());
   const b = keyed(store.get(ctx.args[1]!).toJSON());
@@ -94,11 +112,21 @@ Prints a snapshot's manifest.`,
 
 export const DIFF: CommandSpec = {
   name: 'diff',
-  synopsis: 'diff <a> <b>',
-  summary: 'compare two snapshots (exit 1 when they differ)',
+  synopsis: 'diff <a> <b> | diff <digest> <clone>',
+  summary: 'compare two snapshots, or a clone with its snapshot (exit 1 when they differ)',
   help: `usage: treeseal diff <a> <b>
+       treeseal diff <digest> <clone> [--verify] [--all]
 
-Lists the paths added, removed and changed from snapshot <a> to snapshot <b>.
-Exits 0 when the manifests are the same, 1 when they differ (as diff(1) does).`,
+Lists the paths added (+), removed (-) and changed (~) from snapshot <a> to snapshot <b>.
+Exits 0 when the manifests are the same, 1 when they differ (as diff(1) does).
+
+With a clone (an argument with a '/' or that is not a hex digest prefix: write ./NAME for
+a directory named like one), compares its copy roots with the snapshot materialized there:
+each entry's identity (inode, size, mode, mtime, ctime) against the ledger the store keeps
+of what materialize made; files whose identity matches are not opened. A clone the store
+holds no ledger of is re-hashed instead; a ledger of another snapshot is SEAL_BINDING.
+  --verify    re-hash every file of the copy roots (as verify --clone does) instead
+  --all       also list what the clone holds outside its copy roots and mount targets (o)`,
+  options: { verify: { type: 'boolean' }, all: { type: 'boolean' } },
   run: diff,
 };

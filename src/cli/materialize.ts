@@ -5,7 +5,8 @@ import { escapePath } from '../index.js';
 import { choiceOption, countOption, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
-const REFLINK = ['auto', 'always', 'never'] as const;
+/** The values of --reflink (materialize and reset). */
+export const REFLINK = ['auto', 'always', 'never'] as const;
 
 async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');
@@ -29,7 +30,7 @@ async function run(ctx: Context): Promise<void> {
   }
   io.emit(
     { digest: snap.digest, clone, ...report },
-    `materialized ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
+    `${report.reset ? 'reset (the clone held its ledger: only what differed was made again)' : 'materialized'} ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
       `(${report.snapshotted === 0 ? '' : `${plural(report.snapshotted, 'root')} snapshotted, `}${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
       report.fallbacks.map((f) => `\nnot snapshotted: ${escapePath(f.root)}: ${f.reason}`).join('') +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
@@ -44,6 +45,7 @@ export const MATERIALIZE: CommandSpec = {
 
 Replaces each copy root of a snapshot inside the directory <clone>, copy-on-write where the filesystem can.
 <clone> is created when only its last component is missing. Mounts are not touched: see \`treeseal mounts\`.
+A clone this snapshot was materialized into before is reset instead (see \`treeseal reset\`).
   --reflink MODE        auto (default): clone, else copy within the fallback budget; always: clone or fail; never: copy
   --fallback-bytes N    most bytes to copy without cloning (default 536870912)`,
   options: {

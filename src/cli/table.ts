@@ -8,6 +8,7 @@ import { MATERIALIZE } from './materialize.js';
 import { MOUNTS } from './mounts.js';
 import { GC, RM } from './remove.js';
 import { CAT, PULL, PUSH } from './remote.js';
+import { RESET } from './reset.js';
 import { RUN } from './run.js';
 import { DU } from './usage.js';
 import { VERIFY } from './verify.js';
@@ -34,7 +35,7 @@ Shows the list of commands, or the help of one.`,
   run: help,
 };
 
-export const COMMANDS: readonly CommandSpec[] = [CAPTURE, MATERIALIZE, MOUNTS, RUN, VERIFY, LS, DU, SHOW, DIFF, RM, GC, PUSH, PULL, CAT, FREEZE, THAW, HELP];
+export const COMMANDS: readonly CommandSpec[] = [CAPTURE, MATERIALIZE, RESET, MOUNTS, RUN, VERIFY, LS, DU, SHOW, DIFF, RM, GC, PUSH, PULL, CAT, FREEZE, THAW, HELP];
 
 export function findCommand(name: string): CommandSpec | undefined {
   return COMMANDS.find((c) => c.name === name);

@@ -1,7 +1,7 @@
 // verify.ts: `treeseal verify`: re-hashes snapshots against their manifests and reports every corrupt one.
 import { resolve } from 'node:path';
 
-import { SealError, escapePath, type SnapshotStore } from '../index.js';
+import { SealError, escapePath, type CloneReport, type SnapshotStore } from '../index.js';
 import { need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
@@ -9,18 +9,31 @@ function targets(store: SnapshotStore, args: string[]): string[] {
   return args.length === 0 ? store.list() : args.map((d) => store.resolveDigest(d));
 }
 
+/** Paths one a line: `+` added, `-` removed, `~` changed, `o` outside the copy roots. */
+export function differenceLines(lists: { added: string[]; removed: string[]; changed: string[]; outside?: string[] }): string[] {
+  return [
+    ...lists.added.map((p) => `+ ${escapePath(p)}`),
+    ...lists.removed.map((p) => `- ${escapePath(p)}`),
+    ...lists.changed.map((p) => `~ ${escapePath(p)}`),
+    ...(lists.outside ?? []).map((p) => `o ${escapePath(p)}`),
+  ];
+}
+
+/** A clone's differences one a line, the marker, and the summary line. */
+export function cloneLines(report: CloneReport & { outside?: string[] }, clone: string, summary: string): string[] {
+  const outside = report.outside ?? [];
+  return [
+    ...differenceLines(report),
+    ...(report.marker ? ['! a materialize was interrupted (or is running): .treeseal-materializing is in the clone'] : []),
+    `${summary}  ${escapePath(clone)}: ${report.added.length} added, ${report.removed.length} removed, ${report.changed.length} changed${outside.length === 0 ? '' : `, ${outside.length} outside the copy roots`}`,
+  ];
+}
+
 /** verify <digest> --clone DIR: the clone's copy roots re-hashed against the manifest; exit 1 on any difference or the marker. */
 async function verifyClone(ctx: Context, clone: string): Promise<number> {
   need(ctx, 1, 'one <digest> with --clone');
   const report = (await ctx.store()).get(ctx.args[0]!).checkCloneSync(clone);
-  const lines = [
-    ...report.added.map((p) => `+ ${escapePath(p)}`),
-    ...report.removed.map((p) => `- ${escapePath(p)}`),
-    ...report.changed.map((p) => `~ ${escapePath(p)}`),
-    ...(report.marker ? ['! a materialize was interrupted (or is running): .treeseal-materializing is in the clone'] : []),
-    `${report.ok ? 'ok' : 'DIFFERS'}  ${escapePath(clone)}: ${report.added.length} added, ${report.removed.length} removed, ${report.changed.length} changed`,
-  ];
-  ctx.io.emit({ clone, ...report }, lines.join('\n'));
+  ctx.io.emit({ clone, ...report }, cloneLines(report, clone, report.ok ? 'ok' : 'DIFFERS').join('\n'));
   return report.ok ? 0 : 1;
 }
 

@@ -10,6 +10,7 @@ import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
 import { Excludes } from '../capture/exclude.js';
+import type { Ledger } from './clone-ledger.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -29,21 +30,27 @@ export interface CloneReport {
 
 interface Check {
   sys: Sys;
-  expected: Map<string, ManifestEntry>;
-  seen: Set<string>;
+  /** Compare with this ledger's identities instead of hashing (diff). */
+  ledger: Ledger | undefined;
+  /** The manifest's entries, in manifest order, and the index of each by path. */
+  entries: ManifestEntry[];
+  expected: Map<string, number>;
+  /** 1 for each manifest index the walk found. */
+  seen: Uint8Array;
   report: CloneReport;
   buffer: Buffer;
   /** The snapshot's exclude patterns: an entry they leave out is no difference, as a capture of the clone would leave it out. */
   excludes: Excludes | undefined;
 }
 
-function checkEntry(c: Check, dirfd: number, name: string, path: string, want: ManifestEntry): void {
+function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number): void {
+  const want = c.entries[index]!;
   const st = statOrNull(c.sys, dirfd, name);
   if (st === null) return;
-  c.seen.add(path);
+  c.seen[index] = 1;
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
-    if (mtimeDiffers(st, want)) c.report.changed.push(path);
+    if (mtimeDiffers(st, want) || (c.ledger !== undefined && c.ledger.modeAt(index) !== (st.mode & 0o7777))) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
     return;
@@ -54,6 +61,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, want: M
     return;
   }
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
+  // The ledger's identity: a file exactly as the materialize made it is not opened.
+  if (c.ledger !== undefined) return void (c.ledger.same(index, st) ? undefined : c.report.changed.push(path));
   const got = hashAt(c.sys, c.buffer, dirfd, name);
   c.report.files++;
   c.report.bytes += got.size;
@@ -71,8 +80,8 @@ function checkDir(c: Check, fd: number, rel: string): void {
   for (const item of c.sys.readdir(fd)) {
     const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
     const path = `${rel}/${shown}`;
-    const want = typeof item.name === 'string' ? c.expected.get(path) : undefined;
-    if (want !== undefined) checkEntry(c, fd, item.name as string, path, want);
+    const index = typeof item.name === 'string' ? c.expected.get(path) : undefined;
+    if (index !== undefined) checkEntry(c, fd, item.name as string, path, index);
     else if (!excluded(c, fd, item.name, path)) c.report.added.push(path);
   }
 }
@@ -90,7 +99,8 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
       return null;
     }
     const next = openChildDir(c.sys, fd, name);
-    c.seen.add(path);
+    const index = c.expected.get(path);
+    if (index !== undefined) c.seen[index] = 1;
     reached = i + 1;
     return next;
   });
@@ -99,11 +109,23 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
   return undefined;
 }
 
-/** Compares the clone's copy roots (not the rest of the clone) with data's manifest. */
+/** Compares the clone's copy roots (not the rest of the clone) with data's manifest, re-hashing every file. */
 export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): CloneReport {
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
+  return compareClone(sys, data, cloneDir.fd, undefined);
+}
+
+/**
+ * Compares the copy roots of the clone open at cloneFd with data's manifest: each file
+ * re-hashed, or, given the clone's ledger, each entry's identity compared with the one it
+ * records (a file whose identity matches is not opened).
+ */
+export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
-  const c: Check = { sys, expected: new Map(Array.from(data.entries, (e) => [e.path, e])), seen: new Set(), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []) };
+  const entries = Array.from(data.entries);
+  const expected = new Map(entries.map((e, i) => [e.path, i]));
+  const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []) };
+  const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
     const parts = declared.split('/').filter((p) => p !== '' && p !== '.');
@@ -112,7 +134,9 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
     const path = parts.join('/');
     checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
-  for (const e of data.entries) if (!c.seen.has(e.path)) report.removed.push(e.path);
+  entries.forEach((e, i) => {
+    if (c.seen[i] === 0) report.removed.push(e.path);
+  });
   for (const list of [report.added, report.removed, report.changed]) list.sort(compareUtf8);
   report.ok = !report.marker && report.added.length + report.removed.length + report.changed.length === 0;
   return report;

@@ -7,7 +7,7 @@ import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 
 /** Components of a declared root or mount target as a clone places it (`.` and empty components dropped, as capture drops them). */
-const partsOf = (declared: string): string[] => declared.split('/').filter((p) => p !== '' && p !== '.');
+export const partsOf = (declared: string): string[] => declared.split('/').filter((p) => p !== '' && p !== '.');
 
 /** The snapshot as the containment rule sees it: copy roots at their paths, each payload at its mount target. */
 export function linkLayoutOf(data: Pick<StoredSnapshot, 'entries' | 'declarations' | 'mounts'>): LinkLayout {

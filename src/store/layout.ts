@@ -10,6 +10,8 @@ export const LEASES_DIR = 'leases';
 export const REMOVING_PREFIX = 'rm-';
 /** The lock of the pulls of one snapshot into the store: `tmp/pull-<digest>`, flocked while a pull downloads it. */
 export const PULL_LOCK_PREFIX = 'pull-';
+/** Clone ledgers, one file per materialized clone: `clones/<dev>-<ino>.ledger`, keyed by the clone directory's device and inode. */
+export const CLONES_DIR = 'clones';
 /** A snapshot's copy roots live in `copy/`, its mounts in `mounts/<mountDir(i)>/payload`. */
 export const COPY_AREA = 'copy';
 export const MOUNTS_AREA = 'mounts';

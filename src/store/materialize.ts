@@ -9,13 +9,14 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
-import { BTRFS_SUBVOL_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf, makeDir } from './manifest-tree.js';
 import { directoryRoots, isBelow, onBtrfs } from './subvolumes.js';
 import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
+import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
@@ -60,6 +61,12 @@ export interface MaterializeReport {
   /** Directory copy roots a store on btrfs holds that were not snapshotted, and why (built per file instead). */
   fallbacks: SnapshotFallback[];
   elapsedMs: number;
+  /**
+   * True when the clone held this snapshot's ledger (an earlier materialize of it there):
+   * only what differed from the ledger was restored, as `reset` does, and the counts above
+   * are of what was made again; false for a whole materialize.
+   */
+  reset: boolean;
 }
 
 /** A copy root materialize built per file where a snapshot was possible in principle: its path and the reason. */
@@ -70,7 +77,8 @@ export interface SnapshotFallback {
 
 export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
 
-interface Run {
+/** One materialize's (or reset's) state: how files are filled, what it made, and the ledger it records. */
+export interface Run {
   sys: Sys;
   mode: ReflinkMode;
   fallbackBytes: number;
@@ -83,6 +91,8 @@ interface Run {
   bytes: number;
   /** The directory copy roots to try as snapshots (the store is on btrfs), by path. */
   snapshotRoots: ReadonlySet<string>;
+  /** What is made, as the clone's ledger records it (paths are the manifest's). */
+  ledger: Ledger;
 }
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -150,7 +160,8 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   run.report.bytesCopied += dataBytes;
 }
 
-function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
+/** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
+export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
   const { sys } = run;
   let src: number;
   try {
@@ -166,6 +177,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, cloneFileMode(entry.mode)));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
+    run.ledger.record(entry.path, sys.fstat(dst.fd));
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {
@@ -177,7 +189,7 @@ function materializeFile(run: Run, snapDir: number, stageDir: number, name: stri
 }
 
 /** The snapshot's directory for a directory entry of the one open at snapDir, opened (never through a link). */
-function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
+export function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: ManifestEntry): Fd {
   try {
     return own(run.sys, openChildDir(run.sys, snapDir.fd, name));
   } catch (err) {
@@ -250,30 +262,45 @@ function snapshotRoot(run: Run, children: Map<string, ManifestEntry[]>, stageDir
   return dir;
 }
 
-/** Builds the copy roots' tree in the stage from the snapshot's copy area open at copyDir, walking both in step. */
-function buildStage(run: Run, entries: StoredSnapshot['entries'], copyDir: Fd, stageFd: number, links: CloneLinks): void {
-  const children = childrenOf(entries);
-  buildTree(run.sys, children, stageFd, copyDir, {
-    makeDir:
-      run.snapshotRoots.size === 0
-        ? undefined
-        : (stageDir, name, entry, storeDir) =>
-            (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
-    file: (stageDir, name, entry, snapDir) => materializeFile(run, snapDir.fd, stageDir, name, entry),
-    symlink: (stageDir, name, entry) => {
-      links.make(stageDir, name, entry);
-      run.report.symlinks++;
+/**
+ * Builds the entries below `rel` ('' for the copy roots themselves) in the directory open
+ * at dirFd from the snapshot's directory for `rel` open at snapDir, walking both in step,
+ * and records each in the run's ledger.
+ */
+export function buildInto(run: Run, children: ReadonlyMap<string, readonly ManifestEntry[]>, dirFd: number, snapDir: Fd, links: CloneLinks, rel = ''): void {
+  buildTree(
+    run.sys,
+    children,
+    dirFd,
+    snapDir,
+    {
+      // A store on btrfs keeps its directory copy roots as read-only subvolumes: each is tried as one snapshot (its subtree then taken out of children).
+      makeDir:
+        run.snapshotRoots.size === 0
+          ? undefined
+          : (stageDir, name, entry, storeDir) =>
+              (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children as Map<string, ManifestEntry[]>, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
+      file: (stageDir, name, entry, at) => materializeFile(run, at.fd, stageDir, name, entry),
+      symlink: (stageDir, name, entry) => {
+        links.make(stageDir, name, entry);
+        run.ledger.record(entry.path, run.sys.fstatat(stageDir, name, AT_SYMLINK_NOFOLLOW));
+        run.report.symlinks++;
+      },
+      enter: (name, entry, at) => {
+        const dir = openSnapshotDir(run, at, name, entry);
+        run.report.directories++;
+        return dir;
+      },
+      leave: (stageDir, entry) => {
+        keepMtime(run.sys, stageDir, entry);
+        run.ledger.record(entry.path, run.sys.fstat(stageDir));
+      },
     },
-    enter: (name, entry, snapDir) => {
-      const dir = openSnapshotDir(run, snapDir, name, entry);
-      run.report.directories++;
-      return dir;
-    },
-    leave: (stageDir, entry) => keepMtime(run.sys, stageDir, entry),
-  });
+    rel,
+  );
 }
 
-function newRun(sys: Sys, options: MaterializeOptions): Run {
+export function newRun(sys: Sys, options: MaterializeOptions, ledger: Ledger): Run {
   const { mode, fallbackBytes } = checkMaterializeOptions(options);
   return {
     sys,
@@ -282,15 +309,16 @@ function newRun(sys: Sys, options: MaterializeOptions): Run {
     cloneWorks: undefined,
     rangeWorks: undefined,
     buffer: Buffer.allocUnsafe(CHUNK_BYTES),
-    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, snapshotted: 0, fallbacks: [], elapsedMs: 0 },
+    report: { files: 0, directories: 0, symlinks: 0, reflinked: 0, copied: 0, bytesCopied: 0, snapshotted: 0, fallbacks: [], elapsedMs: 0, reset: false },
     progress: throttled(options.onProgress),
     bytes: 0,
     snapshotRoots: new Set(),
+    ledger,
   };
 }
 
 /** The declared roots as components; a root on treeseal's own names in the clone is refused. */
-function rootsOf(data: StoredSnapshot): string[][] {
+export function rootsOf(data: StoredSnapshot): string[][] {
   return data.declarations.map((d) => {
     const parts = d.split('/').filter((p) => p !== '' && p !== '.');
     if (parts[0] === CLONE_MARKER || parts[0]!.startsWith(CLONE_STAGE_PREFIX)) {
@@ -336,19 +364,34 @@ function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly
 
 /** Builds the roots in the stage from the snapshot's copy area, holding the store's shared lock while it reads. */
 function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot, stage: CloneStage): void {
-  readingSnapshot(run.sys, snapshotRoot, data.digest, (snapshotFd) => {
+  readingCopyArea(run.sys, snapshotRoot, data.digest, (copyDir) => {
+    if (onBtrfs(run.sys, copyDir.fd)) run.snapshotRoots = directoryRoots(data.declarations, data.entries);
+    buildInto(run, childrenOf(data.entries), stage.newFd, copyDir, new CloneLinks(run.sys, data));
+  });
+}
+
+/** Runs fn with the snapshot's copy area open, holding the store's shared lock while it reads. */
+export function readingCopyArea(sys: Sys, snapshotRoot: string, digest: string, fn: (copyDir: Fd) => void): void {
+  readingSnapshot(sys, snapshotRoot, digest, (snapshotFd) => {
     let copyFd: number;
     try {
-      copyFd = openBeneath(run.sys, snapshotFd, [COPY_AREA], DIR_FLAGS);
+      copyFd = openBeneath(sys, snapshotFd, [COPY_AREA], DIR_FLAGS);
     } catch (err) {
       throwIfRefused(err, `snapshot area cannot be opened: ${COPY_AREA}`);
       throw new SealError('SEAL_CORRUPT', `snapshot area is missing or not a directory: ${COPY_AREA}`, { cause: err });
     }
-    using copyDir = own(run.sys, copyFd);
-    // A store on btrfs keeps its directory copy roots as read-only subvolumes: each is tried as one snapshot.
-    if (onBtrfs(run.sys, copyDir.fd)) run.snapshotRoots = directoryRoots(data.declarations, data.entries);
-    buildStage(run, data.entries, copyDir, stage.newFd, new CloneLinks(run.sys, data));
+    using copyDir = own(sys, copyFd);
+    fn(copyDir);
   });
+}
+
+/** Records each copy root as it stands in the clone now: swapped in, its ctime (and for a directory, maybe its mtime) moved. */
+export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][], ledger: Ledger): void {
+  for (const parts of roots) {
+    using parent = own(sys, parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
+    const st = statOrNull(sys, parent.fd, parts[parts.length - 1]!);
+    if (st !== null) ledger.record(parts.join('/'), st);
+  }
 }
 
 /**
@@ -357,12 +400,23 @@ function buildFromSnapshot(run: Run, snapshotRoot: string, data: StoredSnapshot,
  * under the in-progress marker, and what they replace is removed with the stage.
  */
 export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions = {}): MaterializeReport {
-  const started = performance.now();
-  const run = newRun(sys, options);
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (options.createClone === true) makeCloneDir(sys, clone);
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
-  const cloneFd = cloneDir.fd;
+  return materializeInto(sys, snapshotRoot, data, cloneDir.fd, options);
+}
+
+/**
+ * materializeSnapshot into the clone directory open at cloneFd (checked apart from the
+ * source and the store), then the clone's ledger saved in the store: a ledger that
+ * cannot be saved fails the call (the clone is materialized; the next materialize
+ * does it whole again).
+ */
+export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
+  const started = performance.now();
+  const cloneSt = sys.fstat(cloneFd);
+  const index = new Map(Array.from(data.entries, (e, i) => [e.path, i]));
+  const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', index));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
@@ -375,6 +429,13 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
     using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
+  }
+  // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
+  // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
+  if (run.report.snapshotted > 0) dropLedger(sys, storeOf(snapshotRoot), cloneSt);
+  else {
+    recordRoots(sys, cloneFd, roots, run.ledger);
+    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
   }
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;

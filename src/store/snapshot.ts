@@ -1,10 +1,11 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
 import { dirname } from 'node:path';
 
-import { checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
-import { materializeSnapshot, type MaterializeOptions, type MaterializeReport } from './materialize.js';
+import type { MaterializeOptions, MaterializeReport } from './materialize.js';
+import { diffClone, materializeClone, resetClone, type DiffOptions, type DiffReport, type ResetOptions, type ResetReport } from './clone-reset.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
 import type { Gate, ToolOptions } from '../base/offload.js';
@@ -119,8 +120,34 @@ export class Snapshot {
       const { onProgress, ...rest } = options;
       return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress };
     },
-    core: (sys, [ref, clone, options], ctx) => materializeSnapshot(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
+    core: (sys, [ref, clone, options], ctx) => materializeClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
+  });
+
+  static readonly #diff = defineOp('diff', {
+    validate: (snap: Snapshot, clone: string, options: DiffOptions = {}) => {
+      checkString('clone', clone);
+      checkOptions('options', options);
+      const verify = checkBoolean('options.verify', options.verify);
+      const all = checkBoolean('options.all', options.all);
+      return snap.#call<[SnapshotRef, string, DiffOptions]>(snap.#ref, clone, { verify, all });
+    },
+    core: (sys, [ref, clone, options]) => diffClone(sys, ref.root, dataOf(sys, ref), clone, options),
+    send: ([ref, clone, options]): [SnapshotRef, string, DiffOptions] => [sendRef(ref), clone, options],
+  });
+
+  static readonly #reset = defineOp('reset', {
+    validate: (snap: Snapshot, clone: string, options: ResetOptions = {}) => {
+      checkString('clone', clone);
+      checkOptions('options', options);
+      checkFunction('options.onProgress', options.onProgress);
+      checkBoolean('options.clean', options.clean);
+      checkCloneOutsideStore(snap.root, clone, snap.declarations);
+      const { onProgress, ...rest } = options;
+      return { ...snap.#call<[SnapshotRef, string, Omit<ResetOptions, 'onProgress'>]>(snap.#ref, clone, rest), onProgress };
+    },
+    core: (sys, [ref, clone, options], ctx) => resetClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
+    send: ([ref, clone, options]): [SnapshotRef, string, Omit<ResetOptions, 'onProgress'>] => [sendRef(ref), clone, options],
   });
 
   static readonly #mountPoints = defineOp('mountPoints', {
@@ -173,7 +200,13 @@ export class Snapshot {
     return Snapshot.#lease.async(this);
   }
 
-  /** Replaces each copy root in clone with its exact snapshot tree, copy-on-write where possible. */
+  /**
+   * Replaces each copy root in clone with its exact snapshot tree, copy-on-write where
+   * possible, and records what it made in the store's ledger of the clone (see diff). A
+   * clone that holds this snapshot's ledger is reset instead (only what differs is
+   * restored; the report's `reset` is true), unless `reflink: 'never'` asks for copies and
+   * the ledger's files were not made so.
+   */
   materializeSync(clone: string, options: MaterializeOptions = {}): MaterializeReport {
     return Snapshot.#materialize.sync(this, clone, options);
   }
@@ -204,6 +237,42 @@ export class Snapshot {
   /** verifySync on the worker thread. */
   verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     return Snapshot.#verify.async(this, options);
+  }
+
+  /**
+   * Compares clone's copy roots with this snapshot, in O(entries) stat calls: each entry's
+   * identity (inode, size, mode, mtime, ctime) against the ledger the store keeps of what
+   * materialize made there (never anything read from the clone). A file whose identity
+   * matches is not opened: an agent without privileges cannot keep a file's ctime while it
+   * writes, chmods, renames or links it. `verify` re-hashes every file instead, as
+   * checkClone does; a clone the store holds no ledger of is re-hashed too (`method` says
+   * which). A ledger of another snapshot is SEAL_BINDING (`verify` compares with this one).
+   */
+  diffSync(clone: string, options: DiffOptions = {}): DiffReport {
+    return Snapshot.#diff.sync(this, clone, options);
+  }
+
+  /** diffSync on the worker thread. */
+  diff(clone: string, options: DiffOptions = {}): Promise<DiffReport> {
+    return Snapshot.#diff.async(this, clone, options);
+  }
+
+  /**
+   * Makes clone's copy roots exactly this snapshot again, touching only what differs from
+   * its ledger (see diff): added entries removed, changed and removed ones restored from the
+   * snapshot (a reflink where the filesystem can), directory modes fixed; with `clean`, what
+   * lies outside the copy roots and mount targets removed too. Nothing in the clone is
+   * followed. Without a ledger of this clone, it materializes the copy roots whole; a
+   * ledger of another snapshot is SEAL_BINDING, nothing changed. A reset that is killed
+   * leaves a clone the next reset or materialize repairs.
+   */
+  resetSync(clone: string, options: ResetOptions = {}): ResetReport {
+    return Snapshot.#reset.sync(this, clone, options);
+  }
+
+  /** resetSync on the worker thread. */
+  reset(clone: string, options: ResetOptions = {}): Promise<ResetReport> {
+    return Snapshot.#reset.async(this, clone, options);
   }
 
   /** Re-hashes clone's copy roots against this manifest: every added, removed and changed path, and the in-progress marker. */

@@ -1,11 +1,10 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { openChildDir, own, removeAt } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, own, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache } from '../capture/stat-cache.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
 import { isPrivate } from './trust.js';
@@ -67,21 +66,30 @@ export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<
  * and the directory fsynced. A reader sees the old file or the new one, never a mix.
  */
 export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
-  try {
-    sys.mkdirat(storeFd, CACHE_DIR, 0o700);
-  } catch (err) {
-    if (!hasCode(err, 'EEXIST')) throw err;
-  }
+  saveStoreFile(sys, storeFd, tmpFd, CACHE_DIR, statCacheName(key), write);
+}
+
+/**
+ * Replaces `<dir>/<name>` in the store (dir made 0700 when missing) crash-safe: a new
+ * file in the directory open at tmpFd (named like a build, so a sweep of tmp/ removes it
+ * if this process dies), written, fsynced, renamed over the name, and the directory
+ * fsynced. A reader sees the old file or the new one, never a mix. `locked`: under the
+ * store's shared lock (needed when tmpFd is tmp/, which an open sweeps under the
+ * exclusive one; a tmpFd that no one sweeps needs none, nor a lock file).
+ */
+export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true): void {
+  mkdirIfMissing(sys, storeFd, dir);
+  if (!locked) return writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
   // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
   // so the new file cannot be swept between its creation and its rename.
   using lock = own(sys, sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
   sys.flock(lock.fd, LOCK_SH);
-  writeStatCache(sys, storeFd, tmpFd, key, write);
+  writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
 }
 
-function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
-  using dir = own(sys, openChildDir(sys, storeFd, CACHE_DIR));
-  const tmpName = `${BUILD_PREFIX}cache-${randomBytes(12).toString('hex')}`;
+function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
+  using dir = own(sys, openChildDir(sys, storeFd, dirName));
+  const tmpName = `${BUILD_PREFIX}${dirName}-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
     {
@@ -93,7 +101,7 @@ function writeStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, w
       });
       sys.fsync(file.fd);
     }
-    sys.renameat2(tmpFd, tmpName, dir.fd, statCacheName(key), 0);
+    sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
     renamed = true;
     sys.fsync(dir.fd);
   } finally {

@@ -11,7 +11,7 @@ import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
-import { BUILD_PREFIX, CACHE_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
@@ -83,8 +83,9 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
     rule = opened.rule;
     using dir = opened.dir;
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
-    // cache/ is made by the first capture that saves a stat cache (0700); a shared store makes it here, for the group.
-    trustedPart(sys, dir.fd, CACHE_DIR, rule, escapePath(`${root}/${CACHE_DIR}`), rule.group !== undefined);
+    // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
+    // a ledger (0700); a shared store makes them here, for the group.
+    for (const name of [CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), rule.group !== undefined);
   }
   const lock = { mode: rule.group === undefined ? 0o600 : 0o660, check: (st: Stat, shown: string) => checkPart(st, rule, shown) };
   return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root), lock);

@@ -37,11 +37,19 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(m).toMatchObject({ digest: a.digest, clone, files: 2, directories: 2, copied: 2, reflinked: 0, bytesCopied: 9 });
     expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('alpha');
     expect(m.copyReason).toMatch(/^the filesystems cannot share extents \(store on \w+, clone on \w+\)$/);
-    const again = cli(store, 'materialize', a.digest, clone);
+    const again = cli(store, 'materialize', a.digest, join(work, 'clone2'));
     expect(again.stdout).toMatch(/^materialized [0-9a-f]{12} into .*: 2 files, 2 directories \(0 reflinked, 2 copied, 9 B buffered\) in \d+ ms\n$/);
     // --reflink auto (the default) that had to copy says so on stderr, once (--json: in copyReason); never asked for copies and is quiet.
     expect(again.stderr).toBe(`treeseal: warning: 2 files copied, not reflinked: ${m.copyReason}; --reflink never copies without this warning\n`);
-    expect(cli(store, 'materialize', a.digest, clone, '--reflink', 'never').stderr).toBe('');
+    expect(cli(store, 'materialize', a.digest, join(work, 'clone3'), '--reflink', 'never').stderr).toBe('');
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    writeFileSync(join(clone, 'src/added'), '+');
+    let r = cli(store, 'diff', a.digest, clone);
+    expect([r.status, r.stdout]).toEqual([1, `+ src/added\n~ src/a.ts\nDIFFERS (ledger)  ${clone}: 1 added, 0 removed, 1 changed\n`]);
+    expect(cli(store, 'reset', a.digest, clone).stdout).toMatch(/^\+ src\/added\n~ src\/a\.ts\nreset [0-9a-f]{12} in .*: 1 removed as added, 1 restored; 1 file made \(0 reflinked, 1 copied, 5 B buffered\) in [\d.]+ m?s\n$/);
+    r = cli(store, 'diff', a.digest, clone, '--verify', '--json');
+    expect([r.status, json(r)]).toMatchObject([0, { ok: true, method: 'hash', files: 2 }]);
+    expect(cli(store, 'materialize', a.digest, clone).stdout).toMatch(/^reset \(the clone held its ledger: only what differed was made again\) [0-9a-f]{12} into .*: 0 files, 0 directories/);
 
     const v = json(cli(store, 'verify', '--json'));
     expect(v.ok).toBe(true);
@@ -91,7 +99,7 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     r = cli(store, 'materialize', 'abc', work, '--reflink', 'sometimes');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --reflink must be auto, always or never, not "sometimes"']);
     r = cli(store, 'diff', 'a');
-    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: diff takes <a> <b>']);
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: diff takes <a> <b>, or <digest> <clone>']);
     r = cli(store);
     expect(r.status).toBe(2);
     r = cli(store, '--help');

@@ -31,7 +31,9 @@ describe('createClone', () => {
     expect(statSync(clone).mode & 0o7777).toBe(0o777 & ~process.umask());
     expect(readFileSync(join(clone, 'src/a'), 'utf8')).toBe('alpha');
     writeFileSync(join(clone, 'keep'), 'k');
-    expect(await snap.materialize(clone, { createClone: true })).toMatchObject({ files: 1 });
+    writeFileSync(join(clone, 'src/a'), 'changed');
+    expect(await snap.materialize(clone, { createClone: true })).toMatchObject({ files: 1, reset: true });
+    expect(readFileSync(join(clone, 'src/a'), 'utf8')).toBe('alpha');
     expect(readdirSync(clone).sort()).toEqual(['keep', 'src']);
     expect(snap.materializeSync(join(work, 'sync-clone'), { createClone: true })).toMatchObject({ files: 1 });
     store.closeSync();

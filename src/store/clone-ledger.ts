@@ -1,0 +1,198 @@
+// clone-ledger.ts: what a materialize made in a clone (path, kind, inode, size, mode, mtime, ctime), kept in the store keyed by the clone directory's device and inode, never in the clone.
+import { createHash } from 'node:crypto';
+import { dirname } from 'node:path';
+
+import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
+import { readAllAt } from '../base/io.js';
+import { isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Stat, Sys } from '../sys/native.js';
+import { CLONES_DIR } from './layout.js';
+import { saveStoreFile } from './stat-cache-file.js';
+
+const LEDGER_VERSION = 2;
+const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
+const DIGEST = /^[0-9a-f]{64}$/;
+
+type Kind = 'f' | 'd' | 'l';
+
+function kindOf(mode: number): Kind | undefined {
+  if (isReg(mode)) return 'f';
+  if (isDir(mode)) return 'd';
+  if (isLink(mode)) return 'l';
+  return undefined;
+}
+
+/** "dev:ino" of a stat. */
+function idText(st: Stat): string {
+  return `${st.dev}:${st.ino}`;
+}
+
+/** The ledger's file name in clones/: the clone directory's device and inode. */
+function ledgerName(cloneDir: Stat): string {
+  return `${cloneDir.dev}-${cloneDir.ino}.ledger`;
+}
+
+/** One record's bytes: kind (u8) and 3 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
+const RECORD_BYTES = 40;
+const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
+
+/**
+ * A clone's ledger: the identity of every entry a materialize (or reset) made in the copy
+ * roots, one fixed-size record per manifest entry, in manifest order (kind 0: not made). A
+ * file whose whole identity (device, inode, size, mode, mtime and ctime) is the one
+ * recorded is what the materialize made: an unprivileged agent cannot set a ctime, and
+ * every write, chmod, rename or link moves it. Records are read and written in place.
+ */
+export class Ledger {
+  readonly #kinds: Uint8Array;
+  readonly #view: DataView;
+
+  private constructor(
+    /** The snapshot materialized. */
+    readonly digest: string,
+    /** The clone directory's device: every entry is on it. */
+    readonly dev: bigint,
+    /** Every file was made by a buffered copy (reflink 'never'): none shares its extents with the store. */
+    readonly independent: boolean,
+    /** How many records: the manifest's entry count. */
+    readonly count: number,
+    /** Where each manifest path's record is (set for a ledger being recorded). */
+    readonly index: ReadonlyMap<string, number> | undefined,
+    records: Uint8Array,
+  ) {
+    this.#kinds = records;
+    this.#view = new DataView(records.buffer, records.byteOffset, records.byteLength);
+  }
+
+  /** An empty ledger to record a materialize of `digest` in; `index`: each manifest path's index. */
+  static empty(digest: string, dev: bigint, independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+    return new Ledger(digest, dev, independent, index.size, index, new Uint8Array(index.size * RECORD_BYTES));
+  }
+
+  /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
+  derive(independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+    return new Ledger(this.digest, this.dev, independent, this.count, index, this.#kinds.slice());
+  }
+
+  /** Records manifest path `path` as st shows it now (nothing for a kind a materialize never makes). */
+  record(path: string, st: Stat): void {
+    const i = this.index?.get(path);
+    const kind = kindOf(st.mode);
+    if (i === undefined || kind === undefined) return;
+    const at = i * RECORD_BYTES;
+    const v = this.#view;
+    v.setUint8(at, KIND_CODES[kind]);
+    v.setUint32(at + 4, st.mode, true);
+    v.setFloat64(at + 8, st.size, true);
+    v.setBigUint64(at + 16, st.ino, true);
+    v.setBigInt64(at + 24, st.mtimeNs, true);
+    v.setBigInt64(at + 32, st.ctimeNs, true);
+  }
+
+  /** True when st is exactly the entry recorded for manifest entry i: the same inode, unchanged since. */
+  same(i: number, st: Stat): boolean {
+    const at = i * RECORD_BYTES;
+    const v = this.#view;
+    return (
+      this.#kinds[at] !== 0 &&
+      st.dev === this.dev &&
+      st.mode === v.getUint32(at + 4, true) &&
+      st.size === v.getFloat64(at + 8, true) &&
+      st.ino === v.getBigUint64(at + 16, true) &&
+      st.ctimeNs === v.getBigInt64(at + 32, true) &&
+      st.mtimeNs === v.getBigInt64(at + 24, true)
+    );
+  }
+
+  /** The permission bits recorded for manifest entry i (undefined: none recorded). */
+  modeAt(i: number): number | undefined {
+    const at = i * RECORD_BYTES;
+    return this.#kinds[at] === 0 ? undefined : this.#view.getUint32(at + 4, true) & 0o7777;
+  }
+
+  /** The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record count), the records, then the sha256 of all that. */
+  encode(store: Stat, cloneDir: Stat): Buffer {
+    const header = { v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, dev: String(this.dev), independent: this.independent, count: this.count };
+    const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), this.#kinds]);
+    return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
+  }
+
+  /** The ledger in bytes, or undefined when it is torn, garbage, or another store's or another clone's. */
+  static decode(bytes: Buffer, store: Stat, cloneDir: Stat): Ledger | undefined {
+    if (bytes.length < 32) return undefined;
+    const body = bytes.subarray(0, bytes.length - 32);
+    if (!createHash('sha256').update(body).digest().equals(bytes.subarray(bytes.length - 32))) return undefined;
+    const cut = body.indexOf(10);
+    if (cut < 0) return undefined;
+    try {
+      const doc = JSON.parse(body.toString('utf8', 0, cut)) as Record<string, unknown>;
+      if (doc.v !== LEDGER_VERSION || doc.store !== idText(store) || doc.clone !== idText(cloneDir)) return undefined;
+      const { digest, count } = doc;
+      if (typeof digest !== 'string' || !DIGEST.test(digest) || typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) return undefined;
+      if (doc.dev !== String(cloneDir.dev) || body.length - cut - 1 !== count * RECORD_BYTES) return undefined;
+      // Copied into memory of its own (aligned, and not the read buffer's).
+      return new Ledger(digest, cloneDir.dev, doc.independent === true, count, undefined, new Uint8Array(body.subarray(cut + 1)));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** The store directory of a snapshot root (`<store>/snapshots/<digest>`). */
+export function storeOf(snapshotRoot: string): string {
+  return dirname(dirname(snapshotRoot));
+}
+
+/**
+ * The ledger the store keeps for the clone directory cloneDir (its fstat), or
+ * undefined when there is none, or it is torn, or it is not this store's and this
+ * clone's (a ledger copied from elsewhere, or an inode number reused by another
+ * directory after the clone was removed: then its entries' ctimes do not match either).
+ * Nothing in the clone is read.
+ */
+export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger | undefined {
+  try {
+    using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+    using dir = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
+    const name = ledgerName(cloneDir);
+    const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes;
+    return Ledger.decode(bytes, sys.fstat(store.fd), cloneDir);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Removes the clone's ledger from the store (none is fine): before a whole materialize of
+ * another snapshot, so one that dies after its swaps leaves no ledger naming the old one.
+ */
+export function dropLedger(sys: Sys, storeRoot: string, cloneDir: Stat): void {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  let dir: number;
+  try {
+    dir = openChildDir(sys, store.fd, CLONES_DIR);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return;
+    throw err;
+  }
+  using clones = own(sys, dir);
+  try {
+    sys.unlinkat(clones.fd, ledgerName(cloneDir), 0);
+  } catch (err) {
+    if (!hasCode(err, 'ENOENT')) throw err;
+  }
+}
+
+/**
+ * Replaces the clone's ledger in the store crash-safe: a new file in clones/ itself (which
+ * no sweep touches, so a materialize, a reader of the store, takes no lock and makes no
+ * lock file), fsynced, renamed over the old one: a reader sees the old one or the new one.
+ */
+export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger): void {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  mkdirIfMissing(sys, store.fd, CLONES_DIR);
+  using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
+  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir);
+  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false);
+}

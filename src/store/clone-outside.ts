@@ -1,0 +1,48 @@
+// clone-outside.ts: the entries of a clone outside its copy roots and mount targets (diff's `all`, reset's `clean`), found without following a link.
+import { isCloneOwnName } from '../base/clone-names.js';
+import { openChildDir, own } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { hasCode } from '../sys/errno.js';
+import type { Sys } from '../sys/native.js';
+import { partsOf } from './clone-links.js';
+import type { StoredSnapshot } from './document.js';
+
+/** Visits one outside entry: the name in the directory open at dirFd, its path in the clone (escaped when not UTF-8), its d_type. */
+export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, type: number) => void;
+
+/**
+ * Calls visit for the top of each subtree of the clone open at cloneFd that is neither a
+ * copy root, nor a mount target, nor on the way to one, nor one of materialize's own
+ * names: what is outside the copy roots but inside the clone. Only the directories on
+ * the way to a root or a target are entered, each opened without following a link (one
+ * that is not a directory is left to the roots' own check).
+ */
+export function forEachOutside(sys: Sys, cloneFd: number, data: Pick<StoredSnapshot, 'declarations' | 'mounts'>, visit: OutsideVisit): void {
+  const places = new Set<string>();
+  const onTheWay = new Set<string>();
+  for (const parts of [...data.declarations.map(partsOf), ...data.mounts.map((m) => partsOf(m.target))]) {
+    places.add(parts.join('/'));
+    for (let i = 1; i < parts.length; i++) onTheWay.add(parts.slice(0, i).join('/'));
+  }
+  const walk = (fd: number, rel: string): void => {
+    for (const item of sys.readdir(fd)) {
+      const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
+      const path = rel === '' ? shown : `${rel}/${shown}`;
+      if (typeof item.name === 'string' && ((rel === '' && isCloneOwnName(item.name)) || places.has(path))) continue;
+      if (typeof item.name !== 'string' || !onTheWay.has(path)) {
+        visit(fd, item.name, path, item.type);
+        continue;
+      }
+      let child: number;
+      try {
+        child = openChildDir(sys, fd, item.name);
+      } catch (err) {
+        if (hasCode(err, 'ENOTDIR', 'ELOOP', 'ENOENT')) continue;
+        throw err;
+      }
+      using dir = own(sys, child);
+      walk(dir.fd, path);
+    }
+  };
+  walk(cloneFd, '');
+}

@@ -1,0 +1,404 @@
+// clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
+import { SealError } from '../base/errors.js';
+import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import type { ManifestEntry } from '../base/manifest.js';
+import { compareUtf8, escapePath } from '../base/paths.js';
+import { throwIfRefused } from '../base/refusal.js';
+import { keepMtime, mtimeDiffers } from '../base/times.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
+import type { Stat, Sys } from '../sys/native.js';
+import { compareClone, type CloneReport } from './clone-check.js';
+import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
+import { CloneLinks } from './clone-links.js';
+import { checkMarker, hasMarker } from './clone-marker.js';
+import { forEachOutside } from './clone-outside.js';
+import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
+import { openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
+import type { StoredSnapshot } from './document.js';
+import { makeDir, childrenOf } from './manifest-tree.js';
+import {
+  buildInto,
+  materializeFile,
+  materializeInto,
+  newRun,
+  readingCopyArea,
+  rootsOf,
+  type MaterializeOptions,
+  type MaterializeReport,
+  type Run,
+} from './materialize.js';
+
+export interface DiffOptions {
+  /** Re-hash every file of the copy roots (as checkClone does) instead of comparing identities with the clone's ledger. */
+  verify?: boolean;
+  /** Also list what the clone holds outside its copy roots and mount targets (`outside`). */
+  all?: boolean;
+}
+
+export interface DiffReport extends CloneReport {
+  /**
+   * How files were compared. 'ledger': each entry's identity (inode, size, mode, mtime,
+   * ctime) with the one the clone's ledger recorded when materialize made it; a file whose
+   * identity matches is not opened, and one whose identity differs is changed even if its
+   * bytes are the snapshot's again. 'hash': every file re-hashed, as checkClone does
+   * (`verify: true`, or the store holds no ledger of this clone).
+   */
+  method: 'ledger' | 'hash';
+  /** With `all`: the top of each subtree of the clone outside its copy roots and mount targets (materialize's own names left out); else empty. */
+  outside: string[];
+}
+
+export interface ResetOptions {
+  /**
+   * As for materialize: how the files reset restores are made (default 'auto': a reflink
+   * where the filesystem can). The files it keeps stay as they were made.
+   */
+  reflink?: MaterializeOptions['reflink'];
+  /** As for materialize: the cap on bytes copied (not cloned) by one call. */
+  fallbackBytes?: number;
+  /** Also remove what the clone holds outside its copy roots and mount targets (`outside`); materialize's own names stay. */
+  clean?: boolean;
+  /** Called now and then with the files and bytes restored so far. */
+  onProgress?: MaterializeOptions['onProgress'];
+}
+
+export interface ResetReport extends MaterializeReport {
+  /**
+   * 'reset': the clone held this snapshot's ledger: only what differed from it was removed
+   * or restored. 'materialize': it held none (or an interrupted materialize's marker): the
+   * copy roots were materialized whole (the lists below are then empty).
+   */
+  method: 'reset' | 'materialize';
+  /** Paths inside the copy roots the snapshot does not have, removed (the top of each added subtree). */
+  added: string[];
+  /** Snapshot paths missing from the clone, restored. */
+  removed: string[];
+  /** Paths whose identity differed from the ledger (or, for a directory, whose kind, mode or recorded mtime), restored. */
+  changed: string[];
+  /** With `clean`: what was removed outside the copy roots (the top of each subtree); else empty. */
+  outside: string[];
+}
+
+function bindingError(ledger: Ledger, digest: string, clone: string): SealError {
+  return new SealError(
+    'SEAL_BINDING',
+    `clone was materialized from snapshot ${ledger.digest}, not ${digest} (its ledger records the other; materialize it, or diff with verify to hash it against this one): ${escapePath(clone)}`,
+  );
+}
+
+/**
+ * Removes entries from a clone without following a link, in a bounded stack and a bounded
+ * number of fds however deep the tree (an agent can make one 10k directories deep): each
+ * directory met is first moved (one rename on the clone's filesystem) into the old/ area
+ * of a locked stage inside the clone, then emptied there, so no walk goes below one level.
+ * The stage is made on the first directory and removed at dispose; one left by a process
+ * that died is swept by the next reset or materialize.
+ */
+class Trash implements Disposable {
+  #stage: CloneStage | undefined;
+  #slots = 0;
+
+  constructor(
+    readonly sys: Sys,
+    readonly cloneFd: number,
+  ) {}
+
+  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN). */
+  remove(dirFd: number, name: string | Buffer, type: number): void {
+    const { sys } = this;
+    if (type !== DT_DIR && type !== DT_UNKNOWN) return removeAt(sys, dirFd, name, type);
+    // Not known (DT_UNKNOWN): what is not a directory is unlinked as it is.
+    if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return removeAt(sys, dirFd, name, DT_REG);
+    this.#stage ??= openCloneStage(sys, this.cloneFd);
+    const trash = this.#stage.oldFd;
+    const pending = [this.#moveAside(dirFd, name)];
+    for (let slot = pending.pop(); slot !== undefined; slot = pending.pop()) {
+      let fd: number;
+      try {
+        fd = openChildDir(sys, trash, slot);
+      } catch (err) {
+        // Not a directory after all (d_type was stale): unlinked as what it is.
+        if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
+        removeAt(sys, trash, slot, DT_REG);
+        continue;
+      }
+      {
+        using dir = own(sys, fd);
+        try {
+          sys.fchmod(dir.fd, 0o700);
+        } catch (err) {
+          if (!hasCode(err, 'EPERM')) throw err;
+        }
+        for (const item of sys.readdir(dir.fd)) {
+          if (item.type === DT_DIR) pending.push(this.#moveAside(dir.fd, item.name));
+          else removeAt(sys, dir.fd, item.name, item.type);
+        }
+      }
+      sys.unlinkat(trash, slot, AT_REMOVEDIR);
+    }
+  }
+
+  /** Renames dirFd/name into the trash under a new slot name; returns the slot. */
+  #moveAside(dirFd: number, name: string | Buffer): string {
+    const slot = String(this.#slots++);
+    this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
+    return slot;
+  }
+
+  [Symbol.dispose](): void {
+    this.#stage?.[Symbol.dispose]();
+  }
+}
+
+/** What one reset walks with. */
+interface Reset {
+  run: Run;
+  trash: Trash;
+  old: Ledger;
+  /** The index of each manifest entry by path (the old ledger's records are by index). */
+  expected: Map<string, number>;
+  entries: ManifestEntry[];
+  children: Map<string, ManifestEntry[]>;
+  copyDir: Fd;
+  links: CloneLinks;
+  report: ResetReport;
+}
+
+/** The snapshot's directory for rel ('' for the copy area), opened (never through a link). */
+function snapshotDir(r: Reset, rel: string): Fd {
+  if (rel === '') return own(r.run.sys, r.run.sys.openat(r.copyDir.fd, '.', DIR_FLAGS));
+  try {
+    return own(r.run.sys, openBeneath(r.run.sys, r.copyDir.fd, rel.split('/'), DIR_FLAGS));
+  } catch (err) {
+    throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(rel)}`, rel);
+    throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(rel)}`, { path: rel, cause: err });
+  }
+}
+
+const parentOf = (path: string): string => {
+  const cut = path.lastIndexOf('/');
+  return cut < 0 ? '' : path.slice(0, cut);
+};
+
+/** Makes entry `want` as dirFd/name from the snapshot (nothing stands there now), recorded in the new ledger. */
+function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): void {
+  const { run } = r;
+  if (want.kind === 'file') {
+    using snap = snapshotDir(r, parentOf(want.path));
+    materializeFile(run, snap.fd, dirFd, name, want);
+  } else if (want.kind === 'symlink') {
+    r.links.make(dirFd, name, want);
+    run.ledger.record(want.path, statOrNull(run.sys, dirFd, name)!);
+    run.report.symlinks++;
+  } else {
+    using snap = snapshotDir(r, want.path);
+    using dir = makeDir(run.sys, dirFd, name);
+    run.report.directories++;
+    buildInto(run, r.children, dir.fd, snap, r.links, want.path);
+    keepMtime(run.sys, dir.fd, want);
+    run.ledger.record(want.path, run.sys.fstat(dir.fd));
+  }
+}
+
+/** Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied through its own fd) and restores want there. */
+function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
+  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG);
+  restore(r, dirFd, name, want);
+  r.report.changed.push(want.path);
+}
+
+/** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
+function resetEntry(r: Reset, dirFd: number, name: string, index: number): void {
+  const { sys } = r.run;
+  const want = r.entries[index]!;
+  const path = want.path;
+  const st = statOrNull(sys, dirFd, name);
+  if (st === null) {
+    restore(r, dirFd, name, want);
+    r.report.removed.push(path);
+    return;
+  }
+  if (want.kind === 'file') {
+    // Kept: its record in the new ledger (a copy of the old one) stays as it is.
+    if (!isReg(st.mode) || !r.old.same(index, st)) replace(r, dirFd, name, st, want);
+    return;
+  }
+  if (want.kind === 'symlink') {
+    if (!isLink(st.mode) || !r.old.same(index, st) || sys.readlinkat(dirFd, name) !== want.link_target) replace(r, dirFd, name, st, want);
+    return;
+  }
+  if (!isDir(st.mode)) return replace(r, dirFd, name, st, want);
+  let fd: number;
+  try {
+    fd = openChildDir(sys, dirFd, name);
+  } catch (err) {
+    // Swapped for a link or a file since the fstatat: what is there now is replaced.
+    if (!hasCode(err, 'ELOOP', 'ENOTDIR')) throw err;
+    return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
+  }
+  using dir = own(sys, fd);
+  const mode = r.old.modeAt(index) ?? 0o700;
+  const now = sys.fstat(dir.fd);
+  if ((now.mode & 0o7777) !== mode) sys.fchmod(dir.fd, mode);
+  if ((now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(path);
+  resetDir(r, dir.fd, path);
+  if (mtimeDiffers(sys.fstat(dir.fd), want)) keepMtime(sys, dir.fd, want);
+  r.run.ledger.record(path, sys.fstat(dir.fd));
+}
+
+/** Resets the entries of the clone's directory for rel (open at fd): removes what the snapshot lacks, resets the rest, restores what is missing. */
+function resetDir(r: Reset, fd: number, rel: string): void {
+  const { sys } = r.run;
+  const listed = new Set<string>();
+  for (const item of sys.readdir(fd)) {
+    const index = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
+    if (index === undefined) {
+      r.trash.remove(fd, item.name, item.type);
+      r.report.added.push(`${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`);
+      continue;
+    }
+    listed.add(item.name as string);
+    resetEntry(r, fd, item.name as string, index);
+  }
+  for (const want of r.children.get(rel) ?? []) {
+    const name = want.path.slice(rel.length + 1);
+    if (listed.has(name)) continue;
+    restore(r, fd, name, want);
+    r.report.removed.push(want.path);
+  }
+}
+
+/** Opens the clone directory holding a root: missing directories above it made (0700), a file in the way replaced by one (preflightRoot refused links and special files). */
+function openRootParent(sys: Sys, cloneFd: number, parents: readonly string[]): Fd {
+  return walkDown(sys, cloneFd, parents, (dirfd, name) => {
+    const st = statOrNull(sys, dirfd, name);
+    if (st !== null && !isDir(st.mode)) removeAt(sys, dirfd, name, DT_REG);
+    if (st === null || !isDir(st.mode)) sys.mkdirat(dirfd, name, 0o700);
+    return openChildDir(sys, dirfd, name);
+  });
+}
+
+function emptyReport(method: ResetReport['method']): ResetReport {
+  return {
+    method,
+    added: [],
+    removed: [],
+    changed: [],
+    outside: [],
+    files: 0,
+    directories: 0,
+    symlinks: 0,
+    reflinked: 0,
+    copied: 0,
+    bytesCopied: 0,
+    snapshotted: 0,
+    fallbacks: [],
+    elapsedMs: 0,
+    reset: method === 'reset',
+  };
+}
+
+/**
+ * Resets the clone open at cloneFd to data's copy roots, given its ledger: added entries
+ * removed, changed and removed ones restored from the snapshot, directory modes fixed,
+ * everything whose identity matches the ledger left untouched; then the new ledger saved.
+ * Without a ledger (or with an interrupted materialize's marker), a whole materialize.
+ * A reset that dies leaves entries whose identities the old ledger does not hold: the
+ * next reset or materialize restores them again.
+ */
+function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions): ResetReport {
+  const started = performance.now();
+  const { clean, ...materializeOptions } = options;
+  const roots = rootsOf(data);
+  // A link or a special file at a root or above one is refused before anything is written.
+  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
+  const interrupted = checkMarker(sys, cloneFd);
+  using trash = new Trash(sys, cloneFd);
+  let report: ResetReport;
+  if (old === undefined || interrupted) {
+    report = { ...emptyReport('materialize'), ...materializeInto(sys, snapshotRoot, data, cloneFd, materializeOptions), reset: false };
+  } else {
+    sweepCloneStages(sys, cloneFd);
+    const cloneSt = sys.fstat(cloneFd);
+    const entries = Array.from(data.entries);
+    const expected = new Map(entries.map((e, i) => [e.path, i]));
+    const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never', expected));
+    report = Object.assign(run.report, emptyReport('reset'));
+    readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
+      const r: Reset = {
+        run,
+        old,
+        entries,
+        expected,
+        children: childrenOf(data.entries),
+        copyDir,
+        trash,
+        links: new CloneLinks(sys, data),
+        report,
+      };
+      for (const parts of roots) {
+        using parent = openRootParent(sys, cloneFd, parts.slice(0, -1));
+        resetEntry(r, parent.fd, parts[parts.length - 1]!, r.expected.get(parts.join('/'))!);
+      }
+    });
+    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
+    run.progress(report.files, run.bytes, true);
+  }
+  if (clean === true) {
+    forEachOutside(sys, cloneFd, data, (dirFd, name, path, type) => {
+      trash.remove(dirFd, name, type);
+      report.outside.push(path);
+    });
+  }
+  for (const list of [report.added, report.removed, report.changed, report.outside]) list.sort(compareUtf8);
+  report.elapsedMs = performance.now() - started;
+  return report;
+}
+
+/** Opens the clone after checking it apart from the source and the store; its fstat and its ledger (undefined: none of this clone in this store). */
+function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined } {
+  checkCloneApart(sys, clone, data.source, snapshotRoot);
+  if (create) makeCloneDir(sys, clone);
+  const dir = own(sys, openRealDir(sys, clone, 'clone'));
+  const ledger = loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+  // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
+  return { dir, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+}
+
+/** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
+export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions): ResetReport {
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
+  using _ = dir;
+  if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
+  return resetInto(sys, snapshotRoot, data, dir.fd, ledger, options);
+}
+
+/** materialize: a reset when the clone holds this snapshot's ledger and no marker, else the whole copy roots. */
+export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions): MaterializeReport {
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
+  using _ = dir;
+  const { createClone: _create, ...rest } = options;
+  // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
+  const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);
+  if (whole) {
+    if (ledger !== undefined && ledger.digest !== data.digest) dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+    return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+  }
+  const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
+  return report;
+}
+
+/** diff: the clone's copy roots compared with data's manifest, by the ledger's identities (or re-hashed), and with `all` what lies outside them. */
+export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: DiffOptions): DiffReport {
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
+  using _ = dir;
+  const verify = options.verify === true || ledger === undefined;
+  if (!verify && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
+  const report: DiffReport = { ...compareClone(sys, data, dir.fd, verify ? undefined : ledger), method: verify ? 'hash' : 'ledger', outside: [] };
+  if (options.all === true) {
+    forEachOutside(sys, dir.fd, data, (_fd, _name, path) => report.outside.push(path));
+    report.outside.sort(compareUtf8);
+  }
+  return report;
+}

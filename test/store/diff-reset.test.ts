@@ -1,0 +1,322 @@
+// diff-reset.test.ts: the clone ledger, diff and reset: what an agent changed in a materialized clone, found by identity
+// (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { Snapshot, SnapshotStore } from '../../dist/index.js';
+import { O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, failOnce, listTree, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+const TREE = { 'src/a.ts': 'alpha', 'src/b.ts': 'beta', 'src/lib/c.ts': 'gamma', 'src/lib/d.ts': 'delta', 'src/run.sh': 'echo hi' };
+
+function fixture(copy = ['src'], files = 5): { work: string; store: SnapshotStore; snap: Snapshot; clone: string; outside: string } {
+  const work = tempDir();
+  writeTree(join(work, 'repo'), TREE);
+  chmodSync(join(work, 'repo/src/run.sh'), 0o755);
+  const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+  const snap = store.captureSync({ source: join(work, 'repo'), copy });
+  const clone = join(work, 'clone');
+  mkdirSync(clone);
+  expect(snap.materializeSync(clone)).toMatchObject({ files, reset: false });
+  const outside = join(work, 'outside');
+  writeTree(outside, { secret: 'do not touch', 'dir/x': 'x' });
+  return { work, store, snap, clone, outside };
+}
+
+function withSys(snap: Snapshot, sys: Sys): Snapshot {
+  return new Snapshot(snap.root, snap.toJSON(), { sys });
+}
+
+/** The syscall layer that fails the test when anything it opens is the inode of `path` (an fd is checked by fstat after each open). */
+function neverOpens(path: string): Sys {
+  const { ino } = statSync(path);
+  const check = (fd: number): number => {
+    if (nativeSys.fstat(fd).ino === BigInt(ino)) throw new Error(`opened ${path}`);
+    return fd;
+  };
+  return wrapSys({
+    openat: (orig) => (dirfd, p, flags, mode) => check(orig(dirfd, p, flags, mode)),
+    openat2: (orig) => (dirfd, p, flags, mode, resolve) => check(orig(dirfd, p, flags, mode, resolve)),
+  });
+}
+
+const ok = { ok: true, marker: false, added: [], removed: [], changed: [] };
+
+describe('diff', () => {
+  it('names what was edited, added, removed, chmodded and renamed over, by the ledger (kills Ledger.same comparing no ctime, and the directory mode check)', async () => {
+    const { store, snap, clone } = fixture();
+    expect(snap.diffSync(clone)).toEqual({ ...ok, files: 0, bytes: 0, method: 'ledger', outside: [] });
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA'); // same size, rewritten in place
+    writeFileSync(join(clone, 'src/new.ts'), 'new');
+    unlinkSync(join(clone, 'src/b.ts'));
+    chmodSync(join(clone, 'src/run.sh'), 0o600); // already 0600 (copy roots keep no mode): only its ctime moves
+    chmodSync(join(clone, 'src/lib'), 0o755);
+    writeFileSync(join(clone, 'c.tmp'), 'gamma');
+    renameSync(join(clone, 'c.tmp'), join(clone, 'src/lib/c.ts'));
+    writeFileSync(join(clone, 'top.txt'), 'outside the roots');
+    expect(await snap.diff(clone, { all: true })).toEqual({
+      ok: false,
+      marker: false,
+      added: ['src/new.ts'],
+      removed: ['src/b.ts'],
+      changed: ['src/a.ts', 'src/lib', 'src/lib/c.ts', 'src/run.sh'],
+      files: 0,
+      bytes: 0,
+      method: 'ledger',
+      outside: ['top.txt'],
+    });
+    // verify re-hashes: bytes that are the snapshot's again (c.ts, run.sh) are not changed to it.
+    expect(snap.diffSync(clone, { verify: true })).toMatchObject({ added: ['src/new.ts'], removed: ['src/b.ts'], changed: ['src/a.ts'], method: 'hash', files: 4 });
+    store.closeSync();
+  });
+
+  it('opens no file whose identity matches the ledger, only stats it (kills the ledger branch falling through to hashAt)', () => {
+    const { store, snap, clone } = fixture();
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    const opened: string[] = [];
+    const files = new Set(['a.ts', 'b.ts', 'c.ts', 'd.ts', 'run.sh']);
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, p, flags, mode) => {
+        if (files.has(String(p))) opened.push(String(p));
+        return orig(dirfd, p, flags, mode);
+      },
+      openat2: (orig) => (dirfd, p, flags, mode, resolve) => {
+        if (files.has(String(p).split('/').pop()!)) opened.push(String(p));
+        return orig(dirfd, p, flags, mode, resolve);
+      },
+    });
+    expect(withSys(snap, sys).diffSync(clone)).toMatchObject({ changed: ['src/a.ts'], method: 'ledger' });
+    expect(opened).toEqual([]);
+    withSys(snap, sys).diffSync(clone, { verify: true });
+    expect(opened.sort()).toEqual(['a.ts', 'b.ts', 'c.ts', 'd.ts', 'run.sh']);
+    store.closeSync();
+  });
+
+  it('without a ledger of this clone re-hashes; with a torn or another clone\'s ledger too; with another snapshot\'s is SEAL_BINDING', () => {
+    const { work, store, snap, clone } = fixture();
+    const ledgers = join(work, 'store/clones');
+    const [name] = readdirSync(ledgers);
+    expect(name).toBe(`${statSync(clone, { bigint: true }).dev}-${statSync(clone, { bigint: true }).ino}.ledger`);
+    // torn: its checksum no longer matches
+    const bytes = readFileSync(join(ledgers, name!));
+    writeFileSync(join(ledgers, name!), bytes.subarray(0, bytes.length - 10));
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash', files: 5 });
+    // another clone's ledger under this clone's name: ignored
+    const other = join(work, 'other');
+    mkdirSync(other);
+    snap.materializeSync(other);
+    const otherSt = statSync(other, { bigint: true });
+    writeFileSync(join(ledgers, name!), readFileSync(join(ledgers, `${otherSt.dev}-${otherSt.ino}.ledger`)));
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    // a ledger-shaped file planted in the clone is an added file, nothing more
+    writeFileSync(join(clone, 'src/ledger'), bytes);
+    expect(snap.diffSync(clone)).toMatchObject({ added: ['src/ledger'], method: 'hash' });
+    unlinkSync(join(clone, 'src/ledger'));
+    snap.materializeSync(clone);
+    const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
+    expectError(() => second.diffSync(clone), { code: 'SEAL_BINDING', message: new RegExp(`^clone was materialized from snapshot ${snap.digest}, not ${second.digest}`) });
+    expect(second.diffSync(clone, { verify: true })).toMatchObject({ ok: true, method: 'hash' });
+    store.closeSync();
+  });
+
+  it('bad input is typed: not a directory, a relative path, wrong option types', async () => {
+    const { work, store, snap } = fixture();
+    writeFileSync(join(work, 'file'), 'x');
+    expectError(() => snap.diffSync(join(work, 'file')), { code: 'SEAL_BAD_PATH', message: `clone must be a real directory: ${join(work, 'file')}` });
+    expectError(() => snap.diffSync('relative'), { code: 'SEAL_BAD_PATH' });
+    expectError(() => snap.diffSync(join(work, 'clone'), { verify: 'yes' as never }), { code: 'ERR_INVALID_ARG_TYPE', message: /options\.verify/ });
+    await expectError(async () => snap.reset(join(work, 'clone'), { clean: 1 as never }), { code: 'ERR_INVALID_ARG_TYPE', message: /options\.clean/ });
+    await expectError(async () => snap.reset(join(work, 'clone'), { reflink: 'sometimes' as never }), { code: 'ERR_INVALID_ARG_VALUE' });
+    store.closeSync();
+  });
+});
+
+describe('reset', () => {
+  it('restores exact bytes and modes, removes what was added, leaves every unchanged inode as it was (kills resetEntry keeping a changed file, and the fchmod)', async () => {
+    const { store, snap, clone } = fixture();
+    const inode = (p: string): number => statSync(join(clone, p)).ino;
+    const before = { d: inode('src/lib/d.ts'), lib: inode('src/lib') };
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    chmodSync(join(clone, 'src/run.sh'), 0o644);
+    chmodSync(join(clone, 'src/b.ts'), 0o600); // the same mode again: its ctime moved, so it is restored
+    chmodSync(join(clone, 'src/lib'), 0o755);
+    unlinkSync(join(clone, 'src/lib/c.ts'));
+    writeTree(clone, { 'src/new/deep/x': 'x', 'src/lib/y': 'y' });
+    const report = await snap.reset(clone);
+    expect(report).toMatchObject({
+      method: 'reset',
+      reset: true,
+      added: ['src/lib/y', 'src/new'],
+      removed: ['src/lib/c.ts'],
+      changed: ['src/a.ts', 'src/b.ts', 'src/lib', 'src/run.sh'],
+      outside: [],
+      files: 4,
+    });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('alpha');
+    expect(statSync(join(clone, 'src/run.sh')).mode & 0o7777).toBe(0o600);
+    expect(statSync(join(clone, 'src/a.ts')).mode & 0o7777).toBe(0o600);
+    expect(statSync(join(clone, 'src/lib')).mode & 0o7777).toBe(0o700);
+    expect({ d: inode('src/lib/d.ts'), lib: inode('src/lib') }).toEqual(before);
+    // the new ledger holds what reset made: the next diff is clean by identity
+    expect(snap.diffSync(clone)).toMatchObject({ ...ok, method: 'ledger' });
+    expect(snap.resetSync(clone)).toMatchObject({ added: [], removed: [], changed: [], files: 0 });
+    store.closeSync();
+  });
+
+  it('clean removes what lies outside the copy roots, keeping materialize\'s own names and the roots\' parents (kills forEachOutside skipping nothing)', () => {
+    const { work, store, snap, clone } = fixture(['src/lib', 'src/a.ts'], 3);
+    writeTree(clone, { 'top.txt': 't', 'src/b.ts': 'not a root', 'build/out': 'o', '.treeseal-materialize-0123456789abcdef01234567/x': 'stage' });
+    expect(snap.diffSync(clone, { all: true }).outside).toEqual(['build', 'src/b.ts', 'top.txt']);
+    const report = snap.resetSync(clone, { clean: true });
+    expect(report.outside).toEqual(['build', 'src/b.ts', 'top.txt']);
+    expect(listTree(clone)).toEqual(['src/', 'src/a.ts', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    expect(listTree(join(work, 'repo'))).toContain('src/b.ts');
+    store.closeSync();
+  });
+
+  it('a planted symlink at a changed path and as a parent is replaced, never followed: nothing outside is read or written', () => {
+    const { store, snap, clone, outside } = fixture();
+    unlinkSync(join(clone, 'src/a.ts'));
+    symlinkSync(join(outside, 'secret'), join(clone, 'src/a.ts'));
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    symlinkSync(join(outside, 'dir'), join(clone, 'src/lib'));
+    linkSync(join(outside, 'secret'), join(clone, 'src/hard'));
+    const sys = neverOpens(join(outside, 'secret'));
+    expect(withSys(snap, sys).diffSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], method: 'ledger' });
+    expect(withSys(snap, neverOpens(join(outside, 'dir'))).resetSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], removed: [] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
+    expect(readFileSync(join(outside, 'secret'), 'utf8')).toBe('do not touch');
+    expect(statSync(join(outside, 'secret')).nlink).toBe(1);
+    store.closeSync();
+  });
+
+  it('a directory swapped for a symlink between its fstatat and its open is replaced, the link never followed (kills resetEntry\'s ELOOP escape)', () => {
+    const { work, store, snap, clone, outside } = fixture();
+    let swapped = false;
+    const sys = wrapSys({
+      fstatat: (orig) => (dirfd, p, flags) => {
+        const st = orig(dirfd, p, flags);
+        if (p === 'lib' && !swapped) {
+          swapped = true;
+          renameSync(join(clone, 'src/lib'), join(work, 'lib-moved'));
+          symlinkSync(join(outside, 'dir'), join(clone, 'src/lib'));
+        }
+        return st;
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ changed: ['src/lib'], added: [], removed: [] });
+    expect(swapped).toBe(true);
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
+    expect(listTree(join(work, 'lib-moved'))).toEqual(['c.ts', 'd.ts']);
+    store.closeSync();
+  });
+
+  it('a symlink planted as a root\'s parent is refused, nothing changed; a FIFO, a directory for a file and a file for a directory are replaced without blocking', () => {
+    const { work, store, snap, clone, outside } = fixture(['src/lib'], 2);
+    expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    unlinkSync(join(clone, 'src/lib/c.ts'));
+    mkfifo(join(clone, 'src/lib/c.ts'));
+    mkfifo(join(clone, 'src/lib/fifo'));
+    unlinkSync(join(clone, 'src/lib/d.ts'));
+    writeTree(clone, { 'src/lib/d.ts/inner': 'a directory now' });
+    expect(snap.diffSync(clone)).toMatchObject({ added: ['src/lib/fifo'], changed: ['src/lib/c.ts', 'src/lib/d.ts'] });
+    expect(snap.diffSync(clone, { verify: true })).toMatchObject({ added: ['src/lib/fifo'], changed: ['src/lib/c.ts', 'src/lib/d.ts'] });
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/lib/fifo'], changed: ['src/lib/c.ts', 'src/lib/d.ts'] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    // the root replaced by a file, and back by reset
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    writeFileSync(join(clone, 'src/lib'), 'a file now');
+    expect(snap.resetSync(clone)).toMatchObject({ changed: ['src/lib'] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    renameSync(join(clone, 'src'), join(work, 'moved'));
+    symlinkSync(outside, join(clone, 'src'));
+    expectError(() => snap.resetSync(clone), { code: 'SEAL_SYMLINK', message: 'copy target has a symlink parent: src/lib', unchanged: work });
+    store.closeSync();
+  });
+
+  it('a subtree 10000 directories deep is removed in a bounded stack and fds, its files never opened (kills Trash.remove handing directories to the recursive removeAt)', () => {
+    const { store, snap, clone } = fixture(['src/lib'], 2);
+    execFileSync('python3', ['-c', 'import os, sys\nos.chdir(sys.argv[1])\nfor i in range(10000):\n    os.mkdir("d"); os.chdir("d")\nopen("f", "w").write("x")', join(clone, 'src/lib')]);
+    expect(snap.diffSync(clone)).toMatchObject({ added: ['src/lib/d'], method: 'ledger' });
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/lib/d'], changed: [] });
+    expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    store.closeSync();
+  });
+
+  it('a name that is not UTF-8 is removed as added; another snapshot\'s ledger is SEAL_BINDING with nothing changed', () => {
+    const { work, store, snap, clone } = fixture();
+    writeFileSync(Buffer.concat([Buffer.from(join(clone, 'src/')), Buffer.from([0x66, 0xff, 0x0a])]), 'x');
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/f\\xff\\x0a'] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    expectError(() => second.resetSync(clone), { code: 'SEAL_BINDING', unchanged: clone });
+    // materialize is how a clone changes snapshot: whole, recording the new ledger
+    expect(second.materializeSync(clone)).toMatchObject({ reset: false });
+    expect(second.materializeSync(clone)).toMatchObject({ reset: true, files: 0 });
+    store.closeSync();
+  });
+
+  it('materialize into a clone holding this snapshot\'s ledger resets it; without a ledger reset materializes whole', async () => {
+    const { work, store, snap, clone } = fixture();
+    const ino = statSync(join(clone, 'src/b.ts')).ino;
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    expect(await snap.materialize(clone)).toMatchObject({ reset: true, files: 1 });
+    expect(statSync(join(clone, 'src/b.ts')).ino).toBe(ino);
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    rmSync(join(work, 'store/clones'), { recursive: true });
+    writeFileSync(join(clone, 'src/a.ts'), 'ALPHA');
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'materialize', reset: false, files: 5, changed: [] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(snap.diffSync(clone)).toMatchObject({ method: 'ledger', ok: true });
+    store.closeSync();
+  });
+
+  it('a reset that dies midway leaves a clone the next reset repairs (kills recording the old identity of a restored file)', () => {
+    const { store, snap, clone } = fixture();
+    for (const f of ['src/a.ts', 'src/b.ts', 'src/lib/c.ts']) writeFileSync(join(clone, f), 'agent');
+    // dies at the second file it creates: the first is restored, the second removed, the third still the agent's
+    let creates = 0;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, p, flags, mode) => {
+        if ((flags & O_CREAT) !== 0 && String(p).endsWith('.ts') && ++creates === 2) throw Object.assign(new Error('EIO: injected, openat'), { code: 'EIO', errno: -5, syscall: 'openat' });
+        return orig(dirfd, p, flags, mode);
+      },
+    });
+    expectError(() => withSys(snap, sys).resetSync(clone), { code: 'SEAL_IO' });
+    // in listing order: one restored (changed by the old ledger's identities), one removed, one the agent's
+    const left = snap.diffSync(clone);
+    expect(left.removed).toHaveLength(1);
+    expect([...left.changed, ...left.removed].sort()).toEqual(['src/a.ts', 'src/b.ts', 'src/lib/c.ts']);
+    expect(snap.resetSync(clone)).toMatchObject({ changed: left.changed, removed: left.removed });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    store.closeSync();
+  });
+
+  it('a failed ledger write fails materialize with nothing of it left in the store (kills saveStoreFile not removing its tmp file)', () => {
+    const { work, store, snap } = fixture();
+    const clone = join(work, 'clone2');
+    mkdirSync(clone);
+    const { sys } = failOnce('fsync', 'EIO');
+    expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_IO' });
+    // The new ledger is written beside the others in clones/ (no lock needed, nothing sweeps it) and removed on failure.
+    expect(readdirSync(join(work, 'store/tmp'))).toEqual([]);
+    expect(readdirSync(join(work, 'store/clones')).filter((n) => !n.endsWith('.ledger'))).toEqual([]);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    expect(lstatSync(join(work, 'store/clones')).mode & 0o777).toBe(0o700);
+    // Moving the clone to another snapshot drops the old ledger first: one that dies before saving the new one leaves none.
+    snap.materializeSync(clone);
+    const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
+    expectError(() => withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone), { code: 'SEAL_IO' });
+    expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    store.closeSync();
+  });
+});
