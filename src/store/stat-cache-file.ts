@@ -4,7 +4,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirIfMissing, openChildDir, own, removeAt } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache } from '../capture/stat-cache.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
 import { isPrivate } from './trust.js';
@@ -87,21 +88,50 @@ export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: str
   writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
 }
 
+/** Tries of a write whose new file a sweep took (it was created, then swept before its flock was taken). */
+const WRITE_TRIES = 3;
+
 function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
+  for (let tries = 1; ; tries++) {
+    try {
+      return writeOnce(sys, storeFd, tmpFd, dirName, name, write);
+    } catch (err) {
+      if (!(err instanceof SweptAway) || tries >= WRITE_TRIES) throw err instanceof SweptAway ? err.cause : err;
+    }
+  }
+}
+
+/** The new file was taken by a sweep before this write held it: written again under another name. */
+class SweptAway extends Error {}
+
+/**
+ * One write of a new file: flocked from its creation to its rename, so a sweep of a
+ * directory no store lock guards (clones/) removes only a file whose writer is gone.
+ */
+function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
   using dir = own(sys, openChildDir(sys, storeFd, dirName));
   const tmpName = `${BUILD_PREFIX}${dirName}-${randomBytes(12).toString('hex')}`;
   let renamed = false;
   try {
-    {
-      using file = own(sys, sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
-      let at = 0;
-      write((bytes) => {
-        writeAll(sys, file.fd, bytes, at);
-        at += bytes.length;
-      });
-      sys.fsync(file.fd);
+    using file = own(sys, sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+    try {
+      sys.flock(file.fd, LOCK_EX | LOCK_NB);
+    } catch (err) {
+      if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw new SweptAway('taken by a sweep', { cause: err });
+      throw err;
     }
-    sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
+    let at = 0;
+    write((bytes) => {
+      writeAll(sys, file.fd, bytes, at);
+      at += bytes.length;
+    });
+    sys.fsync(file.fd);
+    try {
+      sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw new SweptAway('swept before its lock', { cause: err });
+      throw err;
+    }
     renamed = true;
     sys.fsync(dir.fd);
   } finally {

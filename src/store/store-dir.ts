@@ -151,7 +151,7 @@ function openSnapshotDir(sys: Sys, snapshotsFd: number, digest: string): Fd {
  */
 export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
-  let swept = 0;
+  let swept = sweepLedgerFiles(sys, storeRoot);
   for (const entry of sys.readdir(tmp.fd)) {
     const name = entry.name;
     if (typeof name === 'string' && name.startsWith(PULL_LOCK_PREFIX)) {
@@ -164,6 +164,50 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     if (lock === null) continue;
     removeAt(sys, tmp.fd, name);
     swept++;
+  }
+  return swept;
+}
+
+/**
+ * Removes the new ledger files in clones/ whose writer died before renaming one into place
+ * (no store lock guards clones/: each is flocked by its writer from its creation to its
+ * rename, so one that can be locked now has none). Returns how many.
+ */
+function sweepLedgerFiles(sys: Sys, storeRoot: string): number {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  let clones: number;
+  try {
+    clones = sys.openat(store.fd, CLONES_DIR, DIR_FLAGS);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return 0;
+    throw err;
+  }
+  using dir = own(sys, clones);
+  let swept = 0;
+  for (const entry of sys.readdir(dir.fd)) {
+    const name = entry.name;
+    if (typeof name !== 'string' || !name.startsWith(BUILD_PREFIX)) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(dir.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) continue;
+      throw err;
+    }
+    using file = own(sys, fd);
+    try {
+      sys.flock(file.fd, LOCK_EX | LOCK_NB);
+    } catch (err) {
+      if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) continue;
+      throw err;
+    }
+    try {
+      sys.unlinkat(dir.fd, name, 0);
+      swept++;
+    } catch (err) {
+      // Renamed into place since it was listed (its writer took the lock after this open).
+      if (!hasCode(err, 'ENOENT')) throw err;
+    }
   }
   return swept;
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
-import { O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
+import { AT_FDCWD, LOCK_EX, LOCK_NB, O_CREAT, O_RDONLY, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, failOnce, listTree, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -318,5 +318,28 @@ describe('reset', () => {
     expectError(() => withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone), { code: 'SEAL_IO' });
     expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
     store.closeSync();
+  });
+});
+
+describe('ledger files a writer left', () => {
+  it('a new ledger file whose writer died (not flocked) is swept when the store is opened; one a live writer holds is kept', () => {
+    const { work, store, clone } = fixture();
+    const clones = join(work, 'store/clones');
+    const [ledger] = readdirSync(clones);
+    writeFileSync(join(clones, 'build-clones-0123456789abcdef01234567'), 'a reset killed before its rename');
+    writeFileSync(join(clones, 'build-clones-live00000000000000000000'), 'a write in flight');
+    const held = nativeSys.openat(AT_FDCWD, join(clones, 'build-clones-live00000000000000000000'), O_RDONLY, 0);
+    try {
+      nativeSys.flock(held, LOCK_EX | LOCK_NB);
+      const again = SnapshotStore.openSync(join(work, 'store'));
+      expect(again.sweptAtOpen).toBe(1);
+      expect(readdirSync(clones).sort()).toEqual([ledger, 'build-clones-live00000000000000000000'].sort());
+      // The ledger itself is untouched: the clone still diffs by it.
+      expect(again.get(again.list()[0]!).diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+      again.closeSync();
+    } finally {
+      nativeSys.close(held);
+      store.closeSync();
+    }
   });
 });
