@@ -41,6 +41,7 @@ export const ATTACKS = [
   'deep-tree',
   'every-byte-name',
   'planted-ledger',
+  'planted-marker',
   'swap-mid-reset',
   'sigkill-reset',
 ];
@@ -330,6 +331,18 @@ async function plant(attack, w, clone, r) {
       writeFileSync(join(clone, 'r0/d0/f2'), 'changed next to a planted ledger\n');
       return `${real ?? 'none'} into ${where}`;
     }
+    case 'planted-marker': {
+      // materialize's in-progress marker at the top of the clone, as a link to the secret or the FIFO, a hard link to the secret, a FIFO, garbage or a directory
+      const m = join(clone, '.treeseal-materializing');
+      const how = r.pick(['symlink', 'fifo-link', 'hard-link', 'fifo', 'garbage', 'directory']);
+      if (how === 'symlink') symlinkSync(join(c, 'secret'), m);
+      else if (how === 'fifo-link') symlinkSync(join(c, 'fifo'), m);
+      else if (how === 'hard-link') linkSync(join(c, 'secret'), m);
+      else if (how === 'fifo') spawnSync('mkfifo', [m]);
+      else if (how === 'garbage') writeFileSync(m, `${'{"v":1}'.repeat(r.int(100))}\n`);
+      else mkdirSync(m);
+      return `marker as ${how}`;
+    }
     default:
       throw new Error(`no attack ${attack}`);
   }
@@ -411,7 +424,7 @@ async function oneTrial(lane, attack, mode, t) {
   let what;
   if (attack === 'swap-mid-reset') {
     plainChanges(clone, r);
-    const dirs = [r.pick(['r0/d0', 'r0/d1', 'r0/d2']), r.pick(['r1/sub', 'r0/empty', 'r0/d2/e'])];
+    const dirs = [r.pick(['r0/d0', 'r0/d1', 'r0/d2']), r.pick(['r1/sub', 'r0/empty', 'r0/d2/e', 'r1', 'r1'])];
     const files = [`r0/d${r.int(3)}/f${r.int(10)}`, 'r1/big'];
     const st = await lane.attacker.request({ op: 'swap', clone, dirs, files, dirTarget: join(lane.canary.dir, 'mirror'), fileTarget: join(lane.canary.dir, r.chance(0.5) ? 'fifo' : 'secret') }, CALL_MS);
     if (!st.started) throw new Error(`attacker: ${JSON.stringify(st)}`);
@@ -481,8 +494,19 @@ async function oneTrial(lane, attack, mode, t) {
   if (rep.ok) bad.push(...(await repairedViolations(lane, driver, clone, how)));
   else {
     refusedCode = rep.error?.code ?? 'hang';
-    // only a copy root that is a link is refused by design
-    if (attack !== 'root-symlink') bad.push(`${how} refused a clone it should repair: ${refusedCode} ${rep.error?.message ?? ''}`);
+    // Refused by design: a copy root that is a link (SEAL_SYMLINK), a marker materialize did not make (SEAL_COLLISION).
+    // The harness then removes that one name, and the next reset must repair the rest.
+    const expected = { 'root-symlink': 'SEAL_SYMLINK', 'planted-marker': 'SEAL_COLLISION' }[attack];
+    if (refusedCode !== expected) bad.push(`${how} refused a clone it should repair: ${refusedCode} ${rep.error?.message ?? ''}`);
+    else {
+      if (attack === 'root-symlink') for (const root of ROOTS) if (lstatSync(join(clone, root)).isSymbolicLink()) unlinkSync(join(clone, root));
+      if (attack === 'planted-marker') rmSync(join(clone, '.treeseal-materializing'), { recursive: true });
+      const again = await call(lane, driver, 'reset', { clone });
+      bad.push(...replyViolations('reset once unblocked', again, lane.canary));
+      steps.push(`unblocked, reset: ${again.ok ? 'ok' : codeOf(again) ?? 'hang'}`);
+      if (again.ok) bad.push(...(await repairedViolations(lane, driver, clone, 'reset once unblocked')));
+      else bad.push(`reset once unblocked failed: ${codeOf(again)} ${again.error?.message ?? again.hang}`);
+    }
   }
   bad.push(...commonViolations(lane));
   const label = `trial ${t} seed ${seed}: ${steps.join('; ')}`;
@@ -509,7 +533,7 @@ function commonViolations(lane) {
 /** An attack, then a reset SIGKILLed after a random delay, then the next reset or materialize must repair. */
 async function killTrial(lane, mode, t, seed, r, clone) {
   const bad = [];
-  const attack = r.pick(ATTACKS.filter((a) => !['root-symlink', 'swap-mid-reset', 'sigkill-reset', 'deep-tree'].includes(a)));
+  const attack = r.pick(ATTACKS.filter((a) => !['root-symlink', 'planted-marker', 'swap-mid-reset', 'sigkill-reset', 'deep-tree'].includes(a)));
   // enough for reset to do that a kill lands mid-way (most files rewritten, many added), then the attack
   for (let d = 0; d < 3; d++) {
     for (let i = 0; i < 10; i++) if (r.chance(0.7)) writeFileSync(join(clone, `r0/d${d}/f${i}`), bytesOf(`x${i}`, 2000));
