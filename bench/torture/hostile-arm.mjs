@@ -292,8 +292,9 @@ async function plant(attack, w, clone, r) {
       return `${rel} file`;
     }
     case 'deep-tree': {
-      const base = r.pick(['r0/empty', 'r1/sub/deeper', 'r0/d1/e']);
-      if (r.chance(0.5)) {
+      const base = r.pick(['r0/empty', 'r1/sub/deeper', 'r0/d1/e', 'deep-outside']);
+      if (base === 'deep-outside') mkdirSync(join(clone, base)); // beside the copy roots: diff `all` lists it, reset `clean` removes it
+      else if (r.chance(0.5)) {
         // a snapshot directory replaced by the deep tree
         dropClone(join(clone, base));
         mkdirSync(join(clone, base));
@@ -314,6 +315,7 @@ async function plant(attack, w, clone, r) {
       }
       // a snapshot file renamed to an odd name, and a directory with one
       renameSync(join(clone, 'r0/d0/f4'), under(join(clone, 'r0/d0'), names[r.int(2)]));
+      if (r.chance(0.5)) for (const n of names.slice(0, 4)) writeFileSync(under(clone, n), n); // beside the copy roots too
       mkdirSync(under(join(clone, 'r1'), names[1]));
       writeFileSync(under(join(clone, 'r1'), Buffer.concat([names[1], Buffer.from('/'), names[0]])), 'x');
       return `${names.length} names in ${dir}`;
@@ -394,6 +396,10 @@ async function repairedViolations(lane, driver, clone, step) {
     bad.push(`${step}: checkClone not clean (added ${rep.added.slice(0, 2)}, removed ${rep.removed.slice(0, 2)}, changed ${rep.changed.slice(0, 2)}, marker ${rep.marker})`);
   }
   if (chk.ok) bad.push(...exactViolations(clone, lane.pristine).map((b) => `${step}: ${b}`));
+  // and the ledger the repair saved holds what it made: a diff by it finds nothing
+  const d = await call(lane, driver, 'diff', { clone });
+  bad.push(...replyViolations(`${step} diff`, d, lane.canary));
+  if (d.ok && (!d.result.ok || d.result.method !== 'ledger')) bad.push(`${step}: diff after it: ${d.result.method}, ok ${d.result.ok} (added ${d.result.added.slice(0, 2)}, changed ${d.result.changed.slice(0, 2)})`);
   return bad;
 }
 
@@ -442,7 +448,10 @@ async function oneTrial(lane, attack, mode, t) {
   const d = await call(lane, driver, 'diff', { clone, options: dopts });
   bad.push(...replyViolations('diff', d, lane.canary));
   steps.push(`diff${dopts.verify ? ' --verify' : ''}: ${d.ok ? (d.result.ok ? 'same' : 'differs') : codeOf(d) ?? 'hang'} (${d.ms?.toFixed(0)} ms)`);
-  if (d.ok && d.result.ok && attack !== 'swap-mid-reset' && attack !== 'root-symlink') bad.push('diff found no difference after an attack');
+  if (d.ok && d.result.ok && d.result.outside.length === 0 && attack !== 'swap-mid-reset' && attack !== 'root-symlink' && !(what.includes('deep-outside') && !dopts.all)) {
+    bad.push('diff found no difference after an attack');
+  }
+  if (d.ok && dopts.all && what.includes('deep-outside') && !d.result.outside.includes('deep-outside')) bad.push(`diff all did not list deep-outside: ${d.result.outside}`);
   if (r.chance(0.2)) {
     const c = await cli(lane, ['diff', lane.snap.digest, clone]);
     bad.push(...c.bad);
@@ -555,6 +564,10 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   const phase = finished ? 'finished' : left === 200 ? 'before removing' : left > 0 ? 'removing' : 'after removing';
   lane.killPhases.set(phase, (lane.killPhases.get(phase) ?? 0) + 1);
   const driver = mode === 'async' ? lane.asyncDriver : lane.syncDriver;
+  // a diff of what the kill left: it may find differences, but must never call a clone that differs the same
+  const d = await call(lane, driver, 'diff', { clone });
+  bad.push(...replyViolations('diff after the kill', d, lane.canary));
+  if (d.ok && d.result.ok) bad.push(...exactViolations(clone, lane.pristine).map((b) => `diff after the kill says same, but ${b}`));
   const next = r.pick(['reset', 'materialize', 'cli-reset']);
   let rep;
   if (next === 'cli-reset') {
