@@ -156,8 +156,13 @@ function rootState(clone, root) {
     if (st.isDirectory()) {
       out.set(rel, `dir ${mode}`);
       for (const n of readdirSync(abs, { encoding: 'buffer' })) walk(Buffer.concat([abs, Buffer.from('/'), n]), `${rel}/${n.toString('latin1')}`);
-    } else if (st.isFile()) out.set(rel, `file ${mode} ${createHash('sha256').update(readFileSync(abs)).digest('hex')}`);
-    else if (st.isSymbolicLink()) out.set(rel, `link ${readlinkSync(abs)}`);
+    } else if (st.isFile()) {
+      try {
+        out.set(rel, `file ${mode} ${createHash('sha256').update(readFileSync(abs)).digest('hex')}`);
+      } catch {
+        out.set(rel, 'vanished'); // a reset (being killed) replacing it
+      }
+    } else if (st.isSymbolicLink()) out.set(rel, `link ${readlinkSync(abs)}`);
     else out.set(rel, 'other');
   };
   walk(Buffer.from(join(clone, root)), root);
@@ -192,6 +197,7 @@ function pristineState(clone, data) {
 /** Removes a clone whatever it holds (a 10000-deep tree too: rm works from fds). */
 function dropClone(path) {
   if (!existsSync(path)) return;
+  if (spawnSync('rm', ['-rf', path], { stdio: 'ignore' }).status === 0) return;
   spawnSync('chmod', ['-R', 'u+rwx', path], { stdio: 'ignore' });
   spawnSync('rm', ['-rf', path], { stdio: 'ignore' });
 }
@@ -396,6 +402,9 @@ async function repairedViolations(lane, driver, clone, step) {
     bad.push(`${step}: checkClone not clean (added ${rep.added.slice(0, 2)}, removed ${rep.removed.slice(0, 2)}, changed ${rep.changed.slice(0, 2)}, marker ${rep.marker})`);
   }
   if (chk.ok) bad.push(...exactViolations(clone, lane.pristine).map((b) => `${step}: ${b}`));
+  // no stage (`.treeseal-materialize-*`) or marker left beside the roots; what the agent put there stays without `clean`
+  const own = readdirSync(clone).filter((n) => n.startsWith('.treeseal-'));
+  if (own.length > 0) bad.push(`${step}: left in the clone: ${own.join(', ')}`);
   // and the ledger the repair saved holds what it made: a diff by it finds nothing
   const d = await call(lane, driver, 'diff', { clone });
   bad.push(...replyViolations(`${step} diff`, d, lane.canary));
@@ -452,7 +461,7 @@ async function oneTrial(lane, attack, mode, t) {
     bad.push('diff found no difference after an attack');
   }
   if (d.ok && dopts.all && what.includes('deep-outside') && !d.result.outside.includes('deep-outside')) bad.push(`diff all did not list deep-outside: ${d.result.outside}`);
-  if (r.chance(0.2)) {
+  if (r.chance(0.1)) {
     const c = await cli(lane, ['diff', lane.snap.digest, clone]);
     bad.push(...c.bad);
     steps.push(`cli diff ${c.code ?? 'ok'}`);
@@ -500,8 +509,12 @@ async function oneTrial(lane, attack, mode, t) {
     bad.push(...replyViolations('reset after the swaps', rep, lane.canary));
     steps.push(`reset after: ${rep.ok ? 'ok' : codeOf(rep) ?? 'hang'}`);
   }
-  if (rep.ok) bad.push(...(await repairedViolations(lane, driver, clone, how)));
-  else {
+  if (rep.ok) {
+    bad.push(...(await repairedViolations(lane, driver, clone, how)));
+    // clean: nothing but the copy roots stays (the swapper's last names are left to the plain reset after it)
+    const extra = readdirSync(clone).filter((n) => !ROOTS.includes(n));
+    if (how === 'reset-clean' && attack !== 'swap-mid-reset' && extra.length > 0) bad.push(`reset clean left beside the roots: ${extra.slice(0, 3).join(', ')}`);
+  } else {
     refusedCode = rep.error?.code ?? 'hang';
     // Refused by design: a copy root that is a link (SEAL_SYMLINK), a marker materialize did not make (SEAL_COLLISION).
     // The harness then removes that one name, and the next reset must repair the rest.
@@ -544,8 +557,13 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   const bad = [];
   const attack = r.pick(ATTACKS.filter((a) => !['root-symlink', 'planted-marker', 'swap-mid-reset', 'sigkill-reset', 'deep-tree'].includes(a)));
   // enough for reset to do that a kill lands mid-way (most files rewritten, many added), then the attack
+  const rewritten = [];
   for (let d = 0; d < 3; d++) {
-    for (let i = 0; i < 10; i++) if (r.chance(0.7)) writeFileSync(join(clone, `r0/d${d}/f${i}`), bytesOf(`x${i}`, 2000));
+    for (let i = 0; i < 10; i++) {
+      if (!r.chance(0.7)) continue;
+      writeFileSync(join(clone, `r0/d${d}/f${i}`), bytesOf(`x${i}`, 2000));
+      rewritten.push(`r0/d${d}/f${i}`);
+    }
   }
   mkdirSync(join(clone, 'r1/added'), { recursive: true });
   for (let i = 0; i < 200; i++) writeFileSync(join(clone, `r1/added/n${i}`), 'added\n');
@@ -553,15 +571,37 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   for (const s of lane.servers.splice(0)) s.close();
   const first = r.pick(['reset', 'materialize']);
   const k = await ready(startDriver(lane.ctx, mode === 'async'));
-  const delay = r.next() * lane.resetMs * 1.5;
+  // The kill comes after a random delay over the call's length, or as soon as the clone shows a chosen point:
+  // the first entry undone, half the added files gone, or everything undone (the ledger not yet saved).
+  const aim = r.pick(['delay', 'delay', 'first undone', 'half removed', 'all undone']);
+  const delay = r.next() * lane.resetMs * 1.2;
+  const reached = () => {
+    const n = existsSync(join(clone, 'r1/added')) ? readdirSync(join(clone, 'r1/added')).length : 0;
+    const back = rewritten.filter((p) => rootState(clone, p).get(p) === lane.pristine.get('r0').get(p)).length;
+    if (aim === 'first undone') return n < 200 || back > 0;
+    if (aim === 'half removed') return n <= 100;
+    return n === 0 && back === rewritten.length;
+  };
+  const t0 = performance.now();
   k.send({ op: first, args: { store: lane.store, digest: lane.snap.digest, clone, ...(first === 'reset' ? { options: {} } : {}) } });
-  await sleep(delay);
+  if (aim === 'delay') await sleep(delay);
+  else {
+    while (k.queue.length === 0 && performance.now() - t0 < CALL_MS && !reached()) await new Promise((res) => setImmediate(res));
+  }
   const finished = k.queue.length > 0;
   k.kill('SIGKILL');
   await k.done();
-  // where the kill landed, roughly: nothing removed yet, the added subtree partly or wholly removed, or finished
+  // where the kill landed: how much of the rewritten files and the added subtree was undone
   const left = existsSync(join(clone, 'r1/added')) ? readdirSync(join(clone, 'r1/added')).length : 0;
-  const phase = finished ? 'finished' : left === 200 ? 'before removing' : left > 0 ? 'removing' : 'after removing';
+  const pristineR0 = lane.pristine.get('r0');
+  const restored = rewritten.filter((p) => rootState(clone, p).get(p) === pristineR0.get(p)).length;
+  const phase = finished
+    ? 'finished'
+    : restored === 0 && left === 200
+      ? 'nothing undone yet'
+      : restored === rewritten.length && left === 0
+        ? 'all undone, not returned'
+        : 'part undone';
   lane.killPhases.set(phase, (lane.killPhases.get(phase) ?? 0) + 1);
   const driver = mode === 'async' ? lane.asyncDriver : lane.syncDriver;
   // a diff of what the kill left: it may find differences, but must never call a clone that differs the same
@@ -580,20 +620,23 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   }
   if (!rep.ok) bad.push(`${next} after the kill failed: ${rep.error?.code ?? rep.hang} ${rep.error?.message ?? ''}`);
   else bad.push(...(await repairedViolations(lane, driver, clone, `${next} after the kill`)));
-  const beside = readdirSync(clone).filter((n) => !ROOTS.includes(n) && n !== 'clones');
-  if (beside.length > 0) bad.push(`left in the clone: ${beside.join(', ')}`);
+  // A killed process's build in tmp/ is swept by the next open (the lane's drivers keep theirs open): open it afresh,
+  // and every snapshot must verify.
+  const v = await lane.syncDriver.request({ op: 'verifyAll', args: { store: lane.store } }, CALL_MS);
+  if (!v.ok) bad.push(`store does not open after the kill: ${v.error.code}: ${v.error.message}`);
+  else for (const x of v.result) if (!x.ok) bad.push(`snapshot ${x.digest.slice(0, 12)} does not verify: ${x.error.code}`);
   bad.push(...commonViolations(lane));
   count(lane.rows.get(`sigkill-reset/${mode}`), bad, {
-    label: `trial ${t} seed ${seed}: ${attack} (${what}), ${first} killed after ${delay.toFixed(0)} ms (${phase}), then ${next}`,
+    label: `trial ${t} seed ${seed}: ${attack} (${what}), ${first} killed ${aim === 'delay' ? `after ${delay.toFixed(0)} ms` : `at ${aim}`} (${phase}: ${restored} of ${rewritten.length} rewritten files restored, ${left} of 200 added left), then ${next}`,
   });
   dropClone(clone);
 }
 
 // ---- the lanes -----------------------------------------------------------------------------------
 
-async function setupLane(ctx, fs, root) {
+async function setupLane(ctx, fs, root, attacks) {
   const dir = join(root, 'hostile-arm');
-  const lane = { ctx, fs, dir, store: join(dir, 'store'), servers: [], outsideLinks: [], killPhases: new Map(), rows: new Map(), ms: new Map() };
+  const lane = { ctx, fs, dir, attacks, store: join(dir, 'store'), servers: [], outsideLinks: [], killPhases: new Map(), rows: new Map(), ms: new Map() };
   mkdirSync(join(dir, 'clones'), { recursive: true });
   buildArmSource(join(dir, 'src'));
   lane.canary = makeCanary(join(dir, 'outside'));
@@ -612,11 +655,15 @@ async function setupLane(ctx, fs, root) {
   for (let d = 0; d < 3; d++) for (let i = 0; i < 10; i++) writeFileSync(join(probe, `r0/d${d}/f${i}`), 'x');
   mkdirSync(join(probe, 'r1/added'));
   for (let i = 0; i < 200; i++) writeFileSync(join(probe, `r1/added/n${i}`), 'added\n');
+  // timed as the kills run it: in a fresh driver (its first store open and a cold reset), from the request to the reply
+  const fresh = await ready(startDriver(ctx, false));
   const t0 = performance.now();
-  await call(lane, lane.syncDriver, 'reset', { clone: probe });
-  lane.resetMs = Math.max(5, performance.now() - t0) + 150; // plus the driver's store open
+  const probed = await fresh.request({ op: 'reset', args: { store: lane.store, digest: lane.snap.digest, clone: probe } }, CALL_MS);
+  lane.resetMs = Math.max(5, performance.now() - t0);
+  await fresh.close();
+  if (!probed.ok) throw new Error(`the probe reset failed: ${JSON.stringify(probed.error)}`);
   dropClone(probe);
-  for (const attack of ATTACKS) for (const mode of ['sync', 'async']) lane.rows.set(`${attack}/${mode}`, row(`hostile arm: ${attack}`, fs, mode));
+  for (const attack of attacks) for (const mode of ['sync', 'async']) lane.rows.set(`${attack}/${mode}`, row(`hostile arm: ${attack}`, fs, mode));
   return lane;
 }
 
@@ -624,7 +671,7 @@ async function runLane(lane, trials, log) {
   const t0 = performance.now();
   let n = 0;
   for (let t = 0; t < trials; t++) {
-    for (const attack of ATTACKS) {
+    for (const attack of lane.attacks) {
       for (const mode of ['sync', 'async']) {
         const t1 = performance.now();
         await oneTrial(lane, attack, mode, n++);
@@ -647,7 +694,7 @@ async function runLane(lane, trials, log) {
   await lane.attacker.close();
   await lane.syncDriver.close();
   await lane.asyncDriver.close();
-  if (lane.asyncDriver.exited.code !== 0) count(lane.rows.get('swap-mid-reset/async'), [`async driver did not exit cleanly (${JSON.stringify(lane.asyncDriver.exited)})`], { label: 'after the run' });
+  if (lane.asyncDriver.exited.code !== 0) count(lane.rows.get(`${lane.attacks[0]}/async`), [`async driver did not exit cleanly (${JSON.stringify(lane.asyncDriver.exited)})`], { label: 'after the run' });
   log(`hostile arm on ${lane.fs}: seconds by attack: ${[...lane.ms].map(([a, ms]) => `${a} ${(ms / 1000).toFixed(1)}`).join(', ')}`);
   log(`hostile arm on ${lane.fs}: killed resets and materializes by where the kill landed: ${[...lane.killPhases].map(([p, n]) => `${p} ${n}`).join(', ')} (window ${lane.resetMs.toFixed(0)} ms)`);
   dropTree(lane.dir);
@@ -657,8 +704,10 @@ async function runLane(lane, trials, log) {
  * `trials` rounds per fs; a round runs every attack once sync and once async, so a run cut short
  * has covered every row evenly. The filesystems run side by side.
  */
-export async function runHostileArm(ctx, { trials, fsRoots, log }) {
+export async function runHostileArm(ctx, { trials, fsRoots, log, attacks = ATTACKS }) {
+  const unknown = attacks.filter((a) => !ATTACKS.includes(a));
+  if (unknown.length > 0) throw new Error(`no hostile arm attack ${unknown.join(', ')} (there are ${ATTACKS.join(', ')})`);
   const lanes = [];
-  for (const [fs, root] of Object.entries(fsRoots)) lanes.push(await setupLane(ctx, fs, root));
+  for (const [fs, root] of Object.entries(fsRoots)) lanes.push(await setupLane(ctx, fs, root, attacks));
   await Promise.all(lanes.map((lane) => runLane(lane, trials, log)));
 }
