@@ -5,6 +5,7 @@
 // the store or any output); no fd leaks, tmp/ empties, nothing hangs.
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chmodSync,
   copyFileSync,
   existsSync,
   linkSync,
@@ -38,6 +39,7 @@ export const ATTACKS = [
   'device',
   'hard-link',
   'dir-file-dir',
+  'modes',
   'deep-tree',
   'every-byte-name',
   'planted-ledger',
@@ -152,7 +154,7 @@ function rootState(clone, root) {
       out.set(rel, 'vanished');
       return;
     }
-    const mode = (st.mode & 0o777).toString(8);
+    const mode = (st.mode & 0o7777).toString(8);
     if (st.isDirectory()) {
       out.set(rel, `dir ${mode}`);
       for (const n of readdirSync(abs, { encoding: 'buffer' })) walk(Buffer.concat([abs, Buffer.from('/'), n]), `${rel}/${n.toString('latin1')}`);
@@ -296,6 +298,21 @@ async function plant(attack, w, clone, r) {
         return `${rel} file then dir`;
       }
       return `${rel} file`;
+    }
+    case 'modes': {
+      // modes an agent can set on what it owns: none at all, read-only, setuid/setgid/sticky, group and world writable
+      const picks = [];
+      for (let k = 0; k < 3; k++) {
+        const rel = r.pick([file(), file(), 'r1/big', 'r0/d0', 'r0/d1/e', 'r1/sub', 'r0/empty', 'r0/run.sh']);
+        const mode = r.pick([0o000, 0o400, 0o500, 0o4755, 0o2777, 0o1777, 0o666, 0o100]);
+        try {
+          chmodSync(join(clone, rel), mode);
+          picks.push(`${rel} ${mode.toString(8)}`);
+        } catch {
+          // a parent made unsearchable by an earlier pick (unprivileged)
+        }
+      }
+      return picks.join(', ');
     }
     case 'deep-tree': {
       const base = r.pick(['r0/empty', 'r1/sub/deeper', 'r0/d1/e', 'deep-outside']);
@@ -457,7 +474,10 @@ async function oneTrial(lane, attack, mode, t) {
   const d = await call(lane, driver, 'diff', { clone, options: dopts });
   bad.push(...replyViolations('diff', d, lane.canary));
   steps.push(`diff${dopts.verify ? ' --verify' : ''}: ${d.ok ? (d.result.ok ? 'same' : 'differs') : codeOf(d) ?? 'hang'} (${d.ms?.toFixed(0)} ms)`);
-  if (d.ok && d.result.ok && d.result.outside.length === 0 && attack !== 'swap-mid-reset' && attack !== 'root-symlink' && !(what.includes('deep-outside') && !dopts.all)) {
+  // Not required of a re-hashing diff after `modes`: like checkClone it compares no file modes, and directory modes only
+  // with a ledger (the ledger diff sees a chmod by its ctime); reset restores them either way, which the exact check shows.
+  const modesOnly = attack === 'modes' && dopts.verify;
+  if (d.ok && d.result.ok && d.result.outside.length === 0 && !modesOnly && attack !== 'swap-mid-reset' && attack !== 'root-symlink' && !(what.includes('deep-outside') && !dopts.all)) {
     bad.push('diff found no difference after an attack');
   }
   if (d.ok && dopts.all && what.includes('deep-outside') && !d.result.outside.includes('deep-outside')) bad.push(`diff all did not list deep-outside: ${d.result.outside}`);
