@@ -569,6 +569,11 @@ function commonViolations(lane) {
   bad.push(...tokenHits(lane.store, lane.canary).map((h) => `canary bytes in the store: ${h}`));
   const left = tmpLeftovers(lane.store);
   if (left.length > 0) bad.push(`store tmp/ not empty: ${left.join(', ')}`);
+  // the ledgers' own directory holds ledgers only (nothing half-written left beside them)
+  const ledgers = existsSync(join(lane.store, 'clones')) ? readdirSync(join(lane.store, 'clones')) : [];
+  const odd = ledgers.filter((n) => !/^\d+-\d+\.ledger$/.test(n) && !lane.oddLedgers.has(n));
+  for (const n of odd) lane.oddLedgers.add(n); // reported once, by the trial that left it
+  if (odd.length > 0) bad.push(`store clones/ holds ${odd.slice(0, 3).join(', ')}, which no later call removes`);
   return bad;
 }
 
@@ -656,7 +661,7 @@ async function killTrial(lane, mode, t, seed, r, clone) {
 
 async function setupLane(ctx, fs, root, attacks) {
   const dir = join(root, 'hostile-arm');
-  const lane = { ctx, fs, dir, attacks, store: join(dir, 'store'), servers: [], outsideLinks: [], killPhases: new Map(), rows: new Map(), ms: new Map() };
+  const lane = { ctx, fs, dir, attacks, store: join(dir, 'store'), servers: [], outsideLinks: [], killPhases: new Map(), oddLedgers: new Set(), rows: new Map(), ms: new Map() };
   mkdirSync(join(dir, 'clones'), { recursive: true });
   buildArmSource(join(dir, 'src'));
   lane.canary = makeCanary(join(dir, 'outside'));
