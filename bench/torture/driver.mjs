@@ -47,6 +47,28 @@ const capture = (store, opts) => (ASYNC ? store.capture(opts) : store.captureSyn
 const verify = (snap) => (ASYNC ? snap.verify() : snap.verifySync());
 const materialize = (snap, clone, opts) => (ASYNC ? snap.materialize(clone, opts) : snap.materializeSync(clone, opts));
 const close = (store) => (ASYNC ? store.close() : store.closeSync());
+const diff = (snap, clone, opts) => (ASYNC ? snap.diff(clone, opts) : snap.diffSync(clone, opts));
+const reset = (snap, clone, opts) => (ASYNC ? snap.reset(clone, opts) : snap.resetSync(clone, opts));
+const checkClone = (snap, clone) => (ASYNC ? snap.checkClone(clone) : snap.checkCloneSync(clone));
+
+/** Stores kept open between requests (`keep: true`), by directory: an async store's helper threads start once. */
+const kept = new Map();
+
+async function withSnap(dir, digest, fds, fn, keep = false) {
+  let store = keep ? kept.get(dir) : undefined;
+  if (store === undefined) {
+    store = await open(dir);
+    if (keep) kept.set(dir, store);
+  }
+  try {
+    const snap = store.get(digest);
+    fds.before = openFds();
+    return await fn(snap);
+  } finally {
+    fds.after ??= openFds();
+    if (!keep) await close(store);
+  }
+}
 
 function summary(snap) {
   return { digest: snap.digest, root: snap.root, data: snap.toJSON() };
@@ -97,6 +119,28 @@ const OPS = {
       fds.after ??= openFds();
       await close(store);
     }
+  },
+  /** snap.diff, snap.reset or snap.checkClone of a clone (the fd count taken once the snapshot is got). */
+  async diff({ store: dir, digest, clone, options = {}, keep }, fds) {
+    return withSnap(dir, digest, fds, (snap) => diff(snap, clone, options), keep);
+  },
+  async reset({ store: dir, digest, clone, options = {}, keep }, fds) {
+    return withSnap(dir, digest, fds, (snap) => reset(snap, clone, options), keep);
+  },
+  async checkClone({ store: dir, digest, clone, keep }, fds) {
+    return withSnap(dir, digest, fds, (snap) => checkClone(snap, clone), keep);
+  },
+  /** materialize through a kept store. */
+  async materializeKept({ store: dir, digest, clone, options = {} }, fds) {
+    return withSnap(dir, digest, fds, (snap) => materialize(snap, clone, options), true);
+  },
+  /** Closes the stores kept open. */
+  async release() {
+    for (const [dir, store] of kept) {
+      kept.delete(dir);
+      await close(store);
+    }
+    return true;
   },
   async remove({ store: dir, digest }) {
     const store = await open(dir);

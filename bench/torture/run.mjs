@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// run.mjs: `npm run torture [-- --short] [-- --only races,kills,malformed,hostile-registry,mmap]`: attacks the built, packed
+// run.mjs: `npm run torture [-- --short] [-- --only races,kills,malformed,hostile-registry,mmap,hostile-arm]`: attacks the built, packed
 // package from separate processes on ext4 and XFS loop mounts and prints a table; exits 1 on any violation.
 import { installPackage, loopMount, makeWorkDir, cleanupAll, onCleanup } from './env.mjs';
+import { runHostileArm } from './hostile-arm.mjs';
 import { runHostileRegistry } from './hostile-registry.mjs';
 import { runKills } from './kills.mjs';
 import { runMalformed } from './malformed.mjs';
@@ -12,7 +13,7 @@ import { render, totalViolations } from './table.mjs';
 const argv = process.argv.slice(2);
 const short = argv.includes('--short');
 const onlyArg = argv.find((a) => a.startsWith('--only='));
-const only = new Set(onlyArg ? onlyArg.slice(7).split(',') : ['races', 'kills', 'malformed', 'hostile-registry', 'mmap']);
+const only = new Set(onlyArg ? onlyArg.slice(7).split(',') : ['races', 'kills', 'malformed', 'hostile-registry', 'mmap', 'hostile-arm']);
 const listArg = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3).split(',');
 const kinds = listArg('kinds');
 const fsList = listArg('fs') ?? ['ext4', 'xfs'];
@@ -51,6 +52,8 @@ if (only.has('kills')) parts.push(runKills(ctx, { trials: killTrials, fsRoots, l
 if (only.has('malformed')) parts.push(runMalformed(ctx, { fsRoots, log }));
 if (only.has('mmap')) parts.push(runMmap(ctx, { rounds: short ? 2 : 10, fsRoots, log }));
 if (only.has('hostile-registry')) parts.push(runHostileRegistry(ctx, { trials: short ? 22 : 200, fsRoots, log }));
+// hostile arm: rounds per fs, each of every attack once sync and once async (32 trials a round on each fs).
+if (only.has('hostile-arm')) parts.push(runHostileArm(ctx, { trials: short ? 1 : 9, fsRoots, log, attacks: listArg('attacks') }));
 const outcomes = await Promise.allSettled(parts);
 for (const o of outcomes) {
   if (o.status === 'rejected') {
