@@ -10,6 +10,7 @@ import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
 import { Excludes } from '../capture/exclude.js';
+import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
 
 export interface CloneReport {
@@ -50,7 +51,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
   c.seen[index] = 1;
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
-    if (mtimeDiffers(st, want) || (c.ledger !== undefined && c.ledger.modeAt(index) !== (st.mode & 0o7777))) c.report.changed.push(path);
+    // The mode materialize gave it (0700), or the one the ledger recorded.
+    if (mtimeDiffers(st, want) || (st.mode & 0o7777) !== (c.ledger === undefined ? 0o700 : c.ledger.modeAt(index))) c.report.changed.push(path);
     using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
     checkDir(c, dir.fd, path);
     return;
@@ -61,6 +63,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
     return;
   }
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
+  // A mode other than the one materialize gives (0600, 0700 for a recorded executable): changed, its bytes unread.
+  if (c.ledger === undefined && (st.mode & 0o7777) !== cloneFileMode(want.mode)) return void c.report.changed.push(path);
   // The ledger's identity: a file exactly as the materialize made it is not opened.
   if (c.ledger !== undefined) return void (c.ledger.same(index, st) ? undefined : c.report.changed.push(path));
   const got = hashAt(c.sys, c.buffer, dirfd, name);

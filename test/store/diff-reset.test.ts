@@ -69,8 +69,9 @@ describe('diff', () => {
       method: 'ledger',
       outside: ['top.txt'],
     });
-    // verify re-hashes: bytes that are the snapshot's again (c.ts, run.sh) are not changed to it.
-    expect(snap.diffSync(clone, { verify: true })).toMatchObject({ added: ['src/new.ts'], removed: ['src/b.ts'], changed: ['src/a.ts'], method: 'hash', files: 4 });
+    // verify re-hashes: bytes that are the snapshot's again with materialize's mode (run.sh) are not changed to it; a
+    // mode other than materialize's is (lib 0755, not 0700; c.ts written 0644, not 0600), its bytes unread.
+    expect(snap.diffSync(clone, { verify: true })).toMatchObject({ added: ['src/new.ts'], removed: ['src/b.ts'], changed: ['src/a.ts', 'src/lib', 'src/lib/c.ts'], method: 'hash', files: 3 });
     store.closeSync();
   });
 
@@ -317,6 +318,21 @@ describe('reset', () => {
     const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
     expectError(() => withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone), { code: 'SEAL_IO' });
     expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    store.closeSync();
+  });
+});
+
+describe('modes without a ledger', () => {
+  it('checkClone and a verifying diff name a file or directory whose mode is not the one materialize gives (setuid, setgid, world-writable, an x bit)', async () => {
+    const { store, snap, clone } = fixture();
+    chmodSync(join(clone, 'src/a.ts'), 0o4777);
+    chmodSync(join(clone, 'src/lib'), 0o2777);
+    chmodSync(join(clone, 'src/run.sh'), 0o700);
+    const want = { ok: false, added: [], removed: [], changed: ['src/a.ts', 'src/lib', 'src/run.sh'] };
+    expect(snap.checkCloneSync(clone)).toMatchObject(want);
+    expect(await snap.diff(clone, { verify: true })).toMatchObject({ ...want, method: 'hash' });
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
     store.closeSync();
   });
 });
