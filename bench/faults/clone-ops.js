@@ -44,6 +44,9 @@ function cloneOp(name, fsKey, reflink, act, check) {
     fs: fsKey,
     prepare: (env) => prepareSnapshot(env, fsKey, reflink),
     setup(shared, layer) {
+      // A fresh clone directory may get the inode of one removed before (tmpfs reuses them), and with it that
+      // clone's ledger: dropped, so the call is the whole materialize this op faults (reset has its own rules).
+      forceRemove(join(shared.storeRoot, 'clones'));
       const fx = newClone(shared);
       fx.store = SnapshotStore.openSync(shared.storeRoot, { sys: layer.sys });
       fx.snap = fx.store.get(shared.digest);

@@ -361,9 +361,14 @@ function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: 
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (create) makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
-  const ledger = loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
-  // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
-  return { dir, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+  try {
+    const ledger = loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+    // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
+    return { dir, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+  } catch (err) {
+    dir[Symbol.dispose]();
+    throw err;
+  }
 }
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */

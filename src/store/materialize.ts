@@ -24,7 +24,7 @@ import { CloneLinks } from './clone-links.js';
 import { sameStoredIdentity } from '../sys/identity.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX, COPY_AREA } from './layout.js';
 import { readingSnapshot } from './lock.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { keepMtime } from '../base/times.js';
 import { keepRootMtimes } from './clone-times.js';
 
@@ -395,6 +395,31 @@ export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][
 }
 
 /**
+ * Saves the clone's ledger once its roots are in place. It only makes the next diff and
+ * reset cheaper: when it cannot be recorded or saved (an I/O error), the ledger is dropped
+ * instead, so diff re-hashes and reset materializes whole, and the materialize, which is
+ * done, succeeds. A snapshotted root's entries were made by the kernel, not one by one: the
+ * ledger cannot record them, so a clone holding one keeps none either.
+ */
+function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, roots: readonly string[][], run: Run): void {
+  const store = storeOf(snapshotRoot);
+  try {
+    if (run.report.snapshotted === 0) {
+      recordRoots(sys, cloneFd, roots, run.ledger);
+      saveLedger(sys, store, cloneSt, run.ledger);
+      return;
+    }
+  } catch (err) {
+    if (!isSystemError(err) && !(err instanceof SealError && err.code === 'SEAL_IO')) throw err;
+  }
+  try {
+    dropLedger(sys, store, cloneSt);
+  } catch {
+    // A ledger left in place records other inodes than the ones just made: nothing in the clone matches it.
+  }
+}
+
+/**
  * Materializes data's copy roots (from snapshotRoot/copy) into clone. Every byte is
  * written inside the clone: the roots are built in a locked stage there, swapped in
  * under the in-progress marker, and what they replace is removed with the stage.
@@ -432,11 +457,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   }
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
-  if (run.report.snapshotted > 0) dropLedger(sys, storeOf(snapshotRoot), cloneSt);
-  else {
-    recordRoots(sys, cloneFd, roots, run.ledger);
-    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
-  }
+  keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, run);
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;
