@@ -433,9 +433,8 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
 
 /**
  * materializeSnapshot into the clone directory open at cloneFd (checked apart from the
- * source and the store), then the clone's ledger saved in the store: a ledger that
- * cannot be saved fails the call (the clone is materialized; the next materialize
- * does it whole again).
+ * source and the store), then the clone's ledger saved in the store (see keepLedger:
+ * one that cannot be saved is dropped; the next diff re-hashes, the next reset is whole).
  */
 export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
   const started = performance.now();
