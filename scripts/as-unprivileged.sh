@@ -13,7 +13,8 @@ fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 user=treeseal-ci
 if ! id -u "$user" >/dev/null 2>&1; then
-  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user"
+  # Two passes started at once may both get here: the one that loses finds the user made.
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user" 2>/dev/null || id -u "$user" >/dev/null
 fi
 uid=$(id -u "$user")
 gid=$(id -g "$user")
@@ -63,14 +64,22 @@ if [ "$#" -eq 0 ]; then
   done
 fi
 cd "$work/repo"
-# TREESEAL_TEST_UNPRIVILEGED: tests that need root skip (under CI=true they would otherwise fail for want of root).
-setpriv --reuid="$uid" --regid="$gid" --init-groups \
-  env -u TREESEAL_TEST_REGISTRY -u TREESEAL_TEST_REGISTRY_AUTH -u TREESEAL_TEST_REGISTRY_STORAGE \
-  HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TREESEAL_TEST_UNPRIVILEGED=1 \
-  bash scripts/with-registries.sh node node_modules/vitest/vitest.mjs run --no-cache --configLoader runner "$@"
-echo "as-unprivileged: tests passed in $(($(date +%s) - started)) s" >&2
+# TREESEAL_UNPRIVILEGED_PART: tests or torture runs only that half (.ci/run runs the two side by side, each inside
+# scripts/with-mounts.sh of its own); unset, both, one after the other.
+part=${TREESEAL_UNPRIVILEGED_PART:-both}
+case "$part" in both | tests | torture) ;; *) echo "$0: TREESEAL_UNPRIVILEGED_PART must be tests, torture or unset" >&2; exit 2 ;; esac
+if [ "$part" != torture ]; then
+  # TREESEAL_TEST_UNPRIVILEGED: tests that need root skip (under CI=true they would otherwise fail for want of root).
+  setpriv --reuid="$uid" --regid="$gid" --init-groups \
+    env -u TREESEAL_TEST_REGISTRY -u TREESEAL_TEST_REGISTRY_AUTH -u TREESEAL_TEST_REGISTRY_STORAGE \
+    HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TREESEAL_TEST_UNPRIVILEGED=1 \
+    bash scripts/with-registries.sh node node_modules/vitest/vitest.mjs run --no-cache --configLoader runner "$@"
+  echo "as-unprivileged: tests passed in $(($(date +%s) - started)) s" >&2
+fi
 # The short torture suite as the user: on the mounts root made (no loop mounts of its own), against this built copy.
-if [ -n "${TREESEAL_TEST_EXT4:-}" ] && [ -n "${TREESEAL_TEST_XFS:-}" ]; then
+if [ "$part" = tests ]; then
+  :
+elif [ -n "${TREESEAL_TEST_EXT4:-}" ] && [ -n "${TREESEAL_TEST_XFS:-}" ]; then
   setpriv --reuid="$uid" --regid="$gid" --init-groups \
     env HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TORTURE_PACKAGE=dist \
     TORTURE_FS_ROOTS="ext4=$TREESEAL_TEST_EXT4,xfs=$TREESEAL_TEST_XFS" \
