@@ -155,7 +155,7 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
   for (const entry of sys.readdir(tmp.fd)) {
     const name = entry.name;
     if (typeof name === 'string' && name.startsWith(PULL_LOCK_PREFIX)) {
-      if (sweepPullLock(sys, tmp.fd, name)) swept++;
+      if (removeUnheld(sys, tmp.fd, name)) swept++;
       continue;
     }
     if (typeof name !== 'string' || !(name.startsWith(REMOVING_PREFIX) || name.startsWith(BUILD_PREFIX))) continue;
@@ -186,40 +186,21 @@ function sweepLedgerFiles(sys: Sys, storeRoot: string): number {
   let swept = 0;
   for (const entry of sys.readdir(dir.fd)) {
     const name = entry.name;
-    if (typeof name !== 'string' || !name.startsWith(BUILD_PREFIX)) continue;
-    let fd: number;
-    try {
-      fd = sys.openat(dir.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    } catch (err) {
-      if (hasCode(err, 'ENOENT')) continue;
-      throw err;
-    }
-    using file = own(sys, fd);
-    try {
-      sys.flock(file.fd, LOCK_EX | LOCK_NB);
-    } catch (err) {
-      if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) continue;
-      throw err;
-    }
-    try {
-      sys.unlinkat(dir.fd, name, 0);
-      swept++;
-    } catch (err) {
-      // Renamed into place since it was listed (its writer took the lock after this open).
-      if (!hasCode(err, 'ENOENT')) throw err;
-    }
+    if (typeof name === 'string' && name.startsWith(BUILD_PREFIX) && removeUnheld(sys, dir.fd, name)) swept++;
   }
   return swept;
 }
 
 /**
- * Removes a pull lock no live pull holds (`tmp/pull-<digest>`, see registry/pull-lock.ts):
- * taken first, then removed while held, as its holder removes it. True when removed.
+ * Removes the file `name` in the directory open at dirFd when no live process holds its
+ * flock: a pull lock (`tmp/pull-<digest>`, see registry/pull-lock.ts) or a new ledger file
+ * in clones/. Its flock is taken first, and it is removed while held, only if the name
+ * still binds the file locked. True when removed.
  */
-function sweepPullLock(sys: Sys, tmpFd: number, name: string): boolean {
+function removeUnheld(sys: Sys, dirFd: number, name: string): boolean {
   let fd: number;
   try {
-    fd = sys.openat(tmpFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    fd = sys.openat(dirFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (err) {
     if (hasCode(err, 'ENOENT', 'ELOOP')) return false;
     throw err;
@@ -234,13 +215,13 @@ function sweepPullLock(sys: Sys, tmpFd: number, name: string): boolean {
   const st = sys.fstat(lock.fd);
   let now: Stat;
   try {
-    now = sys.fstatat(tmpFd, name, AT_SYMLINK_NOFOLLOW);
+    now = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return false;
     throw err;
   }
   if (now.dev !== st.dev || now.ino !== st.ino) return false;
-  sys.unlinkat(tmpFd, name, 0);
+  sys.unlinkat(dirFd, name, 0);
   return true;
 }
 
