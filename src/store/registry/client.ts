@@ -6,7 +6,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
-import { aborted, isLost, lostConnection, readBounded, remoteError, responseUrl, send, type Transport } from './http.js';
+import { aborted, isLost, lostConnection, readBounded, remoteError, responseUrl, send, sleep, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -288,17 +288,7 @@ export class RegistryClient {
 
   /** Waits before the next try of something that failed `attempt` times (backoff from backoffMs, doubling, up to 5 s); ends early on abort. */
   async pause(attempt: number): Promise<void> {
-    const ms = Math.min(this.transport.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2);
-    await new Promise<void>((resolve) => {
-      const signal = this.transport.signal;
-      const done = (): void => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener('abort', done, { once: true });
-    });
+    await sleep(Math.min(this.transport.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2), this.transport.signal);
     if (this.transport.signal?.aborted) throw aborted(this.transport);
   }
 

@@ -106,7 +106,8 @@ export function lostConnection(t: Transport, err: unknown, doing: string): SealE
   return e;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Waits ms (or until the signal aborts; the caller checks which). */
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms);
     function done(): void {

@@ -7,7 +7,7 @@ import { SealError } from '../../base/errors.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact, type Artifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
-import { isLost } from './http.js';
+import { isLost, sleep } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { manifestReference, shownReference, type Reference } from './reference.js';
@@ -156,19 +156,6 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
   } finally {
     await closeFd(fd);
   }
-}
-
-/** Waits a little (or until the signal aborts). */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**
