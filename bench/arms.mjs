@@ -1,10 +1,10 @@
 // arms.mjs: four arms of one snapshot materialized at once vs one after another, each way in a fresh process; part of `npm run bench`, alone as `npm run bench:arms`.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { RamMounts, T5K, T50K, quick, reps, sourceTree, work } from './measure.js';
+import { RamMounts, T5K, T50K, dropDir, median, quick, reps, sourceTree, work } from './measure.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const ARMS = 4;
@@ -30,12 +30,7 @@ async function child({ store, source, clones, parallel }) {
   process.stdout.write(JSON.stringify({ ms }));
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-function dropDir(path) {
-  spawnSync('chmod', ['-R', 'u+rwx', path]);
-  rmSync(path, { recursive: true, force: true });
-}
 
 /** Medians of `reps` runs of each way (order rotating), on the tree below base. */
 export function benchArms(fs, base, tree, log = () => {}) {

@@ -1,10 +1,10 @@
 // diff-reset.mjs: an arm's diff and reset against `find` and a fresh materialize, each call in a fresh process, on RAM-backed XFS; `npm run bench:diff-reset`.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { RamMounts, T5K, T50K, quick, reps, sourceTree, work } from './measure.js';
+import { RamMounts, T5K, T50K, dropDir, median, quick, reps, sourceTree, work } from './measure.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 /** Targets (issue: the arm lifecycle). */
@@ -32,7 +32,6 @@ async function child({ store, source, clone, op }) {
   process.stdout.write(JSON.stringify({ ms, ok, method, reset, files, added: added?.length, removed: removed?.length, changed: changed?.length }));
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 function runChild(args) {
   const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--child', JSON.stringify(args)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
@@ -58,10 +57,6 @@ function filesBelow(dir, out = [], limit = Infinity) {
   return out;
 }
 
-function dropDir(path) {
-  spawnSync('chmod', ['-R', 'u+rwx', path]);
-  rmSync(path, { recursive: true, force: true });
-}
 
 export function benchDiffReset(fs, base, tree, log = () => {}) {
   const source = sourceTree(base, tree);

@@ -263,4 +263,4 @@ function extras(base) {
   return x;
 }
 
-export { benchTree, extras, quick, reps, RamMounts, seedRunner, sourceTree, work, T5K, T50K, TREES };
+export { benchTree, dropDir, extras, median, quick, reps, RamMounts, seedRunner, sourceTree, work, T5K, T50K, TREES };
