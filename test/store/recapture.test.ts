@@ -20,6 +20,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
 import { isDir, sys as nativeSys, type Stat, type Sys } from '../../dist/sys/index.js';
+import { STAT_CLOCK_AHEAD } from '../../dist/internal.js';
 import { SETTLED, checkNoFdLeaks, fsTargets, listTree, storeLeftovers, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -603,4 +604,14 @@ describe.each(fsTargets())('stat cache on %s: incremental snapshots', (_name, ba
       expect(snap.digest).toBe(fullDigest(repo));
     }
   }, 60_000);
+});
+
+describe('the stat cache clock option (tests only)', () => {
+  it('STAT_CLOCK_AHEAD that is not a bigint is a TypeError before the store is made', () => {
+    const dir = join(tempDir(), 'store');
+    expect(() => SnapshotStore.openSync(dir, { [STAT_CLOCK_AHEAD]: 3000 } as object)).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: expect.stringMatching(/^The "options\[STAT_CLOCK_AHEAD\]" property must be of type bigint\. Received type number \(3000\)$/) }),
+    );
+    expect(readdirSync(dirname(dir))).toEqual([]);
+  });
 });
