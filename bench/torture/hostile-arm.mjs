@@ -437,7 +437,7 @@ async function cli(lane, args) {
   else if (r.status === 1 && args[0] === 'reset' && !/SEAL_[A-Z_]+/.test(r.stderr)) bad.push(`cli reset failed without a typed error: ${r.stderr.slice(-200)}`);
   if (`${r.stdout}${r.stderr}`.includes(lane.canary.token)) bad.push(`cli ${args[0]}: the canary token is in its output`);
   const code = /SEAL_[A-Z_]+/.exec(r.stderr)?.[0];
-  return { bad, ok: r.status === 0 || (args[0] === 'diff' && code === undefined), code };
+  return { bad, ok: r.status === 0 || (args[0] === 'diff' && code === undefined), code, message: /treeseal: SEAL_[A-Z_]+: (.*)/.exec(r.stderr)?.[1] ?? '' };
 }
 
 async function oneTrial(lane, attack, mode, t) {
@@ -512,7 +512,7 @@ async function oneTrial(lane, attack, mode, t) {
   if (how === 'cli-reset') {
     const c = await cli(lane, ['reset', lane.snap.digest, clone, ...(r.chance(0.5) ? ['--clean'] : [])]);
     bad.push(...c.bad);
-    rep = c.ok ? { ok: true } : { ok: false, error: { sealError: true, code: c.code } };
+    rep = c.ok ? { ok: true } : { ok: false, error: { sealError: true, code: c.code, message: c.message } };
   } else if (how === 'materialize') {
     rep = await call(lane, driver, 'materialize', { clone });
     bad.push(...replyViolations('materialize over the clone', rep, lane.canary));
