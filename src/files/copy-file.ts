@@ -2,7 +2,7 @@
 import { createHash, hash } from 'node:crypto';
 
 import { own } from '../base/fd.js';
-import { copyRanges, dataSegments, writeAll } from '../base/io.js';
+import { SPARSE_MIN_BYTES, copyRanges, dataSegments, writeAll } from '../base/io.js';
 import { changedRecently, waitPastWrites } from '../base/in-flight.js';
 import { sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -79,12 +79,18 @@ function copyBuffered(sys: Sys, buffer: Buffer, srcFd: number, destFd: number, s
   if (last < size) sys.ftruncate(destFd, size);
 }
 
+/** Zeros hashed in place of a hole's bytes (never written to). */
+const ZEROS = Buffer.alloc(1024 * 1024);
+
 /**
  * Hashes fd from offset 0 to EOF, stopping as soon as more than `size` bytes show up,
  * writing each chunk to `out` when out >= 0. Returns the hex digest and the byte count.
- * A file read whole in one chunk is hashed in one shot (no hash object).
+ * A file read whole in one chunk is hashed in one shot (no hash object); a larger one is
+ * read data segment by data segment (SEEK_DATA/SEEK_HOLE), its holes hashed as the zeros
+ * they read as without reading them (and left holes in `out`).
  */
 export function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: number): [string, number] {
+  if (size >= buffer.length && size >= SPARSE_MIN_BYTES) return streamSegments(sys, buffer, fd, out, size);
   const first = sys.pread(fd, buffer, 0, buffer.length, 0);
   if (first === size && first < buffer.length) {
     if (out >= 0 && first > 0) writeAll(sys, out, buffer.subarray(0, first), 0);
@@ -101,6 +107,38 @@ export function stream(sys: Sys, buffer: Buffer, fd: number, out: number, size: 
     if (copied === size && n < buffer.length) break;
   }
   return [h.digest('hex'), copied];
+}
+
+/**
+ * stream for a file of at least a chunk: its data segments read, its holes hashed as
+ * zeros. A segment that reads short ends the count there (the file shrank); a byte at
+ * `size` counts one more (it grew). Either way the caller sees a count that is not the
+ * size, as with a plain read to EOF. A write that fills a hole after the segments were
+ * found changes the file's timestamps, which the caller's identity check after sees.
+ */
+function streamSegments(sys: Sys, buffer: Buffer, fd: number, out: number, size: number): [string, number] {
+  const h = createHash('sha256');
+  let pos = 0;
+  const zeros = (end: number): void => {
+    for (; pos < end; pos += Math.min(ZEROS.length, end - pos)) h.update(ZEROS.subarray(0, Math.min(ZEROS.length, end - pos)));
+  };
+  let dataEnd = 0;
+  for (const [start, end] of dataSegments(sys, fd, size)) {
+    zeros(start);
+    dataEnd = end;
+    while (pos < end) {
+      const n = sys.pread(fd, buffer, 0, Math.min(buffer.length, end - pos), pos);
+      if (n === 0) return [h.digest('hex'), pos];
+      h.update(buffer.subarray(0, n));
+      if (out >= 0) writeAll(sys, out, buffer.subarray(0, n), pos);
+      pos += n;
+    }
+  }
+  zeros(size);
+  if (sys.pread(fd, buffer, 0, 1, size) !== 0) return [h.digest('hex'), size + 1];
+  // A trailing hole: the size, without blocks.
+  if (out >= 0 && dataEnd < size) sys.ftruncate(out, size);
+  return [h.digest('hex'), size];
 }
 
 /**

@@ -135,6 +135,74 @@ describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
     store.closeSync();
   });
 
+  it('capture reads only the data of a sparse file (its holes hashed as zeros) and a buffered copy keeps the holes', () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(join(repo, 'tree'), { recursive: true });
+    const bytes = sparseFile(join(repo, 'tree/sparse.bin'));
+    let read = 0;
+    const sys = wrapSys({
+      copy_file_range: () => () => {
+        throw Object.assign(new Error('EXDEV: cross-device link, copy_file_range'), { errno: -18, code: 'EXDEV', syscall: 'copy_file_range' });
+      },
+      pread: (orig) => (fd, buf, off, len, pos) => {
+        const n = orig(fd, buf, off, len, pos);
+        read += n;
+        return n;
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys });
+    const before = read;
+    const snap = store.captureSync({ source: repo, copy: ['tree'] });
+    // The two 4 KiB blocks, and the store's own small documents; never the 100 MiB of holes.
+    expect(read - before).toBeLessThan(KiB64);
+    expect(snap.entries.find((e) => e.path === 'tree/sparse.bin')?.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+    const stored = statSync(join(snap.root, 'copy/tree/sparse.bin'));
+    expect([stored.size, stored.blocks * 512 < KiB64]).toEqual([100 * MiB, true]);
+    expect(readFileSync(join(snap.root, 'copy/tree/sparse.bin')).equals(bytes)).toBe(true);
+    store.closeSync();
+  });
+
+  it('a sparse file that shrinks under the read, grows past its size, or has a hole filled once its holes were found is SEAL_CHANGED; nothing is left', () => {
+    const attacks: Record<string, (repo: string) => Parameters<typeof wrapSys>[0]> = {
+      shrinks: () => ({ pread: (orig) => (fd, buf, off, len, pos) => (pos === 60 * MiB ? 0 : orig(fd, buf, off, len, pos)) }),
+      grows: () => ({ pread: (orig) => (fd, buf, off, len, pos) => (pos === 100 * MiB && len === 1 ? 1 : orig(fd, buf, off, len, pos)) }),
+      'hole filled': (repo) => {
+        let done = false;
+        return {
+          lseek: (orig) => (fd, offset, whence) => {
+            const at = orig(fd, offset, whence);
+            if (!done) {
+              done = true;
+              const w = openSync(join(repo, 'tree/sparse.bin'), 'r+');
+              writeSync(w, 'x', 80 * MiB);
+              closeSync(w);
+            }
+            return at;
+          },
+        };
+      },
+    };
+    for (const [name, attack] of Object.entries(attacks)) {
+      const work = tempDir(ext4);
+      const repo = join(work, 'repo');
+      mkdirSync(join(repo, 'tree'), { recursive: true });
+      sparseFile(join(repo, 'tree/sparse.bin'));
+      const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys: wrapSys(attack(repo)) });
+      const fds = openFds().length;
+      let caught: unknown;
+      try {
+        store.captureSync({ source: repo, copy: ['tree'] });
+      } catch (err) {
+        caught = err;
+      }
+      expect([name, (caught as SealError).code, (caught as SealError).message]).toEqual([name, 'SEAL_CHANGED', 'file changed while snapshotting: tree/sparse.bin']);
+      expect(storeLeftovers(store.root)).toEqual([]);
+      expect(openFds().length).toBe(fds);
+      store.closeSync();
+    }
+  });
+
   it('falls back to read/write where copy_file_range refuses the pair (EXDEV)', () => {
     const work = tempDir(ext4);
     const repo = join(work, 'repo');
