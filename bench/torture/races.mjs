@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { dropTree } from './env.mjs';
 import { KINDS, buildSource, checkTree, makeSecret, readCaptured, secretHits, sha256 } from './oracle.mjs';
 import { Peer } from './proc.mjs';
-import { count, row } from './table.mjs';
+import { count, flag, row } from './table.mjs';
 
 const CAPTURE_TIMEOUT_MS = 60000;
 
@@ -69,7 +69,8 @@ async function oneTrial(ctx, lane, block, t) {
     parallelism: t % 4 === 1 ? 2 : 0,
   };
   buildSource(trial.src, { kind: block.kind, seed, secret: lane.secret, trial: t });
-  const driver = block.mode === 'async' ? await ready(startDriver(ctx, true)) : lane.driver;
+  const driverKey = block.mode === 'async' ? 'asyncDriver' : 'driver';
+  const driver = lane[driverKey];
   const started = await lane.mutator.request({ op: 'start', kind: trial.kind, src: trial.src, seed, paceUs: trial.paceUs }, 30000);
   if (!started.started) throw new Error(`mutator: ${JSON.stringify(started)}`);
   const decl = trial.mount ? { mounts: [{ source: 'tree', target: 'tree' }] } : { copy: ['tree'] };
@@ -88,7 +89,7 @@ async function oneTrial(ctx, lane, block, t) {
   if (res.hang !== undefined) {
     bad = [`capture: ${res.hang}`];
     driver.kill();
-    if (block.mode === 'sync') lane.driver = await ready(startDriver(ctx, false));
+    lane[driverKey] = await ready(startDriver(ctx, block.mode === 'async'));
   } else if (!res.ok) {
     refusedCode = res.error.sealError ? res.error.code : `untyped ${res.error.code ?? res.error.name}`;
     bad = errorViolations(res);
@@ -97,10 +98,6 @@ async function oneTrial(ctx, lane, block, t) {
   }
   const left = tmpLeftovers(trial.store);
   if (left.length > 0) bad.push(`store tmp/ not empty: ${left.join(', ')}`);
-  if (block.mode === 'async' && res.hang === undefined) {
-    await driver.close();
-    if (driver.exited.signal !== null || driver.exited.code !== 0) bad.push(`async driver did not exit cleanly (${JSON.stringify(driver.exited)}): ${driver.stderr.slice(-300)}`);
-  }
   count(block.row, bad, { refusedCode, label });
   dropTree(dir);
 }
@@ -108,7 +105,9 @@ async function oneTrial(ctx, lane, block, t) {
 /**
  * Runs `trials` trials of every kind on every fs, sync and async. The filesystems run side by
  * side, each with one mutator process and one sync driver; trial t of every kind and mode runs
- * before trial t + 1, so a run cut short has covered every row evenly.
+ * before trial t + 1, so a run cut short has covered every row evenly. Each round (trial t of
+ * every kind) has an async driver of its own, which must then exit by itself: a capture, failed
+ * or not, that left a thread, handle or timer behind keeps it alive.
  */
 export async function runRaces(ctx, { trials, fsRoots, log, kinds = KINDS }) {
   const lanes = Object.entries(fsRoots).map(([fs, root]) => ({
@@ -130,15 +129,22 @@ async function runLane(ctx, lane, trials, log) {
   lane.driver = await ready(startDriver(ctx, false));
   const t0 = performance.now();
   for (let t = 0; t < trials; t++) {
+    lane.asyncDriver = await ready(startDriver(ctx, true));
     for (const block of lane.blocks) {
       mkdirSync(block.dir, { recursive: true });
       await oneTrial(ctx, lane, block, t);
+    }
+    const asyncDriver = lane.asyncDriver;
+    await asyncDriver.close();
+    if (asyncDriver.exited.signal !== null || asyncDriver.exited.code !== 0) {
+      const first = lane.blocks.find((b) => b.mode === 'async');
+      flag(first.row, [`async driver did not exit cleanly (${JSON.stringify(asyncDriver.exited)}): ${asyncDriver.stderr.slice(-300)}`], `round ${t}`);
     }
     if ((t + 1) % 10 === 0 || t + 1 === trials) log(`races on ${lane.fs}: ${t + 1} of ${trials} trials of each kind and mode (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   }
   await lane.mutator.close();
   await lane.driver.close();
-  if (sha256(readFileSync(lane.secret.key)) !== secretBefore) count(lane.blocks[0].row, ['the secret outside the source was modified'], { label: 'after the run' });
+  if (sha256(readFileSync(lane.secret.key)) !== secretBefore) flag(lane.blocks[0].row, ['the secret outside the source was modified'], 'after the run');
   dropTree(lane.dir);
   dropTree(lane.secret.dir);
 }

@@ -20,6 +20,12 @@ export function count(r, bad, { refusedCode, label } = {}) {
   }
 }
 
+/** Records a violation found outside any one trial (after a round or a run), counting no trial. */
+export function flag(r, bad, label) {
+  r.violations++;
+  r.details.push(`${label}: ${bad.join('; ')}`);
+}
+
 export function allRows() {
   return rows;
 }
