@@ -7,6 +7,7 @@ import { escapePath, isWellFormed } from './paths.js';
 import { openUpSubvolume } from './subvolume.js';
 import { throwIfRefused } from './refusal.js';
 import {
+  AT_EMPTY_PATH,
   AT_FDCWD,
   AT_REMOVEDIR,
   AT_SYMLINK_NOFOLLOW,
@@ -16,6 +17,7 @@ import {
   LOCK_NB,
   O_DIRECTORY,
   O_NOFOLLOW,
+  O_PATH,
   O_RDONLY,
   RESOLVE_BENEATH,
   RESOLVE_NO_MAGICLINKS,
@@ -46,6 +48,39 @@ export type WalkStep = (dirfd: number, name: string, index: number) => number | 
 /** Opens a child directory of dirfd without following a symlink (the default walk step). */
 export function openChildDir(sys: Sys, dirfd: number, name: string | Buffer): number {
   return sys.openat(dirfd, name, DIR_FLAGS);
+}
+
+/**
+ * Gives the directory dirfd/name u+rwx, never following a link: the name is opened as a
+ * path only (O_PATH, a directory or nothing, and no hard link names a directory) and
+ * chmodded through that fd (fchmodat2 with AT_EMPTY_PATH), so a name swapped meanwhile
+ * changes nothing elsewhere. Returns false, having changed nothing, where this user may
+ * not chmod it (EPERM: another user's).
+ */
+export function openUpDir(sys: Sys, dirfd: number, name: string | Buffer): boolean {
+  using path = own(sys, sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+  try {
+    sys.fchmodat(path.fd, '', (sys.fstat(path.fd).mode & 0o7777) | 0o700, AT_EMPTY_PATH);
+    return true;
+  } catch (err) {
+    if (hasCode(err, 'EPERM')) return false;
+    throw err;
+  }
+}
+
+/**
+ * openChildDir for a directory the caller may repair (a clone's, which an agent may have
+ * made unreadable, mode 0 or 0100): where the open is refused with EACCES, the directory
+ * is given u+rwx (openUpDir) and opened again. Without the right to chmod it, the EACCES
+ * stands.
+ */
+export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer): number {
+  try {
+    return openChildDir(sys, dirfd, name);
+  } catch (err) {
+    if (!hasCode(err, 'EACCES') || !openUpDir(sys, dirfd, name)) throw err;
+    return openChildDir(sys, dirfd, name);
+  }
 }
 
 /**

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 
 import { SealError, sandboxArgs } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
+import { cloneLines } from './verify.js';
 
 /** bwrap's exit status as a shell reports a child's: 128 + the signal that killed it. */
 function statusOf(code: number | null, signal: NodeJS.Signals | null): number {
@@ -23,6 +24,17 @@ async function run(ctx: Context): Promise<number> {
   using _lease = snap.lease();
   if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
   const { bwrap } = sandboxArgs(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
+  const status = await sandboxed(bwrap, command);
+  if (!flag(ctx, 'keep-going')) return status;
+  // What the command changed: the clone against its ledger, printed after the command's own output.
+  const report = snap.diffSync(clone);
+  const differs = !report.ok || report.outside.length > 0;
+  ctx.io.emit({ clone, status, ...report }, cloneLines(report, clone, `${differs ? 'DIFFERS' : 'same'} (${report.method})`).join('\n'));
+  return status;
+}
+
+/** Runs bwrap with the command; resolves to its exit status as a shell reports it. */
+function sandboxed(bwrap: string[], command: string[]): Promise<number> {
   const child = spawn('bwrap', [...bwrap, '--', ...command], { stdio: 'inherit' });
   return new Promise<number>((done, fail) => {
     child.once('error', (err: NodeJS.ErrnoException) => {
@@ -37,7 +49,7 @@ export const RUN: CommandSpec = {
   name: 'run',
   synopsis: 'run <digest> <clone> -- <command> [<arg>...]',
   summary: 'run a command in a clone inside bubblewrap, the payloads read-only',
-  help: `usage: treeseal run <digest> <clone> [--reset] [--network] [--workspace DIR] -- <command> [<arg>...]
+  help: `usage: treeseal run <digest> <clone> [--reset] [--keep-going] [--network] [--workspace DIR] -- <command> [<arg>...]
 
 Materializes the snapshot into <clone> when <clone> does not exist yet (with --reset: again,
 whatever it holds, so the copy roots are exactly the snapshot's), makes the mount points,
@@ -46,9 +58,13 @@ the working directory there, each payload read-only at its target (with a writab
 on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
 namespace unshared and no network unless --network, in a new session. The exit status is
 the command's (128 + the signal that killed it). The snapshot is leased while the command
-runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. Library: sandboxArgs(snap, clone, options).`,
+runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. With --keep-going, once the command
+ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
+<digest> <clone> does (with --json, one JSON object that also holds the command's status);
+the exit status is still the command's. Library: sandboxArgs(snap, clone, options).`,
   options: {
     reset: { type: 'boolean' },
+    'keep-going': { type: 'boolean' },
     network: { type: 'boolean' },
     workspace: { type: 'string' },
   },

@@ -15,9 +15,16 @@ export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, 
  * copy root, nor a mount target, nor on the way to one, nor one of materialize's own
  * names: what is outside the copy roots but inside the clone. Only the directories on
  * the way to a root or a target are entered, each opened without following a link (one
- * that is not a directory is left to the roots' own check).
+ * that is not a directory is left to the roots' own check), by `openDir` (reset passes
+ * one that repairs an unreadable directory of its own).
  */
-export function forEachOutside(sys: Sys, cloneFd: number, data: Pick<StoredSnapshot, 'declarations' | 'mounts'>, visit: OutsideVisit): void {
+export function forEachOutside(
+  sys: Sys,
+  cloneFd: number,
+  data: Pick<StoredSnapshot, 'declarations' | 'mounts'>,
+  visit: OutsideVisit,
+  openDir: (sys: Sys, dirfd: number, name: string) => number = openChildDir,
+): void {
   const places = new Set<string>();
   const onTheWay = new Set<string>();
   for (const parts of [...data.declarations.map(partsOf), ...data.mounts.map((m) => partsOf(m.target))]) {
@@ -35,7 +42,7 @@ export function forEachOutside(sys: Sys, cloneFd: number, data: Pick<StoredSnaps
       }
       let child: number;
       try {
-        child = openChildDir(sys, fd, item.name);
+        child = openDir(sys, fd, item.name);
       } catch (err) {
         if (hasCode(err, 'ENOTDIR', 'ELOOP', 'ENOENT')) continue;
         throw err;

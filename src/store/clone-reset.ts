@@ -1,6 +1,6 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openRealDir, openRepairableDir, openUpDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -116,7 +116,7 @@ class Trash implements Disposable {
     for (let slot = pending.pop(); slot !== undefined; slot = pending.pop()) {
       let fd: number;
       try {
-        fd = openChildDir(sys, trash, slot);
+        fd = openRepairableDir(sys, trash, slot);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
         if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
@@ -139,10 +139,20 @@ class Trash implements Disposable {
     }
   }
 
-  /** Renames dirFd/name into the trash under a new slot name; returns the slot. */
+  /**
+   * Renames the directory dirFd/name into the trash under a new slot name; returns the
+   * slot. Moving a directory to another parent rewrites its `..`, which needs write
+   * permission on it: one the agent made read-only (EACCES without root) is opened up
+   * first (openUpDir).
+   */
   #moveAside(dirFd: number, name: string | Buffer): string {
     const slot = String(this.#slots++);
-    this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
+    try {
+      this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
+    } catch (err) {
+      if (!hasCode(err, 'EACCES') || !openUpDir(this.sys, dirFd, name)) throw err;
+      this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
+    }
     return slot;
   }
 
@@ -231,7 +241,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   if (!isDir(st.mode)) return replace(r, dirFd, name, st, want);
   let fd: number;
   try {
-    fd = openChildDir(sys, dirFd, name);
+    fd = openRepairableDir(sys, dirFd, name);
   } catch (err) {
     // Swapped for a link or a file since the fstatat: what is there now is replaced.
     if (!hasCode(err, 'ELOOP', 'ENOTDIR')) throw err;
@@ -241,7 +251,8 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   const mode = r.old.modeAt(index) ?? 0o700;
   const now = sys.fstat(dir.fd);
   if ((now.mode & 0o7777) !== mode) sys.fchmod(dir.fd, mode);
-  if ((now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(path);
+  // st: the mode before an unreadable directory was opened up to be entered.
+  if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(path);
   resetDir(r, dir.fd, path);
   if (mtimeDiffers(sys.fstat(dir.fd), want)) keepMtime(sys, dir.fd, want);
   r.run.ledger.record(path, sys.fstat(dir.fd));
@@ -275,7 +286,7 @@ function openRootParent(sys: Sys, cloneFd: number, parents: readonly string[]): 
     const st = statOrNull(sys, dirfd, name);
     if (st !== null && !isDir(st.mode)) removeAt(sys, dirfd, name, DT_REG);
     if (st === null || !isDir(st.mode)) sys.mkdirat(dirfd, name, 0o700);
-    return openChildDir(sys, dirfd, name);
+    return openRepairableDir(sys, dirfd, name);
   });
 }
 
@@ -349,7 +360,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
     forEachOutside(sys, cloneFd, data, (dirFd, name, path, type) => {
       trash.remove(dirFd, name, type);
       report.outside.push(path);
-    });
+    }, openRepairableDir);
   }
   for (const list of [report.added, report.removed, report.changed, report.outside]) list.sort(compareUtf8);
   report.elapsedMs = performance.now() - started;

@@ -66,6 +66,20 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(killed.status).toBe(128 + 15);
   });
 
+  it('--keep-going prints what the command changed after its own output, as diff does (--json: with its status), and exits with its status', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    const r = cli(store, 'run', digest, clone, '--keep-going', '--', 'sh', '-c', 'echo working; echo fixed > src/a.ts; echo new > src/b.ts; exit 3');
+    expect([r.status, r.stderr]).toEqual([3, '']);
+    expect(r.stdout).toBe(`working\n+ src/b.ts\n~ src/a.ts\nDIFFERS (ledger)  ${clone}: 1 added, 0 removed, 1 changed\n`);
+    const reset = cli(store, 'run', digest, clone, '--reset', '--keep-going', '--json', '--', 'true');
+    expect(reset.status).toBe(0);
+    expect(json(reset)).toMatchObject({ clone, status: 0, ok: true, method: 'ledger', added: [], removed: [], changed: [] });
+    // Without it, nothing but the command's output.
+    expect(cli(store, 'run', digest, clone, '--', 'true')).toMatchObject({ status: 0, stdout: '', stderr: '' });
+  });
+
   it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
     const { work, store, digest } = setup();
     const r = spawnSync(process.execPath, [CLI, 'run', digest, join(work, 'arm'), '--', 'true'], {

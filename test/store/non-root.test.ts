@@ -1,6 +1,6 @@
 // non-root.test.ts: rm, gc, ephemeral close and thaw as a user without root: a snapshot sharing files by hard links keeps their modes and verifies.
 import { chmodSync, linkSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -76,8 +76,37 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset']) works[name] = workDir();
   }, 30_000);
+
+  it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
+    const { repo, store } = works.reset!;
+    const user = (...args: string[]) => runNodeAs(as, [CLI, ...args], { TREESEAL_STORE: store });
+    const { digest } = JSON.parse(user('capture', repo, '--copy', 'tree', '--json').stdout) as { digest: string };
+    const clone = join(dirname(store), 'arm');
+    expect(user('materialize', digest, clone).status).toBe(0);
+    const pristine = modes(clone);
+    // What an agent does to what it owns: directories it cannot read or list, new ones too.
+    mkdirSync(join(clone, 'tree/added/inner'), { recursive: true });
+    writeFileSync(join(clone, 'tree/added/inner/f'), 'f');
+    mkdirSync(join(clone, 'outside/deep'), { recursive: true });
+    if (as !== undefined) for (const made of ['tree/added', 'outside']) chownTree(join(clone, made), as.uid, as.gid);
+    chmodSync(join(clone, 'tree/added/inner'), 0o000);
+    chmodSync(join(clone, 'tree/added'), 0o100);
+    chmodSync(join(clone, 'outside'), 0o000);
+    chmodSync(join(clone, 'tree/sub'), 0o000);
+    // diff only reads: it cannot list what the agent locked.
+    const diff = user('diff', digest, clone);
+    expect([diff.status, diff.stderr]).toEqual([1, expect.stringMatching(/^treeseal: SEAL_IO: .*EACCES/)]);
+    const r = user('reset', digest, clone, '--clean', '--json');
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ added: ['tree/added'], changed: ['tree/sub'], outside: ['outside'] });
+    expect(readdirSync(clone).sort()).toEqual(['tree']);
+    const now = modes(clone);
+    for (const rel of Object.keys(pristine)) expect([rel, now[rel]![0]]).toEqual([rel, pristine[rel]![0]]);
+    expect(Object.keys(now).sort()).toEqual(Object.keys(pristine).sort());
+    expect(user('verify', digest, '--clone', clone).status).toBe(0);
+  });
 
   it('rm removes the old snapshot; the newer one, sharing its files by hard links, keeps their modes and verifies', () => {
     const { repo, store } = works.rm!;
