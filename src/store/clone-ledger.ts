@@ -4,7 +4,8 @@ import { dirname } from 'node:path';
 
 import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
-import { isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { sameObject } from '../sys/identity.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { CLONES_DIR } from './layout.js';
@@ -112,8 +113,18 @@ export class Ledger {
   }
 
   /** The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record count), the records, then the sha256 of all that. */
-  encode(store: Stat, cloneDir: Stat): Buffer {
-    const header = { v: LEDGER_VERSION, store: idText(store), clone: idText(cloneDir), digest: this.digest, dev: String(this.dev), independent: this.independent, count: this.count };
+  encode(store: Stat, cloneDir: Stat, clonePath?: string): Buffer {
+    const header = {
+      v: LEDGER_VERSION,
+      store: idText(store),
+      clone: idText(cloneDir),
+      digest: this.digest,
+      dev: String(this.dev),
+      independent: this.independent,
+      count: this.count,
+      // Where the clone was when this was saved: only gc reads it (a ledger of a clone no longer there is dropped).
+      ...(clonePath === undefined ? {} : { path: clonePath }),
+    };
     const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), this.#kinds]);
     return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
   }
@@ -188,11 +199,97 @@ export function dropLedger(sys: Sys, storeRoot: string, cloneDir: Stat): void {
  * Replaces the clone's ledger in the store crash-safe: a new file in clones/ itself (which
  * no sweep touches, so a materialize, a reader of the store, takes no lock and makes no
  * lock file), fsynced, renamed over the old one: a reader sees the old one or the new one.
+ * The clone's path (as the kernel names its fd) goes in the header for gc.
  */
-export function saveLedger(sys: Sys, storeRoot: string, cloneDir: Stat, ledger: Ledger): void {
+export function saveLedger(sys: Sys, storeRoot: string, cloneFd: number, cloneDir: Stat, ledger: Ledger): void {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   mkdirIfMissing(sys, store.fd, CLONES_DIR);
   using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
-  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir);
+  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir, pathOfFd(sys, cloneFd));
   saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false);
+}
+
+/** The absolute path the kernel gives an open directory (/proc/self/fd), or undefined where it cannot say. */
+function pathOfFd(sys: Sys, fd: number): string | undefined {
+  try {
+    const path = sys.readlinkat(AT_FDCWD, `/proc/self/fd/${fd}`);
+    return typeof path === 'string' && path.startsWith('/') && !path.endsWith(' (deleted)') ? path : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A ledger file's name: `<dev>-<ino>.ledger`. */
+const LEDGER_NAME = /^[0-9]+-[0-9]+\.ledger$/;
+/** Bytes of a ledger file read for its header: the JSON line is far shorter than this, whatever the path. */
+const HEADER_READ_BYTES = 16 * 1024;
+
+/**
+ * Whether gc may drop the ledger whose header is `head` (its first bytes): it cannot be
+ * read, or names a snapshot the store no longer holds, or a clone that is no longer
+ * where it was saved (that path no longer opens, without following a link, to a
+ * directory with the recorded device and inode). A ledger saved without a path is kept
+ * while its snapshot is.
+ */
+function ledgerIsStale(sys: Sys, head: Buffer, hasSnapshot: (digest: string) => boolean): boolean {
+  const cut = head.indexOf(10);
+  if (cut < 0) return true;
+  let doc: Record<string, unknown>;
+  try {
+    doc = JSON.parse(head.toString('utf8', 0, cut)) as Record<string, unknown>;
+  } catch {
+    return true;
+  }
+  if (doc.v !== LEDGER_VERSION || typeof doc.digest !== 'string' || !DIGEST.test(doc.digest) || !hasSnapshot(doc.digest)) return true;
+  if (typeof doc.path !== 'string') return false;
+  try {
+    using clone = own(sys, openRealDir(sys, doc.path, 'clone'));
+    return idText(sys.fstat(clone.fd)) !== doc.clone;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * gc's sweep of clones/: removes each ledger that is stale (ledgerIsStale), so the ledgers
+ * of clones a harness removed do not pile up. A ledger is removed only while its name still
+ * binds the file whose header was read (a materialize that replaced it meanwhile keeps
+ * its own). Dropping a ledger loses nothing but speed: diff then re-hashes, and reset or
+ * materialize makes the copy roots whole. Returns how many were removed.
+ */
+export function sweepLedgers(sys: Sys, storeRoot: string, hasSnapshot: (digest: string) => boolean): number {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  let opened: number;
+  try {
+    opened = openChildDir(sys, store.fd, CLONES_DIR);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return 0;
+    throw err;
+  }
+  using clones = own(sys, opened);
+  const head = Buffer.alloc(HEADER_READ_BYTES);
+  let swept = 0;
+  for (const entry of sys.readdir(clones.fd)) {
+    if (typeof entry.name !== 'string' || !LEDGER_NAME.test(entry.name)) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(clones.fd, entry.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) continue;
+      throw err;
+    }
+    using file = own(sys, fd);
+    const st = sys.fstat(file.fd);
+    if (!isReg(st.mode)) continue;
+    const n = sys.pread(file.fd, head, 0, head.length, 0);
+    if (!ledgerIsStale(sys, head.subarray(0, n), hasSnapshot)) continue;
+    try {
+      if (!sameObject(st, sys.fstatat(clones.fd, entry.name, AT_SYMLINK_NOFOLLOW))) continue;
+      sys.unlinkat(clones.fd, entry.name, 0);
+      swept++;
+    } catch (err) {
+      if (!hasCode(err, 'ENOENT')) throw err;
+    }
+  }
+  return swept;
 }

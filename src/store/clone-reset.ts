@@ -353,7 +353,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         resetEntry(r, parent.fd, parts[parts.length - 1]!, r.expected.get(parts.join('/'))!);
       }
     });
-    saveLedger(sys, storeOf(snapshotRoot), cloneSt, run.ledger);
+    saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger);
     run.progress(report.files, run.bytes, true);
   }
   if (clean === true) {

@@ -406,7 +406,7 @@ function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: St
   try {
     if (run.report.snapshotted === 0) {
       recordRoots(sys, cloneFd, roots, run.ledger);
-      saveLedger(sys, store, cloneSt, run.ledger);
+      saveLedger(sys, store, cloneFd, cloneSt, run.ledger);
       return;
     }
   } catch (err) {

@@ -14,6 +14,7 @@ import type { PackedSnapshot, StoredSnapshot } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { sweepCloneAt } from './clone-stage.js';
+import { sweepLedgers } from './clone-ledger.js';
 import { buildSnapshot, type CaptureReport } from './publish.js';
 import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
@@ -217,7 +218,10 @@ export class SnapshotStore {
       return store.#call(store.root, clone);
     },
     core: (sys, [root, clone]) => {
-      const swept = withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root) + sweepLeases(sys, root));
+      const swept = withStoreLock(sys, root, true, () => {
+        const held = new Set(listDigests(sys, root));
+        return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, (digest) => held.has(digest));
+      });
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
     },
   });
@@ -318,7 +322,8 @@ export class SnapshotStore {
   }
 
   /**
-   * Sweeps stale builds, half-removed snapshots and leases whose holder is gone under the
+   * Sweeps stale builds, half-removed snapshots, leases whose holder is gone and the
+   * ledgers of clones no longer where they were made (or of snapshots removed) under the
    * store's exclusive lock and, given a clone, the stages materializes that died left
    * inside it; returns how many.
    */

@@ -360,3 +360,35 @@ describe('ledger files a writer left', () => {
     }
   });
 });
+
+describe('gc and the ledgers of clones that are gone', () => {
+  it('drops the ledgers of clones removed or moved, of snapshots removed, and unreadable ones; keeps the rest, which still diff by it (kills sweepLedgers keeping a stale ledger)', () => {
+    const { work, store, snap, clone } = fixture();
+    const clones = join(work, 'store/clones');
+    const arm = (name: string, s: Snapshot = snap): string => {
+      const dir = join(work, name);
+      mkdirSync(dir);
+      s.materializeSync(dir);
+      return dir;
+    };
+    const removed = arm('removed');
+    const moved = arm('moved');
+    writeFileSync(join(work, 'repo/src/a.ts'), 'another tree');
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    arm('of-other', other);
+    const names = readdirSync(clones).sort();
+    expect(names).toHaveLength(4);
+    rmSync(removed, { recursive: true });
+    renameSync(moved, join(work, 'moved-away'));
+    store.remove(other.digest);
+    writeFileSync(join(clones, '1-2.ledger'), 'not a ledger');
+    writeFileSync(join(clones, 'notes'), 'not named like a ledger: never touched');
+    expect(store.gc()).toBe(4);
+    const st = statSync(clone, { bigint: true });
+    expect(readdirSync(clones).sort()).toEqual([`${st.dev}-${st.ino}.ledger`, 'notes']);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    expect(snap.diffSync(join(work, 'moved-away'))).toMatchObject({ ok: true, method: 'hash' });
+    expect(store.gc()).toBe(0);
+    store.closeSync();
+  });
+});
