@@ -3,7 +3,7 @@
 // .ci/run does this once and exports TREESEAL_CONSUMER=DIR: the packed-install test and the torture suite then use that
 // tarball and that installed project instead of packing and compiling the addon again; without it each does this itself.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -58,31 +58,12 @@ export function packAndInstall(dir) {
   return result;
 }
 
-/** While DIR/consumer.pending exists, a packAndInstall into DIR is under way (.ci/run starts it beside the tests). */
-const PENDING = 'consumer.pending';
-/** Written instead of consumer.json when it failed: its error. */
-const FAILED = 'consumer.failed';
-/** How long givenConsumer waits for a pack and install under way: an addon build on a loaded 2-core machine. */
-const WAIT_MS = 10 * 60 * 1000;
-
-/**
- * What an earlier packAndInstall left in DIR (TREESEAL_CONSUMER), or undefined when DIR is
- * not given. One still under way (DIR/consumer.pending) is waited for, up to 10 minutes;
- * one that failed throws its error.
- */
+/** What an earlier packAndInstall left in DIR (TREESEAL_CONSUMER), or undefined when DIR is not given. */
 export function givenConsumer(dir = process.env.TREESEAL_CONSUMER) {
   if (dir === undefined || dir === '') return undefined;
-  const at = (name) => join(resolve(dir), name);
-  const deadline = Date.now() + WAIT_MS;
-  while (existsSync(at(PENDING)) && !existsSync(at('consumer.json')) && !existsSync(at(FAILED)) && Date.now() < deadline) {
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250);
-  }
-  if (existsSync(at(FAILED))) throw new Error(`TREESEAL_CONSUMER=${dir}: packing and installing failed: ${readFileSync(at(FAILED), 'utf8')}`);
-  if (!existsSync(at('consumer.json'))) {
-    if (existsSync(at(PENDING))) throw new Error(`TREESEAL_CONSUMER=${dir}: packing and installing did not finish in ${WAIT_MS / 60000} minutes`);
-    throw new Error(`TREESEAL_CONSUMER=${dir} holds no consumer.json: run node scripts/consumer.mjs ${dir} first`);
-  }
-  return JSON.parse(readFileSync(at('consumer.json'), 'utf8'));
+  const file = join(resolve(dir), 'consumer.json');
+  if (!existsSync(file)) throw new Error(`TREESEAL_CONSUMER=${dir} holds no consumer.json: run node scripts/consumer.mjs ${dir} first`);
+  return JSON.parse(readFileSync(file, 'utf8'));
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -91,18 +72,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     console.error('usage: node scripts/consumer.mjs DIR');
     process.exit(2);
   }
-  // Readers wait while this is there (the caller may make it first, so no reader starts before it exists).
-  mkdirSync(resolve(dir), { recursive: true });
-  writeFileSync(join(resolve(dir), PENDING), String(process.pid));
   const started = Date.now();
-  try {
-    const { tarball } = packAndInstall(resolve(dir));
-    console.error(`consumer: packed ${tarball} and installed it into ${join(resolve(dir), 'consumer')} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
-  } catch (err) {
-    writeFileSync(join(resolve(dir), FAILED), String(err?.stack ?? err));
-    console.error(`consumer: ${err?.stack ?? err}`);
-    process.exitCode = 1;
-  } finally {
-    rmSync(join(resolve(dir), PENDING), { force: true });
-  }
+  const { tarball } = packAndInstall(resolve(dir));
+  console.error(`consumer: packed ${tarball} and installed it into ${join(resolve(dir), 'consumer')} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
