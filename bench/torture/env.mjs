@@ -4,6 +4,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { givenConsumer } from '../../scripts/consumer.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const REPO = resolve(here, '../..');
@@ -113,19 +114,11 @@ export function loopMount(base, fs, sizeMiB = 1536) {
 }
 
 /**
- * The package under test: `npm pack` of the repo installed into a fresh project. When the packed
+ * The package under test: `npm pack` of the repo installed into a fresh project (or the one
+ * installed once for a CI run: TREESEAL_CONSUMER, see scripts/consumer.mjs). When the packed
  * tarball does not install, falls back to the repo's own dist/ (linked as node_modules/treeseal)
  * and says so. Returns { project, cli, source } where scripts copied into project import 'treeseal'.
  */
-/** The tarball installed once for a CI run (TREESEAL_CONSUMER, written by scripts/consumer.mjs), or undefined. */
-function givenConsumer() {
-  const dir = process.env.TREESEAL_CONSUMER;
-  if (dir === undefined || dir === '') return undefined;
-  const file = join(resolve(dir), 'consumer.json');
-  if (!existsSync(file)) throw new Error(`TREESEAL_CONSUMER=${dir} holds no consumer.json: run node scripts/consumer.mjs ${dir} first`);
-  return JSON.parse(readFileSync(file, 'utf8'));
-}
-
 export function installPackage(base, log) {
   const project = join(base, 'project');
   mkdirSync(join(project, 'node_modules'), { recursive: true });
