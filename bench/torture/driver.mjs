@@ -71,7 +71,7 @@ async function withSnap(dir, digest, fds, fn, keep = false) {
 }
 
 function summary(snap) {
-  return { digest: snap.digest, root: snap.root, data: snap.toJSON() };
+  return { digest: snap.digest, root: snap.root, data: snap.toJSON(), reusedFiles: snap.captureReport?.reusedFiles };
 }
 
 const OPS = {

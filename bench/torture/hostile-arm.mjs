@@ -490,14 +490,30 @@ async function oneTrial(lane, attack, mode, t) {
   // a capture of the arm as a source, into a store of its own
   if (r.chance(0.3)) {
     const cstore = join(lane.dir, `cstore-${t}`);
+    const links = r.pick(['refuse', 'contained']);
     let cap;
     try {
       // always the sync driver: an async store opened and closed here would stop the kept store's worker thread
-      cap = await lane.syncDriver.request({ op: 'capture', args: { store: cstore, source: clone, copy: ROOTS, links: r.pick(['refuse', 'contained']) } }, CALL_MS);
+      cap = await lane.syncDriver.request({ op: 'capture', args: { store: cstore, source: clone, copy: ROOTS, links } }, CALL_MS);
     } catch (err) {
       cap = { hang: err.message };
     }
     bad.push(...replyViolations('capture of the arm', cap, lane.canary));
+    // The same arm captured into the store that materialized it: by its ledger (only what changed is read), and it
+    // must come out as the capture that trusted nothing did. (Not after a hard link to the canary: its bytes would
+    // then be in the store under test, which the trial checks holds none.)
+    if (attack !== 'hard-link') {
+      let own;
+      try {
+        own = await lane.syncDriver.request({ op: 'capture', args: { store: lane.store, source: clone, copy: ROOTS, links } }, CALL_MS);
+      } catch (err) {
+        own = { hang: err.message };
+      }
+      bad.push(...replyViolations('capture of the arm by its ledger', own, lane.canary));
+      if (cap.ok && own.ok && own.result.digest !== cap.result.digest) bad.push(`capture of the arm by its ledger gave ${own.result.digest}, a full capture ${cap.result.digest}`);
+      else if (cap.ok !== own.ok) bad.push(`capture of the arm: ${cap.ok ? 'ok' : codeOf(cap)} into a store of its own, ${own.ok ? 'ok' : codeOf(own)} by its ledger`);
+      steps.push(`capture by the ledger ${own.ok ? `ok, ${own.result.reusedFiles ?? '?'} reused` : codeOf(own) ?? 'hang'}`);
+    }
     // A hard link is the canary's inode under a name in the clone: capturing its bytes is capturing the clone.
     if (attack !== 'hard-link') bad.push(...tokenHits(cstore, lane.canary).map((h) => `capture of the arm: canary bytes in its store: ${h}`));
     const left = tmpLeftovers(cstore);

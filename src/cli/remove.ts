@@ -84,7 +84,8 @@ export const GC: CommandSpec = {
 
 Sweeps builds left behind by processes that died, half-removed snapshots, leases whose
 process is gone and the ledgers of clones removed or moved (or of snapshots removed), and
-reports how many it swept (opening the store sweeps builds too; those are counted). With --clone, also sweeps the stale materialize stages inside DIR.
+reports how many it swept (opening the store sweeps builds too; those are counted). With
+--clone, also sweeps the stale materialize stages inside DIR.
 Then, given a policy, removes snapshots oldest first: the newest N (--keep-last) are kept,
 every one published longer ago than AGE (--older-than 7d; s, m, h, d, w) goes, then the
 oldest until the rest take at most SIZE on disk (--max-size 50G; K, M, G, T are powers of

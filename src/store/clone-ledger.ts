@@ -106,6 +106,14 @@ export class Ledger {
     );
   }
 
+  /** Manifest entry i's record when it is a regular file's (undefined: none, or another kind): its identity as recorded. */
+  fileAt(i: number): Pick<Stat, 'ino' | 'size' | 'mode' | 'mtimeNs' | 'ctimeNs'> | undefined {
+    const at = i * RECORD_BYTES;
+    if (this.#kinds[at] !== KIND_CODES.f) return undefined;
+    const v = this.#view;
+    return { mode: v.getUint32(at + 4, true), size: v.getFloat64(at + 8, true), ino: v.getBigUint64(at + 16, true), mtimeNs: v.getBigInt64(at + 24, true), ctimeNs: v.getBigInt64(at + 32, true) };
+  }
+
   /** The permission bits recorded for manifest entry i (undefined: none recorded). */
   modeAt(i: number): number | undefined {
     const at = i * RECORD_BYTES;
@@ -165,10 +173,19 @@ export function storeOf(snapshotRoot: string): string {
 export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger | undefined {
   try {
     using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
-    using dir = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
+    return loadLedgerAt(sys, store.fd, cloneDir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** loadLedger for the store directory open at storeFd. */
+export function loadLedgerAt(sys: Sys, storeFd: number, cloneDir: Stat): Ledger | undefined {
+  try {
+    using dir = own(sys, openChildDir(sys, storeFd, CLONES_DIR));
     const name = ledgerName(cloneDir);
     const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes;
-    return Ledger.decode(bytes, sys.fstat(store.fd), cloneDir);
+    return Ledger.decode(bytes, sys.fstat(storeFd), cloneDir);
   } catch {
     return undefined;
   }

@@ -2,7 +2,7 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { StatCache, WRITEBACK, isRacy, writebackOf, type Writeback } from '../capture/stat-cache.js';
+import { MAX_CACHE_ENTRIES, StatCache, WRITEBACK, encodeStatCache, isRacy, writebackOf, type Writeback } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
@@ -24,6 +24,7 @@ import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, LOOSE_AREA, mountArea } from './layout.js';
+import { ledgerEntries } from './ledger-cache.js';
 import { loadStatCache, publishedAmong, saveStatCache, statCacheKey } from './stat-cache-file.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode } from '../base/subvolume.js';
@@ -87,6 +88,8 @@ export class StatCacheSession implements FileHook {
   /** false once the store refused a link for a reason of its own (not one inode's link limit). */
   #linkWorks: boolean | undefined;
   #buffer: Buffer | undefined;
+  /** The first entry of #loaded that comes from the clone's ledger (all of them, or none: past the end). */
+  #ledgerFrom = Number.MAX_SAFE_INTEGER;
   /** Per source device: how its filesystem writes dirty pages back (see WRITEBACK), once an fd on it showed it. */
   readonly #writeback = new Map<bigint, Writeback>();
 
@@ -95,6 +98,14 @@ export class StatCacheSession implements FileHook {
     const { sys } = o;
     this.#key = statCacheKey(sys.fstat(o.storeFd), o.source, sys.fstat(o.sourceFd));
     this.#loaded = o.fresh ? StatCache.empty() : loadStatCache(sys, o.storeFd, this.#key);
+    // A clone materialized from this store: its ledger's files join the cache, ahead of older records of the same inodes.
+    const ledger = o.fresh ? [] : ledgerEntries(sys, o.storeFd, o.snapshotsFd, sys.fstat(o.sourceFd));
+    if (ledger.length > 0) {
+      const ids = new Set(ledger.map((e) => `${e.dev}:${e.ino}`));
+      const kept = this.#loaded.entries().filter((e) => !ids.has(`${e.dev}:${e.ino}`)).slice(0, Math.max(0, MAX_CACHE_ENTRIES - ledger.length));
+      this.#ledgerFrom = kept.length;
+      this.#loaded = StatCache.decode(encodeStatCache(this.#key, [...kept, ...ledger.slice(0, MAX_CACHE_ENTRIES)]), this.#key)!;
+    }
     this.#live = publishedAmong(sys, o.snapshotsFd, this.#loaded.snapshots());
     this.#liveIndex = this.#loaded.snapshots().map((d) => this.#live.has(d));
     this.deferred = this.#live.size > 0;
@@ -110,7 +121,8 @@ export class StatCacheSession implements FileHook {
 
   reuse(st: Stat, dirFd: number): boolean {
     const i = this.#loaded.trusted(st);
-    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)] || !this.#writesBack(st.dev, dirFd)) return false;
+    // A ledger's file needs no writeback (see ledger-cache.ts): a mapping made after it was recorded faults on its first write.
+    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)] || (i < this.#ledgerFrom && !this.#writesBack(st.dev, dirFd))) return false;
     this.reusedFiles++;
     this.#pending = i;
     return true;
