@@ -1,4 +1,4 @@
-// diff-reset.mjs: an arm's diff and reset against `find` and a fresh materialize, each call in a fresh process, on RAM-backed XFS; `npm run bench:diff-reset`.
+// diff-reset.mjs: an arm's diff, reset and result capture against `find`, a fresh materialize and a capture trusting nothing, each call in a fresh process, on RAM-backed XFS; `npm run bench:diff-reset`.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +11,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 export const DIFF_VS_FIND = 2;
 export const RESET_VS_MATERIALIZE = 0.15;
 export const RESET_VS_FIND = 3;
+/** The capture of an arm after a few changes, against one that trusts nothing (as recapture's target). */
+export const ARM_CAPTURE_VS_FULL = 0.2;
 const CHANGED = 10;
 const FIND_FORMAT = '%i %s %T@ %C@\n';
 
@@ -26,10 +28,12 @@ async function child({ store, source, clone, op }) {
   else if (op === 'diffSync') report = snap.diffSync(clone);
   else if (op === 'reset') report = await snap.reset(clone, { fallbackBytes: 8 * 2 ** 30 });
   else if (op === 'check') report = await snap.checkClone(clone);
+  // The arm's result kept: by its ledger, or read whole (statCache off).
+  else if (op === 'captureArm' || op === 'captureArmFull') report = (await s.capture({ source: clone, copy: ['tree'], statCache: op === 'captureArm' })).captureReport;
   const ms = performance.now() - t0;
   await s.close();
-  const { added, removed, changed, ok, method, reset, files } = report;
-  process.stdout.write(JSON.stringify({ ms, ok, method, reset, files, added: added?.length, removed: removed?.length, changed: changed?.length }));
+  const { added, removed, changed, ok, method, reset, files, reusedFiles } = report;
+  process.stdout.write(JSON.stringify({ ms, ok, method, reset, files, reusedFiles, added: added?.length, removed: removed?.length, changed: changed?.length }));
 }
 
 
@@ -93,9 +97,22 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
   }
   const check = runChild({ store, source, clone, op: 'check' });
   if (!check.ok) throw new Error(`reset arm does not verify: ${JSON.stringify(check)}`);
+  const armCapture = [];
+  const armFull = [];
+  for (let i = 0; i < reps; i++) {
+    for (let k = 0; k < CHANGED; k++) writeFileSync(files[(i * CHANGED + k * 991 + 7) % files.length], `the agent's result ${i} ${k}\n`);
+    execFileSync('sync');
+    const byLedger = runChild({ store, source, clone, op: 'captureArm' });
+    if (byLedger.reusedFiles !== files.length - CHANGED) throw new Error(`capture of the arm after ${CHANGED} changes: ${JSON.stringify(byLedger)}`);
+    armCapture.push(byLedger.ms);
+    armFull.push(runChild({ store, source, clone, op: 'captureArmFull' }).ms);
+    log(`diff-reset: capture of the arm ${armCapture.at(-1).toFixed(0)} ms (trusting nothing ${armFull.at(-1).toFixed(0)} ms)`);
+    // The next task starts from the snapshot again.
+    runChild({ store, source, clone, op: 'reset' });
+  }
   dropDir(clone);
   dropDir(store);
-  const m = { materialize: median(materialize), find: median(find), diff: median(diff), diffSync: median(diffSync), reset: median(reset) };
+  const m = { materialize: median(materialize), find: median(find), diff: median(diff), diffSync: median(diffSync), reset: median(reset), armCapture: median(armCapture), armFull: median(armFull) };
   return {
     fs,
     tree: tree.name,
@@ -104,6 +121,7 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
     diffMet: m.diff <= DIFF_VS_FIND * m.find,
     resetVsMaterializeMet: m.reset <= RESET_VS_MATERIALIZE * m.materialize,
     resetVsFindMet: m.reset <= RESET_VS_FIND * m.find,
+    armCaptureMet: m.armCapture <= ARM_CAPTURE_VS_FULL * m.armFull,
   };
 }
 
@@ -115,6 +133,7 @@ export function diffResetLines(r) {
     `| ${r.fs} | ${r.tree} | diff (async, fresh process) vs find | ${fmt(r.diff)} (sync ${fmt(r.diffSync)}) | ${fmt(r.find)} | ${(r.diff / r.find).toFixed(2)}× | ≤ ${DIFF_VS_FIND}× | ${verdict(r.diffMet)} |`,
     `| ${r.fs} | ${r.tree} | reset after ${CHANGED} changed files vs fresh materialize | ${fmt(r.reset)} | ${fmt(r.materialize)} | ${(r.reset / r.materialize).toFixed(3)}× | ≤ ${RESET_VS_MATERIALIZE}× | ${verdict(r.resetVsMaterializeMet)} |`,
     `| ${r.fs} | ${r.tree} | reset after ${CHANGED} changed files vs find | ${fmt(r.reset)} | ${fmt(r.find)} | ${(r.reset / r.find).toFixed(2)}× | ≤ ${RESET_VS_FIND}× | ${verdict(r.resetVsFindMet)} |`,
+    `| ${r.fs} | ${r.tree} | capture of the arm after ${CHANGED} changed files (by its ledger) vs one trusting nothing | ${fmt(r.armCapture)} | ${fmt(r.armFull)} | ${(r.armCapture / r.armFull).toFixed(3)}× | ≤ ${ARM_CAPTURE_VS_FULL}× | ${verdict(r.armCaptureMet)} |`,
   ];
 }
 
