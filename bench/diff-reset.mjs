@@ -137,6 +137,17 @@ export function diffResetLines(r) {
   ];
 }
 
+/** The rows as `npm run bench` checks them: [name, met, figure]. */
+export function diffResetChecks(r) {
+  const x = (a, b) => `${(a / b).toFixed(3)}×`;
+  return [
+    [`diff of an untouched arm of the ${r.tree} tree ≤ ${DIFF_VS_FIND}× find (${r.fs})`, r.diffMet, `${x(r.diff, r.find)} (${fmt(r.diff)} vs ${fmt(r.find)})`],
+    [`reset after ${CHANGED} changes ≤ ${RESET_VS_MATERIALIZE}× a fresh materialize (${r.fs})`, r.resetVsMaterializeMet, `${x(r.reset, r.materialize)} (${fmt(r.reset)} vs ${fmt(r.materialize)})`],
+    [`reset after ${CHANGED} changes ≤ ${RESET_VS_FIND}× find (${r.fs})`, r.resetVsFindMet, `${x(r.reset, r.find)} (${fmt(r.reset)} vs ${fmt(r.find)})`],
+    [`capture of the arm after ${CHANGED} changes ≤ ${ARM_CAPTURE_VS_FULL}× one trusting nothing (${r.fs})`, r.armCaptureMet, `${x(r.armCapture, r.armFull)} (${fmt(r.armCapture)} vs ${fmt(r.armFull)})`],
+  ];
+}
+
 export const DIFF_RESET_HEADER = ['| fs | tree | what | treeseal | baseline | ratio | target | |', '|---|---|---|---|---|---|---|---|'];
 
 if (process.argv[2] === '--child') {

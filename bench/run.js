@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { RamMounts, T5K, T50K, TREES, benchTree, extras, quick, reps, seedRunner, sourceTree, work } from './measure.js';
 import { benchRecapture, recaptureChecks, recaptureLine } from './recapture.mjs';
 import { ARMS_TARGET, benchArms } from './arms.mjs';
+import { DIFF_RESET_HEADER, benchDiffReset, diffResetChecks, diffResetLines } from './diff-reset.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fmt = (ms) => (Number.isNaN(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
@@ -58,6 +59,8 @@ function measureAll(log) {
     }
     log(`bench: four arms at once vs in series, xfs (RAM) (${reps} reps)…`);
     extra.arms = benchArms('xfs (RAM)', xfs, quick ? T5K : T50K, log);
+    log(`bench: an arm's diff, reset and result capture, xfs (RAM) (${reps} reps)…`);
+    extra.diffReset = benchDiffReset('xfs (RAM)', xfs, quick ? T5K : T50K, log);
     // Last: the throttled real disk is slow to settle and to delete on.
     log('bench: root fs (real disk) 5k+64MiB…');
     const rootBase = join(work, 'rootfs');
@@ -132,6 +135,7 @@ function targets(rows, e) {
   for (const r of e.recapture) c.push(...recaptureChecks(r));
   const a = e.arms;
   c.push([`${a.arms} arms of the ${a.tree} tree materialized at once ≤ ${ARMS_TARGET}× in series (${a.fs})`, a.met, `${a.ratio.toFixed(2)}× (${fmt(a.atOnce)} vs ${fmt(a.series)})`]);
+  c.push(...diffResetChecks(e.diffReset));
   return c;
 }
 
@@ -152,6 +156,7 @@ function report(rows, e, load) {
   lines.push(`verify 5k tree: helper pool ${fmt(e.verify.pooled)}, one thread ${fmt(e.verify.single)}; ephemeral close ${fmt(e.close.close)} after a ${fmt(e.close.capture)} capture`);
   lines.push('recapture (stat cache), each capture in a fresh node process (open, async capture, close), against a full capture without the cache and find:');
   for (const r of e.recapture) lines.push(recaptureLine(r));
+  lines.push("an arm's diff, reset and result capture, each call in a fresh node process:", ...DIFF_RESET_HEADER, ...diffResetLines(e.diffReset));
   lines.push(`arms: ${e.arms.arms} materializes of the ${e.arms.tree} tree into fresh clones (${e.arms.fs}), one process each way, store concurrency ${e.arms.arms}: in series ${fmt(e.arms.series)}, at once ${fmt(e.arms.atOnce)}`);
   lines.push('');
   const checks = targets(rows, e);
