@@ -182,4 +182,5 @@ function main() {
   }
 }
 
-main();
+// Run as a script only: importing this file (to reuse a function) must not start a whole bench.
+if (process.argv[1] === fileURLToPath(import.meta.url)) main();
