@@ -11,21 +11,47 @@ export const COMMON_OPTIONS: Record<string, OptionSpec> = {
 };
 
 export const COMMON = `Common options:
-  --store DIR    the snapshot store (default: $TREESEAL_STORE, else $XDG_CACHE_HOME/treeseal, else ~/.cache/treeseal)
+  --store DIR    the snapshot store (default: $TREESEAL_STORE, else $XDG_CACHE_HOME/treeseal,
+                 else ~/.cache/treeseal)
   --json         print one JSON document on stdout instead of a summary
-  --retries N    run a command that failed with a retryable error (the tree was changing) again, up to N times (default 2)
+  --retries N    run a command that failed with a retryable error (the tree was changing)
+                 again, up to N times (default 2)
   -h, --help     show help
   --version      print the version`;
 
-/** `treeseal help` and `treeseal --help`: every command, one line each. */
+/** Where the command summaries start, and the width lines are wrapped to. */
+const SUMMARY_COLUMN = 34;
+const LINE_WIDTH = 100;
+
+/** A command's synopsis and summary: on one line when the synopsis leaves room, the summary wrapped at LINE_WIDTH below it otherwise. */
+function commandLines(c: CommandSpec): string {
+  const indent = ' '.repeat(SUMMARY_COLUMN);
+  const lines: string[] = [];
+  let line = `  ${c.synopsis}`;
+  if (line.length + 2 > SUMMARY_COLUMN) {
+    lines.push(line);
+    line = indent;
+  } else line = line.padEnd(SUMMARY_COLUMN);
+  let first = true;
+  for (const word of c.summary.split(' ')) {
+    if (!first && line.length + 1 + word.length > LINE_WIDTH) {
+      lines.push(line);
+      line = `${indent}${word}`;
+    } else line = first ? `${line}${word}` : `${line} ${word}`;
+    first = false;
+  }
+  lines.push(line);
+  return lines.join('\n');
+}
+
+/** `treeseal help` and `treeseal --help`: every command, its synopsis and what it does. */
 export function mainHelp(commands: readonly CommandSpec[]): string {
-  const width = Math.max(...commands.map((c) => c.synopsis.length)) + 2;
   return `usage: treeseal <command> [options]
 
 Race-checked, content-addressed, read-only snapshots of directory trees, materialized copy-on-write.
 
 Commands:
-${commands.map((c) => `  ${c.synopsis.padEnd(width)}${c.summary}`).join('\n')}
+${commands.map(commandLines).join('\n')}
 
 Digests may be abbreviated to any unique prefix.
 Exit status: 0 ok, 1 a treeseal error (its code and message on stderr), or a difference

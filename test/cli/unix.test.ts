@@ -33,6 +33,9 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(help.stdout).toMatch(/^usage: treeseal <command> \[options\]\n/);
     expect(help.stdout).toMatch(/\n {2}mounts <digest> <clone> +make mount points in a clone/);
     expect(help.stdout).toContain('--retries N');
+    // Fits a 100-column terminal: a long synopsis puts its summary on the next line, wrapped.
+    expect(help.stdout.split('\n').filter((line) => line.length > 100)).toEqual([]);
+    expect(help.stdout).toContain('\n  gc [--clone DIR] [--older-than AGE] [--keep-last N] [--max-size SIZE]\n                                  sweep stale builds and leases;');
     expect(cli(store, '--help').stdout).toBe(help.stdout);
     const one = cli(store, 'help', 'capture');
     expect([one.status, one.stdout.split('\n')[0]]).toEqual([0, 'usage: treeseal capture <source> [--copy PATH]... [--mount SRC[:TARGET]]... [--exclude PATTERN]... [--exclude-from FILE]... [--revision R] [--keep-exec] [--keep-times] [--links refuse|contained] [--no-stat-cache] [--max-entries|--max-bytes|--max-file-bytes|--max-path-bytes|--max-depth N]']);
