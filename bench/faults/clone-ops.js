@@ -1,5 +1,5 @@
-// clone-ops.js: the faulted clone operations: materialize in each reflink mode, and mount points.
-import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+// clone-ops.js: the faulted clone operations: materialize in each reflink mode, mount points, and an arm's diff and reset.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { SnapshotStore } from '../../dist/index.js';
@@ -100,6 +100,69 @@ function materializeOp(name, fsKey, reflink) {
   );
 }
 
+/** What an agent leaves in a materialized arm: a file rewritten, one added, one removed, a directory added. */
+function agentWrites(clone) {
+  writeFileSync(join(clone, 'src/z.txt'), 'Z, by the agent');
+  writeFileSync(join(clone, 'src/new.txt'), 'added by the agent');
+  rmSync(join(clone, 'src/tool.sh'));
+  mkdirSync(join(clone, 'src/a/added/deeper'), { recursive: true });
+  writeFileSync(join(clone, 'src/a/added/deeper/f'), 'f');
+}
+
+/**
+ * An arm: a clone materialized (with its ledger, by the real syscall layer) and then written
+ * by an agent; the call under test runs on it through the faulted layer.
+ */
+function armOp(name, act, check) {
+  return {
+    name,
+    fs: 'shm',
+    prepare: (env) => prepareSnapshot(env, 'shm', 'auto'),
+    setup(shared, layer) {
+      forceRemove(join(shared.storeRoot, 'clones'));
+      const fx = newClone(shared);
+      const clean = SnapshotStore.openSync(shared.storeRoot);
+      clean.get(shared.digest).materializeSync(fx.clone);
+      clean.closeSync();
+      agentWrites(fx.clone);
+      fx.written = treeState(fx.clone);
+      fx.store = SnapshotStore.openSync(shared.storeRoot, { sys: layer.sys });
+      fx.snap = fx.store.get(shared.digest);
+      return fx;
+    },
+    run: (shared, fx) => act(fx),
+    check(shared, fx, outcome) {
+      const out = check(shared, fx, outcome);
+      out.push(...checkStore(shared.storeRoot, [shared.digest]));
+      return out;
+    },
+    cleanup(fx) {
+      fx.store.closeSync();
+      forceRemove(fx.parent);
+    },
+  };
+}
+
+/**
+ * After a faulted reset: nothing outside the copy roots touched (but its stage, whose removal
+ * may have been refused, as materialize's may), and the next clean reset makes the roots
+ * exactly the snapshot's and sweeps any stage left.
+ */
+function resetChecks(shared, fx, outcome) {
+  const out = [];
+  const now = withoutStages(treeState(fx.clone));
+  const rest = firstDiff(outside(fx.written, COPY_ROOTS), outside(now, COPY_ROOTS));
+  if (rest !== undefined) out.push(`reset changed the clone outside its roots: ${rest}`);
+  if (outcome.ok) {
+    const diff = firstDiff(shared.after, now);
+    if (diff !== undefined) out.push(`reset succeeded but the clone differs: ${diff}`);
+  }
+  out.push(...recovers(shared, fx, 'reset', (snap) => snap.resetSync(fx.clone), shared.after));
+  const stages = readdirSync(fx.clone).filter((n) => n.startsWith(STAGE_PREFIX));
+  if (stages.length > 0) out.push(`reset stage left after the next reset: ${stages.join(', ')}`);
+  return out;
+}
+
 export const CLONE_OPS = [
   materializeOp('materialize auto', 'shm', 'auto'),
   materializeOp('materialize never', 'shm', 'never'),
@@ -122,4 +185,16 @@ export const CLONE_OPS = [
       return out;
     },
   ),
+  armOp(
+    'diff',
+    (fx) => fx.snap.diffSync(fx.clone, { all: true }).changed.length,
+    (shared, fx, outcome) => {
+      const out = [];
+      const diff = firstDiff(fx.written, treeState(fx.clone));
+      if (diff !== undefined) out.push(`diff changed the clone: ${diff}`);
+      if (outcome.ok && outcome.value === 0) out.push('diff found nothing changed in an arm an agent wrote');
+      return out;
+    },
+  ),
+  armOp('reset', (fx) => fx.snap.resetSync(fx.clone).changed.length, resetChecks),
 ];
