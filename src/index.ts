@@ -25,7 +25,7 @@ export { freeze, thaw, freezeSync, thawSync } from './tools/freeze.js';
 export { readStable, readStableSync, readStableAt, type StableRead, type ReadStableOptions } from './tools/stable-read.js';
 export { writeFrozenFile, writeFrozenFileSync, type WriteFrozenOptions } from './tools/frozen-file.js';
 export { stageFiles, stageFilesSync, Stage, type StageFile, type StageOptions, type StagedFile } from './tools/stage.js';
-export type { PushOptions, PullOptions, PushReport, PullReport, RemoteOptions, TransferProgress, Timeouts } from './store/registry/options.js';
+export type { PushOptions, PullOptions, PushReport, PullReport, RemoteOptions, RetryNotice, TransferProgress, Timeouts } from './store/registry/options.js';
 export type { Credentials } from './store/registry/credentials.js';
 export type { SnapshotRef } from './store/registry/reference.js';
 export { catRemote, type CatOptions, type CatReport } from './store/registry/cat.js';

@@ -1,7 +1,7 @@
 // remote.ts: `treeseal push`, `pull` and `cat`: a snapshot to or from an OCI registry repository, or one file of it.
 import { Writable } from 'node:stream';
 
-import { catRemote, type CatReport, type PullReport, type PushReport, type SnapshotRef } from '../index.js';
+import { catRemote, type CatReport, type PullReport, type PushReport, type RetryNotice, type SnapshotRef } from '../index.js';
 import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
@@ -56,6 +56,13 @@ function snapshotRef(ctx: Context, names: string[], digestAt: number): { ref: Sn
   return { ref: tag !== undefined ? { tag } : { manifest: manifest! }, args: ctx.args };
 }
 
+/** Each retry said on stderr (clearing the progress line first), as it happens. */
+function sayRetries(ctx: Context, command: string): { onRetry: (r: RetryNotice) => void } {
+  return {
+    onRetry: (r) => ctx.io.warn(`treeseal: ${command}: ${r.what} failed (${r.reason}); retry ${r.attempt} of ${r.retries} in ${(r.waitMs / 1000).toFixed(1)} s`),
+  };
+}
+
 async function push(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
   const store = await ctx.store();
@@ -68,6 +75,7 @@ async function push(ctx: Context): Promise<void> {
     insecure: flag(ctx, 'insecure'),
     mountFrom: listOption(ctx, 'mount-from'),
     onProgress: (p) => line.update(p),
+    ...sayRetries(ctx, 'push'),
   });
   line.done();
   const what = r.existed
@@ -81,7 +89,7 @@ async function pull(ctx: Context): Promise<void> {
   const { ref, args } = snapshotRef(ctx, ['<remote>'], 0);
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
-  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p) });
+  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
@@ -94,7 +102,7 @@ async function cat(ctx: Context): Promise<void> {
   const { ref, args } = snapshotRef(ctx, ['<remote>', '<path>'], 1);
   // --json: the report instead of the bytes (fetched and proven all the same).
   const output = ctx.io.json ? new Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
-  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), output });
+  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), output, ...sayRetries(ctx, 'cat') });
   if (ctx.io.json) ctx.io.emit(r, '');
 }
 

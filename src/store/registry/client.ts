@@ -6,7 +6,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
-import { aborted, isLost, lostConnection, readBounded, remoteError, responseUrl, send, sleep, type Transport } from './http.js';
+import { aborted, isLost, lostConnection, noticeRetry, readBounded, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -39,6 +39,16 @@ export interface ClientOptions {
   what: string;
   /** The client's own connection pool (closed by close()). */
   dispatcher: Dispatcher;
+  onRetry?: ((r: RetryNotice) => void) | undefined;
+}
+
+/** A failure's reason as a retry notice gives it: the registry's status, else the error's code or message. */
+function reasonOf(err: unknown): string {
+  const status = statusOf(err);
+  if (status !== undefined) return `HTTP ${status}`;
+  const cause = (err as { cause?: { code?: unknown } } | undefined)?.cause;
+  if (cause !== undefined && typeof cause.code === 'string') return cause.code;
+  return err instanceof Error ? err.message : String(err);
 }
 
 interface Call {
@@ -77,6 +87,7 @@ export class RegistryClient {
       insecure: o.remote.insecure,
       deadlines: o.deadlines ?? DEFAULT_TIMEOUTS,
       dispatcher: o.dispatcher,
+      onRetry: o.onRetry,
     };
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }
@@ -224,7 +235,7 @@ export class RegistryClient {
       } catch (err) {
         const e = this.lost(err, `reading blob ${digest}`);
         if (!isLost(e) || resumes >= this.transport.retries) throw e;
-        await this.pause(resumes);
+        await this.pause(resumes, `reading blob ${digest}`, e);
       }
     }
     if (over) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent more than ${size} bytes for blob ${digest}`);
@@ -281,14 +292,19 @@ export class RegistryClient {
         }
         const e = this.lost(err, `reading blob ${digest}`);
         if (!isLost(e) || resumes >= this.transport.retries) throw e;
-        await this.pause(resumes);
+        await this.pause(resumes, `reading blob ${digest}`, e);
       }
     }
   }
 
-  /** Waits before the next try of something that failed `attempt` times (backoff from backoffMs, doubling, up to 5 s); ends early on abort. */
-  async pause(attempt: number): Promise<void> {
-    await sleep(Math.min(this.transport.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2), this.transport.signal);
+  /**
+   * Waits before the next try of `what`, which failed `attempt` times (backoff from
+   * backoffMs, doubling, up to 5 s), onRetry told first with `err`'s reason; ends early on abort.
+   */
+  async pause(attempt: number, what: string, err: unknown): Promise<void> {
+    const waitMs = Math.min(this.transport.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2);
+    noticeRetry(this.transport, { what, reason: reasonOf(err), attempt: attempt + 1, retries: this.transport.retries, waitMs: Math.round(waitMs) });
+    await sleep(waitMs, this.transport.signal);
     if (this.transport.signal?.aborted) throw aborted(this.transport);
   }
 

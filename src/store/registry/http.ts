@@ -27,6 +27,30 @@ export interface Transport {
   deadlines: Deadlines;
   /** The operation's own connection pool: closed when it ends, so no socket outlives a push or pull. */
   dispatcher: Dispatcher;
+  /** Told of each retry before its wait (the options' onRetry). */
+  onRetry?: ((r: RetryNotice) => void) | undefined;
+}
+
+/** A retry about to happen, as onRetry is told of it. */
+export interface RetryNotice {
+  /** What failed: `GET /v2/…/blobs/sha256:…`, or `reading blob sha256:…`, `uploading blob sha256:…`. */
+  what: string;
+  /** Why: `HTTP 503`, or the connection's error code (`ECONNRESET`, `UND_ERR_SOCKET`, a deadline's `ETIMEDOUT`). */
+  reason: string;
+  /** This retry's number (1 for the first) and how many are allowed. */
+  attempt: number;
+  retries: number;
+  /** How long it waits first, in ms. */
+  waitMs: number;
+}
+
+/** Tells t.onRetry of a retry; a callback that throws does not stop the transfer. */
+export function noticeRetry(t: Transport, notice: RetryNotice): void {
+  try {
+    t.onRetry?.(notice);
+  } catch {
+    // the caller's own problem, not the transfer's
+  }
 }
 
 /** One request: its body is read anew for every attempt and every redirect, so each sends the same bytes. */
@@ -212,6 +236,7 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
   for (let attempt = 0; ; attempt++) {
     if (t.signal?.aborted) throw aborted(t);
     let res: Response | undefined;
+    let reason = '';
     try {
       res = await follow(t, start, req);
     } catch (err) {
@@ -219,10 +244,13 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
       if (err instanceof SealError) throw err;
       const code = causeCode(err);
       if (attempt >= t.retries || req.retry === false || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
+      reason = code === '' ? 'connection lost' : code;
     }
     if (res !== undefined && (!retryable(res.status) || attempt >= t.retries || req.retry === false)) return res;
     await res?.body?.cancel().catch(() => {});
-    await sleep(retryDelay(t, attempt, res), t.signal);
+    const waitMs = retryDelay(t, attempt, res);
+    noticeRetry(t, { what: `${req.method} ${start.pathname}`, reason: res === undefined ? reason : `HTTP ${res.status}`, attempt: attempt + 1, retries: t.retries, waitMs: Math.round(waitMs) });
+    await sleep(waitMs, t.signal);
   }
 }
 

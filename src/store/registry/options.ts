@@ -5,8 +5,10 @@ import { RegistryClient } from './client.js';
 import { findCredentials, type CredentialSource, type Credentials } from './credentials.js';
 import { checkTimeouts, type Deadlines, type Timeouts } from './deadline.js';
 import { parseRemote, type Remote } from './remote.js';
+import type { RetryNotice } from './http.js';
 
 export type { Timeouts } from './deadline.js';
+export type { RetryNotice } from './http.js';
 
 /** Blobs done so far (`entries`) and blob bytes moved (`bytes`), with the totals to move. */
 export interface TransferProgress extends Progress {
@@ -19,6 +21,12 @@ export interface RemoteOptions {
   concurrency?: number;
   signal?: AbortSignal;
   onProgress?: (p: TransferProgress) => void;
+  /**
+   * Told of each retry before its wait: what failed (a request, or reading or uploading a
+   * blob), why (`HTTP 503`, a connection error's code), the retry's number of `retries`,
+   * and the wait in ms. The CLI says each on stderr. A callback that throws is ignored.
+   */
+  onRetry?: (r: RetryNotice) => void;
   /** Allows plain HTTP to a registry that is not on a loopback address. */
   insecure?: boolean;
   /**
@@ -127,6 +135,7 @@ function checkCaFile(value: unknown, env: NodeJS.ProcessEnv): string | undefined
 export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Checked {
   checkObject('options', o);
   checkFunction('options.onProgress', o.onProgress);
+  checkFunction('options.onRetry', o.onRetry);
   checkBoolean('options.insecure', o.insecure);
   const concurrency = intOption(o.concurrency, 'concurrency', 1, 64, 8);
   const retries = intOption(o.retries, 'retries', 0, 20, 4);
@@ -154,7 +163,7 @@ export function checkUploadSizes(o: PushOptions): { chunkBytes: number; monolith
 export async function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): Promise<RegistryClient> {
   const { connectionPool, proxyEnv, trustedCas } = await import('./network.js');
   const dispatcher = connectionPool(proxyEnv(process.env), await trustedCas(c.caFile, process.env));
-  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher });
+  return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher, onRetry: o.onRetry });
 }
 
 /** Runs task(item) for every item, at most `concurrency` at once; the first failure stops new starts and is thrown once all settle. */

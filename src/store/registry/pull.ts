@@ -144,7 +144,7 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
         const e = client.lost(err, `reading blob ${digest}`);
         if (!isLost(e) || resumes >= client.transport.retries) throw e;
         // What came before the cut is kept (written below), and asked for from there on.
-        await client.pause(resumes);
+        await client.pause(resumes, `reading blob ${digest}`, e);
       } finally {
         if (pendingBytes > 0 && !over) await flush();
       }

@@ -112,7 +112,7 @@ async function upload(p: Push, digest: string, body: BodySource, first: string |
       await client.cancelUpload(location);
       p.meter.add(-sent);
       if (attempt >= client.transport.retries) throw err;
-      await client.pause(attempt);
+      await client.pause(attempt, `uploading blob ${digest}`, err);
     }
   }
 }
@@ -148,7 +148,7 @@ async function chunked(p: Push, first: string, digest: string, body: BodySource,
       offset += size;
     } catch (err) {
       if (!uploadRetryable(err) || failures++ >= client.transport.retries) throw err;
-      await client.pause(failures - 1);
+      await client.pause(failures - 1, `uploading a chunk of blob ${digest}`, err);
       // A status the registry will not give (a stale or unknown session) ends the session.
       const status = await client.uploadStatus(location).catch(unlessAborted(undefined));
       if (status === undefined || status.next < offset || status.next > offset + size) throw err;

@@ -7,13 +7,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, SnapshotStore } from '../../../dist/index.js';
+import { SealError, SnapshotStore, type RetryNotice } from '../../../dist/index.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CAPTURE, writeSource } from './fixtures.js';
 import { blobPath, checkNoFileFdLeaks, ownRegistry, repoName, tokenProxy } from './harness.js';
 
 const registry = await ownRegistry();
 const INDEX = fileURLToPath(new URL('../../../dist/index.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../../dist/cli.js', import.meta.url));
 const OCI = 'application/vnd.oci.image.manifest.v1+json';
 
 checkNoFileFdLeaks();
@@ -197,9 +198,29 @@ await s.pull(${JSON.stringify(snap.digest)}, ${JSON.stringify(remote)});`;
     let failures = 2;
     proxy.hooks.onRequest = (method) => (method === 'GET' && failures-- > 0 ? 503 : undefined);
     const store = await fresh();
-    await store.pull(snap.digest, remote);
+    const notices: RetryNotice[] = [];
+    await store.pull(snap.digest, remote, { onRetry: (r) => notices.push(r), retries: 3 });
     expect(proxy.log.filter((l) => l.endsWith('-> 503'))).toHaveLength(2);
+    // Each retry told before its wait: the request, the status, its number of the allowed, and the wait.
+    expect(notices).toEqual([
+      { what: expect.stringMatching(/^GET \/v2\//), reason: 'HTTP 503', attempt: 1, retries: 3, waitMs: expect.any(Number) },
+      { what: expect.stringMatching(/^GET \/v2\//), reason: 'HTTP 503', attempt: 2, retries: 3, waitMs: expect.any(Number) },
+    ]);
+    // A callback that is not a function is Node's TypeError, before anything is sent.
+    await expect(store.pull(snap.digest, remote, { onRetry: 1 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE' });
     await store.close();
+    // The command says each retry on stderr, and still succeeds.
+    failures = 1;
+    const cliStore = join(work, 'cli-store');
+    // Spawned without blocking: the proxy answering it runs in this process.
+    const cli = await new Promise<{ status: number | null; stderr: string }>((done) => {
+      const child = spawn(process.execPath, [CLI, '--store', cliStore, 'pull', snap.digest, remote], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b.toString('utf8')));
+      child.on('close', (status) => done({ status, stderr }));
+    });
+    expect([cli.status, cli.stderr.split('\n').length]).toEqual([0, 2]);
+    expect(cli.stderr).toMatch(/^treeseal: pull: GET \/v2\/\S+ failed \(HTTP 503\); retry 1 of 4 in \d+\.\d s\n$/);
     proxy.hooks.onRequest = (method, path) => (method === 'PUT' && path.includes('/manifests/') ? 500 : undefined);
     const a = await SnapshotStore.open(join(work, 'a'));
     const other = `${proxy.address}/${repoName('retry-other')}`;
