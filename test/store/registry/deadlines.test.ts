@@ -93,7 +93,11 @@ describe('a registry that accepts and never answers', () => {
       });
     const digest = 'c'.repeat(64);
     const [r, ms] = await timed(run('pull', digest, `${silent.address}/x/y`, '--timeout', '0.2'));
-    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_REMOTE: registry ${silent.address} timed out while GET /v2/x/y/manifests/ts-${digest}: no response in 200 ms\n`]);
+    // Each of the default 4 retries said as it happens, then the error.
+    const request = `GET /v2/x/y/manifests/ts-${digest}`;
+    const lines = r.stderr.split('\n');
+    expect([r.status, lines.length, lines.slice(4)]).toEqual([1, 6, [`treeseal: SEAL_REMOTE: registry ${silent.address} timed out while ${request}: no response in 200 ms`, '']]);
+    lines.slice(0, 4).forEach((line, i) => expect(line).toMatch(new RegExp(`^treeseal: pull: ${request} failed \\(no response in 200 ms\\); retry ${i + 1} of 4 in \\d+\\.\\d s$`)));
     // The default 4 retries with backoff from 200 ms: five attempts, a few seconds in all.
     expect(silent.connections()).toBeGreaterThanOrEqual(5);
     expect(ms).toBeLessThan(15_000);
