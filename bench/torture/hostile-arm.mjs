@@ -143,7 +143,7 @@ function tokenHits(dir, canary) {
   return hits;
 }
 
-/** A clone's copy root as path -> 'dir mode' | 'file mode sha' | 'link target' | 'other' (names read as bytes). */
+/** A clone's copy root as path -> 'dir mode' | 'file mode sha' | 'link target' | 'other' | 'vanished' (names read as bytes; a reset may be changing it). */
 function rootState(clone, root) {
   const out = new Map();
   const walk = (abs, rel) => {
@@ -157,15 +157,27 @@ function rootState(clone, root) {
     const mode = (st.mode & 0o7777).toString(8);
     if (st.isDirectory()) {
       out.set(rel, `dir ${mode}`);
-      for (const n of readdirSync(abs, { encoding: 'buffer' })) walk(Buffer.concat([abs, Buffer.from('/'), n]), `${rel}/${n.toString('latin1')}`);
+      let names;
+      try {
+        names = readdirSync(abs, { encoding: 'buffer' });
+      } catch {
+        out.set(rel, 'vanished'); // moved away by a reset being watched
+        return;
+      }
+      for (const n of names) walk(Buffer.concat([abs, Buffer.from('/'), n]), `${rel}/${n.toString('latin1')}`);
     } else if (st.isFile()) {
       try {
         out.set(rel, `file ${mode} ${createHash('sha256').update(readFileSync(abs)).digest('hex')}`);
       } catch {
         out.set(rel, 'vanished'); // a reset (being killed) replacing it
       }
-    } else if (st.isSymbolicLink()) out.set(rel, `link ${readlinkSync(abs)}`);
-    else out.set(rel, 'other');
+    } else if (st.isSymbolicLink()) {
+      try {
+        out.set(rel, `link ${readlinkSync(abs)}`);
+      } catch {
+        out.set(rel, 'vanished'); // a reset (being watched before its kill) replacing the planted link
+      }
+    } else out.set(rel, 'other');
   };
   walk(Buffer.from(join(clone, root)), root);
   return out;
