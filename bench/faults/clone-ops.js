@@ -38,7 +38,8 @@ function newClone(shared) {
   return { parent, clone };
 }
 
-function cloneOp(name, fsKey, reflink, act, check) {
+/** An operation on a fresh clone; `ready(shared, fx)`, if given, makes the clone what the call expects first (with the real layer). */
+function cloneOp(name, fsKey, reflink, act, check, ready) {
   return {
     name,
     fs: fsKey,
@@ -48,6 +49,7 @@ function cloneOp(name, fsKey, reflink, act, check) {
       // clone's ledger: dropped, so the call is the whole materialize this op faults (reset has its own rules).
       forceRemove(join(shared.storeRoot, 'clones'));
       const fx = newClone(shared);
+      ready?.(shared, fx);
       fx.store = SnapshotStore.openSync(shared.storeRoot, { sys: layer.sys });
       fx.snap = fx.store.get(shared.digest);
       return fx;
@@ -114,33 +116,13 @@ function agentWrites(clone) {
  * by an agent; the call under test runs on it through the faulted layer.
  */
 function armOp(name, act, check) {
-  return {
-    name,
-    fs: 'shm',
-    prepare: (env) => prepareSnapshot(env, 'shm', 'auto'),
-    setup(shared, layer) {
-      forceRemove(join(shared.storeRoot, 'clones'));
-      const fx = newClone(shared);
-      const clean = SnapshotStore.openSync(shared.storeRoot);
-      clean.get(shared.digest).materializeSync(fx.clone);
-      clean.closeSync();
-      agentWrites(fx.clone);
-      fx.written = treeState(fx.clone);
-      fx.store = SnapshotStore.openSync(shared.storeRoot, { sys: layer.sys });
-      fx.snap = fx.store.get(shared.digest);
-      return fx;
-    },
-    run: (shared, fx) => act(fx),
-    check(shared, fx, outcome) {
-      const out = check(shared, fx, outcome);
-      out.push(...checkStore(shared.storeRoot, [shared.digest]));
-      return out;
-    },
-    cleanup(fx) {
-      fx.store.closeSync();
-      forceRemove(fx.parent);
-    },
-  };
+  return cloneOp(name, 'shm', 'auto', act, check, (shared, fx) => {
+    const clean = SnapshotStore.openSync(shared.storeRoot);
+    clean.get(shared.digest).materializeSync(fx.clone);
+    clean.closeSync();
+    agentWrites(fx.clone);
+    fx.written = treeState(fx.clone);
+  });
 }
 
 /**
@@ -187,7 +169,7 @@ export const CLONE_OPS = [
   ),
   armOp(
     'diff',
-    (fx) => fx.snap.diffSync(fx.clone, { all: true }).changed.length,
+    (shared, fx) => fx.snap.diffSync(fx.clone, { all: true }).changed.length,
     (shared, fx, outcome) => {
       const out = [];
       const diff = firstDiff(fx.written, treeState(fx.clone));
@@ -196,5 +178,5 @@ export const CLONE_OPS = [
       return out;
     },
   ),
-  armOp('reset', (fx) => fx.snap.resetSync(fx.clone).changed.length, resetChecks),
+  armOp('reset', (shared, fx) => fx.snap.resetSync(fx.clone).changed.length, resetChecks),
 ];

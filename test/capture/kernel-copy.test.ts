@@ -48,6 +48,25 @@ function ledgerBytes(store: SnapshotStore, clone: string): number {
 
 const KiB64 = 64 * 1024;
 
+/**
+ * A capture of repo's tree into a new ephemeral store at `root` through `sys` that must fail:
+ * its error, once the store is checked to hold nothing of it and no fd was left open.
+ */
+function failedCapture(root: string, repo: string, sys: Sys): SealError {
+  const store = SnapshotStore.openSync(root, { ephemeral: true, sys });
+  const fds = openFds().length;
+  let caught: unknown;
+  try {
+    store.captureSync({ source: repo, copy: ['tree'] });
+  } catch (err) {
+    caught = err;
+  }
+  expect(storeLeftovers(store.root)).toEqual([]);
+  expect(openFds().length).toBe(fds);
+  store.closeSync();
+  return caught as SealError;
+}
+
 describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
   it('a 100 MiB sparse file takes next to no blocks in the store and in each clone (auto), with the right bytes', async () => {
     const work = tempDir(ext4);
@@ -119,20 +138,10 @@ describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
         return n;
       },
     });
-    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys });
-    const fds = openFds().length;
-    let caught: unknown;
-    try {
-      store.captureSync({ source: repo, copy: ['tree'] });
-    } catch (err) {
-      caught = err;
-    }
+    const caught = failedCapture(join(work, 'store'), repo, sys);
     expect(done).toBe(true);
     expect(caught).toBeInstanceOf(SealError);
-    expect([(caught as SealError).code, (caught as SealError).message]).toEqual(['SEAL_CHANGED', 'file changed while snapshotting: tree/big']);
-    expect(storeLeftovers(store.root)).toEqual([]);
-    expect(openFds().length).toBe(fds);
-    store.closeSync();
+    expect([caught.code, caught.message]).toEqual(['SEAL_CHANGED', 'file changed while snapshotting: tree/big']);
   });
 
   it('capture reads only the data of a sparse file (its holes hashed as zeros) and a buffered copy keeps the holes', () => {
@@ -188,18 +197,8 @@ describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
       const repo = join(work, 'repo');
       mkdirSync(join(repo, 'tree'), { recursive: true });
       sparseFile(join(repo, 'tree/sparse.bin'));
-      const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true, sys: wrapSys(attack(repo)) });
-      const fds = openFds().length;
-      let caught: unknown;
-      try {
-        store.captureSync({ source: repo, copy: ['tree'] });
-      } catch (err) {
-        caught = err;
-      }
-      expect([name, (caught as SealError).code, (caught as SealError).message]).toEqual([name, 'SEAL_CHANGED', 'file changed while snapshotting: tree/sparse.bin']);
-      expect(storeLeftovers(store.root)).toEqual([]);
-      expect(openFds().length).toBe(fds);
-      store.closeSync();
+      const caught = failedCapture(join(work, 'store'), repo, wrapSys(attack(repo)));
+      expect([name, caught.code, caught.message]).toEqual([name, 'SEAL_CHANGED', 'file changed while snapshotting: tree/sparse.bin']);
     }
   });
 
