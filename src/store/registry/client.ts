@@ -6,7 +6,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
-import { aborted, isLost, lostConnection, noticeRetry, readBounded, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
+import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -42,13 +42,10 @@ export interface ClientOptions {
   onRetry?: ((r: RetryNotice) => void) | undefined;
 }
 
-/** A failure's reason as a retry notice gives it: the registry's status, else the error's code or message. */
+/** A failure's reason as a retry notice gives it: the registry's status, else what the connection's error says (causeCode). */
 function reasonOf(err: unknown): string {
   const status = statusOf(err);
-  if (status !== undefined) return `HTTP ${status}`;
-  const cause = (err as { cause?: { code?: unknown } } | undefined)?.cause;
-  if (cause !== undefined && typeof cause.code === 'string') return cause.code;
-  return err instanceof Error ? err.message : String(err);
+  return status === undefined ? causeCode(err) : `HTTP ${status}`;
 }
 
 interface Call {

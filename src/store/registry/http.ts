@@ -102,7 +102,8 @@ function proxyRefusal(err: unknown): string | undefined {
   return undefined;
 }
 
-function causeCode(err: unknown): string {
+/** What a failed exchange says: the proxy's refusal, else its cause's code or message, else its own message. */
+export function causeCode(err: unknown): string {
   const refusal = proxyRefusal(err);
   if (refusal !== undefined) return `the proxy refused it: ${refusal}`;
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
