@@ -9,8 +9,10 @@ import {
   CONFIG_TYPE,
   EMPTY_DIGEST,
   EMPTY_TYPE,
+  ENTRIES_TYPE,
   FILE_TYPE,
   PACK_TYPE,
+  ROOT_TYPE,
   type Descriptor,
   type Layout,
 } from './mapping.js';
@@ -19,6 +21,9 @@ const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 
 export interface Artifact {
   config: Descriptor;
+  /** The pieces of its entry lists (the leading layers of a root document's manifest; none for a whole manifest.json config). */
+  pieces: Descriptor[];
+  /** The layers after the pieces: packs, files, or the empty layer. */
   layers: Descriptor[];
   /** The snapshot digest its annotations claim (never trusted: the config proves it). */
   snapshot: string;
@@ -54,12 +59,17 @@ export function parseArtifact(bytes: Buffer, where: string): Artifact {
   if (m === null || typeof m !== 'object' || m.schemaVersion !== 2) throw bad('not an image manifest (schemaVersion 2)');
   if (m.artifactType !== ARTIFACT_TYPE) throw bad(`artifactType is ${JSON.stringify(m.artifactType)}`);
   const config = descriptor(m.config, 'config', bad);
-  if (config.mediaType !== CONFIG_TYPE) throw bad(`config media type is ${config.mediaType}`);
+  if (config.mediaType !== CONFIG_TYPE && config.mediaType !== ROOT_TYPE) throw bad(`config media type is ${config.mediaType}`);
   if (!Array.isArray(m.layers)) throw bad('no layers');
-  const layers = m.layers.map((l, i) => descriptor(l, `layer ${i}`, bad));
+  const all = m.layers.map((l, i) => descriptor(l, `layer ${i}`, bad));
+  const split = config.mediaType === ROOT_TYPE ? all.findIndex((l) => l.mediaType !== ENTRIES_TYPE) : 0;
+  const pieces = all.slice(0, split < 0 ? all.length : split);
+  const layers = all.slice(pieces.length);
+  if (layers.some((l) => l.mediaType === ENTRIES_TYPE)) throw bad('a piece of an entry list is not among the first layers of a manifest with a root document');
   const a = (m.annotations ?? {}) as Record<string, unknown>;
   return {
     config,
+    pieces,
     layers,
     snapshot: String(a[ANNOTATION_SNAPSHOT] ?? ''),
     threshold: intAnnotation(a, ANNOTATION_THRESHOLD, 1, Number.MAX_SAFE_INTEGER, bad),
@@ -85,14 +95,14 @@ export function expectLayers(artifact: Artifact, layout: Layout, where: string):
   }
   const digests = layout.packs.map((p, i) => {
     const l = layers[i]!;
-    if (l.mediaType !== PACK_TYPE || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${i} is not pack ${p.bucket}`);
+    if (l.mediaType !== PACK_TYPE || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${artifact.pieces.length + i} is not pack ${p.bucket}`);
     if (l.size !== p.size) throw bad(`pack ${p.bucket} has size ${l.size}, its contents add up to ${p.size}`);
     return l.digest;
   });
   layout.files.forEach((f, k) => {
     const i = layout.packs.length + k;
     const l = layers[i]!;
-    if (l.mediaType !== FILE_TYPE || l.digest !== `sha256:${f.sha256}`) throw bad(`layer ${i} is not the file blob sha256:${f.sha256}`);
+    if (l.mediaType !== FILE_TYPE || l.digest !== `sha256:${f.sha256}`) throw bad(`layer ${artifact.pieces.length + i} is not the file blob sha256:${f.sha256}`);
     if (l.size !== f.size) throw bad(`file blob sha256:${f.sha256} has size ${l.size}, the manifest says ${f.size}`);
   });
   return digests;

@@ -5,6 +5,7 @@ import { SealError } from '../../base/errors.js';
 import { jsonString, snapshotDigest, type ManifestEntry } from '../../base/manifest.js';
 import { mountDigestsOf } from '../../base/manifest-stream.js';
 import { escapePath } from '../../base/paths.js';
+import { cutDocument } from './document-cut.js';
 import { ANNOTATION_BUCKET, FILE_TYPE, PACK_TYPE, bucketOf, type Descriptor } from './mapping.js';
 
 /** What locating a file needs of the image manifest (its claims; each is checked or proven). */
@@ -50,42 +51,11 @@ interface Skeleton {
 
 const HEX64_RE = /^[0-9a-f]{64}$/;
 
-/**
- * Cuts a snapshot manifest (the config) into its entry lists' texts and the rest, without
- * parsing the lists: the copy roots' list after `,"entries":[`, each mount's after
- * `{"entries":[`, each ending at the first `]` its canonical form has none before. The cut
- * is only a guess until the digest proves it: the lists' bytes are hashed as they stand.
- */
-function cutDocument(config: Buffer, bad: (why: string) => SealError): { lists: Buffer[]; skeleton: Skeleton } {
-  const lists: Buffer[] = [];
-  let skeleton = '';
-  let at = 0;
-  const take = (open: string, closes: string[]): boolean => {
-    const start = config.indexOf(open, at, 'latin1');
-    if (start < 0) return false;
-    const listStart = start + open.length - 1;
-    const ends = closes.map((c) => config.indexOf(c, listStart, 'latin1')).filter((i) => i >= 0);
-    if (ends.length === 0) throw bad('an entry list has no end');
-    const listEnd = Math.min(...ends) + 1;
-    skeleton += `${config.toString('latin1', at, listStart)}[]`;
-    lists.push(config.subarray(listStart, listEnd));
-    at = listEnd;
-    return true;
-  };
-  if (!take(',"entries":[', ['],"exclude":[', '],"manifest_digest":"'])) throw bad('no entries');
-  const mounts = config.indexOf(',"mounts":[', at, 'latin1');
-  if (mounts < 0) throw bad('no mounts');
-  skeleton += config.toString('latin1', at, mounts);
-  at = mounts;
-  while (take('{"entries":[', ['],"kind":"'])) {
-    // The next mount, if any, starts before the mounts' end.
-    const next = config.indexOf('{"entries":[', at, 'latin1');
-    const endOfMounts = config.indexOf('],"revision":', at, 'latin1');
-    if (next < 0 || (endOfMounts >= 0 && endOfMounts < next)) break;
-  }
-  skeleton += config.toString('latin1', at);
+/** The document's entry lists and the rest of it parsed (each list standing as `[]`). */
+function cutAndParse(config: Buffer, bad: (why: string) => SealError): { lists: Buffer[]; skeleton: Skeleton } {
+  const { parts, lists } = cutDocument(config, bad);
   try {
-    return { lists, skeleton: JSON.parse(skeleton) as Skeleton };
+    return { lists, skeleton: JSON.parse(parts.join('[]')) as Skeleton };
   } catch (err) {
     throw bad(`its JSON is malformed (${(err as Error).message})`);
   }
@@ -103,7 +73,7 @@ function stringList(v: unknown): v is string[] {
  */
 function proveLists(config: Buffer, expect: string, where: string): List[] {
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not hold a valid snapshot manifest: ${why}`);
-  const { lists, skeleton: d } = cutDocument(config, bad);
+  const { lists, skeleton: d } = cutAndParse(config, bad);
   const mounts = Array.isArray(d.mounts) ? d.mounts : [];
   if (d.schema_version !== 3 || typeof d.source !== 'string' || typeof d.revision !== 'string' || !stringList(d.declarations)) throw bad('unknown schema');
   if (d.exclude !== undefined && !stringList(d.exclude)) throw bad('exclude is not a list of patterns');

@@ -3,14 +3,14 @@ import { defineOp, type Op } from '../../base/op.js';
 import type { Sys } from '../../sys/native.js';
 import { locateFile, type CatLocation, type CatManifest } from './cat-locate.js';
 import type { Content, Layout, Pack } from './mapping.js';
-import { localConfigDigest, openPushFile, readPack, readPushConfig, type PushConfig } from './pack.js';
+import { localConfigDigest, openPushFile, readPack, readPushDocument, type PushDocument } from './pack.js';
 import { planPush, type Fetched } from './prove.js';
 import { releasePullLock, tryPullLock } from './pull-lock.js';
 import { abortPull, finishPull, openPulledFile, startPull, writePack, type PullStart } from './pull-build.js';
 
 /** The registry's jobs: what each gets and returns. */
 interface RegistryJobs {
-  pushConfig: { args: [snapshotRoot: string, digest: string]; result: PushConfig };
+  pushConfig: { args: [snapshotRoot: string, digest: string]; result: PushDocument };
   readPack: { args: [snapshotRoot: string, digest: string, pack: Pack]; result: { bytes: Uint8Array; digest: string } };
   pushOpenFile: { args: [snapshotRoot: string, digest: string, content: Content]; result: number };
   pushPlan: { args: [config: string, digest: string]; result: Layout };
@@ -21,7 +21,7 @@ interface RegistryJobs {
   pullAbort: { args: [id: number]; result: void };
   pullLock: { args: [storeRoot: string, digest: string]; result: number };
   pullUnlock: { args: [storeRoot: string, digest: string, fd: number]; result: void };
-  localConfig: { args: [storeRoot: string, digest: string]; result: string | undefined };
+  localConfig: { args: [storeRoot: string, digest: string, root: boolean]; result: string | undefined };
   catLocate: { args: [config: Uint8Array, manifest: CatManifest, path: string, digest: string]; result: CatLocation };
 }
 
@@ -39,7 +39,7 @@ function job<K extends Name>(name: K, core: (sys: Sys, args: Args<K>) => Result<
 }
 
 const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
-  pushConfig: job('pushConfig', (sys, [root, digest]) => readPushConfig(sys, root, digest)),
+  pushConfig: job('pushConfig', (sys, [root, digest]) => readPushDocument(sys, root, digest)),
   readPack: job('readPack', (sys, [root, digest, pack]) => readPack(sys, root, digest, pack)),
   pushOpenFile: job('pushOpenFile', (sys, [root, digest, content]) => openPushFile(sys, root, digest, content)),
   pushPlan: job('pushPlan', (_sys, [config, digest]) => planPush(config, digest)),
@@ -50,7 +50,7 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pullAbort: job('pullAbort', (sys, [id]) => abortPull(sys, id)),
   pullLock: job('pullLock', (sys, [storeRoot, digest]) => tryPullLock(sys, storeRoot, digest)),
   pullUnlock: job('pullUnlock', (sys, [storeRoot, digest, fd]) => releasePullLock(sys, storeRoot, digest, fd)),
-  localConfig: job('localConfig', (sys, [storeRoot, digest]) => localConfigDigest(sys, storeRoot, digest)),
+  localConfig: job('localConfig', (sys, [storeRoot, digest, root]) => localConfigDigest(sys, storeRoot, digest, root)),
   catLocate: job('catLocate', (_sys, [config, manifest, path, digest]) => locateFile(config, manifest, path, digest)),
 };
 

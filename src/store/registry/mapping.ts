@@ -3,8 +3,12 @@ import type { StoredSnapshot } from '../document.js';
 import { COPY_AREA, mountArea } from '../layout.js';
 
 export const ARTIFACT_TYPE = 'application/vnd.treeseal.snapshot.v1';
-/** The config blob: the snapshot's exact manifest.json. */
+/** The config blob of the first format (still pulled): the snapshot's exact manifest.json. */
 export const CONFIG_TYPE = 'application/vnd.treeseal.snapshot.manifest.v1+json';
+/** The config blob push writes: the root document, manifest.json with each entry list replaced by its pieces' digests (pieces.ts). */
+export const ROOT_TYPE = 'application/vnd.treeseal.snapshot.root.v2+json';
+/** A piece of an entry list: whole entries as the list holds them, joined by commas. */
+export const ENTRIES_TYPE = 'application/vnd.treeseal.entries.v1';
 /** One large file's bytes, as they are. */
 export const FILE_TYPE = 'application/vnd.treeseal.file.v1';
 /** The distinct small contents of one bucket, concatenated in digest order. */
@@ -25,9 +29,12 @@ export const ANNOTATION_SOURCE = 'org.opencontainers.image.source';
 /** Contents of at least this many bytes get a blob of their own (unless there are more than MAX_FILE_LAYERS of them). */
 export const LARGE_FILE_BYTES = 1024 * 1024;
 /** At most this many one-file blobs: beyond, the threshold rises so the rest are packed. */
-export const MAX_FILE_LAYERS = 128;
-/** At most this many packs (a power of two). */
-export const MAX_PACKS = 256;
+export const MAX_FILE_LAYERS = 64;
+/**
+ * At most this many packs: with MAX_FILE_LAYERS blobs and MAX_PIECES pieces of the entry
+ * lists, at most 496 layers (ECR refuses a manifest of more than 500).
+ */
+export const MAX_PACKS = 368;
 /** Packs are sized towards this (the bucket count doubles until they are no bigger on average). */
 export const PACK_TARGET_BYTES = 256 * 1024;
 
@@ -118,8 +125,8 @@ export function layoutWith(data: StoredSnapshot, threshold: number, buckets: num
 
 /**
  * The layout push uses: contents of 1 MiB or more get a blob each (the threshold rises
- * when there are more than MAX_FILE_LAYERS of them); the rest go into a power-of-two
- * number of packs (at most MAX_PACKS) sized towards PACK_TARGET_BYTES.
+ * when there are more than MAX_FILE_LAYERS of them); the rest go into a number of packs
+ * sized towards PACK_TARGET_BYTES: a power of two up to 256, else MAX_PACKS.
  */
 export function chooseLayout(data: StoredSnapshot): Layout {
   const { contents } = contentsOf(data);
@@ -127,7 +134,7 @@ export function chooseLayout(data: StoredSnapshot): Layout {
   const threshold = large.length > MAX_FILE_LAYERS ? large[MAX_FILE_LAYERS]! + 1 : LARGE_FILE_BYTES;
   const smallBytes = contents.reduce((n, c) => (c.size < threshold ? n + c.size : n), 0);
   let buckets = 1;
-  while (buckets < MAX_PACKS && buckets * PACK_TARGET_BYTES < smallBytes) buckets *= 2;
+  while (buckets < MAX_PACKS && buckets * PACK_TARGET_BYTES < smallBytes) buckets = Math.min(buckets * 2, MAX_PACKS);
   return layoutWith(data, threshold, buckets);
 }
 

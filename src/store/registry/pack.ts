@@ -12,6 +12,7 @@ import type { Sys } from '../../sys/native.js';
 import { DOCUMENT_NAME, SNAPSHOTS_DIR } from '../layout.js';
 import { readingSnapshot } from '../lock.js';
 import type { Content, Pack, Place } from './mapping.js';
+import { cutPieces, type DocumentPieces } from './pieces.js';
 
 /** The longest path one openat2 takes (PATH_MAX counts the NUL). */
 const OPEN_PATH_BYTES = 4095;
@@ -121,6 +122,15 @@ export interface PushConfig {
   createdMs: number;
 }
 
+/** What push sends of a snapshot's metadata: its manifest.json cut into pieces (byte ranges of `bytes`) and the root document naming them. */
+export interface PushDocument extends PushConfig, DocumentPieces {}
+
+/** The published snapshot's manifest.json, read under the store's shared lock, and cut into its pieces and root document. */
+export function readPushDocument(sys: Sys, snapshotRoot: string, digest: string): PushDocument {
+  const read = readPushConfig(sys, snapshotRoot, digest);
+  return { ...read, ...cutPieces(Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength)) };
+}
+
 /** The published snapshot's exact manifest.json bytes, read under the store's shared lock, and when it was published. */
 export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): PushConfig {
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
@@ -140,11 +150,12 @@ export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): 
 }
 
 /**
- * The config digest (sha256 of manifest.json) of snapshot `digest` in the store, or
- * undefined when the store does not hold it: a pull by tag or manifest digest that finds
- * the config it was given already published has nothing to fetch.
+ * The config digest of snapshot `digest` in the store, as push would make it (`root`: the
+ * sha256 of its root document; else of its manifest.json), or undefined when the store
+ * does not hold it: a pull by tag or manifest digest that finds the config it was given
+ * already published has nothing to fetch.
  */
-export function localConfigDigest(sys: Sys, storeRoot: string, digest: string): string | undefined {
+export function localConfigDigest(sys: Sys, storeRoot: string, digest: string, root: boolean): string | undefined {
   let read: PushConfig;
   try {
     read = readPushConfig(sys, `${storeRoot}/${SNAPSHOTS_DIR}/${digest}`, digest);
@@ -152,5 +163,6 @@ export function localConfigDigest(sys: Sys, storeRoot: string, digest: string): 
     if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') return undefined;
     throw err;
   }
-  return `sha256:${createHash('sha256').update(read.bytes).digest('hex')}`;
+  const config = root ? cutPieces(Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength)).root : read.bytes;
+  return `sha256:${createHash('sha256').update(config).digest('hex')}`;
 }

@@ -170,7 +170,7 @@ export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullSt
     builds.set(id, s);
     const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packDigests[index]!, size: p.size }]));
     const files = layout.files.flatMap((f, index) => (s.have.has(f.sha256) ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
-    const blobs = 1 + layout.packs.length + layout.files.length;
+    const blobs = 1 + fetched.artifact.pieces.length + layout.packs.length + layout.files.length;
     return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
   } catch (err) {
     build[Symbol.dispose]();

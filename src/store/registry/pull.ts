@@ -10,6 +10,8 @@ import { sha256Digest, type RegistryClient } from './client.js';
 import { isLost, sleep } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
+import { CONFIG_TYPE, ROOT_TYPE } from './mapping.js';
+import { MAX_ROOT_BYTES, assembleDocument, readRoot } from './pieces.js';
 import { manifestReference, shownReference, type Reference } from './reference.js';
 import type { Fetched } from './prove.js';
 import type { FileToPull } from './pull-build.js';
@@ -17,7 +19,7 @@ import type { FileToPull } from './pull-build.js';
 const writeAt = promisify(write);
 const closeFd = promisify(close);
 
-/** The largest snapshot manifest (config blob) accepted. */
+/** The largest snapshot manifest accepted (a config blob, or the pieces of a root document together). */
 export const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
 /** Bytes gathered before each write of a streamed large file. */
 const WRITE_BYTES = 4 * 1024 * 1024;
@@ -70,12 +72,39 @@ export function claimedDigest(m: ManifestRead): string {
   return m.artifact.snapshot;
 }
 
-/** GETs a manifest's config blob (size and sha256 checked); the worker proves the rest against `digest`. */
-export async function fetchConfig(client: RegistryClient, m: ManifestRead, digest: string): Promise<Fetched> {
+/**
+ * The snapshot manifest (manifest.json's text) an image manifest names: its config blob
+ * when that is a whole manifest.json, else the document its root document and the pieces
+ * it names make (each piece a layer of the manifest, in the order the root first names
+ * them). Sizes are bounded and, with `prove`, each blob's sha256 checked as it comes; what
+ * it holds is still only a claim until the snapshot digest is recomputed from it.
+ */
+export async function fetchDocument(client: RegistryClient, m: ManifestRead, concurrency: number, prove: boolean): Promise<Buffer> {
   const { artifact, where } = m;
-  if (artifact.config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a config of ${artifact.config.size} bytes`);
-  const config = (await client.getBlob(artifact.config.digest, artifact.config.size)).toString('utf8');
-  return { digest, where, config, artifact };
+  const { config } = artifact;
+  if (config.mediaType === CONFIG_TYPE) {
+    if (config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a config of ${config.size} bytes`);
+    return client.getBlob(config.digest, config.size, prove);
+  }
+  if (config.size > MAX_ROOT_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a root document of ${config.size} bytes`);
+  const root = readRoot(await client.getBlob(config.digest, config.size, prove), where);
+  const { pieces } = artifact;
+  if (pieces.length !== root.distinct.length || pieces.some((l, i) => l.digest !== root.distinct[i])) {
+    throw new SealError('SEAL_CORRUPT', `${where} does not match its root document: its first layers are not the ${root.distinct.length} pieces the root names`);
+  }
+  const total = pieces.reduce((n, l) => n + l.size, 0);
+  if (total > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has entry lists of ${total} bytes`);
+  const got = new Map<string, Buffer>();
+  await eachLimited(pieces, concurrency, async (l) => {
+    got.set(l.digest, await client.getBlob(l.digest, l.size, prove));
+  });
+  return assembleDocument(root, (d) => got.get(d)!);
+}
+
+/** GETs the snapshot manifest an image manifest names (see fetchDocument); the worker proves the rest against `digest`. */
+export async function fetchConfig(client: RegistryClient, m: ManifestRead, digest: string, concurrency: number): Promise<Fetched> {
+  const config = (await fetchDocument(client, m, concurrency, true)).toString('latin1');
+  return { digest, where: m.where, config, artifact: m.artifact };
 }
 
 /** Writes all of block at position to fd (async). */
@@ -175,7 +204,7 @@ async function takePullLock(target: PullTarget, digest: string, signal: AbortSig
 /** The store holds snapshot `digest`, and its manifest.json is the config this manifest names (so nothing is left to fetch). */
 async function heldLocally(target: PullTarget, digest: string, m: ManifestRead | undefined): Promise<boolean> {
   if (!target.has(digest)) return false;
-  return m === undefined || (await runJob(target.sys, 'localConfig', [target.storeRoot, digest])) === m.artifact.config.digest;
+  return m === undefined || (await runJob(target.sys, 'localConfig', [target.storeRoot, digest, m.artifact.config.mediaType === ROOT_TYPE])) === m.artifact.config.digest;
 }
 
 /**
@@ -220,7 +249,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
       // Another pull of this snapshot may have published it while this one waited.
       if (await heldLocally(target, digest, manifest)) return held(digest, manifest?.digest);
       manifest ??= await readManifest(client, ref, remote.text);
-      const fetched = await fetchConfig(client, manifest, digest);
+      const fetched = await fetchConfig(client, manifest, digest, checked.concurrency);
       const report = await download(target, client, fetched, checked.concurrency, options);
       return { digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
     } finally {
@@ -263,7 +292,7 @@ async function download(
   }
   return {
     blobs: start.blobs,
-    downloaded: 1 + start.packs.length + start.files.length,
+    downloaded: 1 + fetched.artifact.pieces.length + start.packs.length + start.files.length,
     bytesDownloaded: client.bytesDown,
     reused: start.reused,
     reusedBytes: start.reusedBytes,

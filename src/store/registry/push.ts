@@ -12,7 +12,7 @@ import { sha256Digest, type RegistryClient } from './client.js';
 import { bufferBody, type BodySource } from './deadline.js';
 import { isLost, statusOf } from './http.js';
 import { runJob } from './jobs.js';
-import { ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, layersOf, manifestOf, type Content } from './mapping.js';
+import { ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, layersOf, manifestOf, type Content } from './mapping.js';
 import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { checkTag, revisionTag } from './reference.js';
 import { parseRemote, snapshotTag } from './remote.js';
@@ -289,13 +289,15 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
   // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
   const read = await runJob(target.sys, 'pushConfig', [root, digest]);
-  const config = Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength);
+  const document = Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength);
+  // The config is the root document; the entry lists go as pieces, each a blob keyed by its bytes.
+  const config = Buffer.from(read.root, 'latin1');
   const configDigest = sha256Digest(config);
   const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
   const client = await makeClient(checked, options, scopes, 'push');
   // Every connection the push opened is closed when it ends, however it ends.
   try {
-    const text = config.toString('utf8');
+    const text = document.toString('latin1');
     const { source, revision } = lastKeys(text);
     const named = asked ?? revisionTag(revision);
     const base = { digest, remote: remote.text, tag, tags: named === undefined ? [tag] : [tag, named] };
@@ -306,13 +308,15 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     }
     // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
     const layout = await runJob(target.sys, 'pushPlan', [text, digest]);
-    const totalBytes = config.length + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
-    const blobs = 1 + layout.packs.length + layout.files.length;
+    const pieceBytes = read.pieces.reduce((n, x) => n + (x.end - x.start), 0);
+    const totalBytes = config.length + pieceBytes + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
+    const blobs = 1 + read.pieces.length + layout.packs.length + layout.files.length;
     const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
     const packDigests: string[] = [];
     type Task = () => Promise<void>;
     const tasks: Task[] = [
       () => ensureBlob(p, configDigest, config.length, async () => bufferBody(config)),
+      ...read.pieces.map((piece): Task => () => ensureBlob(p, piece.digest, piece.end - piece.start, async () => bufferBody(document.subarray(piece.start, piece.end)))),
       ...layout.packs.map((pack, i): Task => async () => {
         const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
         const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
@@ -324,7 +328,9 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
     await eachLimited(tasks, checked.concurrency, (t) => t());
     const annotations = ociAnnotations(read.createdMs, source, revision);
-    const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: config.length }, layersOf(layout, packDigests), annotations);
+    const pieceLayers = read.pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start }));
+    const layers = [...pieceLayers, ...layersOf(layout, packDigests)];
+    const manifest = manifestOf(digest, layout, { mediaType: ROOT_TYPE, digest: configDigest, size: config.length }, layers, annotations);
     const manifestDigest = await putManifest(client, tag, manifest);
     if (named !== undefined) await putManifest(client, named, manifest);
     return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };

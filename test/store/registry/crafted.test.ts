@@ -1,10 +1,10 @@
-// crafted.test.ts: an artifact whose every digest was recomputed to match a document capture would refuse is refused by pull, before anything is built.
+// crafted.test.ts: an artifact whose every digest was recomputed to match a document capture would refuse is refused by pull, before anything is built; so is a root document whose pieces do not make the snapshot.
 import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SealError, SnapshotStore } from '../../../dist/index.js';
-import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, chooseLayout, layersOf, manifestOf, sha256Hex } from '../../../dist/internal.js';
+import { SealError, SnapshotStore, canonicalJson } from '../../../dist/index.js';
+import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, chooseLayout, cutPieces, layersOf, manifestOf, sha256Hex } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CASES, text, valid, validWithLinks, type Doc } from '../documents.js';
 import { checkNoFileFdLeaks, repoName, testRegistry } from './harness.js';
@@ -25,19 +25,63 @@ async function putBlob(repo: string, bytes: Buffer): Promise<string> {
   return digest;
 }
 
-/** Publishes the document as a treeseal artifact (config, the empty layer, the manifest at its usual tag). */
-async function publish(d: Doc): Promise<{ digest: string; remote: string }> {
-  const { digest, text: config } = text(d);
+/** A document's metadata as push sends it (a root document naming pieces), or as the first format did (the whole manifest.json). */
+interface Metadata {
+  config: Buffer;
+  configType: string;
+  pieces: Buffer[];
+}
+
+/** The metadata push would make of a document's text: its root document and pieces (cutPieces). */
+function pieced(docText: string): Metadata {
+  const doc = Buffer.from(docText, 'latin1');
+  const { root, pieces } = cutPieces(doc);
+  return { config: Buffer.from(root, 'latin1'), configType: ROOT_TYPE, pieces: pieces.map((p: { start: number; end: number }) => doc.subarray(p.start, p.end)) };
+}
+
+/** Publishes a document as a treeseal artifact (its metadata, the empty layer, the manifest at its usual tag). */
+async function publish(d: Doc, metadata: (docText: string) => Metadata = pieced): Promise<{ digest: string; remote: string }> {
+  const { digest, text: docText } = text(d);
   const repo = repoName('crafted');
-  const configBytes = Buffer.from(config);
-  const configDigest = await putBlob(repo, configBytes);
+  const m = metadata(docText);
+  const configDigest = await putBlob(repo, m.config);
+  const pieceLayers = [];
+  for (const p of m.pieces) pieceLayers.push({ mediaType: ENTRIES_TYPE, digest: await putBlob(repo, p), size: p.length });
   expect(await putBlob(repo, EMPTY_BLOB)).toBe(EMPTY_DIGEST);
   // Every file is empty: the layout has no packs and no file blobs, only the empty layer.
   const layout = chooseLayout({ ...d, digest, entries: d.entries, mounts: d.mounts } as never);
-  const manifest = manifestOf(digest, layout, { mediaType: CONFIG_TYPE, digest: configDigest, size: configBytes.length }, layersOf(layout, []));
+  const manifest = manifestOf(digest, layout, { mediaType: m.configType, digest: configDigest, size: m.config.length }, [...pieceLayers, ...layersOf(layout, [])]);
   const res = await fetch(`http://${registry!.address}/v2/${repo}/manifests/ts-${digest}`, { method: 'PUT', headers: { 'content-type': OCI }, body: manifest });
   expect(res.status).toBe(201);
   return { digest, remote: `${registry!.address}/${repo}` };
+}
+
+/** The whole manifest.json as the config: the first format, which pull still reads. */
+const whole = (docText: string): Metadata => ({ config: Buffer.from(docText, 'latin1'), configType: CONFIG_TYPE, pieces: [] });
+
+/** A root document whose lists name the given pieces (each list's pieces given as texts), around the document's own other keys. */
+function rootOf(docText: string, lists: string[][]): Metadata {
+  const doc = JSON.parse(docText);
+  const distinct = [...new Set(lists.flat())];
+  const digestOf = (t: string): string => `sha256:${sha256Hex(Buffer.from(t, 'latin1'))}`;
+  doc.entries = lists[0]!.map(digestOf);
+  doc.mounts.forEach((m: { entries: string[] }, i: number) => (m.entries = lists[i + 1]!.map(digestOf)));
+  return { config: Buffer.from(`${canonicalJson(doc)}\n`, 'latin1'), configType: ROOT_TYPE, pieces: distinct.map((t) => Buffer.from(t, 'latin1')) };
+}
+
+/** Each entry list of a document's text, as its entries' texts. */
+function entryTexts(docText: string): string[][] {
+  const doc = JSON.parse(docText);
+  return [doc.entries, ...doc.mounts.map((m: { entries: unknown[] }) => m.entries)].map((list: Record<string, unknown>[]) => list.map((e) => canonicalJson(e as never)));
+}
+
+async function pullFails(digest: string, remote: string): Promise<[string, string, string[]]> {
+  const store = await SnapshotStore.open(join(tempDir(), 'store'));
+  const err = await store.pull(digest, remote).then(() => undefined, (e: unknown) => e as SealError);
+  expect(err).toBeInstanceOf(SealError);
+  const left = storeLeftovers(store.root);
+  await store.close();
+  return [err!.code, err!.message, left];
 }
 
 describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
@@ -62,12 +106,68 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
   it.each(CASES)('is SEAL_CORRUPT and leaves nothing: %s', async (_name, mutate, why) => {
     const d = valid();
     mutate(d);
-    const { digest, remote } = await publish(d);
+    // The cut needs each entry's path: a case without one goes as the first format did.
+    const { digest, remote } = await publish(d, (t) => (/"path":/.test(t) && !why.includes('malformed') ? pieced(t) : whole(t)));
+    expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${remote}:ts-${digest} does not hold a valid snapshot manifest: snapshot manifest is corrupt: ${why}`, []]);
+  });
+});
+
+describe.skipIf(registry === undefined)('pull of a crafted root document', () => {
+  it('the first format (the whole manifest.json as the config) still pulls and verifies', async () => {
+    const { digest, remote } = await publish(valid(), whole);
     const store = await SnapshotStore.open(join(tempDir(), 'store'));
-    const err = await store.pull(digest, remote).then(() => undefined, (e: unknown) => e as SealError);
-    expect(err).toBeInstanceOf(SealError);
-    expect([err!.code, err!.message]).toEqual(['SEAL_CORRUPT', `${remote}:ts-${digest} does not hold a valid snapshot manifest: snapshot manifest is corrupt: ${why}`]);
-    expect(storeLeftovers(store.root)).toEqual([]);
+    expect(await store.pull(digest, remote)).toMatchObject({ existed: false, downloaded: 1 });
+    await (await store.get(digest)).verify();
     await store.close();
+  });
+
+  it('pieces cut elsewhere than push cuts them (one entry each) pull and verify: the proof is of the document they make', async () => {
+    const { digest, remote } = await publish(valid(), (t) => rootOf(t, entryTexts(t)));
+    const store = await SnapshotStore.open(join(tempDir(), 'store'));
+    expect(await store.pull(digest, remote)).toMatchObject({ existed: false, downloaded: 5 });
+    await (await store.get(digest)).verify();
+    await store.close();
+  });
+
+  it('is SEAL_CORRUPT and leaves nothing when its pieces do not make the snapshot, or are not the layers it names', async () => {
+    const where = (remote: string, digest: string): string => `${remote}:ts-${digest}`;
+    // A piece left out of the list that names it.
+    let { digest, remote } = await publish(valid(), (t) => rootOf(t, entryTexts(t).map((l, i) => (i === 0 ? l.slice(1) : l))));
+    let got = await pullFails(digest, remote);
+    expect(got).toEqual(['SEAL_CORRUPT', `${where(remote, digest)} does not hold a valid snapshot manifest: snapshot manifest is corrupt: digest does not match its entries (${digest})`, []]);
+    // Two pieces swapped between the lists.
+    ({ digest, remote } = await publish(valid(), (t) => {
+      const [copy, mount] = entryTexts(t);
+      return rootOf(t, [mount!, copy!]);
+    }));
+    got = await pullFails(digest, remote);
+    expect([got[0], got[2]]).toEqual(['SEAL_CORRUPT', []]);
+    // A piece that closes its list and opens a key of its own: the entries (and so the digest) are the snapshot's, but the document is not canonical.
+    ({ digest, remote } = await publish(valid(), (t) => {
+      const lists = entryTexts(t);
+      lists[0]![1] = `${lists[0]![1]!}],"zzz":[${lists[0]![1]!}`;
+      return rootOf(t, lists);
+    }));
+    expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${where(remote, digest)} holds a snapshot manifest that is not in canonical form`, []]);
+    // The manifest's piece layers are not the ones the root names (one more).
+    ({ digest, remote } = await publish(valid(), (t) => {
+      const m = pieced(t);
+      return { ...m, pieces: [...m.pieces, Buffer.from('{"extra":1}')] };
+    }));
+    expect(await pullFails(digest, remote)).toEqual([
+      'SEAL_CORRUPT',
+      `${where(remote, digest)} does not match its root document: its first layers are not the 2 pieces the root names`,
+      [],
+    ]);
+    // A root list that is not a list of digests.
+    ({ digest, remote } = await publish(valid(), (t) => {
+      const m = pieced(t);
+      return { ...m, config: Buffer.from(m.config.toString('latin1').replace('"entries":["sha256:', '"entries":["sha512:'), 'latin1') };
+    }));
+    expect(await pullFails(digest, remote)).toEqual([
+      'SEAL_CORRUPT',
+      `${where(remote, digest)} does not hold a valid snapshot root document: a list of pieces holds other than sha256 digests`,
+      [],
+    ]);
   });
 });

@@ -3,7 +3,22 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
 import type { SnapshotData } from '../../../dist/index.js';
-import { LARGE_FILE_BYTES, MAX_FILE_LAYERS, MAX_MANIFEST_BYTES, bucketOf, chooseLayout, expectLayers, layersOf, layoutWith, manifestOf, parseArtifact } from '../../../dist/internal.js';
+import {
+  LARGE_FILE_BYTES,
+  MAX_FILE_LAYERS,
+  MAX_MANIFEST_BYTES,
+  MAX_PACKS,
+  MAX_PIECES,
+  bucketOf,
+  chooseLayout,
+  cutPieces,
+  documentText,
+  expectLayers,
+  layersOf,
+  layoutWith,
+  manifestOf,
+  parseArtifact,
+} from '../../../dist/internal.js';
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -24,20 +39,27 @@ function lognormal(n: number): number[] {
   });
 }
 
-function manifestFor(data: SnapshotData): { bytes: Buffer; layers: number } {
+/** The image manifest push makes of data: the pieces of its entry lists, then its packs and file blobs. */
+function manifestFor(data: SnapshotData): { bytes: Buffer; layers: number; pieces: number } {
   const layout = chooseLayout(data);
-  const layers = layersOf(layout, layout.packs.map((_p: unknown, i: number) => `sha256:${sha(`pack ${i}`)}`));
-  const config = { mediaType: 'application/vnd.treeseal.snapshot.manifest.v1+json', digest: `sha256:${sha('config')}`, size: 123 };
-  return { bytes: manifestOf(data.digest, layout, config, layers), layers: layers.length };
+  const { pieces } = cutPieces(Buffer.from(documentText(data)));
+  const pieceLayers = pieces.map((p: { digest: string; start: number; end: number }) => ({ mediaType: 'application/vnd.treeseal.entries.v1', digest: p.digest, size: p.end - p.start }));
+  const layers = [...pieceLayers, ...layersOf(layout, layout.packs.map((_p: unknown, i: number) => `sha256:${sha(`pack ${i}`)}`))];
+  const config = { mediaType: 'application/vnd.treeseal.snapshot.root.v2+json', digest: `sha256:${sha('config')}`, size: 123 };
+  return { bytes: manifestOf(data.digest, layout, config, layers), layers: layers.length, pieces: pieces.length };
 }
 
 describe('snapshot to OCI layout', () => {
-  it('keeps a 50k-file tree well under 500 layers and the manifest far under 4 MiB', () => {
+  it('keeps a 50k-file tree under 500 layers (the limit ECR enforces) and the manifest far under 4 MiB', () => {
     const data = synthetic(lognormal(50_000));
     const layout = chooseLayout(data);
-    const { bytes, layers } = manifestFor(data);
-    expect(layers).toBeLessThanOrEqual(256 + MAX_FILE_LAYERS);
-    expect(layout.packs.length).toBe(256);
+    const { bytes, layers, pieces } = manifestFor(data);
+    expect(MAX_PACKS + MAX_FILE_LAYERS + MAX_PIECES).toBeLessThanOrEqual(500);
+    expect(layers).toBe(pieces + layout.packs.length + layout.files.length);
+    expect(pieces).toBeGreaterThan(MAX_PIECES / 2);
+    expect(pieces).toBeLessThanOrEqual(MAX_PIECES);
+    // 220 MiB of small files: the bucket count doubles to 256, then stops at MAX_PACKS (about 640 KB a pack).
+    expect(layout.packs.length).toBe(MAX_PACKS);
     expect(layout.files.length).toBe(data.entries.filter((e) => e.kind === 'file' && e.size >= LARGE_FILE_BYTES).length);
     expect(bytes.length).toBeLessThan(MAX_MANIFEST_BYTES / 40);
     // every content is in exactly one place, packs in digest order
@@ -70,18 +92,26 @@ describe('snapshot to OCI layout', () => {
     const data = synthetic([10, 20, 30, 2 * LARGE_FILE_BYTES]);
     const { bytes } = manifestFor(data);
     const artifact = parseArtifact(bytes, 'r/x:tag');
+    expect(artifact.pieces.map((p: { mediaType: string }) => p.mediaType)).toEqual(['application/vnd.treeseal.entries.v1']);
     const layout = layoutWith(data, artifact.threshold, artifact.buckets);
     expect(expectLayers(artifact, layout, 'r/x:tag')).toEqual([`sha256:${sha('pack 0')}`]);
     const swapped = { ...artifact, layers: [...artifact.layers].reverse() };
-    expect(() => expectLayers(swapped, layout, 'r/x:tag')).toThrow('r/x:tag does not match its snapshot manifest: layer 0 is not pack 0');
+    expect(() => expectLayers(swapped, layout, 'r/x:tag')).toThrow('r/x:tag does not match its snapshot manifest: layer 1 is not pack 0');
+    const late = JSON.parse(bytes.toString());
+    late.layers.push(late.layers.shift());
+    expect(() => parseArtifact(Buffer.from(JSON.stringify(late)), 'r/x:tag')).toThrow(
+      'r/x:tag is not a treeseal snapshot: a piece of an entry list is not among the first layers of a manifest with a root document',
+    );
     const foreign = JSON.parse(bytes.toString());
     foreign.artifactType = 'application/vnd.example';
     expect(() => parseArtifact(Buffer.from(JSON.stringify(foreign)), 'r/x:tag')).toThrow('r/x:tag is not a treeseal snapshot: artifactType is "application/vnd.example"');
   });
 
-  it('gives a snapshot without bytes the empty layer', () => {
+  it('gives a snapshot without bytes the empty layer after the piece of its entries', () => {
     const data = synthetic([]);
     const { bytes } = manifestFor(data);
-    expect(JSON.parse(bytes.toString()).layers).toEqual([{ mediaType: 'application/vnd.oci.empty.v1+json', digest: 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', size: 2 }]);
+    const { layers } = JSON.parse(bytes.toString());
+    expect(layers[0].mediaType).toBe('application/vnd.treeseal.entries.v1');
+    expect(layers.slice(1)).toEqual([{ mediaType: 'application/vnd.oci.empty.v1+json', digest: 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', size: 2 }]);
   });
 });

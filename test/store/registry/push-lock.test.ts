@@ -61,7 +61,7 @@ describe.skipIf(registry === undefined)('push and a concurrent rm', () => {
     });
     store = await SnapshotStore.open(root, { sys });
     const remote = `${registry!.address}/${repoName('locked')}`;
-    expect(await store.push(snap.digest, remote, { concurrency: 1 })).toMatchObject({ existed: false, uploaded: 3 });
+    expect(await store.push(snap.digest, remote, { concurrency: 1 })).toMatchObject({ existed: false, uploaded: 5 });
     expect(Object.fromEntries(probed)).toEqual({ 'manifest.json': true, 'copy/src/a.txt': true, 'copy/src/index/graph-copy.bin': true });
     expect(rmWouldWait(root)).toBe(false);
     await store.close();

@@ -1,11 +1,13 @@
 // roundtrip.test.ts: push and pull against a real registry: exact round trip, what goes over the wire, deltas, skopeo, the CLI.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
+import { cutPieces } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
 import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
@@ -35,10 +37,10 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     const snap = await a.capture({ source, ...CAPTURE });
     const pushed = await a.push(snap.digest.slice(0, 10), remote);
     // config + 1 pack (all small contents fit one bucket) + the 1.5 MiB file once, though two paths hold it
-    expect(pushed).toMatchObject({ digest: snap.digest, existed: false, blobs: 3, uploaded: 3, mounted: 0, skipped: 0, tag: `ts-${snap.digest}` });
+    expect(pushed).toMatchObject({ digest: snap.digest, existed: false, blobs: 5, uploaded: 5, mounted: 0, skipped: 0, tag: `ts-${snap.digest}` });
     const progress: number[] = [];
     const pulled = await b.pull(snap.digest, remote, { onProgress: (p) => progress.push(p.bytes) });
-    expect(pulled).toMatchObject({ digest: snap.digest, existed: false, blobs: 3, downloaded: 3, reused: 0 });
+    expect(pulled).toMatchObject({ digest: snap.digest, existed: false, blobs: 5, downloaded: 5, reused: 0 });
     expect(progress.length).toBeGreaterThan(0);
     const copy = b.get(snap.digest);
     expect(copy.toJSON()).toEqual(snap.toJSON());
@@ -49,7 +51,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(await copy.verify()).toEqual(await snap.verify());
     expect(storeLeftovers(b.root)).toEqual([`snapshots/${snap.digest}`]);
     // the large file went up in one PUT (under the 32 MiB monolithic threshold) and came down once
-    expect(blobGets(proxy.log)).toHaveLength(3);
+    expect(blobGets(proxy.log)).toHaveLength(5);
     expect(await b.pull(snap.digest, remote)).toMatchObject({ existed: true, downloaded: 0 });
     await a.close();
     await b.close();
@@ -85,7 +87,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await b.close();
   });
 
-  it('re-push uploads nothing; a one-file change uploads one config and at most two packs; a pull next to a sibling downloads only the difference', async () => {
+  it('re-push uploads nothing; a one-file change uploads the root, one piece and at most two packs; a pull next to a sibling downloads only the metadata and the difference', async () => {
     const { source, proxy, remote, a, b } = await setup('delta', 600);
     const first = await a.capture({ source, ...CAPTURE });
     const cold = await a.push(first.digest, remote);
@@ -102,18 +104,49 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     const second = await a.capture({ source, ...CAPTURE, revision: 's'.repeat(40) });
     proxy.log.length = 0;
     const delta = await a.push(second.digest, remote);
-    const packsUp = blobPuts(proxy.log).filter((l) => l.startsWith('PUT')).length - 1;
+    const { pieces } = cutPieces(readFileSync(join(second.root, 'manifest.json')));
+    const before = new Set(cutPieces(readFileSync(join(first.root, 'manifest.json'))).pieces.map((p: { digest: string }) => p.digest));
+    const piecesUp = pieces.filter((p: { digest: string }) => !before.has(p.digest)).length;
+    expect(piecesUp).toBe(1);
+    const packsUp = blobPuts(proxy.log).filter((l) => l.startsWith('PUT')).length - 1 - piecesUp;
+    expect(packsUp).toBeGreaterThanOrEqual(1);
     expect(packsUp).toBeLessThanOrEqual(2);
-    expect(delta.uploaded).toBe(1 + packsUp);
+    expect(delta.uploaded).toBe(1 + piecesUp + packsUp);
     expect(delta.skipped).toBe(delta.blobs - delta.uploaded);
     expect(delta.bytesUploaded).toBeLessThan(1_000_000);
 
     proxy.log.length = 0;
     const pulled = await b.pull(second.digest, remote);
-    // the config and the one pack holding the new content; every other content came from the sibling
-    expect(blobGets(proxy.log)).toHaveLength(2);
-    expect(pulled.downloaded).toBe(2);
+    // the root, every piece of the entry lists, and the one pack holding the new content; every other content came from the sibling
+    expect(blobGets(proxy.log)).toHaveLength(2 + pieces.length);
+    expect(pulled.downloaded).toBe(2 + pieces.length);
     expect(pulled.reused).toBeGreaterThan(600);
+    expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
+    await a.close();
+    await b.close();
+  });
+
+  it('the same tree captured at another path shares every blob but its root document: that push uploads one small blob', async () => {
+    const { work, source, proxy, remote, a, b } = await setup('paths');
+    const elsewhere = join(work, 'checkouts/job-2/source');
+    mkdirSync(join(work, 'checkouts/job-2'), { recursive: true });
+    execFileSync('cp', ['-a', source, elsewhere]);
+    const first = await a.capture({ source, ...CAPTURE });
+    const second = await a.capture({ source: elsewhere, ...CAPTURE });
+    expect(second.digest).not.toBe(first.digest);
+    await a.push(first.digest, remote);
+    proxy.log.length = 0;
+    const r = await a.push(second.digest, remote);
+    expect(r).toMatchObject({ existed: false, blobs: 5, uploaded: 1, skipped: 4 });
+    const root = cutPieces(readFileSync(join(second.root, 'manifest.json'))).root;
+    expect(blobPuts(proxy.log)).toHaveLength(1);
+    // What it asked about first and found missing: the root document alone.
+    expect(proxy.log.find((l) => l.startsWith('HEAD '))).toMatch(new RegExp(`/blobs/sha256:${createHash('sha256').update(root).digest('hex')}$`));
+    expect(r.bytesUploaded).toBeGreaterThanOrEqual(root.length);
+    expect(r.bytesUploaded).toBeLessThan(root.length + 4096);
+    // Pulled at its own path: its own digest, the same tree.
+    const pulled = await b.pull(second.digest, remote);
+    expect(pulled).toMatchObject({ digest: second.digest, existed: false });
     expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
     await a.close();
     await b.close();
@@ -126,7 +159,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     const other = `${proxy.address}/${repoName('mount-target')}`;
     proxy.log.length = 0;
     const r = await a.push(snap.digest, other, { mountFrom: [remote.slice(remote.indexOf('/') + 1)] });
-    expect(r).toMatchObject({ uploaded: 0, mounted: 3, skipped: 0 });
+    expect(r).toMatchObject({ uploaded: 0, mounted: 5, skipped: 0 });
     expect(proxy.log.filter((l) => l.startsWith('POST')).every((l) => l.includes('/blobs/uploads/'))).toBe(true);
     await a.close();
   });
@@ -139,11 +172,16 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     const raw = execFileSync('skopeo', ['inspect', '--raw', '--tls-verify=false', `docker://${direct}:ts-${snap.digest}`], { encoding: 'utf8' });
     const manifest = JSON.parse(raw);
     expect(manifest.artifactType).toBe('application/vnd.treeseal.snapshot.v1');
-    expect(manifest.config.mediaType).toBe('application/vnd.treeseal.snapshot.manifest.v1+json');
+    expect(manifest.config.mediaType).toBe('application/vnd.treeseal.snapshot.root.v2+json');
     expect(manifest.annotations['vnd.treeseal.snapshot']).toBe(snap.digest);
-    expect(manifest.layers.map((l: { mediaType: string }) => l.mediaType).sort()).toEqual(['application/vnd.treeseal.file.v1', 'application/vnd.treeseal.pack.v1']);
+    expect(manifest.layers.map((l: { mediaType: string }) => l.mediaType)).toEqual([
+      'application/vnd.treeseal.entries.v1',
+      'application/vnd.treeseal.entries.v1',
+      'application/vnd.treeseal.pack.v1',
+      'application/vnd.treeseal.file.v1',
+    ]);
     const config = execFileSync('skopeo', ['inspect', '--raw', '--config', '--tls-verify=false', `docker://${direct}:ts-${snap.digest}`]);
-    expect(config.toString('utf8')).toBe(execFileSync('cat', [join(snap.root, 'manifest.json')], { encoding: 'utf8' }));
+    expect(config.toString('utf8')).toBe(cutPieces(readFileSync(join(snap.root, 'manifest.json'))).root);
     await a.close();
   });
 
@@ -160,10 +198,10 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
       });
     const pushed = await run(join(work, 'a'), 'push', snap.digest.slice(0, 12), remote, '--json', '--concurrency', '2');
     expect(pushed.stderr).toBe('');
-    expect(JSON.parse(pushed.stdout)).toMatchObject({ digest: snap.digest, uploaded: 3, existed: false });
+    expect(JSON.parse(pushed.stdout)).toMatchObject({ digest: snap.digest, uploaded: 5, existed: false });
     const human = await run(join(work, 'c'), 'pull', snap.digest, remote);
     expect(human.status).toBe(0);
-    expect(human.stdout).toMatch(new RegExp(`^pulled ${snap.digest.slice(0, 12)} from ${remote}: 3 of 3 blobs downloaded \\(.+\\), 0 contents \\(0 B\\) taken from local snapshots, all verified in `));
+    expect(human.stdout).toMatch(new RegExp(`^pulled ${snap.digest.slice(0, 12)} from ${remote}: 5 of 5 blobs downloaded \\(.+\\), 0 contents \\(0 B\\) taken from local snapshots, all verified in `));
     const missing = await run(join(work, 'd'), 'pull', 'f'.repeat(64), remote);
     expect(missing.status).toBe(1);
     expect(missing.stderr).toBe(`treeseal: SEAL_REMOTE: snapshot ${'f'.repeat(64)} is not in ${remote} (no tag ts-${'f'.repeat(64)}): HTTP 404 MANIFEST_UNKNOWN (manifest unknown)\n`);

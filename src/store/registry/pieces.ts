@@ -1,0 +1,162 @@
+// pieces.ts: a snapshot's metadata as content-addressed pieces (each entry list cut into runs of entries where their paths say) and the small root document that names them in the lists' places.
+import { createHash } from 'node:crypto';
+
+import { SealError } from '../../base/errors.js';
+import { cutDocument } from './document-cut.js';
+
+/** At most this many pieces (the layer budget: ECR refuses a manifest of more than 500 layers). */
+export const MAX_PIECES = 64;
+/** A piece ends after an entry whose path hashes to 0 in its low bits: at least this many, more for a larger tree. */
+const MIN_CUT_BITS = 6;
+/** ... once it holds this many bytes: a small tree's list is one piece. */
+const MIN_PIECE_BYTES = 16 * 1024;
+/** The largest root document a pull accepts. */
+export const MAX_ROOT_BYTES = 64 * 1024 * 1024;
+
+const SEP = Buffer.from('},{"kind":"', 'latin1');
+const PATH_KEY = Buffer.from(',"path":', 'latin1');
+const SHA_KEY = Buffer.from(',"sha256":"', 'latin1');
+const PIECE_RE = /^sha256:[0-9a-f]{64}$/;
+
+/** One piece of a document: its blob digest and where its bytes are in the document. */
+export interface PieceRange {
+  digest: string;
+  start: number;
+  end: number;
+}
+
+export interface DocumentPieces {
+  /** The root document: the manifest with each entry list replaced by the list of its pieces' digests. */
+  root: string;
+  /** The distinct pieces, in the order the root first names them. */
+  pieces: PieceRange[];
+}
+
+/** FNV-1a over bytes [from, to) of text: the path's own bits, so a cut depends on the path alone. */
+function pathHash(text: Buffer, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) h = Math.imul(h ^ text[i]!, 0x01000193);
+  return h >>> 0;
+}
+
+/** One entry list's entries: where each ends in the document, and its path's hash. */
+interface ListEntries {
+  /** Where the list's first entry starts and its `]` is, in the document. */
+  start: number;
+  last: number;
+  ends: number[];
+  hashes: number[];
+}
+
+/** The entries of a list (`[e1,e2,…]` at doc[offset…]), each found by the `},{"kind":"` after it. */
+function entriesOf(list: Buffer, offset: number, bad: (why: string) => SealError): ListEntries {
+  const out: ListEntries = { start: offset + 1, last: offset + list.length - 1, ends: [], hashes: [] };
+  const last = list.length - 1;
+  for (let entryStart = 1; entryStart < last; ) {
+    const sep = list.indexOf(SEP, entryStart);
+    const entryEnd = sep < 0 || sep >= last ? last : sep + 1;
+    const path = list.indexOf(PATH_KEY, entryStart);
+    const sha = path < 0 ? -1 : list.indexOf(SHA_KEY, path);
+    if (path < 0 || sha < 0 || sha > entryEnd) throw bad('an entry has no path');
+    out.ends.push(offset + entryEnd);
+    out.hashes.push(pathHash(list, path + PATH_KEY.length, sha));
+    entryStart = entryEnd + 1;
+  }
+  return out;
+}
+
+/**
+ * Each list's pieces for a cut mask: runs of whole entries, each the entries' text joined
+ * by commas as the list holds it, cut after an entry whose path hashes to 0 under the
+ * mask once the piece holds MIN_PIECE_BYTES. A change of one entry changes one piece, and the same entries give the same
+ * pieces wherever the tree was captured.
+ */
+function rangesOf(lists: readonly ListEntries[], mask: number): [number, number][][] {
+  return lists.map((l) => {
+    const ranges: [number, number][] = [];
+    let pieceStart = l.start;
+    l.hashes.forEach((h, i) => {
+      const end = l.ends[i]!;
+      if (((h & mask) === 0 && end - pieceStart >= MIN_PIECE_BYTES) || end === l.last) {
+        ranges.push([pieceStart, end]);
+        pieceStart = end + 1;
+      }
+    });
+    return ranges;
+  });
+}
+
+/** The cut: the fewest mask bits (from MIN_CUT_BITS) that make at most MAX_PIECES pieces, so a bigger tree has bigger pieces. */
+function cutLists(lists: readonly ListEntries[]): [number, number][][] {
+  for (let bits = MIN_CUT_BITS; ; bits++) {
+    const ranges = rangesOf(lists, 2 ** bits - 1);
+    if (bits === 31 || ranges.reduce((n, r) => n + r.length, 0) <= MAX_PIECES) return ranges;
+  }
+}
+
+/** Cuts a snapshot's manifest.json (canonical) into its pieces and root document. */
+export function cutPieces(doc: Buffer): DocumentPieces {
+  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: ${why}`);
+  const { parts, lists } = cutDocument(doc, bad);
+  const ranges = cutLists(lists.map((list) => entriesOf(list, list.byteOffset - doc.byteOffset, bad)));
+  const seen = new Set<string>();
+  const pieces: PieceRange[] = [];
+  let root = parts[0]!;
+  ranges.forEach((listRanges, i) => {
+    const digests = listRanges.map(([start, end]) => {
+      const digest = `sha256:${createHash('sha256').update(doc.subarray(start, end)).digest('hex')}`;
+      if (!seen.has(digest)) {
+        seen.add(digest);
+        pieces.push({ digest, start, end });
+      }
+      return digest;
+    });
+    root += JSON.stringify(digests) + parts[i + 1]!;
+  });
+  return { root, pieces };
+}
+
+/** A root document read back: the text around its lists, and each list's piece digests. */
+export interface RootDocument {
+  parts: string[];
+  lists: string[][];
+  /** The distinct digests, in the order the root first names them. */
+  distinct: string[];
+}
+
+/**
+ * Reads a root document: cut as a manifest is, each list a canonical JSON list of
+ * `sha256:` digests (else SEAL_CORRUPT naming `where`). Only a guess at the snapshot
+ * until the document assembled from it and its pieces proves its digest.
+ */
+export function readRoot(root: Buffer, where: string): RootDocument {
+  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not hold a valid snapshot root document: ${why}`);
+  const { parts, lists: texts } = cutDocument(root, bad);
+  const lists = texts.map((text) => {
+    let digests: unknown;
+    try {
+      digests = JSON.parse(text.toString('latin1'));
+    } catch {
+      throw bad('a list of pieces is not JSON');
+    }
+    if (!Array.isArray(digests) || !digests.every((d) => typeof d === 'string' && PIECE_RE.test(d))) throw bad('a list of pieces holds other than sha256 digests');
+    if (JSON.stringify(digests) !== text.toString('latin1')) throw bad('a list of pieces is not in canonical form');
+    return digests as string[];
+  });
+  return { parts, lists, distinct: [...new Set(lists.flat())] };
+}
+
+/** The manifest a root document and its pieces make: each list `[` + its pieces joined by commas + `]`. */
+export function assembleDocument(root: RootDocument, piece: (digest: string) => Buffer): Buffer {
+  const out: Buffer[] = [Buffer.from(root.parts[0]!, 'latin1')];
+  const comma = Buffer.from(',');
+  root.lists.forEach((digests, i) => {
+    out.push(Buffer.from('['));
+    digests.forEach((d, k) => {
+      if (k > 0) out.push(comma);
+      out.push(piece(d));
+    });
+    out.push(Buffer.from(']'), Buffer.from(root.parts[i + 1]!, 'latin1'));
+  });
+  return Buffer.concat(out);
+}

@@ -1,0 +1,122 @@
+// pieces.test.ts: a snapshot's metadata in pieces: cut where paths say, the same for the same entries at any source path, one piece per change, and read back byte for byte.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+import type { SnapshotData } from '../../../dist/index.js';
+import { MAX_PIECES, assembleDocument, computeDigests, cutPieces, documentText, readRoot } from '../../../dist/internal.js';
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+interface Piece {
+  digest: string;
+  start: number;
+  end: number;
+}
+
+/** A snapshot of `n` files under t/ (each content named by `content(i)`), captured at `source`, with one mount of `mountFiles` files. */
+function snapshot(n: number, opts: { source?: string; content?: (i: number) => string; mountFiles?: number; extra?: string[] } = {}): SnapshotData {
+  const content = opts.content ?? ((i: number) => `content ${i}`);
+  const file = (path: string, c: string) => ({ kind: 'file' as const, path, size: c.length, sha256: sha(c), mode: 0, link_target: '' });
+  const names = [...Array.from({ length: n }, (_, i) => `t/f${String(i).padStart(6, '0')}`), ...(opts.extra ?? [])].sort();
+  const entries = [{ kind: 'directory' as const, path: 't', size: 0, sha256: '', mode: 0, link_target: '' }, ...names.map((p, i) => file(p, content(i)))];
+  const mountEntries = [
+    { kind: 'directory' as const, path: 'payload', size: 0, sha256: '', mode: 0o755, link_target: '' },
+    ...Array.from({ length: opts.mountFiles ?? 0 }, (_, i) => ({ ...file(`payload/m${String(i).padStart(5, '0')}`, `mount ${i}`), mode: 0o644 })),
+  ];
+  const base = {
+    source: opts.source ?? '/work/a/repo',
+    revision: '',
+    declarations: ['t'],
+    entries,
+    totalBytes: entries.reduce((s, e) => s + e.size, 0),
+    mounts: opts.mountFiles === undefined ? [] : [{ source: '/deps/node_modules', target: 'node_modules', kind: 'directory' as const, totalBytes: 0, entries: mountEntries }],
+  };
+  return { ...base, ...computeDigests(base) } as SnapshotData;
+}
+
+function cut(d: SnapshotData): { doc: Buffer; root: string; pieces: Piece[] } {
+  const doc = Buffer.from(documentText(d), 'latin1');
+  return { doc, ...cutPieces(doc) };
+}
+
+const digests = (p: Piece[]): string[] => p.map((x) => x.digest);
+
+describe('snapshot metadata in pieces', () => {
+  it('cuts a 50k-file manifest into at most MAX_PIECES whole-entry runs and a small root; root and pieces give the manifest back byte for byte', () => {
+    const { doc, root, pieces } = cut(snapshot(50_000));
+    expect(pieces.length).toBeGreaterThan(MAX_PIECES / 2);
+    expect(pieces.length).toBeLessThanOrEqual(MAX_PIECES);
+    expect(root.length).toBeLessThan(8 * 1024);
+    for (const p of pieces) {
+      const text = doc.toString('latin1', p.start, p.end);
+      expect(text.startsWith('{"kind":"')).toBe(true);
+      expect(text.endsWith('}')).toBe(true);
+      expect(p.digest).toBe(`sha256:${sha(text)}`);
+    }
+    const byDigest = new Map(pieces.map((p) => [p.digest, doc.subarray(p.start, p.end)]));
+    const read = readRoot(Buffer.from(root, 'latin1'), 'r/x:tag');
+    expect(read.distinct).toEqual(digests(pieces));
+    expect(assembleDocument(read, (d: string) => byDigest.get(d)!).equals(doc)).toBe(true);
+  });
+
+  it('gives the same pieces for the same tree captured at another path; only the root differs', () => {
+    const a = cut(snapshot(5_000, { source: '/ci/job-1/repo' }));
+    const b = cut(snapshot(5_000, { source: '/ci/job-22/checkout/repo' }));
+    expect(digests(b.pieces)).toEqual(digests(a.pieces));
+    expect(b.root).not.toBe(a.root);
+    expect(b.root.replace('/ci/job-22/checkout/repo', '/ci/job-1/repo').length).toBe(a.root.length);
+  });
+
+  it('changes one piece when one file changes, and at most two when a file is added', () => {
+    const before = new Set(digests(cut(snapshot(50_000)).pieces));
+    const changed = digests(cut(snapshot(50_000, { content: (i) => (i === 31_337 ? 'new bytes' : `content ${i}`) })).pieces);
+    expect(changed.filter((d) => !before.has(d))).toHaveLength(1);
+    const added = digests(cut(snapshot(50_000, { extra: ['t/f031337x'], content: (i) => (i === 31_338 ? 'added' : `content ${i < 31_338 ? i : i - 1}`) })).pieces);
+    expect(added.filter((d) => !before.has(d)).length).toBeGreaterThanOrEqual(1);
+    expect(added.filter((d) => !before.has(d)).length).toBeLessThanOrEqual(2);
+  });
+
+  it('keeps a small tree one piece a list; a mount list has pieces of its own; an empty list has none', () => {
+    const small = cut(snapshot(20, { mountFiles: 3 }));
+    expect(small.pieces).toHaveLength(2);
+    const root = JSON.parse(small.root);
+    expect(root.entries).toEqual([small.pieces[0]!.digest]);
+    expect(root.mounts[0].entries).toEqual([small.pieces[1]!.digest]);
+    expect(root.digest).toBe(JSON.parse(small.doc.toString()).digest);
+    const d = snapshot(0);
+    const empty = cut({ ...d, entries: [], ...computeDigests({ ...d, entries: [] }) } as SnapshotData);
+    expect(empty.pieces).toEqual([]);
+    expect(JSON.parse(empty.root).entries).toEqual([]);
+  });
+
+  it('names a piece the lists share once', () => {
+    const d = snapshot(0, { mountFiles: 0 });
+    const mountOnly = d.mounts[0]!.entries;
+    const same = { ...d, entries: mountOnly, mounts: [d.mounts[0]!, { ...d.mounts[0]!, target: 'other' }] };
+    const { root, pieces } = cut({ ...same, ...computeDigests(same) } as SnapshotData);
+    expect(pieces).toHaveLength(1);
+    const read = readRoot(Buffer.from(root, 'latin1'), 'r/x:tag');
+    expect(read.lists).toEqual([[pieces[0]!.digest], [pieces[0]!.digest], [pieces[0]!.digest]]);
+    expect(read.distinct).toEqual([pieces[0]!.digest]);
+  });
+
+  it('refuses a root whose lists are not canonical lists of sha256 digests', () => {
+    const { root, pieces } = cut(snapshot(20));
+    const d = pieces[0]!.digest;
+    const refused = (text: string): string => {
+      try {
+        readRoot(Buffer.from(text, 'latin1'), 'r/x:tag');
+      } catch (err) {
+        return `${(err as { code: string }).code}: ${(err as Error).message}`;
+      }
+      return 'accepted';
+    };
+    const bad = 'SEAL_CORRUPT: r/x:tag does not hold a valid snapshot root document: ';
+    expect(refused(root)).toBe('accepted');
+    expect(refused(root.replace(`["${d}"]`, `[ "${d}"]`))).toBe(`${bad}a list of pieces is not in canonical form`);
+    expect(refused(root.replace(`["${d}"]`, `["${d.replace('sha256', 'sha512')}"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `[{"digest":"${d}"}]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `["${d}",]`))).toBe(`${bad}a list of pieces is not JSON`);
+    expect(refused('{"schema_version":3}')).toBe(`${bad}no entries`);
+  });
+});
