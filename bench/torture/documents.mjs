@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 const sha = (text) => createHash('sha256').update(text).digest('hex');
 /** Canonical JSON (sorted keys, no spaces) for the ASCII-only documents made here. */
-const canon = (v) =>
+export const canon = (v) =>
   Array.isArray(v) ? `[${v.map(canon).join(',')}]` : v !== null && typeof v === 'object' ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canon(v[k])}`).join(',')}}` : JSON.stringify(v);
 
 const EMPTY = sha('');

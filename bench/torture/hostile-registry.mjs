@@ -6,7 +6,7 @@ import { createServer } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { MUTATIONS, encode, valid } from './documents.mjs';
+import { MUTATIONS, canon, encode, valid } from './documents.mjs';
 import { dropTree } from './env.mjs';
 import { ready, startDriver, tmpLeftovers } from './races.mjs';
 import { count, row } from './table.mjs';
@@ -26,25 +26,66 @@ function listen(handler) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, port: server.address().port })));
 }
 
-/** The artifact a crafted document makes: config, the empty layer, a manifest naming both. */
-function artifact(mutate) {
+const PIECE = 'application/vnd.treeseal.entries.v1';
+
+/**
+ * The artifact a crafted document makes, as push makes it (a root document naming one piece
+ * per entry list) or, `whole`, as the first format did (the document as the config).
+ * `tweak(manifest, blobs)` may then change what the server holds.
+ */
+function artifact(mutate, { whole = false, tweak } = {}) {
   const d = valid('/tmp/repo');
   mutate(d);
   const { digest, text } = encode(d);
-  const config = Buffer.from(text);
-  const blobs = new Map([[`sha256:${sha(config)}`, config], [`sha256:${sha(EMPTY_BLOB)}`, EMPTY_BLOB]]);
-  const manifest = Buffer.from(
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI,
-      artifactType: 'application/vnd.treeseal.snapshot.v1',
-      config: { mediaType: 'application/vnd.treeseal.snapshot.manifest.v1+json', digest: `sha256:${sha(config)}`, size: config.length },
-      layers: [{ mediaType: 'application/vnd.oci.empty.v1+json', digest: `sha256:${sha(EMPTY_BLOB)}`, size: EMPTY_BLOB.length }],
-      annotations: { 'vnd.treeseal.snapshot': digest, 'vnd.treeseal.threshold': String(1024 * 1024), 'vnd.treeseal.buckets': '1' },
-    }),
-  );
-  return { digest, manifest, blobs };
+  const blobs = new Map([[`sha256:${sha(EMPTY_BLOB)}`, EMPTY_BLOB]]);
+  const put = (bytes) => {
+    const name = `sha256:${sha(bytes)}`;
+    blobs.set(name, bytes);
+    return name;
+  };
+  const pieces = [];
+  let config = Buffer.from(text);
+  if (!whole) {
+    const doc = JSON.parse(text);
+    const piece = (entries) => {
+      if (entries.length === 0) return [];
+      const bytes = Buffer.from(canon(entries).slice(1, -1));
+      const name = put(bytes);
+      if (!pieces.some((p) => p.digest === name)) pieces.push({ mediaType: PIECE, digest: name, size: bytes.length });
+      return [name];
+    };
+    doc.entries = piece(doc.entries);
+    for (const m of doc.mounts) m.entries = piece(m.entries);
+    config = Buffer.from(`${canon(doc)}\n`);
+  }
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: OCI,
+    artifactType: 'application/vnd.treeseal.snapshot.v1',
+    config: { mediaType: `application/vnd.treeseal.snapshot.${whole ? 'manifest.v1' : 'root.v2'}+json`, digest: put(config), size: config.length },
+    layers: [...pieces, { mediaType: 'application/vnd.oci.empty.v1+json', digest: `sha256:${sha(EMPTY_BLOB)}`, size: EMPTY_BLOB.length }],
+    annotations: { 'vnd.treeseal.snapshot': digest, 'vnd.treeseal.threshold': String(1024 * 1024), 'vnd.treeseal.buckets': '1' },
+  };
+  tweak?.(manifest, blobs);
+  return { digest, manifest: Buffer.from(JSON.stringify(manifest)), blobs };
 }
+
+/** A registry that serves artifact a: its manifest at any tag, its blobs by digest. */
+function serve(a) {
+  return (req, res) => {
+    const blob = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url ?? '')?.[1];
+    if (req.url?.includes('/manifests/')) return res.writeHead(200, { 'content-type': OCI, 'content-length': a.manifest.length }).end(a.manifest);
+    if (blob !== undefined && a.blobs.has(blob)) return res.writeHead(200, { 'content-length': a.blobs.get(blob).length }).end(a.blobs.get(blob));
+    res.writeHead(404).end();
+  };
+}
+
+/** Attacks on a root document's pieces: other bytes for a piece, a piece that claims a gigabyte, a piece the root does not name. */
+const PIECE_ATTACKS = [
+  ['a piece answered with other bytes', (m, blobs) => blobs.set(m.layers[0].digest, Buffer.from(blobs.get(m.layers[0].digest).toString().replace('"tree/a"', '"tree/b"')))],
+  ['a piece that claims two gigabytes', (m) => (m.layers[0].size = 2 ** 31)],
+  ['a piece layer the root does not name', (m) => m.layers.unshift({ mediaType: PIECE, digest: `sha256:${sha('stray')}`, size: 5 })],
+];
 
 /**
  * The attacks, each: how the registry answers, and the codes a pull may end in. `recorder` is a
@@ -96,17 +137,16 @@ function modes(recorderPort) {
   ];
   for (const [what, mutate] of MUTATIONS) {
     const a = artifact(mutate);
-    list.push({
-      name: `crafted document: ${what}`,
-      codes: ['SEAL_CORRUPT'],
-      digest: a.digest,
-      handle: (req, res) => {
-        const blob = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url ?? '')?.[1];
-        if (req.url?.includes('/manifests/')) return res.writeHead(200, { 'content-type': OCI, 'content-length': a.manifest.length }).end(a.manifest);
-        if (blob !== undefined && a.blobs.has(blob)) return res.writeHead(200, { 'content-length': a.blobs.get(blob).length }).end(a.blobs.get(blob));
-        res.writeHead(404).end();
-      },
-    });
+    list.push({ name: `crafted document: ${what}`, codes: ['SEAL_CORRUPT'], digest: a.digest, handle: serve(a) });
+  }
+  // The first format (the whole document as the config) is still read: the same refusals.
+  for (const [what, mutate] of MUTATIONS.slice(0, 3)) {
+    const a = artifact(mutate, { whole: true });
+    list.push({ name: `crafted document, first format: ${what}`, codes: ['SEAL_CORRUPT'], digest: a.digest, handle: serve(a) });
+  }
+  for (const [what, tweak] of PIECE_ATTACKS) {
+    const a = artifact(() => {}, { tweak });
+    list.push({ name: `crafted pieces: ${what}`, codes: ['SEAL_CORRUPT'], digest: a.digest, handle: serve(a) });
   }
   return list;
 }
