@@ -67,15 +67,24 @@ export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
  * `/workspace`. Not a string is a TypeError; a bad value is SEAL_BAD_PATH.
  */
 export function checkWorkspace(raw: unknown, name: string): string {
+  return checkAbsolutePath(raw ?? '/workspace', name, 'workspace');
+}
+
+/**
+ * An absolute, canonical path as an option names it (no empty, `.` or `..` component, no
+ * NUL, valid UTF-8; trailing slashes dropped), not opened. Not a string is a TypeError
+ * naming `name`; a bad value is SEAL_BAD_PATH naming `label`.
+ */
+export function checkAbsolutePath(raw: unknown, name: string, label: string): string {
   // Trailing slashes name the same directory: dropped (`/` stays itself).
-  const workspace = checkString(name, raw ?? '/workspace').replace(/(?<=.)\/+$/, '');
-  if (!workspace.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `workspace must be an absolute path: ${escapePath(workspace)}`);
-  if (workspace.includes('\0')) throw new SealError('SEAL_BAD_PATH', `workspace contains a NUL byte: ${escapePath(workspace)}`);
-  if (!isWellFormed(workspace)) throw new SealError('SEAL_BAD_PATH', `workspace is not valid UTF-8: ${escapePath(workspace)}`);
-  if (workspace !== '/' && workspace.split('/').slice(1).some((p) => p === '' || p === '.' || p === '..')) {
-    throw new SealError('SEAL_BAD_PATH', `workspace must be a canonical absolute path: ${escapePath(workspace)}`);
+  const path = checkString(name, raw).replace(/(?<=.)\/+$/, '');
+  if (!path.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be an absolute path: ${escapePath(path)}`);
+  if (path.includes('\0')) throw new SealError('SEAL_BAD_PATH', `${label} contains a NUL byte: ${escapePath(path)}`);
+  if (!isWellFormed(path)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(path)}`);
+  if (path !== '/' && path.split('/').slice(1).some((p) => p === '' || p === '.' || p === '..')) {
+    throw new SealError('SEAL_BAD_PATH', `${label} must be a canonical absolute path: ${escapePath(path)}`);
   }
-  return workspace;
+  return path;
 }
 
 /** True when a and b (component lists) are equal or one lies inside the other. */

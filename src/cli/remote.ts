@@ -1,7 +1,8 @@
 // remote.ts: `treeseal push`, `pull` and `cat`: a snapshot to or from an OCI registry repository, or one file of it.
+import { resolve } from 'node:path';
 import { Writable } from 'node:stream';
 
-import { catRemote, type CatReport, type PullReport, type PushReport, type RetryNotice, type SnapshotRef } from '../index.js';
+import { catRemote, escapePath, type CatReport, type PullReport, type PushReport, type RetryNotice, type SnapshotRef } from '../index.js';
 import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 
@@ -89,13 +90,17 @@ async function pull(ctx: Context): Promise<void> {
   const { ref, args } = snapshotRef(ctx, ['<remote>'], 0);
   const store = await ctx.store();
   const line = ctx.io.progress('pulling');
-  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
+  const sourceArg = stringOption(ctx, 'source');
+  // A relative --source names a path below the working directory, as capture's does.
+  const source = sourceArg === undefined ? {} : { source: resolve(sourceArg) };
+  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), ...source, insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
     : `${r.downloaded} of ${r.blobs} blobs downloaded (${bytes(r.bytesDownloaded)}), ${r.reused} contents (${bytes(r.reusedBytes)}) taken from local snapshots, all verified`;
   const from = typeof ref === 'string' ? r.remote : 'tag' in ref ? `${r.remote}:${ref.tag}` : `${r.remote}@${r.manifestDigest}`;
-  ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${from}: ${what} in ${ms(r.elapsedMs)}`);
+  const moved = r.remoteDigest === r.digest ? '' : ` (${r.remoteDigest.slice(0, 12)} there, published for ${escapePath(source.source!)})`;
+  ctx.io.emit(r, `pulled ${r.digest.slice(0, 12)} from ${from}${moved}: ${what} in ${ms(r.elapsedMs)}`);
 }
 
 async function cat(ctx: Context): Promise<void> {
@@ -142,7 +147,7 @@ export const PULL: CommandSpec = {
   name: 'pull',
   synopsis: 'pull <digest> <remote>',
   summary: 'pull a snapshot from an OCI registry, verified',
-  help: `usage: treeseal pull <digest> <remote> [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
+  help: `usage: treeseal pull <digest> <remote> [--source DIR] [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
        treeseal pull --tag NAME <remote> [options]
        treeseal pull --manifest DIGEST <remote> [options]
 
@@ -154,6 +159,8 @@ local snapshots instead of downloaded. Pulls of one snapshot into one store at t
 download it once: the later ones wait, then find it published.
   --tag NAME          pull the snapshot tag NAME names
   --manifest DIGEST   pull the snapshot of the image manifest DIGEST
+  --source DIR        publish it for source path DIR (the same tree checked out there): its digest is
+                      the one a capture of DIR gives; proven as the registry holds it first
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
@@ -165,6 +172,7 @@ credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_P
   options: {
     tag: { type: 'string' },
     manifest: { type: 'string' },
+    source: { type: 'string' },
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },

@@ -46,6 +46,23 @@ export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 
   return { digest, manifestDigest: manifest, mountBinding };
 }
 
+/**
+ * The same snapshot captured at another source path: its entries and every digest of
+ * them unchanged, its snapshot digest (which folds in the source) recomputed.
+ */
+export function withSource<T extends StoredSnapshot>(d: T, source: string): T {
+  const digest = snapshotDigest({
+    source,
+    revision: d.revision,
+    declarations: d.declarations,
+    exclude: d.exclude,
+    manifestDigest: d.manifestDigest,
+    mountContentDigest: d.mountBinding.contentDigest,
+    mountManifestDigest: d.mountBinding.manifestDigest,
+  });
+  return { ...d, source, digest };
+}
+
 /** manifest.json as pieces: the document's skeleton, each entry list in its place (encoded in chunks as it is written). */
 export function encodeDocumentPieces(d: StoredSnapshot): Piece[] {
   const doc = {

@@ -68,7 +68,14 @@ export interface PushOptions extends RemoteOptions {
   tag?: string;
 }
 
-export type PullOptions = RemoteOptions;
+export interface PullOptions extends RemoteOptions {
+  /**
+   * The local source path to publish the snapshot for (absolute, canonical): the same tree
+   * as captured at this path, so its digest is the one a capture here would give. The
+   * snapshot is proven as the registry holds it first. Default: the path it was captured at.
+   */
+  source?: string;
+}
 
 export interface PushReport {
   digest: string;
@@ -90,8 +97,10 @@ export interface PushReport {
 }
 
 export interface PullReport {
-  /** The snapshot's digest, recomputed from the config pulled (or the one asked for, when the store held it). */
+  /** The snapshot's digest, recomputed from the config pulled (or the one asked for, when the store held it); for options.source, the local one. */
   digest: string;
+  /** The snapshot digest the registry holds: `digest`, unless options.source published it for another path. */
+  remoteDigest: string;
   remote: string;
   /** The tag pulled: `ts-<digest>` for a pull by digest, the tag for a pull by tag; undefined for a pull by manifest digest. */
   tag: string | undefined;

@@ -11,6 +11,8 @@ export interface Fetched {
   /** The config blob (its size and sha256 already proven against the descriptor). */
   config: string;
   artifact: Artifact;
+  /** The local source path to publish the snapshot for (options.source), when it is not the one captured. */
+  source?: string | undefined;
 }
 
 /**

@@ -11,7 +11,7 @@ import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
-import type { StoredSnapshot } from '../document.js';
+import { documentText, withSource, type StoredSnapshot } from '../document.js';
 import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountDir } from '../layout.js';
 import { areasOf, buildAreas, makeDir } from '../manifest-tree.js';
 import { freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
@@ -50,6 +50,8 @@ export interface FileToPull {
 
 export interface PullStart {
   id: number;
+  /** The digest it publishes under: the registry's, or the one for options.source. */
+  digest: string;
   /** Absolute path of the build, where the caller streams large files (`<area>/<path>`). */
   buildPath: string;
   /** What is still to download. */
@@ -160,9 +162,13 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
  * already has. Returns what is left to download.
  */
 export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullStart {
-  const { data, layout, packDigests } = proveSnapshot(fetched);
+  const { data: proven, layout, packDigests } = proveSnapshot(fetched);
+  // Proven as the registry holds it; published, when asked, for the local source path.
+  const rebased = fetched.source !== undefined && fetched.source !== proven.source;
+  const data = rebased ? withSource(proven, fetched.source!) : proven;
+  const config = rebased ? documentText(data) : fetched.config;
   const build = openBuild(sys, storeRoot);
-  const s: PullState = { build, data, config: fetched.config, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const s: PullState = { build, data, config, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     makeSkeleton(sys, s);
     const { reused, reusedBytes } = reuseLocal(sys, s);
@@ -171,7 +177,7 @@ export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullSt
     const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packDigests[index]!, size: p.size }]));
     const files = layout.files.flatMap((f, index) => (s.have.has(f.sha256) ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
     const blobs = 1 + fetched.artifact.pieces.length + layout.packs.length + layout.files.length;
-    return { id, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
+    return { id, digest: data.digest, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
   } catch (err) {
     build[Symbol.dispose]();
     throw err;

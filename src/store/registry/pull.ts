@@ -4,6 +4,7 @@ import { close, write } from 'node:fs';
 import { promisify } from 'node:util';
 
 import { SealError } from '../../base/errors.js';
+import { checkAbsolutePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact, type Artifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
@@ -224,8 +225,10 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
   const checked = checkRemoteOptions(remoteText, options);
   const { remote } = checked;
   const tag = ref.kind === 'manifest' ? undefined : manifestReference(ref);
+  const source = options.source === undefined ? undefined : checkAbsolutePath(options.source, 'options.source', 'source');
   const held = (digest: string, manifestDigest: string | undefined): PullReport => ({
     digest,
+    remoteDigest: digest,
     remote: remote.text,
     tag,
     manifestDigest,
@@ -237,21 +240,23 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
     reusedBytes: 0,
     elapsedMs: performance.now() - started,
   });
-  if (ref.kind === 'digest' && target.has(ref.digest)) return held(ref.digest, undefined);
+  // What the store holds is named by the registry's digest, which a snapshot for another source path does not have.
+  const mayHold = source === undefined;
+  if (mayHold && ref.kind === 'digest' && target.has(ref.digest)) return held(ref.digest, undefined);
   const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   // Every connection the pull opened is closed when it ends, however it ends.
   try {
     let manifest = ref.kind === 'digest' ? undefined : await readManifest(client, ref, remote.text);
     const digest = manifest === undefined ? (ref as { digest: string }).digest : claimedDigest(manifest);
-    if (manifest !== undefined && (await heldLocally(target, digest, manifest))) return held(digest, manifest.digest);
+    if (mayHold && manifest !== undefined && (await heldLocally(target, digest, manifest))) return held(digest, manifest.digest);
     const lock = await takePullLock(target, digest, options.signal);
     try {
       // Another pull of this snapshot may have published it while this one waited.
-      if (await heldLocally(target, digest, manifest)) return held(digest, manifest?.digest);
+      if (mayHold && (await heldLocally(target, digest, manifest))) return held(digest, manifest?.digest);
       manifest ??= await readManifest(client, ref, remote.text);
-      const fetched = await fetchConfig(client, manifest, digest, checked.concurrency);
+      const fetched = { ...(await fetchConfig(client, manifest, digest, checked.concurrency)), source };
       const report = await download(target, client, fetched, checked.concurrency, options);
-      return { digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
+      return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
     } finally {
       await runJob(target.sys, 'pullUnlock', [target.storeRoot, digest, lock]);
     }
@@ -267,7 +272,7 @@ async function download(
   fetched: Fetched,
   concurrency: number,
   options: PullOptions,
-): Promise<Pick<PullReport, 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
+): Promise<Pick<PullReport, 'digest' | 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
   const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
   const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
   const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
@@ -291,6 +296,7 @@ async function download(
     throw err;
   }
   return {
+    digest: start.digest,
     blobs: start.blobs,
     downloaded: 1 + fetched.artifact.pieces.length + start.packs.length + start.files.length,
     bytesDownloaded: client.bytesDown,

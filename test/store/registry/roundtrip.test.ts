@@ -10,7 +10,7 @@ import { SnapshotStore } from '../../../dist/index.js';
 import { cutPieces } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
-import { checkNoFileFdLeaks, repoName, testRegistry, tokenProxy } from './harness.js';
+import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
 const registry = await testRegistry('plain');
 const CLI = fileURLToPath(new URL('../../../dist/cli.js', import.meta.url));
@@ -146,10 +146,37 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(r.bytesUploaded).toBeLessThan(root.length + 4096);
     // Pulled at its own path: its own digest, the same tree.
     const pulled = await b.pull(second.digest, remote);
-    expect(pulled).toMatchObject({ digest: second.digest, existed: false });
+    expect(pulled).toMatchObject({ digest: second.digest, remoteDigest: second.digest, existed: false });
     expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
+
+    // The first snapshot, published for a third runner's path: the digest a capture there gives, proven as pushed first.
+    const third = join(work, 'checkouts/job-3/source');
+    mkdirSync(join(work, 'checkouts/job-3'));
+    execFileSync('cp', ['-a', source, third]);
+    const local = await a.capture({ source: third, ...CAPTURE });
+    const c = await SnapshotStore.open(join(work, 'c'));
+    const moved = await c.pull(first.digest, remote, { source: `${third}/` });
+    expect(moved).toMatchObject({ digest: local.digest, remoteDigest: first.digest, existed: false });
+    const snap = c.get(local.digest);
+    expect([snap.source, c.list()]).toEqual([third, [local.digest]]);
+    expect(snap.toJSON()).toEqual(local.toJSON());
+    expect(await snap.verify()).toEqual(await local.verify());
+    expect(describeTree(snap.root)).toEqual(describeTree(local.root));
+    // Again: the store holds it under the local digest (published once, nothing left behind).
+    expect(await c.pull(first.digest, remote, { source: third })).toMatchObject({ digest: local.digest, remoteDigest: first.digest });
+    expect(storeLeftovers(c.root)).toEqual([`snapshots/${local.digest}`]);
+    // Its own source path changes nothing.
+    expect(await c.pull(second.digest, remote, { source: elsewhere })).toMatchObject({ digest: second.digest, remoteDigest: second.digest });
+    const bad = [
+      [await fails(c.pull(first.digest, remote, { source: 'checkouts/job-3' })), 'SEAL_BAD_PATH', 'source must be an absolute path: checkouts/job-3'],
+      [await fails(c.pull(first.digest, remote, { source: '/ci/../job' })), 'SEAL_BAD_PATH', 'source must be a canonical absolute path: /ci/../job'],
+    ] as const;
+    for (const [err, code, message] of bad) expect([err.code, err.message]).toEqual([code, message]);
+    const typeErr = await c.pull(first.digest, remote, { source: 42 as never }).catch((e: unknown) => e as NodeJS.ErrnoException);
+    expect([typeErr instanceof TypeError, (typeErr as NodeJS.ErrnoException).code]).toEqual([true, 'ERR_INVALID_ARG_TYPE']);
     await a.close();
     await b.close();
+    await c.close();
   });
 
   it('mounts blobs from another repository of the same registry instead of uploading them', async () => {
@@ -202,6 +229,11 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     const human = await run(join(work, 'c'), 'pull', snap.digest, remote);
     expect(human.status).toBe(0);
     expect(human.stdout).toMatch(new RegExp(`^pulled ${snap.digest.slice(0, 12)} from ${remote}: 5 of 5 blobs downloaded \\(.+\\), 0 contents \\(0 B\\) taken from local snapshots, all verified in `));
+    // --source: published for another path (relative to the working directory), the line says both digests.
+    const moved = await run(join(work, 'e'), 'pull', snap.digest, remote, '--source', 'relative/checkout');
+    expect(moved.stderr).toBe('');
+    const m = new RegExp(`^pulled ([0-9a-f]{12}) from ${remote} \\(${snap.digest.slice(0, 12)} there, published for ${process.cwd()}/relative/checkout\\): 5 of 5 blobs downloaded`).exec(moved.stdout);
+    expect(m?.[1]).not.toBe(snap.digest.slice(0, 12));
     const missing = await run(join(work, 'd'), 'pull', 'f'.repeat(64), remote);
     expect(missing.status).toBe(1);
     expect(missing.stderr).toBe(`treeseal: SEAL_REMOTE: snapshot ${'f'.repeat(64)} is not in ${remote} (no tag ts-${'f'.repeat(64)}): HTTP 404 MANIFEST_UNKNOWN (manifest unknown)\n`);
