@@ -34,6 +34,7 @@ export const GUARD_MODULES = {
   'src/capture/links.ts': { tests: ['test/capture/mount-links.test.ts', 'test/capture/copy-links.test.ts', 'test/capture/capture.test.ts', 'test/store/document-check.test.ts'] },
   'src/store/document-check.ts': { tests: ['test/store/document-check.test.ts', 'test/store/registry/crafted.test.ts'] },
   'src/base/clone-names.ts': { tests: ['test/store/document-check.test.ts', 'test/capture/capture.test.ts'] },
+  'src/store/registry/pieces.ts': { tests: ['test/store/registry/pieces.test.ts', 'test/store/registry/mapping.test.ts'] },
 };
 
 /** The mutant switch Stryker's instrumenter writes around mutant `id` (mutation switching). */

@@ -36,7 +36,7 @@ export const MAX_FILE_LAYERS = 64;
  */
 export const MAX_PACKS = 368;
 /** Packs are sized towards this (the bucket count doubles until they are no bigger on average). */
-export const PACK_TARGET_BYTES = 256 * 1024;
+export const PACK_TARGET_BYTES = 512 * 1024;
 
 /** Where a content lives in a snapshot: its area (`copy`, `mounts/00000`) and its manifest path there. */
 export interface Place {

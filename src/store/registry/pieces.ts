@@ -9,7 +9,7 @@ export const MAX_PIECES = 64;
 /** A piece ends after an entry whose path hashes to 0 in its low bits: at least this many, more for a larger tree. */
 const MIN_CUT_BITS = 6;
 /** ... once it holds this many bytes: a small tree's list is one piece. */
-const MIN_PIECE_BYTES = 64 * 1024;
+const MIN_PIECE_BYTES = 128 * 1024;
 /** The largest root document a pull accepts. */
 export const MAX_ROOT_BYTES = 64 * 1024 * 1024;
 

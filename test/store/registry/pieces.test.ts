@@ -100,6 +100,71 @@ describe('snapshot metadata in pieces', () => {
     expect(read.distinct).toEqual([pieces[0]!.digest]);
   });
 
+  it('cuts by the rule the format states: after an entry whose quoted path has FNV-1a 0 in the low bits, once the piece holds 128 KiB (pinned: a change of the cut re-sends every piece)', () => {
+    const { doc, root, pieces } = cut(snapshot(100_000));
+    expect([doc.length, pieces.length]).toEqual([14_700_537, 55]);
+    expect(pieces.slice(0, 3).map((p) => [p.start, p.end])).toEqual([
+      [109, 155_850],
+      [155_851, 773_985],
+      [773_986, 930_393],
+    ]);
+    expect(sha(pieces.map((p) => p.digest).join(','))).toBe('40cc7d5ec44109dcbcf8165724fd63129d7f3694ac1fb0714c0dec52813733a4');
+    expect(sha(root)).toBe('781b44a746a28505a1c208a3eadcc4ca8a15429b943059fa994626dad780c178');
+    // The rule, worked out here on its own: the fewest bits (from 6) that give at most MAX_PIECES pieces.
+    const fnv = (bytes: Buffer): number => {
+      let h = 0x811c9dc5;
+      for (const b of bytes) h = Math.imul(h ^ b, 0x01000193);
+      return h >>> 0;
+    };
+    const list = doc.subarray(pieces[0]!.start - 1, pieces[pieces.length - 1]!.end + 1);
+    const entries = JSON.parse(list.toString('latin1')) as { path: string }[];
+    const texts = entries.map((e) => JSON.stringify(e, Object.keys(e).sort()));
+    const hashes = entries.map((e) => fnv(Buffer.from(JSON.stringify(e.path), 'latin1')));
+    const rule = (bits: number): number[] => {
+      const ends: number[] = [];
+      let size = -1;
+      texts.forEach((t, i) => {
+        size += t.length + 1;
+        if (((hashes[i]! & (2 ** bits - 1)) === 0 && size >= 128 * 1024) || i === texts.length - 1) {
+          ends.push(i);
+          size = -1;
+        }
+      });
+      return ends;
+    };
+    let bits = 6;
+    while (rule(bits).length > MAX_PIECES) bits++;
+    expect(bits).toBeGreaterThan(6);
+    const counts = pieces.map((p) => JSON.parse(`[${doc.toString('latin1', p.start, p.end)}]`).length as number);
+    const ends = counts.map((_, i) => counts.slice(0, i + 1).reduce((a, b) => a + b, 0) - 1);
+    expect(ends).toEqual(rule(bits));
+  });
+
+  it('cuts a document wherever its bytes lie in memory (offsets are into the document)', () => {
+    const { doc, pieces } = cut(snapshot(3_000));
+    const padded = Buffer.concat([Buffer.alloc(777, 0x20), doc]).subarray(777);
+    expect(cutPieces(padded).pieces).toEqual(pieces);
+  });
+
+  it('refuses to cut a document with an entry that has no path (it never cuts one it cannot read)', () => {
+    const { doc } = cut(snapshot(3));
+    const text = doc.toString('latin1');
+    const refused = (t: string): string => {
+      try {
+        cutPieces(Buffer.from(t, 'latin1'));
+      } catch (err) {
+        return `${(err as { code: string }).code}: ${(err as Error).message}`;
+      }
+      return 'cut';
+    };
+    const noPath = 'SEAL_CORRUPT: snapshot manifest is corrupt: an entry has no path';
+    // The first entry without its path (the next one has one), the last without its path, every entry without.
+    expect(refused(text.replace('"path":"t",', ''))).toBe(noPath);
+    expect(refused(text.replace(/"path":"t\/f000002",/, ''))).toBe(noPath);
+    expect(refused(text.replaceAll(/"path":"[^"]*",/g, ''))).toBe(noPath);
+    expect(refused(text.replace(',"entries":[', ',"entrees":['))).toBe('SEAL_CORRUPT: snapshot manifest is corrupt: no entries');
+  });
+
   it('refuses a root whose lists are not canonical lists of sha256 digests', () => {
     const { root, pieces } = cut(snapshot(20));
     const d = pieces[0]!.digest;
@@ -116,6 +181,9 @@ describe('snapshot metadata in pieces', () => {
     expect(refused(root.replace(`["${d}"]`, `[ "${d}"]`))).toBe(`${bad}a list of pieces is not in canonical form`);
     expect(refused(root.replace(`["${d}"]`, `["${d.replace('sha256', 'sha512')}"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
     expect(refused(root.replace(`["${d}"]`, `[{"digest":"${d}"}]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `["x${d}"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `["${d}0"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `["${d}","sha256:"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
     expect(refused(root.replace(`["${d}"]`, `["${d}",]`))).toBe(`${bad}a list of pieces is not JSON`);
     expect(refused('{"schema_version":3}')).toBe(`${bad}no entries`);
   });
