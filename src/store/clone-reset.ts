@@ -1,11 +1,11 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openBeneath, openRealDir, openRepairableDir, openUpDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
+import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, type CloneReport } from './clone-check.js';
@@ -14,7 +14,8 @@ import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
+import { sweepCloneStages } from './clone-stage.js';
+import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
 import { makeDir, childrenOf } from './manifest-tree.js';
 import {
@@ -85,80 +86,6 @@ function bindingError(ledger: Ledger, digest: string, clone: string): SealError 
     'SEAL_BINDING',
     `clone was materialized from snapshot ${ledger.digest}, not ${digest} (its ledger records the other; materialize it, or diff with verify to hash it against this one): ${escapePath(clone)}`,
   );
-}
-
-/**
- * Removes entries from a clone without following a link, in a bounded stack and a bounded
- * number of fds however deep the tree (an agent can make one 10k directories deep): each
- * directory met is first moved (one rename on the clone's filesystem) into the old/ area
- * of a locked stage inside the clone, then emptied there, so no walk goes below one level.
- * The stage is made on the first directory and removed at dispose; one left by a process
- * that died is swept by the next reset or materialize.
- */
-class Trash implements Disposable {
-  #stage: CloneStage | undefined;
-  #slots = 0;
-
-  constructor(
-    readonly sys: Sys,
-    readonly cloneFd: number,
-  ) {}
-
-  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN). */
-  remove(dirFd: number, name: string | Buffer, type: number): void {
-    const { sys } = this;
-    if (type !== DT_DIR && type !== DT_UNKNOWN) return removeAt(sys, dirFd, name, type);
-    // Not known (DT_UNKNOWN): what is not a directory is unlinked as it is.
-    if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return removeAt(sys, dirFd, name, DT_REG);
-    this.#stage ??= openCloneStage(sys, this.cloneFd);
-    const trash = this.#stage.oldFd;
-    const pending = [this.#moveAside(dirFd, name)];
-    for (let slot = pending.pop(); slot !== undefined; slot = pending.pop()) {
-      let fd: number;
-      try {
-        fd = openRepairableDir(sys, trash, slot);
-      } catch (err) {
-        // Not a directory after all (d_type was stale): unlinked as what it is.
-        if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
-        removeAt(sys, trash, slot, DT_REG);
-        continue;
-      }
-      {
-        using dir = own(sys, fd);
-        try {
-          sys.fchmod(dir.fd, 0o700);
-        } catch (err) {
-          if (!hasCode(err, 'EPERM')) throw err;
-        }
-        for (const item of sys.readdir(dir.fd)) {
-          if (item.type === DT_DIR) pending.push(this.#moveAside(dir.fd, item.name));
-          else removeAt(sys, dir.fd, item.name, item.type);
-        }
-      }
-      sys.unlinkat(trash, slot, AT_REMOVEDIR);
-    }
-  }
-
-  /**
-   * Renames the directory dirFd/name into the trash under a new slot name; returns the
-   * slot. Moving a directory to another parent rewrites its `..`, which needs write
-   * permission on it: one the agent made read-only (EACCES without root) is opened up
-   * first (openUpDir).
-   */
-  #moveAside(dirFd: number, name: string | Buffer): string {
-    const slot = String(this.#slots++);
-    try {
-      this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
-    } catch (err) {
-      if (!hasCode(err, 'EACCES') || !openUpDir(this.sys, dirFd, name)) throw err;
-      this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
-    }
-    return slot;
-  }
-
-  [Symbol.dispose](): void {
-    this.#stage?.[Symbol.dispose]();
-  }
 }
 
 /** What one reset walks with. */

@@ -6,16 +6,16 @@ import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { throttled, type ProgressFn } from '../base/progress.js';
+import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
-import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf, makeDir } from './manifest-tree.js';
-import { directoryRoots, isBelow, onBtrfs } from './subvolumes.js';
-import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
+import { directoryRoots, onBtrfs } from './subvolumes.js';
+import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
@@ -27,73 +27,11 @@ import { readingSnapshot } from './lock.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { keepMtime } from '../base/times.js';
 import { keepRootMtimes } from './clone-times.js';
+import { DEFAULT_FALLBACK_BYTES, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run } from './materialize-run.js';
+import { snapshotRoot } from './materialize-subvolume.js';
 
-export type ReflinkMode = 'auto' | 'always' | 'never';
-
-export interface MaterializeOptions {
-  /** auto: clone, else an in-kernel (copy_file_range) or buffered copy within fallbackBytes; always: clone or fail; never: independent buffered copies. */
-  reflink?: ReflinkMode;
-  /** Cap on the data bytes copied (not cloned) by one call, holes not counted (default 512 MiB). */
-  fallbackBytes?: number;
-  /** Called now and then with the files and bytes materialized so far. */
-  onProgress?: ProgressFn;
-  /** Make the clone directory when only its last component is missing (never through a symlink). */
-  createClone?: boolean;
-}
-
-export interface MaterializeReport {
-  files: number;
-  directories: number;
-  /** Symlinks made (copy roots captured with links: 'contained'). */
-  symlinks: number;
-  reflinked: number;
-  copied: number;
-  /** Data bytes the copies wrote (holes are not written, and not counted). */
-  bytesCopied: number;
-  /**
-   * Set when reflink 'auto' had to copy a file instead of cloning it: why, naming the
-   * store's and the clone's filesystems ("the filesystems cannot share extents (store on
-   * ext4, clone on tmpfs)"). Absent when every file was cloned, and with 'never'.
-   */
-  copyReason?: string;
-  /** Directory copy roots made as one writable btrfs snapshot each of the store's subvolume (their entries are counted above too). */
-  snapshotted: number;
-  /** Directory copy roots a store on btrfs holds that were not snapshotted, and why (built per file instead). */
-  fallbacks: SnapshotFallback[];
-  elapsedMs: number;
-  /**
-   * True when the clone held this snapshot's ledger (an earlier materialize of it there):
-   * only what differed from the ledger was restored, as `reset` does, and the counts above
-   * are of what was made again; false for a whole materialize.
-   */
-  reset: boolean;
-}
-
-/** A copy root materialize built per file where a snapshot was possible in principle: its path and the reason. */
-export interface SnapshotFallback {
-  root: string;
-  reason: string;
-}
-
-export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
-
-/** One materialize's (or reset's) state: how files are filled, what it made, and the ledger it records. */
-export interface Run {
-  sys: Sys;
-  mode: ReflinkMode;
-  fallbackBytes: number;
-  cloneWorks: boolean | undefined;
-  /** copy_file_range between the snapshot and the clone (auto only). */
-  rangeWorks: boolean | undefined;
-  buffer: Buffer;
-  report: MaterializeReport;
-  progress: (entries: number, bytes: number, force?: boolean) => void;
-  bytes: number;
-  /** The directory copy roots to try as snapshots (the store is on btrfs), by path. */
-  snapshotRoots: ReadonlySet<string>;
-  /** What is made, as the clone's ledger records it (paths are the manifest's). */
-  ledger: Ledger;
-}
+export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, SnapshotFallback } from './materialize-run.js';
+export { DEFAULT_FALLBACK_BYTES } from './materialize-run.js';
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
   return new SealError('SEAL_CORRUPT', `${what}: ${escapePath(rel)}`, { path: rel });
@@ -196,70 +134,6 @@ export function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: Mani
     throwIfRefused(err, `snapshot directory cannot be opened: ${escapePath(entry.path)}`, entry.path);
     throw new SealError('SEAL_CORRUPT', `snapshot directory changed: ${escapePath(entry.path)}`, { path: entry.path, cause: err });
   }
-}
-
-/** Why the stored copy root open at storeDir cannot be snapshotted into the clone, or undefined when it can be tried. */
-function whyNoSnapshot(run: Run, storeDir: number): string | undefined {
-  if (run.mode === 'never') return "reflink: 'never' asks for copies that share nothing with the store";
-  const flags = subvolumeFlags(run.sys, storeDir);
-  if (flags === undefined) return 'the copy root is not a subvolume in the store (captured before subvolumes, pulled, or built where the kernel made none)';
-  if ((flags & BTRFS_SUBVOL_RDONLY) === 0) return "the copy root's subvolume in the store is writable (verify the snapshot)";
-  const uid = run.sys.fstat(storeDir).uid;
-  // A snapshot keeps its source's owners: the clone would not be this user's.
-  if (uid !== process.geteuid!()) return `the copy root's subvolume in the store belongs to uid ${uid}, not to this user`;
-  return undefined;
-}
-
-/** What a snapshot of the root at `root` puts in the clone: the directories of children below it, and counts by kind. */
-function subtreeOf(children: Map<string, ManifestEntry[]>, root: string): { keys: string[]; files: number; directories: number; links: ManifestEntry[]; bytes: number } {
-  const out = { keys: [] as string[], files: 0, directories: 0, links: [] as ManifestEntry[], bytes: 0 };
-  for (const [key, list] of children) {
-    if (!isBelow(key, root)) continue;
-    out.keys.push(key);
-    for (const e of list) {
-      if (e.kind === 'file') {
-        out.files++;
-        out.bytes += e.size;
-      } else if (e.kind === 'directory') out.directories++;
-      else out.links.push(e);
-    }
-  }
-  return out;
-}
-
-/**
- * The root `entry` as one writable snapshot (BTRFS_IOC_SNAP_CREATE_V2) of its read-only
- * subvolume in the store (open at storeDir), made as stageDir/name: its tree is already a
- * clone's (directories 0700, files 0600/0700, recorded mtimes), so nothing below it is
- * built. undefined when it cannot be (the reason goes in the report): it is built per file.
- */
-function snapshotRoot(run: Run, children: Map<string, ManifestEntry[]>, stageDir: number, name: string, entry: ManifestEntry, storeDir: Fd, links: CloneLinks): Fd | undefined {
-  const { sys } = run;
-  let reason = whyNoSnapshot(run, storeDir.fd);
-  const subtree = subtreeOf(children, entry.path);
-  // Links are checked against the rule as they would be made (a crafted document is refused either way).
-  for (const link of subtree.links) links.check(link);
-  if (reason === undefined) {
-    try {
-      sys.btrfs_snap_create(stageDir, name, storeDir.fd, 0);
-    } catch (err) {
-      if (!isSystemError(err)) throw err;
-      reason = hasCode(err, 'EXDEV', 'ENOTTY') ? `the clone is not on the store's btrfs filesystem (${err.message})` : `the kernel refused the snapshot (${err.message})`;
-    }
-  }
-  if (reason !== undefined) {
-    run.report.fallbacks.push({ root: entry.path, reason });
-    return undefined;
-  }
-  const dir = own(sys, openChildDir(sys, stageDir, name));
-  for (const key of subtree.keys) children.delete(key);
-  run.report.snapshotted++;
-  run.report.files += subtree.files;
-  run.report.directories += subtree.directories;
-  run.report.symlinks += subtree.links.length;
-  run.bytes += subtree.bytes;
-  run.progress(run.report.files, run.bytes);
-  return dir;
 }
 
 /**

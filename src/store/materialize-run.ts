@@ -1,0 +1,71 @@
+// materialize-run.ts: what materialize takes and reports, and the state one materialize (or reset) carries from file to file.
+import type { ProgressFn } from '../base/progress.js';
+import type { Sys } from '../sys/native.js';
+import type { Ledger } from './clone-ledger.js';
+
+export type ReflinkMode = 'auto' | 'always' | 'never';
+
+export interface MaterializeOptions {
+  /** auto: clone, else an in-kernel (copy_file_range) or buffered copy within fallbackBytes; always: clone or fail; never: independent buffered copies. */
+  reflink?: ReflinkMode;
+  /** Cap on the data bytes copied (not cloned) by one call, holes not counted (default 512 MiB). */
+  fallbackBytes?: number;
+  /** Called now and then with the files and bytes materialized so far. */
+  onProgress?: ProgressFn;
+  /** Make the clone directory when only its last component is missing (never through a symlink). */
+  createClone?: boolean;
+}
+
+export interface MaterializeReport {
+  files: number;
+  directories: number;
+  /** Symlinks made (copy roots captured with links: 'contained'). */
+  symlinks: number;
+  reflinked: number;
+  copied: number;
+  /** Data bytes the copies wrote (holes are not written, and not counted). */
+  bytesCopied: number;
+  /**
+   * Set when reflink 'auto' had to copy a file instead of cloning it: why, naming the
+   * store's and the clone's filesystems ("the filesystems cannot share extents (store on
+   * ext4, clone on tmpfs)"). Absent when every file was cloned, and with 'never'.
+   */
+  copyReason?: string;
+  /** Directory copy roots made as one writable btrfs snapshot each of the store's subvolume (their entries are counted above too). */
+  snapshotted: number;
+  /** Directory copy roots a store on btrfs holds that were not snapshotted, and why (built per file instead). */
+  fallbacks: SnapshotFallback[];
+  elapsedMs: number;
+  /**
+   * True when the clone held this snapshot's ledger (an earlier materialize of it there):
+   * only what differed from the ledger was restored, as `reset` does, and the counts above
+   * are of what was made again; false for a whole materialize.
+   */
+  reset: boolean;
+}
+
+/** A copy root materialize built per file where a snapshot was possible in principle: its path and the reason. */
+export interface SnapshotFallback {
+  root: string;
+  reason: string;
+}
+
+export const DEFAULT_FALLBACK_BYTES = 512 * 1024 * 1024;
+
+/** One materialize's (or reset's) state: how files are filled, what it made, and the ledger it records. */
+export interface Run {
+  sys: Sys;
+  mode: ReflinkMode;
+  fallbackBytes: number;
+  cloneWorks: boolean | undefined;
+  /** copy_file_range between the snapshot and the clone (auto only). */
+  rangeWorks: boolean | undefined;
+  buffer: Buffer;
+  report: MaterializeReport;
+  progress: (entries: number, bytes: number, force?: boolean) => void;
+  bytes: number;
+  /** The directory copy roots to try as snapshots (the store is on btrfs), by path. */
+  snapshotRoots: ReadonlySet<string>;
+  /** What is made, as the clone's ledger records it (paths are the manifest's). */
+  ledger: Ledger;
+}
