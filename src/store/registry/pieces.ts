@@ -57,7 +57,7 @@ function entriesOf(list: Buffer, offset: number, bad: (why: string) => SealError
     const entryEnd = sep < 0 || sep >= last ? last : sep + 1;
     const path = list.indexOf(PATH_KEY, entryStart);
     const sha = path < 0 ? -1 : list.indexOf(SHA_KEY, path);
-    if (path < 0 || sha < 0 || sha > entryEnd) throw bad('an entry has no path');
+    if (path < 0 || sha < 0 || sha > entryEnd) throw bad('an entry has no path and sha256');
     out.ends.push(offset + entryEnd);
     out.hashes.push(pathHash(list, path + PATH_KEY.length, sha));
     entryStart = entryEnd + 1;

@@ -157,10 +157,11 @@ describe('snapshot metadata in pieces', () => {
       }
       return 'cut';
     };
-    const noPath = 'SEAL_CORRUPT: snapshot manifest is corrupt: an entry has no path';
-    // The first entry without its path (the next one has one), the last without its path, every entry without.
+    const noPath = 'SEAL_CORRUPT: snapshot manifest is corrupt: an entry has no path and sha256';
+    // The first entry without its path (the next one has one), the last without its path or its sha256, every entry without a path.
     expect(refused(text.replace('"path":"t",', ''))).toBe(noPath);
     expect(refused(text.replace(/"path":"t\/f000002",/, ''))).toBe(noPath);
+    expect(refused(text.replace(/("path":"t\/f000002"),"sha256":"[0-9a-f]{64}"/, '$1'))).toBe(noPath);
     expect(refused(text.replaceAll(/"path":"[^"]*",/g, ''))).toBe(noPath);
     expect(refused(text.replace(',"entries":[', ',"entrees":['))).toBe('SEAL_CORRUPT: snapshot manifest is corrupt: no entries');
   });
@@ -184,6 +185,7 @@ describe('snapshot metadata in pieces', () => {
     expect(refused(root.replace(`["${d}"]`, `["x${d}"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
     expect(refused(root.replace(`["${d}"]`, `["${d}0"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
     expect(refused(root.replace(`["${d}"]`, `["${d}","sha256:"]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
+    expect(refused(root.replace(`["${d}"]`, `[["${d}"]]`))).toBe(`${bad}a list of pieces holds other than sha256 digests`);
     expect(refused(root.replace(`["${d}"]`, `["${d}",]`))).toBe(`${bad}a list of pieces is not JSON`);
     expect(refused('{"schema_version":3}')).toBe(`${bad}no entries`);
   });
