@@ -55,12 +55,12 @@ for p in "${parents[@]}"; do chmod o+rx "$p"; done
 echo "as-unprivileged: $user (uid $uid) in $work/repo; copied in $(($(date +%s) - started)) s" >&2
 
 # By default: the store (registry suites that build, read or remove store files included), tools and CLI suites.
-# The registry's protocol suites (auth, TLS, proxies, deadlines, transfers, transport, option checks, cat: no store) and
-# its in-memory ones (mapping, pieces) run as root only: what they test is the same for any user, and they are a third
-# of the pass's time.
+# The registry's protocol suites (auth, TLS, proxies, deadlines, transfers, transport, option checks, cat: no store),
+# its in-memory ones (mapping, pieces) and the crafted documents (refused before a file of the build is made) run as root
+# only: what they test is the same for any user, and they are a third of the pass's time.
 if [ "$#" -eq 0 ]; then
   set -- test/store test/tools test/cli
-  for s in auth-challenges auth ca-file cat credential-helpers deadlines mapping option-errors origins pieces proxy transfers transport; do
+  for s in auth-challenges auth ca-file cat crafted credential-helpers deadlines mapping option-errors origins pieces proxy transfers transport; do
     set -- "$@" --exclude "test/store/registry/$s.test.ts"
   done
 fi
