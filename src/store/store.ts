@@ -305,12 +305,13 @@ export class SnapshotStore {
    * Pulls a snapshot from an OCI registry repository into this store: by its digest (all
    * 64 digits, from tag `ts-<digest>`), by `{ tag }` (a tag push set) or by `{ manifest }`
    * (its image manifest's digest, `sha256:…`, which the manifest's bytes must hash to).
-   * Proves the snapshot digest from the config (by tag or manifest: the one the manifest
+   * Proves the snapshot digest from its metadata (by tag or manifest: the one the manifest
    * claims), every blob and every file; contents the store already holds are reflinked or
    * copied from local snapshots instead of downloaded. Nothing is published unless
    * everything checks out. Concurrent pulls of one snapshot into one store (in this
    * process or others) download it once: each waits for the one before it, then finds
-   * the snapshot published (`existed`).
+   * the snapshot published (`existed`). `options.source` publishes it for that local
+   * source path (the same tree checked out there), under the digest a capture there gives.
    */
   async pull(snapshot: SnapshotRef, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();

@@ -1,4 +1,4 @@
-// cat.ts: catRemote: one file of a snapshot in a registry, fetched alone (the manifest, the config, a Range of its pack or its blob) and proven against its sha256 before a byte is handed out.
+// cat.ts: catRemote: one file of a snapshot in a registry, fetched alone (the manifest, the snapshot's metadata, a Range of its pack or its blob) and proven against its sha256 before a byte is handed out.
 import { createHash } from 'node:crypto';
 import { constants as bufferConstants } from 'node:buffer';
 import { write } from 'node:fs';
@@ -23,7 +23,7 @@ const writeFd = promisify(write);
 
 /** The most of a file's bytes held in memory by default (see CatOptions.maxBytes). */
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
-/** A config up to this size is proven on the calling thread (about 80k files); a larger one on the worker thread. */
+/** A snapshot manifest up to this size is proven on the calling thread (about 80k files); a larger one on the worker thread. */
 const INLINE_CONFIG_BYTES = 16 * 1024 * 1024;
 /** Bytes per write when a spooled file is copied to `output`. */
 const COPY_BYTES = 1024 * 1024;
@@ -46,7 +46,7 @@ export interface CatOptions extends Omit<RemoteOptions, 'concurrency' | 'onProgr
 }
 
 export interface CatReport {
-  /** The snapshot's digest, recomputed from the config fetched. */
+  /** The snapshot's digest, recomputed from the metadata fetched. */
   digest: string;
   remote: string;
   /** sha256 of the image manifest read. */
@@ -62,7 +62,7 @@ export interface CatReport {
   blob: string | undefined;
   /** Where its bytes start in that blob. */
   offset: number;
-  /** Blob bytes received: the config, and the file's range (more if the registry ignored Range). */
+  /** Blob bytes received: the root document and the pieces of the entry lists (or the first format's config), and the file's range (more if the registry ignored Range). */
   bytesDownloaded: number;
   elapsedMs: number;
 }
@@ -161,8 +161,8 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
     const { artifact, where } = manifest;
     // Not hashed here: the worker proves more (the snapshot digest, from the lists' own bytes).
     const config = await fetchDocument(client, manifest, checked.concurrency, false);
-    // The config proven against the digest, the entry found, its pack and offset summed: one hash of the
-    // config and one scan of its bytes (about 30 ms for 50k files), on this thread up to INLINE_CONFIG_BYTES
+    // The assembled manifest proven against the digest, the entry found, its pack and offset summed: one hash of
+    // its entry lists and one scan of its bytes (about 30 ms for 50k files), on this thread up to INLINE_CONFIG_BYTES
     // (a fresh process's cat starts no worker thread), on the worker above.
     const args: [Uint8Array, CatManifest, string, string] = [config, { where, threshold: artifact.threshold, buckets: artifact.buckets, layers: artifact.layers }, call.path, digest];
     const loc = config.length <= INLINE_CONFIG_BYTES ? runJobSync(call.sys, 'catLocate', args) : await runJob(call.sys, 'catLocate', args);
@@ -198,8 +198,9 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
 
 /**
  * One file of a snapshot in a registry, fetched alone: the image manifest (by the
- * snapshot's digest, `{ tag }` or `{ manifest }`, as pull takes them), the config (the
- * snapshot manifest, proven against the snapshot digest), then only the file's bytes: a
+ * snapshot's digest, `{ tag }` or `{ manifest }`, as pull takes them), the snapshot
+ * manifest (its root document and pieces, assembled and proven against the snapshot
+ * digest), then only the file's bytes: a
  * Range read of the pack that holds it, or of its own blob. `path` is the file as a clone
  * shows it (`src/a.txt`; a mount's as `<target>/…`); relative, no `..` (SEAL_BAD_PATH).
  * Not in the snapshot: SEAL_UNAVAILABLE; a directory: SEAL_BAD_PATH; a symlink:

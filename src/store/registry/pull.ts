@@ -202,7 +202,7 @@ async function takePullLock(target: PullTarget, digest: string, signal: AbortSig
   }
 }
 
-/** The store holds snapshot `digest`, and its manifest.json is the config this manifest names (so nothing is left to fetch). */
+/** The store holds snapshot `digest`, and its manifest.json makes the config this manifest names (so nothing is left to fetch). */
 async function heldLocally(target: PullTarget, digest: string, m: ManifestRead | undefined): Promise<boolean> {
   if (!target.has(digest)) return false;
   return m === undefined || (await runJob(target.sys, 'localConfig', [target.storeRoot, digest, m.artifact.config.mediaType === ROOT_TYPE])) === m.artifact.config.digest;
@@ -213,8 +213,10 @@ async function heldLocally(target: PullTarget, digest: string, m: ManifestRead |
  * or by its image manifest's digest. Network-bound, so it runs on the caller's event
  * loop; the disk work that could block it (the build's directories, contents taken from
  * local snapshots, writing packs, the final verify and publish) runs as worker jobs, and
- * large files are streamed with async writes. The config must hash to the snapshot
- * digest asked for (or, by tag or manifest, the one the manifest claims), every blob must
+ * large files are streamed with async writes. The snapshot manifest (assembled from the
+ * root document and its pieces) must hash to the snapshot digest asked for (or, by tag
+ * or manifest, the one the manifest claims; with options.source, it is then published
+ * for that path under the digest a capture there gives), every blob must
  * have its size and sha256 and every file its sha256; then the build in tmp/ is
  * published by the no-replace rename. One download per host: the pulls of one snapshot
  * into one store take turns on its pull lock, and a pull that waited finds the snapshot
