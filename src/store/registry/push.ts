@@ -309,8 +309,10 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
     const layout = await runJob(target.sys, 'pushPlan', [text, digest]);
     const pieceBytes = read.pieces.reduce((n, x) => n + (x.end - x.start), 0);
-    const totalBytes = config.length + pieceBytes + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0);
-    const blobs = 1 + read.pieces.length + layout.packs.length + layout.files.length;
+    // A snapshot without bytes has the empty layer, which is a blob like the others.
+    const bare = layout.packs.length + layout.files.length === 0;
+    const totalBytes = config.length + pieceBytes + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0) + (bare ? EMPTY_BLOB.length : 0);
+    const blobs = 1 + read.pieces.length + layout.packs.length + layout.files.length + (bare ? 1 : 0);
     const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
     const packDigests: string[] = [];
     type Task = () => Promise<void>;
@@ -325,7 +327,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
       }),
       ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, () => fileBody(target, f))),
     ];
-    if (layout.packs.length + layout.files.length === 0) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
+    if (bare) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
     await eachLimited(tasks, checked.concurrency, (t) => t());
     const annotations = ociAnnotations(read.createdMs, source, revision);
     const pieceLayers = read.pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start }));

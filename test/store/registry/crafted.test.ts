@@ -113,11 +113,17 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
 });
 
 describe.skipIf(registry === undefined)('pull of a crafted root document', () => {
-  it('the first format (the whole manifest.json as the config) still pulls and verifies', async () => {
+  it('the first format (the whole manifest.json as the config) still pulls and verifies; a push over it writes the root document', async () => {
     const { digest, remote } = await publish(valid(), whole);
     const store = await SnapshotStore.open(join(tempDir(), 'store'));
     expect(await store.pull(digest, remote)).toMatchObject({ existed: false, downloaded: 1 });
     await (await store.get(digest)).verify();
+    // ts-<digest> names the first format's config, not this push's root: pushed again, in pieces.
+    expect(await store.push(digest, remote)).toMatchObject({ existed: false, blobs: 4, uploaded: 3, skipped: 1 });
+    const repo = remote.slice(remote.indexOf('/') + 1);
+    const manifest = await (await fetch(`http://${registry!.address}/v2/${repo}/manifests/ts-${digest}`, { headers: { accept: OCI } })).json();
+    expect([manifest.config.mediaType, manifest.layers.map((l: { mediaType: string }) => l.mediaType)]).toEqual([ROOT_TYPE, [ENTRIES_TYPE, ENTRIES_TYPE, 'application/vnd.oci.empty.v1+json']]);
+    expect(await store.push(digest, remote)).toMatchObject({ existed: true, uploaded: 0 });
     await store.close();
   });
 
