@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
-import { cutPieces } from '../../../dist/internal.js';
+import { chooseLayout, cutPieces } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
@@ -113,7 +113,12 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(packsUp).toBeLessThanOrEqual(2);
     expect(delta.uploaded).toBe(1 + piecesUp + packsUp);
     expect(delta.skipped).toBe(delta.blobs - delta.uploaded);
-    expect(delta.bytesUploaded).toBeLessThan(1_000_000);
+    // What went up is those blobs and the image manifest: at most the two largest packs, the changed piece and the root.
+    const packSizes = chooseLayout(second.toJSON() as never).packs.map((p: { size: number }) => p.size).sort((x: number, y: number) => y - x);
+    const piece = pieces.find((p: { digest: string }) => !before.has(p.digest))!;
+    const root = cutPieces(readFileSync(join(second.root, 'manifest.json'))).root.length;
+    expect(delta.bytesUploaded).toBeLessThan(packSizes[0] + packSizes[1] + (piece.end - piece.start) + root + 64 * 1024);
+    expect(delta.bytesUploaded).toBeLessThan(cold.bytesUploaded / 4);
 
     proxy.log.length = 0;
     const pulled = await b.pull(second.digest, remote);
