@@ -32,27 +32,14 @@ type DigestInput = Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' |
 
 /** The digests of a snapshot's entries, each list encoded piecewise (never whole in memory). */
 export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 'manifestDigest' | 'mountBinding'> {
-  const manifest = manifestDigest(d.entries);
-  const mountBinding = mountDigests(d.mounts);
-  const digest = snapshotDigest({
-    source: d.source,
-    revision: d.revision,
-    declarations: d.declarations,
-    exclude: d.exclude,
-    manifestDigest: manifest,
-    mountContentDigest: mountBinding.contentDigest,
-    mountManifestDigest: mountBinding.manifestDigest,
-  });
-  return { digest, manifestDigest: manifest, mountBinding };
+  const digests = { manifestDigest: manifestDigest(d.entries), mountBinding: mountDigests(d.mounts) };
+  return { digest: digestOf({ ...d, ...digests }), ...digests };
 }
 
-/**
- * The same snapshot captured at another source path: its entries and every digest of
- * them unchanged, its snapshot digest (which folds in the source) recomputed.
- */
-export function withSource<T extends StoredSnapshot>(d: T, source: string): T {
-  const digest = snapshotDigest({
-    source,
+/** The snapshot digest of a snapshot whose entry lists' digests are known. */
+function digestOf(d: Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' | 'exclude' | 'manifestDigest' | 'mountBinding'>): string {
+  return snapshotDigest({
+    source: d.source,
     revision: d.revision,
     declarations: d.declarations,
     exclude: d.exclude,
@@ -60,7 +47,14 @@ export function withSource<T extends StoredSnapshot>(d: T, source: string): T {
     mountContentDigest: d.mountBinding.contentDigest,
     mountManifestDigest: d.mountBinding.manifestDigest,
   });
-  return { ...d, source, digest };
+}
+
+/**
+ * The same snapshot captured at another source path: its entries and every digest of
+ * them unchanged, its snapshot digest (which folds in the source) recomputed.
+ */
+export function withSource<T extends StoredSnapshot>(d: T, source: string): T {
+  return { ...d, source, digest: digestOf({ ...d, source }) };
 }
 
 /** manifest.json as pieces: the document's skeleton, each entry list in its place (encoded in chunks as it is written). */
