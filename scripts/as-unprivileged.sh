@@ -77,14 +77,15 @@ if [ "$part" != torture ]; then
     bash scripts/with-registries.sh node node_modules/vitest/vitest.mjs run --no-cache --configLoader runner "$@"
   echo "as-unprivileged: tests passed in $(($(date +%s) - started)) s" >&2
 fi
-# The short torture suite as the user: on the mounts root made (no loop mounts of its own), against this built copy.
+# The short torture suite as the user: on the mounts root made (no loop mounts of its own), against this built copy;
+# on the filesystems TREESEAL_UNPRIVILEGED_TORTURE_FS names (default ext4,xfs; .ci/run gives ext4, the root run xfs).
 if [ "$part" = tests ]; then
   :
 elif [ -n "${TREESEAL_TEST_EXT4:-}" ] && [ -n "${TREESEAL_TEST_XFS:-}" ]; then
   setpriv --reuid="$uid" --regid="$gid" --init-groups \
     env HOME="$work/home" USER="$user" LOGNAME="$user" TMPDIR=/tmp TORTURE_PACKAGE=dist \
     TORTURE_FS_ROOTS="ext4=$TREESEAL_TEST_EXT4,xfs=$TREESEAL_TEST_XFS" \
-    node bench/torture/run.mjs --short
+    node bench/torture/run.mjs --short --fs="${TREESEAL_UNPRIVILEGED_TORTURE_FS:-ext4,xfs}"
   echo "as-unprivileged: torture passed in $(($(date +%s) - started)) s" >&2
 elif [ "${CI:-}" = true ]; then
   echo "as-unprivileged: CI=true but no ext4 and XFS mounts for the torture suite (run inside scripts/with-mounts.sh)" >&2
