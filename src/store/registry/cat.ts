@@ -25,6 +25,8 @@ const writeFd = promisify(write);
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 /** A snapshot manifest up to this size is proven on the calling thread (about 80k files); a larger one on the worker thread. */
 const INLINE_CONFIG_BYTES = 16 * 1024 * 1024;
+/** Pieces of the entry lists fetched at once: they are small, and a registry spends most of a piece on the request itself. */
+const PIECES_AT_ONCE = 16;
 /** Bytes per write when a spooled file is copied to `output`. */
 const COPY_BYTES = 1024 * 1024;
 
@@ -160,7 +162,7 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
     const digest = call.ref.kind === 'digest' ? call.ref.digest : claimedDigest(manifest);
     const { artifact, where } = manifest;
     // Not hashed here: the worker proves more (the snapshot digest, from the lists' own bytes).
-    const config = await fetchDocument(client, manifest, checked.concurrency, false);
+    const config = await fetchDocument(client, manifest, PIECES_AT_ONCE, false);
     // The assembled manifest proven against the digest, the entry found, its pack and offset summed: one hash of
     // its entry lists and one scan of its bytes (about 30 ms for 50k files), on this thread up to INLINE_CONFIG_BYTES
     // (a fresh process's cat starts no worker thread), on the worker above.
