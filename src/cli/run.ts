@@ -26,8 +26,17 @@ async function run(ctx: Context): Promise<number> {
   const { bwrap } = sandboxArgs(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   const status = await sandboxed(bwrap, command);
   if (!flag(ctx, 'keep-going')) return status;
-  // What the command changed: the clone against its ledger, printed after the command's own output.
-  const report = snap.diffSync(clone);
+  // What the command changed: the clone against its ledger, printed after the command's own output. A diff that
+  // fails (the command left a directory this user cannot read) is said, and the status is still the command's.
+  let report: ReturnType<typeof snap.diffSync>;
+  try {
+    report = snap.diffSync(clone);
+  } catch (err) {
+    if (!(err instanceof SealError)) throw err;
+    ctx.io.warn(`treeseal: run: what the command changed is unknown: ${err.code}: ${err.message}`);
+    ctx.io.emit({ clone, status, error: { code: err.code, message: err.message } }, '');
+    return status;
+  }
   const differs = !report.ok || report.outside.length > 0;
   ctx.io.emit({ clone, status, ...report }, cloneLines(report, clone, `${differs ? 'DIFFERS' : 'same'} (${report.method})`).join('\n'));
   return status;
@@ -61,7 +70,9 @@ the command's (128 + the signal that killed it). The snapshot is leased while th
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. With --keep-going, once the command
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
-the exit status is still the command's. Library: sandboxArgs(snap, clone, options).`,
+the exit status is still the command's. A diff that fails (the command left a directory
+this user cannot read) is said on stderr (with --json: { clone, status, error: { code,
+message } }), and the exit status is still the command's. Library: sandboxArgs(snap, clone, options).`,
   options: {
     reset: { type: 'boolean' },
     'keep-going': { type: 'boolean' },

@@ -1,6 +1,6 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -78,6 +78,31 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(json(reset)).toMatchObject({ clone, status: 0, ok: true, method: 'ledger', added: [], removed: [], changed: [] });
     // Without it, nothing but the command's output.
     expect(cli(store, 'run', digest, clone, '--', 'true')).toMatchObject({ status: 0, stdout: '', stderr: '' });
+  });
+
+  it('--keep-going when the diff fails: the failure said on stderr (--json: as error), the exit status still the command\'s', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    expect(cli(store, 'run', digest, clone, '--', 'true').status).toBe(0);
+    // Another snapshot run in the same clone without --reset: the clone's ledger is the first one's.
+    writeFileSync(join(work, 'repo/src/b.ts'), 'beta');
+    const other = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--mount', 'node_modules', '--json')).digest;
+    const binding = `SEAL_BINDING: clone was materialized from snapshot ${digest}, not ${other} (its ledger records the other; materialize it, or diff with verify to hash it against this one): ${clone}`;
+    const r = cli(store, 'run', other, clone, '--keep-going', '--', 'sh', '-c', 'echo working; exit 4');
+    expect([r.status, r.stdout, r.stderr]).toEqual([4, 'working\n', `treeseal: run: what the command changed is unknown: ${binding}\n`]);
+    const j = cli(store, 'run', other, clone, '--keep-going', '--json', '--', 'true');
+    expect([j.status, j.stderr]).toEqual([0, `treeseal: run: what the command changed is unknown: ${binding}\n`]);
+    expect(JSON.parse(j.stdout)).toEqual({ clone, status: 0, error: { code: 'SEAL_BINDING', message: binding.slice('SEAL_BINDING: '.length) } });
+    if (process.getuid?.() === 0) return;
+    // Without root: a directory the command made unreadable.
+    const unreadable = cli(store, 'run', digest, clone, '--reset', '--keep-going', '--', 'sh', '-c', 'chmod 000 src; exit 6');
+    try {
+      expect([unreadable.status, unreadable.stdout]).toEqual([6, '']);
+      expect(unreadable.stderr).toMatch(/^treeseal: run: what the command changed is unknown: SEAL_IO: diff: EACCES: permission denied, openat 'src'\n$/);
+    } finally {
+      chmodSync(join(clone, 'src'), 0o700);
+    }
   });
 
   it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
