@@ -69,16 +69,39 @@ export function openUpDir(sys: Sys, dirfd: number, name: string | Buffer): boole
 }
 
 /**
+ * The error for a directory dirfd/name this user may neither move or empty nor chmod so it
+ * could (another user's, locked): SEAL_IO naming it (as `shown`), its owner and its mode, `cause` the
+ * system's error (that error itself when the name is gone meanwhile).
+ */
+export function lockedDirError(sys: Sys, dirfd: number, name: string | Buffer, err: unknown, shown = escapePath(name)): unknown {
+  let owner: string;
+  try {
+    const st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    owner = `uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}`;
+  } catch {
+    // Gone meanwhile: the system's error says what there is to say.
+    return err;
+  }
+  const errno = (err as NodeJS.ErrnoException).code ?? 'EACCES';
+  return new SealError(
+    'SEAL_IO',
+    `${errno}: ${shown} is a directory of ${owner}, which this user (uid ${process.geteuid?.() ?? '?'}) may not move or empty, nor chmod so it could; its owner or root must remove it`,
+    { cause: err },
+  );
+}
+
+/**
  * openChildDir for a directory the caller may repair (a clone's, which an agent may have
  * made unreadable, mode 0 or 0100): where the open is refused with EACCES, the directory
- * is given u+rwx (openUpDir) and opened again. Without the right to chmod it, the EACCES
- * stands.
+ * is given u+rwx (openUpDir) and opened again. Without the right to chmod it (another
+ * user's): lockedDirError, naming it as `shown` (default: its name).
  */
-export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer): number {
+export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer, shown?: string): number {
   try {
     return openChildDir(sys, dirfd, name);
   } catch (err) {
-    if (!hasCode(err, 'EACCES') || !openUpDir(sys, dirfd, name)) throw err;
+    if (!hasCode(err, 'EACCES')) throw err;
+    if (!openUpDir(sys, dirfd, name)) throw lockedDirError(sys, dirfd, name, err, shown);
     return openChildDir(sys, dirfd, name);
   }
 }

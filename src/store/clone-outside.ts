@@ -23,7 +23,7 @@ export function forEachOutside(
   cloneFd: number,
   data: Pick<StoredSnapshot, 'declarations' | 'mounts'>,
   visit: OutsideVisit,
-  openDir: (sys: Sys, dirfd: number, name: string) => number = openChildDir,
+  openDir: (sys: Sys, dirfd: number, name: string, shown: string) => number = openChildDir,
 ): void {
   const places = new Set<string>();
   const onTheWay = new Set<string>();
@@ -42,7 +42,7 @@ export function forEachOutside(
       }
       let child: number;
       try {
-        child = openDir(sys, fd, item.name);
+        child = openDir(sys, fd, item.name, path);
       } catch (err) {
         if (hasCode(err, 'ENOTDIR', 'ELOOP', 'ENOENT')) continue;
         throw err;

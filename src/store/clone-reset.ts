@@ -140,7 +140,7 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
 
 /** Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied through its own fd) and restores want there. */
 function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
-  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG);
+  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG, want.path);
   restore(r, dirFd, name, want);
   r.report.changed.push(want.path);
 }
@@ -168,7 +168,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   if (!isDir(st.mode)) return replace(r, dirFd, name, st, want);
   let fd: number;
   try {
-    fd = openRepairableDir(sys, dirFd, name);
+    fd = openRepairableDir(sys, dirFd, name, path);
   } catch (err) {
     // Swapped for a link or a file since the fstatat: what is there now is replaced.
     if (!hasCode(err, 'ELOOP', 'ENOTDIR')) throw err;
@@ -192,8 +192,9 @@ function resetDir(r: Reset, fd: number, rel: string): void {
   for (const item of sys.readdir(fd)) {
     const index = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
     if (index === undefined) {
-      r.trash.remove(fd, item.name, item.type);
-      r.report.added.push(`${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`);
+      const path = `${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`;
+      r.trash.remove(fd, item.name, item.type, path);
+      r.report.added.push(path);
       continue;
     }
     listed.add(item.name as string);
@@ -285,7 +286,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   }
   if (clean === true) {
     forEachOutside(sys, cloneFd, data, (dirFd, name, path, type) => {
-      trash.remove(dirFd, name, type);
+      trash.remove(dirFd, name, type, path);
       report.outside.push(path);
     }, openRepairableDir);
   }

@@ -1,8 +1,9 @@
 // clone-trash.ts: how reset removes what a clone should not hold: moved into a locked stage inside the clone, then emptied there, a level at a time.
-import { openRepairableDir, openUpDir, own, removeAt } from '../base/fd.js';
+import { lockedDirError, openRepairableDir, openUpDir, own, removeAt } from '../base/fd.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
+import { escapePath } from '../base/paths.js';
 import { openCloneStage, type CloneStage } from './clone-stage.js';
 
 /**
@@ -16,25 +17,30 @@ import { openCloneStage, type CloneStage } from './clone-stage.js';
 export class Trash implements Disposable {
   #stage: CloneStage | undefined;
   #slots = 0;
+  /** The clone path each slot's directory had, for messages. */
+  readonly #paths = new Map<string, string>();
 
   constructor(
     readonly sys: Sys,
     readonly cloneFd: number,
   ) {}
 
-  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN). */
-  remove(dirFd: number, name: string | Buffer, type: number): void {
+  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN), whose clone path is `path` (for messages). */
+  remove(dirFd: number, name: string | Buffer, type: number, path: string): void {
     const { sys } = this;
     if (type !== DT_DIR && type !== DT_UNKNOWN) return removeAt(sys, dirFd, name, type);
     // Not known (DT_UNKNOWN): what is not a directory is unlinked as it is.
     if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return removeAt(sys, dirFd, name, DT_REG);
     this.#stage ??= openCloneStage(sys, this.cloneFd);
     const trash = this.#stage.oldFd;
-    const pending = [this.#moveAside(dirFd, name)];
+    const first = this.#moveAside(dirFd, name, path);
+    const pending = first === undefined ? [] : [first];
     for (let slot = pending.pop(); slot !== undefined; slot = pending.pop()) {
+      const at = this.#paths.get(slot)!;
+      this.#paths.delete(slot);
       let fd: number;
       try {
-        fd = openRepairableDir(sys, trash, slot);
+        fd = openRepairableDir(sys, trash, slot, at);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
         if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
@@ -49,8 +55,12 @@ export class Trash implements Disposable {
           if (!hasCode(err, 'EPERM')) throw err;
         }
         for (const item of sys.readdir(dir.fd)) {
-          if (item.type === DT_DIR) pending.push(this.#moveAside(dir.fd, item.name));
-          else removeAt(sys, dir.fd, item.name, item.type);
+          if (item.type !== DT_DIR) {
+            removeAt(sys, dir.fd, item.name, item.type);
+            continue;
+          }
+          const next = this.#moveAside(dir.fd, item.name, `${at}/${escapePath(item.name)}`);
+          if (next !== undefined) pending.push(next);
         }
       }
       sys.unlinkat(trash, slot, AT_REMOVEDIR);
@@ -61,16 +71,27 @@ export class Trash implements Disposable {
    * Renames the directory dirFd/name into the trash under a new slot name; returns the
    * slot. Moving a directory to another parent rewrites its `..`, which needs write
    * permission on it: one the agent made read-only (EACCES without root) is opened up
-   * first (openUpDir).
+   * first (openUpDir). Another user's, which this user may not chmod, is removed where it
+   * is when it is empty (undefined: nothing left to empty), else lockedDirError.
    */
-  #moveAside(dirFd: number, name: string | Buffer): string {
+  #moveAside(dirFd: number, name: string | Buffer, path: string): string | undefined {
     const slot = String(this.#slots++);
     try {
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     } catch (err) {
-      if (!hasCode(err, 'EACCES') || !openUpDir(this.sys, dirFd, name)) throw err;
+      if (!hasCode(err, 'EACCES')) throw err;
+      if (!openUpDir(this.sys, dirFd, name)) {
+        try {
+          this.sys.unlinkat(dirFd, name, AT_REMOVEDIR);
+          return undefined;
+        } catch (rmErr) {
+          if (!hasCode(rmErr, 'ENOTEMPTY', 'EEXIST')) throw rmErr;
+        }
+        throw lockedDirError(this.sys, dirFd, name, err, path);
+      }
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     }
+    this.#paths.set(slot, path);
     return slot;
   }
 

@@ -1,5 +1,5 @@
 // non-root.test.ts: rm, gc, ephemeral close and thaw as a user without root: a snapshot sharing files by hard links keeps their modes and verifies.
-import { chmodSync, linkSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -76,7 +76,7 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'foreign']) works[name] = workDir();
   }, 30_000);
 
   it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
@@ -105,6 +105,33 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     const now = modes(clone);
     for (const rel of Object.keys(pristine)) expect([rel, now[rel]![0]]).toEqual([rel, pristine[rel]![0]]);
     expect(Object.keys(now).sort()).toEqual(Object.keys(pristine).sort());
+    expect(user('verify', digest, '--clone', clone).status).toBe(0);
+  });
+
+  it.runIf(as !== undefined)("reset --clean removes another user's empty locked directory and refuses a full one, naming it, its owner and its mode (kills the EPERM path of openRepairableDir and the Trash)", () => {
+    const { repo, store } = works.foreign!;
+    const user = (...args: string[]) => runNodeAs(as, [CLI, ...args], { TREESEAL_STORE: store });
+    const { digest } = JSON.parse(user('capture', repo, '--copy', 'tree', '--json').stdout) as { digest: string };
+    const clone = join(dirname(store), 'arm');
+    expect(user('materialize', digest, clone).status).toBe(0);
+    // Made by root (uid 0) in the user's clone: mode 0, one empty, one holding a directory; one outside the copy roots, 0755 and full.
+    mkdirSync(join(clone, 'tree/empty'));
+    mkdirSync(join(clone, 'tree/sub/full/z'), { recursive: true });
+    mkdirSync(join(clone, 'outside/locked'), { recursive: true });
+    chmodSync(join(clone, 'tree/empty'), 0o000);
+    chmodSync(join(clone, 'tree/sub/full'), 0o000);
+    const refusal = (path: string, mode: string) =>
+      `treeseal: SEAL_IO: EACCES: ${path} is a directory of uid 0 with mode ${mode}, which this user (uid ${as!.uid}) may not move or empty, nor chmod so it could; its owner or root must remove it\n`;
+    const full = user('reset', digest, clone, '--clean');
+    expect([full.status, full.stdout, full.stderr]).toEqual([1, '', refusal('tree/sub/full', '0000')]);
+    expect(readdirSync(join(clone, 'tree'))).not.toContain('empty');
+    rmSync(join(clone, 'tree/sub/full'), { recursive: true });
+    const outside = user('reset', digest, clone, '--clean');
+    expect([outside.status, outside.stderr]).toEqual([1, refusal('outside', '0755')]);
+    rmSync(join(clone, 'outside'), { recursive: true });
+    const r = user('reset', digest, clone, '--clean', '--json');
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(readdirSync(clone)).toEqual(['tree']);
     expect(user('verify', digest, '--clone', clone).status).toBe(0);
   });
 
