@@ -24,8 +24,9 @@ export function cloneLines(report: CloneReport & { outside?: string[] }, clone: 
   const outside = report.outside ?? [];
   return [
     ...differenceLines(report),
+    ...report.unreadable.map((p) => `? ${escapePath(p)}  (this user may not list it: what lies below is not known)`),
     ...(report.marker ? ['! a materialize was interrupted (or is running): .treeseal-materializing is in the clone'] : []),
-    `${summary}  ${escapePath(clone)}: ${report.added.length} added, ${report.removed.length} removed, ${report.changed.length} changed${outside.length === 0 ? '' : `, ${outside.length} outside the copy roots`}`,
+    `${summary}  ${escapePath(clone)}: ${report.added.length} added, ${report.removed.length} removed, ${report.changed.length} changed${report.unreadable.length === 0 ? '' : `, ${report.unreadable.length} unreadable`}${outside.length === 0 ? '' : `, ${outside.length} outside the copy roots`}`,
   ];
 }
 

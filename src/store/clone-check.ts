@@ -5,6 +5,7 @@ import { statOrNull } from './clone-paths.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { isDir, isLink, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
@@ -24,6 +25,12 @@ export interface CloneReport {
   removed: string[];
   /** Paths whose kind, size, bytes or link target differ, or whose mtime differs from the one recorded (keepTimes). */
   changed: string[];
+  /**
+   * Directories of the snapshot this user may not list (EACCES: one made mode 0 or 0100,
+   * without root): each is `changed` too (its mode is not the one recorded), and what lies
+   * below it is not known, so none of its entries is `removed`. `reset` repairs them.
+   */
+  unreadable: string[];
   /** Files hashed and their bytes. */
   files: number;
   bytes: number;
@@ -53,7 +60,9 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
     if (!isDir(st.mode)) return void c.report.changed.push(path);
     // The mode materialize gave it (0700), or the one the ledger recorded.
     if (mtimeDiffers(st, want) || (st.mode & 0o7777) !== (c.ledger === undefined ? 0o700 : c.ledger.modeAt(index))) c.report.changed.push(path);
-    using dir = own(c.sys, openChildDir(c.sys, dirfd, name));
+    const fd = openListable(c, dirfd, name, path);
+    if (fd === undefined) return;
+    using dir = own(c.sys, fd);
     checkDir(c, dir.fd, path);
     return;
   }
@@ -73,6 +82,22 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
   if (got.size !== want.size || got.sha256 !== want.sha256) c.report.changed.push(path);
 }
 
+/**
+ * Opens the snapshot's directory dirfd/name to list it; undefined where this user may not
+ * (EACCES), the path then `unreadable` (and `changed`: a directory it may not list has
+ * another mode than the one recorded, unless the clone's parent says otherwise).
+ */
+function openListable(c: Check, dirfd: number, name: string, path: string): number | undefined {
+  try {
+    return openChildDir(c.sys, dirfd, name);
+  } catch (err) {
+    if (!hasCode(err, 'EACCES')) throw err;
+    c.report.unreadable.push(path);
+    if (c.report.changed[c.report.changed.length - 1] !== path) c.report.changed.push(path);
+    return undefined;
+  }
+}
+
 /** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
 function excluded(c: Check, fd: number, name: string | Buffer, path: string): boolean {
   if (c.excludes === undefined || typeof name !== 'string') return false;
@@ -90,6 +115,15 @@ function checkDir(c: Check, fd: number, rel: string): void {
   }
 }
 
+/** Whether path lies below one of `dirs` (none: false, at once). */
+function below(dirs: ReadonlySet<string>, path: string): boolean {
+  if (dirs.size === 0) return false;
+  for (let at = path.lastIndexOf('/'); at > 0; at = path.lastIndexOf('/', at - 1)) {
+    if (dirs.has(path.slice(0, at))) return true;
+  }
+  return false;
+}
+
 /** Opens the directory holding a root (its implicit parents must be directories), or undefined when one is missing. */
 function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd | undefined {
   const parents = parts.slice(0, -1);
@@ -102,9 +136,10 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
       c.report.changed.push(path);
       return null;
     }
-    const next = openChildDir(c.sys, fd, name);
     const index = c.expected.get(path);
     if (index !== undefined) c.seen[index] = 1;
+    const next = openListable(c, fd, name, path);
+    if (next === undefined) return null;
     reached = i + 1;
     return next;
   });
@@ -125,7 +160,7 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
  * records (a file whose identity matches is not opened).
  */
 export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
-  const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], files: 0, bytes: 0 };
+  const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
   const entries = Array.from(data.entries);
   const expected = new Map(entries.map((e, i) => [e.path, i]));
   const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []) };
@@ -138,10 +173,11 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     const path = parts.join('/');
     checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
+  const unknown = new Set(report.unreadable);
   entries.forEach((e, i) => {
-    if (c.seen[i] === 0) report.removed.push(e.path);
+    if (c.seen[i] === 0 && !below(unknown, e.path)) report.removed.push(e.path);
   });
-  for (const list of [report.added, report.removed, report.changed]) list.sort(compareUtf8);
+  for (const list of [report.added, report.removed, report.changed, report.unreadable]) list.sort(compareUtf8);
   report.ok = !report.marker && report.added.length + report.removed.length + report.changed.length === 0;
   return report;
 }

@@ -95,13 +95,16 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([j.status, j.stderr]).toEqual([0, `treeseal: run: what the command changed is unknown: ${binding}\n`]);
     expect(JSON.parse(j.stdout)).toEqual({ clone, status: 0, error: { code: 'SEAL_BINDING', message: binding.slice('SEAL_BINDING: '.length) } });
     if (process.getuid?.() === 0) return;
-    // Without root: a directory the command made unreadable.
+    // Without root: a directory the command made unreadable is reported; the clone itself made unreadable fails the diff.
     const unreadable = cli(store, 'run', digest, clone, '--reset', '--keep-going', '--', 'sh', '-c', 'chmod 000 src; exit 6');
+    expect([unreadable.status, unreadable.stderr]).toEqual([6, '']);
+    expect(unreadable.stdout).toBe(`~ src\n? src  (this user may not list it: what lies below is not known)\nDIFFERS (ledger)  ${clone}: 0 added, 0 removed, 1 changed, 1 unreadable\n`);
+    const locked = cli(store, 'run', digest, clone, '--reset', '--keep-going', '--', 'sh', '-c', 'chmod 000 .; exit 5');
     try {
-      expect([unreadable.status, unreadable.stdout]).toEqual([6, '']);
-      expect(unreadable.stderr).toMatch(/^treeseal: run: what the command changed is unknown: SEAL_IO: diff: EACCES: permission denied, openat 'src'\n$/);
+      expect([locked.status, locked.stdout]).toEqual([5, '']);
+      expect(locked.stderr).toBe(`treeseal: run: what the command changed is unknown: SEAL_IO: clone cannot be opened: ${clone}: EACCES: permission denied, openat2 '${clone}'\n`);
     } finally {
-      chmodSync(join(clone, 'src'), 0o700);
+      chmodSync(clone, 0o700);
     }
   });
 

@@ -44,7 +44,7 @@ function neverOpens(path: string): Sys {
   });
 }
 
-const ok = { ok: true, marker: false, added: [], removed: [], changed: [] };
+const ok = { ok: true, marker: false, added: [], removed: [], changed: [], unreadable: [] };
 
 describe('diff', () => {
   it('names what was edited, added, removed, chmodded and renamed over, by the ledger (kills Ledger.same comparing no ctime, and the directory mode check)', async () => {
@@ -64,6 +64,7 @@ describe('diff', () => {
       added: ['src/new.ts'],
       removed: ['src/b.ts'],
       changed: ['src/a.ts', 'src/lib', 'src/lib/c.ts', 'src/run.sh'],
+      unreadable: [],
       files: 0,
       bytes: 0,
       method: 'ledger',
