@@ -27,7 +27,7 @@ async function run(ctx: Context): Promise<number> {
   const status = await sandboxed(bwrap, command);
   if (!flag(ctx, 'keep-going')) return status;
   // What the command changed: the clone against its ledger, printed after the command's own output. A diff that
-  // fails (the command left a directory this user cannot read) is said, and the status is still the command's.
+  // fails (the command made the clone unreadable to this user) is said, and the status is still the command's.
   let report: ReturnType<typeof snap.diffSync>;
   try {
     report = snap.diffSync(clone);
@@ -70,8 +70,8 @@ the command's (128 + the signal that killed it). The snapshot is leased while th
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. With --keep-going, once the command
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
-the exit status is still the command's. A diff that fails (the command left a directory
-this user cannot read) is said on stderr (with --json: { clone, status, error: { code,
+the exit status is still the command's. A diff that fails (the command made the clone
+unreadable to this user, or it holds another snapshot's ledger) is said on stderr (with --json: { clone, status, error: { code,
 message } }), and the exit status is still the command's. Library: sandboxArgs(snap, clone, options).`,
   options: {
     reset: { type: 'boolean' },

@@ -84,8 +84,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
 
 /**
  * Opens the snapshot's directory dirfd/name to list it; undefined where this user may not
- * (EACCES), the path then `unreadable` (and `changed`: a directory it may not list has
- * another mode than the one recorded, unless the clone's parent says otherwise).
+ * (EACCES), the path then `unreadable`, and `changed` where the mode check before did not
+ * already say so (a directory this user may not list has another mode than it was given).
  */
 function openListable(c: Check, dirfd: number, name: string, path: string): number | undefined {
   try {
