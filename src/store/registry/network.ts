@@ -1,6 +1,5 @@
 // network.ts: the connection pool of one push or pull: proxies from the environment (undici's EnvHttpProxyAgent), loopback hosts direct, and extra trusted CAs.
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { rootCertificates } from 'node:tls';
 
 import type * as Undici from 'undici';
@@ -8,25 +7,23 @@ import type * as Undici from 'undici';
 import { SealError } from '../../base/errors.js';
 import { isLoopback } from './remote.js';
 
-const require = createRequire(import.meta.url);
-
 /**
- * One of undici's classes, loaded from its own module: the package's index loads all of
- * undici (its fetch, WebSocket, cache and mock agents among them), about 100 ms more than
- * the Agent a transfer without a proxy uses (140–190 ms against 40–85 ms here), paid by
- * every registry command. A release that moves the module falls back to the index. The
- * proxy agents come from the index: a CONNECT tunnel needs the request methods it adds to
- * every dispatcher.
+ * Undici's Dispatcher and Agent, each loaded from its own module: the package's index
+ * loads all of undici (its fetch, WebSocket, cache and mock agents among them), about
+ * 100 ms more than the Agent a transfer without a proxy uses (140–190 ms against 40–85 ms
+ * here), paid by every registry command. A release that moves the modules falls back to
+ * the index. The proxy agents come from the index (see connectionPool).
  */
-function undiciClass<K extends 'Agent' | 'Dispatcher'>(name: K, module: string): (typeof Undici)[K] {
+async function loadUndici(): Promise<Pick<typeof Undici, 'Agent' | 'Dispatcher'>> {
   try {
-    return require(`undici/lib/dispatcher/${module}.js`) as (typeof Undici)[K];
+    const [dispatcher, agent] = await Promise.all([import('undici/lib/dispatcher/dispatcher.js'), import('undici/lib/dispatcher/agent.js')]);
+    return { Dispatcher: dispatcher.default, Agent: agent.default };
   } catch {
-    return (require('undici') as typeof Undici)[name];
+    return import('undici');
   }
 }
 
-const Dispatcher = undiciClass('Dispatcher', 'dispatcher');
+const { Agent, Dispatcher } = await loadUndici();
 type Dispatcher = Undici.Dispatcher;
 
 /** The proxy settings of the environment, read as undici reads them (the lower-case name first). */
@@ -105,11 +102,11 @@ class LoopbackDirect extends Dispatcher {
  * or empty, loopback hosts are reached directly too. `ca` (see trustedCas) is trusted for
  * the registry, its realm and an HTTPS proxy.
  */
-export function connectionPool(proxy: ProxyEnv, ca: string[] | undefined): Dispatcher {
+export async function connectionPool(proxy: ProxyEnv, ca: string[] | undefined): Promise<Dispatcher> {
   const tls = ca === undefined ? {} : { ca };
-  const Agent = undiciClass('Agent', 'agent');
   if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return new Agent({ connect: tls });
-  const { EnvHttpProxyAgent } = require('undici') as typeof Undici;
+  // From the index: a CONNECT tunnel needs the request methods it adds to every dispatcher.
+  const { EnvHttpProxyAgent } = await import('undici');
   const proxied = new EnvHttpProxyAgent({
     ...(proxy.httpProxy === undefined ? {} : { httpProxy: proxy.httpProxy }),
     ...(proxy.httpsProxy === undefined ? {} : { httpsProxy: proxy.httpsProxy }),

@@ -171,7 +171,7 @@ export function checkUploadSizes(o: PushOptions): { chunkBytes: number; monolith
  */
 export async function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): Promise<RegistryClient> {
   const { connectionPool, proxyEnv, trustedCas } = await import('./network.js');
-  const dispatcher = connectionPool(proxyEnv(process.env), await trustedCas(c.caFile, process.env));
+  const dispatcher = await connectionPool(proxyEnv(process.env), await trustedCas(c.caFile, process.env));
   return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher, onRetry: o.onRetry });
 }
 
