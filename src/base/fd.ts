@@ -70,24 +70,32 @@ export function openUpDir(sys: Sys, dirfd: number, name: string | Buffer): boole
 
 /**
  * The error for a directory dirfd/name this user may neither move or empty nor chmod so it
- * could (another user's, locked): SEAL_IO naming it (as `shown`), its owner and its mode, `cause` the
- * system's error (that error itself when the name is gone meanwhile).
+ * could (another user's, locked, or one made immutable): SEAL_IO naming it (as `shown`,
+ * also its `path`), its owner and its mode, `cause` the system's error; that error itself
+ * when the name is no longer a directory.
  */
 export function lockedDirError(sys: Sys, dirfd: number, name: string | Buffer, err: unknown, shown = escapePath(name)): unknown {
-  let owner: string;
+  let st;
   try {
-    const st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-    owner = `uid ${st.uid} with mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}`;
+    st = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
   } catch {
-    // Gone meanwhile: the system's error says what there is to say.
     return err;
   }
+  // Swapped for a file or a link meanwhile: the system's error says what there is to say.
+  if (!isDir(st.mode)) return err;
   const errno = (err as NodeJS.ErrnoException).code ?? 'EACCES';
-  return new SealError(
-    'SEAL_IO',
-    `${errno}: ${shown} is a directory of ${owner}, which this user (uid ${process.geteuid?.() ?? '?'}) may not move or empty, nor chmod so it could; its owner or root must remove it`,
-    { cause: err },
-  );
+  const uid = process.geteuid?.();
+  const whose = st.uid === uid ? `this user's (uid ${uid}), with mode ${modeText(st.mode)}, which it may not move or empty, nor chmod so it could (is it immutable?)` : `uid ${st.uid} with mode ${modeText(st.mode)}, which this user (uid ${uid ?? '?'}) may not move or empty, nor chmod so it could; its owner or root must remove it`;
+  return new SealError('SEAL_IO', `${errno}: ${shown} is a directory of ${whose}`, { path: shown, cause: err });
+}
+
+/** Whether err is lockedDirError's SealError (not the system's error it passes on). */
+export function isLockedDir(err: unknown): boolean {
+  return err instanceof SealError && err.code === 'SEAL_IO' && hasCode(err.cause, 'EACCES', 'EPERM');
+}
+
+function modeText(mode: number): string {
+  return (mode & 0o7777).toString(8).padStart(4, '0');
 }
 
 /**

@@ -4,7 +4,7 @@ import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js
 import { statOrNull } from './clone-paths.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
-import { isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
@@ -49,6 +49,8 @@ interface Check {
   buffer: Buffer;
   /** The snapshot's exclude patterns: an entry they leave out is no difference, as a capture of the clone would leave it out. */
   excludes: Excludes | undefined;
+  /** The directories in report.unreadable. */
+  unreadable: Set<string>;
 }
 
 function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number): void {
@@ -92,10 +94,17 @@ function openListable(c: Check, dirfd: number, name: string, path: string): numb
     return openChildDir(c.sys, dirfd, name);
   } catch (err) {
     if (!hasCode(err, 'EACCES')) throw err;
-    c.report.unreadable.push(path);
-    if (c.report.changed[c.report.changed.length - 1] !== path) c.report.changed.push(path);
+    unreadable(c, path);
     return undefined;
   }
+}
+
+/** Records the directory at path as one this user may not list (once, however many roots lie below it). */
+function unreadable(c: Check, path: string): void {
+  if (c.unreadable.has(path)) return;
+  c.unreadable.add(path);
+  c.report.unreadable.push(path);
+  if (c.report.changed[c.report.changed.length - 1] !== path) c.report.changed.push(path);
 }
 
 /** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
@@ -110,8 +119,24 @@ function checkDir(c: Check, fd: number, rel: string): void {
     const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
     const path = `${rel}/${shown}`;
     const index = typeof item.name === 'string' ? c.expected.get(path) : undefined;
-    if (index !== undefined) checkEntry(c, fd, item.name as string, path, index);
-    else if (!excluded(c, fd, item.name, path)) c.report.added.push(path);
+    try {
+      if (index !== undefined) checkEntry(c, fd, item.name as string, path, index);
+      else if (!excluded(c, fd, item.name, path)) c.report.added.push(path);
+    } catch (err) {
+      // Listed but not searchable (mode 0400, 0600): no entry of it can be looked at.
+      if (!hasCode(err, 'EACCES') || !notSearchable(c, fd)) throw err;
+      return unreadable(c, rel);
+    }
+  }
+}
+
+/** Whether this user may not look up names in the directory open at fd (no x for it). */
+function notSearchable(c: Check, fd: number): boolean {
+  try {
+    c.sys.fstatat(fd, '.', AT_SYMLINK_NOFOLLOW);
+    return false;
+  } catch (err) {
+    return hasCode(err, 'EACCES');
   }
 }
 
@@ -163,7 +188,7 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
   const entries = Array.from(data.entries);
   const expected = new Map(entries.map((e, i) => [e.path, i]));
-  const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []) };
+  const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
@@ -173,9 +198,8 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     const path = parts.join('/');
     checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
-  const unknown = new Set(report.unreadable);
   entries.forEach((e, i) => {
-    if (c.seen[i] === 0 && !below(unknown, e.path)) report.removed.push(e.path);
+    if (c.seen[i] === 0 && !below(c.unreadable, e.path)) report.removed.push(e.path);
   });
   for (const list of [report.added, report.removed, report.changed, report.unreadable]) list.sort(compareUtf8);
   report.ok = !report.marker && report.added.length + report.removed.length + report.changed.length === 0;

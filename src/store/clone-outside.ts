@@ -16,14 +16,15 @@ export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, 
  * names: what is outside the copy roots but inside the clone. Only the directories on
  * the way to a root or a target are entered, each opened without following a link (one
  * that is not a directory is left to the roots' own check), by `openDir` (reset passes
- * one that repairs an unreadable directory of its own).
+ * one that repairs an unreadable directory of its own; one that returns null passes the
+ * directory over).
  */
 export function forEachOutside(
   sys: Sys,
   cloneFd: number,
   data: Pick<StoredSnapshot, 'declarations' | 'mounts'>,
   visit: OutsideVisit,
-  openDir: (sys: Sys, dirfd: number, name: string, shown: string) => number = openChildDir,
+  openDir: (sys: Sys, dirfd: number, name: string, shown: string) => number | null = openChildDir,
 ): void {
   const places = new Set<string>();
   const onTheWay = new Set<string>();
@@ -40,13 +41,14 @@ export function forEachOutside(
         visit(fd, item.name, path, item.type);
         continue;
       }
-      let child: number;
+      let child: number | null;
       try {
         child = openDir(sys, fd, item.name, path);
       } catch (err) {
         if (hasCode(err, 'ENOTDIR', 'ELOOP', 'ENOENT')) continue;
         throw err;
       }
+      if (child === null) continue;
       using dir = own(sys, child);
       walk(dir.fd, path);
     }

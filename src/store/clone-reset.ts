@@ -1,6 +1,6 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openChildDir, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -170,19 +170,42 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   try {
     fd = openRepairableDir(sys, dirFd, name, path);
   } catch (err) {
-    // Swapped for a link or a file since the fstatat: what is there now is replaced.
-    if (!hasCode(err, 'ELOOP', 'ENOTDIR')) throw err;
+    // Swapped for a link or a file since the fstatat: what is there now is replaced. Another user's that this user
+    // may not open: replaced too, which removes it where it is when it is empty, and refuses it naming it else.
+    if (!hasCode(err, 'ELOOP', 'ENOTDIR') && !isLockedDir(err)) throw err;
     return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
   }
-  using dir = own(sys, fd);
   const mode = r.old.modeAt(index) ?? 0o700;
-  const now = sys.fstat(dir.fd);
-  if ((now.mode & 0o7777) !== mode) sys.fchmod(dir.fd, mode);
+  {
+    using dir = own(sys, fd);
+    const now = sys.fstat(dir.fd);
+    if ((now.mode & 0o7777) === mode || chmodOwn(sys, dir.fd, mode)) return resetOpenDir(r, dir.fd, index, st, now);
+  }
+  // Another user's, readable, whose mode this user may not set: replaced as above.
+  replace(r, dirFd, name, st, want);
+}
+
+/** fchmod of a directory reset opened; false where it is another user's (EPERM). */
+function chmodOwn(sys: Sys, fd: number, mode: number): boolean {
+  try {
+    sys.fchmod(fd, mode);
+    return true;
+  } catch (err) {
+    if (!hasCode(err, 'EPERM')) throw err;
+    return false;
+  }
+}
+
+/** The rest of resetEntry for a directory open at fd with the mode the ledger records (st: as it was found, now: as it is). */
+function resetOpenDir(r: Reset, fd: number, index: number, st: Stat, now: Stat): void {
+  const { sys } = r.run;
+  const want = r.entries[index]!;
+  const mode = r.old.modeAt(index) ?? 0o700;
   // st: the mode before an unreadable directory was opened up to be entered.
-  if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(path);
-  resetDir(r, dir.fd, path);
-  if (mtimeDiffers(sys.fstat(dir.fd), want)) keepMtime(sys, dir.fd, want);
-  r.run.ledger.record(path, sys.fstat(dir.fd));
+  if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(want.path);
+  resetDir(r, fd, want.path);
+  if (mtimeDiffers(sys.fstat(fd), want)) keepMtime(sys, fd, want);
+  r.run.ledger.record(want.path, sys.fstat(fd));
 }
 
 /** Resets the entries of the clone's directory for rel (open at fd): removes what the snapshot lacks, resets the rest, restores what is missing. */
@@ -210,11 +233,11 @@ function resetDir(r: Reset, fd: number, rel: string): void {
 
 /** Opens the clone directory holding a root: missing directories above it made (0700), a file in the way replaced by one (preflightRoot refused links and special files). */
 function openRootParent(sys: Sys, cloneFd: number, parents: readonly string[]): Fd {
-  return walkDown(sys, cloneFd, parents, (dirfd, name) => {
+  return walkDown(sys, cloneFd, parents, (dirfd, name, i) => {
     const st = statOrNull(sys, dirfd, name);
     if (st !== null && !isDir(st.mode)) removeAt(sys, dirfd, name, DT_REG);
     if (st === null || !isDir(st.mode)) sys.mkdirat(dirfd, name, 0o700);
-    return openRepairableDir(sys, dirfd, name);
+    return openRepairableDir(sys, dirfd, name, parents.slice(0, i + 1).join('/'));
   });
 }
 
@@ -333,6 +356,16 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   return report;
 }
 
+/** openChildDir for diff's walk outside the roots: null (passed over) for a directory this user may not list. */
+function listableOrSkip(sys: Sys, dirfd: number, name: string): number | null {
+  try {
+    return openChildDir(sys, dirfd, name);
+  } catch (err) {
+    if (!hasCode(err, 'EACCES')) throw err;
+    return null;
+  }
+}
+
 /** diff: the clone's copy roots compared with data's manifest, by the ledger's identities (or re-hashed), and with `all` what lies outside them. */
 export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: DiffOptions): DiffReport {
   const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
@@ -341,7 +374,8 @@ export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, 
   if (!verify && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
   const report: DiffReport = { ...compareClone(sys, data, dir.fd, verify ? undefined : ledger), method: verify ? 'hash' : 'ledger', outside: [] };
   if (options.all === true) {
-    forEachOutside(sys, dir.fd, data, (_fd, _name, path) => report.outside.push(path));
+    // A directory on the way to a root that this user may not list is unreadable already: what it holds is not known.
+    forEachOutside(sys, dir.fd, data, (_fd, _name, path) => report.outside.push(path), listableOrSkip);
     report.outside.sort(compareUtf8);
   }
   return report;

@@ -1,5 +1,5 @@
 // clone-trash.ts: how reset removes what a clone should not hold: moved into a locked stage inside the clone, then emptied there, a level at a time.
-import { lockedDirError, openRepairableDir, openUpDir, own, removeAt } from '../base/fd.js';
+import { lockedDirError, openChildDir, openUpDir, own, removeAt } from '../base/fd.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -40,12 +40,18 @@ export class Trash implements Disposable {
       this.#paths.delete(slot);
       let fd: number;
       try {
-        fd = openRepairableDir(sys, trash, slot, at);
+        fd = openChildDir(sys, trash, slot);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
-        if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
-        removeAt(sys, trash, slot, DT_REG);
-        continue;
+        if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
+          removeAt(sys, trash, slot, DT_REG);
+          continue;
+        }
+        if (!hasCode(err, 'EACCES')) throw err;
+        // Moved (it was writable) but not listable: opened up, or, another user's, removed if empty.
+        if (openUpDir(sys, trash, slot)) fd = openChildDir(sys, trash, slot);
+        else if (this.#removeEmpty(trash, slot)) continue;
+        else throw lockedDirError(sys, trash, slot, err, `${at} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
       }
       {
         using dir = own(sys, fd);
@@ -81,18 +87,24 @@ export class Trash implements Disposable {
     } catch (err) {
       if (!hasCode(err, 'EACCES')) throw err;
       if (!openUpDir(this.sys, dirFd, name)) {
-        try {
-          this.sys.unlinkat(dirFd, name, AT_REMOVEDIR);
-          return undefined;
-        } catch (rmErr) {
-          if (!hasCode(rmErr, 'ENOTEMPTY', 'EEXIST')) throw rmErr;
-        }
+        if (this.#removeEmpty(dirFd, name)) return undefined;
         throw lockedDirError(this.sys, dirFd, name, err, path);
       }
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     }
     this.#paths.set(slot, path);
     return slot;
+  }
+
+  /** Removes the directory dirFd/name where it is if it is empty (true), else leaves it (false). */
+  #removeEmpty(dirFd: number, name: string | Buffer): boolean {
+    try {
+      this.sys.unlinkat(dirFd, name, AT_REMOVEDIR);
+      return true;
+    } catch (err) {
+      if (!hasCode(err, 'ENOTEMPTY', 'EEXIST')) throw err;
+      return false;
+    }
   }
 
   [Symbol.dispose](): void {

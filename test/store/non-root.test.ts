@@ -76,7 +76,7 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'foreign']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'foreign', 'unreadable']) works[name] = workDir();
   }, 30_000);
 
   it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
@@ -140,6 +140,59 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     expect([r.status, r.stderr]).toEqual([0, '']);
     expect(readdirSync(clone)).toEqual(['tree']);
     expect(user('verify', digest, '--clone', clone).status).toBe(0);
+
+    // At a snapshot path: an empty locked one is replaced (removed where it is, restored); a full one, readable but
+    // with a mode this user may not set, is refused naming it.
+    rmSync(join(clone, 'tree/sub'), { recursive: true });
+    mkdirSync(join(clone, 'tree/sub'), { mode: 0o000 });
+    chmodSync(join(clone, 'tree/sub'), 0o000);
+    const replaced = user('reset', digest, clone, '--json');
+    expect([replaced.status, replaced.stderr]).toEqual([0, '']);
+    expect(JSON.parse(replaced.stdout)).toMatchObject({ changed: ['tree/sub'] });
+    expect(user('verify', digest, '--clone', clone).status).toBe(0);
+    rmSync(join(clone, 'tree/sub'), { recursive: true });
+    mkdirSync(join(clone, 'tree/sub'));
+    writeFileSync(join(clone, 'tree/sub/c.txt'), 'charlie');
+    chmodSync(join(clone, 'tree/sub'), 0o755);
+    const kept = user('reset', digest, clone);
+    expect([kept.status, kept.stderr]).toEqual([1, refusal('tree/sub', '0755')]);
+    rmSync(join(clone, 'tree/sub'), { recursive: true });
+
+    // Writable but not listable (0333): moved aside, then found locked; the message says where it is now.
+    mkdirSync(join(clone, 'tree/dropbox/inner'), { recursive: true });
+    chmodSync(join(clone, 'tree/dropbox'), 0o333);
+    const moved = user('reset', digest, clone);
+    expect(moved.status).toBe(1);
+    const stage = readdirSync(clone).find((n) => n.startsWith('.treeseal-'));
+    expect(moved.stderr).toBe(
+      `treeseal: SEAL_IO: EACCES: tree/dropbox (moved to ${stage}/old/0 in the clone) is a directory of uid 0 with mode 0333, which this user (uid ${as!.uid}) may not move or empty, nor chmod so it could; its owner or root must remove it\n`,
+    );
+    rmSync(join(clone, stage!), { recursive: true });
+    const last = user('reset', digest, clone);
+    expect([last.status, last.stderr]).toEqual([0, '']);
+    expect(user('verify', digest, '--clone', clone).status).toBe(0);
+  });
+
+  it('diff: a directory the user may not list is unreadable once however many roots lie below it, one it may list but not search too; --all passes over it', () => {
+    const { repo, store } = works.unreadable!;
+    const user = (...args: string[]) => runNodeAs(as, [CLI, ...args], { TREESEAL_STORE: store });
+    const { digest } = JSON.parse(user('capture', repo, '--copy', 'tree/a.txt', '--copy', 'tree/sub', '--copy', 'tree/x.sh', '--json').stdout) as { digest: string };
+    const clone = join(dirname(store), 'arm');
+    expect(user('materialize', digest, clone).status).toBe(0);
+    try {
+      chmodSync(join(clone, 'tree'), 0o000);
+      const locked = user('diff', digest, clone, '--all');
+      expect(locked).toEqual({ status: 1, stdout: `~ tree\n? tree  (this user may not list it: what lies below is not known)\nDIFFERS (ledger)  ${clone}: 0 added, 0 removed, 1 changed, 1 unreadable\n`, stderr: '' });
+      chmodSync(join(clone, 'tree'), 0o700);
+      chmodSync(join(clone, 'tree/sub'), 0o600);
+      const check = user('verify', digest, '--clone', clone, '--json');
+      expect([check.status, check.stderr]).toEqual([1, '']);
+      expect(JSON.parse(check.stdout)).toMatchObject({ ok: false, added: [], removed: [], changed: ['tree/sub'], unreadable: ['tree/sub'] });
+    } finally {
+      chmodSync(join(clone, 'tree'), 0o700);
+      chmodSync(join(clone, 'tree/sub'), 0o700);
+    }
+    expect(user('diff', digest, clone).status).toBe(0);
   });
 
   it('rm removes the old snapshot; the newer one, sharing its files by hard links, keeps their modes and verifies', () => {
