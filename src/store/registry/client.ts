@@ -1,6 +1,6 @@
 // client.ts: the distribution API over fetch: manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
 import { createHash } from 'node:crypto';
-import type { Dispatcher } from 'undici';
+import type { ConnectionPool } from './network.js';
 
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
@@ -38,7 +38,7 @@ export interface ClientOptions {
   deadlines?: Deadlines;
   what: string;
   /** The client's own connection pool (closed by close()). */
-  dispatcher: Dispatcher;
+  dispatcher: ConnectionPool;
   onRetry?: ((r: RetryNotice) => void) | undefined;
 }
 

@@ -1,5 +1,5 @@
 // http.ts: one HTTP exchange with a registry: retries with backoff, deadlines, redirects by the transport rules, abort, bounded body reads, and SEAL_REMOTE errors.
-import type { Dispatcher } from 'undici';
+import type { ConnectionPool } from './network.js';
 
 import { SealError } from '../../base/errors.js';
 import { TimedOut, Watch, bufferBody, watchedResponse, watchedUpload, type BodySource, type Deadlines } from './deadline.js';
@@ -26,7 +26,7 @@ export interface Transport {
   insecure: boolean;
   deadlines: Deadlines;
   /** The operation's own connection pool: closed when it ends, so no socket outlives a push or pull. */
-  dispatcher: Dispatcher;
+  dispatcher: ConnectionPool;
   /** Told of each retry before its wait (the options' onRetry). */
   onRetry?: ((r: RetryNotice) => void) | undefined;
 }

@@ -26,6 +26,13 @@ async function loadUndici(): Promise<Pick<typeof Undici, 'Agent' | 'Dispatcher'>
 const { Agent, Dispatcher } = await loadUndici();
 type Dispatcher = Undici.Dispatcher;
 
+/**
+ * What a transfer may call on its connection pool: an Agent loaded on its own lacks the
+ * request methods (request, stream, connect, …) the index adds to every dispatcher, and
+ * Node's fetch calls only dispatch.
+ */
+export type ConnectionPool = Pick<Dispatcher, 'dispatch' | 'close' | 'destroy'>;
+
 /** The proxy settings of the environment, read as undici reads them (the lower-case name first). */
 export interface ProxyEnv {
   httpProxy: string | undefined;
@@ -102,7 +109,7 @@ class LoopbackDirect extends Dispatcher {
  * or empty, loopback hosts are reached directly too. `ca` (see trustedCas) is trusted for
  * the registry, its realm and an HTTPS proxy.
  */
-export async function connectionPool(proxy: ProxyEnv, ca: string[] | undefined): Promise<Dispatcher> {
+export async function connectionPool(proxy: ProxyEnv, ca: string[] | undefined): Promise<ConnectionPool> {
   const tls = ca === undefined ? {} : { ca };
   if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return new Agent({ connect: tls });
   // From the index: a CONNECT tunnel needs the request methods it adds to every dispatcher.
