@@ -1,0 +1,76 @@
+// clone-ledger.test.ts: the ledger file the store keeps of a clone, re-sealed with each field of its header changed in turn: any that
+// does not name this store, this clone, its device, a snapshot digest and its record count is ignored (diff re-hashes), never trusted.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+/** A ledger's bytes with its JSON header changed by `edit` (and its records by `records`), sealed again with its sha256. */
+function resealed(bytes: Buffer, edit: (h: Record<string, unknown>) => void, records: (r: Buffer) => Buffer = (r) => r): Buffer {
+  const body = bytes.subarray(0, bytes.length - 32);
+  const cut = body.indexOf(10);
+  const header = JSON.parse(body.toString('utf8', 0, cut)) as Record<string, unknown>;
+  edit(header);
+  const next = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), records(Buffer.from(body.subarray(cut + 1)))]);
+  return Buffer.concat([next, createHash('sha256').update(next).digest()]);
+}
+
+describe('the clone ledger file', () => {
+  it('is trusted only when its header names this store, this clone, its device, a snapshot digest and its record count; re-sealed with any of them changed, diff re-hashes', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    snap.materializeSync(clone);
+    const ledgers = join(work, 'store/clones');
+    const [name] = readdirSync(ledgers);
+    const path = join(ledgers, name!);
+    const saved = readFileSync(path);
+    const st = statSync(clone, { bigint: true });
+    const header = JSON.parse(saved.toString('utf8', 0, saved.indexOf(10))) as Record<string, unknown>;
+    expect(header).toMatchObject({ v: 2, clone: `${st.dev}:${st.ino}`, digest: snap.digest, dev: String(st.dev), independent: false, count: 4, path: clone });
+    // Re-sealed as it is: trusted (the test's own sealing is right).
+    writeFileSync(path, resealed(saved, () => {}));
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    const cases: [string, (h: Record<string, unknown>) => void, ((r: Buffer) => Buffer)?][] = [
+      ['another version', (h) => (h.v = 3)],
+      ['another store', (h) => (h.store = `${h.store}1`)],
+      ['another clone', (h) => (h.clone = `${st.dev}:${st.ino + 1n}`)],
+      ['another device', (h) => (h.dev = String(st.dev + 1n))],
+      ['a digest that is not one', (h) => (h.digest = 'ab')],
+      ['a digest that is not a string', (h) => (h.digest = 7)],
+      ['a count that is not the records', (h) => (h.count = 5)],
+      ['a count that is not a number', (h) => (h.count = '4')],
+      ['a count that is not an integer', (h) => (h.count = 3.5), (r) => r.subarray(0, 140)],
+      ['a negative count', (h) => (h.count = -1)],
+      ['records cut short', () => {}, (r) => r.subarray(0, r.length - 1)],
+    ];
+    for (const [what, edit, records] of cases) {
+      writeFileSync(path, resealed(saved, edit, records));
+      expect([what, snap.diffSync(clone)]).toMatchObject([what, { ok: true, method: 'hash' }]);
+    }
+    // Not sealed: a header changed without a new sha256, a file shorter than one, no header line.
+    const changed = Buffer.from(saved);
+    changed[changed.indexOf(10) + 1] ^= 1;
+    for (const bytes of [changed, saved.subarray(0, 31), Buffer.concat([Buffer.from('x'.repeat(8)), createHash('sha256').update('x'.repeat(8)).digest()])]) {
+      writeFileSync(path, bytes);
+      expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    }
+    // A digest of another snapshot, well formed: the ledger is that snapshot's (SEAL_BINDING, as a materialize of it would leave).
+    writeFileSync(path, resealed(saved, (h) => (h.digest = 'f'.repeat(64))));
+    expect(() => snap.diffSync(clone)).toThrow(expect.objectContaining({ code: 'SEAL_BINDING' }));
+    // independent: true is read as it is written (only then may reflink 'never' keep the files).
+    writeFileSync(path, resealed(saved, (h) => (h.independent = true)));
+    expect(snap.materializeSync(clone, { reflink: 'never' })).toMatchObject({ reset: true });
+    writeFileSync(path, resealed(saved, (h) => (h.independent = 'yes')));
+    expect(snap.materializeSync(clone, { reflink: 'never' })).toMatchObject({ reset: false });
+    store.closeSync();
+  });
+});
