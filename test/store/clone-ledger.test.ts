@@ -5,8 +5,9 @@ import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+import { Snapshot, SnapshotStore } from '../../dist/index.js';
+import type { Stat } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -71,6 +72,31 @@ describe('the clone ledger file', () => {
     expect(snap.materializeSync(clone, { reflink: 'never' })).toMatchObject({ reset: true });
     writeFileSync(path, resealed(saved, (h) => (h.independent = 'yes')));
     expect(snap.materializeSync(clone, { reflink: 'never' })).toMatchObject({ reset: false });
+    store.closeSync();
+  });
+
+  // (Its size is compared with the manifest's before the ledger is asked.)
+  it('a file is the one materialize made only while every field of its identity is: one field alone changed (the syscall layer lying) is changed', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha', 'src/b.ts': 'beta' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    snap.materializeSync(clone);
+    const tweaks: [string, (st: Stat) => Stat][] = [
+      ['dev', (st) => ({ ...st, dev: st.dev + 1n })],
+      ['mode', (st) => ({ ...st, mode: st.mode ^ 0o100 })],
+      ['ino', (st) => ({ ...st, ino: st.ino + 1n })],
+      ['mtime', (st) => ({ ...st, mtimeNs: st.mtimeNs + 1n })],
+      ['ctime', (st) => ({ ...st, ctimeNs: st.ctimeNs + 1n })],
+    ];
+    for (const [field, tweak] of tweaks) {
+      const sys = wrapSys({ fstatat: (orig) => (dirfd, name, flags) => (name === 'a.ts' ? tweak(orig(dirfd, name, flags)) : orig(dirfd, name, flags)) });
+      const lied = new Snapshot(snap.root, snap.toJSON(), { sys });
+      expect([field, lied.diffSync(clone)]).toMatchObject([field, { changed: ['src/a.ts'], method: 'ledger' }]);
+    }
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
     store.closeSync();
   });
 });
