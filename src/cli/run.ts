@@ -71,8 +71,9 @@ runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. With --keep-going, once the 
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
 the exit status is still the command's. A diff that fails (the command made the clone
-unreadable to this user, or it holds another snapshot's ledger) is said on stderr (with --json: { clone, status, error: { code,
-message } }), and the exit status is still the command's. Library: sandboxArgs(snap, clone, options).`,
+unreadable to this user, or it holds another snapshot's ledger) is said on stderr (with
+--json: { clone, status, error: { code, message } }), and the exit status is still the
+command's. Library: sandboxArgs(snap, clone, options).`,
   options: {
     reset: { type: 'boolean' },
     'keep-going': { type: 'boolean' },

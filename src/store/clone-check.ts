@@ -26,8 +26,8 @@ export interface CloneReport {
   /** Paths whose kind, size, bytes or link target differ, or whose mtime differs from the one recorded (keepTimes). */
   changed: string[];
   /**
-   * Directories of the snapshot this user may not list (EACCES: one made mode 0 or 0100,
-   * without root): each is `changed` too (its mode is not the one recorded), and what lies
+   * Directories of the snapshot this user may not list or search (EACCES: one made mode 0,
+   * 0100 or 0600, without root): each is `changed` too (its mode is not the one recorded), and what lies
    * below it is not known, so none of its entries is `removed`. `reset` repairs them.
    */
   unreadable: string[];
