@@ -1,7 +1,7 @@
 // clone-ledger.test.ts: the ledger file the store keeps of a clone, re-sealed with each field of its header changed in turn: any that
 // does not name this store, this clone, its device, a snapshot digest and its record count is ignored (diff re-hashes), never trusted.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -96,6 +96,47 @@ describe('the clone ledger file', () => {
       const lied = new Snapshot(snap.root, snap.toJSON(), { sys });
       expect([field, lied.diffSync(clone)]).toMatchObject([field, { changed: ['src/a.ts'], method: 'ledger' }]);
     }
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    store.closeSync();
+  });
+
+  it("gc drops a ledger whose header cannot be read, is another version's, names no snapshot the store holds or a clone no longer where it was; keeps the rest and what is not a ledger file", () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    snap.materializeSync(clone);
+    const clones = join(work, 'store/clones');
+    const st = statSync(clone, { bigint: true });
+    const real = `${st.dev}-${st.ino}.ledger`;
+    // A clone moved away and another directory made at its path (while the first still exists: another inode).
+    const again = join(work, 'again');
+    mkdirSync(again);
+    const gone = statSync(again, { bigint: true });
+    renameSync(again, join(work, 'moved'));
+    mkdirSync(again);
+    rmSync(join(work, 'moved'), { recursive: true });
+    const head = (h: unknown) => `${typeof h === 'string' ? h : JSON.stringify(h)}\nrecords`;
+    const planted: Record<string, string> = {
+      '11-1.ledger': head({ v: 2, digest: snap.digest }),
+      '11-2.ledger': '{"v":2}',
+      '11-3.ledger': head('not json'),
+      '11-4.ledger': head({ v: 3, digest: snap.digest }),
+      '11-5.ledger': head({ v: 2, digest: 5 }),
+      '11-6.ledger': head({ v: 2, digest: 'abc' }),
+      '11-7.ledger': head({ v: 2, digest: 'f'.repeat(64) }),
+      '11-8.ledger': head({ v: 2, digest: snap.digest, path: again, clone: `${gone.dev}:${gone.ino}` }),
+      '11-9.ledger': head({ v: 2, digest: snap.digest, path: clone, clone: `${st.dev}:${st.ino}` }),
+      'x-1.ledger': head({ v: 3 }),
+      '11-10.ledger.old': head({ v: 3 }),
+      'a11-10.ledger': head({ v: 3 }),
+    };
+    for (const [name, text] of Object.entries(planted)) writeFileSync(join(clones, name), text);
+    mkdirSync(join(clones, '12-1.ledger'));
+    expect(store.gc()).toBe(7);
+    expect(readdirSync(clones).sort()).toEqual([real, '11-1.ledger', '11-10.ledger.old', '11-9.ledger', '12-1.ledger', 'a11-10.ledger', 'x-1.ledger'].sort());
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
     store.closeSync();
   });
