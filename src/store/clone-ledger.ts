@@ -267,9 +267,22 @@ function ledgerIsStale(sys: Sys, head: Buffer, hasSnapshot: (digest: string) => 
   }
 }
 
+/** Unlinks clones/name when it is not a directory (never followed); 1 when it did. */
+function dropStray(sys: Sys, clonesFd: number, name: string): number {
+  try {
+    if (isDir(sys.fstatat(clonesFd, name, AT_SYMLINK_NOFOLLOW).mode)) return 0;
+    sys.unlinkat(clonesFd, name, 0);
+    return 1;
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return 0;
+    throw err;
+  }
+}
+
 /**
  * gc's sweep of clones/: removes each ledger that is stale (ledgerIsStale), so the ledgers
- * of clones a harness removed do not pile up. A ledger is removed only while its name still
+ * of clones a harness removed do not pile up, and what holds a ledger's name without
+ * being a file or a directory (a link, a FIFO, a socket). A ledger is removed only while its name still
  * binds the file whose header was read (a materialize that replaced it meanwhile keeps
  * its own). Dropping a ledger loses nothing but speed: diff then re-hashes, and reset or
  * materialize makes the copy roots whole. Returns how many were removed.
@@ -293,11 +306,17 @@ export function sweepLedgers(sys: Sys, storeRoot: string, hasSnapshot: (digest: 
       fd = sys.openat(clones.fd, entry.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
       if (hasCode(err, 'ENOENT')) continue;
-      throw err;
+      // A link or a socket under a ledger's name (the store's owner put it there): no ledger, dropped unfollowed.
+      if (!hasCode(err, 'ELOOP', 'ENXIO')) throw err;
+      swept += dropStray(sys, clones.fd, entry.name);
+      continue;
     }
     using file = own(sys, fd);
     const st = sys.fstat(file.fd);
-    if (!isReg(st.mode)) continue;
+    if (!isReg(st.mode)) {
+      if (!isDir(st.mode)) swept += dropStray(sys, clones.fd, entry.name);
+      continue;
+    }
     const n = sys.pread(file.fd, head, 0, head.length, 0);
     if (!ledgerIsStale(sys, head.subarray(0, n), hasSnapshot)) continue;
     try {

@@ -1,13 +1,13 @@
 // clone-ledger.test.ts: the ledger file the store keeps of a clone, re-sealed with each field of its header changed in turn: any that
 // does not name this store, this clone, its device, a snapshot digest and its record count is ignored (diff re-hashes), never trusted.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import type { Stat } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -100,7 +100,7 @@ describe('the clone ledger file', () => {
     store.closeSync();
   });
 
-  it("gc drops a ledger whose header cannot be read, is another version's, names no snapshot the store holds or a clone no longer where it was; keeps the rest and what is not a ledger file", () => {
+  it("gc drops a ledger whose header cannot be read, is another version's, names no snapshot the store holds or a clone no longer where it was, and a link or FIFO under a ledger's name; keeps the rest and what is not named like a ledger", () => {
     const work = tempDir();
     writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha' });
     const store = SnapshotStore.openSync(join(work, 'store'));
@@ -135,7 +135,13 @@ describe('the clone ledger file', () => {
     };
     for (const [name, text] of Object.entries(planted)) writeFileSync(join(clones, name), text);
     mkdirSync(join(clones, '12-1.ledger'));
-    expect(store.gc()).toBe(7);
+    // A link and a FIFO under ledgers' names: dropped, the link not followed (its target stays), the FIFO never waited on.
+    const target = join(work, 'target');
+    writeFileSync(target, 'kept');
+    symlinkSync(target, join(clones, '13-1.ledger'));
+    mkfifo(join(clones, '13-2.ledger'));
+    expect(store.gc()).toBe(9);
+    expect(readFileSync(target, 'utf8')).toBe('kept');
     expect(readdirSync(clones).sort()).toEqual([real, '11-1.ledger', '11-10.ledger.old', '11-9.ledger', '12-1.ledger', 'a11-10.ledger', 'x-1.ledger'].sort());
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
     store.closeSync();
