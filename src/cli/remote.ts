@@ -51,10 +51,24 @@ function snapshotRef(ctx: Context, names: string[], digestAt: number): { ref: Sn
   if (tag === undefined && manifest === undefined) {
     const all = [...names.slice(0, digestAt), '<digest>', ...names.slice(digestAt)];
     need(ctx, all.length, `${all.join(' ')} (or --tag NAME or --manifest DIGEST instead of <digest>)`);
+    checkOrder(ctx, all, digestAt);
     return { ref: ctx.args[digestAt]!, args: ctx.args.filter((_a, i) => i !== digestAt) };
   }
   need(ctx, names.length, `${names.join(' ')} with --${tag !== undefined ? 'tag' : 'manifest'} (and no <digest>)`);
   return { ref: tag !== undefined ? { tag } : { manifest: manifest! }, args: ctx.args };
+}
+
+/**
+ * A usage error when the arguments look swapped: no digest where the digest goes, and a
+ * snapshot digest (64 hex digits) elsewhere (pull and push take `<digest> <remote>`, cat
+ * `<remote> <digest> <path>`).
+ */
+function checkOrder(ctx: Context, names: string[], digestAt: number): void {
+  if (/^[0-9a-f]+$/.test(ctx.args[digestAt]!)) return;
+  const at = ctx.args.findIndex((a, i) => i !== digestAt && /^[0-9a-f]{64}$/.test(a));
+  if (at < 0) return;
+  const nth = (i: number): string => ['first', 'second', 'third'][i] ?? `number ${i + 1}`;
+  throw new UsageError(`${ctx.command} takes ${names.join(' ')}: the digest is the ${nth(digestAt)} argument, not the ${nth(at)}`, ctx.command);
 }
 
 /** Each retry said on stderr (clearing the progress line first), as it happens. */
@@ -66,6 +80,7 @@ function sayRetries(ctx: Context, command: string): { onRetry: (r: RetryNotice) 
 
 async function push(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <remote>');
+  checkOrder(ctx, ['<digest>', '<remote>'], 0);
   const store = await ctx.store();
   const line = ctx.io.progress('pushing');
   const r: PushReport = await store.push(ctx.args[0]!, ctx.args[1]!, {

@@ -19,6 +19,25 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(existsSync(join(work, 'clone/src'))).toBe(false);
   });
 
+  it('push, pull and cat with the digest and the remote swapped: a usage error saying where the digest goes, before any store or network', () => {
+    const work = tempDir();
+    const store = join(work, 'store');
+    const digest = 'a'.repeat(64);
+    const remote = '127.0.0.1:9/team/repo';
+    const cases: [string[], string][] = [
+      [['pull', remote, digest], 'pull takes <digest> <remote>: the digest is the first argument, not the second'],
+      [['push', remote, digest], 'push takes <digest> <remote>: the digest is the first argument, not the second'],
+      [['cat', digest, remote, 'src/a.ts'], 'cat takes <remote> <digest> <path>: the digest is the second argument, not the first'],
+    ];
+    for (const [args, message] of cases) {
+      const r = cli(store, ...args);
+      expect([r.status, r.stdout, r.stderr.split('\n')[0], r.stderr.split('\n')[1]!.startsWith(`usage: treeseal ${args[0]} `)]).toEqual([2, '', `treeseal: ${message}`, true]);
+    }
+    expect(existsSync(store)).toBe(false);
+    // In order, a digest prefix still goes to the store (push takes one).
+    expect(cli(store, 'push', 'abc', remote)).toMatchObject({ status: 1, stderr: expect.stringMatching(/^treeseal: SEAL_UNAVAILABLE: /) });
+  });
+
   it('read-only commands never create a missing store', () => {
     const work = tempDir();
     for (const args of [['ls'], ['verify'], ['show', 'abc']]) {
