@@ -90,12 +90,19 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
  * already say so (a directory this user may not list has another mode than it was given).
  */
 function openListable(c: Check, dirfd: number, name: string, path: string): number | undefined {
+  const fd = openListableDir(c.sys, dirfd, name);
+  if (fd !== null) return fd;
+  unreadable(c, path);
+  return undefined;
+}
+
+/** openChildDir, or null where this user may not list the directory (EACCES). */
+export function openListableDir(sys: Sys, dirfd: number, name: string): number | null {
   try {
-    return openChildDir(c.sys, dirfd, name);
+    return openChildDir(sys, dirfd, name);
   } catch (err) {
     if (!hasCode(err, 'EACCES')) throw err;
-    unreadable(c, path);
-    return undefined;
+    return null;
   }
 }
 

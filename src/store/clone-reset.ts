@@ -1,6 +1,6 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openChildDir, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -8,7 +8,7 @@ import { keepMtime, mtimeDiffers } from '../base/times.js';
 import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import { compareClone, type CloneReport } from './clone-check.js';
+import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
 import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
@@ -179,7 +179,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   {
     using dir = own(sys, fd);
     const now = sys.fstat(dir.fd);
-    if ((now.mode & 0o7777) === mode || chmodOwn(sys, dir.fd, mode)) return resetOpenDir(r, dir.fd, index, st, now);
+    if ((now.mode & 0o7777) === mode || chmodOwn(sys, dir.fd, mode)) return resetOpenDir(r, dir.fd, want, mode, st, now);
   }
   // Another user's, readable, whose mode this user may not set: replaced as above.
   replace(r, dirFd, name, st, want);
@@ -196,11 +196,9 @@ function chmodOwn(sys: Sys, fd: number, mode: number): boolean {
   }
 }
 
-/** The rest of resetEntry for a directory open at fd with the mode the ledger records (st: as it was found, now: as it is). */
-function resetOpenDir(r: Reset, fd: number, index: number, st: Stat, now: Stat): void {
+/** The rest of resetEntry for want's directory, open at fd and given `mode`, the one the ledger records (st: as it was found, now: as it is). */
+function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, mode: number, st: Stat, now: Stat): void {
   const { sys } = r.run;
-  const want = r.entries[index]!;
-  const mode = r.old.modeAt(index) ?? 0o700;
   // st: the mode before an unreadable directory was opened up to be entered.
   if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(want.path);
   resetDir(r, fd, want.path);
@@ -356,16 +354,6 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   return report;
 }
 
-/** openChildDir for diff's walk outside the roots: null (passed over) for a directory this user may not list. */
-function listableOrSkip(sys: Sys, dirfd: number, name: string): number | null {
-  try {
-    return openChildDir(sys, dirfd, name);
-  } catch (err) {
-    if (!hasCode(err, 'EACCES')) throw err;
-    return null;
-  }
-}
-
 /** diff: the clone's copy roots compared with data's manifest, by the ledger's identities (or re-hashed), and with `all` what lies outside them. */
 export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: DiffOptions): DiffReport {
   const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
@@ -375,7 +363,7 @@ export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, 
   const report: DiffReport = { ...compareClone(sys, data, dir.fd, verify ? undefined : ledger), method: verify ? 'hash' : 'ledger', outside: [] };
   if (options.all === true) {
     // A directory on the way to a root that this user may not list is unreadable already: what it holds is not known.
-    forEachOutside(sys, dir.fd, data, (_fd, _name, path) => report.outside.push(path), listableOrSkip);
+    forEachOutside(sys, dir.fd, data, (_fd, _name, path) => report.outside.push(path), openListableDir);
     report.outside.sort(compareUtf8);
   }
   return report;

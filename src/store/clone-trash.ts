@@ -1,5 +1,5 @@
 // clone-trash.ts: how reset removes what a clone should not hold: moved into a locked stage inside the clone, then emptied there, a level at a time.
-import { lockedDirError, openChildDir, openUpDir, own, removeAt } from '../base/fd.js';
+import { isLockedDir, lockedDirError, openRepairableDir, openUpDir, own, removeAt } from '../base/fd.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -40,18 +40,16 @@ export class Trash implements Disposable {
       this.#paths.delete(slot);
       let fd: number;
       try {
-        fd = openChildDir(sys, trash, slot);
+        fd = openRepairableDir(sys, trash, slot, `${at} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
         if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
           removeAt(sys, trash, slot, DT_REG);
           continue;
         }
-        if (!hasCode(err, 'EACCES')) throw err;
-        // Moved (it was writable) but not listable: opened up, or, another user's, removed if empty.
-        if (openUpDir(sys, trash, slot)) fd = openChildDir(sys, trash, slot);
-        else if (this.#removeEmpty(trash, slot)) continue;
-        else throw lockedDirError(sys, trash, slot, err, `${at} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
+        // Moved (it was writable) but not listable, and another user's: removed if empty.
+        if (isLockedDir(err) && this.#removeEmpty(trash, slot)) continue;
+        throw err;
       }
       {
         using dir = own(sys, fd);

@@ -21,15 +21,21 @@ function resealed(bytes: Buffer, edit: (h: Record<string, unknown>) => void, rec
   return Buffer.concat([next, createHash('sha256').update(next).digest()]);
 }
 
+/** A store holding a capture of `files` (copy root src) materialized into work/clone. */
+function materialized(files: Record<string, string>): { work: string; store: SnapshotStore; snap: Snapshot; clone: string } {
+  const work = tempDir();
+  writeTree(join(work, 'repo'), files);
+  const store = SnapshotStore.openSync(join(work, 'store'));
+  const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+  const clone = join(work, 'clone');
+  mkdirSync(clone);
+  snap.materializeSync(clone);
+  return { work, store, snap, clone };
+}
+
 describe('the clone ledger file', () => {
   it('is trusted only when its header names this store, this clone, its device, a snapshot digest and its record count; re-sealed with any of them changed, diff re-hashes', () => {
-    const work = tempDir();
-    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
-    const store = SnapshotStore.openSync(join(work, 'store'));
-    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
-    snap.materializeSync(clone);
+    const { work, store, snap, clone } = materialized({ 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
     const ledgers = join(work, 'store/clones');
     const [name] = readdirSync(ledgers);
     const path = join(ledgers, name!);
@@ -77,13 +83,7 @@ describe('the clone ledger file', () => {
 
   // (Its size is compared with the manifest's before the ledger is asked.)
   it('a file is the one materialize made only while every field of its identity is: one field alone changed (the syscall layer lying) is changed', () => {
-    const work = tempDir();
-    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha', 'src/b.ts': 'beta' });
-    const store = SnapshotStore.openSync(join(work, 'store'));
-    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
-    snap.materializeSync(clone);
+    const { store, snap, clone } = materialized({ 'src/a.ts': 'alpha', 'src/b.ts': 'beta' });
     const tweaks: [string, (st: Stat) => Stat][] = [
       ['dev', (st) => ({ ...st, dev: st.dev + 1n })],
       ['mode', (st) => ({ ...st, mode: st.mode ^ 0o100 })],
@@ -101,13 +101,7 @@ describe('the clone ledger file', () => {
   });
 
   it("gc drops a ledger whose header cannot be read, is another version's, names no snapshot the store holds or a clone no longer where it was, and a link or FIFO under a ledger's name; keeps the rest and what is not named like a ledger", () => {
-    const work = tempDir();
-    writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha' });
-    const store = SnapshotStore.openSync(join(work, 'store'));
-    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
-    const clone = join(work, 'clone');
-    mkdirSync(clone);
-    snap.materializeSync(clone);
+    const { work, store, snap, clone } = materialized({ 'src/a.ts': 'alpha' });
     const clones = join(work, 'store/clones');
     const st = statSync(clone, { bigint: true });
     const real = `${st.dev}-${st.ino}.ledger`;
