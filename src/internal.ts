@@ -18,6 +18,7 @@ export { findCredentials } from './store/registry/credentials.js';
 export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';
 export { ADDON_REVISION } from './sys/native.js';
 export { computeDigests, documentText } from './store/document.js';
-export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE, ENTRIES_TYPE, ROOT_TYPE } from './store/registry/mapping.js';
+export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE, ENTRIES_TYPE, INDEXED_PACK_TYPE, PACK_TYPE, ROOT_TYPE } from './store/registry/mapping.js';
+export { findInIndex, footerCount, indexBytes, packIndex } from './store/registry/pack-index.js';
 export { checkDocument } from './store/document-check.js';
 export { materializeSnapshot } from './store/materialize.js';

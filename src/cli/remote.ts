@@ -205,9 +205,11 @@ export const CAT: CommandSpec = {
        treeseal cat --manifest DIGEST <remote> <path> [options]
 
 Writes the bytes of one file of a snapshot in an OCI registry repository to stdout, without pulling
-the snapshot: it fetches the image manifest, the config (the snapshot manifest, whose digest is
-recomputed), then only the file's bytes (a Range read of the pack that holds them, or their own
-blob). <path> is the file as a clone shows it (a mount's as <target>/...). Nothing is written
+the snapshot. By snapshot digest it fetches the image manifest and the whole snapshot manifest
+(whose digest is recomputed); by --tag or --manifest the manifest is the anchor, and it fetches its
+root document and the one piece that records the file (plus, for a packed file, the pack's index).
+Then only the file's bytes: a Range read of the pack that holds them, or of their own blob. <path>
+is the file as a clone shows it (a mount's as <target>/...). Nothing is written
 before the bytes match the sha256 the snapshot records (a file over 64 MiB is proven in a temp
 file first); a mismatch is SEAL_CORRUPT with nothing on stdout. A directory is SEAL_BAD_PATH, a
 symlink SEAL_SYMLINK, a path not in the snapshot SEAL_UNAVAILABLE. No store is needed.
@@ -216,7 +218,7 @@ symlink SEAL_SYMLINK, a path not in the snapshot SEAL_UNAVAILABLE. No store is n
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30)
   --ca-file PEM       CA certificates to trust besides Node's own (else TREESEAL_CA_FILE)
-  --json              print what was fetched (digest, size, sha256, blob, offset, bytes) instead of the file
+  --json              print what was fetched (digest, proof, size, sha256, blob, offset, bytes) instead of the file
 Credentials: as push and pull take them.`,
   options: {
     tag: { type: 'string' },

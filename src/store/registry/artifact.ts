@@ -11,11 +11,13 @@ import {
   EMPTY_TYPE,
   ENTRIES_TYPE,
   FILE_TYPE,
+  INDEXED_PACK_TYPE,
   PACK_TYPE,
   ROOT_TYPE,
   type Descriptor,
   type Layout,
 } from './mapping.js';
+import { indexBytes } from './pack-index.js';
 
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 
@@ -77,12 +79,29 @@ export function parseArtifact(bytes: Buffer, where: string): Artifact {
   };
 }
 
+/** A pack's layer as the manifest names it: its blob, the blob's size, and whether it ends with an index (pack-index.ts). */
+export interface PackLayer {
+  digest: string;
+  size: number;
+  indexed: boolean;
+}
+
+/**
+ * The size a pack layer of `type` must have for `count` contents of `bytes` bytes in all:
+ * their bytes, and for an indexed pack its index; undefined for a layer that is not a pack.
+ */
+export function packLayerSize(type: string, bytes: number, count: number): number | undefined {
+  if (type === PACK_TYPE) return bytes;
+  if (type === INDEXED_PACK_TYPE) return bytes + indexBytes(count);
+  return undefined;
+}
+
 /**
  * Checks that the manifest's layers are exactly the layout its config implies: one
- * pack per non-empty bucket (media type, bucket, size), then one blob per large
- * content (its sha256, its size). Returns the pack digests, in bucket order.
+ * pack per non-empty bucket (either pack media type, its bucket, its size), then one blob
+ * per large content (its sha256, its size). Returns the packs' layers, in bucket order.
  */
-export function expectLayers(artifact: Artifact, layout: Layout, where: string): string[] {
+export function expectLayers(artifact: Artifact, layout: Layout, where: string): PackLayer[] {
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not match its snapshot manifest: ${why}`);
   const { layers } = artifact;
   const wantEmpty = layout.packs.length + layout.files.length === 0;
@@ -93,11 +112,12 @@ export function expectLayers(artifact: Artifact, layout: Layout, where: string):
   if (layers.length !== layout.packs.length + layout.files.length) {
     throw bad(`${layers.length} layers, the manifest implies ${layout.packs.length} packs and ${layout.files.length} files`);
   }
-  const digests = layout.packs.map((p, i) => {
+  const packs = layout.packs.map((p, i): PackLayer => {
     const l = layers[i]!;
-    if (l.mediaType !== PACK_TYPE || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${artifact.pieces.length + i} is not pack ${p.bucket}`);
-    if (l.size !== p.size) throw bad(`pack ${p.bucket} has size ${l.size}, its contents add up to ${p.size}`);
-    return l.digest;
+    const size = packLayerSize(l.mediaType, p.size, p.contents.length);
+    if (size === undefined || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${artifact.pieces.length + i} is not pack ${p.bucket}`);
+    if (l.size !== size) throw bad(`pack ${p.bucket} has size ${l.size}, its contents${l.mediaType === PACK_TYPE ? '' : ' and their index'} add up to ${size}`);
+    return { digest: l.digest, size, indexed: l.mediaType === INDEXED_PACK_TYPE };
   });
   layout.files.forEach((f, k) => {
     const i = layout.packs.length + k;
@@ -105,5 +125,5 @@ export function expectLayers(artifact: Artifact, layout: Layout, where: string):
     if (l.mediaType !== FILE_TYPE || l.digest !== `sha256:${f.sha256}`) throw bad(`layer ${artifact.pieces.length + i} is not the file blob sha256:${f.sha256}`);
     if (l.size !== f.size) throw bad(`file blob sha256:${f.sha256} has size ${l.size}, the manifest says ${f.size}`);
   });
-  return digests;
+  return packs;
 }

@@ -6,7 +6,8 @@ import { jsonString, snapshotDigest, type ManifestEntry } from '../../base/manif
 import { mountDigestsOf } from '../../base/manifest-stream.js';
 import { escapePath } from '../../base/paths.js';
 import { cutDocument } from './document-cut.js';
-import { ANNOTATION_BUCKET, FILE_TYPE, PACK_TYPE, bucketOf, type Descriptor } from './mapping.js';
+import { packLayerSize } from './artifact.js';
+import { ANNOTATION_BUCKET, FILE_TYPE, bucketOf, type Descriptor } from './mapping.js';
 
 /** What locating a file needs of the image manifest (its claims; each is checked or proven). */
 export interface CatManifest {
@@ -98,7 +99,7 @@ function proveLists(config: Buffer, expect: string, where: string): List[] {
  * canonical JSON an unescaped quote only delimits, so this names one entry's path key
  * and its whole value), read from its `{"kind":` to its `}`.
  */
-function findEntry(list: Buffer, path: string): ManifestEntry | undefined {
+export function findEntry(list: Buffer, path: string): ManifestEntry | undefined {
   const at = list.indexOf(`,"path":${jsonString(path)},"sha256":"`, 0, 'latin1');
   if (at < 0) return undefined;
   const start = list.lastIndexOf('{"kind":"', at, 'latin1');
@@ -141,10 +142,10 @@ function bucketAt(text: Buffer, at: number, buckets: number): number {
 /**
  * Every distinct file content in bucket `bucket` below `threshold` bytes (the pack's
  * contents), from the proven lists' bytes: each `,"sha256":"<64 hex>","size":N}` of a file
- * entry. Returns the pack's size and the offset of content `sha256` in it (contents are
- * packed in sha256 order).
+ * entry. Returns the size of the pack's contents, their count, and the offset of content
+ * `sha256` in it (contents are packed in sha256 order, an indexed pack's index after them).
  */
-function packPlace(lists: List[], sha256: string, threshold: number, buckets: number, bucket: number): { offset: number; size: number } {
+function packPlace(lists: List[], sha256: string, threshold: number, buckets: number, bucket: number): { offset: number; size: number; count: number } {
   const seen = new Set<string>();
   let offset = 0;
   let size = 0;
@@ -165,27 +166,30 @@ function packPlace(lists: List[], sha256: string, threshold: number, buckets: nu
       if (sha < sha256) offset += n;
     }
   }
-  return { offset, size };
+  return { offset, size, count: seen.size };
+}
+
+/** A file entry whose bytes are in a pack: what a CatLocation says but where in the pack. */
+export interface PackedEntry {
+  location: Omit<CatLocation, 'offset'> & { blob: string };
+  bucket: number;
+  /** The pack's layer. */
+  layer: Descriptor;
 }
 
 /**
- * Locates file `path` (a clone's view: a copy root's path, or a mount's target and the
- * path below it) of snapshot `expect` whose config is `config`: proves the config (see
- * proveLists), finds the entry (none: SEAL_UNAVAILABLE; a directory: SEAL_BAD_PATH; a
- * symlink: SEAL_SYMLINK), then where its bytes are: a blob of its own (at least the
- * manifest's threshold), or pack `bucketOf(sha256)` from the sum of the sizes of the
- * bucket's smaller contents. The manifest's layers must hold that blob at the size the
- * config implies (else SEAL_CORRUPT); the bytes read are proven against the sha256 later.
+ * Where the entry found for `path` in snapshot `digest` keeps its bytes, as far as its
+ * kind and size say: none found is SEAL_UNAVAILABLE, a directory SEAL_BAD_PATH, a symlink
+ * SEAL_SYMLINK; an empty file has no blob; a file of at least the manifest's threshold has
+ * a blob of its own, which the manifest must hold at its size (else SEAL_CORRUPT); a smaller
+ * one is in pack `bucketOf(sha256)`, whose layer the manifest must have (else SEAL_CORRUPT).
  */
-export function locateFile(config: Uint8Array, manifest: CatManifest, path: string, expect: string): CatLocation {
-  if (!HEX64_RE.test(expect)) throw new SealError('SEAL_CORRUPT', `${manifest.where} names no snapshot digest`);
-  const lists = proveLists(Buffer.from(config.buffer, config.byteOffset, config.byteLength), expect, manifest.where);
+export function placeEntry(entry: ManifestEntry | undefined, manifest: CatManifest, path: string, digest: string): CatLocation | PackedEntry {
   const shown = escapePath(path);
-  const entry = lookUp(lists, path);
-  if (entry === undefined) throw new SealError('SEAL_UNAVAILABLE', `no such file in snapshot ${expect}: ${shown}`, { path });
-  if (entry.kind === 'directory') throw new SealError('SEAL_BAD_PATH', `not a file in snapshot ${expect}: ${shown} is a directory`, { path });
-  if (entry.kind === 'symlink') throw new SealError('SEAL_SYMLINK', `not a file in snapshot ${expect}: ${shown} is a symlink (to ${escapePath(entry.link_target)})`, { path });
-  const base = { digest: expect, path, sha256: entry.sha256, size: entry.size, mode: entry.mode };
+  if (entry === undefined) throw new SealError('SEAL_UNAVAILABLE', `no such file in snapshot ${digest}: ${shown}`, { path });
+  if (entry.kind === 'directory') throw new SealError('SEAL_BAD_PATH', `not a file in snapshot ${digest}: ${shown} is a directory`, { path });
+  if (entry.kind === 'symlink') throw new SealError('SEAL_SYMLINK', `not a file in snapshot ${digest}: ${shown} is a symlink (to ${escapePath(entry.link_target)})`, { path });
+  const base = { digest, path, sha256: entry.sha256, size: entry.size, mode: entry.mode };
   if (entry.size === 0) return { ...base, blob: undefined, offset: 0 };
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${manifest.where} does not match its snapshot manifest: ${why}`);
   if (entry.size >= manifest.threshold) {
@@ -195,8 +199,27 @@ export function locateFile(config: Uint8Array, manifest: CatManifest, path: stri
     return { ...base, blob, offset: 0 };
   }
   const bucket = bucketOf(entry.sha256, manifest.buckets);
-  const layer = manifest.layers.find((l) => l.mediaType === PACK_TYPE && l.annotations?.[ANNOTATION_BUCKET] === String(bucket));
-  const { offset, size } = packPlace(lists, entry.sha256, manifest.threshold, manifest.buckets, bucket);
-  if (layer === undefined || layer.size !== size) throw bad(`pack ${bucket} is missing or not ${size} bytes`);
-  return { ...base, blob: layer.digest, offset };
+  const layer = manifest.layers.find((l) => packLayerSize(l.mediaType, 0, 0) !== undefined && l.annotations?.[ANNOTATION_BUCKET] === String(bucket));
+  if (layer === undefined) throw bad(`pack ${bucket} is missing`);
+  return { location: { ...base, blob: layer.digest }, bucket, layer };
+}
+
+/**
+ * Locates file `path` (a clone's view: a copy root's path, or a mount's target and the
+ * path below it) of snapshot `expect` whose config is `config`: proves the config (see
+ * proveLists), finds the entry and where its bytes are (see placeEntry); in a pack, at
+ * the sum of the sizes of the bucket's smaller contents, the pack's layer of the size its
+ * contents (and an indexed pack's index) make (else SEAL_CORRUPT). The bytes read are
+ * proven against the sha256 later.
+ */
+export function locateFile(config: Uint8Array, manifest: CatManifest, path: string, expect: string): CatLocation {
+  if (!HEX64_RE.test(expect)) throw new SealError('SEAL_CORRUPT', `${manifest.where} names no snapshot digest`);
+  const lists = proveLists(Buffer.from(config.buffer, config.byteOffset, config.byteLength), expect, manifest.where);
+  const placed = placeEntry(lookUp(lists, path), manifest, path, expect);
+  if (!('bucket' in placed)) return placed;
+  const { bucket, layer } = placed;
+  const { offset, size, count } = packPlace(lists, placed.location.sha256, manifest.threshold, manifest.buckets, bucket);
+  const want = packLayerSize(layer.mediaType, size, count)!;
+  if (layer.size !== want) throw new SealError('SEAL_CORRUPT', `${manifest.where} does not match its snapshot manifest: pack ${bucket} is not ${want} bytes`);
+  return { ...placed.location, offset };
 }

@@ -16,7 +16,8 @@ import type { CatLocation, CatManifest } from './cat-locate.js';
 import type { RegistryClient } from './client.js';
 import { runJob, runJobSync } from './jobs.js';
 import { checkRemoteOptions, makeClient, type RemoteOptions } from './options.js';
-import { claimedDigest, fetchDocument, readManifest } from './pull.js';
+import { locateLazily } from './cat-lazy.js';
+import { claimedDigest, fetchDocument, readManifest, type ManifestRead } from './pull.js';
 import { checkReference, type SnapshotRef } from './reference.js';
 
 const writeFd = promisify(write);
@@ -48,8 +49,16 @@ export interface CatOptions extends Omit<RemoteOptions, 'concurrency' | 'onProgr
 }
 
 export interface CatReport {
-  /** The snapshot's digest, recomputed from the metadata fetched. */
+  /** The snapshot's digest: recomputed from its entry lists (proof `snapshot`), or the one the manifest names (proof `manifest`). */
   digest: string;
+  /**
+   * What the bytes are proven against. `snapshot`: the snapshot digest, recomputed from
+   * every entry list (a cat by snapshot digest, or where the artifact has no index to find
+   * the file by). `manifest`: the image manifest (by tag or manifest digest) through the
+   * blobs it names by digest: its root document, the one piece that records the file, and
+   * its pack's index; the snapshot digest is then the manifest's claim, not recomputed.
+   */
+  proof: 'snapshot' | 'manifest';
   remote: string;
   /** sha256 of the image manifest read. */
   manifestDigest: string;
@@ -64,7 +73,7 @@ export interface CatReport {
   blob: string | undefined;
   /** Where its bytes start in that blob. */
   offset: number;
-  /** Blob bytes received: the root document and the pieces of the entry lists (or the first format's config), and the file's range (more if the registry ignored Range). */
+  /** Blob bytes received: the root document and the pieces of the entry lists read (or the first format's config), a pack's index, and the file's range (more if the registry ignored Range). */
   bytesDownloaded: number;
   elapsedMs: number;
 }
@@ -151,6 +160,21 @@ async function spooled(client: RegistryClient, loc: CatLocation, output: number 
   }
 }
 
+/**
+ * Locates the file through the whole entry lists: the assembled manifest proven against the
+ * snapshot digest, the entry found, its pack and offset summed (one hash of the lists and
+ * one scan of their bytes, about 30 ms for 50k files), on this thread up to
+ * INLINE_CONFIG_BYTES (a fresh process's cat starts no worker thread), on the worker above.
+ * `have`: the blobs a lazy attempt already fetched.
+ */
+async function locateProven(call: CatCall, client: RegistryClient, manifest: ManifestRead, digest: string, have: ReadonlyMap<string, Buffer>): Promise<CatLocation> {
+  const { artifact, where } = manifest;
+  // Not hashed here: the worker proves more (the snapshot digest, from the lists' own bytes).
+  const config = await fetchDocument(client, manifest, PIECES_AT_ONCE, false, have);
+  const args: [Uint8Array, CatManifest, string, string] = [config, { where, threshold: artifact.threshold, buckets: artifact.buckets, layers: artifact.layers }, call.path, digest];
+  return config.length <= INLINE_CONFIG_BYTES ? runJobSync(call.sys, 'catLocate', args) : await runJob(call.sys, 'catLocate', args);
+}
+
 async function catFile(call: CatCall, remoteText: string, options: CatOptions): Promise<{ report: CatReport; bytes: Buffer | undefined }> {
   const started = performance.now();
   const checked = checkRemoteOptions(remoteText, options);
@@ -160,14 +184,10 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
   try {
     const manifest = await readManifest(client, call.ref, remote.text);
     const digest = call.ref.kind === 'digest' ? call.ref.digest : claimedDigest(manifest);
-    const { artifact, where } = manifest;
-    // Not hashed here: the worker proves more (the snapshot digest, from the lists' own bytes).
-    const config = await fetchDocument(client, manifest, PIECES_AT_ONCE, false);
-    // The assembled manifest proven against the digest, the entry found, its pack and offset summed: one hash of
-    // its entry lists and one scan of its bytes (about 30 ms for 50k files), on this thread up to INLINE_CONFIG_BYTES
-    // (a fresh process's cat starts no worker thread), on the worker above.
-    const args: [Uint8Array, CatManifest, string, string] = [config, { where, threshold: artifact.threshold, buckets: artifact.buckets, layers: artifact.layers }, call.path, digest];
-    const loc = config.length <= INLINE_CONFIG_BYTES ? runJobSync(call.sys, 'catLocate', args) : await runJob(call.sys, 'catLocate', args);
+    // Named by tag or manifest digest, the manifest is the anchor: one piece and the pack's index say where the file is.
+    const got = new Map<string, Buffer>();
+    const lazy = call.ref.kind === 'digest' ? undefined : await locateLazily(client, manifest, call.path, digest, got);
+    const loc = lazy ?? (await locateProven(call, client, manifest, digest, got));
     if (call.output === undefined && loc.size > call.maxBytes) {
       throw new SealError('SEAL_LIMIT', `file is larger than maxBytes (${call.maxBytes} bytes): ${escapePath(loc.path)} has ${loc.size} bytes`, { path: loc.path });
     }
@@ -181,6 +201,7 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
     const { path, size, sha256, mode, blob, offset } = loc;
     const report: CatReport = {
       digest,
+      proof: lazy === undefined ? 'snapshot' : 'manifest',
       remote: remote.text,
       manifestDigest: manifest.digest,
       path,

@@ -1,6 +1,7 @@
 // mapping.ts: a snapshot as an OCI artifact: its distinct contents, which are packed and which get a blob, and the image manifest.
 import type { StoredSnapshot } from '../document.js';
 import { COPY_AREA, mountArea } from '../layout.js';
+import { indexBytes } from './pack-index.js';
 
 export const ARTIFACT_TYPE = 'application/vnd.treeseal.snapshot.v1';
 /** The config blob of the first format (still pulled): the snapshot's exact manifest.json. */
@@ -11,8 +12,10 @@ export const ROOT_TYPE = 'application/vnd.treeseal.snapshot.root.v2+json';
 export const ENTRIES_TYPE = 'application/vnd.treeseal.entries.v1';
 /** One large file's bytes, as they are. */
 export const FILE_TYPE = 'application/vnd.treeseal.file.v1';
-/** The distinct small contents of one bucket, concatenated in digest order. */
+/** The first pack format (still pulled): the distinct small contents of one bucket, concatenated in digest order. */
 export const PACK_TYPE = 'application/vnd.treeseal.pack.v1';
+/** The pack push writes: the same contents, then their index (pack-index.ts), so a cat finds one file without the entry lists. */
+export const INDEXED_PACK_TYPE = 'application/vnd.treeseal.pack.v2';
 export const EMPTY_TYPE = 'application/vnd.oci.empty.v1+json';
 export const EMPTY_BLOB = Buffer.from('{}');
 export const EMPTY_DIGEST = 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a';
@@ -21,6 +24,8 @@ export const ANNOTATION_SNAPSHOT = 'vnd.treeseal.snapshot';
 export const ANNOTATION_THRESHOLD = 'vnd.treeseal.threshold';
 export const ANNOTATION_BUCKETS = 'vnd.treeseal.buckets';
 export const ANNOTATION_BUCKET = 'vnd.treeseal.bucket';
+/** On a piece's layer: the path of its first entry (a hint a cat uses to fetch one piece; the piece's bytes decide). */
+export const ANNOTATION_FIRST_PATH = 'vnd.treeseal.first-path';
 /** The OCI annotations every pushed manifest carries (see the image spec's pre-defined annotation keys). */
 export const ANNOTATION_CREATED = 'org.opencontainers.image.created';
 export const ANNOTATION_REVISION = 'org.opencontainers.image.revision';
@@ -141,9 +146,9 @@ export function chooseLayout(data: StoredSnapshot): Layout {
 /** The layer descriptors of a layout, given each pack's blob digest: packs in bucket order, then files by digest. */
 export function layersOf(layout: Layout, packDigests: readonly string[]): Descriptor[] {
   const layers: Descriptor[] = layout.packs.map((p, i) => ({
-    mediaType: PACK_TYPE,
+    mediaType: INDEXED_PACK_TYPE,
     digest: packDigests[i]!,
-    size: p.size,
+    size: p.size + indexBytes(p.contents.length),
     annotations: { [ANNOTATION_BUCKET]: String(p.bucket) },
   }));
   for (const f of layout.files) layers.push({ mediaType: FILE_TYPE, digest: `sha256:${f.sha256}`, size: f.size });

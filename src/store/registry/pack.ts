@@ -12,6 +12,7 @@ import type { Sys } from '../../sys/native.js';
 import { DOCUMENT_NAME, SNAPSHOTS_DIR } from '../layout.js';
 import { readingSnapshot } from '../lock.js';
 import type { Content, Pack, Place } from './mapping.js';
+import { indexBytes, packIndex } from './pack-index.js';
 import { cutPieces, type DocumentPieces } from './pieces.js';
 
 /** The longest path one openat2 takes (PATH_MAX counts the NUL). */
@@ -87,7 +88,8 @@ export function openContent(sys: Sys, rootFd: number, content: Content): number 
 
 /**
  * Reads the pack's contents from the published snapshot `digest` at snapshotRoot into one
- * buffer, in order, proving each content's sha256 (a corrupt store is never uploaded).
+ * buffer, in order, proving each content's sha256 (a corrupt store is never uploaded), and
+ * ends it with their index (pack-index.ts).
  * Holds the store's shared lock while it reads (an rm waits; a snapshot already removed
  * is SEAL_UNAVAILABLE). Returns the bytes and the pack's blob digest.
  */
@@ -96,7 +98,7 @@ export function readPack(sys: Sys, snapshotRoot: string, digest: string, pack: P
 }
 
 function readPackAt(sys: Sys, rootFd: number, pack: Pack): { bytes: Buffer; digest: string } {
-  const bytes = Buffer.allocUnsafe(pack.size);
+  const bytes = Buffer.allocUnsafe(pack.size + indexBytes(pack.contents.length));
   let offset = 0;
   for (const c of pack.contents) {
     using file = own(sys, openContent(sys, rootFd, c));
@@ -105,6 +107,7 @@ function readPackAt(sys: Sys, rootFd: number, pack: Pack): { bytes: Buffer; dige
     if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
     offset += c.size;
   }
+  packIndex(pack.contents).copy(bytes, offset);
   return { bytes, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}` };
 }
 

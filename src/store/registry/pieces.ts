@@ -23,6 +23,16 @@ export interface PieceRange {
   digest: string;
   start: number;
   end: number;
+  /** The path of its first entry (its layer's ANNOTATION_FIRST_PATH). */
+  first: string;
+}
+
+/** The path of the first entry of the piece at doc[start…]: the JSON string after its first `,"path":`. */
+function firstPath(doc: Buffer, start: number, end: number): string {
+  const at = doc.indexOf(PATH_KEY, start);
+  const sha = doc.indexOf(SHA_KEY, at);
+  if (at < 0 || sha < 0 || sha > end) throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: an entry has no path and sha256');
+  return JSON.parse(doc.toString('latin1', at + PATH_KEY.length, sha)) as string;
 }
 
 export interface DocumentPieces {
@@ -107,7 +117,7 @@ export function cutPieces(doc: Buffer): DocumentPieces {
       const digest = `sha256:${createHash('sha256').update(doc.subarray(start, end)).digest('hex')}`;
       if (!seen.has(digest)) {
         seen.add(digest);
-        pieces.push({ digest, start, end });
+        pieces.push({ digest, start, end, first: firstPath(doc, start, end) });
       }
       return digest;
     });

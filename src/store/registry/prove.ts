@@ -1,7 +1,7 @@
 // prove.ts: what a pulled config must be (the requested snapshot, canonical, well formed) and the layers it implies; a sync core for the worker.
 import { SealError } from '../../base/errors.js';
 import { decodeDocument, documentText, type StoredSnapshot } from '../document.js';
-import { expectLayers, type Artifact } from './artifact.js';
+import { expectLayers, type Artifact, type PackLayer } from './artifact.js';
 import { chooseLayout, layoutWith, type Layout } from './mapping.js';
 
 export interface Fetched {
@@ -20,7 +20,7 @@ export interface Fetched {
  * entries equals `digest` (a moved tag is refused), it is in canonical form, its entries
  * are well formed (decodeDocument checks the whole document), and the manifest's layers are exactly the ones it implies.
  */
-export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packDigests: string[] } {
+export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packLayers: PackLayer[] } {
   let data: StoredSnapshot;
   try {
     data = decodeDocument(f.config);
@@ -33,7 +33,7 @@ export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layou
   }
   if (documentText(data) !== f.config) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
   const layout = layoutWith(data, f.artifact.threshold, f.artifact.buckets);
-  return { data, layout, packDigests: expectLayers(f.artifact, layout, f.where) };
+  return { data, layout, packLayers: expectLayers(f.artifact, layout, f.where) };
 }
 
 /** The layout push uses for the snapshot whose manifest.json is `config` (proven to hash to `digest`). */

@@ -19,7 +19,9 @@ import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
 import type { Content, Layout, Place } from './mapping.js';
 import { proveSnapshot, type Fetched } from './prove.js';
+import type { PackLayer } from './artifact.js';
 import { openContent, openDeep, placeParts, tooLong } from './pack.js';
+import { packIndex } from './pack-index.js';
 import { frozenFileMode } from '../../base/frozen.js';
 
 interface PullState {
@@ -28,6 +30,8 @@ interface PullState {
   /** The exact manifest.json bytes pulled (canonical, proven). */
   config: string;
   layout: Layout;
+  /** Each pack's layer, in the layout's order. */
+  packLayers: PackLayer[];
   /** sha256 of every content already in the build, at all its places. */
   have: Set<string>;
   buffer: Buffer;
@@ -162,19 +166,19 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
  * already has. Returns what is left to download.
  */
 export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullStart {
-  const { data: proven, layout, packDigests } = proveSnapshot(fetched);
+  const { data: proven, layout, packLayers } = proveSnapshot(fetched);
   // Proven as the registry holds it; published, when asked, for the local source path.
   const rebased = fetched.source !== undefined && fetched.source !== proven.source;
   const data = rebased ? withSource(proven, fetched.source!) : proven;
   const config = rebased ? documentText(data) : fetched.config;
   const build = openBuild(sys, storeRoot);
-  const s: PullState = { build, data, config, layout, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const s: PullState = { build, data, config, layout, packLayers, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     makeSkeleton(sys, s);
     const { reused, reusedBytes } = reuseLocal(sys, s);
     const id = nextId++;
     builds.set(id, s);
-    const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packDigests[index]!, size: p.size }]));
+    const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packLayers[index]!.digest, size: packLayers[index]!.size }]));
     const files = layout.files.flatMap((f, index) => (s.have.has(f.sha256) ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
     const blobs = 1 + fetched.artifact.pieces.length + layout.packs.length + layout.files.length;
     return { id, digest: data.digest, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
@@ -184,10 +188,19 @@ export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullSt
   }
 }
 
-/** Writes the contents of pack `index` the build lacks, each proven against its sha256 first. */
+/**
+ * Writes the contents of pack `index` the build lacks, each proven against its sha256
+ * first. An indexed pack's index must be exactly the one its contents make (pack-index.ts),
+ * so a pack a cat reads by its index is never one a pull would refuse.
+ */
 export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array): void {
   const s = state(id);
   const pack = s.layout.packs[index]!;
+  const layer = s.packLayers[index]!;
+  if (bytes.length !== layer.size) throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} has ${bytes.length} bytes, not ${layer.size}`);
+  if (layer.indexed && !packIndex(pack.contents).equals(bytes.subarray(pack.size))) {
+    throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} ends with another index than its contents make`);
+  }
   let offset = 0;
   for (const c of pack.contents) {
     const piece = bytes.subarray(offset, offset + c.size);

@@ -78,9 +78,10 @@ export function claimedDigest(m: ManifestRead): string {
  * when that is a whole manifest.json, else the document its root document and the pieces
  * it names make (each piece a layer of the manifest, in the order the root first names
  * them). Sizes are bounded and, with `prove`, each blob's sha256 checked as it comes; what
- * it holds is still only a claim until the snapshot digest is recomputed from it.
+ * it holds is still only a claim until the snapshot digest is recomputed from it. `have`:
+ * blobs already fetched (and proven against their digests), by digest, not fetched again.
  */
-export async function fetchDocument(client: RegistryClient, m: ManifestRead, concurrency: number, prove: boolean): Promise<Buffer> {
+export async function fetchDocument(client: RegistryClient, m: ManifestRead, concurrency: number, prove: boolean, have?: ReadonlyMap<string, Buffer>): Promise<Buffer> {
   const { artifact, where } = m;
   const { config } = artifact;
   if (config.mediaType === CONFIG_TYPE) {
@@ -88,7 +89,7 @@ export async function fetchDocument(client: RegistryClient, m: ManifestRead, con
     return client.getBlob(config.digest, config.size, prove);
   }
   if (config.size > MAX_ROOT_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a root document of ${config.size} bytes`);
-  const root = readRoot(await client.getBlob(config.digest, config.size, prove), where);
+  const root = readRoot(have?.get(config.digest) ?? (await client.getBlob(config.digest, config.size, prove)), where);
   const { pieces } = artifact;
   if (pieces.length !== root.distinct.length || pieces.some((l, i) => l.digest !== root.distinct[i])) {
     throw new SealError('SEAL_CORRUPT', `${where} does not match its root document: its first layers are not the ${root.distinct.length} pieces the root names`);
@@ -97,7 +98,7 @@ export async function fetchDocument(client: RegistryClient, m: ManifestRead, con
   if (total > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has entry lists of ${total} bytes`);
   const got = new Map<string, Buffer>();
   await eachLimited(pieces, concurrency, async (l) => {
-    got.set(l.digest, await client.getBlob(l.digest, l.size, prove));
+    got.set(l.digest, have?.get(l.digest) ?? (await client.getBlob(l.digest, l.size, prove)));
   });
   return assembleDocument(root, (d) => got.get(d)!);
 }

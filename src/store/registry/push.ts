@@ -12,7 +12,7 @@ import { sha256Digest, type RegistryClient } from './client.js';
 import { bufferBody, type BodySource } from './deadline.js';
 import { isLost, statusOf } from './http.js';
 import { runJob } from './jobs.js';
-import { ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, layersOf, manifestOf, type Content } from './mapping.js';
+import { ANNOTATION_CREATED, ANNOTATION_FIRST_PATH, ANNOTATION_REVISION, ANNOTATION_SOURCE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, layersOf, manifestOf, type Content } from './mapping.js';
 import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { checkTag, revisionTag } from './reference.js';
 import { parseRemote, snapshotTag } from './remote.js';
@@ -330,7 +330,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
     if (bare) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
     await eachLimited(tasks, checked.concurrency, (t) => t());
     const annotations = ociAnnotations(read.createdMs, source, revision);
-    const pieceLayers = read.pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start }));
+    const pieceLayers = read.pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start, annotations: { [ANNOTATION_FIRST_PATH]: x.first } }));
     const layers = [...pieceLayers, ...layersOf(layout, packDigests)];
     const manifest = manifestOf(digest, layout, { mediaType: ROOT_TYPE, digest: configDigest, size: config.length }, layers, annotations);
     const manifestDigest = await putManifest(client, tag, manifest);

@@ -157,6 +157,7 @@ describe.skipIf(registry === undefined)('cat: one file of a snapshot in a regist
     expect(out.bytes().equals(readFileSync(join(p.source, 'src/many/f001.ts')))).toBe(true);
     expect(report).toEqual({
       digest: snap.digest,
+      proof: 'snapshot',
       remote: p.remote,
       manifestDigest: p.manifestDigest,
       path: 'src/many/f001.ts',

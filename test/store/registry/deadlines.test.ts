@@ -15,7 +15,7 @@ const registry = await testRegistry('plain');
 const CLI = fileURLToPath(new URL('../../../dist/cli.js', import.meta.url));
 const OCI = 'application/vnd.oci.image.manifest.v1+json';
 const FILE = 'application/vnd.treeseal.file.v1';
-const PACK = 'application/vnd.treeseal.pack.v1';
+const PACK = 'application/vnd.treeseal.pack.v2';
 
 checkNoFileFdLeaks();
 

@@ -55,7 +55,7 @@ async function pullFails(store: SnapshotStore, digest: string, remote: string, o
 }
 
 const layerOf = (m: any, type: string) => m.layers.find((l: { mediaType: string }) => l.mediaType === type);
-const PACK = 'application/vnd.treeseal.pack.v1';
+const PACK = 'application/vnd.treeseal.pack.v2';
 const FILE = 'application/vnd.treeseal.file.v1';
 
 describe.skipIf(registry === undefined)('pull refuses what the registry got wrong', () => {
@@ -102,7 +102,7 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
     await putManifest(repo, tag, lying);
     let err = await pullFails(await fresh(), snap.digest, remote);
     expect(err.code).toBe('SEAL_CORRUPT');
-    expect(err.message).toBe(`${remote}:${tag} does not match its snapshot manifest: pack 0 has size ${pack.size + 1}, its contents add up to ${pack.size}`);
+    expect(err.message).toBe(`${remote}:${tag} does not match its snapshot manifest: pack 0 has size ${pack.size + 1}, its contents and their index add up to ${pack.size}`);
 
     await putManifest(repo, tag, manifest);
     truncateSync(blobPath(registry!.storage!, pack.digest), pack.size - 10);

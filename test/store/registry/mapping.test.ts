@@ -94,7 +94,7 @@ describe('snapshot to OCI layout', () => {
     const artifact = parseArtifact(bytes, 'r/x:tag');
     expect(artifact.pieces.map((p: { mediaType: string }) => p.mediaType)).toEqual(['application/vnd.treeseal.entries.v1']);
     const layout = layoutWith(data, artifact.threshold, artifact.buckets);
-    expect(expectLayers(artifact, layout, 'r/x:tag')).toEqual([`sha256:${sha('pack 0')}`]);
+    expect(expectLayers(artifact, layout, 'r/x:tag')).toEqual([{ digest: `sha256:${sha('pack 0')}`, size: 60 + 3 * 40 + 16, indexed: true }]);
     const swapped = { ...artifact, layers: [...artifact.layers].reverse() };
     expect(() => expectLayers(swapped, layout, 'r/x:tag')).toThrow('r/x:tag does not match its snapshot manifest: layer 1 is not pack 0');
     const late = JSON.parse(bytes.toString());

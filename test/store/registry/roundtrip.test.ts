@@ -209,7 +209,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(manifest.layers.map((l: { mediaType: string }) => l.mediaType)).toEqual([
       'application/vnd.treeseal.entries.v1',
       'application/vnd.treeseal.entries.v1',
-      'application/vnd.treeseal.pack.v1',
+      'application/vnd.treeseal.pack.v2',
       'application/vnd.treeseal.file.v1',
     ]);
     const config = execFileSync('skopeo', ['inspect', '--raw', '--config', '--tls-verify=false', `docker://${direct}:ts-${snap.digest}`]);
