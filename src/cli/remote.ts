@@ -207,7 +207,8 @@ export const CAT: CommandSpec = {
 Writes the bytes of one file of a snapshot in an OCI registry repository to stdout, without pulling
 the snapshot. By snapshot digest it fetches the image manifest and the whole snapshot manifest
 (whose digest is recomputed); by --tag or --manifest the manifest is the anchor, and it fetches its
-root document and the one piece that records the file (plus, for a packed file, the pack's index).
+root document and the piece of each list that may record the file (plus, for a packed file, the
+pack's index).
 Then only the file's bytes: a Range read of the pack that holds them, or of their own blob. <path>
 is the file as a clone shows it (a mount's as <target>/...). Nothing is written
 before the bytes match the sha256 the snapshot records (a file over 64 MiB is proven in a temp

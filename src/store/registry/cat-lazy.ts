@@ -7,7 +7,7 @@ import type { RegistryClient } from './client.js';
 import { ANNOTATION_FIRST_PATH, INDEXED_PACK_TYPE, ROOT_TYPE, type Descriptor } from './mapping.js';
 import { FOOTER_BYTES, findInIndex, footerCount, indexBytes } from './pack-index.js';
 import { MAX_ROOT_BYTES, readRoot, type RootDocument } from './pieces.js';
-import type { ManifestRead } from './pull.js';
+import { MAX_CONFIG_BYTES, type ManifestRead } from './pull.js';
 
 /** Bytes read from a pack's end to find its index in one request (about 200 contents' records; more are read after). */
 const TAIL_BYTES = 8192;
@@ -32,14 +32,15 @@ function mountTargets(root: RootDocument, where: string): string[] {
   return mounts.map((m) => m.target as string);
 }
 
-/** The lists `path` (a clone's view) may be in, in the order cat-locate's lookUp tries them: the copy roots', then each mount's whose target holds it, the longest first. */
+/**
+ * The lists `path` (a clone's view) may be in, as cat-locate's lookUp reads them: the copy
+ * roots', then the one mount whose target holds it (the longest such target).
+ */
 function candidatesOf(targets: readonly string[], path: string): Candidate[] {
   const out: Candidate[] = [{ list: 0, name: path }];
   const byLength = targets.map((target, i) => ({ target, list: i + 1 })).sort((a, b) => b.target.length - a.target.length);
-  for (const { target, list } of byLength) {
-    if (path === target) out.push({ list, name: 'payload' });
-    else if (path.startsWith(`${target}/`)) out.push({ list, name: `payload/${path.slice(target.length + 1)}` });
-  }
+  const mount = byLength.find(({ target }) => path === target || path.startsWith(`${target}/`));
+  if (mount !== undefined) out.push({ list: mount.list, name: path === mount.target ? 'payload' : `payload/${path.slice(mount.target.length + 1)}` });
   return out;
 }
 
@@ -106,11 +107,13 @@ async function readBytes(client: RegistryClient, digest: string, start: number, 
 
 /**
  * Locates file `path` of the snapshot image manifest `m` names, reading only what it must:
- * the root document, the piece of each list that may hold the path (chosen by the first
- * paths the manifest's piece layers carry), and for a packed file its pack's index (a
- * Range read of the pack's end). Every blob is proven against the digest the manifest
- * gives it, so what is found is what the manifest records; the snapshot digest is the one
- * it claims (`claimed`), not recomputed. Undefined when the manifest has not this shape
+ * the root document, the piece of each list that may hold the path (the copy roots', and
+ * the mount's whose target holds it; chosen by the first paths the manifest's piece layers
+ * carry), and for a packed file its pack's index (a Range read of the pack's end). The
+ * root document and the pieces are proven against the digests the manifest gives them, so
+ * the entry found is what the manifest records; the index only says where to read (the
+ * bytes are proven against the entry's sha256 later). The snapshot digest is the one the
+ * manifest claims (`claimed`), not recomputed. Undefined when the manifest has not this shape
  * (the first format, pieces without first paths, an unindexed pack) or the piece does not
  * hold the path: the caller then reads the whole entry lists (which also says why a path
  * is missing), taking the blobs this read (left in `got`, by digest) from there.
@@ -124,6 +127,9 @@ export async function locateLazily(client: RegistryClient, m: ManifestRead, path
     if (typeof first !== 'string') return undefined;
     firsts.set(l.digest, first);
   }
+  // The bound a pull and a cat by digest set on the lists, before anything is fetched.
+  const listBytes = artifact.pieces.reduce((n, l) => n + l.size, 0);
+  if (listBytes > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has entry lists of ${listBytes} bytes`);
   const rootBytes = await client.getBlob(artifact.config.digest, artifact.config.size);
   got.set(artifact.config.digest, rootBytes);
   const root = readRoot(rootBytes, where);
@@ -136,9 +142,9 @@ export async function locateLazily(client: RegistryClient, m: ManifestRead, path
     const piece = pieceFor(root.lists[c.list]!, firsts, c.name);
     return piece === undefined ? [] : [{ ...c, piece }];
   });
-  const pieces = await Promise.all(tries.map((t) => client.getBlob(t.piece, sizes.get(t.piece)!)));
-  tries.forEach((t, i) => got.set(t.piece, pieces[i]!));
-  const found = tries.map((t, i) => entryIn(pieces[i]!, t.name, where));
+  // At most two pieces (one a piece both lists share), each fetched once.
+  await Promise.all([...new Set(tries.map((t) => t.piece))].map(async (d) => got.set(d, await client.getBlob(d, sizes.get(d)!))));
+  const found = tries.map((t) => entryIn(got.get(t.piece)!, t.name, where));
   const entry = found.find((e) => e !== undefined);
   if (entry === undefined) return undefined;
   const manifest: CatManifest = { where, threshold: artifact.threshold, buckets: artifact.buckets, layers: artifact.layers };

@@ -20,7 +20,7 @@ export interface CatManifest {
 
 /** One file of a snapshot and where its bytes are in the repository. */
 export interface CatLocation {
-  /** The snapshot digest, recomputed from the config. */
+  /** The snapshot digest: recomputed from the config (cat by digest), or the manifest's claim (cat-lazy.ts). */
   digest: string;
   /** The file's path as asked for (components joined by `/`). */
   path: string;

@@ -221,10 +221,11 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
 
 /**
  * One file of a snapshot in a registry, fetched alone: the image manifest (by the
- * snapshot's digest, `{ tag }` or `{ manifest }`, as pull takes them), the snapshot
- * manifest (its root document and pieces, assembled and proven against the snapshot
- * digest), then only the file's bytes: a
- * Range read of the pack that holds it, or of its own blob. `path` is the file as a clone
+ * snapshot's digest, `{ tag }` or `{ manifest }`, as pull takes them); by digest the
+ * snapshot manifest (its root document and every piece, assembled and proven against the
+ * snapshot digest), by tag or manifest digest only the root document, the piece of each
+ * list that may hold the file and its pack's index (see cat-lazy.ts; else as by digest);
+ * then only the file's bytes: a Range read of the pack that holds it, or of its own blob. `path` is the file as a clone
  * shows it (`src/a.txt`; a mount's as `<target>/…`); relative, no `..` (SEAL_BAD_PATH).
  * Not in the snapshot: SEAL_UNAVAILABLE; a directory: SEAL_BAD_PATH; a symlink:
  * SEAL_SYMLINK. The bytes are proven against the sha256 the snapshot records before any

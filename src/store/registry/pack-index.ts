@@ -6,8 +6,12 @@ export const INDEX_RECORD_BYTES = 40;
 /** The footer: the record count (unsigned 64-bit big-endian), then MAGIC. */
 export const FOOTER_BYTES = 16;
 const MAGIC = Buffer.from('tsPackIx', 'latin1');
-/** The most contents a pack index may claim (a pack holds far fewer: MAX_PACKS buckets of a tree's small files). */
-const MAX_RECORDS = 2 ** 24;
+/**
+ * The most contents a pack index may claim (16 MB of index): a reader allocates what the
+ * footer claims before it can prove anything, and a pack holds far fewer (a bucket of a
+ * tree's distinct small contents; about 130 for a 50k-file tree).
+ */
+const MAX_RECORDS = 400_000;
 
 /** A content as a pack holds it. */
 export interface Packed {

@@ -27,12 +27,23 @@ export interface PieceRange {
   first: string;
 }
 
-/** The path of the first entry of the piece at doc[start…]: the JSON string after its first `,"path":`. */
+/** The longest first path a piece's layer carries, in UTF-16 code units: 64 pieces keep the image manifest small whatever the paths. */
+const FIRST_PATH_UNITS = 256;
+
+/**
+ * The path of the first entry of the piece at doc[start…] (the JSON string after its first
+ * `,"path":`), cut to FIRST_PATH_UNITS (never inside a surrogate pair). A cut path is a
+ * prefix, so it sorts no later than the path: a reader guided by it may pick a later piece
+ * than the one that holds what it looks for, find nothing there, and read every piece.
+ */
 function firstPath(doc: Buffer, start: number, end: number): string {
   const at = doc.indexOf(PATH_KEY, start);
   const sha = doc.indexOf(SHA_KEY, at);
   if (at < 0 || sha < 0 || sha > end) throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: an entry has no path and sha256');
-  return JSON.parse(doc.toString('latin1', at + PATH_KEY.length, sha)) as string;
+  const path = JSON.parse(doc.toString('latin1', at + PATH_KEY.length, sha)) as string;
+  if (path.length <= FIRST_PATH_UNITS) return path;
+  const last = path.charCodeAt(FIRST_PATH_UNITS - 1);
+  return path.slice(0, last >= 0xd800 && last <= 0xdbff ? FIRST_PATH_UNITS - 1 : FIRST_PATH_UNITS);
 }
 
 export interface DocumentPieces {

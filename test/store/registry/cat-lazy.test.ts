@@ -279,6 +279,33 @@ describe.skipIf(registry === undefined)('cat by tag or manifest digest reads one
   });
 });
 
+describe.skipIf(registry === undefined)('cat by tag or manifest digest bounds what a crafted manifest makes it read', () => {
+  it('entry lists claimed over 1 GiB are SEAL_CORRUPT before a blob is fetched; fifty mounts on one target read one piece once', async () => {
+    const p = await pushed('lazy-bounds');
+    const { repo } = p;
+    const huge = structuredClone(p.manifest);
+    huge.layers.find((l) => l.mediaType === ENTRIES_TYPE)!.size = 2 ** 31;
+    const m = await putManifest(repo, 'huge', huge);
+    p.proxy.log.length = 0;
+    const err = await fails(catRemote(p.remote, { manifest: m }, 'src/a.txt'));
+    const total = 2 ** 31 + pieces(p).slice(1).reduce((n, l) => n + l.size, 0);
+    expect([err.code, err.message, blobLines(p)]).toEqual(['SEAL_CORRUPT', `${p.remote}@${m} has entry lists of ${total} bytes`, []]);
+
+    // The same mount fifty times over in the root document (the pieces stay the manifest's).
+    const root = p.blob(p.manifest.config.digest).toString('latin1');
+    const from = root.indexOf('"mounts":[') + '"mounts":['.length;
+    const to = root.indexOf('],"revision":', from);
+    const crowded = Buffer.from(root.slice(0, from) + Array(50).fill(root.slice(from, to)).join(',') + root.slice(to), 'latin1');
+    const many = structuredClone(p.manifest);
+    many.config = { ...many.config, digest: await upload(repo, crowded), size: crowded.length };
+    const digest = await putManifest(repo, 'many', many);
+    p.proxy.log.length = 0;
+    expect((await catRemote(p.remote, { manifest: digest }, 'node_modules/pkg/index.js')).toString()).toBe('module.exports = 1;\n');
+    const mountPiece = pieceOf(p, 'payload/pkg/index.js').digest;
+    expect(blobLines(p).filter((l) => !l.includes('range='))).toEqual([`GET /v2/${repo}/blobs/${many.config.digest}`, `GET /v2/${repo}/blobs/${mountPiece}`]);
+  });
+});
+
 describe('the pack index', () => {
   const bad = (why: string): Error => new Error(why);
   const contents = [
@@ -313,6 +340,12 @@ describe('the pack index', () => {
     huge.writeBigUInt64BE(2n ** 40n, huge.length - 16);
     expect(() => footerCount(huge, 2 ** 50, bad as never)).toThrow(`its index claims ${2 ** 40} contents`);
     expect(footerCount(index, indexBytes(3), bad as never)).toBe(3);
+    // However large the pack, at most 400,000 records (16 MB) are read.
+    const many = Buffer.from(index);
+    many.writeBigUInt64BE(400_001n, many.length - 16);
+    expect(() => footerCount(many, 2 ** 40, bad as never)).toThrow('its index claims 400001 contents');
+    many.writeBigUInt64BE(400_000n, many.length - 16);
+    expect(footerCount(many, 2 ** 40, bad as never)).toBe(400_000);
     expect(() => findInIndex(index, packSize + 1, 'a'.repeat(64), bad as never)).toThrow("its index's sizes add up to 9 bytes, not the 10 before it");
     expect(() => findInIndex(index, packSize - 1, 'c'.repeat(64), bad as never)).toThrow("its index's sizes add up to 9 bytes, not the 8 before it");
   });

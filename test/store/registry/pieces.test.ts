@@ -11,6 +11,7 @@ interface Piece {
   digest: string;
   start: number;
   end: number;
+  first: string;
 }
 
 /** A snapshot of `n` files under t/ (each content named by `content(i)`), captured at `source`, with one mount of `mountFiles` files. */
@@ -144,6 +145,23 @@ describe('snapshot metadata in pieces', () => {
     const { doc, pieces } = cut(snapshot(3_000));
     const padded = Buffer.concat([Buffer.alloc(777, 0x20), doc]).subarray(777);
     expect(cutPieces(padded).pieces).toEqual(pieces);
+  });
+
+  it("names each piece's first entry path, cut to 256 UTF-16 units and never inside a surrogate pair", () => {
+    const { doc, pieces } = cut(snapshot(50_000));
+    for (const p of pieces) expect(doc.toString('latin1', p.start, p.end)).toContain(`,"path":${JSON.stringify(p.first)},"sha256":"`);
+    const long = `t/${'x'.repeat(300)}`;
+    expect(cut(snapshot(0, { extra: [long] })).pieces.map((p) => p.first)).toEqual(['t']);
+    // A list whose first entry is the long path: a mount's, after its payload directory's... so a copy list with only files.
+    const d = snapshot(0, { extra: [long, `t/${'y'.repeat(253)}\u{1F600}z`] });
+    const onlyFiles = { ...d, entries: d.entries.filter((e) => e.kind === 'file') };
+    const firsts = cutPieces(Buffer.from(documentText({ ...onlyFiles, ...computeDigests(onlyFiles) } as SnapshotData), 'latin1')).pieces.map((p: Piece) => p.first);
+    expect(firsts).toEqual([long.slice(0, 256)]);
+    const emoji = snapshot(0, { extra: [`t/${'y'.repeat(253)}\u{1F600}z`] });
+    const emojiFiles = { ...emoji, entries: emoji.entries.filter((e) => e.kind === 'file') };
+    const [first] = cutPieces(Buffer.from(documentText({ ...emojiFiles, ...computeDigests(emojiFiles) } as SnapshotData), 'latin1')).pieces.map((p: Piece) => p.first);
+    // Unit 255 is the emoji's high surrogate: the cut stops before it.
+    expect(first).toBe(`t/${'y'.repeat(253)}`);
   });
 
   it('refuses to cut a document with an entry that has no path (it never cuts one it cannot read)', () => {
