@@ -37,7 +37,7 @@ export const LARGE_FILE_BYTES = 1024 * 1024;
 export const MAX_FILE_LAYERS = 64;
 /**
  * At most this many packs: with MAX_FILE_LAYERS blobs and MAX_PIECES pieces of the entry
- * lists, at most 496 layers (ECR refuses a manifest of more than 500).
+ * lists, at most 464 layers (ECR refuses a manifest of more than 500).
  */
 export const MAX_PACKS = 368;
 /** Packs are sized towards this (the bucket count doubles until they are no bigger on average). */

@@ -4,8 +4,14 @@ import { createHash } from 'node:crypto';
 import { SealError } from '../../base/errors.js';
 import { cutDocument } from './document-cut.js';
 
-/** At most this many pieces (the layer budget: ECR refuses a manifest of more than 500 layers). */
-export const MAX_PIECES = 64;
+/**
+ * At most this many pieces (within the layer budget: ECR refuses a manifest of more than 500
+ * layers). Fewer, larger pieces cost a one-file change more bytes (its piece, about 300 KB
+ * for 50k files) and a cat by digest or a pull fewer requests: a registry spends most of a
+ * small blob on the request (a cat by digest of the 50k tree: 213–232 ms with 32, 311–356 ms
+ * with 64).
+ */
+export const MAX_PIECES = 32;
 /** A piece ends after an entry whose path hashes to 0 in its low bits: at least this many, more for a larger tree. */
 const MIN_CUT_BITS = 6;
 /** ... once it holds this many bytes: a small tree's list is one piece. */
@@ -27,7 +33,7 @@ export interface PieceRange {
   first: string;
 }
 
-/** The longest first path a piece's layer carries, in UTF-16 code units: 64 pieces keep the image manifest small whatever the paths. */
+/** The longest first path a piece's layer carries, in UTF-16 code units: MAX_PIECES of them keep the image manifest small whatever the paths. */
 const FIRST_PATH_UNITS = 256;
 
 /**
