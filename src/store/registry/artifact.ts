@@ -86,6 +86,11 @@ export interface PackLayer {
   indexed: boolean;
 }
 
+/** Whether a layer's media type is a pack's (either format). */
+export function isPackType(type: string): boolean {
+  return type === PACK_TYPE || type === INDEXED_PACK_TYPE;
+}
+
 /**
  * The size a pack layer of `type` must have for `count` contents of `bytes` bytes in all:
  * their bytes, and for an indexed pack its index; undefined for a layer that is not a pack.

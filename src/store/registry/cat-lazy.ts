@@ -1,4 +1,4 @@
-// cat-lazy.ts: one file located through a manifest the caller named by tag or manifest digest without the whole entry lists: the root document, the one piece that names the file, and its pack's index.
+// cat-lazy.ts: one file located through a manifest the caller named by tag or manifest digest without the whole entry lists: the root document, the piece of each list that may name the file, and its pack's index.
 import { SealError } from '../../base/errors.js';
 import type { ManifestEntry } from '../../base/manifest.js';
 import { compareUtf8, escapePath } from '../../base/paths.js';

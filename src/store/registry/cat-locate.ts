@@ -6,7 +6,7 @@ import { jsonString, snapshotDigest, type ManifestEntry } from '../../base/manif
 import { mountDigestsOf } from '../../base/manifest-stream.js';
 import { escapePath } from '../../base/paths.js';
 import { cutDocument } from './document-cut.js';
-import { packLayerSize } from './artifact.js';
+import { isPackType, packLayerSize } from './artifact.js';
 import { ANNOTATION_BUCKET, FILE_TYPE, bucketOf, type Descriptor } from './mapping.js';
 
 /** What locating a file needs of the image manifest (its claims; each is checked or proven). */
@@ -199,7 +199,7 @@ export function placeEntry(entry: ManifestEntry | undefined, manifest: CatManife
     return { ...base, blob, offset: 0 };
   }
   const bucket = bucketOf(entry.sha256, manifest.buckets);
-  const layer = manifest.layers.find((l) => packLayerSize(l.mediaType, 0, 0) !== undefined && l.annotations?.[ANNOTATION_BUCKET] === String(bucket));
+  const layer = manifest.layers.find((l) => isPackType(l.mediaType) && l.annotations?.[ANNOTATION_BUCKET] === String(bucket));
   if (layer === undefined) throw bad(`pack ${bucket} is missing`);
   return { location: { ...base, blob: layer.digest }, bucket, layer };
 }

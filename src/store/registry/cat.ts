@@ -55,8 +55,9 @@ export interface CatReport {
    * What the bytes are proven against. `snapshot`: the snapshot digest, recomputed from
    * every entry list (a cat by snapshot digest, or where the artifact has no index to find
    * the file by). `manifest`: the image manifest (by tag or manifest digest) through the
-   * blobs it names by digest: its root document, the one piece that records the file, and
-   * its pack's index; the snapshot digest is then the manifest's claim, not recomputed.
+   * blobs it names by digest: its root document and the piece of each list that may record
+   * the file (its pack's index says only where to read); the snapshot digest is then the
+   * manifest's claim, not recomputed.
    */
   proof: 'snapshot' | 'manifest';
   remote: string;
@@ -225,8 +226,9 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
  * snapshot manifest (its root document and every piece, assembled and proven against the
  * snapshot digest), by tag or manifest digest only the root document, the piece of each
  * list that may hold the file and its pack's index (see cat-lazy.ts; else as by digest);
- * then only the file's bytes: a Range read of the pack that holds it, or of its own blob. `path` is the file as a clone
- * shows it (`src/a.txt`; a mount's as `<target>/…`); relative, no `..` (SEAL_BAD_PATH).
+ * then only the file's bytes: a Range read of the pack that holds it, or of its own blob.
+ * `path` is the file as a clone shows it (`src/a.txt`; a mount's as `<target>/…`);
+ * relative, no `..` (SEAL_BAD_PATH).
  * Not in the snapshot: SEAL_UNAVAILABLE; a directory: SEAL_BAD_PATH; a symlink:
  * SEAL_SYMLINK. The bytes are proven against the sha256 the snapshot records before any
  * is handed out (else SEAL_CORRUPT, and nothing returned or written).
