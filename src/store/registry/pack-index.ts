@@ -52,8 +52,9 @@ export function footerCount(tail: Buffer, packSize: number, bad: (why: string) =
 /**
  * Where content `sha256` lies in a pack, from its index (`index` is the whole index,
  * records and footer, of a pack of `packSize` bytes): the offset is the sum of the sizes
- * of the records before it. The records' sizes must add up to the bytes before the index.
- * Undefined when the index has no such content.
+ * of the records before it (the first record of that sha256, should there be more). The
+ * records' sizes must add up to the bytes before the index. Undefined when the index has
+ * no such content.
  */
 export function findInIndex(index: Buffer, packSize: number, sha256: string, bad: (why: string) => SealError): { offset: number; size: number } | undefined {
   const count = (index.length - FOOTER_BYTES) / INDEX_RECORD_BYTES;
@@ -64,8 +65,8 @@ export function findInIndex(index: Buffer, packSize: number, sha256: string, bad
     const at = i * INDEX_RECORD_BYTES;
     const size = Number(index.readBigUInt64BE(at + 32));
     if (found === undefined && index.compare(want, 0, 32, at, at + 32) === 0) found = { offset, size };
+    // Bounded by MAX_RECORDS; a size past 2^53 only makes the sum larger, never equal.
     offset += size;
-    if (offset > packSize) break;
   }
   if (offset !== packSize - index.length) throw bad(`its index's sizes add up to ${offset} bytes, not the ${packSize - index.length} before it`);
   return found;

@@ -328,6 +328,13 @@ describe('the pack index', () => {
     expect(findInIndex(index, packSize, 'b'.repeat(64), bad as never)).toEqual({ offset: 3, size: 5 });
     expect(findInIndex(index, packSize, 'c'.repeat(64), bad as never)).toEqual({ offset: 8, size: 1 });
     expect(findInIndex(index, packSize, 'd'.repeat(64), bad as never)).toBeUndefined();
+    // A sha256 listed twice (no push writes that): the first record says where.
+    const twice = packIndex([...contents, { sha256: 'a'.repeat(64), size: 2 }]);
+    expect(findInIndex(twice, 11 + twice.length, 'a'.repeat(64), bad as never)).toEqual({ offset: 0, size: 3 });
+    // Sizes past 2^53 never add up to the bytes before the index.
+    const huge = packIndex([{ sha256: 'a'.repeat(64), size: 2 ** 60 }, { sha256: 'b'.repeat(64), size: 2 ** 60 }]);
+    huge.writeBigUInt64BE(2n ** 64n - 1n, 32);
+    expect(() => findInIndex(huge, 9 + huge.length, 'b'.repeat(64), bad as never)).toThrow("its index's sizes add up to");
   });
 
   it('refuses a footer without the magic, a count the pack cannot hold, and sizes that do not add up to the bytes before the index', () => {
