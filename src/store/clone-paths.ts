@@ -4,23 +4,42 @@ import { basename, dirname, resolve } from 'node:path';
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
 /**
  * Makes the directory `clonePath` (0777 less the umask, as mkdir(1) does) when its
  * parent is a real directory reached through no symlink; an existing name is left
- * for the caller's open to judge (a symlink there is never followed).
+ * for the caller's open to judge (a symlink there is never followed). Returns whether
+ * it made it (see removeMadeClone).
  */
-export function makeCloneDir(sys: Sys, clonePath: string): void {
+export function makeCloneDir(sys: Sys, clonePath: string): boolean {
   using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
   try {
     sys.mkdirat(parent.fd, basename(clonePath), 0o777);
+    return true;
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) {
       throw new SealError('SEAL_UNAVAILABLE', `clone cannot be created: ${escapePath(clonePath)}: ${(err as Error).message}`, { cause: err });
     }
+    return false;
+  }
+}
+
+/**
+ * After a failed materialize: removes the clone directory makeCloneDir made, when it is
+ * still that directory (the same device and inode, reached through no symlink) and empty,
+ * so a failure leaves no clone behind that a later `run` or harness would take for one.
+ * Anything else (it holds entries, it was replaced, it cannot be reached) is left as it is.
+ */
+export function removeMadeClone(sys: Sys, clonePath: string, made: Stat): void {
+  try {
+    using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
+    const st = sys.fstatat(parent.fd, basename(clonePath), AT_SYMLINK_NOFOLLOW);
+    if (isDir(st.mode) && st.dev === made.dev && st.ino === made.ino) sys.unlinkat(parent.fd, basename(clonePath), AT_REMOVEDIR);
+  } catch {
+    // Not empty, gone, or out of reach: the failure that brought us here is what the caller reports.
   }
 }
 

@@ -13,7 +13,7 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -317,15 +317,20 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
 }
 
 /** Opens the clone after checking it apart from the source and the store; its fstat and its ledger (undefined: none of this clone in this store). */
-function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined } {
+function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
-  if (create) makeCloneDir(sys, clone);
+  const making = create && makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
+  let made: Stat | undefined;
   try {
-    const ledger = loadLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+    const st = sys.fstat(dir.fd);
+    // What removeMadeClone checks is still there: the directory this call made.
+    if (making) made = st;
+    const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
-    return { dir, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+    return { dir, made, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
   } catch (err) {
+    if (made !== undefined) removeMadeClone(sys, clone, made);
     dir[Symbol.dispose]();
     throw err;
   }
@@ -339,10 +344,23 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
   return resetInto(sys, snapshotRoot, data, dir.fd, ledger, options);
 }
 
-/** materialize: a reset when the clone holds this snapshot's ledger and no marker, else the whole copy roots. */
+/**
+ * materialize: a reset when the clone holds this snapshot's ledger and no marker, else the
+ * whole copy roots. A clone directory it made (createClone) is removed again when the
+ * materialize fails and leaves it empty.
+ */
 export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions): MaterializeReport {
-  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
+  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
   using _ = dir;
+  try {
+    return materializeOpen(sys, snapshotRoot, data, dir, ledger, options);
+  } catch (err) {
+    if (made !== undefined) removeMadeClone(sys, clone, made);
+    throw err;
+  }
+}
+
+function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, dir: Fd, ledger: Ledger | undefined, options: MaterializeOptions): MaterializeReport {
   const { createClone: _create, ...rest } = options;
   // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
   const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);

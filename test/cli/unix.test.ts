@@ -210,6 +210,21 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(readFileSync(join(work, 'made/src/lib/b.ts'), 'utf8')).toBe('beta');
   });
 
+  it.skipIf(process.env.TREESEAL_TEST_EXT4 === undefined && process.env.CI !== 'true')('a materialize that fails leaves no clone it made, so run materializes instead of running in an empty directory', () => {
+    // On ext4 FICLONE fails: --reflink always is SEAL_NO_REFLINK before a file is made.
+    const work = tempDir(process.env.TREESEAL_TEST_EXT4);
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'src/a.ts': 'alpha' });
+    const store = join(work, 'store');
+    const { digest } = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    const clone = join(work, 'arm');
+    const r = cli(store, 'materialize', digest, clone, '--reflink', 'always');
+    expect([r.status, r.stderr.split(':').slice(0, 2).join(':')]).toEqual([1, 'treeseal: SEAL_NO_REFLINK']);
+    expect(existsSync(clone)).toBe(false);
+    const run = cli(store, 'run', digest, clone, '--', 'cat', 'src/a.ts');
+    expect([run.status, run.stdout]).toEqual([0, 'alpha']);
+  });
+
   it('--keep-times: the manifest records each mtime in nanoseconds, materialize restores it, diff and verify --clone see it change', () => {
     const { work, repo, store } = setup();
     const at = (rel: string, ns: bigint): void => {

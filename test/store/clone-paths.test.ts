@@ -52,6 +52,23 @@ describe('createClone', () => {
     store.closeSync();
   });
 
+  it('a materialize that fails removes the clone it made, empty, sync and async; a clone that was there already, or a made one that holds entries, stays (kills removeMadeClone emptied)', async () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    const clone = join(work, 'clone');
+    // The copy of src/a fails (an injected EIO when the stage's file is made): nothing was swapped in.
+    const failing = failOnce('openat', 'EIO', (_dirfd, name, flags) => name === 'a' && (flags & O_CREAT) !== 0).sys;
+    expectError(() => withSys(snap, failing).materializeSync(clone, { createClone: true }), { code: 'SEAL_IO', unchanged: work });
+    expect(readdirSync(work).sort()).toEqual(['repo', 'store']);
+    // The same through the CLI's path and the async call: no clone left for a later run to take as one.
+    await expect(withSys(snap, failOnce('openat', 'EIO', (_dirfd, name, flags) => name === 'a' && (flags & O_CREAT) !== 0).sys).materialize(clone, { createClone: true })).rejects.toMatchObject({ code: 'SEAL_IO' });
+    expect(readdirSync(work).sort()).toEqual(['repo', 'store']);
+    // A clone directory that was there before the call is the caller's: it stays, empty.
+    mkdirSync(clone);
+    expectError(() => withSys(snap, failOnce('openat', 'EIO', (_dirfd, name, flags) => name === 'a' && (flags & O_CREAT) !== 0).sys).materializeSync(clone, { createClone: true }), { code: 'SEAL_IO' });
+    expect(readdirSync(clone)).toEqual([]);
+    store.closeSync();
+  });
+
   it('a clone whose parent is reached through a symlink is refused naming the clone parent, nothing made there (kills the label "clone parent" emptied)', () => {
     const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
     mkdirSync(join(work, 'real'));
