@@ -1,4 +1,5 @@
 // op.ts: defineOp, the one way to declare an operation: its sync call, its async twin and its worker job from one spec.
+import { checkSignal } from './arg-errors.js';
 import { SealError } from './errors.js';
 import type { JobContext } from './jobs.js';
 import { inline, offload, type Gate } from './offload.js';
@@ -94,6 +95,12 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
   const receive = spec.receive ?? ((sent: W) => sent as unknown as A);
   const label = spec.sealAs ?? name;
   const mapped = <T>(fn: () => T): T => (label === false ? fn() : sealed(label, fn));
+  // Every operation's signal is an AbortSignal or none, sync and async alike.
+  const validate = (input: In): OpCall<A> => {
+    const call = spec.validate(...input);
+    checkSignal('options.signal', call.signal);
+    return call;
+  };
   const local = (call: OpCall<A>, input: In): Out => {
     if (call.signal?.aborted === true) throw new SealError('SEAL_ABORTED', `${name} was aborted`);
     return finish(mapped(() => spec.core(call.sys, call.args, localContext(call as OpCall<unknown[]>))), call, ...input);
@@ -106,9 +113,9 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
   );
   return {
     name,
-    sync: (...input) => local(mapped(() => spec.validate(...input)), input),
+    sync: (...input) => local(mapped(() => validate(input)), input),
     async: async (...input) => {
-      const call = mapped(() => spec.validate(...input));
+      const call = mapped(() => validate(input));
       if (isInjected(call.sys)) return inline(() => local(call, input));
       const hooks = { signal: call.signal, onProgress: call.onProgress, pinned: spec.pinned };
       const sent = send(call.args);

@@ -132,7 +132,7 @@ export function checkUnleased(sys: Sys, storeRoot: string, digest: string): void
   if (first !== undefined) {
     throw new SealError(
       'SEAL_BUSY',
-      `snapshot ${digest} is leased${first.holder === undefined ? '' : ` by ${first.holder}`} (${LEASES_DIR}/${first.name}); it is removed once no lease holds it`,
+      `snapshot ${digest} is leased${first.holder === undefined ? '' : ` by ${first.holder}`} (${LEASES_DIR}/${first.name}); nothing is removed while a lease holds it`,
     );
   }
 }

@@ -116,6 +116,7 @@ export class Snapshot {
       checkString('clone', clone);
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
+      checkBoolean('options.createClone', options.createClone);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, ...rest } = options;
       return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress };

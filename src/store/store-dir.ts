@@ -11,7 +11,7 @@ import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
-import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR } from './layout.js';
+import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME } from './layout.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
@@ -70,6 +70,27 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
   checkPart(st, rule, shown);
 }
 
+/** What a store directory holds: its own parts, and the lost+found of a filesystem made for it. */
+const STORE_NAMES: ReadonlySet<string> = new Set([SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME, LEASES_DIR, CACHE_DIR, CLONES_DIR, 'lost+found']);
+
+/**
+ * Refuses a directory that holds anything a store does not (SEAL_COLLISION naming it): a
+ * project, a home directory or any other directory named as a store by mistake is never
+ * filled with a store's parts, and an ephemeral store's close, which removes the whole
+ * directory, never removes what was there before.
+ */
+function checkOnlyStoreParts(sys: Sys, dirFd: number, root: string): void {
+  const others = sys.readdir(dirFd).flatMap((e) => (typeof e.name === 'string' && STORE_NAMES.has(e.name) ? [] : [typeof e.name === 'string' ? e.name : Buffer.from(e.name).toString('latin1')]));
+  if (others.length === 0) return;
+  // The first name in order, so the message is the same on every filesystem.
+  const name = others.sort()[0]!;
+  throw new SealError(
+    'SEAL_COLLISION',
+    `not a treeseal store: ${escapePath(root)} holds ${escapePath(name)} (a store holds only snapshots/, tmp/, leases/, cache/, clones/ and lock): name a new or empty directory, or a store`,
+    { path: root },
+  );
+}
+
 /**
  * Opens a store directory (the directory itself must exist or be creatable), checks
  * that only users it trusts (see trust.ts) can have written it, its snapshots/,
@@ -82,6 +103,7 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
     const opened = openTrustedRoot(sys, root, trust);
     rule = opened.rule;
     using dir = opened.dir;
+    checkOnlyStoreParts(sys, dir.fd, root);
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
     // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
     // a ledger (0700); a shared store makes them here, for the group.

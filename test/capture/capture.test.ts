@@ -396,6 +396,23 @@ describe('async capture', () => {
     expect(storeLeftovers(store.root)).toEqual([`snapshots/${snap.digest}`]);
     await store.close();
   });
+
+  it('a signal that is not an AbortSignal is ERR_INVALID_ARG_TYPE, sync and async alike, an object that looks like an aborted one too; nothing made', async () => {
+    const { repo, store } = setup({ 'src/a': 'a' });
+    for (const signal of [{}, { aborted: true }, 5, 'x', null]) {
+      const message = `The "options.signal" property must be an instance of AbortSignal. Received ${signal === null ? 'null' : typeof signal === 'object' ? 'an instance of Object' : typeof signal === 'number' ? 'type number (5)' : "type string ('x')"}`;
+      expectError(() => store.captureSync({ source: repo, copy: ['src'], signal: signal as never }), { code: 'ERR_INVALID_ARG_TYPE', message, unchanged: store.root });
+      await expect(store.capture({ source: repo, copy: ['src'], signal: signal as never })).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message });
+    }
+    const snap = await store.capture({ source: repo, copy: ['src'] });
+    const clone = join(repo, '..', 'clone');
+    await expect(snap.materialize(clone, { createClone: 'yes' as never })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: `The "options.createClone" property must be of type boolean. Received type string ('yes')`,
+    });
+    await expect(store.pull('d'.repeat(64), '127.0.0.1:1/x', { signal: {} as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.signal" property must be an instance of AbortSignal. Received an instance of Object' });
+    await store.close();
+  });
 });
 
 describe('more declaration errors', () => {

@@ -58,7 +58,7 @@ describe('leases', () => {
     expect(await status).toBe(0);
     expect(out).toEqual({
       stdout: `removed ${digest}\n`,
-      stderr: `treeseal: snapshot ${digest} is leased by pid ${holder.pid} (leases/${leaseFile}); it is removed once no lease holds it; waiting (--wait)\n`,
+      stderr: `treeseal: snapshot ${digest} is leased by pid ${holder.pid} (leases/${leaseFile}); nothing is removed while a lease holds it; waiting (--wait)\n`,
     });
     expect(store.list()).toEqual([]);
     store.closeSync();
@@ -75,7 +75,7 @@ describe('leases', () => {
     expect(leases[0]).toMatch(new RegExp(`^${digest}-[0-9a-f]{16}$`));
     expectError(() => store.remove(digest), {
       code: 'SEAL_BUSY',
-      message: `snapshot ${digest} is leased by pid ${process.pid} (leases/${leases[0]}); it is removed once no lease holds it`,
+      message: `snapshot ${digest} is leased by pid ${process.pid} (leases/${leases[0]}); nothing is removed while a lease holds it`,
       unchanged: join(root, 'store/snapshots'),
     });
     await expectError(async () => store.removeAsync(digest.slice(0, 8)), { code: 'SEAL_BUSY', fds: false });

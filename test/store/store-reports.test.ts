@@ -51,3 +51,27 @@ describe('store open reports what it swept', () => {
     sync.closeSync();
   });
 });
+
+describe('a directory that is not a store', () => {
+  it('one that holds anything a store does not is SEAL_COLLISION naming it, sync and async, ephemeral or not; nothing written, and an ephemeral open never removes it', async () => {
+    const base = tempDir();
+    const project = join(base, 'project');
+    writeTree(project, { 'src/main.c': 'code\n', README: 'readme\n' });
+    const before = readdirSync(project).sort();
+    const message = `not a treeseal store: ${project} holds README (a store holds only snapshots/, tmp/, leases/, cache/, clones/ and lock): name a new or empty directory, or a store`;
+    for (const ephemeral of [false, true]) {
+      expect(() => SnapshotStore.openSync(project, { ephemeral })).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION', message, path: project }));
+      await expect(SnapshotStore.open(project, { ephemeral })).rejects.toMatchObject({ code: 'SEAL_COLLISION', message, path: project });
+    }
+    expect(readdirSync(project).sort()).toEqual(before);
+    expect(readdirSync(join(project, 'src'))).toEqual(['main.c']);
+    // An empty directory, a store, and a filesystem's lost+found beside a store's parts are fine.
+    const empty = join(base, 'empty');
+    mkdirSync(empty);
+    SnapshotStore.openSync(empty).closeSync();
+    mkdirSync(join(empty, 'lost+found'));
+    const again = await SnapshotStore.open(empty, { ephemeral: true });
+    await again.close();
+    expect(readdirSync(base).sort()).toEqual(['project']);
+  });
+});

@@ -1,5 +1,5 @@
 // options.ts: push/pull options, reports and progress, their validation, and the client they configure.
-import { checkBoolean, checkFunction, checkInteger, checkOptions as checkObject, checkString, invalidArgValue } from '../../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions as checkObject, checkSignal, checkString, invalidArgValue } from '../../base/arg-errors.js';
 import type { Progress } from '../../base/progress.js';
 import { RegistryClient } from './client.js';
 import { findCredentials, type CredentialSource, type Credentials } from './credentials.js';
@@ -145,6 +145,7 @@ export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Check
   checkObject('options', o);
   checkFunction('options.onProgress', o.onProgress);
   checkFunction('options.onRetry', o.onRetry);
+  checkSignal('options.signal', o.signal);
   checkBoolean('options.insecure', o.insecure);
   const concurrency = intOption(o.concurrency, 'concurrency', 1, 64, 8);
   const retries = intOption(o.retries, 'retries', 0, 20, 4);
