@@ -1,7 +1,8 @@
 // clone-outside.ts: the entries of a clone outside its copy roots and mount targets (diff's `all`, reset's `clean`), found without following a link.
-import { isCloneOwnName } from '../base/clone-names.js';
+import { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';
 import { openChildDir, own } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { partsOf } from './clone-links.js';
@@ -9,6 +10,22 @@ import type { StoredSnapshot } from './document.js';
 
 /** Visits one outside entry: the name in the directory open at dirFd, its path in the clone (escaped when not UTF-8), its d_type. */
 export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, type: number) => void;
+
+/**
+ * Whether a top-level entry of the clone is materialize's own: its marker, or a stage (a
+ * directory). Anything else under a stage's name (a file, a link, a FIFO an agent put
+ * there) is the agent's: outside, reported by diff's `all` and removed by reset's `clean`.
+ */
+function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
+  if (name === CLONE_MARKER) return true;
+  if (!name.startsWith(CLONE_STAGE_PREFIX)) return false;
+  if (type !== DT_UNKNOWN) return type === DT_DIR;
+  try {
+    return isDir(sys.fstatat(cloneFd, name, AT_SYMLINK_NOFOLLOW).mode);
+  } catch {
+    return true;
+  }
+}
 
 /**
  * Calls visit for the top of each subtree of the clone open at cloneFd that is neither a
@@ -36,7 +53,7 @@ export function forEachOutside(
     for (const item of sys.readdir(fd)) {
       const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
       const path = rel === '' ? shown : `${rel}/${shown}`;
-      if (typeof item.name === 'string' && ((rel === '' && isCloneOwnName(item.name)) || places.has(path))) continue;
+      if (typeof item.name === 'string' && ((rel === '' && isOwn(sys, fd, item.name, item.type)) || places.has(path))) continue;
       if (typeof item.name !== 'string' || !onTheWay.has(path)) {
         visit(fd, item.name, path, item.type);
         continue;

@@ -3,6 +3,7 @@ import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_STAGE_PREFIX } from './layout.js';
 
@@ -81,15 +82,21 @@ export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
   }
 }
 
-/** Removes stages left in the clone by materializes that died (their flock is free); returns how many. */
-export function sweepCloneStages(sys: Sys, cloneFd: number): number {
+/**
+ * Removes stages left in the clone by materializes that died (their flock is free), and
+ * with `planted` anything not a directory under a stage's name (gc; a reset lists those
+ * as outside the roots and removes them with `clean`); returns how many.
+ */
+export function sweepCloneStages(sys: Sys, cloneFd: number, planted = false): number {
   let swept = 0;
   for (const entry of sys.readdir(cloneFd)) {
     if (typeof entry.name !== 'string' || !entry.name.startsWith(CLONE_STAGE_PREFIX)) continue;
     let fd: number;
     try {
       fd = sys.openat(cloneFd, entry.name, DIR_FLAGS);
-    } catch {
+    } catch (err) {
+      // Not a directory (a file, a link, a FIFO put under a stage's name, never one of ours): unlinked, not followed.
+      if (planted && hasCode(err, 'ENOTDIR', 'ELOOP')) swept += unlinkPlanted(sys, cloneFd, entry.name);
       continue;
     }
     using stage = own(sys, fd);
@@ -104,10 +111,21 @@ export function sweepCloneStages(sys: Sys, cloneFd: number): number {
   return swept;
 }
 
-/** sweepCloneStages for a clone given by path. */
+/** Unlinks a non-directory at a stage's name (1), or leaves it when it is gone or a directory now (0). */
+function unlinkPlanted(sys: Sys, cloneFd: number, name: string): number {
+  try {
+    if (isDir(sys.fstatat(cloneFd, name, AT_SYMLINK_NOFOLLOW).mode)) return 0;
+    sys.unlinkat(cloneFd, name, 0);
+    return 1;
+  } catch {
+    return 0;
+  }
+}
+
+/** sweepCloneStages for a clone given by path (gc's: what was planted under a stage's name too). */
 export function sweepCloneAt(sys: Sys, clone: string): number {
   using dir = own(sys, openRealDir(sys, clone, 'clone'));
-  return sweepCloneStages(sys, dir.fd);
+  return sweepCloneStages(sys, dir.fd, true);
 }
 
 const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;

@@ -181,6 +181,28 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  it("a file, a symlink or a FIFO under a stage's name is the agent's: diff's all lists it, clean and gc remove it, the link never followed (kills isOwn taking every stage name)", () => {
+    const { work, store, snap, clone, outside } = fixture();
+    const stage = '.treeseal-materialize-';
+    const plant = (): void => {
+      writeFileSync(join(clone, `${stage}notes`), 'answer=42');
+      symlinkSync(outside, join(clone, `${stage}etc`));
+      mkfifo(join(clone, `${stage}pipe`));
+    };
+    plant();
+    const names = [`${stage}etc`, `${stage}notes`, `${stage}pipe`];
+    expect(snap.diffSync(clone, { all: true }).outside).toEqual(names);
+    expect(snap.resetSync(clone, { clean: true }).outside).toEqual(names);
+    expect(listTree(clone).filter((p) => p.startsWith('.'))).toEqual([]);
+    plant();
+    // gc of the clone sweeps them as it sweeps dead stages; reset without clean leaves them (they are outside the roots).
+    expect(store.gc({ clone })).toBe(3);
+    expect(listTree(clone).filter((p) => p.startsWith('.'))).toEqual([]);
+    expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
+    expect(listTree(work).filter((p) => p.startsWith('outside'))).toEqual(['outside/', 'outside/dir/', 'outside/dir/x', 'outside/secret']);
+    store.closeSync();
+  });
+
   it('a planted symlink at a changed path and as a parent is replaced, never followed: nothing outside is read or written', () => {
     const { store, snap, clone, outside } = fixture();
     unlinkSync(join(clone, 'src/a.ts'));
