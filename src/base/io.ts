@@ -133,7 +133,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   if (got !== before.size || !sameIdentity(id, identityOf(after))) throw changedWhileCopied(shown);
   // A same-size write begun before the first fstat may still have been copying bytes:
   // once it must be over, the file (unchanged) must read the same again.
-  if (got > 0 && options.selfProving !== true && changedRecently(id)) {
+  if (options.selfProving !== true && changedRecently(id)) {
     waitPastWrites(id);
     const again = Buffer.allocUnsafe(before.size + 1);
     if (readFrom(sys, fd, again) !== got || !again.subarray(0, got).equals(bytes.subarray(0, got))) throw changedWhileCopied(shown);

@@ -168,8 +168,9 @@ export function fillFile(
   // the identity check cannot see it. FICLONE waits it out (it takes both inode locks); a
   // kernel or buffered copy does not (ext4 and tmpfs reads take no inode lock), so a
   // recently changed file is proven again once any such write is over: the source and
-  // the copy must then both hash to what was recorded.
-  const recent = before.size > 0 && changedRecently(before);
+  // the copy must then both hash to what was recorded. An empty file too: a write begun
+  // before the first fstat may not have grown it yet.
+  const recent = changedRecently(before);
   // A method that does not work leaves the copy to the stream below, which hashes as it writes.
   if (before.size > 0 && destFd >= 0) how = fillBytes(sys, buffer, srcFd, destFd, before.size, methods) ?? HOW.COPIED;
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);

@@ -119,6 +119,26 @@ describe('readStable and a write in flight at the first fstat', () => {
     });
   });
 
+  it('an empty file whose write lands after the first read (its stats unchanged) is SEAL_CHANGED, not returned empty', () => {
+    const dir = tempDir();
+    const path = join(dir, 'e');
+    writeFileSync(path, '');
+    const ino = BigInt(statSync(path).ino);
+    let first: ReturnType<typeof sys.fstat> | undefined;
+    let looks = 0;
+    const hide = (st: ReturnType<typeof sys.fstat>): ReturnType<typeof sys.fstat> => (st.ino === ino ? (first ??= st) : st);
+    const inFlightEmpty = wrapSys({
+      fstatat: (orig) => (dirfd, name, flags) => hide(orig(dirfd, name, flags)),
+      fstat: (orig) => (fd) => {
+        const st = orig(fd);
+        // The identity check after the read: the write's bytes land now, its timestamps were set before the first look.
+        if (st.ino === ino && ++looks === 2) writeFileSync(path, 'late bytes');
+        return hide(st);
+      },
+    });
+    expectError(() => readStableSync(path, { maxBytes: 1 << 20, sys: inFlightEmpty }), { code: 'SEAL_CHANGED', message: `file changed while being copied: ${path}`, path });
+  });
+
   it('a file changed just now is read twice and returned whole when it held still', () => {
     const dir = tempDir();
     const path = join(dir, 'f');
