@@ -11,9 +11,16 @@ export function isWellFormed(s: string): boolean {
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 }
 
+/** Characters that reorder or break what a terminal shows (bidi controls, line and paragraph separators): escaped so a name cannot disguise itself. */
+function isDisplayControl(cp: number): boolean {
+  return cp === 0x061c || cp === 0x200e || cp === 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /**
- * Escapes a path for an error message: control characters, DEL, backslash and
- * invalid bytes become visible escapes, so a hostile name cannot forge output.
+ * Escapes a path for an error message: control characters, DEL, backslash, invalid bytes
+ * and the characters that reorder or break a line on a terminal (U+202E and the other
+ * bidi controls, U+2028, U+2029) become visible escapes, so a hostile name cannot forge
+ * output.
  */
 export function escapePath(p: string | Buffer): string {
   const s = typeof p === 'string' ? p : p.toString('latin1');
@@ -22,7 +29,7 @@ export function escapePath(p: string | Buffer): string {
     const cp = ch.codePointAt(0) ?? 0;
     if (ch === '\\') out += '\\\\';
     else if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp < 0xa0)) out += `\\x${cp.toString(16).padStart(2, '0')}`;
-    else if (cp >= 0xd800 && cp <= 0xdfff) out += `\\u${cp.toString(16)}`;
+    else if ((cp >= 0xd800 && cp <= 0xdfff) || isDisplayControl(cp)) out += `\\u${cp.toString(16)}`;
     else if (typeof p !== 'string' && cp >= 0x80) out += `\\x${cp.toString(16).padStart(2, '0')}`;
     else out += ch;
   }

@@ -97,8 +97,10 @@ describe('treeseal verify --clone and gc --clone', { timeout: CLI_TIMEOUT_MS }, 
     expect([clean.status, clean.stdout]).toEqual([0, `ok  ${clone}: 0 added, 0 removed, 0 changed\n`]);
     writeFileSync(join(clone, 'src/a.ts'), 'changed');
     writeFileSync(join(clone, 'src/evil\nok  forged'), 'x');
+    // A right-to-left override would show the name reversed: escaped as the control characters are.
+    writeFileSync(join(clone, 'src/\u202etxt.exe'), 'x');
     const dirty = cli(store, 'verify', digest, '--clone', clone);
-    expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/evil\\x0aok  forged\n~ src/a.ts\nDIFFERS  ${clone}: 1 added, 0 removed, 1 changed\n`]);
+    expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/evil\\x0aok  forged\n+ src/\\u202etxt.exe\n~ src/a.ts\nDIFFERS  ${clone}: 2 added, 0 removed, 1 changed\n`]);
     mkdirSync(join(clone, '.treeseal-materialize-dead'));
     expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale build\n');
     expect(existsSync(join(clone, '.treeseal-materialize-dead'))).toBe(false);
