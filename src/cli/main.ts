@@ -8,7 +8,7 @@ import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
-import { checkArgumentBytes } from './raw-argv.js';
+import { checkArgumentBytes, checkEnvironmentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
 import { version } from './version.js';
@@ -26,6 +26,17 @@ function allOptions(): Record<string, OptionSpec> {
     }
   }
   return all;
+}
+
+/** The first word of argv that is neither an option nor an option's value, as a command (undefined: none such). */
+function commandWord(argv: readonly string[], options: ReturnType<typeof allOptions>): CommandSpec | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') return undefined;
+    if (!a.startsWith('-')) return findCommand(a);
+    if (a.startsWith('--') && !a.includes('=') && options[a.slice(2)]?.type === 'string') i++;
+  }
+  return undefined;
 }
 
 function defaultStore(env: NodeJS.ProcessEnv): string {
@@ -96,7 +107,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
   let store: SnapshotStore | undefined;
   try {
     checkArgumentBytes(raw);
+    // The command, as far as the words say before they are parsed: an option the parser
+    // refuses is then said with that command's usage, not the top-level one.
     const options = allOptions();
+    spec = commandWord(argv, options);
     const { values, positionals, tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: true, tokens: true });
     checkRepeats(tokens, options);
     if (values.version === true) {
@@ -117,6 +131,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     }
     checkCommandTakes(spec, values);
     io.json = values.json === true;
+    // The environment the store's path may come from, as bytes: one not UTF-8 is refused, never decoded lossily.
+    if (typeof values.store !== 'string' && env === process.env) checkEnvironmentBytes(['TREESEAL_STORE', 'XDG_CACHE_HOME', 'HOME']);
     const storeDir = typeof values.store === 'string' ? values.store : defaultStore(env);
     const ctx: Context = {
       command: spec.name,

@@ -122,6 +122,15 @@ describe('treeseal arguments as the kernel passed them', { timeout: CLI_TIMEOUT_
     expect(readdirSync(work).sort()).toEqual(['repo', 'store']);
   });
 
+  it('a TREESEAL_STORE that is not UTF-8 is SEAL_BAD_PATH naming its bytes, and no store is made (s\\xff and s\\xfe never meet)', () => {
+    const { work, repo } = setup();
+    for (const byte of ['ff', 'fe']) {
+      const r = spawnSync('bash', ['-c', `TREESEAL_STORE="$2"$'\\x${byte}' exec "$0" "$1" capture "$3" --copy src`, process.execPath, CLI, join(work, 's'), repo], { encoding: 'utf8' });
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_BAD_PATH: environment variable TREESEAL_STORE is not valid UTF-8: ${join(work, 's')}\\x${byte}\n`]);
+    }
+    expect(readdirSync(work).sort()).toEqual(['repo']);
+  });
+
   it('--workspace must be an absolute canonical path', () => {
     const { work, repo, store } = setup();
     const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json')).digest as string;
