@@ -132,7 +132,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     checkCommandTakes(spec, values);
     io.json = values.json === true;
     // The environment the store's path may come from, as bytes: one not UTF-8 is refused, never decoded lossily.
-    if (typeof values.store !== 'string' && env === process.env) checkEnvironmentBytes(['TREESEAL_STORE', 'XDG_CACHE_HOME', 'HOME']);
+    if (typeof values.store !== 'string' && env === process.env) checkEnvironmentBytes([env.TREESEAL_STORE ? 'TREESEAL_STORE' : env.XDG_CACHE_HOME ? 'XDG_CACHE_HOME' : 'HOME']);
     const storeDir = typeof values.store === 'string' ? values.store : defaultStore(env);
     const ctx: Context = {
       command: spec.name,
