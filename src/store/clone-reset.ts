@@ -138,11 +138,24 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
   }
 }
 
-/** Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied through its own fd) and restores want there. */
+/**
+ * Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied
+ * through its own fd) and restores want there. A directory restored where something else
+ * stood brings back everything below it: each of those is reported removed, as diff reports them.
+ */
 function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
   r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG, want.path);
   restore(r, dirFd, name, want);
   r.report.changed.push(want.path);
+  if (want.kind === 'directory' && !isDir(st.mode)) reportBelow(r, want.path);
+}
+
+/** Reports every manifest entry below directory `rel` as removed (restored with it). */
+function reportBelow(r: Reset, rel: string): void {
+  for (const child of r.children.get(rel) ?? []) {
+    r.report.removed.push(child.path);
+    if (child.kind === 'directory') reportBelow(r, child.path);
+  }
 }
 
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
@@ -154,6 +167,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
   if (st === null) {
     restore(r, dirFd, name, want);
     r.report.removed.push(path);
+    if (want.kind === 'directory') reportBelow(r, path);
     return;
   }
   if (want.kind === 'file') {
@@ -226,6 +240,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     if (listed.has(name)) continue;
     restore(r, fd, name, want);
     r.report.removed.push(want.path);
+    if (want.kind === 'directory') reportBelow(r, want.path);
   }
 }
 

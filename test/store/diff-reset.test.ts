@@ -203,6 +203,20 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  it('reset names what it brings back as diff names it: a directory removed, or replaced by a file, and everything below it (kills reportBelow emptied)', () => {
+    const { store, snap, clone } = fixture();
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    const gone = ['src/lib', 'src/lib/c.ts', 'src/lib/d.ts'];
+    expect(snap.diffSync(clone).removed).toEqual(gone);
+    expect(snap.resetSync(clone)).toMatchObject({ removed: gone, changed: [], added: [] });
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    writeFileSync(join(clone, 'src/lib'), 'a file now');
+    expect(snap.diffSync(clone)).toMatchObject({ removed: gone.slice(1), changed: ['src/lib'] });
+    expect(snap.resetSync(clone)).toMatchObject({ removed: gone.slice(1), changed: ['src/lib'], added: [] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    store.closeSync();
+  });
+
   it('a planted symlink at a changed path and as a parent is replaced, never followed: nothing outside is read or written', () => {
     const { store, snap, clone, outside } = fixture();
     unlinkSync(join(clone, 'src/a.ts'));
@@ -211,8 +225,9 @@ describe('reset', () => {
     symlinkSync(join(outside, 'dir'), join(clone, 'src/lib'));
     linkSync(join(outside, 'secret'), join(clone, 'src/hard'));
     const sys = neverOpens(join(outside, 'secret'));
-    expect(withSys(snap, sys).diffSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], method: 'ledger' });
-    expect(withSys(snap, neverOpens(join(outside, 'dir'))).resetSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], removed: [] });
+    // What stood below the directory the link replaced: removed, in diff and in reset alike.
+    expect(withSys(snap, sys).diffSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], removed: ['src/lib/c.ts', 'src/lib/d.ts'], method: 'ledger' });
+    expect(withSys(snap, neverOpens(join(outside, 'dir'))).resetSync(clone)).toMatchObject({ added: ['src/hard'], changed: ['src/a.ts', 'src/lib'], removed: ['src/lib/c.ts', 'src/lib/d.ts'] });
     expect(snap.checkCloneSync(clone)).toMatchObject(ok);
     expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
     expect(readFileSync(join(outside, 'secret'), 'utf8')).toBe('do not touch');
@@ -234,7 +249,7 @@ describe('reset', () => {
         return st;
       },
     });
-    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ changed: ['src/lib'], added: [], removed: [] });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ changed: ['src/lib'], added: [], removed: ['src/lib/c.ts', 'src/lib/d.ts'] });
     expect(swapped).toBe(true);
     expect(snap.checkCloneSync(clone)).toMatchObject(ok);
     expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
