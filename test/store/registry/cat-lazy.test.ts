@@ -306,6 +306,93 @@ describe.skipIf(registry === undefined)('cat by tag or manifest digest bounds wh
   });
 });
 
+describe.skipIf(registry === undefined)('cat by tag or manifest digest refuses what a crafted manifest gets wrong, typed', () => {
+  /** A manifest like p's with its root document, or one piece, edited as text (each re-uploaded), and the manifest itself edited; its digest. */
+  async function crafted(p: Pushed, edit: { root?: (t: string) => string; piece?: [string, (t: string) => string]; manifest?: (m: Manifest) => void }): Promise<string> {
+    const m = structuredClone(p.manifest);
+    let rootText = p.blob(p.manifest.config.digest).toString('latin1');
+    if (edit.piece !== undefined) {
+      const [path, change] = edit.piece;
+      const old = pieceOf(p, path);
+      const bytes = Buffer.from(change(p.blob(old.digest).toString('latin1')), 'latin1');
+      expect(bytes.equals(p.blob(old.digest))).toBe(false);
+      const digest = await upload(p.repo, bytes);
+      rootText = rootText.replace(old.digest, digest);
+      Object.assign(m.layers.find((l) => l.digest === old.digest)!, { digest, size: bytes.length });
+    }
+    if (edit.root !== undefined) rootText = edit.root(rootText);
+    if (rootText !== p.blob(p.manifest.config.digest).toString('latin1')) {
+      const root = Buffer.from(rootText, 'latin1');
+      m.config = { ...m.config, digest: await upload(p.repo, root), size: root.length };
+    }
+    edit.manifest?.(m);
+    return putManifest(p.repo, 'crafted', m);
+  }
+
+  it('a root document whose mounts or JSON do not match its lists, or that names other pieces than the manifest; an entry without what locating reads; a pack too small or whose index lacks the file', async () => {
+    const p = await pushed('lazy-crafted');
+    const refused = async (digest: string, path: string): Promise<string> => {
+      const err = await fails(catRemote(p.remote, { manifest: digest }, path));
+      expect(err.code).toBe('SEAL_CORRUPT');
+      return err.message.replace(`${p.remote}@${digest} `, '');
+    };
+    const rootBad = 'does not hold a valid snapshot root document: ';
+    expect(await refused(await crafted(p, { root: (t) => t.replace('"target":"node_modules"', '"target":7') }), 'src/a.txt')).toBe(`${rootBad}its mounts do not match its entry lists`);
+    expect(await refused(await crafted(p, { root: (t) => t.replace('"mounts":[', '"mounts":[{"target":"x"},') }), 'src/a.txt')).toBe(`${rootBad}its mounts do not match its entry lists`);
+    expect(await refused(await crafted(p, { root: (t) => t.replace('"revision":', '"revision":,') }), 'src/a.txt')).toMatch(new RegExp(`^${rootBad}its JSON is malformed \\(.+\\)$`));
+    expect(
+      await refused(await crafted(p, { manifest: (m) => m.layers.splice(0, 2, m.layers[1]!, m.layers[0]!) }), 'src/a.txt'),
+    ).toBe('does not match its root document: its first layers are not the 2 pieces the root names');
+    // An entry without what locating it reads: each is SEAL_CORRUPT naming it, none a TypeError.
+    const entry = (change: (t: string) => string) => ['src/a.txt', (t: string) => t.replace(/\{"kind":"file","link_target":"","mode":0,"path":"src\/a\.txt","sha256":"[0-9a-f]{64}","size":6\}/, change)] as [string, (t: string) => string];
+    const malformed = `does not hold a valid snapshot manifest: the entry of src/a.txt is malformed`;
+    for (const change of [
+      (e: string) => e.replace('"size":6', '"size":6.5'),
+      (e: string) => e.replace('"mode":0', '"mode":"0"'),
+      (e: string) => e.replace(/"sha256":"([0-9a-f]{64})"/, (_m, h: string) => `"sha256":"${h.toUpperCase()}"`),
+      (e: string) => e.replace(/"sha256":"([0-9a-f]{64})"/, '"sha256":"x$1"'),
+      (e: string) => e.replace(/"sha256":"([0-9a-f]{64})"/, '"sha256":"$1x"'),
+      (e: string) => e.replace('"kind":"file"', '"kind":"fifo"'),
+      (e: string) => e.replace('"size":6}', '"size":6x}'),
+    ]) {
+      expect(await refused(await crafted(p, { piece: entry(change) }), 'src/a.txt')).toBe(malformed);
+    }
+    const link = (await crafted(p, { piece: ['payload/pkg/run-link', (t) => t.replace('"link_target":"bin/run"', '"link_target":7')] }));
+    expect(await refused(link, 'node_modules/pkg/run-link')).toBe('does not hold a valid snapshot manifest: the entry of payload/pkg/run-link is malformed');
+    // A pack layer too small to hold an index, and a pack whose index lacks the file.
+    const { layer } = packOf(p, 'src/a.txt');
+    const small = await crafted(p, { manifest: (m) => Object.assign(m.layers.find((l) => l.digest === layer.digest)!, { size: 15 }) });
+    expect(await refused(small, 'src/a.txt')).toBe(`does not hold a valid pack ${layer.digest}: it is too small to end with an index`);
+    const sha = p.snap.entries.find((e) => e.path === 'src/a.txt')!.sha256;
+    const pack = Buffer.from(p.blob(layer.digest));
+    const at = pack.lastIndexOf(Buffer.from(sha, 'hex'));
+    expect(at).toBeGreaterThan(0);
+    pack[at] ^= 0xff;
+    const other = await upload(p.repo, pack);
+    const lacking = await crafted(p, { manifest: (m) => Object.assign(m.layers.find((l) => l.digest === layer.digest)!, { digest: other }) });
+    expect(await refused(lacking, 'src/a.txt')).toBe(`does not hold a valid pack ${other}: its index does not hold sha256 ${sha} of 6 bytes`);
+  });
+
+  it('a file exactly at a piece\'s first path is read from that piece alone; the first format falls back and still reads', async () => {
+    const p = await pushed('lazy-edges', 3000);
+    const { repo } = p;
+    // A piece whose first entry is a file: its first path names it, and that piece alone is read.
+    const piece = pieces(p).find((l) => p.snap.entries.find((e) => e.path === l.annotations!['vnd.treeseal.first-path'])?.kind === 'file')!;
+    const path = piece.annotations!['vnd.treeseal.first-path']!;
+    p.proxy.log.length = 0;
+    expect((await catRemote(p.remote, { manifest: p.manifestDigest }, path)).equals(readFileSync(join(p.source, path)))).toBe(true);
+    expect(blobLines(p).filter((l) => !l.includes('range='))).toEqual([`GET /v2/${repo}/blobs/${p.manifest.config.digest}`, `GET /v2/${repo}/blobs/${piece.digest}`]);
+    // The first format: the whole manifest.json as the config, no pieces. Read whole, proven against the digest.
+    const doc = readFileSync(join(p.snap.root, 'manifest.json'));
+    const first = structuredClone(p.manifest);
+    first.config = { mediaType: 'application/vnd.treeseal.snapshot.manifest.v1+json', digest: await upload(repo, doc), size: doc.length };
+    first.layers = first.layers.filter((l) => l.mediaType !== ENTRIES_TYPE);
+    const digest = await putManifest(repo, 'first-format', first);
+    const r = await catRemote(p.remote, { manifest: digest }, 'src/a.txt', { output: new Writable({ write: (_c, _e, done) => done() }) });
+    expect([r.proof, r.size]).toEqual(['snapshot', 6]);
+  });
+});
+
 describe('the pack index', () => {
   const bad = (why: string): Error => new Error(why);
   const contents = [
