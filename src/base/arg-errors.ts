@@ -104,13 +104,13 @@ export function checkOptions<T extends object>(name: string, value: T | undefine
   return value;
 }
 
-/** An optional boolean option. */
 /** An optional AbortSignal (Node's validateAbortSignal): anything else, an object that only looks like one included, is ERR_INVALID_ARG_TYPE. */
 export function checkSignal(name: string, value: unknown): AbortSignal | undefined {
   if (value !== undefined && !(value instanceof AbortSignal)) throw invalidArgType(name, 'AbortSignal', value);
   return value;
 }
 
+/** An optional boolean option. */
 export function checkBoolean(name: string, value: unknown): boolean | undefined {
   if (value !== undefined && typeof value !== 'boolean') throw invalidArgType(name, 'boolean', value);
   return value;
