@@ -168,9 +168,12 @@ export function fillFile(
   // the identity check cannot see it. FICLONE waits it out (it takes both inode locks); a
   // kernel or buffered copy does not (ext4 and tmpfs reads take no inode lock), so a
   // recently changed file is proven again once any such write is over: the source and
-  // the copy must then both hash to what was recorded. An empty file too: a write begun
-  // before the first fstat may not have grown it yet.
-  const recent = changedRecently(before);
+  // the copy must then both hash to what was recorded. Not an empty file: a write into it
+  // grows it with its first page, which the identity check after the copy sees; only a write
+  // that has set the timestamps and copied nothing yet when both fstats run (microseconds
+  // apart) is left, and proving that would cost every fresh tree a 250 ms wait where the
+  // rest is cloned (readStable, one file at a time, does wait).
+  const recent = before.size > 0 && changedRecently(before);
   // A method that does not work leaves the copy to the stream below, which hashes as it writes.
   if (before.size > 0 && destFd >= 0) how = fillBytes(sys, buffer, srcFd, destFd, before.size, methods) ?? HOW.COPIED;
   const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
