@@ -95,7 +95,8 @@ async function placeInPack(client: RegistryClient, layer: Descriptor, sha256: st
   return place.offset;
 }
 
-async function readBytes(client: RegistryClient, digest: string, start: number, length: number): Promise<Buffer> {
+/** Bytes [start, start + length) of blob `digest`, read with Range into one buffer (unproven: the caller proves them). */
+export async function readBytes(client: RegistryClient, digest: string, start: number, length: number): Promise<Buffer> {
   const out = Buffer.allocUnsafe(length);
   let at = 0;
   await client.readRange(digest, start, length, (chunk) => {

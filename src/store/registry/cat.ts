@@ -16,7 +16,7 @@ import type { CatLocation, CatManifest } from './cat-locate.js';
 import type { RegistryClient } from './client.js';
 import { runJob, runJobSync } from './jobs.js';
 import { checkRemoteOptions, makeClient, type RemoteOptions } from './options.js';
-import { locateLazily } from './cat-lazy.js';
+import { locateLazily, readBytes } from './cat-lazy.js';
 import { claimedDigest, fetchDocument, readManifest, type ManifestRead } from './pull.js';
 import { checkReference, type SnapshotRef } from './reference.js';
 
@@ -125,14 +125,8 @@ function otherBytes(client: RegistryClient, loc: CatLocation): SealError {
 
 /** Fetches the located file's bytes into memory and proves them. */
 async function inMemory(client: RegistryClient, loc: CatLocation): Promise<Buffer> {
-  const bytes = Buffer.allocUnsafe(loc.size);
-  let at = 0;
-  if (loc.blob !== undefined) {
-    await client.readRange(loc.blob, loc.offset, loc.size, (chunk) => {
-      bytes.set(chunk, at);
-      at += chunk.length;
-    });
-  }
+  // An empty file has no blob and no bytes to read.
+  const bytes = loc.blob === undefined ? Buffer.alloc(0) : await readBytes(client, loc.blob, loc.offset, loc.size);
   if (createHash('sha256').update(bytes).digest('hex') !== loc.sha256) throw otherBytes(client, loc);
   return bytes;
 }
