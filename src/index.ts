@@ -16,7 +16,7 @@ export type { VerifyOptions, VerifyReport } from './store/verify.js';
 export type { CloneReport } from './store/clone-check.js';
 export type { DiffOptions, DiffReport, ResetOptions, ResetReport } from './store/clone-reset.js';
 export type { CaptureReport } from './store/publish.js';
-export { Snapshot } from './store/snapshot.js';
+export { Snapshot, type SnapshotSummary } from './store/snapshot.js';
 export type { Lease } from './store/lease.js';
 export type { PrunePolicy, PruneReport, SnapshotUsage } from './store/usage.js';
 export { SnapshotStore, type StoreOptions, type CaptureCallOptions, type GcOptions } from './store/store.js';

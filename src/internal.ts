@@ -2,6 +2,8 @@
 export { compareUtf8, escapePath, normalize } from './base/paths.js';
 export { sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
+export { movable, transferList } from './base/transfer.js';
+export { releasable, release } from './base/growable.js';
 export { entriesText } from './base/manifest-stream.js';
 export { killWorker, offload, stopIdleWorker, workerCount, workerThreadId } from './base/offload.js';
 export { defineOp, isInjected } from './base/op.js';
@@ -17,7 +19,8 @@ export { parseChallenge } from './store/registry/auth.js';
 export { findCredentials } from './store/registry/credentials.js';
 export { MAX_MANIFEST_BYTES, RegistryClient } from './store/registry/client.js';
 export { ADDON_REVISION } from './sys/native.js';
-export { computeDigests, documentText } from './store/document.js';
+export { computeDigests, decodeDocument, documentText } from './store/document.js';
+export { decodeDocumentBytes, readDocumentBytes } from './store/document-parse.js';
 export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE, ENTRIES_TYPE, INDEXED_PACK_TYPE, PACK_TYPE, ROOT_TYPE } from './store/registry/mapping.js';
 export { findInIndex, footerCount, indexBytes, packIndex } from './store/registry/pack-index.js';
 export { checkDocument } from './store/document-check.js';

@@ -5,6 +5,7 @@ import { SealError } from './base/errors.js';
 import { serializeError, type JobContext, type JobReply, type JobRequest } from './base/jobs.js';
 import { jobHandler } from './base/op.js';
 import { dropHelpers, keepHelpers } from './files/pool.js';
+import { transferList } from './base/transfer.js';
 // Every operation registers its job when its module loads: the public API's modules load them all (the registry's with push and pull).
 import './index.js';
 
@@ -34,6 +35,6 @@ if (port !== null) {
     } catch (err) {
       reply = { id: job.id, kind: 'error', error: serializeError(err) };
     }
-    port.postMessage(reply);
+    port.postMessage(reply, reply.kind === 'result' ? transferList(reply.result) : []);
   });
 }

@@ -7,6 +7,9 @@ import { mtimeText, parseMtime } from './times.js';
 const KINDS: readonly EntryKind[] = ['directory', 'file', 'symlink'];
 const KIND_CODE: Readonly<Record<EntryKind, number>> = { directory: 0, file: 1, symlink: 2 };
 const DIGEST_BYTES = 32;
+/** Each byte's value as a lowercase hex digit, else 255. */
+const HEX_VALUE = new Uint8Array(256).fill(255);
+for (let c = 0; c < 16; c++) HEX_VALUE['0123456789abcdef'.charCodeAt(c)] = c;
 /** An entry without a recorded mtime, in a table that has some: INT64_MIN, which no stat reports and no document may hold. */
 export const NO_MTIME = -(2n ** 63n);
 
@@ -69,6 +72,8 @@ export class EntryTable implements Iterable<ManifestEntry> {
   #mtimes: BigInt64Array | undefined;
   #order: Uint32Array | undefined;
   #count = 0;
+  /** Entries every array has room for (appendRead grows them only beyond it). */
+  #room = 0;
   #index: PathIndex | undefined;
 
   get length(): number {
@@ -140,6 +145,61 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return { index: i, added: true };
   }
 
+  /**
+   * Appends an entry read from a document whose path's UTF-8 bytes are src[from, to) and
+   * whose sha256 is the 64 lowercase hex digits at src[hexAt…] (-1: none, left zero; false
+   * when they are not such digits, and nothing is added), its link target set by setLink.
+   * Paths are not
+   * checked for uniqueness (no path index is kept): for a list whose order is checked
+   * afterwards. Returns its index.
+   */
+  appendRead(kind: EntryKind, src: Uint8Array, from: number, to: number, hexAt: number, size: number, mode: number, mtime: bigint | undefined): number | false {
+    if (ensureBytes(this.#pathMemory, this.#used + (to - from))) this.#paths = Buffer.from(this.#pathMemory);
+    const i = this.#count;
+    if (i >= this.#room) this.#reserve(i + 1);
+    if (hexAt >= 0) {
+      const digests = this.#digests;
+      for (let k = 0, at = i * DIGEST_BYTES; k < 2 * DIGEST_BYTES; k += 2) {
+        const hi = HEX_VALUE[src[hexAt + k]!]!;
+        const lo = HEX_VALUE[src[hexAt + k + 1]!]!;
+        if ((hi | lo) > 15) {
+          digests.fill(0, i * DIGEST_BYTES, at);
+          return false;
+        }
+        digests[at++] = (hi << 4) | lo;
+      }
+    }
+    const paths = this.#paths;
+    let at = this.#used;
+    for (let k = from; k < to; k++) paths[at++] = src[k]!;
+    this.#used = at;
+    this.#ends[i] = at;
+    this.#kinds[i] = KIND_CODE[kind];
+    this.#sizes[i] = size;
+    this.#modes[i] = mode;
+    if (mtime !== undefined) this.#timed()[i] = mtime;
+    else if (this.#mtimes !== undefined) this.#mtimes[i] = NO_MTIME;
+    this.#count++;
+    this.#order = undefined;
+    this.#index = undefined;
+    return i;
+  }
+
+  /** Sets entry i's link target (a symlink's; '' for none). */
+  setLink(i: number, target: string): void {
+    if (target === '') this.#links.delete(i);
+    else this.#links.set(i, target);
+  }
+
+  /** Entry i's path. */
+  path(i: number): string {
+    return this.#paths.toString('utf8', this.start(i), this.#ends[i]!);
+  }
+
+  mode(i: number): number {
+    return this.#modes[i]!;
+  }
+
   /** Sets entry i's sha256 from its 32 raw bytes. */
   setDigestBytes(i: number, sha256: Uint8Array): void {
     if (sha256.length !== DIGEST_BYTES) throw new RangeError(`a sha256 is ${DIGEST_BYTES} bytes, not ${sha256.length}`);
@@ -175,6 +235,11 @@ export class EntryTable implements Iterable<ManifestEntry> {
     };
     const mtime = this.#mtimes?.[i];
     return mtime === undefined || mtime === NO_MTIME ? e : { ...e, mtime_ns: mtimeText(mtime) };
+  }
+
+  /** The index of the n-th entry in manifest order once sorted (else n). */
+  indexAt(n: number): number {
+    return this.#order === undefined ? n : this.#order[n]!;
   }
 
   /** The i-th entry in manifest order once sorted (else in the order added). */
@@ -285,6 +350,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
     if (n > MAX_ENTRIES) throw new RangeError(`a table holds at most ${MAX_ENTRIES} entries`);
     for (const a of [this.#ends, this.#kinds, this.#sizes, this.#modes, this.#mtimes]) if (a !== undefined) ensureBytes(a.buffer, n * a.BYTES_PER_ELEMENT);
     if (ensureBytes(this.#digestMemory, n * DIGEST_BYTES)) this.#digests = Buffer.from(this.#digestMemory);
+    this.#room = Math.min(this.#ends.length, this.#kinds.length, this.#sizes.length, this.#modes.length, this.#mtimes?.length ?? Infinity, this.#digestMemory.byteLength / DIGEST_BYTES);
   }
 }
 

@@ -37,3 +37,21 @@ export function ensureBytes(buffer: ArrayBufferLike, need: number): boolean {
   else buf.resize!(size);
   return true;
 }
+
+/**
+ * `size` bytes of private memory that release() gives back to the system at once, not
+ * when a collector next runs (a collector does not hurry for memory outside its heap):
+ * for a large buffer whose use ends at a known point.
+ */
+export function releasable(size: number): Buffer {
+  const memory = growablePrivate(Math.max(size, 1));
+  ensureBytes(memory, size);
+  (memory as unknown as Growable).resize!(size);
+  return Buffer.from(memory, 0, size);
+}
+
+/** Gives a releasable buffer's memory back (it is empty afterwards); any other buffer is left to the collector. */
+export function release(bytes: Uint8Array): void {
+  const memory = bytes.buffer as unknown as Growable;
+  if ((memory as { resizable?: boolean }).resizable === true && memory.resize !== undefined) memory.resize(0);
+}

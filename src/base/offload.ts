@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { SealError } from './errors.js';
 import { reviveError, type JobReply, type JobRequest } from './jobs.js';
 import type { Progress } from './progress.js';
+import { transferList } from './transfer.js';
 
 export interface OffloadHooks {
   signal?: AbortSignal | undefined;
@@ -68,7 +69,7 @@ function settle(lane: Lane, msg: JobReply): void {
 function start(): Lane {
   // No inherited execArgv: `node -e`, --input-type, loaders or inspector flags of the
   // host process must not apply to (or break) the worker.
-  const worker = new Worker(WORKER_URL, { execArgv: [], stdout: false, stderr: false });
+  const worker = new Worker(WORKER_URL, { execArgv: [], stdout: false, stderr: false, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
   const lane: Lane = { worker, pending: new Map() };
   worker.on('message', (msg: JobReply) => settle(lane, msg));
   const lost = (why: string): void => {
@@ -89,7 +90,7 @@ function start(): Lane {
 function send(lane: Lane, request: JobRequest, pending: Pending): void {
   lane.pending.set(request.id, pending);
   lane.worker.ref();
-  lane.worker.postMessage(request);
+  lane.worker.postMessage(request, transferList(request.args));
 }
 
 /** An idle lane, or a new one while the pool is below its bound; undefined: every lane is busy. */

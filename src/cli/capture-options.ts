@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import { DEFAULT_LIMITS, SealError, escapePath, type Limits, type SnapshotData } from '../index.js';
+import { DEFAULT_LIMITS, SealError, escapePath, type Limits } from '../index.js';
 import { countOption, listOption, type Context, type OptionSpec } from './command.js';
 
 /** Each limit's flag. */
@@ -75,8 +75,8 @@ export function namingOrigin(err: unknown, excludes: Excludes): unknown {
 }
 
 /** The exclude patterns, as JSON (a pattern's backslashes and spaces matter), after `label`; none for none. */
-export function excludeLine(data: SnapshotData, label: string): string[] {
-  return data.exclude === undefined ? [] : [`${label}${JSON.stringify(data.exclude)}`];
+export function excludeLine(data: { exclude?: readonly string[] | undefined }, label: string): string[] {
+  return data.exclude === undefined || data.exclude.length === 0 ? [] : [`${label}${JSON.stringify(data.exclude)}`];
 }
 
 /** The limits the --max-* flags give (none: the defaults). */

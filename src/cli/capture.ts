@@ -1,26 +1,12 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
 import { resolve } from 'node:path';
 
-import type { MountDeclaration, Snapshot, SnapshotData } from '../index.js';
+import type { MountDeclaration, Snapshot } from '../index.js';
 import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
 
 /** What `capture --json` and `ls --json` print for a snapshot. */
-export function summary(data: SnapshotData): Record<string, unknown> {
-  return {
-    digest: data.digest,
-    manifestDigest: data.manifestDigest,
-    source: data.source,
-    revision: data.revision,
-    declarations: data.declarations,
-    exclude: data.exclude ?? [],
-    mounts: data.mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, entries: m.entries.length })),
-    entries: data.entries.length + data.mounts.reduce((n, m) => n + m.entries.length, 0),
-    totalBytes: data.totalBytes,
-    mountBinding: data.mountBinding,
-  };
-}
 
 function parseMount(spec: string): MountDeclaration {
   const cut = spec.indexOf(':');
@@ -65,8 +51,8 @@ async function run(ctx: Context): Promise<void> {
     throw namingOrigin(err, excludes);
   }
   line.done();
-  const data = snap.toJSON();
-  const s = summary(data);
+  const data = snap.summary();
+  const s = data;
   const r = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
   const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
   io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused }, [

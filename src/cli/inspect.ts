@@ -2,7 +2,6 @@
 import { resolve } from 'node:path';
 
 import { SealError, escapePath, type ManifestEntry, type SnapshotData } from '../index.js';
-import { summary } from './capture.js';
 import { excludeLine } from './capture-options.js';
 import { flag, need, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
@@ -16,13 +15,13 @@ async function ls(ctx: Context): Promise<void> {
   const lines: string[] = [];
   for (const digest of store.list()) {
     try {
-      const s = summary(store.get(digest).toJSON());
+      const s = store.get(digest).summary();
       const u = long?.get(digest);
       const when = u === undefined ? '' : `${new Date(u.createdMs).toISOString()}  `;
       const disk = u === undefined ? '' : `  ${bytes(u.diskBytes).padStart(10)} on disk`;
-      rows.push(u === undefined ? s : { ...s, created: new Date(u.createdMs).toISOString(), diskBytes: u.diskBytes });
-      const decl = [...(s.declarations as string[]), ...(s.mounts as { target: string }[]).map((m) => `mount:${m.target}`)].join(',');
-      lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes as number).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
+      rows.push(u === undefined ? { ...s } : { ...s, created: new Date(u.createdMs).toISOString(), diskBytes: u.diskBytes });
+      const decl = [...s.declarations, ...s.mounts.map((m) => `mount:${m.target}`)].join(',');
+      lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
       rows.push({ digest, error: { code: err.code, message: err.message } });

@@ -1,7 +1,9 @@
 // document.ts: a snapshot's manifest.json (its commit marker): what it holds, how it is written and re-checked.
+import { createHash } from 'node:crypto';
+
 import { SealError } from '../base/errors.js';
 import { RawJson, snapshotDigest, type Entries, type ManifestEntry } from '../base/manifest.js';
-import { SLOT, chunkText, eachChunk, manifestDigest, mountDigests, piecesOf, type Piece } from '../base/manifest-stream.js';
+import { SLOT, chunkText, eachChunk, manifestDigest, mountDigests, mountDigestsOf, piecesOf, type Piece } from '../base/manifest-stream.js';
 import { EntryTable, type PackedEntries } from '../base/entry-table.js';
 import type { CapturedMount, MountData } from '../capture/mounts.js';
 import { checkDocument } from './document-check.js';
@@ -33,6 +35,18 @@ type DigestInput = Pick<StoredSnapshot, 'source' | 'revision' | 'declarations' |
 /** The digests of a snapshot's entries, each list encoded piecewise (never whole in memory). */
 export function computeDigests(d: DigestInput): Pick<StoredSnapshot, 'digest' | 'manifestDigest' | 'mountBinding'> {
   const digests = { manifestDigest: manifestDigest(d.entries), mountBinding: mountDigests(d.mounts) };
+  return { digest: digestOf({ ...d, ...digests }), ...digests };
+}
+
+/**
+ * computeDigests from each list's canonical JSON as it stands (the copy roots' first, then
+ * each mount's): for lists already proven to be the encoding of the entries.
+ */
+function digestsOfLists(d: Omit<DigestInput, 'entries'>, lists: readonly Uint8Array[]): Pick<StoredSnapshot, 'digest' | 'manifestDigest' | 'mountBinding'> {
+  const digests = {
+    manifestDigest: createHash('sha256').update(lists[0]!).digest('hex'),
+    mountBinding: mountDigestsOf(d.mounts, (i, sink) => sink(Buffer.from(lists[i + 1]!.buffer, lists[i + 1]!.byteOffset, lists[i + 1]!.byteLength))),
+  };
   return { digest: digestOf({ ...d, ...digests }), ...digests };
 }
 
@@ -150,25 +164,47 @@ export function decodeDocument(text: string, expectDigest?: string): SnapshotDat
   } catch (err) {
     throw new SealError('SEAL_CORRUPT', 'snapshot manifest is not valid JSON', { cause: err });
   }
+  checkFields(doc);
+  const entries = entryList(doc.entries);
+  const mounts = (doc.mounts as Record<string, unknown>[]).map((m): CapturedMount => ({
+    source: String(m.source),
+    target: String(m.target),
+    kind: m.kind === 'file' ? 'file' : 'directory',
+    totalBytes: Number(m.total_bytes),
+    entries: entryList(m.entries),
+  }));
+  return finishDecode(doc, entries, mounts, expectDigest);
+}
+
+/** The fields a document must have before its lists are read: schema 3, mounts and declarations lists, exclude patterns. */
+function checkFields(doc: Record<string, unknown>): void {
   if (doc === null || typeof doc !== 'object' || doc.schema_version !== 3) throw corrupt('unknown schema');
-  const mountsRaw = doc.mounts;
-  if (!Array.isArray(mountsRaw) || !Array.isArray(doc.declarations)) throw corrupt('mounts or declarations missing');
+  if (!Array.isArray(doc.mounts) || !Array.isArray(doc.declarations)) throw corrupt('mounts or declarations missing');
   if (doc.exclude !== undefined && (!Array.isArray(doc.exclude) || !doc.exclude.every((p) => typeof p === 'string'))) throw corrupt('exclude is not a list of patterns');
+}
+
+/**
+ * The snapshot a parsed document's fields and entry lists make: its digests recomputed
+ * from its entries and proven against the one it claims (and expectDigest), then checked
+ * as one capture could have made (SEAL_CORRUPT otherwise).
+ */
+export function finishDecode<E extends Entries, M extends MountData>(
+  doc: Record<string, unknown>,
+  entries: E,
+  mounts: M[],
+  expectDigest?: string,
+  lists?: readonly Uint8Array[],
+): Omit<StoredSnapshot, 'entries' | 'mounts'> & { entries: E; mounts: M[] } {
+  checkFields(doc);
   const base = {
     source: String(doc.source),
     revision: String(doc.revision),
     declarations: (doc.declarations as unknown[]).map(String),
     ...(doc.exclude === undefined ? {} : { exclude: doc.exclude as string[] }),
-    entries: entryList(doc.entries),
-    mounts: mountsRaw.map((m: Record<string, unknown>): CapturedMount => ({
-      source: String(m.source),
-      target: String(m.target),
-      kind: m.kind === 'file' ? 'file' : 'directory',
-      totalBytes: Number(m.total_bytes),
-      entries: entryList(m.entries),
-    })),
+    entries,
+    mounts,
   };
-  const digests = computeDigests(base);
+  const digests = lists === undefined ? computeDigests(base) : digestsOfLists(base, lists);
   if (digests.digest !== doc.digest || (expectDigest !== undefined && digests.digest !== expectDigest)) {
     throw corrupt(`digest does not match its entries (${String(doc.digest)})`);
   }

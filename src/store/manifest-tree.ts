@@ -5,10 +5,11 @@ import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
 
-/** Entries grouped by their parent path ('' for the area root), in manifest order. */
-export function childrenOf(entries: Entries): Map<string, ManifestEntry[]> {
+/** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */
+export function childrenOf(entries: Entries, keep?: (e: ManifestEntry) => boolean): Map<string, ManifestEntry[]> {
   const children = new Map<string, ManifestEntry[]>();
   for (const e of entries) {
+    if (keep !== undefined && !keep(e)) continue;
     const cut = e.path.lastIndexOf('/');
     const parent = cut < 0 ? '' : e.path.slice(0, cut);
     let list = children.get(parent);
@@ -66,10 +67,17 @@ export function buildTree<At>(sys: Sys, children: ReadonlyMap<string, readonly M
 }
 
 /** buildTree in each area of the build open at buildFd (each area's directory exists); `done` sees each area's directory once it is built. */
-export function buildAreas(sys: Sys, buildFd: number, data: Pick<StoredSnapshot, 'entries' | 'mounts'>, steps: (area: string) => TreeSteps<undefined>, done?: (dirFd: number) => void): void {
+export function buildAreas(
+  sys: Sys,
+  buildFd: number,
+  data: Pick<StoredSnapshot, 'entries' | 'mounts'>,
+  steps: (area: string) => TreeSteps<undefined>,
+  done?: (dirFd: number) => void,
+  keep?: (e: ManifestEntry) => boolean,
+): void {
   for (const { area, entries } of areasOf(data)) {
     using dir = own(sys, openBeneath(sys, buildFd, area.split('/'), DIR_FLAGS));
-    buildTree(sys, childrenOf(entries), dir.fd, undefined, steps(area));
+    buildTree(sys, childrenOf(entries, keep), dir.fd, undefined, steps(area));
     done?.(dir.fd);
   }
 }

@@ -10,7 +10,8 @@ import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import { decodeDocument, type StoredSnapshot } from './document.js';
+import type { StoredSnapshot } from './document.js';
+import { decodeDocumentBytes } from './document-parse.js';
 import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME } from './layout.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
@@ -136,7 +137,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
   using dir = openSnapshotDir(sys, snapshotsFd, digest);
   let text: Buffer;
   try {
-    // decodeDocument proves the text against the digest: a torn read is never taken for the snapshot.
+    // decodeDocumentBytes proves the text against the digest: a torn read is never taken for the snapshot.
     text = readAllAt(sys, dir.fd, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME, { selfProving: true }).bytes;
   } catch (err) {
     // The kernel refusing the read (SEAL_IO, its cause the system error) says nothing about the snapshot.
@@ -144,7 +145,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
     throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
   }
-  return decodeDocument(text.toString('utf8'), digest);
+  return decodeDocumentBytes(text, digest);
 }
 
 /** Opens a published snapshot's directory: one someone you do not trust made or can write is SEAL_UNTRUSTED (see trust.ts). */

@@ -8,6 +8,8 @@ import type { StoredSnapshot } from './document.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
+import { EntryTable } from '../base/entry-table.js';
+import { PathIndex } from '../base/path-index.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
@@ -31,8 +33,13 @@ export interface VerifyOptions {
 
 interface Walk {
   sys: Sys;
-  expected: Map<string, ManifestEntry>;
-  seen: Set<string>;
+  /** The area's entries, found by path through an index of this walk's own (the table itself is never written). */
+  table: EntryTable;
+  index: PathIndex;
+  /** Where a path looked up is encoded. */
+  probe: Buffer;
+  /** Entries met by the walk (by index in the table): 1. */
+  seen: Uint8Array;
   /** Drifted paths with their place in the walk (hashes come back in any order). */
   drift: [number, string][];
   seq: number;
@@ -60,7 +67,7 @@ function storedDirMode(w: Walk, path: string): number {
 function subvolumeRoots(w: Walk, fd: number, declarations: readonly string[], onDrift: (path: string) => void): string[] {
   const roots: string[] = [];
   if (!onBtrfs(w.sys, fd)) return roots;
-  for (const root of directoryRoots(declarations, w.expected.values())) {
+  for (const root of directoryRoots(declarations, w.table)) {
     let dir: number;
     try {
       dir = openBeneath(w.sys, fd, root.split('/'), DIR_FLAGS);
@@ -194,6 +201,13 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
   }
 }
 
+/** The index of the entry at path in the walk's table, or -1. */
+function lookup(w: Walk, path: string): number {
+  if (path.length * 3 > w.probe.length) w.probe = Buffer.alloc(path.length * 3);
+  const n = w.probe.write(path, 0, 'utf8');
+  return w.index.find(w.probe, 0, n);
+}
+
 /** Walks one directory, then lets it go (closed once its last batch is back). */
 function checkDir(w: Walk, dir: Dir): void {
   let batch = new HashBatch(dir.fd);
@@ -201,12 +215,13 @@ function checkDir(w: Walk, dir: Dir): void {
   for (const item of w.sys.readdir(fd)) {
     const name = String(item.name);
     const path = rel === '' ? name : `${rel}/${name}`;
-    const want = typeof item.name === 'string' ? w.expected.get(path) : undefined;
-    if (want === undefined) {
+    const i = typeof item.name === 'string' ? lookup(w, path) : -1;
+    if (i < 0) {
       flag(w, path);
       continue;
     }
-    w.seen.add(path);
+    w.seen[i] = 1;
+    const want = w.table.entry(i);
     if (want.kind === 'file') {
       batch = addFile(w, dir, batch, name, want);
       continue;
@@ -240,14 +255,15 @@ interface Shared {
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
-  const walk: Walk = { sys, expected: new Map(), seen: new Set(), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
+  const table = EntryTable.of(entries);
+  const walk: Walk = { sys, table, index: new PathIndex(table), probe: Buffer.alloc(4096), seen: new Uint8Array(table.length), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
   const big: ManifestEntry[] = [];
   let files = 0;
-  for (const e of entries) {
-    walk.expected.set(e.path, e);
-    if (e.kind !== 'file') continue;
+  for (let i = 0; i < table.length; i++) {
+    walk.index.add(i);
+    if (table.kindOf(i) !== 'file') continue;
     files++;
-    if (e.size >= EARLY_BYTES) big.push(e);
+    if (table.size(i) >= EARLY_BYTES) big.push(table.entry(i));
   }
   let fd: number;
   try {
@@ -264,7 +280,10 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
   hashEarly(walk, root, big);
   checkDir(walk, root);
   shared.jobs.drain();
-  for (const e of entries) if (!walk.seen.has(e.path)) flag(walk, e.path);
+  for (let n = 0; n < table.length; n++) {
+    const i = table.indexAt(n);
+    if (walk.seen[i] === 0) flag(walk, table.path(i));
+  }
   walk.drift.sort((a, b) => a[0] - b[0]);
   for (const [, path] of walk.drift) shared.drift.push(`${area}/${path}`);
 }

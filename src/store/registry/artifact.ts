@@ -15,7 +15,7 @@ import {
   PACK_TYPE,
   ROOT_TYPE,
   type Descriptor,
-  type Layout,
+  type LayoutSummary,
 } from './mapping.js';
 import { indexBytes } from './pack-index.js';
 
@@ -106,7 +106,7 @@ export function packLayerSize(type: string, bytes: number, count: number): numbe
  * pack per non-empty bucket (either pack media type, its bucket, its size), then one blob
  * per large content (its sha256, its size). Returns the packs' layers, in bucket order.
  */
-export function expectLayers(artifact: Artifact, layout: Layout, where: string): PackLayer[] {
+export function expectLayers(artifact: Artifact, layout: LayoutSummary, where: string): PackLayer[] {
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `${where} does not match its snapshot manifest: ${why}`);
   const { layers } = artifact;
   const wantEmpty = layout.packs.length + layout.files.length === 0;
@@ -119,7 +119,7 @@ export function expectLayers(artifact: Artifact, layout: Layout, where: string):
   }
   const packs = layout.packs.map((p, i): PackLayer => {
     const l = layers[i]!;
-    const size = packLayerSize(l.mediaType, p.size, p.contents.length);
+    const size = packLayerSize(l.mediaType, p.size, p.count);
     if (size === undefined || l.annotations?.[ANNOTATION_BUCKET] !== String(p.bucket)) throw bad(`layer ${artifact.pieces.length + i} is not pack ${p.bucket}`);
     if (l.size !== size) throw bad(`pack ${p.bucket} has size ${l.size}, its contents${l.mediaType === PACK_TYPE ? '' : ' and their index'} add up to ${size}`);
     return { digest: l.digest, size, indexed: l.mediaType === INDEXED_PACK_TYPE };

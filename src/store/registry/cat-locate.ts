@@ -5,7 +5,7 @@ import { SealError } from '../../base/errors.js';
 import { jsonString, snapshotDigest, type ManifestEntry } from '../../base/manifest.js';
 import { mountDigestsOf } from '../../base/manifest-stream.js';
 import { escapePath } from '../../base/paths.js';
-import { cutDocument } from './document-cut.js';
+import { cutDocument } from '../document-cut.js';
 import { isPackType, packLayerSize } from './artifact.js';
 import { ANNOTATION_BUCKET, FILE_TYPE, bucketOf, type Descriptor } from './mapping.js';
 

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { ConnectionPool } from './network.js';
 
+import { releasable } from '../../base/growable.js';
 import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
@@ -10,6 +11,9 @@ import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, r
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
+
+/** Blobs of at least this many bytes are read into releasable memory (base/growable.ts). */
+const RELEASABLE_BYTES = 64 * 1024;
 /** The largest manifest accepted (registries refuse bigger ones too). */
 /**
  * The successes each write may answer with: what the distribution spec names (201 for a
@@ -211,7 +215,8 @@ export class RegistryClient {
    * byte received, up to `retries` times; the blob is proven as a whole.
    */
   async getBlob(digest: string, size: number, prove = true): Promise<Buffer> {
-    const bytes = Buffer.allocUnsafe(size);
+    // A large blob's memory can be given back as soon as its bytes are used (release()).
+    const bytes = size >= RELEASABLE_BYTES ? releasable(size) : Buffer.allocUnsafe(size);
     let got = 0;
     let over = false;
     for (let resumes = 0; ; resumes++) {

@@ -2,19 +2,29 @@
 import { defineOp, type Op } from '../../base/op.js';
 import type { Sys } from '../../sys/native.js';
 import { locateFile, type CatLocation, type CatManifest } from './cat-locate.js';
-import type { Content, Layout, Pack } from './mapping.js';
-import { localConfigDigest, openPushFile, readPack, readPushDocument, type PushDocument } from './pack.js';
-import { planPush, type Fetched } from './prove.js';
+import type { Content, LayoutSummary } from './mapping.js';
+import { localConfigDigest, openPushFile, readPack } from './pack.js';
+import type { FetchedRef } from './prove.js';
+import type { RootDocument } from './pieces.js';
+import { beginDocument, dropDocument, putPiece, wholeDocument } from './pull-document.js';
+import { endPush, planPack, planPush, pushDocumentSent, pushPiece, startPush, type PushStart } from './push-plan.js';
 import { releasePullLock, tryPullLock } from './pull-lock.js';
 import { abortPull, finishPull, openPulledFile, startPull, writePack, type PullStart } from './pull-build.js';
 
 /** The registry's jobs: what each gets and returns. */
 interface RegistryJobs {
-  pushConfig: { args: [snapshotRoot: string, digest: string]; result: PushDocument };
-  readPack: { args: [snapshotRoot: string, digest: string, pack: Pack]; result: { bytes: Uint8Array; digest: string } };
+  pushStart: { args: [snapshotRoot: string, digest: string]; result: PushStart };
+  pushPiece: { args: [push: number, index: number]; result: Uint8Array };
+  pushSent: { args: [push: number]; result: void };
+  readPack: { args: [snapshotRoot: string, digest: string, plan: number, index: number]; result: { bytes: Uint8Array; digest: string } };
   pushOpenFile: { args: [snapshotRoot: string, digest: string, content: Content]; result: number };
-  pushPlan: { args: [config: string, digest: string]; result: Layout };
-  pullStart: { args: [storeRoot: string, fetched: Fetched]; result: PullStart };
+  pushPlan: { args: [push: number]; result: LayoutSummary };
+  pushEnd: { args: [plan: number]; result: void };
+  pullDocBegin: { args: [root: RootDocument, sizes: [string, number][], maxBytes: number, where: string]; result: number };
+  pullDocWhole: { args: [bytes: Uint8Array]; result: number };
+  pullDocPut: { args: [document: number, digest: string, piece: Uint8Array]; result: void };
+  pullDocDrop: { args: [document: number]; result: void };
+  pullStart: { args: [storeRoot: string, fetched: FetchedRef]; result: PullStart };
   pullWritePack: { args: [id: number, index: number, bytes: Uint8Array]; result: void };
   pullOpenFile: { args: [id: number, index: number]; result: number };
   pullFinish: { args: [id: number, streamed: number[]]; result: void };
@@ -39,10 +49,17 @@ function job<K extends Name>(name: K, core: (sys: Sys, args: Args<K>) => Result<
 }
 
 const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
-  pushConfig: job('pushConfig', (sys, [root, digest]) => readPushDocument(sys, root, digest)),
-  readPack: job('readPack', (sys, [root, digest, pack]) => readPack(sys, root, digest, pack)),
+  pushStart: job('pushStart', (sys, [root, digest]) => startPush(sys, root, digest)),
+  pushPiece: job('pushPiece', (_sys, [push, index]) => pushPiece(push, index)),
+  pushSent: job('pushSent', (_sys, [push]) => pushDocumentSent(push)),
+  readPack: job('readPack', (sys, [root, digest, plan, index]) => readPack(sys, root, digest, planPack(plan, index))),
   pushOpenFile: job('pushOpenFile', (sys, [root, digest, content]) => openPushFile(sys, root, digest, content)),
-  pushPlan: job('pushPlan', (_sys, [config, digest]) => planPush(config, digest)),
+  pushPlan: job('pushPlan', (_sys, [push]) => planPush(push)),
+  pushEnd: job('pushEnd', (_sys, [plan]) => endPush(plan)),
+  pullDocBegin: job('pullDocBegin', (_sys, [root, sizes, maxBytes, where]) => beginDocument(root, sizes, maxBytes, where)),
+  pullDocWhole: job('pullDocWhole', (_sys, [bytes]) => wholeDocument(bytes)),
+  pullDocPut: job('pullDocPut', (_sys, [id, digest, piece]) => putPiece(id, digest, piece)),
+  pullDocDrop: job('pullDocDrop', (_sys, [id]) => dropDocument(id)),
   pullStart: job('pullStart', (sys, [storeRoot, fetched]) => startPull(sys, storeRoot, fetched)),
   pullWritePack: job('pullWritePack', (sys, [id, index, bytes]) => writePack(sys, id, index, bytes)),
   pullOpenFile: job('pullOpenFile', (sys, [id, index]) => openPulledFile(sys, id, index)),

@@ -2,36 +2,46 @@
 import { openChildDir, own } from '../../base/fd.js';
 import type { Sys } from '../../sys/native.js';
 import { loadSnapshotAt } from '../store-dir.js';
-import { contentsOf, type Content } from './mapping.js';
+import { Contents, type Content } from './contents.js';
 
 const DIGEST_RE = /^[0-9a-f]{64}$/;
 
 /**
- * Calls use(rootFd, local, content) once for each wanted content that some published
- * snapshot holds (`local` names it there; rootFd is that snapshot's directory, open
- * for the call). Snapshots whose manifest cannot be read are passed over.
+ * Calls use(rootFd, local, k) once for each content k of `want` that some published
+ * snapshot holds with the same size (`local` names it there; rootFd is that snapshot's
+ * directory, open for the call). Contents of both are in sha256 order, so each snapshot's
+ * are matched in one pass. Snapshots whose manifest cannot be read are passed over.
  */
-export function findLocal(sys: Sys, snapshotsFd: number, wanted: readonly Content[], use: (rootFd: number, local: Content, content: Content) => void): void {
-  const missing = new Map(wanted.map((c) => [c.sha256, c]));
+export function findLocal(sys: Sys, snapshotsFd: number, want: Contents, use: (rootFd: number, local: Content, k: number) => void): void {
+  const found = new Uint8Array(want.count);
+  let left = want.count;
   for (const entry of sys.readdir(snapshotsFd)) {
-    if (missing.size === 0) return;
+    if (left === 0) return;
     const digest = entry.name;
     if (typeof digest !== 'string' || !DIGEST_RE.test(digest)) continue;
-    let found: [Content, Content][];
+    let local: Contents;
+    const pairs: [number, number][] = [];
     try {
-      const { contents } = contentsOf(loadSnapshotAt(sys, snapshotsFd, digest));
-      found = contents.flatMap((local) => {
-        const want = missing.get(local.sha256);
-        return want !== undefined && want.size === local.size ? [[local, want] as [Content, Content]] : [];
-      });
+      local = new Contents(loadSnapshotAt(sys, snapshotsFd, digest));
+      for (let k = 0, j = 0; k < want.count && j < local.count; ) {
+        const order = want.compare(k, local, j);
+        if (order < 0) k++;
+        else if (order > 0) j++;
+        else {
+          if (found[k] === 0 && want.size(k) === local.size(j)) pairs.push([j, k]);
+          k++;
+          j++;
+        }
+      }
     } catch {
       continue;
     }
-    if (found.length === 0) continue;
+    if (pairs.length === 0) continue;
     using root = own(sys, openChildDir(sys, snapshotsFd, digest));
-    for (const [local, want] of found) {
-      missing.delete(want.sha256);
-      use(root.fd, local, want);
+    for (const [j, k] of pairs) {
+      found[k] = 1;
+      left--;
+      use(root.fd, local.content(j), k);
     }
   }
 }

@@ -1,6 +1,6 @@
 // mapping.ts: a snapshot as an OCI artifact: its distinct contents, which are packed and which get a blob, and the image manifest.
 import type { StoredSnapshot } from '../document.js';
-import { COPY_AREA, mountArea } from '../layout.js';
+import { Contents, type Content, type Place } from './contents.js';
 import { indexBytes } from './pack-index.js';
 
 export const ARTIFACT_TYPE = 'application/vnd.treeseal.snapshot.v1';
@@ -43,35 +43,61 @@ export const MAX_PACKS = 368;
 /** Packs are sized towards this (the bucket count doubles until they are no bigger on average). */
 export const PACK_TARGET_BYTES = 512 * 1024;
 
-/** Where a content lives in a snapshot: its area (`copy`, `mounts/00000`) and its manifest path there. */
-export interface Place {
-  area: string;
-  path: string;
-  mode: number;
+export type { Content, Place } from './contents.js';
+
+/** A pack: the contents of one bucket below the threshold, a run of the snapshot's contents in sha256 order. */
+export class Pack {
+  constructor(
+    readonly bucket: number,
+    /** The contents' bytes in all. */
+    readonly size: number,
+    /** How many contents. */
+    readonly count: number,
+    /** Its contents are those of the snapshot's from … to - 1 below the threshold. */
+    readonly from: number,
+    readonly to: number,
+    readonly all: Contents,
+    readonly threshold: number,
+  ) {}
+
+  /** Its contents in sha256 order; content i starts at the sum of the sizes before it. */
+  get contents(): Content[] {
+    const out: Content[] = [];
+    for (let k = this.from; k < this.to; k++) if (this.all.size(k) < this.threshold) out.push(this.all.content(k));
+    return out;
+  }
 }
 
-export interface Content {
-  sha256: string;
-  size: number;
-  places: Place[];
-}
-
-export interface Pack {
+/** What a pack's layer needs of it. */
+export interface PackSummary {
   bucket: number;
-  /** Sorted by sha256; content i starts at the sum of the sizes before it. */
-  contents: Content[];
   size: number;
+  count: number;
 }
 
-export interface Layout {
+/** What the image manifest needs of a layout: small enough to cross threads. */
+export interface LayoutSummary {
   threshold: number;
   buckets: number;
   /** Contents of `threshold` bytes or more, by sha256. */
   files: Content[];
   /** The non-empty buckets, in bucket order. */
+  packs: PackSummary[];
+}
+
+export interface Layout extends LayoutSummary {
   packs: Pack[];
+  /** Every content, in sha256 order. */
+  contents: Contents;
+  /** Each of `files`' index in `contents`. */
+  fileIndex: number[];
   /** Empty files: no bytes to move. */
-  empty: Place[];
+  empty: () => Iterable<Place>;
+}
+
+/** A layout without its contents, to cross threads. */
+export function summaryOf(layout: LayoutSummary): LayoutSummary {
+  return { threshold: layout.threshold, buckets: layout.buckets, files: layout.files, packs: layout.packs.map((p) => ({ bucket: p.bucket, size: p.size, count: p.count })) };
 }
 
 export interface Descriptor {
@@ -81,51 +107,44 @@ export interface Descriptor {
   annotations?: Record<string, string>;
 }
 
-/** Every file of a snapshot grouped by content (empty files apart). */
-export function contentsOf(data: StoredSnapshot): { contents: Content[]; empty: Place[] } {
-  const byHash = new Map<string, Content>();
-  const empty: Place[] = [];
-  const areas = [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
-  for (const { area, entries } of areas) {
-    for (const e of entries) {
-      if (e.kind !== 'file') continue;
-      const place = { area, path: e.path, mode: e.mode };
-      if (e.size === 0) {
-        empty.push(place);
-        continue;
-      }
-      let c = byHash.get(e.sha256);
-      if (c === undefined) byHash.set(e.sha256, (c = { sha256: e.sha256, size: e.size, places: [] }));
-      c.places.push(place);
-    }
-  }
-  const contents = [...byHash.values()].sort((a, b) => (a.sha256 < b.sha256 ? -1 : a.sha256 > b.sha256 ? 1 : 0));
-  return { contents, empty };
-}
-
 /** The bucket of a content: the top bits of its sha256. */
 export function bucketOf(sha256: string, buckets: number): number {
-  return Math.floor((Number.parseInt(sha256.slice(0, 8), 16) * buckets) / 2 ** 32);
+  return bucketOfTop(Number.parseInt(sha256.slice(0, 8), 16), buckets);
+}
+
+/** The bucket of a sha256 whose first 32 bits are `top`. */
+function bucketOfTop(top: number, buckets: number): number {
+  return Math.floor((top * buckets) / 2 ** 32);
 }
 
 /** Splits contents into one-file blobs and packs for a given threshold and bucket count. */
-export function layoutWith(data: StoredSnapshot, threshold: number, buckets: number): Layout {
-  const { contents, empty } = contentsOf(data);
+export function layoutWith(data: Pick<StoredSnapshot, 'entries' | 'mounts'> | Contents, threshold: number, buckets: number): Layout {
+  const all = data instanceof Contents ? data : new Contents(data);
   const files: Content[] = [];
-  const byBucket = new Map<number, Pack>();
-  for (const c of contents) {
-    if (c.size >= threshold) {
-      files.push(c);
+  const fileIndex: number[] = [];
+  const packs: Pack[] = [];
+  // Contents are in sha256 order, so each bucket's are a run.
+  let run: { bucket: number; from: number; size: number; count: number } | undefined;
+  const close = (to: number): void => {
+    if (run !== undefined && run.count > 0) packs.push(new Pack(run.bucket, run.size, run.count, run.from, to, all, threshold));
+  };
+  for (let k = 0; k < all.count; k++) {
+    const size = all.size(k);
+    if (size >= threshold) {
+      files.push(all.content(k));
+      fileIndex.push(k);
       continue;
     }
-    const bucket = bucketOf(c.sha256, buckets);
-    let pack = byBucket.get(bucket);
-    if (pack === undefined) byBucket.set(bucket, (pack = { bucket, contents: [], size: 0 }));
-    pack.contents.push(c);
-    pack.size += c.size;
+    const bucket = bucketOfTop(all.top(k), buckets);
+    if (run === undefined || run.bucket !== bucket) {
+      close(k);
+      run = { bucket, from: k, size: 0, count: 0 };
+    }
+    run.size += size;
+    run.count++;
   }
-  const packs = [...byBucket.values()].sort((a, b) => a.bucket - b.bucket);
-  return { threshold, buckets, files, packs, empty };
+  close(all.count);
+  return { threshold, buckets, files, packs, contents: all, fileIndex, empty: () => all.emptyPlaces() };
 }
 
 /**
@@ -133,22 +152,29 @@ export function layoutWith(data: StoredSnapshot, threshold: number, buckets: num
  * when there are more than MAX_FILE_LAYERS of them); the rest go into a number of packs
  * sized towards PACK_TARGET_BYTES: a power of two up to 256, else MAX_PACKS.
  */
-export function chooseLayout(data: StoredSnapshot): Layout {
-  const { contents } = contentsOf(data);
-  const large = contents.map((c) => c.size).filter((s) => s >= LARGE_FILE_BYTES).sort((a, b) => b - a);
+export function chooseLayout(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): Layout {
+  const all = new Contents(data);
+  const large: number[] = [];
+  let bytes = 0;
+  for (let k = 0; k < all.count; k++) {
+    const size = all.size(k);
+    bytes += size;
+    if (size >= LARGE_FILE_BYTES) large.push(size);
+  }
+  large.sort((a, b) => b - a);
   const threshold = large.length > MAX_FILE_LAYERS ? large[MAX_FILE_LAYERS]! + 1 : LARGE_FILE_BYTES;
-  const smallBytes = contents.reduce((n, c) => (c.size < threshold ? n + c.size : n), 0);
+  const smallBytes = bytes - large.reduce((n, s) => (s >= threshold ? n + s : n), 0);
   let buckets = 1;
   while (buckets < MAX_PACKS && buckets * PACK_TARGET_BYTES < smallBytes) buckets = Math.min(buckets * 2, MAX_PACKS);
-  return layoutWith(data, threshold, buckets);
+  return layoutWith(all, threshold, buckets);
 }
 
 /** The layer descriptors of a layout, given each pack's blob digest: packs in bucket order, then files by digest. */
-export function layersOf(layout: Layout, packDigests: readonly string[]): Descriptor[] {
+export function layersOf(layout: LayoutSummary, packDigests: readonly string[]): Descriptor[] {
   const layers: Descriptor[] = layout.packs.map((p, i) => ({
     mediaType: INDEXED_PACK_TYPE,
     digest: packDigests[i]!,
-    size: p.size + indexBytes(p.contents.length),
+    size: p.size + indexBytes(p.count),
     annotations: { [ANNOTATION_BUCKET]: String(p.bucket) },
   }));
   for (const f of layout.files) layers.push({ mediaType: FILE_TYPE, digest: `sha256:${f.sha256}`, size: f.size });
@@ -161,7 +187,7 @@ export function layersOf(layout: Layout, packDigests: readonly string[]): Descri
  * The OCI image manifest of a snapshot (deterministic: the same snapshot and annotations
  * always give the same bytes). `extra`: annotations besides treeseal's own (the OCI ones).
  */
-export function manifestOf(snapshotDigest: string, layout: Layout, config: Descriptor, layers: Descriptor[], extra: Record<string, string> = {}): Buffer {
+export function manifestOf(snapshotDigest: string, layout: Pick<LayoutSummary, 'threshold' | 'buckets'>, config: Descriptor, layers: Descriptor[], extra: Record<string, string> = {}): Buffer {
   const manifest = {
     schemaVersion: 2,
     mediaType: 'application/vnd.oci.image.manifest.v1+json',

@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto';
 import { SealError } from '../../base/errors.js';
 import { DIR_FLAGS, openBeneath, own, type Fd } from '../../base/fd.js';
 import { readFrom } from '../../base/io.js';
+import { movable } from '../../base/transfer.js';
+import { releasable } from '../../base/growable.js';
 import { escapePath } from '../../base/paths.js';
 import { throwIfRefused } from '../../base/refusal.js';
 import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
@@ -13,7 +15,7 @@ import { DOCUMENT_NAME, SNAPSHOTS_DIR } from '../layout.js';
 import { readingSnapshot } from '../lock.js';
 import type { Content, Pack, Place } from './mapping.js';
 import { indexBytes, packIndex } from './pack-index.js';
-import { cutPieces, type DocumentPieces } from './pieces.js';
+import { cutPieces } from './pieces.js';
 
 /** The longest path one openat2 takes (PATH_MAX counts the NUL). */
 const OPEN_PATH_BYTES = 4095;
@@ -98,16 +100,18 @@ export function readPack(sys: Sys, snapshotRoot: string, digest: string, pack: P
 }
 
 function readPackAt(sys: Sys, rootFd: number, pack: Pack): { bytes: Buffer; digest: string } {
-  const bytes = Buffer.allocUnsafe(pack.size + indexBytes(pack.contents.length));
+  // Moved, not copied, to the thread that uploads it, which gives its memory back once sent.
+  const bytes = movable(releasable(pack.size + indexBytes(pack.count)));
   let offset = 0;
-  for (const c of pack.contents) {
+  const contents = pack.contents;
+  for (const c of contents) {
     using file = own(sys, openContent(sys, rootFd, c));
     const got = readFrom(sys, file.fd, bytes.subarray(offset, offset + c.size));
     const hash = createHash('sha256').update(bytes.subarray(offset, offset + c.size)).digest('hex');
     if (got !== c.size || hash !== c.sha256) throw changed(c.places[0]!);
     offset += c.size;
   }
-  packIndex(pack.contents).copy(bytes, offset);
+  packIndex(contents).copy(bytes, offset);
   return { bytes, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}` };
 }
 
@@ -125,15 +129,6 @@ export interface PushConfig {
   createdMs: number;
 }
 
-/** What push sends of a snapshot's metadata: its manifest.json cut into pieces (byte ranges of `bytes`) and the root document naming them. */
-export interface PushDocument extends PushConfig, DocumentPieces {}
-
-/** The published snapshot's manifest.json, read under the store's shared lock, and cut into its pieces and root document. */
-export function readPushDocument(sys: Sys, snapshotRoot: string, digest: string): PushDocument {
-  const read = readPushConfig(sys, snapshotRoot, digest);
-  return { ...read, ...cutPieces(Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength)) };
-}
-
 /** The published snapshot's exact manifest.json bytes, read under the store's shared lock, and when it was published. */
 export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): PushConfig {
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
@@ -142,7 +137,8 @@ export function readPushConfig(sys: Sys, snapshotRoot: string, digest: string): 
       using file = own(sys, sys.openat(rootFd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
       const st = sys.fstat(file.fd);
       if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new Error('not a regular file of a manifest\'s size');
-      const bytes = Buffer.allocUnsafe(st.size);
+      // Given back as soon as push has sent its pieces and made its layout.
+      const bytes = releasable(st.size);
       if (readFrom(sys, file.fd, bytes) !== st.size) throw new Error('shorter than its size');
       return { bytes, createdMs };
     } catch (err) {

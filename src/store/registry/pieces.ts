@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
-import { cutDocument } from './document-cut.js';
+import { cutDocument } from '../document-cut.js';
 
 /**
  * At most this many pieces (within the layer budget: ECR refuses a manifest of more than 500
@@ -173,17 +173,68 @@ export function readRoot(root: Buffer, where: string): RootDocument {
   return { parts, lists, distinct: [...new Set(lists.flat())] };
 }
 
-/** The manifest a root document and its pieces make: each list `[` + its pieces joined by commas + `]`. */
-export function assembleDocument(root: RootDocument, piece: (digest: string) => Buffer): Buffer {
-  const out: Buffer[] = [Buffer.from(root.parts[0]!, 'latin1')];
-  const comma = Buffer.from(',');
-  root.lists.forEach((digests, i) => {
-    out.push(Buffer.from('['));
-    digests.forEach((d, k) => {
-      if (k > 0) out.push(comma);
-      out.push(piece(d));
+/**
+ * The manifest a root document and its pieces make (each list `[` + its pieces joined by
+ * commas + `]`), built as the pieces arrive: the root's text is in place from the start,
+ * each piece is copied to where it goes and need not be kept.
+ */
+export class DocumentAssembly {
+  /** The document's bytes (complete once every piece is put). */
+  readonly bytes: Buffer;
+  readonly #places = new Map<string, { size: number; at: number[] }>();
+
+  /**
+   * `sizeOf`: each piece's size in bytes, as its layer says (a piece of another size is
+   * refused). `bad`: the error for a document past `maxBytes`. `memory`: where the bytes go
+   * (releasable() for a document whose end of use is known).
+   */
+  constructor(root: RootDocument, sizeOf: (digest: string) => number, maxBytes: number, bad: (why: string) => SealError, memory: (size: number) => Buffer = Buffer.allocUnsafe) {
+    let total = 0;
+    const text = (t: string): number => (total += t.length);
+    text(root.parts[0]!);
+    root.lists.forEach((digests, i) => {
+      total += 1;
+      digests.forEach((d, k) => {
+        if (k > 0) total += 1;
+        let place = this.#places.get(d);
+        if (place === undefined) {
+          const size = sizeOf(d);
+          if (!Number.isSafeInteger(size) || size < 0) throw bad(`piece ${d} has no size`);
+          this.#places.set(d, (place = { size, at: [] }));
+        }
+        place.at.push(total);
+        total += place.size;
+      });
+      total += 1;
+      text(root.parts[i + 1]!);
     });
-    out.push(Buffer.from(']'), Buffer.from(root.parts[i + 1]!, 'latin1'));
-  });
-  return Buffer.concat(out);
+    if (total > maxBytes) throw bad(`entry lists make a manifest of ${total} bytes (at most ${maxBytes})`);
+    this.bytes = memory(total);
+    // Bytes of a piece that never comes stay zero (and fail every proof).
+    this.bytes.fill(0);
+    let at = this.bytes.write(root.parts[0]!, 0, 'latin1');
+    root.lists.forEach((digests, i) => {
+      this.bytes[at++] = 0x5b;
+      digests.forEach((d, k) => {
+        if (k > 0) this.bytes[at++] = 0x2c;
+        at += this.#places.get(d)!.size;
+      });
+      this.bytes[at++] = 0x5d;
+      at += this.bytes.write(root.parts[i + 1]!, at, 'latin1');
+    });
+  }
+
+  /** Copies piece `digest` to every place the root names it. */
+  put(digest: string, piece: Uint8Array): void {
+    const place = this.#places.get(digest);
+    if (place === undefined || piece.length !== place.size) throw new SealError('SEAL_CORRUPT', `piece ${digest} is not one the root document names with ${piece.length} bytes`);
+    for (const at of place.at) this.bytes.set(piece, at);
+  }
+}
+
+/** The manifest a root document and its pieces make, all at hand. */
+export function assembleDocument(root: RootDocument, piece: (digest: string) => Buffer): Buffer {
+  const doc = new DocumentAssembly(root, (d) => piece(d).length, Number.MAX_SAFE_INTEGER, (why) => new SealError('SEAL_CORRUPT', why));
+  for (const d of root.distinct) doc.put(d, piece(d));
+  return doc.bytes;
 }

@@ -1,18 +1,24 @@
 // prove.ts: what a pulled config must be (the requested snapshot, canonical, well formed) and the layers it implies; a sync core for the worker.
 import { SealError } from '../../base/errors.js';
-import { decodeDocument, documentText, type StoredSnapshot } from '../document.js';
+import { documentText, type StoredSnapshot } from '../document.js';
+import { readDocumentBytes } from '../document-parse.js';
 import { expectLayers, type Artifact, type PackLayer } from './artifact.js';
-import { chooseLayout, layoutWith, type Layout } from './mapping.js';
+import { layoutWith, type Layout } from './mapping.js';
 
 export interface Fetched {
   digest: string;
   /** `remote:tag`, for messages. */
   where: string;
-  /** The config blob (its size and sha256 already proven against the descriptor). */
-  config: string;
+  /** The snapshot manifest: the config blob, or the document its root and pieces make (each blob's size and sha256 already proven). */
+  config: Uint8Array;
   artifact: Artifact;
   /** The local source path to publish the snapshot for (options.source), when it is not the one captured. */
   source?: string | undefined;
+}
+
+/** A Fetched as it crosses to the worker: its manifest is there already, as document `document` (pull-document.ts). */
+export interface FetchedRef extends Omit<Fetched, 'config'> {
+  document: number;
 }
 
 /**
@@ -21,22 +27,19 @@ export interface Fetched {
  * are well formed (decodeDocument checks the whole document), and the manifest's layers are exactly the ones it implies.
  */
 export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packLayers: PackLayer[] } {
-  let data: StoredSnapshot;
+  const bytes = Buffer.from(f.config.buffer, f.config.byteOffset, f.config.byteLength);
+  let read: { data: StoredSnapshot; canonical: boolean };
   try {
-    data = decodeDocument(f.config);
+    read = readDocumentBytes(bytes);
   } catch (err) {
     const path = err instanceof SealError ? err.path : undefined;
     throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, path === undefined ? { cause: err } : { cause: err, path });
   }
+  const { data } = read;
   if (data.digest !== f.digest) {
     throw new SealError('SEAL_CORRUPT', `${f.where} holds snapshot ${data.digest}, not ${f.digest} (the tag was moved or the registry lies)`);
   }
-  if (documentText(data) !== f.config) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
+  if (!read.canonical && documentText(data) !== bytes.toString('latin1')) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
   const layout = layoutWith(data, f.artifact.threshold, f.artifact.buckets);
   return { data, layout, packLayers: expectLayers(f.artifact, layout, f.where) };
-}
-
-/** The layout push uses for the snapshot whose manifest.json is `config` (proven to hash to `digest`). */
-export function planPush(config: string, digest: string): Layout {
-  return chooseLayout(decodeDocument(config, digest));
 }

@@ -11,29 +11,30 @@ import { O_CREAT, O_EXCL, O_RDWR } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import { identityOf } from '../../sys/identity.js';
 import type { Sys } from '../../sys/native.js';
-import { documentText, withSource, type StoredSnapshot } from '../document.js';
+import { encodeDocumentPieces, withSource, type StoredSnapshot } from '../document.js';
 import { COPY_AREA, MOUNTS_AREA, TMP_DIR, mountDir } from '../layout.js';
 import { areasOf, buildAreas, makeDir } from '../manifest-tree.js';
 import { freezeArea, openBuild, publishBuild, type Build } from '../publish.js';
 import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
-import type { Content, Layout, Place } from './mapping.js';
-import { proveSnapshot, type Fetched } from './prove.js';
+import type { Content, Layout, Pack, Place } from './mapping.js';
+import { proveSnapshot, type Fetched, type FetchedRef } from './prove.js';
+import { takeDocument } from './pull-document.js';
 import type { PackLayer } from './artifact.js';
 import { openContent, openDeep, placeParts, tooLong } from './pack.js';
 import { packIndex } from './pack-index.js';
 import { frozenFileMode } from '../../base/frozen.js';
+import { release } from '../../base/growable.js';
 
 interface PullState {
   build: Build;
+  /** The snapshot to publish (its manifest.json is written from it: the bytes pulled, proven canonical). */
   data: StoredSnapshot;
-  /** The exact manifest.json bytes pulled (canonical, proven). */
-  config: string;
   layout: Layout;
   /** Each pack's layer, in the layout's order. */
   packLayers: PackLayer[];
-  /** sha256 of every content already in the build, at all its places. */
-  have: Set<string>;
+  /** Each content (by its index in layout.contents) already in the build, at all its places: 1. */
+  have: Uint8Array;
   buffer: Buffer;
 }
 
@@ -109,12 +110,20 @@ function makeSkeleton(sys: Sys, s: PullState): void {
     data.mounts.forEach((_m, i) => sys.mkdirat(mounts.fd, mountDir(i), 0o700));
   }
   const later = (): void => {};
-  buildAreas(sys, build.fd, data, (area) => ({
-    file: later,
-    symlink: later,
-    makeDir: (dirFd, name, e) => atPath(`${area}/${e.path}`, () => makeDir(sys, dirFd, name)),
-  }));
-  for (const place of s.layout.empty) own(sys, createAt(sys, build.fd, place)).close();
+  // Only the directories are held as a tree (files and links come later, from the layout and the tables).
+  buildAreas(
+    sys,
+    build.fd,
+    data,
+    (area) => ({
+      file: later,
+      symlink: later,
+      makeDir: (dirFd, name, e) => atPath(`${area}/${e.path}`, () => makeDir(sys, dirFd, name)),
+    }),
+    undefined,
+    (e) => e.kind === 'directory',
+  );
+  for (const place of s.layout.empty()) own(sys, createAt(sys, build.fd, place)).close();
 }
 
 /** Fills every place of content from srcFd (reflink where the filesystem can), proving its sha256; false when it differs. */
@@ -138,10 +147,10 @@ function removePlaces(sys: Sys, s: PullState, content: Content): void {
 
 /** Takes every content the store's published snapshots already hold; a local copy that fails its hash is left to download. */
 function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: number } {
-  const wanted = [...s.layout.packs.flatMap((p) => p.contents), ...s.layout.files];
   let reused = 0;
   let reusedBytes = 0;
-  findLocal(sys, s.build.snapshotsFd, wanted, (rootFd, local, content) => {
+  findLocal(sys, s.build.snapshotsFd, s.layout.contents, (rootFd, local, k) => {
+    const content = s.layout.contents.content(k);
     let ok = false;
     try {
       using src = own(sys, openContent(sys, rootFd, local));
@@ -153,11 +162,17 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
       removePlaces(sys, s, content);
       return;
     }
-    s.have.add(content.sha256);
+    s.have[k] = 1;
     reused++;
     reusedBytes += content.size;
   });
   return { reused, reusedBytes };
+}
+
+/** Whether the build has every content of the pack. */
+function hasPack(s: PullState, pack: Pack): boolean {
+  for (let k = pack.from; k < pack.to; k++) if (s.have[k] === 0 && s.layout.contents.size(k) < pack.threshold) return false;
+  return true;
 }
 
 /**
@@ -165,21 +180,28 @@ function reuseLocal(sys: Sys, s: PullState): { reused: number; reusedBytes: numb
  * build in tmp/ with its directories and empty files, and takes the contents the store
  * already has. Returns what is left to download.
  */
-export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullStart {
-  const { data: proven, layout, packLayers } = proveSnapshot(fetched);
+export function startPull(sys: Sys, storeRoot: string, ref: FetchedRef): PullStart {
+  const { document, ...rest } = ref;
+  const fetched: Fetched = { ...rest, config: takeDocument(document) };
+  let proof: ReturnType<typeof proveSnapshot>;
+  try {
+    proof = proveSnapshot(fetched);
+  } finally {
+    // Proven and held as tables (or refused): the bytes are not needed again (manifest.json is written from the tables).
+    release(fetched.config);
+  }
+  const { data: proven, layout, packLayers } = proof;
   // Proven as the registry holds it; published, when asked, for the local source path.
-  const rebased = fetched.source !== undefined && fetched.source !== proven.source;
-  const data = rebased ? withSource(proven, fetched.source!) : proven;
-  const config = rebased ? documentText(data) : fetched.config;
+  const data = fetched.source !== undefined && fetched.source !== proven.source ? withSource(proven, fetched.source) : proven;
   const build = openBuild(sys, storeRoot);
-  const s: PullState = { build, data, config, layout, packLayers, have: new Set(), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
+  const s: PullState = { build, data, layout, packLayers, have: new Uint8Array(layout.contents.count), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     makeSkeleton(sys, s);
     const { reused, reusedBytes } = reuseLocal(sys, s);
     const id = nextId++;
     builds.set(id, s);
-    const packs = layout.packs.flatMap((p, index) => (p.contents.every((c) => s.have.has(c.sha256)) ? [] : [{ index, digest: packLayers[index]!.digest, size: packLayers[index]!.size }]));
-    const files = layout.files.flatMap((f, index) => (s.have.has(f.sha256) ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
+    const packs = layout.packs.flatMap((p, index) => (hasPack(s, p) ? [] : [{ index, digest: packLayers[index]!.digest, size: packLayers[index]!.size }]));
+    const files = layout.files.flatMap((f, index) => (s.have[layout.fileIndex[index]!] === 1 ? [] : [{ index, sha256: f.sha256, size: f.size, place: f.places[0]! }]));
     const blobs = 1 + fetched.artifact.pieces.length + layout.packs.length + layout.files.length;
     return { id, digest: data.digest, buildPath: `${storeRoot}/${TMP_DIR}/${build.name}`, packs, files, blobs, reused, reusedBytes };
   } catch (err) {
@@ -194,7 +216,15 @@ export function startPull(sys: Sys, storeRoot: string, fetched: Fetched): PullSt
  * so a pack a cat reads by its index is never one a pull would refuse.
  */
 export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array): void {
-  const s = state(id);
+  try {
+    writePackBytes(sys, state(id), index, bytes);
+  } finally {
+    // Moved here from the thread that fetched it: nothing else uses it.
+    release(bytes);
+  }
+}
+
+function writePackBytes(sys: Sys, s: PullState, index: number, bytes: Uint8Array): void {
   const pack = s.layout.packs[index]!;
   const layer = s.packLayers[index]!;
   if (bytes.length !== layer.size) throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} has ${bytes.length} bytes, not ${layer.size}`);
@@ -202,10 +232,13 @@ export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array
     throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} ends with another index than its contents make`);
   }
   let offset = 0;
-  for (const c of pack.contents) {
-    const piece = bytes.subarray(offset, offset + c.size);
-    offset += c.size;
-    if (s.have.has(c.sha256)) continue;
+  for (let k = pack.from; k < pack.to; k++) {
+    const size = s.layout.contents.size(k);
+    if (size >= pack.threshold) continue;
+    const piece = bytes.subarray(offset, offset + size);
+    offset += size;
+    if (s.have[k] === 1) continue;
+    const c = s.layout.contents.content(k);
     if (createHash('sha256').update(piece).digest('hex') !== c.sha256) {
       const rel = `${c.places[0]!.area}/${c.places[0]!.path}`;
       throw new SealError('SEAL_CORRUPT', `pack ${pack.bucket} holds other bytes than the manifest says for ${escapePath(rel)}`, { path: rel });
@@ -214,7 +247,7 @@ export function writePack(sys: Sys, id: number, index: number, bytes: Uint8Array
       using file = own(sys, createAt(sys, s.build.fd, place));
       writeAll(sys, file.fd, piece);
     }
-    s.have.add(c.sha256);
+    s.have[k] = 1;
   }
 }
 
@@ -250,13 +283,13 @@ export function finishPull(sys: Sys, id: number, streamed: number[]): void {
       const content = s.layout.files[i]!;
       using src = own(sys, openContent(sys, s.build.fd, content));
       if (!fillPlaces(sys, s, src.fd, content, 1)) throw new SealError('SEAL_CORRUPT', `pulled file changed: ${escapePath(content.places[0]!.path)}`);
-      s.have.add(content.sha256);
+      s.have[s.layout.fileIndex[i]!] = 1;
     }
     makeSymlinks(sys, s);
     freezeArea(sys, s.build.fd, COPY_AREA);
     freezeArea(sys, s.build.fd, MOUNTS_AREA);
     verifyAt(sys, s.build.fd, s.data);
-    publishBuild(s.build, s.data, [s.config]);
+    publishBuild(s.build, s.data, encodeDocumentPieces(s.data));
   } finally {
     abortPull(sys, id);
   }

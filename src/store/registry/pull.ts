@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 
 import { SealError } from '../../base/errors.js';
 import { checkAbsolutePath } from '../../base/paths.js';
+import { movable } from '../../base/transfer.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact, type Artifact } from './artifact.js';
 import { sha256Digest, type RegistryClient } from './client.js';
@@ -12,9 +13,9 @@ import { isLost, sleep } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { CONFIG_TYPE, ROOT_TYPE } from './mapping.js';
-import { MAX_ROOT_BYTES, assembleDocument, readRoot } from './pieces.js';
+import { DocumentAssembly, MAX_ROOT_BYTES, readRoot, type RootDocument } from './pieces.js';
 import { manifestReference, shownReference, type Reference } from './reference.js';
-import type { Fetched } from './prove.js';
+import type { FetchedRef } from './prove.js';
 import type { FileToPull } from './pull-build.js';
 
 const writeAt = promisify(write);
@@ -82,11 +83,37 @@ export function claimedDigest(m: ManifestRead): string {
  * blobs already fetched (and proven against their digests), by digest, not fetched again.
  */
 export async function fetchDocument(client: RegistryClient, m: ManifestRead, concurrency: number, prove: boolean, have?: ReadonlyMap<string, Buffer>): Promise<Buffer> {
+  return fetchInto(client, m, concurrency, prove, have, {
+    whole: async (bytes) => bytes,
+    begin: async (root, sizes) => new DocumentAssembly(root, (d) => sizes.get(d)!, MAX_CONFIG_BYTES, rootTooLarge(m.where)),
+    put: async (doc, digest, piece) => doc.put(digest, piece),
+    end: async (doc) => doc.bytes,
+    drop: async () => {},
+  });
+}
+
+/** The error for a root document whose lists make a manifest past MAX_CONFIG_BYTES. */
+function rootTooLarge(where: string): (why: string) => SealError {
+  return (why) => new SealError('SEAL_CORRUPT', `${where} has a root document whose ${why}`);
+}
+
+/** Where fetchInto puts a document as it comes: whole (a config blob), or a root's pieces one by one. */
+interface DocumentSink<D, R> {
+  whole: (bytes: Buffer) => Promise<R>;
+  begin: (root: RootDocument, sizes: ReadonlyMap<string, number>) => Promise<D>;
+  put: (doc: D, digest: string, piece: Buffer) => Promise<void>;
+  end: (doc: D) => Promise<R>;
+  /** Forgets a document begun that will not end. */
+  drop: (doc: D) => Promise<void>;
+}
+
+/** fetchDocument's fetches, each blob handed to `sink` as it comes (see fetchDocument). */
+async function fetchInto<D, R>(client: RegistryClient, m: ManifestRead, concurrency: number, prove: boolean, have: ReadonlyMap<string, Buffer> | undefined, sink: DocumentSink<D, R>): Promise<R> {
   const { artifact, where } = m;
   const { config } = artifact;
   if (config.mediaType === CONFIG_TYPE) {
     if (config.size > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a config of ${config.size} bytes`);
-    return client.getBlob(config.digest, config.size, prove);
+    return sink.whole(await client.getBlob(config.digest, config.size, prove));
   }
   if (config.size > MAX_ROOT_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has a root document of ${config.size} bytes`);
   const root = readRoot(have?.get(config.digest) ?? (await client.getBlob(config.digest, config.size, prove)), where);
@@ -96,17 +123,33 @@ export async function fetchDocument(client: RegistryClient, m: ManifestRead, con
   }
   const total = pieces.reduce((n, l) => n + l.size, 0);
   if (total > MAX_CONFIG_BYTES) throw new SealError('SEAL_CORRUPT', `${where} has entry lists of ${total} bytes`);
-  const got = new Map<string, Buffer>();
-  await eachLimited(pieces, concurrency, async (l) => {
-    got.set(l.digest, have?.get(l.digest) ?? (await client.getBlob(l.digest, l.size, prove)));
-  });
-  return assembleDocument(root, (d) => got.get(d)!);
+  // A piece the root names many times counts each time (DocumentAssembly bounds the whole).
+  const doc = await sink.begin(root, new Map(pieces.map((l) => [l.digest, l.size])));
+  try {
+    await eachLimited(pieces, concurrency, async (l) => {
+      await sink.put(doc, l.digest, have?.get(l.digest) ?? (await client.getBlob(l.digest, l.size, prove)));
+    });
+  } catch (err) {
+    await sink.drop(doc);
+    throw err;
+  }
+  return sink.end(doc);
 }
 
-/** GETs the snapshot manifest an image manifest names (see fetchDocument); the worker proves the rest against `digest`. */
-export async function fetchConfig(client: RegistryClient, m: ManifestRead, digest: string, concurrency: number): Promise<Fetched> {
-  const config = (await fetchDocument(client, m, concurrency, true)).toString('latin1');
-  return { digest, where: m.where, config, artifact: m.artifact };
+/**
+ * GETs the snapshot manifest an image manifest names (see fetchDocument), each blob proven
+ * against its digest and handed to the worker as it comes: the document is assembled there,
+ * where it is proven against `digest` and built, and never held whole on this thread.
+ */
+export async function fetchConfig(client: RegistryClient, sys: Sys, m: ManifestRead, digest: string, concurrency: number): Promise<FetchedRef> {
+  const document = await fetchInto(client, m, concurrency, true, undefined, {
+    whole: (bytes) => runJob(sys, 'pullDocWhole', [movable(bytes)]),
+    begin: (root, sizes) => runJob(sys, 'pullDocBegin', [root, [...sizes], MAX_CONFIG_BYTES, m.where]),
+    put: (id, d, piece) => runJob(sys, 'pullDocPut', [id, d, movable(piece)]),
+    end: async (id) => id,
+    drop: (id) => runJob(sys, 'pullDocDrop', [id]),
+  });
+  return { digest, where: m.where, document, artifact: m.artifact };
 }
 
 /** Writes all of block at position to fd (async). */
@@ -257,7 +300,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
       // Another pull of this snapshot may have published it while this one waited.
       if (mayHold && (await heldLocally(target, digest, manifest))) return held(digest, manifest?.digest);
       manifest ??= await readManifest(client, ref, remote.text);
-      const fetched = { ...(await fetchConfig(client, manifest, digest, checked.concurrency)), source };
+      const fetched = { ...(await fetchConfig(client, target.sys, manifest, digest, checked.concurrency)), source };
       const report = await download(target, client, fetched, checked.concurrency, options);
       return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
     } finally {
@@ -272,7 +315,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
 async function download(
   target: PullTarget,
   client: RegistryClient,
-  fetched: Fetched,
+  fetched: FetchedRef,
   concurrency: number,
   options: PullOptions,
 ): Promise<Pick<PullReport, 'digest' | 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
@@ -283,8 +326,10 @@ async function download(
     const tasks = [
       ...start.packs.map((p) => async () => {
         const bytes = await client.getBlob(p.digest, p.size);
-        await runJob(target.sys, 'pullWritePack', [start.id, p.index, bytes]);
-        meter.add(bytes.length, 1);
+        const size = bytes.length;
+        // Moved to the worker, not copied: not used here again.
+        await runJob(target.sys, 'pullWritePack', [start.id, p.index, movable(bytes)]);
+        meter.add(size, 1);
       }),
       ...start.files.map((f) => async () => {
         await streamFile(client, target.sys, start.id, f, meter);

@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 
 import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
+import { release } from '../../base/growable.js';
 import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact } from './artifact.js';
@@ -16,6 +17,7 @@ import { ANNOTATION_CREATED, ANNOTATION_FIRST_PATH, ANNOTATION_REVISION, ANNOTAT
 import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { checkTag, revisionTag } from './reference.js';
 import { parseRemote, snapshotTag } from './remote.js';
+import { indexBytes } from './pack-index.js';
 
 const readFd = promisify(read);
 const closeFd = promisify(close);
@@ -212,23 +214,6 @@ async function pointTag(client: RegistryClient, tag: string, manifest: Buffer): 
   await putManifest(client, tag, manifest);
 }
 
-/**
- * The revision and source of a published snapshot's manifest.json, read from its last
- * keys without parsing its entry lists: the document is canonical (sorted keys, every
- * quote inside a string escaped), so `,"revision":` occurs once, after the mounts.
- */
-function lastKeys(config: string): { source: string; revision: string } {
-  const at = config.lastIndexOf(',"revision":');
-  let tail: { source?: unknown; revision?: unknown } = {};
-  try {
-    if (at >= 0) tail = JSON.parse(`{${config.slice(at + 1)}`) as typeof tail;
-  } catch {
-    // not the canonical tail: refused below, as decodeDocument refuses the whole
-  }
-  if (typeof tail.source !== 'string' || typeof tail.revision !== 'string') throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: no source or revision at its end');
-  return { source: tail.source, revision: tail.revision };
-}
-
 /** The OCI annotations of a pushed manifest: when the snapshot was published here, its revision (when it has one) and its source. */
 function ociAnnotations(createdMs: number, source: string, revision: string): Record<string, string> {
   return {
@@ -252,6 +237,16 @@ async function putManifest(client: RegistryClient, tag: string, manifest: Buffer
     if (stored !== undefined && stored.equals(manifest)) return sha256Digest(manifest);
     throw err;
   }
+}
+
+/** An upload body of bytes moved here for it alone: their memory is given back when the upload is done with them. */
+function releasedBody(bytes: Buffer): Body {
+  return { ...bufferBody(bytes), close: async () => release(bytes) };
+}
+
+/** A Uint8Array from another thread as a Buffer over the same bytes. */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 export interface PushTarget {
@@ -288,55 +283,70 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const tag = snapshotTag(digest);
   // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
   // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
-  const read = await runJob(target.sys, 'pushConfig', [root, digest]);
-  const document = Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength);
-  // The config is the root document; the entry lists go as pieces, each a blob keyed by its bytes.
-  const config = Buffer.from(read.root, 'latin1');
-  const configDigest = sha256Digest(config);
-  const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
-  const client = await makeClient(checked, options, scopes, 'push');
-  // Every connection the push opened is closed when it ends, however it ends.
+  // The snapshot's manifest.json stays on the worker, which hands out its pieces one at a time.
+  const start = await runJob(target.sys, 'pushStart', [root, digest]);
+  const { pieces, createdMs, source, revision } = start;
   try {
-    const text = document.toString('latin1');
-    const { source, revision } = lastKeys(text);
-    const named = asked ?? revisionTag(revision);
-    const base = { digest, remote: remote.text, tag, tags: named === undefined ? [tag] : [tag, named] };
-    const existing = await alreadyThere(client, tag, configDigest);
-    if (existing !== undefined) {
-      if (named !== undefined) await pointTag(client, named, existing);
-      return { ...base, manifestDigest: sha256Digest(existing), existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
+    // The config is the root document; the entry lists go as pieces, each a blob keyed by its bytes.
+    const config = Buffer.from(start.root, 'latin1');
+    const configDigest = sha256Digest(config);
+    const scopes = [`repository:${remote.repository}:pull,push`, ...mountFrom.map((r) => `repository:${r}:pull`)];
+    const client = await makeClient(checked, options, scopes, 'push');
+    // Every connection the push opened is closed when it ends, however it ends.
+    try {
+      const named = asked ?? revisionTag(revision);
+      const base = { digest, remote: remote.text, tag, tags: named === undefined ? [tag] : [tag, named] };
+      const existing = await alreadyThere(client, tag, configDigest);
+      if (existing !== undefined) {
+        if (named !== undefined) await pointTag(client, named, existing);
+        return { ...base, manifestDigest: sha256Digest(existing), existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
+      }
+      // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed
+      // from its entries) and keeps its layout there, where the packs are read; this thread gets
+      // what the image manifest needs.
+      const layout = await runJob(target.sys, 'pushPlan', [start.id]);
+      const pieceBytes = pieces.reduce((n, x) => n + (x.end - x.start), 0);
+      // A snapshot without bytes has the empty layer, which is a blob like the others.
+      const bare = layout.packs.length + layout.files.length === 0;
+      const totalBytes = config.length + pieceBytes + layout.packs.reduce((n, x) => n + x.size + indexBytes(x.count), 0) + layout.files.reduce((n, x) => n + x.size, 0) + (bare ? EMPTY_BLOB.length : 0);
+      const blobs = 1 + pieces.length + layout.packs.length + layout.files.length + (bare ? 1 : 0);
+      const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
+      const packDigests: string[] = [];
+      type Task = () => Promise<void>;
+      const tasks: Task[] = [
+        () => ensureBlob(p, configDigest, config.length, async () => bufferBody(config)),
+        ...pieces.map((piece, i): Task => () => ensureBlob(p, piece.digest, piece.end - piece.start, async () => releasedBody(asBuffer(await runJob(target.sys, 'pushPiece', [start.id, i]))))),
+      ];
+      // The metadata first: then the worker lets go of the manifest.json (packs and files need only its tables).
+      await eachLimited(tasks, checked.concurrency, (t) => t());
+      await runJob(target.sys, 'pushSent', [start.id]);
+      tasks.length = 0;
+      tasks.push(
+        ...layout.packs.map((_pack, i): Task => async () => {
+          const packed = await runJob(target.sys, 'readPack', [root, digest, start.id, i]);
+          const bytes = asBuffer(packed.bytes);
+          packDigests[i] = packed.digest;
+          try {
+            await ensureBlob(p, packed.digest, bytes.length, async () => bufferBody(bytes));
+          } finally {
+            release(bytes);
+          }
+        }),
+        ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, () => fileBody(target, f))),
+      );
+      if (bare) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
+      await eachLimited(tasks, checked.concurrency, (t) => t());
+      const annotations = ociAnnotations(createdMs, source, revision);
+      const pieceLayers = pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start, annotations: { [ANNOTATION_FIRST_PATH]: x.first } }));
+      const layers = [...pieceLayers, ...layersOf(layout, packDigests)];
+      const manifest = manifestOf(digest, layout, { mediaType: ROOT_TYPE, digest: configDigest, size: config.length }, layers, annotations);
+      const manifestDigest = await putManifest(client, tag, manifest);
+      if (named !== undefined) await putManifest(client, named, manifest);
+      return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
+    } finally {
+      await client.close();
     }
-    // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed from its entries).
-    const layout = await runJob(target.sys, 'pushPlan', [text, digest]);
-    const pieceBytes = read.pieces.reduce((n, x) => n + (x.end - x.start), 0);
-    // A snapshot without bytes has the empty layer, which is a blob like the others.
-    const bare = layout.packs.length + layout.files.length === 0;
-    const totalBytes = config.length + pieceBytes + layout.packs.reduce((n, x) => n + x.size, 0) + layout.files.reduce((n, x) => n + x.size, 0) + (bare ? EMPTY_BLOB.length : 0);
-    const blobs = 1 + read.pieces.length + layout.packs.length + layout.files.length + (bare ? 1 : 0);
-    const p: Push = { client, mountFrom, chunkBytes, monolithicBytes, meter: new Meter(blobs, totalBytes, options.onProgress), counts: { uploaded: 0, mounted: 0, skipped: 0 } };
-    const packDigests: string[] = [];
-    type Task = () => Promise<void>;
-    const tasks: Task[] = [
-      () => ensureBlob(p, configDigest, config.length, async () => bufferBody(config)),
-      ...read.pieces.map((piece): Task => () => ensureBlob(p, piece.digest, piece.end - piece.start, async () => bufferBody(document.subarray(piece.start, piece.end)))),
-      ...layout.packs.map((pack, i): Task => async () => {
-        const packed = await runJob(target.sys, 'readPack', [root, digest, pack]);
-        const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
-        packDigests[i] = packed.digest;
-        await ensureBlob(p, packed.digest, bytes.length, async () => bufferBody(bytes));
-      }),
-      ...layout.files.map((f): Task => () => ensureBlob(p, `sha256:${f.sha256}`, f.size, () => fileBody(target, f))),
-    ];
-    if (bare) tasks.push(() => ensureBlob(p, EMPTY_DIGEST, EMPTY_BLOB.length, async () => bufferBody(EMPTY_BLOB)));
-    await eachLimited(tasks, checked.concurrency, (t) => t());
-    const annotations = ociAnnotations(read.createdMs, source, revision);
-    const pieceLayers = read.pieces.map((x) => ({ mediaType: ENTRIES_TYPE, digest: x.digest, size: x.end - x.start, annotations: { [ANNOTATION_FIRST_PATH]: x.first } }));
-    const layers = [...pieceLayers, ...layersOf(layout, packDigests)];
-    const manifest = manifestOf(digest, layout, { mediaType: ROOT_TYPE, digest: configDigest, size: config.length }, layers, annotations);
-    const manifestDigest = await putManifest(client, tag, manifest);
-    if (named !== undefined) await putManifest(client, named, manifest);
-    return { ...base, manifestDigest, existed: false, blobs, ...p.counts, bytesUploaded: client.bytesUp, elapsedMs: performance.now() - started };
   } finally {
-    await client.close();
+    await runJob(target.sys, 'pushEnd', [start.id]);
   }
 }

@@ -115,3 +115,68 @@ describe('snapshot to OCI layout', () => {
     expect(layers.slice(1)).toEqual([{ mediaType: 'application/vnd.oci.empty.v1+json', digest: 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a', size: 2 }]);
   });
 });
+
+describe('the layout groups contents from tables without an object per entry', () => {
+  /** The grouping contentsOf made from objects: contents by sha256, each one's places in area then manifest order, empty files apart. */
+  function reference(data: SnapshotData): { contents: { sha256: string; size: number; places: { area: string; path: string; mode: number }[] }[]; empty: string[] } {
+    const byHash = new Map<string, { sha256: string; size: number; places: { area: string; path: string; mode: number }[] }>();
+    const empty: string[] = [];
+    const areas = [{ area: 'copy', entries: data.entries }, ...data.mounts.map((m, i) => ({ area: `mounts/${String(i).padStart(5, '0')}`, entries: m.entries }))];
+    for (const { area, entries } of areas) {
+      for (const e of entries) {
+        if (e.kind !== 'file') continue;
+        if (e.size === 0) {
+          empty.push(`${area}/${e.path}`);
+          continue;
+        }
+        let c = byHash.get(e.sha256);
+        if (c === undefined) byHash.set(e.sha256, (c = { sha256: e.sha256, size: e.size, places: [] }));
+        c.places.push({ area, path: e.path, mode: e.mode });
+      }
+    }
+    return { contents: [...byHash.values()].sort((a, b) => (a.sha256 < b.sha256 ? -1 : 1)), empty };
+  }
+
+  it('contents whose sha256 share their first 32 bits, and one content at places in the copy roots and a mount, come out as contentsOf listed them', () => {
+    const data = synthetic([5, 6, 7, 8, 9, 0, 11]);
+    const e = data.entries as { sha256: string; size: number; path: string; mode: number }[];
+    // Four digests with the same first 8 hex digits (what the packed sort keys on), in an order the rest decides.
+    e[1]!.sha256 = `abcdef01${'f'.repeat(56)}`;
+    e[2]!.sha256 = `abcdef01${'0'.repeat(56)}`;
+    e[3]!.sha256 = `abcdef01${'8'.repeat(56)}`;
+    e[4]!.sha256 = `abcdef01${'0'.repeat(55)}1`;
+    // The same content twice in the copy roots and once in a mount.
+    e[7]!.sha256 = e[2]!.sha256;
+    e[7]!.size = 6;
+    e[7]!.mode = 0o755;
+    const payload = [
+      { kind: 'directory' as const, path: 'payload', size: 0, sha256: '', mode: 0, link_target: '' },
+      { kind: 'file' as const, path: 'payload/dup', size: 6, sha256: e[2]!.sha256, mode: 0o644, link_target: '' },
+      { kind: 'file' as const, path: 'payload/e', size: 0, sha256: sha(''), mode: 0o644, link_target: '' },
+    ];
+    data.mounts = [{ source: 'deps', target: 'nm', kind: 'directory', totalBytes: 6, entries: payload }];
+    const want = reference(data);
+    for (const buckets of [1, 4, 256]) {
+      const layout = layoutWith(data, LARGE_FILE_BYTES, buckets);
+      const got = layout.packs.flatMap((p: { contents: unknown[] }) => p.contents);
+      expect(got).toEqual(want.contents);
+      for (const p of layout.packs) {
+        expect(p.count).toBe(p.contents.length);
+        expect(p.size).toBe(p.contents.reduce((n: number, c: { size: number }) => n + c.size, 0));
+        for (const c of p.contents) expect(bucketOf(c.sha256, buckets)).toBe(p.bucket);
+      }
+      expect([...layout.empty()].map((pl: { area: string; path: string }) => `${pl.area}/${pl.path}`)).toEqual(want.empty);
+    }
+    // A content at or over the threshold is a file of its own, with every place.
+    const big = layoutWith(data, 7, 1);
+    expect(big.files).toEqual(want.contents.filter((c) => c.size >= 7));
+    expect(big.packs[0].contents).toEqual(want.contents.filter((c) => c.size < 7));
+  });
+
+  it('the 50k-file layout is the one contentsOf made', () => {
+    const data = synthetic(lognormal(50_000));
+    const want = reference(data);
+    const layout = chooseLayout(data);
+    expect([...layout.packs.flatMap((p: { contents: unknown[] }) => p.contents), ...layout.files].sort((a: { sha256: string }, b: { sha256: string }) => (a.sha256 < b.sha256 ? -1 : 1))).toEqual(want.contents);
+  });
+});

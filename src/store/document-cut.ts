@@ -1,5 +1,5 @@
 // document-cut.ts: a canonical snapshot manifest cut into its entry lists' texts and the text around them, without parsing the lists.
-import { SealError } from '../../base/errors.js';
+import { SealError } from '../base/errors.js';
 
 /** A document cut at its entry lists: `parts[0] + lists[0] + parts[1] + … + parts[n]` is the document. */
 export interface CutDocument {

@@ -1,0 +1,110 @@
+// push-plan.ts: the pushes under way, kept on the thread that reads their snapshot: its manifest.json until its pieces are sent, its layout until its packs are.
+import { SealError } from '../../base/errors.js';
+import { movable } from '../../base/transfer.js';
+import { releasable, release } from '../../base/growable.js';
+import type { Sys } from '../../sys/native.js';
+import { decodeDocumentBytes } from '../document-parse.js';
+import { chooseLayout, summaryOf, type Layout, type LayoutSummary, type Pack } from './mapping.js';
+import { readPushConfig } from './pack.js';
+import { cutPieces, type PieceRange } from './pieces.js';
+
+interface PushState {
+  digest: string;
+  /** The snapshot's manifest.json, until its pieces are sent. */
+  document: Buffer | undefined;
+  pieces: PieceRange[];
+  layout: Layout | undefined;
+}
+
+const pushes = new Map<number, PushState>();
+let nextId = 1;
+
+/** What push needs to start: the root document, the pieces (ranges of manifest.json), when it was published and its last keys. */
+export interface PushStart {
+  id: number;
+  root: string;
+  pieces: PieceRange[];
+  createdMs: number;
+  source: string;
+  revision: string;
+}
+
+function state(id: number): PushState {
+  const s = pushes.get(id);
+  if (s === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} is gone`);
+  return s;
+}
+
+/**
+ * The revision and source of a published snapshot's manifest.json, read from its last
+ * keys without parsing its entry lists: the document is canonical (sorted keys, every
+ * quote inside a string escaped), so `,"revision":` occurs once, after the mounts.
+ */
+function lastKeys(config: Buffer): { source: string; revision: string } {
+  const at = config.lastIndexOf(',"revision":', undefined, 'latin1');
+  let tail: { source?: unknown; revision?: unknown } = {};
+  try {
+    if (at >= 0) tail = JSON.parse(`{${config.toString('latin1', at + 1)}`) as typeof tail;
+  } catch {
+    // not the canonical tail: refused below, as decodeDocument refuses the whole
+  }
+  if (typeof tail.source !== 'string' || typeof tail.revision !== 'string') throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: no source or revision at its end');
+  return { source: tail.source, revision: tail.revision };
+}
+
+/**
+ * Starts a push of the published snapshot `digest` at snapshotRoot: reads its
+ * manifest.json (under the store's shared lock) and cuts it into its pieces and root
+ * document. The state stays here until endPush.
+ */
+export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushStart {
+  const { bytes, createdMs } = readPushConfig(sys, snapshotRoot, digest);
+  const document = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const { root, pieces } = cutPieces(document);
+  const id = nextId++;
+  pushes.set(id, { digest, document, pieces, layout: undefined });
+  return { id, root, pieces, createdMs, ...lastKeys(document) };
+}
+
+/** Piece `index` of push `id`'s manifest.json: a copy, moved to the thread that sends it (which releases it once sent). */
+export function pushPiece(id: number, index: number): Uint8Array {
+  const s = state(id);
+  const piece = s.pieces[index];
+  if (s.document === undefined || piece === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has no piece ${index}`);
+  const bytes = releasable(piece.end - piece.start);
+  s.document.copy(bytes, 0, piece.start, piece.end);
+  return movable(bytes);
+}
+
+/**
+ * Lays out push `id`'s snapshot as push sends it (its manifest.json decoded into tables
+ * and proven to hash to its digest) and keeps the layout: packs are read by their index in
+ * it. Returns what the image manifest needs.
+ */
+export function planPush(id: number): LayoutSummary {
+  const s = state(id);
+  if (s.document === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has let go of its manifest`);
+  s.layout = chooseLayout(decodeDocumentBytes(s.document, s.digest));
+  return summaryOf(s.layout);
+}
+
+/** Lets go of push `id`'s manifest.json (its pieces are sent and its layout made). */
+export function pushDocumentSent(id: number): void {
+  const s = state(id);
+  if (s.document !== undefined) release(s.document);
+  s.document = undefined;
+}
+
+/** Pack `index` of push `id`'s layout. */
+export function planPack(id: number, index: number): Pack {
+  const pack = pushes.get(id)?.layout?.packs[index];
+  if (pack === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has no pack ${index}`);
+  return pack;
+}
+
+/** Forgets push `id`. */
+export function endPush(id: number): void {
+  const document = pushes.get(id)?.document;
+  if (document !== undefined) release(document);
+  pushes.delete(id);
+}
