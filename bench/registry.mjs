@@ -1,4 +1,4 @@
-// registry.mjs: `npm run bench:registry`: push and pull of the 5k tree through a local docker-registry, against one tar blob through the same client; what a new snapshot of the 50k tree uploads; cat of one file of it.
+// registry.mjs: `npm run bench:registry`: push and pull of the 5k tree through a local docker-registry, against one tar blob through the same client; what a new snapshot of the 50k tree uploads; cat of one file of it; peak RSS of push and pull of the 200k tree.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync, chmodSync } from 'node:fs';
@@ -116,13 +116,38 @@ async function tarPull(address, repo, blob, dest) {
   execFileSync('tar', ['-xf', tarFile, '-C', dest]);
 }
 
-function ensureTree(files = 5000, bigMib = 64) {
-  const src = join(work, `bench-${files}-${bigMib}`, 'src');
+function ensureTree(files = 5000, bigMib = 64, base = work) {
+  const src = join(base, `bench-${files}-${bigMib}`, 'src');
   if (!existsSync(join(src, 'tree'))) {
     mkdirSync(src, { recursive: true });
     execFileSync('python3', [join(shared, 'bench/gen_tree.py'), join(src, 'tree'), '--files', String(files), '--big-mib', String(bigMib)]);
   }
   return src;
+}
+
+/**
+ * Peak RSS of `treeseal push` and `treeseal pull` of the 200k-file tree (no large files), each
+ * command from start to exit under /usr/bin/time -f %M, as a runner runs them. The tree and its
+ * store are kept in RAM between runs (making and capturing them takes a minute).
+ */
+async function bigRows(address, scratch) {
+  const src = ensureTree(200_000, 0, ram);
+  const store = join(ram, 'bench-200000-0', 'store');
+  const captured = spawnSync(process.execPath, [CLI, 'capture', '--store', store, src, '--max-entries', '1000000', '--json'], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  if (captured.status !== 0) throw new Error(`capture of the 200k tree failed: ${captured.stderr}`);
+  const { digest, entries } = JSON.parse(captured.stdout);
+  const remote = `${address}/bench/big`;
+  const time = (args) => {
+    const r = spawnSync('/usr/bin/time', ['-f', '%M %e', process.execPath, CLI, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
+    if (r.status !== 0) throw new Error(`treeseal ${args[0]} failed: ${r.stderr}`);
+    const [kb, s] = r.stderr.trim().split('\n').pop().split(' ').map(Number);
+    return { rssMb: kb / 1024, ms: s * 1000 };
+  };
+  const push = time(['push', '--store', store, '--insecure', digest, remote]);
+  const pulled = join(scratch, 'store-200k-pulled');
+  const pull = time(['pull', '--store', pulled, '--insecure', digest, remote]);
+  dropDir(pulled);
+  return { entries, push, pull };
 }
 
 /** Times catRemote in a fresh process (the call alone, after the import): what a script that cats one file pays. */
@@ -256,14 +281,33 @@ async function rep(i, address, src, scratch) {
   return r;
 }
 
+/** `TREESEAL_BENCH_ONLY=200k`: only the 200k tree's push and pull. */
+async function only200k() {
+  const scratch = mkdtempSync(join(ram, 'treeseal-bench-registry-'));
+  const reg = await startRegistry(scratch);
+  let big;
+  try {
+    big = await bigRows(reg.address, scratch);
+  } finally {
+    reg.stop();
+    dropDir(scratch);
+  }
+  console.log(`| \`treeseal push\`, 200k-file tree (${big.entries} entries): peak RSS | ${big.push.rssMb.toFixed(0)} MB (${fmt(big.push.ms)}) |`);
+  console.log(`| \`treeseal pull\`, 200k-file tree: peak RSS | ${big.pull.rssMb.toFixed(0)} MB (${fmt(big.pull.ms)}) |`);
+  console.log(`${big.push.rssMb <= 150 ? 'met    ' : 'NOT MET'}  push of the 200k-file tree ≤ 150 MB peak RSS`);
+  console.log(`${big.pull.rssMb <= 150 ? 'met    ' : 'NOT MET'}  pull of the 200k-file tree ≤ 150 MB peak RSS`);
+}
+
 async function main() {
   if (!existsSync(REGISTRY_BIN)) throw new Error(`bench:registry needs ${REGISTRY_BIN} (apt-get install docker-registry)`);
+  if (process.env.TREESEAL_BENCH_ONLY === '200k') return only200k();
   mkdirSync(work, { recursive: true });
   const src = ensureTree();
   const scratch = mkdtempSync(join(ram, 'treeseal-bench-registry-'));
   const reg = await startRegistry(scratch);
   const rows = [];
   let cat;
+  let big;
   try {
     for (let i = 0; i < reps; i++) {
       console.error(`bench:registry rep ${i + 1}/${reps}…`);
@@ -271,6 +315,10 @@ async function main() {
     }
     console.error(`bench:registry cat of one file of the 50k tree, ${catReps} times…`);
     cat = await catRows(reg.address, scratch);
+    if (process.env.TREESEAL_BENCH_200K !== '0') {
+      console.error('bench:registry push and pull of the 200k-file tree as commands (TREESEAL_BENCH_200K=0 skips)…');
+      big = await bigRows(reg.address, scratch);
+    }
   } finally {
     reg.stop();
     dropDir(scratch);
@@ -293,6 +341,10 @@ async function main() {
     console.log(`| … \`treeseal cat\`, process start to exit | ${fmt(c.cli)} | | |`);
   }
   console.log(`| (\`treeseal --version\`, process start to exit, for scale) | ${fmt(cat.version)} | | |`);
+  if (big !== undefined) {
+    console.log(`| \`treeseal push\`, 200k-file tree (${big.entries} entries): peak RSS | ${big.push.rssMb.toFixed(0)} MB (${fmt(big.push.ms)}) | | |`);
+    console.log(`| \`treeseal pull\`, 200k-file tree: peak RSS | ${big.pull.rssMb.toFixed(0)} MB (${fmt(big.pull.ms)}) | | |`);
+  }
   const checks = [
     ['cold push ≤ 2× the tar reference', m.coldPush <= 2 * m.tarPush],
     ['pull with verification ≤ 1.5× the tar reference', m.pull <= 1.5 * m.tarPull],
@@ -304,6 +356,12 @@ async function main() {
     ['cat of one file from the 50k snapshot by snapshot digest ≤ 0.3 s (treeseal cat, process start to exit)', cat.byDigest.cli <= 300],
     ['cat of one file from the 50k snapshot by manifest digest ≤ 0.3 s (the call in this process)', cat.byManifest.lib <= 300],
     ['cat of one file from the 50k snapshot by manifest digest ≤ 0.3 s (treeseal cat, process start to exit)', cat.byManifest.cli <= 300],
+    ...(big === undefined
+      ? []
+      : [
+          ['push of the 200k-file tree ≤ 150 MB peak RSS', big.push.rssMb <= 150],
+          ['pull of the 200k-file tree ≤ 150 MB peak RSS', big.pull.rssMb <= 150],
+        ]),
   ];
   console.log('');
   for (const [name, ok] of checks) console.log(`${ok ? 'met    ' : 'NOT MET'}  ${name}`);
