@@ -209,8 +209,10 @@ export function readDocumentBytes(doc: Buffer, expectDigest?: string): { data: S
       const mounts = (s.mounts as Record<string, unknown>[]).map(
         (m, i): MountData => ({ source: String(m.source), target: String(m.target), kind: m.kind === 'file' ? 'file' : 'directory', totalBytes: Number(m.total_bytes), entries: tables[i + 1]! }),
       );
-      // First that the tables are the lists (then each list's digest is that of its bytes), then the rest as decodeDocument proves it.
-      if (encodesTo(doc, claimed(s, tables[0]!, mounts))) return { data: finishDecode(s, tables[0]!, mounts, expectDigest, lists), canonical: true };
+      // The digests from the lists' bytes as they stand, the rest proven as decodeDocument proves it; then the
+      // snapshot must encode to exactly these bytes (its tables, and every digest the document claims).
+      const data = finishDecode(s, tables[0]!, mounts, expectDigest, lists);
+      if (encodesTo(doc, data)) return { data, canonical: true };
     } catch {
       // decodeDocument below says what is wrong, as it always has.
     }
@@ -218,18 +220,3 @@ export function readDocumentBytes(doc: Buffer, expectDigest?: string): { data: S
   return { data: decodeDocument(doc.toString('utf8'), expectDigest), canonical: false };
 }
 
-/** The snapshot a document's fields say it is (its digests as it claims them), to encode back. */
-function claimed(s: Record<string, unknown>, entries: EntryTable, mounts: MountData[]): StoredSnapshot {
-  return {
-    digest: String(s.digest),
-    manifestDigest: String(s.manifest_digest),
-    source: String(s.source),
-    revision: String(s.revision),
-    declarations: Array.isArray(s.declarations) ? s.declarations.map(String) : [],
-    ...(s.exclude === undefined ? {} : { exclude: s.exclude as string[] }),
-    entries,
-    totalBytes: Number(s.total_bytes),
-    mounts,
-    mountBinding: { contentDigest: String(s.mount_content_digest), manifestDigest: String(s.mount_manifest_digest) },
-  };
-}

@@ -45,5 +45,7 @@ export function takeDocument(id: number): Buffer {
 
 /** Forgets document `id`. */
 export function dropDocument(id: number): void {
+  const doc = documents.get(id);
   documents.delete(id);
+  if (doc !== undefined) release(doc instanceof DocumentAssembly ? doc.bytes : doc);
 }

@@ -60,10 +60,16 @@ function lastKeys(config: Buffer): { source: string; revision: string } {
 export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushStart {
   const { bytes, createdMs } = readPushConfig(sys, snapshotRoot, digest);
   const document = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const { root, pieces } = cutPieces(document);
-  const id = nextId++;
-  pushes.set(id, { digest, document, pieces, layout: undefined });
-  return { id, root, pieces, createdMs, ...lastKeys(document) };
+  try {
+    const { root, pieces } = cutPieces(document);
+    const keys = lastKeys(document);
+    const id = nextId++;
+    pushes.set(id, { digest, document, pieces, layout: undefined });
+    return { id, root, pieces, createdMs, ...keys };
+  } catch (err) {
+    release(document);
+    throw err;
+  }
 }
 
 /** Piece `index` of push `id`'s manifest.json: a copy, moved to the thread that sends it (which releases it once sent). */

@@ -155,6 +155,18 @@ describe.skipIf(registry === undefined)('pull of a crafted root document', () =>
       return rootOf(t, lists);
     }));
     expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${where(remote, digest)} holds a snapshot manifest that is not in canonical form`, []]);
+    // A manifest_digest (or mount digest) that is not the lists' own: the snapshot digest does not cover
+    // these claims, but the document is not the one capture wrote, and a copy of it would differ.
+    for (const key of ['manifest_digest', 'mount_content_digest', 'mount_manifest_digest']) {
+      ({ digest, remote } = await publish(valid(), (t) => {
+        const m = pieced(t);
+        const config = Buffer.from(m.config);
+        const at = config.indexOf(`"${key}":"`) + key.length + 4;
+        config[at] = config[at] === 0x30 ? 0x31 : 0x30;
+        return { ...m, config };
+      }));
+      expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${where(remote, digest)} holds a snapshot manifest that is not in canonical form`, []]);
+    }
     // The manifest's piece layers are not the ones the root names (one more).
     ({ digest, remote } = await publish(valid(), (t) => {
       const m = pieced(t);
