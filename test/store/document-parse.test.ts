@@ -128,27 +128,27 @@ describe('decodeDocumentBytes reads a canonical manifest.json into tables', () =
     expect(lied.fast).toMatchObject({ code: 'SEAL_CORRUPT' });
   });
 
-  it('every single-byte change of a document gives the same snapshot or the same error from both (about 3,000 documents)', () => {
+  it('every single-byte change of a document gives the same snapshot or the same error from both (one change at each byte, about 1,000 documents)', () => {
     const d = validWithLinks();
     d.entries.push(file('src/q"\\\u00e9\u{1f600}', 0o755));
     d.entries.sort((x, y) => Buffer.compare(Buffer.from(x.path), Buffer.from(y.path)));
     const bytes = bytesOf(timedCopy(d));
+    // One replacement a byte, cycling: a digit, a quote, a backslash (what moves a number, ends a string, starts an escape).
     const replacements = [0x31, 0x22, 0x5c];
     const { digest } = text(timedCopy(d));
     let accepted = 0;
     for (let i = 0; i < bytes.length; i++) {
-      for (const r of replacements) {
-        if (bytes[i] === r) continue;
-        const b = Buffer.from(bytes);
-        b[i] = r;
-        const { fast, slow } = both(b);
-        if (JSON.stringify(fast) !== JSON.stringify(slow)) expect({ at: i, byte: r, fast }).toEqual({ at: i, byte: r, fast: slow });
-        if ('ok' in fast) {
-          // Only a claim the snapshot digest does not cover (manifest_digest, mount_*_digest) may change and still
-          // load, as the same snapshot, and never as a canonical document (pull refuses it).
-          expect([(fast.ok as { digest: string }).digest, readDocumentBytes(b).canonical]).toEqual([digest, false]);
-          accepted++;
-        }
+      const r = replacements[i % 3]!;
+      if (bytes[i] === r) continue;
+      const b = Buffer.from(bytes);
+      b[i] = r;
+      const { fast, slow } = both(b);
+      if (JSON.stringify(fast) !== JSON.stringify(slow)) expect({ at: i, byte: r, fast }).toEqual({ at: i, byte: r, fast: slow });
+      if ('ok' in fast) {
+        // Only a claim the snapshot digest does not cover (manifest_digest, mount_*_digest) may change and still
+        // load, as the same snapshot, and never as a canonical document (pull refuses it).
+        expect([(fast.ok as { digest: string }).digest, readDocumentBytes(b).canonical]).toEqual([digest, false]);
+        accepted++;
       }
     }
     expect(accepted).toBeGreaterThan(0);
