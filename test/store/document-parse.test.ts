@@ -73,6 +73,37 @@ describe('decodeDocumentBytes reads a canonical manifest.json into tables', () =
     });
   }
 
+  it('every branch of the scanner takes the fast path: each escape form, link targets with escapes, the largest mode, negative and extreme times, an empty list', () => {
+    const link = (path: string, target: string): Entry => ({ kind: 'symlink', path, size: Buffer.byteLength(target), sha256: sha256Hex(Buffer.from(target)), mode: 0, link_target: target });
+    const odd = 'b\bf\fn\nr\rt\t"q\\s\u0001\u001f\u007f\u00e9\u2028\u{1f600}';
+    const byBytes = (x: Entry, y: Entry): number => Buffer.compare(Buffer.from(x.path), Buffer.from(y.path));
+    const docs: Doc[] = [];
+    // Escapes in copy-root paths, kept times at both ends of int64, an executable file.
+    const times = valid();
+    times.entries = [
+      { ...dir('src'), mtime_ns: '-1' },
+      { ...file('src/a'), mtime_ns: '9223372036854775807' },
+      { ...file(`src/${odd}`, 0o755), sha256: 'f'.repeat(64), mtime_ns: '-9223372036854775807' },
+    ].sort(byBytes);
+    docs.push(times);
+    // Link targets with escapes in a mount payload, the largest mode; no copy roots at all (an empty list).
+    const links = valid();
+    links.declarations = [];
+    links.entries = [];
+    links.mounts[0]!.entries = [dir('payload'), { ...file(`payload/${odd}`), mode: 0o7777 }, link('payload/l', odd), file('payload/z')].sort(byBytes);
+    docs.push(links);
+    for (const d of docs) {
+      const { digest } = text(d);
+      const bytes = bytesOf(d);
+      const read = readDocumentBytes(bytes, digest);
+      expect([read.canonical, read.data.entries instanceof EntryTable, read.data.mounts[0]!.entries instanceof EntryTable]).toEqual([true, true, true]);
+      const { fast, slow } = both(bytes, digest);
+      expect(fast).toEqual(slow);
+      expect('ok' in fast).toBe(true);
+      expect(documentText(read.data)).toBe(bytes.toString('latin1'));
+    }
+  });
+
   it('a document that is valid but not canonical (indented, keys reordered) is decoded by JSON.parse, to the same snapshot', () => {
     const d = valid();
     const { digest, text: t } = text(d);
