@@ -149,9 +149,8 @@ export class EntryTable implements Iterable<ManifestEntry> {
    * Appends an entry read from a document whose path's UTF-8 bytes are src[from, to) and
    * whose sha256 is the 64 lowercase hex digits at src[hexAt…] (-1: none, left zero; false
    * when they are not such digits, and nothing is added), its link target set by setLink.
-   * Paths are not
-   * checked for uniqueness (no path index is kept): for a list whose order is checked
-   * afterwards. Returns its index.
+   * Paths are not checked for uniqueness (no path index is kept): for a list whose order
+   * is checked afterwards. Returns its index.
    */
   appendRead(kind: EntryKind, src: Uint8Array, from: number, to: number, hexAt: number, size: number, mode: number, mtime: bigint | undefined): number | false {
     if (ensureBytes(this.#pathMemory, this.#used + (to - from))) this.#paths = Buffer.from(this.#pathMemory);

@@ -1,6 +1,9 @@
 // transfer.ts: bytes a job hands to another thread by moving them (postMessage's transfer list) instead of copying: only buffers marked as the sender's alone.
 const marked = new WeakSet<ArrayBuffer>();
 
+/** A Buffer view of bytes a thread received as a plain Uint8Array (a clone drops the Buffer class). */
+export const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+
 /**
  * Marks bytes as moved, not copied, when they are next sent to another thread: the
  * sender must not use them afterwards (they are empty there once sent). Only bytes that

@@ -6,8 +6,6 @@ import { UsageError, choiceOption, flag, listOption, need, plural, stringOption,
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
 
-/** What `capture --json` and `ls --json` print for a snapshot. */
-
 function parseMount(spec: string): MountDeclaration {
   const cut = spec.indexOf(':');
   const source = cut < 0 ? spec : spec.slice(0, cut);
@@ -51,17 +49,16 @@ async function run(ctx: Context): Promise<void> {
     throw namingOrigin(err, excludes);
   }
   line.done();
-  const data = snap.summary();
-  const s = data;
+  const s = snap.summary();
   const r = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
   const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
   io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused }, [
     `${r.reused ? 'reused' : 'captured'} ${source}`,
-    `  digest    ${data.digest}`,
-    `  manifest  ${data.manifestDigest}`,
-    ...excludeLine(data, '  exclude   '),
+    `  digest    ${s.digest}`,
+    `  manifest  ${s.manifestDigest}`,
+    ...excludeLine(s, '  exclude   '),
     `  entries   ${String(s.entries)}`,
-    `  bytes     ${data.totalBytes} (${bytes(data.totalBytes)})`,
+    `  bytes     ${s.totalBytes} (${bytes(s.totalBytes)})`,
     `  reused    ${cache}`,
     `  root      ${snap.root}`,
   ].join('\n'));

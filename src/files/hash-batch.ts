@@ -1,5 +1,6 @@
 // hash-batch.ts: a batch of files below one directory fd to hash and compare (verify's job), and its shared-memory form.
 import { own } from '../base/fd.js';
+import { asBuffer } from '../base/transfer.js';
 import { stream } from './copy-file.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
 import { sameStoredIdentity } from '../sys/identity.js';
@@ -104,9 +105,6 @@ export function allocBatchArea(slots: number): BatchArea {
     differs: new Uint8Array(new SharedArrayBuffer(items)),
   };
 }
-
-/** A Buffer view of shared bytes a thread received as a plain Uint8Array (a clone drops the Buffer class). */
-export const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 /** The area as received by a helper thread (a clone carries plain Uint8Arrays). */
 export function receiveBatchArea(a: BatchArea): BatchArea {

@@ -6,7 +6,7 @@ import { eachChunk } from '../base/manifest-stream.js';
 import { parseMtime } from '../base/times.js';
 import type { MountData } from '../capture/mounts.js';
 import { cutDocument } from './document-cut.js';
-import { decodeDocument, encodeDocumentPieces, finishDecode, type StoredSnapshot } from './document.js';
+import { decodeDocument, encodeDocumentPieces, finishDecode, mountOf, type StoredSnapshot } from './document.js';
 
 const latin1 = (text: string): Buffer => Buffer.from(text, 'latin1');
 const KIND_HEADS: readonly [EntryKind, Buffer][] = (['directory', 'file', 'symlink'] as const).map((k) => [k, latin1(`{"kind":"${k}","link_target":`)]);
@@ -206,9 +206,7 @@ export function readDocumentBytes(doc: Buffer, expectDigest?: string): { data: S
   if (read !== undefined) {
     const { skeleton: s, tables, lists } = read;
     try {
-      const mounts = (s.mounts as Record<string, unknown>[]).map(
-        (m, i): MountData => ({ source: String(m.source), target: String(m.target), kind: m.kind === 'file' ? 'file' : 'directory', totalBytes: Number(m.total_bytes), entries: tables[i + 1]! }),
-      );
+      const mounts = (s.mounts as Record<string, unknown>[]).map((m, i): MountData => mountOf(m, tables[i + 1]!));
       // The digests from the lists' bytes as they stand, the rest proven as decodeDocument proves it; then the
       // snapshot must encode to exactly these bytes (its tables, and every digest the document claims).
       const data = finishDecode(s, tables[0]!, mounts, expectDigest, lists);

@@ -166,14 +166,13 @@ export function decodeDocument(text: string, expectDigest?: string): SnapshotDat
   }
   checkFields(doc);
   const entries = entryList(doc.entries);
-  const mounts = (doc.mounts as Record<string, unknown>[]).map((m): CapturedMount => ({
-    source: String(m.source),
-    target: String(m.target),
-    kind: m.kind === 'file' ? 'file' : 'directory',
-    totalBytes: Number(m.total_bytes),
-    entries: entryList(m.entries),
-  }));
+  const mounts = (doc.mounts as Record<string, unknown>[]).map((m): CapturedMount => mountOf(m, entryList(m.entries)));
   return finishDecode(doc, entries, mounts, expectDigest);
+}
+
+/** A mount of a parsed document, with its entry list as read. */
+export function mountOf<E extends Entries>(m: Record<string, unknown>, entries: E): Omit<MountData, 'entries'> & { entries: E } {
+  return { source: String(m.source), target: String(m.target), kind: m.kind === 'file' ? 'file' : 'directory', totalBytes: Number(m.total_bytes), entries };
 }
 
 /** The fields a document must have before its lists are read: schema 3, mounts and declarations lists, exclude patterns. */

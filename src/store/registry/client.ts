@@ -11,10 +11,9 @@ import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, r
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
-
 /** Blobs of at least this many bytes are read into releasable memory (base/growable.ts). */
 const RELEASABLE_BYTES = 64 * 1024;
-/** The largest manifest accepted (registries refuse bigger ones too). */
+
 /**
  * The successes each write may answer with: what the distribution spec names (201 for a
  * stored blob or manifest, 202 for an accepted chunk, 204 for an upload's status or its
@@ -26,6 +25,7 @@ const CHUNK_TAKEN = [201, 202, 204];
 const UPLOAD_STATUS = [200, 204];
 const UPLOAD_DELETED = [200, 202, 204];
 
+/** The largest manifest accepted (registries refuse bigger ones too). */
 export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { SealError } from '../../base/errors.js';
 import { DIR_FLAGS, openBeneath, own, type Fd } from '../../base/fd.js';
 import { readFrom } from '../../base/io.js';
-import { movable } from '../../base/transfer.js';
+import { asBuffer, movable } from '../../base/transfer.js';
 import { releasable } from '../../base/growable.js';
 import { escapePath } from '../../base/paths.js';
 import { throwIfRefused } from '../../base/refusal.js';
@@ -162,6 +162,6 @@ export function localConfigDigest(sys: Sys, storeRoot: string, digest: string, r
     if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') return undefined;
     throw err;
   }
-  const config = root ? cutPieces(Buffer.from(read.bytes.buffer, read.bytes.byteOffset, read.bytes.byteLength)).root : read.bytes;
+  const config = root ? cutPieces(asBuffer(read.bytes)).root : read.bytes;
   return `sha256:${createHash('sha256').update(config).digest('hex')}`;
 }

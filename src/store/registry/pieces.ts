@@ -185,10 +185,11 @@ export class DocumentAssembly {
 
   /**
    * `sizeOf`: each piece's size in bytes, as its layer says (a piece of another size is
-   * refused). `bad`: the error for a document past `maxBytes`. `memory`: where the bytes go
-   * (releasable() for a document whose end of use is known).
+   * refused). `bad`: the error for a document past `maxBytes`. `memory`: zeroed bytes for
+   * it (releasable() for a document whose end of use is known), so the bytes of a piece that
+   * never comes stay zero and fail every proof.
    */
-  constructor(root: RootDocument, sizeOf: (digest: string) => number, maxBytes: number, bad: (why: string) => SealError, memory: (size: number) => Buffer = Buffer.allocUnsafe) {
+  constructor(root: RootDocument, sizeOf: (digest: string) => number, maxBytes: number, bad: (why: string) => SealError, memory: (size: number) => Buffer = Buffer.alloc) {
     let total = 0;
     const text = (t: string): number => (total += t.length);
     text(root.parts[0]!);
@@ -210,8 +211,6 @@ export class DocumentAssembly {
     });
     if (total > maxBytes) throw bad(`entry lists make a manifest of ${total} bytes (at most ${maxBytes})`);
     this.bytes = memory(total);
-    // Bytes of a piece that never comes stay zero (and fail every proof).
-    this.bytes.fill(0);
     let at = this.bytes.write(root.parts[0]!, 0, 'latin1');
     root.lists.forEach((digests, i) => {
       this.bytes[at++] = 0x5b;

@@ -1,5 +1,6 @@
 // prove.ts: what a pulled config must be (the requested snapshot, canonical, well formed) and the layers it implies; a sync core for the worker.
 import { SealError } from '../../base/errors.js';
+import { asBuffer } from '../../base/transfer.js';
 import { documentText, type StoredSnapshot } from '../document.js';
 import { readDocumentBytes } from '../document-parse.js';
 import { expectLayers, type Artifact, type PackLayer } from './artifact.js';
@@ -27,7 +28,7 @@ export interface FetchedRef extends Omit<Fetched, 'config'> {
  * are well formed (decodeDocument checks the whole document), and the manifest's layers are exactly the ones it implies.
  */
 export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packLayers: PackLayer[] } {
-  const bytes = Buffer.from(f.config.buffer, f.config.byteOffset, f.config.byteLength);
+  const bytes = asBuffer(f.config);
   let read: { data: StoredSnapshot; canonical: boolean };
   try {
     read = readDocumentBytes(bytes);

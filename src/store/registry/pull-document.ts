@@ -1,6 +1,7 @@
 // pull-document.ts: the snapshot manifests pulls are fetching, assembled on the thread that proves and builds them (the fetching thread never holds one whole).
 import { SealError } from '../../base/errors.js';
 import { releasable, release } from '../../base/growable.js';
+import { asBuffer } from '../../base/transfer.js';
 import { DocumentAssembly, type RootDocument } from './pieces.js';
 
 const documents = new Map<number, DocumentAssembly | Buffer>();
@@ -19,7 +20,7 @@ export function beginDocument(root: RootDocument, sizes: [string, number][], max
 /** A document fetched whole (a config blob of the first format); returns its id. */
 export function wholeDocument(bytes: Uint8Array): number {
   const id = nextId++;
-  documents.set(id, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  documents.set(id, asBuffer(bytes));
   return id;
 }
 

@@ -1,6 +1,6 @@
 // push-plan.ts: the pushes under way, kept on the thread that reads their snapshot: its manifest.json until its pieces are sent, its layout until its packs are.
 import { SealError } from '../../base/errors.js';
-import { movable } from '../../base/transfer.js';
+import { asBuffer, movable } from '../../base/transfer.js';
 import { releasable, release } from '../../base/growable.js';
 import type { Sys } from '../../sys/native.js';
 import { decodeDocumentBytes } from '../document-parse.js';
@@ -59,7 +59,7 @@ function lastKeys(config: Buffer): { source: string; revision: string } {
  */
 export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushStart {
   const { bytes, createdMs } = readPushConfig(sys, snapshotRoot, digest);
-  const document = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const document = asBuffer(bytes);
   try {
     const { root, pieces } = cutPieces(document);
     const keys = lastKeys(document);

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { release } from '../../base/growable.js';
+import { asBuffer } from '../../base/transfer.js';
 import { escapePath } from '../../base/paths.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact } from './artifact.js';
@@ -242,11 +243,6 @@ async function putManifest(client: RegistryClient, tag: string, manifest: Buffer
 /** An upload body of bytes moved here for it alone: their memory is given back when the upload is done with them. */
 function releasedBody(bytes: Buffer): Body {
   return { ...bufferBody(bytes), close: async () => release(bytes) };
-}
-
-/** A Uint8Array from another thread as a Buffer over the same bytes. */
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 export interface PushTarget {
