@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# as-unprivileged.sh: runs the store, tools, CLI and registry suites and the short torture again as an unprivileged user (treeseal-ci), from a copy of the built checkout it owns.
+# as-unprivileged.sh: runs the suites whose code paths differ without root and the short torture again as an unprivileged user (treeseal-ci), from a copy of the built checkout it owns.
 # Run as root inside scripts/with-mounts.sh (its loop mounts are handed to the user for the pass and given back after).
 # The user starts its own registries (scripts/with-registries.sh), so the tests own the registry storage they tamper with.
 # Nothing is installed or rebuilt: the copy carries the addon and dist/ the root pass built.
 # Then the short torture suite as the same user, on those mounts.
-# usage: bash scripts/with-mounts.sh bash scripts/as-unprivileged.sh [VITEST_PATH...]   (default: test/store test/tools test/cli less the registry's protocol suites; .ci/run calls it)
+# usage: bash scripts/with-mounts.sh bash scripts/as-unprivileged.sh [VITEST_PATH...]   (default: the suites that differ without root, listed below; .ci/run calls it)
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   echo "$0: needs root (it creates the user and hands it the mounts)" >&2
@@ -54,15 +54,18 @@ for m in "${mounts[@]}"; do chown "$uid:$gid" "$m"; done
 for p in "${parents[@]}"; do chmod o+rx "$p"; done
 echo "as-unprivileged: $user (uid $uid) in $work/repo; copied in $(($(date +%s) - started)) s" >&2
 
-# By default: the store (registry suites that build, read or remove store files included), tools and CLI suites.
-# The registry's protocol suites (auth, TLS, proxies, deadlines, transfers, transport, option checks, cat: no store),
-# its in-memory ones (mapping, pieces) and the crafted documents (refused before a file of the build is made) run as root
-# only: what they test is the same for any user, and they are a third of the pass's time.
+# By default, the suites whose code paths differ without root: the store's ownership and trust checks, freezing and
+# thawing (rm, gc, reset, materialize over a clone), the permission checks root bypasses (unreadable files, 0500
+# directories), subvolume removal without CAP_SYS_ADMIN, bubblewrap in a user namespace, and pulls that build store files.
+# The rest (documents, argument checks, the registry's protocol, in-memory layouts, concurrency, the docs' walkthroughs)
+# runs as root only: what it tests is the same for any user, and the pass runs beside the torture suite in CI's budget.
 if [ "$#" -eq 0 ]; then
-  set -- test/store test/tools test/cli
-  for s in auth-challenges auth ca-file cat crafted credential-helpers deadlines mapping option-errors origins pieces proxy transfers transport; do
-    set -- "$@" --exclude "test/store/registry/$s.test.ts"
+  for s in arm-capture btrfs clone-ledger clone-paths clone-stage diff-reset full-disk lease materialize non-root recapture store-lock store-trust tools-in-arm usage verify; do
+    set -- "$@" "test/store/$s.test.ts"
   done
+  for s in push refusals roundtrip; do set -- "$@" "test/store/registry/$s.test.ts"; done
+  for s in cli links mounts run unix; do set -- "$@" "test/cli/$s.test.ts"; done
+  set -- "$@" test/tools
 fi
 cd "$work/repo"
 # TREESEAL_UNPRIVILEGED_PART: tests or torture runs only that half (.ci/run runs the two side by side, each inside

@@ -22,8 +22,9 @@ if (envTrials !== undefined && !(Number.isSafeInteger(envTrials) && envTrials > 
   console.error('TORTURE_TRIALS must be a positive integer');
   process.exit(2);
 }
-const raceTrials = envTrials ?? (short ? 10 : 100);
-const killTrials = envTrials === undefined ? (short ? 10 : 50) : Math.max(1, Math.round(envTrials / 2));
+// --short is CI's run (once per filesystem, beside the unprivileged suites and the fault run, in a 10-minute budget).
+const raceTrials = envTrials ?? (short ? 6 : 100);
+const killTrials = envTrials === undefined ? (short ? 4 : 50) : Math.max(1, Math.round(envTrials / 2));
 
 const log = (msg) => process.stderr.write(`torture: ${msg}\n`);
 const started = performance.now();
