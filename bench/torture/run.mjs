@@ -54,7 +54,7 @@ if (only.has('malformed')) parts.push(runMalformed(ctx, { fsRoots, log }));
 if (only.has('mmap')) parts.push(runMmap(ctx, { rounds: short ? 2 : 10, fsRoots, log }));
 if (only.has('hostile-registry')) parts.push(runHostileRegistry(ctx, { trials: short ? 22 : 200, fsRoots, log }));
 // hostile arm: rounds per fs, each of every attack once sync and once async (32 trials a round on each fs).
-if (only.has('hostile-arm')) parts.push(runHostileArm(ctx, { trials: short ? 1 : 9, fsRoots, log, attacks: listArg('attacks') }));
+if (only.has('hostile-arm')) parts.push(runHostileArm(ctx, { trials: short ? 1 : 9, oneMode: short, fsRoots, log, attacks: listArg('attacks') }));
 const outcomes = await Promise.allSettled(parts);
 for (const o of outcomes) {
   if (o.status === 'rejected') {
