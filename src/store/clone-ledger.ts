@@ -10,6 +10,7 @@ import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { CLONES_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
+import type { Positions } from './manifest-tree.js';
 
 const LEDGER_VERSION = 2;
 const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
@@ -59,7 +60,7 @@ export class Ledger {
     /** How many records: the manifest's entry count. */
     readonly count: number,
     /** Where each manifest path's record is (set for a ledger being recorded). */
-    readonly index: ReadonlyMap<string, number> | undefined,
+    readonly index: Positions | undefined,
     records: Uint8Array,
   ) {
     this.#kinds = records;
@@ -67,12 +68,12 @@ export class Ledger {
   }
 
   /** An empty ledger to record a materialize of `digest` in; `index`: each manifest path's index. */
-  static empty(digest: string, dev: bigint, independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+  static empty(digest: string, dev: bigint, independent: boolean, index: Positions): Ledger {
     return new Ledger(digest, dev, independent, index.size, index, new Uint8Array(index.size * RECORD_BYTES));
   }
 
   /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
-  derive(independent: boolean, index: ReadonlyMap<string, number>): Ledger {
+  derive(independent: boolean, index: Positions): Ledger {
     return new Ledger(this.digest, this.dev, independent, this.count, index, this.#kinds.slice());
   }
 

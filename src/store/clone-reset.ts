@@ -17,7 +17,7 @@ import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNu
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, childrenOf } from './manifest-tree.js';
+import { makeDir, childrenOf, type Children } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -96,7 +96,7 @@ interface Reset {
   /** The index of each manifest entry by path (the old ledger's records are by index). */
   expected: Map<string, number>;
   entries: ManifestEntry[];
-  children: Map<string, ManifestEntry[]>;
+  children: Children;
   copyDir: Fd;
   links: CloneLinks;
   report: ResetReport;

@@ -1,22 +1,93 @@
 // manifest-tree.ts: a manifest's tree built below a directory fd: directories made and opened in manifest order, never through a link, each other entry handed to the caller.
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
+import { EntryTable } from '../base/entry-table.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
+import { PathIndex } from '../base/path-index.js';
 import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
 
-/** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */
-export function childrenOf(entries: Entries, keep?: (e: ManifestEntry) => boolean): Map<string, ManifestEntry[]> {
-  const children = new Map<string, ManifestEntry[]>();
-  for (const e of entries) {
-    if (keep !== undefined && !keep(e)) continue;
-    const cut = e.path.lastIndexOf('/');
-    const parent = cut < 0 ? '' : e.path.slice(0, cut);
-    let list = children.get(parent);
-    if (list === undefined) children.set(parent, (list = []));
-    list.push(e);
+/**
+ * Entries grouped by their parent path ('' for the area root), in manifest order. Each group
+ * holds indices into the list, made into entry objects only when it is read (`get`,
+ * iteration): a 50k-entry snapshot keeps about 4 bytes an entry here, not an object each.
+ */
+export class Children implements Iterable<[string, ManifestEntry[]]> {
+  readonly #groups = new Map<string, number[]>();
+  readonly #at: (i: number) => ManifestEntry;
+
+  /** `keep`: only the entries it accepts. */
+  constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean) {
+    const list: Entries & { at?: (i: number) => ManifestEntry } = entries instanceof EntryTable || Array.isArray(entries) ? entries : Array.from(entries);
+    this.#at = list instanceof EntryTable ? (i) => list.at(i) : (i) => (list as ManifestEntry[])[i]!;
+    let i = 0;
+    for (const e of list) {
+      if (keep === undefined || keep(e)) {
+        const cut = e.path.lastIndexOf('/');
+        const parent = cut < 0 ? '' : e.path.slice(0, cut);
+        let group = this.#groups.get(parent);
+        if (group === undefined) this.#groups.set(parent, (group = []));
+        group.push(i);
+      }
+      i++;
+    }
   }
-  return children;
+
+  /** The entries whose parent is `parent`, in manifest order (undefined: none). */
+  get(parent: string): ManifestEntry[] | undefined {
+    return this.#groups.get(parent)?.map(this.#at);
+  }
+
+  /** Drops the group of `parent` (a subtree made some other way). */
+  delete(parent: string): void {
+    this.#groups.delete(parent);
+  }
+
+  *[Symbol.iterator](): Iterator<[string, ManifestEntry[]]> {
+    for (const [parent, group] of this.#groups) yield [parent, group.map(this.#at)];
+  }
+}
+
+/** Each path's place in a manifest's order, found by path (what a clone's ledger records by). */
+export interface Positions {
+  get(path: string): number | undefined;
+  readonly size: number;
+}
+
+/**
+ * Positions over an entry table's own packed paths: an index of 4 to 8 bytes an entry,
+ * where a Map would hold a string and a slot for each.
+ */
+class TablePositions implements Positions {
+  readonly #index: PathIndex;
+  #probe = Buffer.alloc(4096);
+
+  constructor(readonly table: EntryTable) {
+    const ranges = { bytes: table.bytes, start: (n: number) => table.start(table.indexAt(n)), end: (n: number) => table.end(table.indexAt(n)) };
+    this.#index = new PathIndex(ranges);
+    for (let n = 0; n < table.length; n++) this.#index.add(n);
+  }
+
+  get size(): number {
+    return this.table.length;
+  }
+
+  get(path: string): number | undefined {
+    if (path.length * 3 > this.#probe.length) this.#probe = Buffer.alloc(path.length * 3);
+    const n = this.#probe.write(path, 0, 'utf8');
+    const at = this.#index.find(this.#probe, 0, n);
+    return at < 0 ? undefined : at;
+  }
+}
+
+/** Each entry's place in the manifest's order, by path. */
+export function positionsOf(entries: Entries): Positions {
+  return entries instanceof EntryTable ? new TablePositions(entries) : new Map(Array.from(entries, (e, i) => [e.path, i]));
+}
+
+/** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */
+export function childrenOf(entries: Entries, keep?: (e: ManifestEntry) => boolean): Children {
+  return new Children(entries, keep);
 }
 
 /** A snapshot's areas (copy/, then mounts/NNNNN/ in order) and their entries. */
@@ -52,7 +123,7 @@ export interface TreeSteps<At> {
  * in manifest order: each directory made, opened (never through a link) and built in
  * turn, each other entry handed to `steps`. Every fd it opens is closed, whatever fails.
  */
-export function buildTree<At>(sys: Sys, children: ReadonlyMap<string, readonly ManifestEntry[]>, dirFd: number, at: At, steps: TreeSteps<At>, rel = ''): void {
+export function buildTree<At>(sys: Sys, children: Children, dirFd: number, at: At, steps: TreeSteps<At>, rel = ''): void {
   for (const entry of children.get(rel) ?? []) {
     const name = entry.path.slice(rel === '' ? 0 : rel.length + 1);
     if (entry.kind === 'file') steps.file(dirFd, name, entry, at);

@@ -5,6 +5,7 @@ import { subvolumeFlags } from '../base/subvolume.js';
 import { BTRFS_SUBVOL_RDONLY } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import type { CloneLinks } from './clone-links.js';
+import type { Children } from './manifest-tree.js';
 import type { Run } from './materialize-run.js';
 import { isBelow } from './subvolumes.js';
 
@@ -21,7 +22,7 @@ function whyNoSnapshot(run: Run, storeDir: number): string | undefined {
 }
 
 /** What a snapshot of the root at `root` puts in the clone: the directories of children below it, and counts by kind. */
-function subtreeOf(children: Map<string, ManifestEntry[]>, root: string): { keys: string[]; files: number; directories: number; links: ManifestEntry[]; bytes: number } {
+function subtreeOf(children: Children, root: string): { keys: string[]; files: number; directories: number; links: ManifestEntry[]; bytes: number } {
   const out = { keys: [] as string[], files: 0, directories: 0, links: [] as ManifestEntry[], bytes: 0 };
   for (const [key, list] of children) {
     if (!isBelow(key, root)) continue;
@@ -43,7 +44,7 @@ function subtreeOf(children: Map<string, ManifestEntry[]>, root: string): { keys
  * clone's (directories 0700, files 0600/0700, recorded mtimes), so nothing below it is
  * built. undefined when it cannot be (the reason goes in the report): it is built per file.
  */
-export function snapshotRoot(run: Run, children: Map<string, ManifestEntry[]>, stageDir: number, name: string, entry: ManifestEntry, storeDir: Fd, links: CloneLinks): Fd | undefined {
+export function snapshotRoot(run: Run, children: Children, stageDir: number, name: string, entry: ManifestEntry, storeDir: Fd, links: CloneLinks): Fd | undefined {
   const { sys } = run;
   let reason = whyNoSnapshot(run, storeDir.fd);
   const subtree = subtreeOf(children, entry.path);

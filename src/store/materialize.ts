@@ -13,7 +13,7 @@ import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY,
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { buildTree, childrenOf, makeDir } from './manifest-tree.js';
+import { buildTree, childrenOf, makeDir, positionsOf, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
@@ -141,7 +141,7 @@ export function openSnapshotDir(run: Run, snapDir: Fd, name: string, entry: Mani
  * at dirFd from the snapshot's directory for `rel` open at snapDir, walking both in step,
  * and records each in the run's ledger.
  */
-export function buildInto(run: Run, children: ReadonlyMap<string, readonly ManifestEntry[]>, dirFd: number, snapDir: Fd, links: CloneLinks, rel = ''): void {
+export function buildInto(run: Run, children: Children, dirFd: number, snapDir: Fd, links: CloneLinks, rel = ''): void {
   buildTree(
     run.sys,
     children,
@@ -153,7 +153,7 @@ export function buildInto(run: Run, children: ReadonlyMap<string, readonly Manif
         run.snapshotRoots.size === 0
           ? undefined
           : (stageDir, name, entry, storeDir) =>
-              (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children as Map<string, ManifestEntry[]>, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
+              (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
       file: (stageDir, name, entry, at) => materializeFile(run, at.fd, stageDir, name, entry),
       symlink: (stageDir, name, entry) => {
         links.make(stageDir, name, entry);
@@ -313,7 +313,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
 export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
-  const index = new Map(Array.from(data.entries, (e, i) => [e.path, i]));
+  const index = positionsOf(data.entries);
   const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', index));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);

@@ -5,7 +5,7 @@ import { sealSubvolume } from '../base/subvolume.js';
 import { keepMtime, keepMtimeAt } from '../base/times.js';
 import { BTRFS_SUPER_MAGIC } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
-import { childrenOf } from './manifest-tree.js';
+import { childrenOf, type Children } from './manifest-tree.js';
 
 /** Whether the directory open at fd is on btrfs: a build there keeps its directory copy roots as subvolumes. */
 export function onBtrfs(sys: Sys, fd: number): boolean {
@@ -41,7 +41,7 @@ export function sealStoredRoots(sys: Sys, copyFd: number, roots: readonly string
 }
 
 interface Timed {
-  children: Map<string, ManifestEntry[]>;
+  children: Children;
   byPath: Map<string, ManifestEntry>;
 }
 

@@ -1,0 +1,59 @@
+// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children) and each path's place in manifest order (positionsOf), from an entry table or a list.
+import { describe, expect, it } from 'vitest';
+
+import type { ManifestEntry } from '../../dist/index.js';
+import { EntryTable, childrenOf, compareUtf8, positionsOf, sha256Hex } from '../../dist/internal.js';
+
+/** Directories and files, names that sort around '/' ('a-b' before 'a/', 'a0' after it), one name with an escape and one past ASCII. */
+function tree(): ManifestEntry[] {
+  const dir = (path: string): ManifestEntry => ({ kind: 'directory', path, size: 0, sha256: '', mode: 0o755, link_target: '' });
+  const file = (path: string): ManifestEntry => ({ kind: 'file', path, size: path.length, sha256: sha256Hex(path), mode: 0o644, link_target: '' });
+  const link = (path: string): ManifestEntry => ({ kind: 'symlink', path, size: 0, sha256: sha256Hex('x'), mode: 0o777, link_target: 'x' });
+  const out = [dir('a'), file('a-b'), dir('a/b'), file('a/b/c'), file('a/b-c'), link('a/l'), file('a0'), dir('q"x'), file('q"x/\u00e9\u20ac'), file('z')];
+  return out.sort((x, y) => compareUtf8(x.path, y.path));
+}
+
+/** The same entries as a table added in another order, then sorted (as capture makes it), and as one read in order (as a load makes it). */
+function forms(entries: ManifestEntry[]): [string, Iterable<ManifestEntry> & { length: number }][] {
+  return [
+    ['list', entries],
+    ['table sorted after adding', EntryTable.of([...entries].reverse()).sort()],
+    ['table in manifest order', EntryTable.of(entries)],
+  ];
+}
+
+describe('childrenOf', () => {
+  for (const [name, entries] of forms(tree())) {
+    it(`groups a ${name} by parent in manifest order, each entry whole`, () => {
+      const children = childrenOf(entries);
+      const paths = (parent: string): string[] | undefined => children.get(parent)?.map((e) => e.path);
+      expect(paths('')).toEqual(['a', 'a-b', 'a0', 'q"x', 'z']);
+      expect(paths('a')).toEqual(['a/b', 'a/b-c', 'a/l']);
+      expect(paths('a/b')).toEqual(['a/b/c']);
+      expect(paths('q"x')).toEqual(['q"x/\u00e9\u20ac']);
+      expect(paths('a/b/c')).toBeUndefined();
+      expect(children.get('a')![2]).toEqual(tree().find((e) => e.path === 'a/l'));
+      expect([...children].map(([parent, list]) => [parent, list.length])).toEqual([['', 5], ['a', 3], ['a/b', 1], ['q"x', 1]]);
+      children.delete('a');
+      expect(children.get('a')).toBeUndefined();
+      expect(paths('a/b')).toEqual(['a/b/c']);
+    });
+  }
+
+  it('keeps only the entries keep accepts', () => {
+    const children = childrenOf(EntryTable.of(tree()), (e) => e.kind === 'directory');
+    expect(children.get('')!.map((e) => e.path)).toEqual(['a', 'q"x']);
+    expect(children.get('a')!.map((e) => e.path)).toEqual(['a/b']);
+  });
+});
+
+describe('positionsOf', () => {
+  for (const [name, entries] of forms(tree())) {
+    it(`gives each path of a ${name} its place in manifest order, and none to a path it lacks`, () => {
+      const positions = positionsOf(entries);
+      expect(positions.size).toBe(10);
+      tree().forEach((e, i) => expect(positions.get(e.path)).toBe(i));
+      for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
+    });
+  }
+});
