@@ -10,7 +10,7 @@ import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import type { StoredSnapshot } from './document.js';
+import { decodeDocument, type StoredSnapshot } from './document.js';
 import { decodeDocumentBytes } from './document-parse.js';
 import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME } from './layout.js';
 import { checkUnleased } from './lease.js';
@@ -132,6 +132,14 @@ export function closeStoreAt(sys: Sys, root: string): void {
   removeAt(sys, parent.fd, basename(root));
 }
 
+/**
+ * A manifest.json up to this size is decoded as objects (JSON.parse, native and quick in a
+ * fresh process: `treeseal ls` of a 5k-entry snapshot 0.30 s against 0.36 s through the
+ * tables, whose byte scanner runs cold there); a larger one into packed tables, which hold
+ * its entries in a fraction of the memory. 2 MiB is about 11k entries, a few MB as objects.
+ */
+const OBJECTS_UP_TO = 2 * 1024 * 1024;
+
 /** Reads and proves the manifest.json of a published snapshot directory. */
 export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): StoredSnapshot {
   using dir = openSnapshotDir(sys, snapshotsFd, digest);
@@ -145,7 +153,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
     throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
   }
-  return decodeDocumentBytes(text, digest);
+  return text.length <= OBJECTS_UP_TO ? decodeDocument(text.toString('utf8'), digest) : decodeDocumentBytes(text, digest);
 }
 
 /** Opens a published snapshot's directory: one someone you do not trust made or can write is SEAL_UNTRUSTED (see trust.ts). */
