@@ -63,11 +63,20 @@ function checkRepeats(tokens: readonly { kind: string; name?: string }[], option
   }
 }
 
+/**
+ * A read-only command's store must be one already: a missing path, or a directory without the
+ * store's `snapshots/` (an empty one, which opening would make a store), is `no store`, and
+ * nothing is written. Anything else (a file, a directory holding other things) is left to
+ * the store's open, which names what is wrong.
+ */
 function checkStoreExists(storeDir: string): void {
-  try {
-    lstatSync(storeDir);
-  } catch (err) {
-    throw new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
+  for (const path of [storeDir, join(storeDir, 'snapshots')]) {
+    try {
+      lstatSync(path);
+    } catch (err) {
+      if (path !== storeDir && (err as NodeJS.ErrnoException).code !== 'ENOENT') return;
+      throw new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
+    }
   }
 }
 

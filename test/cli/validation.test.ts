@@ -47,6 +47,14 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
       expect(r.stderr).toBe(`treeseal: SEAL_UNAVAILABLE: no store at ${store}\n`);
       expect(existsSync(join(work, 'missing'))).toBe(false);
     }
+    // An empty directory is no store either: opening it would make one, which a read-only command must not.
+    const empty = join(work, 'empty');
+    mkdirSync(empty);
+    for (const args of [['ls'], ['verify'], ['show', 'abc'], ['mounts', 'abc', join(work, 'clone')]]) {
+      const r = cli(empty, ...args);
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${empty}\n`]);
+      expect(readdirSync(empty)).toEqual([]);
+    }
   });
 
   it('show, ls and diff escape control characters in names', () => {
