@@ -25,12 +25,16 @@ function timeout(ctx: Context): { timeouts?: { headersMs: number; idleMs: number
   return { timeouts: { headersMs: ms, idleMs: ms } };
 }
 
-/** --ca-file PATH: a PEM file of CA certificates to trust besides Node's own. */
-function caFile(ctx: Context): { caFile?: string } {
+/**
+ * --ca-file PATH (a PEM file of CA certificates to trust besides Node's own), and Node's
+ * global connections: the command's process ends with its transfer, so a pool of its own
+ * (and the second HTTP client it loads) would only add to its start.
+ */
+function connectionOptions(ctx: Context): { caFile?: string; connections: 'shared' } {
   const raw = stringOption(ctx, 'ca-file');
-  if (raw === undefined) return {};
+  if (raw === undefined) return { connections: 'shared' };
   if (raw === '') throw new UsageError('--ca-file takes the path of a PEM file', ctx.command);
-  return { caFile: raw };
+  return { caFile: raw, connections: 'shared' };
 }
 
 /** --tag NAME (handed to the library, which checks it). */
@@ -86,7 +90,7 @@ async function push(ctx: Context): Promise<void> {
   const r: PushReport = await store.push(ctx.args[0]!, ctx.args[1]!, {
     ...concurrency(ctx),
     ...timeout(ctx),
-    ...caFile(ctx),
+    ...connectionOptions(ctx),
     ...tagOption(ctx),
     insecure: flag(ctx, 'insecure'),
     mountFrom: listOption(ctx, 'mount-from'),
@@ -108,7 +112,7 @@ async function pull(ctx: Context): Promise<void> {
   const sourceArg = stringOption(ctx, 'source');
   // A relative --source names a path below the working directory, as capture's does.
   const source = sourceArg === undefined ? {} : { source: resolve(sourceArg) };
-  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...caFile(ctx), ...source, insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
+  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...connectionOptions(ctx), ...source, insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
@@ -122,7 +126,7 @@ async function cat(ctx: Context): Promise<void> {
   const { ref, args } = snapshotRef(ctx, ['<remote>', '<path>'], 1);
   // --json: the report instead of the bytes (fetched and proven all the same).
   const output = ctx.io.json ? new Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
-  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...caFile(ctx), insecure: flag(ctx, 'insecure'), output, ...sayRetries(ctx, 'cat') });
+  const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...connectionOptions(ctx), insecure: flag(ctx, 'insecure'), output, ...sayRetries(ctx, 'cat') });
   if (ctx.io.json) ctx.io.emit(r, '');
 }
 

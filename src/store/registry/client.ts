@@ -41,8 +41,8 @@ export interface ClientOptions {
   /** Per-exchange deadlines (default DEFAULT_TIMEOUTS). */
   deadlines?: Deadlines;
   what: string;
-  /** The client's own connection pool (closed by close()). */
-  dispatcher: ConnectionPool;
+  /** The client's own connection pool (closed by close()); undefined: Node's global one, left open. */
+  dispatcher: ConnectionPool | undefined;
   onRetry?: ((r: RetryNotice) => void) | undefined;
 }
 
@@ -93,9 +93,9 @@ export class RegistryClient {
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
   }
 
-  /** Closes every connection the client opened (requests still running fail): call once its operation is over. */
+  /** Closes every connection the client opened (requests still running fail): call once its operation is over. With Node's global pool, nothing. */
   async close(): Promise<void> {
-    await this.transport.dispatcher.destroy();
+    await this.transport.dispatcher?.destroy();
   }
 
   /** A path below the origin, or a Location the registry sent (held to the transport rules). */

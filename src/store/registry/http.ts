@@ -25,8 +25,8 @@ export interface Transport {
   /** Plain HTTP to any host (else only to loopback hosts); never from HTTPS down to HTTP. */
   insecure: boolean;
   deadlines: Deadlines;
-  /** The operation's own connection pool: closed when it ends, so no socket outlives a push or pull. */
-  dispatcher: ConnectionPool;
+  /** The operation's own connection pool: closed when it ends, so no socket outlives a push or pull (undefined: Node's global one). */
+  dispatcher: ConnectionPool | undefined;
   /** Told of each retry before its wait (the options' onRetry). */
   onRetry?: ((r: RetryNotice) => void) | undefined;
 }
@@ -161,8 +161,8 @@ async function exchange(t: Transport, url: URL, method: string, headers: Record<
   let bodyFailure: { err: unknown } | undefined;
   try {
     // Node's fetch takes any undici dispatcher; its types (undici-types) and the undici package's name the same interface twice.
-    const dispatcher = t.dispatcher as unknown as NonNullable<RequestInit['dispatcher']>;
-    const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal, dispatcher };
+    const dispatcher = t.dispatcher as unknown as RequestInit['dispatcher'];
+    const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual', signal: w.signal, ...(dispatcher === undefined ? {} : { dispatcher }) };
     if (body !== null && body.size > 0) {
       const source: BodySource = {
         size: body.size,

@@ -5,6 +5,7 @@ import { rootCertificates } from 'node:tls';
 import type * as Undici from 'undici';
 
 import { SealError } from '../../base/errors.js';
+import type { ProxyEnv } from './proxy-env.js';
 import { isLoopback } from './remote.js';
 
 /**
@@ -32,20 +33,6 @@ type Dispatcher = Undici.Dispatcher;
  * Node's fetch calls only dispatch.
  */
 export type ConnectionPool = Pick<Dispatcher, 'dispatch' | 'close' | 'destroy'>;
-
-/** The proxy settings of the environment, read as undici reads them (the lower-case name first). */
-export interface ProxyEnv {
-  httpProxy: string | undefined;
-  httpsProxy: string | undefined;
-  /** NO_PROXY's value, '' when unset. */
-  noProxy: string;
-}
-
-export function proxyEnv(env: NodeJS.ProcessEnv): ProxyEnv {
-  const httpProxy = env.http_proxy ?? env.HTTP_PROXY;
-  const httpsProxy = env.https_proxy ?? env.HTTPS_PROXY;
-  return { httpProxy: httpProxy || undefined, httpsProxy: httpsProxy || undefined, noProxy: env.no_proxy ?? env.NO_PROXY ?? '' };
-}
 
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
