@@ -18,7 +18,7 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
 
   /** `keep`: only the entries it accepts. */
   constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean) {
-    const list: Entries & { at?: (i: number) => ManifestEntry } = entries instanceof EntryTable || Array.isArray(entries) ? entries : Array.from(entries);
+    const list = entries instanceof EntryTable || Array.isArray(entries) ? entries : Array.from(entries);
     this.#at = list instanceof EntryTable ? (i) => list.at(i) : (i) => (list as ManifestEntry[])[i]!;
     let i = 0;
     for (const e of list) {
