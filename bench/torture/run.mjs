@@ -23,8 +23,8 @@ if (envTrials !== undefined && !(Number.isSafeInteger(envTrials) && envTrials > 
   process.exit(2);
 }
 // --short is CI's run (once per filesystem, beside the unprivileged suites and the fault run, in a 10-minute budget).
-const raceTrials = envTrials ?? (short ? 6 : 100);
-const killTrials = envTrials === undefined ? (short ? 4 : 50) : Math.max(1, Math.round(envTrials / 2));
+const raceTrials = envTrials ?? (short ? 4 : 100);
+const killTrials = envTrials === undefined ? (short ? 3 : 50) : Math.max(1, Math.round(envTrials / 2));
 
 const log = (msg) => process.stderr.write(`torture: ${msg}\n`);
 const started = performance.now();
