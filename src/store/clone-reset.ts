@@ -17,7 +17,7 @@ import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNu
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, childrenOf, type Children } from './manifest-tree.js';
+import { makeDir, childrenOf, entryAt, positionsOf, type Children, type Positions } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -94,8 +94,9 @@ interface Reset {
   trash: Trash;
   old: Ledger;
   /** The index of each manifest entry by path (the old ledger's records are by index). */
-  expected: Map<string, number>;
-  entries: ManifestEntry[];
+  expected: Positions;
+  /** The manifest entry at an index. */
+  entryAt: (i: number) => ManifestEntry;
   children: Children;
   copyDir: Fd;
   links: CloneLinks;
@@ -161,7 +162,7 @@ function reportBelow(r: Reset, rel: string): void {
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
 function resetEntry(r: Reset, dirFd: number, name: string, index: number): void {
   const { sys } = r.run;
-  const want = r.entries[index]!;
+  const want = r.entryAt(index);
   const path = want.path;
   const st = statOrNull(sys, dirFd, name);
   if (st === null) {
@@ -296,15 +297,14 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   } else {
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
-    const entries = Array.from(data.entries);
-    const expected = new Map(entries.map((e, i) => [e.path, i]));
+    const expected = positionsOf(data.entries);
     const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never', expected));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
       const r: Reset = {
         run,
         old,
-        entries,
+        entryAt: entryAt(data.entries),
         expected,
         children: childrenOf(data.entries),
         copyDir,

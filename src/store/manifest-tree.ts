@@ -7,6 +7,13 @@ import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
 
+/** The i-th entry in manifest order, made when asked for (a table's) or as listed. */
+export function entryAt(entries: Entries): (i: number) => ManifestEntry {
+  if (entries instanceof EntryTable) return (i) => entries.at(i);
+  const list = Array.isArray(entries) ? (entries as ManifestEntry[]) : Array.from(entries);
+  return (i) => list[i]!;
+}
+
 /**
  * Entries grouped by their parent path ('' for the area root), in manifest order. Each group
  * holds indices into the list, made into entry objects only when it is read (`get`,
@@ -18,19 +25,25 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
 
   /** `keep`: only the entries it accepts. */
   constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean) {
-    const list = entries instanceof EntryTable || Array.isArray(entries) ? entries : Array.from(entries);
-    this.#at = list instanceof EntryTable ? (i) => list.at(i) : (i) => (list as ManifestEntry[])[i]!;
+    this.#at = entryAt(entries);
+    if (entries instanceof EntryTable && keep === undefined) {
+      // Only the paths are read: no entry object is made while grouping.
+      for (let i = 0; i < entries.length; i++) this.#add(entries.path(entries.indexAt(i)), i);
+      return;
+    }
     let i = 0;
-    for (const e of list) {
-      if (keep === undefined || keep(e)) {
-        const cut = e.path.lastIndexOf('/');
-        const parent = cut < 0 ? '' : e.path.slice(0, cut);
-        let group = this.#groups.get(parent);
-        if (group === undefined) this.#groups.set(parent, (group = []));
-        group.push(i);
-      }
+    for (const e of entries) {
+      if (keep === undefined || keep(e)) this.#add(e.path, i);
       i++;
     }
+  }
+
+  #add(path: string, i: number): void {
+    const cut = path.lastIndexOf('/');
+    const parent = cut < 0 ? '' : path.slice(0, cut);
+    let group = this.#groups.get(parent);
+    if (group === undefined) this.#groups.set(parent, (group = []));
+    group.push(i);
   }
 
   /** The entries whose parent is `parent`, in manifest order (undefined: none). */
