@@ -45,7 +45,8 @@ async function gc(ctx: Context): Promise<void> {
   const atOpen = store.sweptAtOpen;
   const clone = stringOption(ctx, 'clone');
   const swept = atOpen + store.gc(clone === undefined ? {} : { clone: resolve(clone) });
-  const line = `swept ${plural(swept, 'stale build')}`;
+  // What was swept is of several kinds (builds, half-removed snapshots, pull locks, leases, ledgers): one count of them all.
+  const line = `swept ${plural(swept, 'stale item')}`;
   if (olderThanMs === undefined && keepLast === undefined && maxBytes === undefined) {
     ctx.io.emit({ swept }, line);
     return;

@@ -179,10 +179,10 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
 
     mkdirSync(join(store, 'tmp', `build-${'0'.repeat(32)}`));
     writeTree(join(store, 'tmp', `build-${'1'.repeat(32)}`), { 'copy/f': 'x' });
-    expect(cli(store, 'gc')).toEqual({ status: 0, stdout: 'swept 2 stale builds\n', stderr: '' });
+    expect(cli(store, 'gc')).toEqual({ status: 0, stdout: 'swept 2 stale items\n', stderr: '' });
     mkdirSync(join(store, 'tmp', `build-${'2'.repeat(32)}`));
     expect(json(cli(store, 'gc', '--json'))).toEqual({ swept: 1 });
-    expect(cli(store, 'gc').stdout).toBe('swept 0 stale builds\n');
+    expect(cli(store, 'gc').stdout).toBe('swept 0 stale items\n');
 
     const m = json(cli(store, 'materialize', again.digest, join(work, 'fresh'), '--json'));
     expect(Number.isInteger(m.elapsedMs)).toBe(true);

@@ -110,7 +110,7 @@ describe('treeseal verify --clone and gc --clone', { timeout: CLI_TIMEOUT_MS }, 
     const dirty = cli(store, 'verify', digest, '--clone', clone);
     expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/evil\\x0aok  forged\n+ src/\\u202etxt.exe\n~ src/a.ts\nDIFFERS  ${clone}: 2 added, 0 removed, 1 changed\n`]);
     mkdirSync(join(clone, '.treeseal-materialize-dead'));
-    expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale build\n');
+    expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale item\n');
     expect(existsSync(join(clone, '.treeseal-materialize-dead'))).toBe(false);
   });
 });

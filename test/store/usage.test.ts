@@ -96,7 +96,7 @@ describe('treeseal du, ls --long, gc policies', () => {
     const long = cli(dir, 'ls', '--long');
     expect(long.stdout).toMatch(new RegExp(`^${digests[0]!.slice(0, 12)}  \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z .* on disk `, 'm'));
     const gc = cli(dir, 'gc', '--older-than', '20d');
-    expect([gc.status, gc.stdout]).toEqual([0, `swept 0 stale builds\nremoved ${digests[0]}\n1 snapshot removed, ${gc.stdout.split('\n')[2]!.split('removed, ')[1]}\n`]);
+    expect([gc.status, gc.stdout]).toEqual([0, `swept 0 stale items\nremoved ${digests[0]}\n1 snapshot removed, ${gc.stdout.split('\n')[2]!.split('removed, ')[1]}\n`]);
     expect(json(cli(dir, 'gc', '--keep-last', '1', '--max-size', '0', '--json'))).toMatchObject({ removed: [digests[1]], leased: [] });
     for (const [flag, value, message] of [
       ['--older-than', 'a week', 'treeseal: --older-than takes a duration such as 90s, 30m, 12h, 7d or 2w, not "a week"'],
