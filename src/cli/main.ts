@@ -70,13 +70,16 @@ function checkRepeats(tokens: readonly { kind: string; name?: string }[], option
  * the store's open, which names what is wrong.
  */
 function checkStoreExists(storeDir: string): void {
-  for (const path of [storeDir, join(storeDir, 'snapshots')]) {
-    try {
-      lstatSync(path);
-    } catch (err) {
-      if (path !== storeDir && (err as NodeJS.ErrnoException).code !== 'ENOENT') return;
-      throw new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
-    }
+  const noStore = (err: unknown): SealError => new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
+  try {
+    lstatSync(storeDir);
+  } catch (err) {
+    throw noStore(err);
+  }
+  try {
+    lstatSync(join(storeDir, 'snapshots'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw noStore(err);
   }
 }
 

@@ -7,6 +7,7 @@ import { checkTimeouts, type Deadlines, type Timeouts } from './deadline.js';
 import { parseRemote, type Remote } from './remote.js';
 import { proxyEnv } from './proxy-env.js';
 import type { RetryNotice } from './http.js';
+import type { ConnectionPool } from './network.js';
 
 export type { Timeouts } from './deadline.js';
 export type { RetryNotice } from './http.js';
@@ -185,9 +186,11 @@ export function checkUploadSizes(o: PushOptions): { chunkBytes: number; monolith
  */
 export async function makeClient(c: Checked, o: RemoteOptions, scopes: string[], what: string): Promise<RegistryClient> {
   const proxy = proxyEnv(process.env);
-  const shared = c.connections === 'shared' && c.caFile === undefined && proxy.httpProxy === undefined && proxy.httpsProxy === undefined;
-  const { connectionPool, trustedCas } = shared ? { connectionPool: undefined, trustedCas: undefined } : await import('./network.js');
-  const dispatcher = connectionPool === undefined ? undefined : await connectionPool(proxy, await trustedCas(c.caFile, process.env));
+  let dispatcher: ConnectionPool | undefined;
+  if (c.connections === 'own' || c.caFile !== undefined || proxy.httpProxy !== undefined || proxy.httpsProxy !== undefined) {
+    const { connectionPool, trustedCas } = await import('./network.js');
+    dispatcher = await connectionPool(proxy, await trustedCas(c.caFile, process.env));
+  }
   return new RegistryClient({ remote: c.remote, credentials: c.credentials, scopes, signal: o.signal, retries: c.retries, deadlines: c.deadlines, what, dispatcher, onRetry: o.onRetry });
 }
 
