@@ -50,7 +50,7 @@ onCleanup(() => {
 const parts = [];
 if (only.has('races')) parts.push(runRaces(ctx, { trials: raceTrials, fsRoots, log, kinds }));
 if (only.has('kills')) parts.push(runKills(ctx, { trials: killTrials, fsRoots, log }));
-if (only.has('malformed')) parts.push(runMalformed(ctx, { fsRoots, log }));
+if (only.has('malformed')) parts.push(runMalformed(ctx, { fsRoots, log, half: short }));
 if (only.has('mmap')) parts.push(runMmap(ctx, { rounds: short ? 2 : 10, fsRoots, log }));
 if (only.has('hostile-registry')) parts.push(runHostileRegistry(ctx, { trials: short ? 22 : 200, fsRoots, log }));
 // hostile arm: rounds per fs, each of every attack once sync and once async (32 trials a round on each fs).
