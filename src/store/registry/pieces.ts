@@ -66,11 +66,19 @@ function pathHash(text: Buffer, from: number, to: number): number {
   return h >>> 0;
 }
 
-/** One entry list's entries: where each ends in the document, and its path's hash. */
+/** The low bits every cut mask has: only an entry whose path hashes to 0 in them can end a piece before its list's last. */
+const CANDIDATE_MASK = 2 ** MIN_CUT_BITS - 1;
+
+/**
+ * One entry list's places a piece may end: after its last entry, and after each entry whose
+ * path hashes to 0 in the low MIN_CUT_BITS bits (about one in 64, so a list of a million
+ * entries holds some 16k of them, not a million).
+ */
 interface ListEntries {
-  /** Where the list's first entry starts and its `]` is, in the document. */
+  /** Where the list's first entry starts and its `]` is, in the document (equal for an empty list). */
   start: number;
   last: number;
+  /** Where each candidate entry ends in the document, and its path's hash. */
   ends: number[];
   hashes: number[];
 }
@@ -85,8 +93,11 @@ function entriesOf(list: Buffer, offset: number, bad: (why: string) => SealError
     const path = list.indexOf(PATH_KEY, entryStart);
     const sha = path < 0 ? -1 : list.indexOf(SHA_KEY, path);
     if (path < 0 || sha < 0 || sha > entryEnd) throw bad('an entry has no path and sha256');
-    out.ends.push(offset + entryEnd);
-    out.hashes.push(pathHash(list, path + PATH_KEY.length, sha));
+    const hash = pathHash(list, path + PATH_KEY.length, sha);
+    if ((hash & CANDIDATE_MASK) === 0 && entryEnd !== last) {
+      out.ends.push(offset + entryEnd);
+      out.hashes.push(hash);
+    }
     entryStart = entryEnd + 1;
   }
   return out;
@@ -104,11 +115,12 @@ function rangesOf(lists: readonly ListEntries[], mask: number): [number, number]
     let pieceStart = l.start;
     l.hashes.forEach((h, i) => {
       const end = l.ends[i]!;
-      if (((h & mask) === 0 && end - pieceStart >= MIN_PIECE_BYTES) || end === l.last) {
+      if ((h & mask) === 0 && end - pieceStart >= MIN_PIECE_BYTES) {
         ranges.push([pieceStart, end]);
         pieceStart = end + 1;
       }
     });
+    if (l.start < l.last) ranges.push([pieceStart, l.last]);
     return ranges;
   });
 }
