@@ -21,6 +21,7 @@ export interface ByteRanges {
 export class PathIndex {
   #slots = new Uint32Array(1024);
   #count = 0;
+  #probe = Buffer.alloc(4096);
 
   constructor(readonly ranges: ByteRanges) {}
 
@@ -33,6 +34,12 @@ export class PathIndex {
       if (v === 0) return -1;
       if (this.#equals(v - 1, bytes, start, end)) return v - 1;
     }
+  }
+
+  /** The member whose bytes are path's UTF-8, or -1 (the path is written into a buffer the index keeps for it). */
+  findPath(path: string): number {
+    if (path.length * 3 > this.#probe.length) this.#probe = Buffer.alloc(path.length * 3);
+    return this.find(this.#probe, 0, this.#probe.write(path, 0, 'utf8'));
   }
 
   /** Adds member i (not yet a member, and equal to none). */

@@ -73,7 +73,6 @@ export interface Positions {
  */
 class TablePositions implements Positions {
   readonly #index: PathIndex;
-  #probe = Buffer.alloc(4096);
 
   constructor(readonly table: EntryTable) {
     const ranges = { bytes: table.bytes, start: (n: number) => table.start(table.indexAt(n)), end: (n: number) => table.end(table.indexAt(n)) };
@@ -86,9 +85,7 @@ class TablePositions implements Positions {
   }
 
   get(path: string): number | undefined {
-    if (path.length * 3 > this.#probe.length) this.#probe = Buffer.alloc(path.length * 3);
-    const n = this.#probe.write(path, 0, 'utf8');
-    const at = this.#index.find(this.#probe, 0, n);
+    const at = this.#index.findPath(path);
     return at < 0 ? undefined : at;
   }
 }

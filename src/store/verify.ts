@@ -36,8 +36,6 @@ interface Walk {
   /** The area's entries, found by path through an index of this walk's own (the table itself is never written). */
   table: EntryTable;
   index: PathIndex;
-  /** Where a path looked up is encoded. */
-  probe: Buffer;
   /** Entries met by the walk (by index in the table): 1. */
   seen: Uint8Array;
   /** Drifted paths with their place in the walk (hashes come back in any order). */
@@ -201,13 +199,6 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
   }
 }
 
-/** The index of the entry at path in the walk's table, or -1. */
-function lookup(w: Walk, path: string): number {
-  if (path.length * 3 > w.probe.length) w.probe = Buffer.alloc(path.length * 3);
-  const n = w.probe.write(path, 0, 'utf8');
-  return w.index.find(w.probe, 0, n);
-}
-
 /** Walks one directory, then lets it go (closed once its last batch is back). */
 function checkDir(w: Walk, dir: Dir): void {
   let batch = new HashBatch(dir.fd);
@@ -215,7 +206,7 @@ function checkDir(w: Walk, dir: Dir): void {
   for (const item of w.sys.readdir(fd)) {
     const name = String(item.name);
     const path = rel === '' ? name : `${rel}/${name}`;
-    const i = typeof item.name === 'string' ? lookup(w, path) : -1;
+    const i = typeof item.name === 'string' ? w.index.findPath(path) : -1;
     if (i < 0) {
       flag(w, path);
       continue;
@@ -256,7 +247,7 @@ interface Shared {
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
   const table = EntryTable.of(entries);
-  const walk: Walk = { sys, table, index: new PathIndex(table), probe: Buffer.alloc(4096), seen: new Uint8Array(table.length), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
+  const walk: Walk = { sys, table, index: new PathIndex(table), seen: new Uint8Array(table.length), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
   const big: ManifestEntry[] = [];
   let files = 0;
   for (let i = 0; i < table.length; i++) {

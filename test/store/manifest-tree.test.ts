@@ -56,4 +56,15 @@ describe('positionsOf', () => {
       for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
     });
   }
+
+  it('finds paths longer than the lookup buffer it starts with (4 KiB of UTF-8), before and after a longer one grew it', () => {
+    const long = (n: number, c: string): string => `d/${c.repeat(n)}`;
+    // 2,000 three-byte characters: 6 KB of UTF-8, past the first buffer; then a four-byte one past that again.
+    const paths = [long(2000, '\u20ac'), long(1500, '\u{1f600}'), long(10, 'x'), long(1400, 'y')].sort(compareUtf8);
+    const entries: ManifestEntry[] = paths.map((path) => ({ kind: 'file', path, size: 1, sha256: sha256Hex(path), mode: 0o644, link_target: '' }));
+    const positions = positionsOf(EntryTable.of(entries));
+    for (const order of [paths, [...paths].reverse()]) for (const p of order) expect(positions.get(p)).toBe(paths.indexOf(p));
+    expect(positions.get(long(2000, '\u20ac').slice(0, -1))).toBeUndefined();
+    expect(positions.get(`${long(1500, '\u{1f600}')}z`)).toBeUndefined();
+  });
 });
