@@ -1,4 +1,6 @@
 // document-parse.ts: a canonical manifest.json read from its bytes into packed tables (no object or string per entry), taken only when it re-encodes to exactly those bytes.
+import { createHash } from 'node:crypto';
+
 import { SealError } from '../base/errors.js';
 import { EntryTable } from '../base/entry-table.js';
 import type { EntryKind } from '../base/manifest.js';
@@ -20,7 +22,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /** Not what encodeTable writes: the caller falls back to JSON.parse, which gives the document's own error. */
-class NotCanonical extends Error {}
+export class NotCanonical extends Error {}
 
 /** A cursor over one entry list's bytes, each step refusing (NotCanonical) what encodeTable would not have written. */
 class ListReader {
@@ -115,8 +117,8 @@ class ListReader {
   }
 }
 
-/** One entry of a list into the table. */
-function readEntry(r: ListReader, table: EntryTable): void {
+/** One entry of a list into the table; returns where its path's JSON string starts (its opening quote). */
+function readEntry(r: ListReader, table: EntryTable): number {
   const kind = r.kind();
   const link = r.string();
   r.expect(MODE_KEY);
@@ -140,6 +142,19 @@ function readEntry(r: ListReader, table: EntryTable): void {
   if (i === false) throw new NotCanonical();
   const target = link.value ?? r.b.toString('latin1', link.from, link.to);
   if (target !== '') table.setLink(i, target);
+  return path.from - 1;
+}
+
+/**
+ * The entry at b[from, to) (from its `{` to its `}`, inclusive) into the table, refused
+ * (NotCanonical) unless it is exactly one entry as encodeTable writes it. Returns where its
+ * path's JSON string starts (its opening quote; the string ends before `,"sha256":"`).
+ */
+export function readEntryAt(b: Buffer, from: number, to: number, table: EntryTable): number {
+  const r = new ListReader(b, from, to);
+  const path = readEntry(r, table);
+  if (r.at !== to) throw new NotCanonical();
+  return path;
 }
 
 /** appendRead of an entry whose path had escapes: its sha256 copied next to its decoded bytes, so both come from one buffer. */
@@ -176,16 +191,55 @@ function encodesTo(doc: Buffer, snapshot: StoredSnapshot): boolean {
   return same && at === doc.length;
 }
 
+/** The fields around a document's lists (the text around them, each list as `[]`); undefined when they are not an object with one mount a list after the first. */
+export function skeletonOf(parts: readonly string[]): Record<string, unknown> | undefined {
+  let skeleton: unknown;
+  try {
+    skeleton = JSON.parse(parts.join('[]'));
+  } catch {
+    return undefined;
+  }
+  if (skeleton === null || typeof skeleton !== 'object') return undefined;
+  const s = skeleton as Record<string, unknown>;
+  return Array.isArray(s.mounts) && s.mounts.length === parts.length - 2 ? s : undefined;
+}
+
+/** The sha256 (hex) and length of the bytes a snapshot encodes to: a document read through a hash is exactly them when both match. */
+export function encodedHash(snapshot: StoredSnapshot): { sha256: string; length: number } {
+  const hash = createHash('sha256');
+  let length = 0;
+  eachChunk(encodeDocumentPieces(snapshot), (chunk) => {
+    const bytes = typeof chunk === 'string' ? latin1(chunk) : chunk;
+    hash.update(bytes);
+    length += bytes.length;
+  });
+  return { sha256: hash.digest('hex'), length };
+}
+
 /** A canonical document's fields around its lists, and its lists as tables; undefined when it is not what encodeDocumentPieces writes. */
 function readCanonical(doc: Buffer): { skeleton: Record<string, unknown>; tables: EntryTable[]; lists: Buffer[] } | undefined {
   try {
     const { parts, lists } = cutDocument(doc, () => new NotCanonical() as unknown as SealError);
-    const skeleton = JSON.parse(parts.join('[]')) as Record<string, unknown>;
-    if (skeleton === null || typeof skeleton !== 'object' || !Array.isArray(skeleton.mounts) || skeleton.mounts.length !== lists.length - 1) return undefined;
+    const skeleton = skeletonOf(parts);
+    if (skeleton === undefined) return undefined;
     return { skeleton, tables: lists.map(readList), lists };
   } catch (err) {
-    if (err instanceof NotCanonical || err instanceof SyntaxError) return undefined;
+    if (err instanceof NotCanonical) return undefined;
     throw err;
+  }
+}
+
+/**
+ * The snapshot a canonical document's skeleton and tables make, its digests proven as
+ * decodeDocument proves them (from the lists' bytes when given, else from the tables);
+ * undefined for anything that fails (decodeDocument of the bytes says what).
+ */
+export function snapshotOf(skeleton: Record<string, unknown>, tables: readonly EntryTable[], expectDigest: string | undefined, lists?: readonly Buffer[]): StoredSnapshot | undefined {
+  try {
+    const mounts = (skeleton.mounts as Record<string, unknown>[]).map((m, i): MountData => mountOf(m, tables[i + 1]!));
+    return finishDecode(skeleton, tables[0]!, mounts, expectDigest, lists);
+  } catch {
+    return undefined;
   }
 }
 
@@ -204,16 +258,11 @@ export function decodeDocumentBytes(doc: Buffer, expectDigest?: string): StoredS
 export function readDocumentBytes(doc: Buffer, expectDigest?: string): { data: StoredSnapshot; canonical: boolean } {
   const read = readCanonical(doc);
   if (read !== undefined) {
-    const { skeleton: s, tables, lists } = read;
-    try {
-      const mounts = (s.mounts as Record<string, unknown>[]).map((m, i): MountData => mountOf(m, tables[i + 1]!));
-      // The digests from the lists' bytes as they stand, the rest proven as decodeDocument proves it; then the
-      // snapshot must encode to exactly these bytes (its tables, and every digest the document claims).
-      const data = finishDecode(s, tables[0]!, mounts, expectDigest, lists);
-      if (encodesTo(doc, data)) return { data, canonical: true };
-    } catch {
-      // decodeDocument below says what is wrong, as it always has.
-    }
+    // The digests from the lists' bytes as they stand, the rest proven as decodeDocument proves it; then the
+    // snapshot must encode to exactly these bytes (its tables, and every digest the document claims).
+    // Anything else: decodeDocument below says what is wrong, as it always has.
+    const data = snapshotOf(read.skeleton, read.tables, expectDigest, read.lists);
+    if (data !== undefined && encodesTo(doc, data)) return { data, canonical: true };
   }
   return { data: decodeDocument(doc.toString('utf8'), expectDigest), canonical: false };
 }

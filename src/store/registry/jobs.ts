@@ -50,7 +50,7 @@ function job<K extends Name>(name: K, core: (sys: Sys, args: Args<K>) => Result<
 
 const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pushStart: job('pushStart', (sys, [root, digest]) => startPush(sys, root, digest)),
-  pushPiece: job('pushPiece', (_sys, [push, index]) => pushPiece(push, index)),
+  pushPiece: job('pushPiece', (sys, [push, index]) => pushPiece(sys, push, index)),
   pushSent: job('pushSent', (_sys, [push]) => pushDocumentSent(push)),
   readPack: job('readPack', (sys, [root, digest, plan, index]) => readPack(sys, root, digest, planPack(plan, index))),
   pushOpenFile: job('pushOpenFile', (sys, [root, digest, content]) => openPushFile(sys, root, digest, content)),

@@ -16,6 +16,7 @@ import { readingSnapshot } from '../lock.js';
 import type { Content, Pack, Place } from './mapping.js';
 import { indexBytes, packIndex } from './pack-index.js';
 import { cutPieces } from './pieces.js';
+import { MAX_DOCUMENT_BYTES } from './push-document.js';
 
 /** The longest path one openat2 takes (PATH_MAX counts the NUL). */
 const OPEN_PATH_BYTES = 4095;
@@ -120,8 +121,6 @@ export function openPushFile(sys: Sys, snapshotRoot: string, digest: string, con
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => openContent(sys, rootFd, content));
 }
 
-/** The largest snapshot manifest push reads. */
-const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
 /** A published snapshot's exact manifest.json bytes, and when it was published (its directory's mtime, ms since the epoch). */
 export interface PushConfig {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
 import { cutDocument } from '../document-cut.js';
+import type { ListVisitor } from '../document-stream.js';
 
 /**
  * At most this many pieces (within the layer budget: ECR refuses a manifest of more than 500
@@ -42,7 +43,7 @@ const FIRST_PATH_UNITS = 256;
  * prefix, so it sorts no later than the path: a reader guided by it may pick a later piece
  * than the one that holds what it looks for, find nothing there, and read every piece.
  */
-function firstPath(doc: Buffer, start: number, end: number): string {
+export function firstPath(doc: Buffer, start: number, end: number): string {
   const at = doc.indexOf(PATH_KEY, start);
   const sha = doc.indexOf(SHA_KEY, at);
   if (at < 0 || sha < 0 || sha > end) throw new SealError('SEAL_CORRUPT', 'snapshot manifest is corrupt: an entry has no path and sha256');
@@ -74,7 +75,7 @@ const CANDIDATE_MASK = 2 ** MIN_CUT_BITS - 1;
  * path hashes to 0 in the low MIN_CUT_BITS bits (about one in 64, so a list of a million
  * entries holds some 16k of them, not a million).
  */
-interface ListEntries {
+export interface ListEntries {
   /** Where the list's first entry starts and its `]` is, in the document (equal for an empty list). */
   start: number;
   last: number;
@@ -133,26 +134,67 @@ function cutLists(lists: readonly ListEntries[]): [number, number][][] {
   }
 }
 
-/** Cuts a snapshot's manifest.json (canonical) into its pieces and root document. */
-export function cutPieces(doc: Buffer): DocumentPieces {
-  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: ${why}`);
-  const { parts, lists } = cutDocument(doc, bad);
-  const ranges = cutLists(lists.map((list) => entriesOf(list, list.byteOffset - doc.byteOffset, bad)));
+/**
+ * The root document and distinct pieces of a document cut into `parts` around its lists,
+ * each list's entries given by `lists`; `piece` gives the digest and first path of the
+ * bytes [start, end) of the document.
+ */
+export function piecesOf(parts: readonly string[], lists: readonly ListEntries[], piece: (start: number, end: number) => { digest: string; first: string }): DocumentPieces {
   const seen = new Set<string>();
   const pieces: PieceRange[] = [];
   let root = parts[0]!;
-  ranges.forEach((listRanges, i) => {
+  cutLists(lists).forEach((listRanges, i) => {
     const digests = listRanges.map(([start, end]) => {
-      const digest = `sha256:${createHash('sha256').update(doc.subarray(start, end)).digest('hex')}`;
+      const { digest, first } = piece(start, end);
       if (!seen.has(digest)) {
         seen.add(digest);
-        pieces.push({ digest, start, end, first: firstPath(doc, start, end) });
+        pieces.push({ digest, start, end, first });
       }
       return digest;
     });
     root += JSON.stringify(digests) + parts[i + 1]!;
   });
   return { root, pieces };
+}
+
+/** The digest of a piece's bytes, as its layer names it. */
+export function pieceDigest(bytes: Uint8Array): string {
+  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/** Cuts a snapshot's manifest.json (canonical) into its pieces and root document. */
+export function cutPieces(doc: Buffer): DocumentPieces {
+  const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: ${why}`);
+  const { parts, lists } = cutDocument(doc, bad);
+  const entries = lists.map((list) => entriesOf(list, list.byteOffset - doc.byteOffset, bad));
+  return piecesOf(parts, entries, (start, end) => ({ digest: pieceDigest(doc.subarray(start, end)), first: firstPath(doc, start, end) }));
+}
+
+/** Each list's places a piece may end, noted as a document streams by (streamDocument's visitor). */
+export class CutCandidates implements ListVisitor {
+  readonly lists: ListEntries[] = [];
+
+  list(_index: number, open: number): void {
+    this.lists.push({ start: open + 1, last: open + 1, ends: [], hashes: [] });
+  }
+
+  entry(buf: Buffer, pathFrom: number, pathTo: number, end: number): void {
+    const hash = pathHash(buf, pathFrom, pathTo);
+    if ((hash & CANDIDATE_MASK) !== 0) return;
+    const l = this.lists[this.lists.length - 1]!;
+    l.ends.push(end);
+    l.hashes.push(hash);
+  }
+
+  end(last: number): void {
+    const l = this.lists[this.lists.length - 1]!;
+    l.last = last;
+    // The list's last entry ends it whatever its path.
+    if (l.ends[l.ends.length - 1] === last) {
+      l.ends.pop();
+      l.hashes.pop();
+    }
+  }
 }
 
 /** A root document read back: the text around its lists, and each list's piece digests. */

@@ -1,17 +1,22 @@
-// push-plan.ts: the pushes under way, kept on the thread that reads their snapshot: its manifest.json until its pieces are sent, its layout until its packs are.
+// push-plan.ts: the pushes under way, kept on the thread that reads their snapshot: its decoded entries until its layout is made, its layout until its packs are sent.
 import { SealError } from '../../base/errors.js';
 import { asBuffer, movable } from '../../base/transfer.js';
 import { releasable, release } from '../../base/growable.js';
 import type { Sys } from '../../sys/native.js';
+import type { StoredSnapshot } from '../document.js';
 import { decodeDocumentBytes } from '../document-parse.js';
 import { chooseLayout, summaryOf, type Layout, type LayoutSummary, type Pack } from './mapping.js';
 import { readPushConfig } from './pack.js';
 import { cutPieces, type PieceRange } from './pieces.js';
+import { readPushPiece, streamPushDocument } from './push-document.js';
 
 interface PushState {
   digest: string;
-  /** The snapshot's manifest.json, until its pieces are sent. */
+  snapshotRoot: string;
+  /** The snapshot's manifest.json, until its pieces are sent, when it was read whole (else each piece is read again as it is sent). */
   document: Buffer | undefined;
+  /** The snapshot decoded as its document streamed by, until its layout is made. */
+  data: StoredSnapshot | undefined;
   pieces: PieceRange[];
   layout: Layout | undefined;
 }
@@ -54,17 +59,25 @@ function lastKeys(config: Buffer): { source: string; revision: string } {
 
 /**
  * Starts a push of the published snapshot `digest` at snapshotRoot: reads its
- * manifest.json (under the store's shared lock) and cuts it into its pieces and root
- * document. The state stays here until endPush.
+ * manifest.json (under the store's shared lock) in windows into tables, proven, and cuts
+ * it into its pieces and root document, never holding it whole; a document that is not
+ * canonical is read whole and cut as it stands. The state stays here until endPush.
  */
 export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushStart {
+  const streamed = streamPushDocument(sys, snapshotRoot, digest);
+  if (streamed !== undefined) {
+    const { data, root, pieces, createdMs } = streamed;
+    const id = nextId++;
+    pushes.set(id, { digest, snapshotRoot, document: undefined, data, pieces, layout: undefined });
+    return { id, root, pieces, createdMs, source: data.source, revision: data.revision };
+  }
   const { bytes, createdMs } = readPushConfig(sys, snapshotRoot, digest);
   const document = asBuffer(bytes);
   try {
     const { root, pieces } = cutPieces(document);
     const keys = lastKeys(document);
     const id = nextId++;
-    pushes.set(id, { digest, document, pieces, layout: undefined });
+    pushes.set(id, { digest, snapshotRoot, document, data: undefined, pieces, layout: undefined });
     return { id, root, pieces, createdMs, ...keys };
   } catch (err) {
     release(document);
@@ -72,11 +85,12 @@ export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushS
   }
 }
 
-/** Piece `index` of push `id`'s manifest.json: a copy, moved to the thread that sends it (which releases it once sent). */
-export function pushPiece(id: number, index: number): Uint8Array {
+/** Piece `index` of push `id`'s manifest.json: its bytes, moved to the thread that sends it (which releases them once sent). */
+export function pushPiece(sys: Sys, id: number, index: number): Uint8Array {
   const s = state(id);
   const piece = s.pieces[index];
-  if (s.document === undefined || piece === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has no piece ${index}`);
+  if (piece === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has no piece ${index}`);
+  if (s.document === undefined) return movable(readPushPiece(sys, s.snapshotRoot, s.digest, piece));
   const bytes = releasable(piece.end - piece.start);
   s.document.copy(bytes, 0, piece.start, piece.end);
   return movable(bytes);
@@ -89,8 +103,10 @@ export function pushPiece(id: number, index: number): Uint8Array {
  */
 export function planPush(id: number): LayoutSummary {
   const s = state(id);
-  if (s.document === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has let go of its manifest`);
-  s.layout = chooseLayout(decodeDocumentBytes(s.document, s.digest));
+  const data = s.data ?? (s.document === undefined ? undefined : decodeDocumentBytes(s.document, s.digest));
+  if (data === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has let go of its manifest`);
+  s.layout = chooseLayout(data);
+  s.data = undefined;
   return summaryOf(s.layout);
 }
 

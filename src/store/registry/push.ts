@@ -279,7 +279,8 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   const tag = snapshotTag(digest);
   // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
   // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
-  // The snapshot's manifest.json stays on the worker, which hands out its pieces one at a time.
+  // The worker reads the snapshot's manifest.json in windows into its tables (never whole), proves it, and
+  // reads each piece again as it is sent (a manifest.json that is not canonical is held whole, as it stands).
   const start = await runJob(target.sys, 'pushStart', [root, digest]);
   const { pieces, createdMs, source, revision } = start;
   try {
@@ -297,9 +298,9 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
         if (named !== undefined) await pointTag(client, named, existing);
         return { ...base, manifestDigest: sha256Digest(existing), existed: true, blobs: 0, uploaded: 0, mounted: 0, skipped: 0, bytesUploaded: 0, elapsedMs: performance.now() - started };
       }
-      // On the worker: proves the bytes read are this snapshot's manifest (its digest recomputed
-      // from its entries) and keeps its layout there, where the packs are read; this thread gets
-      // what the image manifest needs.
+      // On the worker: the layout of the snapshot its manifest proved to be (its digest recomputed
+      // from its entries), kept there, where the packs are read; this thread gets what the image
+      // manifest needs.
       const layout = await runJob(target.sys, 'pushPlan', [start.id]);
       const pieceBytes = pieces.reduce((n, x) => n + (x.end - x.start), 0);
       // A snapshot without bytes has the empty layer, which is a blob like the others.
@@ -313,7 +314,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
         () => ensureBlob(p, configDigest, config.length, async () => bufferBody(config)),
         ...pieces.map((piece, i): Task => () => ensureBlob(p, piece.digest, piece.end - piece.start, async () => releasedBody(asBuffer(await runJob(target.sys, 'pushPiece', [start.id, i]))))),
       ];
-      // The metadata first: then the worker lets go of the manifest.json (packs and files need only its tables).
+      // The metadata first: then the worker lets go of a manifest.json it held whole (packs and files need only its tables).
       await eachLimited(tasks, checked.concurrency, (t) => t());
       await runJob(target.sys, 'pushSent', [start.id]);
       tasks.length = 0;

@@ -1,0 +1,143 @@
+// push-document.ts: a published snapshot's manifest.json read for push in windows (never held whole): its tables, proven; its root document and pieces' digests; each piece read again when it is sent.
+import { createHash } from 'node:crypto';
+
+import { SealError } from '../../base/errors.js';
+import { own } from '../../base/fd.js';
+import { releasable, release } from '../../base/growable.js';
+import { throwIfRefused } from '../../base/refusal.js';
+import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
+import type { Sys } from '../../sys/native.js';
+import type { StoredSnapshot } from '../document.js';
+import { WINDOW_BYTES, readDocumentStream, type ReadAt } from '../document-stream.js';
+import { DOCUMENT_NAME } from '../layout.js';
+import { readingSnapshot } from '../lock.js';
+import { CutCandidates, firstPath, pieceDigest, piecesOf, type PieceRange } from './pieces.js';
+
+/** The largest snapshot manifest push reads. */
+export const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
+
+/** What push needs of a snapshot's manifest.json, read in windows. */
+export interface StreamedPush {
+  /** The snapshot, decoded from the document and proven. */
+  data: StoredSnapshot;
+  /** The root document, and its pieces as ranges of manifest.json with their digests. */
+  root: string;
+  pieces: PieceRange[];
+  /** When it was published (its directory's mtime, ms since the epoch). */
+  createdMs: number;
+}
+
+/** Runs fn on snapshot `digest`'s manifest.json (its fd and size), opened under the store's shared lock, never through a link. */
+function withDocument<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (fd: number, size: number, rootFd: number) => T): T {
+  return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
+    let opened: number;
+    try {
+      opened = sys.openat(rootFd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
+      throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
+    }
+    using file = own(sys, opened);
+    const st = sys.fstat(file.fd);
+    if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`);
+    return fn(file.fd, st.size, rootFd);
+  });
+}
+
+/** The error for a manifest whose bytes are not the ones read before (or fewer than its size). */
+const changed = (digest: string): SealError => new SealError('SEAL_CORRUPT', `snapshot manifest changed while it was read: ${digest}`);
+
+/** Reads exactly into.length bytes at position, else SEAL_CORRUPT. */
+function readExactly(sys: Sys, fd: number, into: Buffer, position: number, digest: string): void {
+  for (let got = 0; got < into.length; ) {
+    const n = sys.pread(fd, into, got, into.length - got, position + got);
+    if (n <= 0) throw changed(digest);
+    got += n;
+  }
+}
+
+/** The first path of the piece at [start, end): read from its start until its first entry's path and sha256 key are in. */
+function firstPathAt(sys: Sys, fd: number, start: number, end: number, digest: string): string {
+  for (let want = Math.min(64 * 1024, end - start); ; want = Math.min(want * 4, end - start)) {
+    const head = Buffer.allocUnsafe(want);
+    readExactly(sys, fd, head, start, digest);
+    try {
+      return firstPath(head, 0, want);
+    } catch (err) {
+      if (want === end - start) throw err;
+    }
+  }
+}
+
+/**
+ * The sha256 of a document of `size` bytes read again in windows, and each range's digest
+ * on the way (ranges in document order, none overlapping).
+ */
+function hashRanges(readAt: ReadAt, size: number, ranges: readonly [number, number][], digest: string): { sha256: string; digests: string[] } {
+  const whole = createHash('sha256');
+  const hashes = ranges.map(() => createHash('sha256'));
+  const buf = Buffer.allocUnsafe(Math.min(WINDOW_BYTES, Math.max(size, 1)));
+  let first = 0;
+  for (let at = 0; at < size; ) {
+    const n = readAt(buf, 0, Math.min(buf.length, size - at), at);
+    if (n <= 0) throw changed(digest);
+    const chunk = buf.subarray(0, n);
+    whole.update(chunk);
+    for (let r = first; r < ranges.length && ranges[r]![0] < at + n; r++) {
+      const [start, end] = ranges[r]!;
+      if (end <= at) {
+        first = r + 1;
+        continue;
+      }
+      hashes[r]!.update(chunk.subarray(Math.max(start - at, 0), Math.min(end - at, n)));
+    }
+    at += n;
+  }
+  return { sha256: whole.digest('hex'), digests: hashes.map((h) => `sha256:${h.digest('hex')}`) };
+}
+
+/**
+ * Reads snapshot `digest`'s manifest.json for push, under the store's shared lock, in
+ * windows: its lists into tables, the snapshot proven to encode to exactly the bytes read
+ * (and to have that digest), and where its pieces are cut; then again, each piece hashed,
+ * the whole proven to be the same bytes. Undefined for a document that is not canonical
+ * (push then reads it whole, as before).
+ */
+export function streamPushDocument(sys: Sys, snapshotRoot: string, digest: string): StreamedPush | undefined {
+  return withDocument(sys, snapshotRoot, digest, (fd, size, rootFd) => {
+    const createdMs = Number(sys.fstat(rootFd).mtimeNs / 1_000_000n);
+    const readAt: ReadAt = (buffer, offset, length, position) => sys.pread(fd, buffer, offset, length, position);
+    const cuts = new CutCandidates();
+    const read = readDocumentStream(readAt, size, digest, cuts);
+    if (read === undefined) return undefined;
+    // The cut, as cutPieces makes it; each piece's digest from a second read, which must be of the same bytes.
+    const wanted: [number, number][] = [];
+    piecesOf(read.parts, cuts.lists, (start, end) => {
+      wanted.push([start, end]);
+      return { digest: `${wanted.length}`, first: '' };
+    });
+    const again = hashRanges(readAt, size, wanted, digest);
+    if (again.sha256 !== read.sha256) throw changed(digest);
+    let k = 0;
+    const { root, pieces } = piecesOf(read.parts, cuts.lists, (start, end) => {
+      const at = k++;
+      return { digest: again.digests[at]!, first: firstPathAt(sys, fd, start, end, digest) };
+    });
+    return { data: read.data, root, pieces, createdMs };
+  });
+}
+
+/** Piece `piece` of snapshot `digest`'s manifest.json, read again under the store's shared lock and proven to be the bytes its digest names. */
+export function readPushPiece(sys: Sys, snapshotRoot: string, digest: string, piece: PieceRange): Buffer {
+  return withDocument(sys, snapshotRoot, digest, (fd) => {
+    const bytes = releasable(piece.end - piece.start);
+    try {
+      readExactly(sys, fd, bytes, piece.start, digest);
+      if (pieceDigest(bytes) !== piece.digest) throw changed(digest);
+      return bytes;
+    } catch (err) {
+      release(bytes);
+      throw err;
+    }
+  });
+}
