@@ -90,7 +90,8 @@ reports how many it swept (opening the store sweeps builds too; those are counte
 Then, given a policy, removes snapshots oldest first: the newest N (--keep-last) are kept,
 every one published longer ago than AGE (--older-than 7d; s, m, h, d, w) goes, then the
 oldest until the rest take at most SIZE on disk (--max-size 50G; K, M, G, T are powers of
-1024). A snapshot a lease holds (treeseal run) is kept and listed.`,
+1024); --keep-last N alone removes all but the newest N. A snapshot a lease holds
+(treeseal run) is kept and listed.`,
   options: { clone: { type: 'string' }, 'older-than': { type: 'string' }, 'keep-last': { type: 'string' }, 'max-size': { type: 'string' } },
   run: gc,
 };

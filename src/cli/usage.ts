@@ -28,7 +28,7 @@ async function du(ctx: Context): Promise<void> {
   if (ctx.args.length !== 0) throw new UsageError('du takes no arguments', 'du');
   const usage = (await ctx.store()).usage();
   const total = usage.reduce((n, u) => n + u.diskBytes, 0);
-  const lines = usage.map((u) => `${u.digest.slice(0, 12)}  ${new Date(u.createdMs).toISOString()}  ${bytes(u.logicalBytes).padStart(10)}  ${bytes(u.diskBytes).padStart(10)} on disk`);
+  const lines = usage.map((u) => `${u.digest.slice(0, 12)}  ${new Date(u.createdMs).toISOString()}  ${u.error === undefined ? bytes(u.logicalBytes).padStart(10) : `${u.error.code}: ${u.error.message}`}  ${bytes(u.diskBytes).padStart(10)} on disk`);
   lines.push(`${usage.length} snapshot${usage.length === 1 ? '' : 's'}, ${bytes(total)} on disk`);
   ctx.io.emit({ snapshots: usage.map((u) => ({ ...u, created: new Date(u.createdMs).toISOString() })), diskBytes: total }, lines.join('\n'));
 }

@@ -350,7 +350,8 @@ export class SnapshotStore {
   /**
    * Removes snapshots by age, count and size, oldest first: the newest `keepLast` are
    * kept, then every one older than `olderThanMs` goes, then the oldest until the rest
-   * take at most `maxBytes` on disk. Leased snapshots are kept (reported in `leased`).
+   * take at most `maxBytes` on disk; `keepLast` alone removes all but the newest
+   * `keepLast`. Leased snapshots are kept (reported in `leased`).
    */
   prune(policy: PrunePolicy): PruneReport {
     return SnapshotStore.#prune.sync(this, policy);

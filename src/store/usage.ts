@@ -1,5 +1,5 @@
 // usage.ts: what each published snapshot costs (created, logical and on-disk bytes) and pruning by age, count and size, oldest first, leased ones kept.
-import { SealError } from '../base/errors.js';
+import { SealError, type SealCode } from '../base/errors.js';
 import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
@@ -20,12 +20,18 @@ export interface SnapshotUsage {
    * for the first in digest order. Extents shared by reflinks count in each.
    */
   diskBytes: number;
+  /**
+   * Set when its manifest cannot be loaded (a snapshot tampered with or damaged: SEAL_CORRUPT,
+   * …), as `ls` reports it: its logicalBytes are then 0; when it was published and what it
+   * takes on disk are measured from its directory as for any other, and a prune counts it.
+   */
+  error?: { code: SealCode; message: string };
 }
 
 export interface PrunePolicy {
   /** Remove snapshots published longer ago than this many milliseconds. */
   olderThanMs?: number;
-  /** Keep the newest N whatever else says (0: none kept for this reason). */
+  /** Keep the newest N whatever else says (0: none kept for this reason); given alone, every older one goes. */
   keepLast?: number;
   /** Then remove the oldest until the store's snapshots take at most this many bytes on disk. */
   maxBytes?: number;
@@ -71,10 +77,19 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
     const seen = new Set<string>();
     const out: SnapshotUsage[] = [];
     for (const digest of listDigests(sys, storeRoot)) {
-      const data = loadSnapshotAt(sys, snapshots.fd, digest);
+      let logical: { logicalBytes: number; error?: SnapshotUsage['error'] };
+      try {
+        logical = { logicalBytes: loadSnapshotAt(sys, snapshots.fd, digest).totalBytes };
+      } catch (err) {
+        // Removed since the listing: it takes nothing now.
+        if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;
+        // One damaged snapshot is reported on its own row; the store's other rows (and a prune) go on.
+        if (!(err instanceof SealError) || err.code === 'SEAL_IO') throw err;
+        logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
+      }
       using dir = own(sys, openChildDir(sys, snapshots.fd, digest));
       const createdMs = Number(sys.fstat(dir.fd).mtimeNs / 1_000_000n);
-      out.push({ digest, createdMs, logicalBytes: data.totalBytes, diskBytes: diskBytesAt(sys, dir.fd, seen) });
+      out.push({ digest, createdMs, ...logical, diskBytes: diskBytesAt(sys, dir.fd, seen) });
     }
     return out.sort((a, b) => a.createdMs - b.createdMs || (a.digest < b.digest ? -1 : 1));
   });
@@ -82,19 +97,22 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
 
 /**
  * Removes snapshots by `policy`, oldest first: the newest `keepLast` are kept; then every
- * one older than `olderThanMs`; then the oldest until the rest take at most `maxBytes`.
- * A snapshot a live lease holds is kept and reported.
+ * one older than `olderThanMs`; then the oldest until the rest take at most `maxBytes`;
+ * `keepLast` alone removes every one but the newest N. A snapshot a live lease holds is
+ * kept and reported.
  */
 export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, nowMs: number): PruneReport {
   const usage = storeUsage(sys, storeRoot);
   const keep = new Set(policy.keepLast === undefined ? [] : usage.slice(Math.max(0, usage.length - policy.keepLast)).map((u) => u.digest));
   let left = usage.reduce((n, u) => n + u.diskBytes, 0);
   const report: PruneReport = { removed: [], leased: [], diskBytes: left };
+  // A count alone (gc --keep-last 5) keeps those and removes the rest, as a count does in restic or borg.
+  const byCountAlone = policy.keepLast !== undefined && policy.olderThanMs === undefined && policy.maxBytes === undefined;
   for (const u of usage) {
     if (keep.has(u.digest)) continue;
     const old = policy.olderThanMs !== undefined && nowMs - u.createdMs > policy.olderThanMs;
     const over = policy.maxBytes !== undefined && left > policy.maxBytes;
-    if (!old && !over) continue;
+    if (!old && !over && !byCountAlone) continue;
     try {
       withStoreLock(sys, storeRoot, true, () => removeSnapshot(sys, storeRoot, u.digest));
     } catch (err) {

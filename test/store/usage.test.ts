@@ -1,5 +1,5 @@
 // usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
-import { utimesSync } from 'node:fs';
+import { chmodSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -70,6 +70,17 @@ describe('prune', () => {
     store.closeSync();
   });
 
+  it('a count alone keeps the newest N and removes the rest; an empty policy removes nothing', () => {
+    const { store, digests } = aged();
+    expect(store.prune({})).toMatchObject({ removed: [] });
+    expect(store.prune({ keepLast: 3 })).toMatchObject({ removed: [] });
+    expect(store.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[0], digests[1]], leased: [] });
+    expect(store.list()).toEqual([digests[2]]);
+    expect(store.prune({ keepLast: 0 })).toMatchObject({ removed: [digests[2]] });
+    expect(store.list()).toEqual([]);
+    store.closeSync();
+  });
+
   it('keeps a leased snapshot and says so; refuses a bad policy as Node does', async () => {
     const { store, digests } = aged();
     using _lease = store.get(digests[0]!).lease();
@@ -106,6 +117,41 @@ describe('treeseal du, ls --long, gc policies', () => {
       const bad = cli(dir, 'gc', flag, value);
       expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, message]);
     }
+    expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[2]]);
+  });
+
+  it('a snapshot whose manifest was tampered with is its own row (du, ls --long, usage), not the end of them; a prune counts it by its age', async () => {
+    const { root, store, digests } = aged();
+    // The middle snapshot's total changed by one digit: still JSON, no longer the snapshot.
+    const manifest = join(root, 'store/snapshots', digests[1]!, 'manifest.json');
+    const text = readFileSync(manifest, 'latin1');
+    const tampered = text.replace('"total_bytes":65536', '"total_bytes":95536');
+    expect(tampered).not.toBe(text);
+    chmodSync(join(root, 'store/snapshots', digests[1]!), 0o700);
+    chmodSync(manifest, 0o600);
+    writeFileSync(manifest, tampered, 'latin1');
+    chmodSync(manifest, 0o400);
+    chmodSync(join(root, 'store/snapshots', digests[1]!), 0o500);
+    const message = 'snapshot manifest is corrupt: total_bytes 95536 but the entries hold 65536';
+    const usage = store.usage();
+    expect(usage.map((u) => [u.digest, u.logicalBytes, u.error])).toEqual([
+      [digests[0], 64 * 1024, undefined],
+      [digests[1], 0, { code: 'SEAL_CORRUPT', message }],
+      [digests[2], 64 * 1024, undefined],
+    ]);
+    expect(usage[1]!.diskBytes).toBeGreaterThanOrEqual(64 * 1024);
+    expect(await store.usageAsync()).toEqual(usage);
+    store.closeSync();
+    const dir = join(root, 'store');
+    const du = cli(dir, 'du');
+    expect(du.status).toBe(0);
+    expect(du.stdout.split('\n')[1]).toMatch(new RegExp(`^${digests[1]!.slice(0, 12)}  \\d{4}-[\\d:.T-]+Z  SEAL_CORRUPT: ${message}  +[\\d.]+ KiB on disk$`));
+    const long = cli(dir, 'ls', '--long');
+    // ls lists by digest.
+    expect([long.status, long.stdout.split('\n').map((l) => l.slice(0, 12))]).toEqual([0, [...digests.map((d) => d.slice(0, 12)).sort(), '']]);
+    expect(long.stdout.split('\n').find((l) => l.startsWith(digests[1]!.slice(0, 12)))).toBe(`${digests[1]!.slice(0, 12)}  SEAL_CORRUPT: ${message}`);
+    // The two oldest go by --keep-last 1 alone (all but the newest), the damaged one among them.
+    expect(json(cli(dir, 'gc', '--keep-last', '1', '--json'))).toMatchObject({ removed: [digests[0], digests[1]], leased: [] });
     expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[2]]);
   });
 });
