@@ -28,6 +28,7 @@ import {
   type MaterializeOptions,
   type MaterializeReport,
   type Run,
+  type RunHooks,
 } from './materialize.js';
 
 export interface DiffOptions {
@@ -62,6 +63,8 @@ export interface ResetOptions {
   clean?: boolean;
   /** Called now and then with the files and bytes restored so far. */
   onProgress?: MaterializeOptions['onProgress'];
+  /** Stops the reset with SEAL_ABORTED between the files it restores: the clone is then part reset, as after a kill (the next reset or materialize makes it whole). */
+  signal?: AbortSignal;
 }
 
 export interface ResetReport extends MaterializeReport {
@@ -283,7 +286,7 @@ function emptyReport(method: ResetReport['method']): ResetReport {
  * A reset that dies leaves entries whose identities the old ledger does not hold: the
  * next reset or materialize restores them again.
  */
-function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions): ResetReport {
+function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions & RunHooks): ResetReport {
   const started = performance.now();
   const { clean, ...materializeOptions } = options;
   const roots = rootsOf(data);
@@ -352,7 +355,7 @@ function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: 
 }
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
-export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions): ResetReport {
+export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions & RunHooks): ResetReport {
   const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
   using _ = dir;
   if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
@@ -364,7 +367,7 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
  * whole copy roots. A clone directory it made (createClone) is removed again when the
  * materialize fails and leaves it empty.
  */
-export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions): MaterializeReport {
+export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks): MaterializeReport {
   const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
   using _ = dir;
   try {
@@ -375,7 +378,7 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   }
 }
 
-function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, dir: Fd, ledger: Ledger | undefined, options: MaterializeOptions): MaterializeReport {
+function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, dir: Fd, ledger: Ledger | undefined, options: MaterializeOptions & RunHooks): MaterializeReport {
   const { createClone: _create, ...rest } = options;
   // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
   const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);

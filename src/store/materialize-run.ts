@@ -14,6 +14,19 @@ export interface MaterializeOptions {
   onProgress?: ProgressFn;
   /** Make the clone directory when only its last component is missing (never through a symlink). */
   createClone?: boolean;
+  /**
+   * Stops the call with SEAL_ABORTED while the roots are built (in the stage, which is
+   * removed: the clone is left as it was) or, when the clone is reset instead, between the
+   * files it restores (the clone is then part reset, as after a kill: the next reset or
+   * materialize makes it whole). Once the roots are being swapped in, the call completes.
+   */
+  signal?: AbortSignal;
+}
+
+/** What a materialize or reset runs with besides the caller's options: whether its call was aborted, and the call's name. */
+export interface RunHooks {
+  isAborted?: (() => boolean) | undefined;
+  op?: string | undefined;
 }
 
 export interface MaterializeReport {
@@ -68,4 +81,6 @@ export interface Run {
   snapshotRoots: ReadonlySet<string>;
   /** What is made, as the clone's ledger records it (paths are the manifest's). */
   ledger: Ledger;
+  /** Throws SEAL_ABORTED when the call was aborted. */
+  checkAborted: () => void;
 }

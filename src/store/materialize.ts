@@ -27,10 +27,10 @@ import { readingSnapshot } from './lock.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { keepMtime } from '../base/times.js';
 import { keepRootMtimes } from './clone-times.js';
-import { DEFAULT_FALLBACK_BYTES, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run } from './materialize-run.js';
+import { DEFAULT_FALLBACK_BYTES, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run, type RunHooks } from './materialize-run.js';
 import { snapshotRoot } from './materialize-subvolume.js';
 
-export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, SnapshotFallback } from './materialize-run.js';
+export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, RunHooks, SnapshotFallback } from './materialize-run.js';
 export { DEFAULT_FALLBACK_BYTES } from './materialize-run.js';
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -100,6 +100,7 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
 
 /** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
 export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
+  run.checkAborted();
   const { sys } = run;
   let src: number;
   try {
@@ -174,8 +175,9 @@ export function buildInto(run: Run, children: Children, dirFd: number, snapDir: 
   );
 }
 
-export function newRun(sys: Sys, options: MaterializeOptions, ledger: Ledger): Run {
+export function newRun(sys: Sys, options: MaterializeOptions & RunHooks, ledger: Ledger): Run {
   const { mode, fallbackBytes } = checkMaterializeOptions(options);
+  const { isAborted, op = 'materialize' } = options;
   return {
     sys,
     mode,
@@ -188,6 +190,9 @@ export function newRun(sys: Sys, options: MaterializeOptions, ledger: Ledger): R
     bytes: 0,
     snapshotRoots: new Set(),
     ledger,
+    checkAborted: () => {
+      if (isAborted?.() === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
+    },
   };
 }
 
@@ -298,7 +303,7 @@ function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: St
  * written inside the clone: the roots are built in a locked stage there, swapped in
  * under the in-progress marker, and what they replace is removed with the stage.
  */
-export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions = {}): MaterializeReport {
+export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks = {}): MaterializeReport {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   if (options.createClone === true) makeCloneDir(sys, clone);
   using cloneDir = own(sys, openRealDir(sys, clone, 'clone'));
@@ -310,7 +315,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
  * source and the store), then the clone's ledger saved in the store (see keepLedger:
  * one that cannot be saved is dropped; the next diff re-hashes, the next reset is whole).
  */
-export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions): MaterializeReport {
+export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions & RunHooks): MaterializeReport {
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
   const index = positionsOf(data.entries);

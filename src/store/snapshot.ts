@@ -1,7 +1,8 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
 import { dirname } from 'node:path';
 
-import { checkBoolean, checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkOptions, checkSignal, checkString } from '../base/arg-errors.js';
+import { SealError } from '../base/errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import type { PackedEntries } from '../base/entry-table.js';
@@ -20,7 +21,12 @@ import { checkCloneAt, type CloneReport } from './clone-check.js';
 import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
 import { Lease, takeLease, type LeaseHandle } from './lease.js';
 
-type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress'>];
+type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress' | 'signal'>];
+
+/** Checks a call's signal (Node's TypeError for one that is not an AbortSignal); SEAL_ABORTED, before anything is done, when it is aborted already. */
+function abortedBefore(op: string, signal: unknown): void {
+  if (checkSignal('options.signal', signal)?.aborted === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
+}
 
 /** A snapshot without its entries (Snapshot.summary): each entry list's count in its place. */
 export interface SnapshotSummary {
@@ -158,10 +164,11 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.createClone', options.createClone);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
-      const { onProgress, ...rest } = options;
-      return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress };
+      const { onProgress, signal, ...rest } = options;
+      abortedBefore('materialize', signal);
+      return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress, signal };
     },
-    core: (sys, [ref, clone, options], ctx) => materializeClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
+    core: (sys, [ref, clone, options], ctx) => materializeClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'materialize' }),
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
   });
 
@@ -184,11 +191,12 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.clean', options.clean);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
-      const { onProgress, ...rest } = options;
-      return { ...snap.#call<[SnapshotRef, string, Omit<ResetOptions, 'onProgress'>]>(snap.#ref, clone, rest), onProgress };
+      const { onProgress, signal, ...rest } = options;
+      abortedBefore('reset', signal);
+      return { ...snap.#call<[SnapshotRef, string, Omit<ResetOptions, 'onProgress' | 'signal'>]>(snap.#ref, clone, rest), onProgress, signal };
     },
-    core: (sys, [ref, clone, options], ctx) => resetClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress }),
-    send: ([ref, clone, options]): [SnapshotRef, string, Omit<ResetOptions, 'onProgress'>] => [sendRef(ref), clone, options],
+    core: (sys, [ref, clone, options], ctx) => resetClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'reset' }),
+    send: ([ref, clone, options]): [SnapshotRef, string, Omit<ResetOptions, 'onProgress' | 'signal'>] => [sendRef(ref), clone, options],
   });
 
   static readonly #mountPoints = defineOp('mountPoints', {
@@ -207,9 +215,10 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       const parallelism = checkParallelism(options.parallelism);
-      return { ...snap.#call(snap.#ref, parallelism), onProgress: options.onProgress };
+      abortedBefore('verify', options.signal);
+      return { ...snap.#call(snap.#ref, parallelism), onProgress: options.onProgress, signal: options.signal };
     },
-    core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }),
+    core: (sys, [ref, parallelism], ctx) => verifySnapshotAt(sys, ref.root, dataOf(sys, ref), { onProgress: ctx.onProgress, parallelism }, ctx.isAborted),
     send: ([ref, parallelism]): [SnapshotRef, number | undefined] => [sendRef(ref), parallelism],
   });
 

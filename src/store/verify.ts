@@ -29,6 +29,8 @@ export interface VerifyOptions {
   onProgress?: ProgressFn | undefined;
   /** Helper threads hashing files (undefined: one per spare core); 0 hashes everything on this thread. */
   parallelism?: number | undefined;
+  /** Stops the verify with SEAL_ABORTED (it reads only: nothing to undo). */
+  signal?: AbortSignal | undefined;
 }
 
 interface Walk {
@@ -201,6 +203,7 @@ function hashEarly(w: Walk, root: Dir, big: ManifestEntry[]): void {
 
 /** Walks one directory, then lets it go (closed once its last batch is back). */
 function checkDir(w: Walk, dir: Dir): void {
+  if (w.shared.isAborted()) throw new SealError('SEAL_ABORTED', 'verify was aborted');
   let batch = new HashBatch(dir.fd);
   const { fd, rel } = dir;
   for (const item of w.sys.readdir(fd)) {
@@ -243,6 +246,8 @@ interface Shared {
   bytes: number;
   entries: number;
   progress: (entries: number, bytes: number) => void;
+  /** Whether the call was aborted (checked as each directory is walked). */
+  isAborted: () => boolean;
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
@@ -280,9 +285,9 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
 }
 
 /** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
-export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}): VerifyReport {
+export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}, isAborted: () => boolean = () => false): VerifyReport {
   const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
-  const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress) };
+  const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress), isAborted };
   try {
     verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared, data.declarations);
     data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));
@@ -304,6 +309,6 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, opt
 }
 
 /** verifyAt for a published snapshot given by path, under the store's shared lock (an rm waits; a removed one is SEAL_UNAVAILABLE). */
-export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: StoredSnapshot, options: VerifyOptions = {}): VerifyReport {
-  return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => verifyAt(sys, fd, data, options));
+export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: StoredSnapshot, options: VerifyOptions = {}, isAborted?: () => boolean): VerifyReport {
+  return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => verifyAt(sys, fd, data, options, isAborted));
 }
