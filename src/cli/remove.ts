@@ -40,6 +40,9 @@ async function gc(ctx: Context): Promise<void> {
   const olderThanMs = durationOption(ctx, 'older-than');
   const keepLast = countOption(ctx, 'keep-last', 'a count');
   const maxBytes = sizeOption(ctx, 'max-size');
+  if (keepLast === 0 && olderThanMs === undefined && maxBytes === undefined) {
+    throw new UsageError('--keep-last 0 alone would remove every snapshot: give at least 1, or add --older-than or --max-size', 'gc');
+  }
   const store = await ctx.store();
   // Opening the store already swept what no live process holds; count that too.
   const atOpen = store.sweptAtOpen;
@@ -90,8 +93,8 @@ reports how many it swept (opening the store sweeps builds too; those are counte
 Then, given a policy, removes snapshots oldest first: the newest N (--keep-last) are kept,
 every one published longer ago than AGE (--older-than 7d; s, m, h, d, w) goes, then the
 oldest until the rest take at most SIZE on disk (--max-size 50G; K, M, G, T are powers of
-1024); --keep-last N alone removes all but the newest N. A snapshot a lease holds
-(treeseal run) is kept and listed.`,
+1024); --keep-last N alone (at least 1) removes all but the newest N that load,
+damaged ones included. A snapshot a lease holds (treeseal run) is kept and listed.`,
   options: { clone: { type: 'string' }, 'older-than': { type: 'string' }, 'keep-last': { type: 'string' }, 'max-size': { type: 'string' } },
   run: gc,
 };

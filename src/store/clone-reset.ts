@@ -63,7 +63,7 @@ export interface ResetOptions {
   clean?: boolean;
   /** Called now and then with the files and bytes restored so far. */
   onProgress?: MaterializeOptions['onProgress'];
-  /** Stops the reset with SEAL_ABORTED between the files it restores: the clone is then part reset, as after a kill (the next reset or materialize makes it whole). */
+  /** Stops the reset with SEAL_ABORTED between the files it restores: the clone is then part reset, as after a kill (a changed file may be gone, not yet restored; the next reset or materialize makes it whole). */
   signal?: AbortSignal;
 }
 

@@ -17,8 +17,9 @@ export interface MaterializeOptions {
   /**
    * Stops the call with SEAL_ABORTED while the roots are built (in the stage, which is
    * removed: the clone is left as it was) or, when the clone is reset instead, between the
-   * files it restores (the clone is then part reset, as after a kill: the next reset or
-   * materialize makes it whole). Once the roots are being swapped in, the call completes.
+   * files it restores (the clone is then part reset, as after a kill: a changed file may be
+   * gone, not yet restored; the next reset or materialize makes it whole). Once the roots
+   * are being swapped in, the call completes.
    */
   signal?: AbortSignal;
 }

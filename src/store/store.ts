@@ -1,6 +1,6 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkBoolean, checkFunction, checkInteger, checkOptions, checkSignal, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, checkSignal, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
@@ -239,6 +239,10 @@ export class SnapshotStore {
       if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);
       if (policy.keepLast !== undefined) checked.keepLast = checkInteger('policy.keepLast', policy.keepLast, 0);
       if (policy.maxBytes !== undefined) checked.maxBytes = checkInteger('policy.maxBytes', policy.maxBytes, 0);
+      // A count of 0 with no other rule would remove every snapshot: a mistake more often than a wish.
+      if (checked.keepLast === 0 && checked.olderThanMs === undefined && checked.maxBytes === undefined) {
+        throw outOfRange('policy.keepLast', '>= 1 when it is the only rule (0 alone would remove every snapshot)', 0);
+      }
       return store.#call(store.root, checked, Date.now());
     },
     core: (sys, [root, policy, now]) => pruneStore(sys, root, policy, now),
@@ -350,8 +354,8 @@ export class SnapshotStore {
   /**
    * Removes snapshots by age, count and size, oldest first: the newest `keepLast` are
    * kept, then every one older than `olderThanMs` goes, then the oldest until the rest
-   * take at most `maxBytes` on disk; `keepLast` alone removes all but the newest
-   * `keepLast`. Leased snapshots are kept (reported in `leased`).
+   * take at most `maxBytes` on disk; `keepLast` alone (at least 1) removes all but the
+   * newest `keepLast` that load. Leased snapshots are kept (reported in `leased`).
    */
   prune(policy: PrunePolicy): PruneReport {
     return SnapshotStore.#prune.sync(this, policy);

@@ -31,7 +31,10 @@ export interface SnapshotUsage {
 export interface PrunePolicy {
   /** Remove snapshots published longer ago than this many milliseconds. */
   olderThanMs?: number;
-  /** Keep the newest N whatever else says (0: none kept for this reason); given alone, every older one goes. */
+  /**
+   * Keep the newest N that load whatever else says (0: none kept for this reason); given
+   * alone (at least 1 then), every other one goes, damaged ones included.
+   */
   keepLast?: number;
   /** Then remove the oldest until the store's snapshots take at most this many bytes on disk. */
   maxBytes?: number;
@@ -83,11 +86,22 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
       } catch (err) {
         // Removed since the listing: it takes nothing now.
         if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;
-        // One damaged snapshot is reported on its own row; the store's other rows (and a prune) go on.
-        if (!(err instanceof SealError) || err.code === 'SEAL_IO') throw err;
+        // One damaged snapshot is reported on its own row; the store's other rows (and a prune) go on. Anything
+        // else (a snapshot another user could have written: SEAL_UNTRUSTED; the kernel refusing a read) ends the call.
+        if (!(err instanceof SealError) || err.code !== 'SEAL_CORRUPT') throw err;
         logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
       }
-      using dir = own(sys, openChildDir(sys, snapshots.fd, digest));
+      let dirFd: number;
+      try {
+        dirFd = openChildDir(sys, snapshots.fd, digest);
+      } catch (err) {
+        if (logical.error === undefined) throw err;
+        // Not a real directory (a file or a link under a digest's name): what the name itself takes.
+        const st = sys.fstatat(snapshots.fd, digest, AT_SYMLINK_NOFOLLOW);
+        out.push({ digest, createdMs: Number(st.mtimeNs / 1_000_000n), ...logical, diskBytes: st.blocks * 512 });
+        continue;
+      }
+      using dir = own(sys, dirFd);
       const createdMs = Number(sys.fstat(dir.fd).mtimeNs / 1_000_000n);
       out.push({ digest, createdMs, ...logical, diskBytes: diskBytesAt(sys, dir.fd, seen) });
     }
@@ -103,7 +117,9 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
  */
 export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, nowMs: number): PruneReport {
   const usage = storeUsage(sys, storeRoot);
-  const keep = new Set(policy.keepLast === undefined ? [] : usage.slice(Math.max(0, usage.length - policy.keepLast)).map((u) => u.digest));
+  // The newest N that load: a damaged snapshot is never one of those kept.
+  const whole = usage.filter((u) => u.error === undefined);
+  const keep = new Set(policy.keepLast === undefined ? [] : whole.slice(Math.max(0, whole.length - policy.keepLast)).map((u) => u.digest));
   let left = usage.reduce((n, u) => n + u.diskBytes, 0);
   const report: PruneReport = { removed: [], leased: [], diskBytes: left };
   // A count alone (gc --keep-last 5) keeps those and removes the rest, as a count does in restic or borg.
@@ -118,6 +134,11 @@ export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, now
     } catch (err) {
       if (err instanceof SealError && err.code === 'SEAL_BUSY') {
         report.leased.push(u.digest);
+        continue;
+      }
+      // Removed by another call since the listing: gone, though not by this one.
+      if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') {
+        left -= u.diskBytes;
         continue;
       }
       throw err;

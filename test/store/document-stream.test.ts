@@ -179,7 +179,13 @@ describe('streamPushDocument', () => {
     expect([(err as SealError).code, (err as SealError).message]).toEqual(['SEAL_CORRUPT', `snapshot manifest changed while it was read: ${snap.digest}`]);
     // Read again, the changed document is not this snapshot: push reads it whole, and its proof says why.
     expect(streamPushDocument(sys, snap.root, snap.digest)).toBeUndefined();
+    // The same snapshot written as valid JSON that is not canonical (indented): read whole, as before.
+    const indented = Buffer.from(`${JSON.stringify(JSON.parse(doc.toString('utf8')), null, 1)}\n`);
+    expect(plain(decodeDocumentBytes(indented, snap.digest))).toEqual(plain(decodeDocumentBytes(doc, snap.digest)));
+    writeFileSync(path, indented);
+    expect(streamPushDocument(sys, snap.root, snap.digest)).toBeUndefined();
     writeFileSync(path, doc);
+    expect(streamPushDocument(sys, snap.root, snap.digest)?.root).toBe(whole.root);
     store.close();
   });
 });

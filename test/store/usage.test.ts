@@ -1,6 +1,6 @@
 // usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
 import { chmodSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
@@ -76,9 +76,13 @@ describe('prune', () => {
     expect(store.prune({ keepLast: 3 })).toMatchObject({ removed: [] });
     expect(store.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[0], digests[1]], leased: [] });
     expect(store.list()).toEqual([digests[2]]);
-    expect(store.prune({ keepLast: 0 })).toMatchObject({ removed: [digests[2]] });
-    expect(store.list()).toEqual([]);
+    // 0 alone would remove every snapshot: refused, as a wrong option is.
+    expectError(() => store.prune({ keepLast: 0 }), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "policy.keepLast" is out of range. It must be >= 1 when it is the only rule (0 alone would remove every snapshot). Received 0' });
+    expect(store.prune({ keepLast: 0, olderThanMs: 60 * DAY })).toMatchObject({ removed: [] });
+    expect(store.list()).toEqual([digests[2]]);
     store.closeSync();
+    const gc = cli(join(dirname(store.root), 'store'), 'gc', '--keep-last', '0');
+    expect([gc.status, gc.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --keep-last 0 alone would remove every snapshot: give at least 1, or add --older-than or --max-size']);
   });
 
   it('keeps a leased snapshot and says so; refuses a bad policy as Node does', async () => {
@@ -120,38 +124,42 @@ describe('treeseal du, ls --long, gc policies', () => {
     expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[2]]);
   });
 
-  it('a snapshot whose manifest was tampered with is its own row (du, ls --long, usage), not the end of them; a prune counts it by its age', async () => {
+  it('a snapshot whose manifest was tampered with, or a file under a digest\'s name, is its own row (du, ls --long, usage), not the end of them; a prune never keeps one', async () => {
     const { root, store, digests } = aged();
-    // The middle snapshot's total changed by one digit: still JSON, no longer the snapshot.
-    const manifest = join(root, 'store/snapshots', digests[1]!, 'manifest.json');
+    // The newest snapshot's total changed by one digit: still JSON, no longer the snapshot.
+    const manifest = join(root, 'store/snapshots', digests[2]!, 'manifest.json');
     const text = readFileSync(manifest, 'latin1');
     const tampered = text.replace('"total_bytes":65536', '"total_bytes":95536');
     expect(tampered).not.toBe(text);
-    chmodSync(join(root, 'store/snapshots', digests[1]!), 0o700);
+    chmodSync(join(root, 'store/snapshots', digests[2]!), 0o700);
     chmodSync(manifest, 0o600);
     writeFileSync(manifest, tampered, 'latin1');
     chmodSync(manifest, 0o400);
-    chmodSync(join(root, 'store/snapshots', digests[1]!), 0o500);
+    chmodSync(join(root, 'store/snapshots', digests[2]!), 0o500);
+    const planted = 'e'.repeat(64);
+    writeFileSync(join(root, 'store/snapshots', planted), 'not a snapshot');
+    utimesSync(join(root, 'store/snapshots', planted), new Date(Date.now() - 20 * DAY), new Date(Date.now() - 20 * DAY));
     const message = 'snapshot manifest is corrupt: total_bytes 95536 but the entries hold 65536';
     const usage = store.usage();
     expect(usage.map((u) => [u.digest, u.logicalBytes, u.error])).toEqual([
       [digests[0], 64 * 1024, undefined],
-      [digests[1], 0, { code: 'SEAL_CORRUPT', message }],
-      [digests[2], 64 * 1024, undefined],
+      [planted, 0, { code: 'SEAL_CORRUPT', message: `snapshot is not a real directory: ${planted}` }],
+      [digests[1], 64 * 1024, undefined],
+      [digests[2], 0, { code: 'SEAL_CORRUPT', message }],
     ]);
-    expect(usage[1]!.diskBytes).toBeGreaterThanOrEqual(64 * 1024);
+    expect(usage[3]!.diskBytes).toBeGreaterThanOrEqual(64 * 1024);
     expect(await store.usageAsync()).toEqual(usage);
     store.closeSync();
     const dir = join(root, 'store');
     const du = cli(dir, 'du');
     expect(du.status).toBe(0);
-    expect(du.stdout.split('\n')[1]).toMatch(new RegExp(`^${digests[1]!.slice(0, 12)}  \\d{4}-[\\d:.T-]+Z  SEAL_CORRUPT: ${message}  +[\\d.]+ KiB on disk$`));
+    expect(du.stdout.split('\n')[3]).toMatch(new RegExp(`^${digests[2]!.slice(0, 12)}  \\d{4}-[\\d:.T-]+Z  SEAL_CORRUPT: ${message}  +[\\d.]+ KiB on disk$`));
     const long = cli(dir, 'ls', '--long');
     // ls lists by digest.
-    expect([long.status, long.stdout.split('\n').map((l) => l.slice(0, 12))]).toEqual([0, [...digests.map((d) => d.slice(0, 12)).sort(), '']]);
-    expect(long.stdout.split('\n').find((l) => l.startsWith(digests[1]!.slice(0, 12)))).toBe(`${digests[1]!.slice(0, 12)}  SEAL_CORRUPT: ${message}`);
-    // The two oldest go by --keep-last 1 alone (all but the newest), the damaged one among them.
-    expect(json(cli(dir, 'gc', '--keep-last', '1', '--json'))).toMatchObject({ removed: [digests[0], digests[1]], leased: [] });
-    expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[2]]);
+    expect(long.status).toBe(0);
+    expect(long.stdout.split('\n').find((l) => l.startsWith(digests[2]!.slice(0, 12)))).toBe(`${digests[2]!.slice(0, 12)}  SEAL_CORRUPT: ${message}`);
+    // --keep-last 1 alone keeps the newest snapshot that loads, and removes the rest, the damaged ones included.
+    expect(json(cli(dir, 'gc', '--keep-last', '1', '--json'))).toMatchObject({ removed: [digests[0], planted, digests[2]], leased: [] });
+    expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[1]]);
   });
 });

@@ -121,7 +121,6 @@ export function openPushFile(sys: Sys, snapshotRoot: string, digest: string, con
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => openContent(sys, rootFd, content));
 }
 
-
 /** A published snapshot's exact manifest.json bytes, and when it was published (its directory's mtime, ms since the epoch). */
 export interface PushConfig {
   bytes: Uint8Array;

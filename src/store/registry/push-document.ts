@@ -27,20 +27,23 @@ export interface StreamedPush {
   createdMs: number;
 }
 
-/** Runs fn on snapshot `digest`'s manifest.json (its fd and size), opened under the store's shared lock, never through a link. */
+/**
+ * Runs fn on snapshot `digest`'s manifest.json (its fd and size), opened under the store's
+ * shared lock, never through a link. A read the kernel refuses is SEAL_IO (the system error
+ * its cause), anything else it cannot do SEAL_CORRUPT, as readPushConfig says them.
+ */
 function withDocument<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (fd: number, size: number, rootFd: number) => T): T {
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
-    let opened: number;
     try {
-      opened = sys.openat(rootFd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+      using file = own(sys, sys.openat(rootFd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+      const st = sys.fstat(file.fd);
+      if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`);
+      return fn(file.fd, st.size, rootFd);
     } catch (err) {
+      if (err instanceof SealError) throw err;
       throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
       throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
     }
-    using file = own(sys, opened);
-    const st = sys.fstat(file.fd);
-    if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`);
-    return fn(file.fd, st.size, rootFd);
   });
 }
 
@@ -56,26 +59,17 @@ function readExactly(sys: Sys, fd: number, into: Buffer, position: number, diges
   }
 }
 
-/** The first path of the piece at [start, end): read from its start until its first entry's path and sha256 key are in. */
-function firstPathAt(sys: Sys, fd: number, start: number, end: number, digest: string): string {
-  for (let want = Math.min(64 * 1024, end - start); ; want = Math.min(want * 4, end - start)) {
-    const head = Buffer.allocUnsafe(want);
-    readExactly(sys, fd, head, start, digest);
-    try {
-      return firstPath(head, 0, want);
-    } catch (err) {
-      if (want === end - start) throw err;
-    }
-  }
-}
+/** How much of each piece's start the second read keeps for its first path (an entry's link target and path fit many times over). */
+const HEAD_BYTES = 128 * 1024;
 
 /**
- * The sha256 of a document of `size` bytes read again in windows, and each range's digest
- * on the way (ranges in document order, none overlapping).
+ * The sha256 of a document of `size` bytes read again in windows, each range's digest on
+ * the way (ranges in document order, none overlapping), and its first HEAD_BYTES.
  */
-function hashRanges(readAt: ReadAt, size: number, ranges: readonly [number, number][], digest: string): { sha256: string; digests: string[] } {
+function hashRanges(readAt: ReadAt, size: number, ranges: readonly [number, number][], digest: string): { sha256: string; digests: string[]; heads: Buffer[] } {
   const whole = createHash('sha256');
   const hashes = ranges.map(() => createHash('sha256'));
+  const heads = ranges.map(([start, end]) => Buffer.allocUnsafe(Math.min(HEAD_BYTES, end - start)));
   const buf = Buffer.allocUnsafe(Math.min(WINDOW_BYTES, Math.max(size, 1)));
   let first = 0;
   for (let at = 0; at < size; ) {
@@ -89,11 +83,16 @@ function hashRanges(readAt: ReadAt, size: number, ranges: readonly [number, numb
         first = r + 1;
         continue;
       }
-      hashes[r]!.update(chunk.subarray(Math.max(start - at, 0), Math.min(end - at, n)));
+      const from = Math.max(start - at, 0);
+      const part = chunk.subarray(from, Math.min(end - at, n));
+      hashes[r]!.update(part);
+      const head = heads[r]!;
+      const into = at + from - start;
+      if (into < head.length) part.copy(head, into, 0, Math.min(part.length, head.length - into));
     }
     at += n;
   }
-  return { sha256: whole.digest('hex'), digests: hashes.map((h) => `sha256:${h.digest('hex')}`) };
+  return { sha256: whole.digest('hex'), digests: hashes.map((h) => `sha256:${h.digest('hex')}`), heads };
 }
 
 /**
@@ -118,10 +117,20 @@ export function streamPushDocument(sys: Sys, snapshotRoot: string, digest: strin
     });
     const again = hashRanges(readAt, size, wanted, digest);
     if (again.sha256 !== read.sha256) throw changed(digest);
+    // Each piece's first path from the bytes just proven; one that does not fit its head (an entry past 128 KiB)
+    // is left to the whole read, as a document that is not canonical is.
+    const firsts: string[] = [];
+    for (const head of again.heads) {
+      try {
+        firsts.push(firstPath(head, 0, head.length));
+      } catch {
+        return undefined;
+      }
+    }
     let k = 0;
-    const { root, pieces } = piecesOf(read.parts, cuts.lists, (start, end) => {
+    const { root, pieces } = piecesOf(read.parts, cuts.lists, () => {
       const at = k++;
-      return { digest: again.digests[at]!, first: firstPathAt(sys, fd, start, end, digest) };
+      return { digest: again.digests[at]!, first: firsts[at]! };
     });
     return { data: read.data, root, pieces, createdMs };
   });
