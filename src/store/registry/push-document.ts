@@ -6,6 +6,7 @@ import { own } from '../../base/fd.js';
 import { releasable, release } from '../../base/growable.js';
 import { throwIfRefused } from '../../base/refusal.js';
 import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
+import { isSystemError } from '../../sys/errno.js';
 import type { Sys } from '../../sys/native.js';
 import type { StoredSnapshot } from '../document.js';
 import { WINDOW_BYTES, readDocumentStream, type ReadAt } from '../document-stream.js';
@@ -29,8 +30,8 @@ export interface StreamedPush {
 
 /**
  * Runs fn on snapshot `digest`'s manifest.json (its fd and size), opened under the store's
- * shared lock, never through a link. A read the kernel refuses is SEAL_IO (the system error
- * its cause), anything else it cannot do SEAL_CORRUPT, as readPushConfig says them.
+ * shared lock, never through a link. A call the kernel refuses is SEAL_IO (the system error
+ * its cause), any other system error SEAL_CORRUPT, as readPushConfig says them.
  */
 function withDocument<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (fd: number, size: number, rootFd: number) => T): T {
   return readingSnapshot(sys, snapshotRoot, digest, (rootFd) => {
@@ -40,7 +41,7 @@ function withDocument<T>(sys: Sys, snapshotRoot: string, digest: string, fn: (fd
       if (!isReg(st.mode) || st.size > MAX_DOCUMENT_BYTES) throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`);
       return fn(file.fd, st.size, rootFd);
     } catch (err) {
-      if (err instanceof SealError) throw err;
+      if (!isSystemError(err)) throw err;
       throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
       throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
     }
