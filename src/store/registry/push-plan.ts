@@ -3,8 +3,8 @@ import { SealError } from '../../base/errors.js';
 import { asBuffer, movable } from '../../base/transfer.js';
 import { releasable, release } from '../../base/growable.js';
 import type { Sys } from '../../sys/native.js';
-import type { StoredSnapshot } from '../document.js';
-import { decodeDocumentBytes } from '../document-parse.js';
+import { documentText, type StoredSnapshot } from '../document.js';
+import { readDocumentBytes } from '../document-parse.js';
 import { chooseLayout, summaryOf, type Layout, type LayoutSummary, type Pack } from './mapping.js';
 import { readPushConfig } from './pack.js';
 import { cutPieces, type PieceRange } from './pieces.js';
@@ -15,7 +15,7 @@ interface PushState {
   snapshotRoot: string;
   /** The snapshot's manifest.json, until its pieces are sent, when it was read whole (else each piece is read again as it is sent). */
   document: Buffer | undefined;
-  /** The snapshot decoded as its document streamed by, until its layout is made. */
+  /** The snapshot its manifest.json proved to be, until its layout is made. */
   data: StoredSnapshot | undefined;
   pieces: PieceRange[];
   layout: Layout | undefined;
@@ -61,7 +61,8 @@ function lastKeys(config: Buffer): { source: string; revision: string } {
  * Starts a push of the published snapshot `digest` at snapshotRoot: reads its
  * manifest.json (under the store's shared lock) in windows into tables, proven, and cuts
  * it into its pieces and root document, never holding it whole; a document that is not
- * canonical is read whole and cut as it stands. The state stays here until endPush.
+ * canonical is read whole, proven, and sent as the canonical text of the same snapshot.
+ * The state stays here until endPush.
  */
 export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushStart {
   const streamed = streamPushDocument(sys, snapshotRoot, digest);
@@ -72,12 +73,19 @@ export function startPush(sys: Sys, snapshotRoot: string, digest: string): PushS
     return { id, root, pieces, createdMs, source: data.source, revision: data.revision };
   }
   const { bytes, createdMs } = readPushConfig(sys, snapshotRoot, digest);
-  const document = asBuffer(bytes);
+  let document = asBuffer(bytes);
   try {
+    // Proven here (SEAL_CORRUPT as a load says it). A document that is valid but not canonical (as an older
+    // writer or a hand left it) goes as the canonical text of the same snapshot: the only form a pull takes.
+    const read = readDocumentBytes(document, digest);
+    if (!read.canonical) {
+      release(document);
+      document = Buffer.from(documentText(read.data), 'latin1');
+    }
     const { root, pieces } = cutPieces(document);
     const keys = lastKeys(document);
     const id = nextId++;
-    pushes.set(id, { digest, snapshotRoot, document, data: undefined, pieces, layout: undefined });
+    pushes.set(id, { digest, snapshotRoot, document, data: read.data, pieces, layout: undefined });
     return { id, root, pieces, createdMs, ...keys };
   } catch (err) {
     release(document);
@@ -97,13 +105,13 @@ export function pushPiece(sys: Sys, id: number, index: number): Uint8Array {
 }
 
 /**
- * Lays out push `id`'s snapshot as push sends it (its manifest.json decoded into tables
- * and proven to hash to its digest) and keeps the layout: packs are read by their index in
- * it. Returns what the image manifest needs.
+ * Lays out push `id`'s snapshot as push sends it (the snapshot its manifest.json proved
+ * to be when the push started) and keeps the layout: packs are read by their index in it.
+ * Returns what the image manifest needs.
  */
 export function planPush(id: number): LayoutSummary {
   const s = state(id);
-  const data = s.data ?? (s.document === undefined ? undefined : decodeDocumentBytes(s.document, s.digest));
+  const data = s.data;
   if (data === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has let go of its manifest`);
   s.layout = chooseLayout(data);
   s.data = undefined;

@@ -280,7 +280,7 @@ export async function pushSnapshot(target: PushTarget, remoteText: string, optio
   // Every read of the snapshot (this one, each pack, each large file's open) holds the store's
   // shared lock: an rm waits for it, and a snapshot removed between two reads is SEAL_UNAVAILABLE.
   // The worker reads the snapshot's manifest.json in windows into its tables (never whole), proves it, and
-  // reads each piece again as it is sent (a manifest.json that is not canonical is held whole, as it stands).
+  // reads each piece again as it is sent (a manifest.json that is not canonical is held whole, as canonical text).
   const start = await runJob(target.sys, 'pushStart', [root, digest]);
   const { pieces, createdMs, source, revision } = start;
   try {

@@ -1,8 +1,10 @@
 // push.test.ts: push never uploads a damaged store, stops on abort, and leaves no tag when the manifest cannot be stored.
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
+import { SnapshotStore } from '../../../dist/index.js';
+import { tempDir } from '../../helpers.js';
 import { captured } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
@@ -30,6 +32,24 @@ describe.skipIf(registry === undefined)('push', () => {
       expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(404);
       await store.close();
     }
+  });
+
+  it('a manifest.json that is valid but not canonical (indented) goes as the canonical text of the same snapshot, which a pull takes', async () => {
+    const { store, snap } = await captured();
+    const path = join(snap.root, 'manifest.json');
+    const canonical = readFileSync(path, 'latin1');
+    chmodSync(snap.root, 0o700);
+    chmodSync(path, 0o600);
+    writeFileSync(path, `${JSON.stringify(JSON.parse(canonical), null, 2)}\n`);
+    const remote = `${registry!.address}/${repoName('indented')}`;
+    const pushed = await store.push(snap.digest, remote, { insecure: true });
+    expect(pushed).toMatchObject({ digest: snap.digest, existed: false });
+    const other = await SnapshotStore.open(join(tempDir(), 'store'));
+    await other.pull(snap.digest, remote, { insecure: true });
+    expect(readFileSync(join(other.root, 'snapshots', snap.digest, 'manifest.json'), 'latin1')).toBe(canonical);
+    await (await other.get(snap.digest)).verify();
+    await other.close();
+    await store.close();
   });
 
   it('an aborted push is SEAL_ABORTED; a manifest the registry will not store leaves no tag', async () => {
