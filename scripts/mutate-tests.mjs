@@ -33,11 +33,13 @@ export const GUARD_MODULES = {
   'src/store/registry/pull-build.ts': { tests: ['test/store/registry/crafted.test.ts', 'test/store/registry/roundtrip.test.ts', 'test/store/registry/failures.test.ts', 'test/store/registry/cat-lazy.test.ts'] },
   'src/store/registry/pack-index.ts': { tests: ['test/store/registry/cat-lazy.test.ts'] },
   'src/store/registry/cat-lazy.ts': { tests: ['test/store/registry/cat-lazy.test.ts'] },
-  'src/store/document-parse.ts': { tests: ['test/store/document-parse.test.ts'] },
+  'src/store/document-parse.ts': { tests: ['test/store/document-parse.test.ts', 'test/store/document-stream.test.ts'] },
+  'src/store/document-stream.ts': { tests: ['test/store/document-stream.test.ts'] },
+  'src/store/registry/push-document.ts': { tests: ['test/store/document-stream.test.ts', 'test/store/registry/push.test.ts'] },
   'src/capture/links.ts': { tests: ['test/capture/mount-links.test.ts', 'test/capture/copy-links.test.ts', 'test/capture/capture.test.ts', 'test/store/document-check.test.ts'] },
   'src/store/document-check.ts': { tests: ['test/store/document-check.test.ts', 'test/store/registry/crafted.test.ts'] },
   'src/base/clone-names.ts': { tests: ['test/store/document-check.test.ts', 'test/capture/capture.test.ts'] },
-  'src/store/registry/pieces.ts': { tests: ['test/store/registry/pieces.test.ts', 'test/store/registry/mapping.test.ts'] },
+  'src/store/registry/pieces.ts': { tests: ['test/store/registry/pieces.test.ts', 'test/store/registry/mapping.test.ts', 'test/store/document-stream.test.ts'] },
   'src/store/clone-ledger.ts': { tests: ['test/store/clone-ledger.test.ts', 'test/store/diff-reset.test.ts', 'test/store/arm-capture.test.ts', 'test/store/clone-stage.test.ts'] },
 };
 
