@@ -23,7 +23,8 @@ export interface SnapshotUsage {
   /**
    * Set when its manifest cannot be loaded (a snapshot tampered with or damaged: SEAL_CORRUPT,
    * …), as `ls` reports it: its logicalBytes are then 0; when it was published and what it
-   * takes on disk are measured from its directory as for any other, and a prune counts it.
+   * takes on disk are measured from its directory as for any other. A prune removes it by
+   * age or size like any other, and never keeps it as one of the newest `keepLast`.
    */
   error?: { code: SealCode; message: string };
 }
