@@ -90,7 +90,7 @@ describe('a signal', () => {
     store.closeSync();
   });
 
-  it('aborted while a verify walks (at its 3rd directory): SEAL_ABORTED; on the worker thread too', async () => {
+  it('aborted while a verify walks (at its 3rd directory): SEAL_ABORTED; an async verify aborted once it is asked for: SEAL_ABORTED from the worker thread', async () => {
     const walking = new AbortController();
     let dirs = -1;
     const sys = wrapSys({
