@@ -1,6 +1,6 @@
 // internal.ts: the one internal entry the tests and the torture suite import (not part of the package's exports).
 export { compareUtf8, escapePath, normalize } from './base/paths.js';
-export { sha256Hex } from './base/manifest.js';
+export { sha256Digest, sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
 export { childrenOf, positionsOf } from './store/manifest-tree.js';
 export { movable, transferList } from './base/transfer.js';
@@ -14,7 +14,7 @@ export { reviveError, serializeError } from './base/jobs.js';
 export { GRANULARITY_NS, STAT_CACHE_VERSION, STAT_CLOCK_AHEAD, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from './capture/stat-cache.js';
 export { bucketOf, chooseLayout, layersOf, layoutWith, manifestOf, MAX_FILE_LAYERS, MAX_PACKS, LARGE_FILE_BYTES } from './store/registry/mapping.js';
 export { expectLayers, parseArtifact } from './store/registry/artifact.js';
-export { CutCandidates, MAX_PIECES, assembleDocument, cutPieces, pieceDigest, piecesOf, readRoot } from './store/registry/pieces.js';
+export { CutCandidates, MAX_PIECES, assembleDocument, cutPieces, piecesOf, readRoot } from './store/registry/pieces.js';
 export { parseRemote, isLoopback } from './store/registry/remote.js';
 export { parseChallenge } from './store/registry/auth.js';
 export { findCredentials } from './store/registry/credentials.js';

@@ -117,6 +117,11 @@ export function sha256Hex(text: string | Uint8Array): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/** The OCI digest of bytes: `sha256:` and their sha256 in hex (a blob's, a piece's, a manifest's). */
+export function sha256Digest(bytes: Uint8Array): string {
+  return `sha256:${sha256Hex(bytes)}`;
+}
+
 const numberText = (n: number): string => (Number.isSafeInteger(n) ? String(n) : formatNumber(n));
 
 /** One entry's canonical JSON, its keys in sorted order, written directly. */

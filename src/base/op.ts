@@ -67,6 +67,11 @@ export function jobHandler(name: string): JobHandler | undefined {
   return HANDLERS.get(name);
 }
 
+/** Checks a call's signal (Node's TypeError for one that is not an AbortSignal); SEAL_ABORTED, before anything is done, when it is aborted already. */
+export function abortedBefore(op: string, signal: unknown): void {
+  if (checkSignal('options.signal', signal)?.aborted === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
+}
+
 /** True when the call runs with an injected syscall layer: the one test of it. */
 export function isInjected(sys: Sys): boolean {
   return sys !== nativeSys;

@@ -1,8 +1,7 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
 import { dirname } from 'node:path';
 
-import { checkBoolean, checkFunction, checkOptions, checkSignal, checkString } from '../base/arg-errors.js';
-import { SealError } from '../base/errors.js';
+import { checkBoolean, checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import type { PackedEntries } from '../base/entry-table.js';
@@ -11,7 +10,7 @@ import { diffClone, materializeClone, resetClone, type DiffOptions, type DiffRep
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
 import type { Gate, ToolOptions } from '../base/offload.js';
-import { defineOp, type OpCall } from '../base/op.js';
+import { abortedBefore, defineOp, type OpCall } from '../base/op.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { verifySnapshotAt, type VerifyOptions, type VerifyReport } from './verify.js';
 import type { CaptureReport } from './publish.js';
@@ -22,11 +21,6 @@ import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
 import { Lease, takeLease, type LeaseHandle } from './lease.js';
 
 type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress' | 'signal'>];
-
-/** Checks a call's signal (Node's TypeError for one that is not an AbortSignal); SEAL_ABORTED, before anything is done, when it is aborted already. */
-function abortedBefore(op: string, signal: unknown): void {
-  if (checkSignal('options.signal', signal)?.aborted === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
-}
 
 /** A snapshot without its entries (Snapshot.summary): each entry list's count in its place. */
 export interface SnapshotSummary {

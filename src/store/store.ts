@@ -1,10 +1,10 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
 import { SealError } from '../base/errors.js';
-import { checkBoolean, checkFunction, checkInteger, checkOptions, checkSignal, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
-import { defineOp, type OpCall } from '../base/op.js';
+import { abortedBefore, defineOp, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
@@ -153,7 +153,7 @@ export class SnapshotStore {
     checkFunction('options.onProgress', options.onProgress);
     // Copy roots the source's listing gives (copy omitted) are checked once listed.
     checkStoreOutside(this.root, plan.source, [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]);
-    if (checkSignal('options.signal', options.signal)?.aborted === true) throw new SealError('SEAL_ABORTED', 'capture was aborted');
+    abortedBefore('capture', options.signal);
     return plan;
   }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore } from '../../dist/index.js';
-import { CutCandidates, WINDOW_BYTES, cutPieces, decodeDocumentBytes, pieceDigest, piecesOf, readDocumentBytes, readDocumentStream, readPushPiece, sha256Hex, streamPushDocument } from '../../dist/internal.js';
+import { CutCandidates, WINDOW_BYTES, cutPieces, decodeDocumentBytes, piecesOf, readDocumentBytes, readDocumentStream, readPushPiece, sha256Digest, sha256Hex, streamPushDocument } from '../../dist/internal.js';
 import { sys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
 import { text, timed, valid, validWithLinks, type Doc, type Entry } from './documents.js';
@@ -32,7 +32,7 @@ function streamed(bytes: Buffer, digest: string | undefined, window: number): { 
   const cuts = new CutCandidates();
   const read = readDocumentStream(readerOf(bytes), bytes.length, digest, cuts, window);
   if (read === undefined) return undefined;
-  const pieces = piecesOf(read.parts, cuts.lists, (start: number, end: number) => ({ digest: pieceDigest(bytes.subarray(start, end)), first: cutPieces(bytes.subarray(0)).pieces.find((p: { start: number }) => p.start === start)?.first ?? '' }));
+  const pieces = piecesOf(read.parts, cuts.lists, (start: number, end: number) => ({ digest: sha256Digest(bytes.subarray(start, end)), first: cutPieces(bytes.subarray(0)).pieces.find((p: { start: number }) => p.start === start)?.first ?? '' }));
   return { data: plain(read.data), pieces };
 }
 

@@ -1,5 +1,5 @@
 // client.ts: the distribution API over fetch: manifests, blob HEAD/GET, uploads (monolithic, chunked), cross-repository mount.
-import { createHash } from 'node:crypto';
+import { sha256Digest } from '../../base/manifest.js';
 import type { ConnectionPool } from './network.js';
 
 import { releasable } from '../../base/growable.js';
@@ -63,10 +63,6 @@ interface Call {
   doing: string;
   /** False: a lost answer or a 5xx is not retried here (see Outgoing.retry). */
   retry?: boolean;
-}
-
-export function sha256Digest(bytes: Uint8Array): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
 
 export class RegistryClient {

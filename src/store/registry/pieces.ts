@@ -1,7 +1,6 @@
 // pieces.ts: a snapshot's metadata as content-addressed pieces (each entry list cut into runs of entries where their paths say) and the small root document that names them in the lists' places.
-import { createHash } from 'node:crypto';
-
 import { SealError } from '../../base/errors.js';
+import { sha256Digest } from '../../base/manifest.js';
 import { cutDocument } from '../document-cut.js';
 import type { ListVisitor } from '../document-stream.js';
 
@@ -86,7 +85,8 @@ export interface ListEntries {
 
 /** The entries of a list (`[e1,e2,…]` at doc[offset…]), each found by the `},{"kind":"` after it. */
 function entriesOf(list: Buffer, offset: number, bad: (why: string) => SealError): ListEntries {
-  const out: ListEntries = { start: offset + 1, last: offset + list.length - 1, ends: [], hashes: [] };
+  const cuts = new CutCandidates();
+  cuts.list(0, offset);
   const last = list.length - 1;
   for (let entryStart = 1; entryStart < last; ) {
     const sep = list.indexOf(SEP, entryStart);
@@ -94,14 +94,11 @@ function entriesOf(list: Buffer, offset: number, bad: (why: string) => SealError
     const path = list.indexOf(PATH_KEY, entryStart);
     const sha = path < 0 ? -1 : list.indexOf(SHA_KEY, path);
     if (path < 0 || sha < 0 || sha > entryEnd) throw bad('an entry has no path and sha256');
-    const hash = pathHash(list, path + PATH_KEY.length, sha);
-    if ((hash & CANDIDATE_MASK) === 0 && entryEnd !== last) {
-      out.ends.push(offset + entryEnd);
-      out.hashes.push(hash);
-    }
+    cuts.entry(list, path + PATH_KEY.length, sha, offset + entryEnd);
     entryStart = entryEnd + 1;
   }
-  return out;
+  cuts.end(offset + last);
+  return cuts.lists[0]!;
 }
 
 /**
@@ -127,7 +124,7 @@ function rangesOf(lists: readonly ListEntries[], mask: number): [number, number]
 }
 
 /** The cut: the fewest mask bits (from MIN_CUT_BITS) that make at most MAX_PIECES pieces, so a bigger tree has bigger pieces. */
-function cutLists(lists: readonly ListEntries[]): [number, number][][] {
+export function cutLists(lists: readonly ListEntries[]): [number, number][][] {
   for (let bits = MIN_CUT_BITS; ; bits++) {
     const ranges = rangesOf(lists, 2 ** bits - 1);
     if (bits === 31 || ranges.reduce((n, r) => n + r.length, 0) <= MAX_PIECES) return ranges;
@@ -157,17 +154,12 @@ export function piecesOf(parts: readonly string[], lists: readonly ListEntries[]
   return { root, pieces };
 }
 
-/** The digest of a piece's bytes, as its layer names it. */
-export function pieceDigest(bytes: Uint8Array): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-}
-
 /** Cuts a snapshot's manifest.json (canonical) into its pieces and root document. */
 export function cutPieces(doc: Buffer): DocumentPieces {
   const bad = (why: string): SealError => new SealError('SEAL_CORRUPT', `snapshot manifest is corrupt: ${why}`);
   const { parts, lists } = cutDocument(doc, bad);
   const entries = lists.map((list) => entriesOf(list, list.byteOffset - doc.byteOffset, bad));
-  return piecesOf(parts, entries, (start, end) => ({ digest: pieceDigest(doc.subarray(start, end)), first: firstPath(doc, start, end) }));
+  return piecesOf(parts, entries, (start, end) => ({ digest: sha256Digest(doc.subarray(start, end)), first: firstPath(doc, start, end) }));
 }
 
 /** Each list's places a piece may end, noted as a document streams by (streamDocument's visitor). */

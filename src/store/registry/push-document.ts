@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 
 import { SealError } from '../../base/errors.js';
+import { sha256Digest } from '../../base/manifest.js';
 import { own } from '../../base/fd.js';
 import { releasable, release } from '../../base/growable.js';
 import { throwIfRefused } from '../../base/refusal.js';
@@ -12,7 +13,7 @@ import type { StoredSnapshot } from '../document.js';
 import { WINDOW_BYTES, readDocumentStream, type ReadAt } from '../document-stream.js';
 import { DOCUMENT_NAME } from '../layout.js';
 import { readingSnapshot } from '../lock.js';
-import { CutCandidates, firstPath, pieceDigest, piecesOf, type PieceRange } from './pieces.js';
+import { CutCandidates, cutLists, firstPath, piecesOf, type PieceRange } from './pieces.js';
 
 /** The largest snapshot manifest push reads. */
 export const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
@@ -111,11 +112,7 @@ export function streamPushDocument(sys: Sys, snapshotRoot: string, digest: strin
     const read = readDocumentStream(readAt, size, digest, cuts);
     if (read === undefined) return undefined;
     // The cut, as cutPieces makes it; each piece's digest from a second read, which must be of the same bytes.
-    const wanted: [number, number][] = [];
-    piecesOf(read.parts, cuts.lists, (start, end) => {
-      wanted.push([start, end]);
-      return { digest: `${wanted.length}`, first: '' };
-    });
+    const wanted = cutLists(cuts.lists).flat();
     const again = hashRanges(readAt, size, wanted, digest);
     if (again.sha256 !== read.sha256) throw changed(digest);
     // Each piece's first path from the bytes just proven; one that does not fit its head (an entry past 128 KiB)
@@ -143,7 +140,7 @@ export function readPushPiece(sys: Sys, snapshotRoot: string, digest: string, pi
     const bytes = releasable(piece.end - piece.start);
     try {
       readExactly(sys, fd, bytes, piece.start, digest);
-      if (pieceDigest(bytes) !== piece.digest) throw changed(digest);
+      if (sha256Digest(bytes) !== piece.digest) throw changed(digest);
       return bytes;
     } catch (err) {
       release(bytes);
