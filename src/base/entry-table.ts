@@ -199,6 +199,12 @@ export class EntryTable implements Iterable<ManifestEntry> {
     return this.#modes[i]!;
   }
 
+  /** Entry i's recorded mtime in nanoseconds (keepTimes), else undefined. */
+  mtimeNs(i: number): bigint | undefined {
+    const ns = this.#mtimes?.[i];
+    return ns === NO_MTIME ? undefined : ns;
+  }
+
   /** Sets entry i's sha256 from its 32 raw bytes. */
   setDigestBytes(i: number, sha256: Uint8Array): void {
     if (sha256.length !== DIGEST_BYTES) throw new RangeError(`a sha256 is ${DIGEST_BYTES} bytes, not ${sha256.length}`);

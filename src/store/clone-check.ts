@@ -2,7 +2,6 @@
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
 import { statOrNull } from './clone-paths.js';
-import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -13,6 +12,7 @@ import { mtimeDiffers } from '../base/times.js';
 import { Excludes } from '../capture/exclude.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
+import { EntryReader, positionsOf, type Positions } from './manifest-tree.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -40,9 +40,9 @@ interface Check {
   sys: Sys;
   /** Compare with this ledger's identities instead of hashing (diff). */
   ledger: Ledger | undefined;
-  /** The manifest's entries, in manifest order, and the index of each by path. */
-  entries: ManifestEntry[];
-  expected: Map<string, number>;
+  /** The manifest's entries by their index in manifest order, and the index of each by path. */
+  entries: EntryReader;
+  expected: Positions;
   /** 1 for each manifest index the walk found. */
   seen: Uint8Array;
   report: CloneReport;
@@ -54,10 +54,16 @@ interface Check {
 }
 
 function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number): void {
-  const want = c.entries[index]!;
   const st = statOrNull(c.sys, dirfd, name);
   if (st === null) return;
   c.seen[index] = 1;
+  if (c.ledger !== undefined && c.entries.kind(index) === 'file') {
+    // The common case of a diff, read from the manifest field by field: the ledger's identity, the file not opened.
+    const mtime = c.entries.mtimeNs(index);
+    if (!isReg(st.mode) || st.size !== c.entries.size(index) || (mtime !== undefined && st.mtimeNs !== mtime) || !c.ledger.same(index, st)) c.report.changed.push(path);
+    return;
+  }
+  const want = c.entries.at(index);
   if (want.kind === 'directory') {
     if (!isDir(st.mode)) return void c.report.changed.push(path);
     // The mode materialize gave it (0700), or the one the ledger recorded.
@@ -76,8 +82,6 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
   if (!isReg(st.mode) || st.size !== want.size || mtimeDiffers(st, want)) return void c.report.changed.push(path);
   // A mode other than the one materialize gives (0600, 0700 for a recorded executable): changed, its bytes unread.
   if (c.ledger === undefined && (st.mode & 0o7777) !== cloneFileMode(want.mode)) return void c.report.changed.push(path);
-  // The ledger's identity: a file exactly as the materialize made it is not opened.
-  if (c.ledger !== undefined) return void (c.ledger.same(index, st) ? undefined : c.report.changed.push(path));
   const got = hashAt(c.sys, c.buffer, dirfd, name);
   c.report.files++;
   c.report.bytes += got.size;
@@ -193,8 +197,8 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
  */
 export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
-  const entries = Array.from(data.entries);
-  const expected = new Map(entries.map((e, i) => [e.path, i]));
+  const entries = new EntryReader(data.entries);
+  const expected = positionsOf(data.entries);
   const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
@@ -205,9 +209,11 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     const path = parts.join('/');
     checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
   }
-  entries.forEach((e, i) => {
-    if (c.seen[i] === 0 && !below(c.unreadable, e.path)) report.removed.push(e.path);
-  });
+  for (let i = 0; i < entries.length; i++) {
+    if (c.seen[i] === 1) continue;
+    const path = entries.path(i);
+    if (!below(c.unreadable, path)) report.removed.push(path);
+  }
   for (const list of [report.added, report.removed, report.changed, report.unreadable]) list.sort(compareUtf8);
   report.ok = !report.marker && report.added.length + report.removed.length + report.changed.length === 0;
   return report;

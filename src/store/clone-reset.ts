@@ -17,7 +17,7 @@ import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNu
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, childrenOf, entryAt, positionsOf, type Children, type Positions } from './manifest-tree.js';
+import { makeDir, childrenOf, positionsOf, EntryReader, type Children, type Positions } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -98,8 +98,10 @@ interface Reset {
   old: Ledger;
   /** The index of each manifest entry by path (the old ledger's records are by index). */
   expected: Positions;
-  /** The manifest entry at an index. */
-  entryAt: (i: number) => ManifestEntry;
+  /** The manifest's entries by index, read a field at a time. */
+  entries: EntryReader;
+  /** 1 for each manifest index found in the clone by the walk. */
+  seen: Uint8Array;
   children: Children;
   copyDir: Fd;
   links: CloneLinks;
@@ -165,18 +167,19 @@ function reportBelow(r: Reset, rel: string): void {
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
 function resetEntry(r: Reset, dirFd: number, name: string, index: number): void {
   const { sys } = r.run;
-  const want = r.entryAt(index);
-  const path = want.path;
   const st = statOrNull(sys, dirFd, name);
+  // A file is the common case: it is read from the manifest only when it is not kept.
+  if (st !== null && r.entries.kind(index) === 'file') {
+    // Kept: its record in the new ledger (a copy of the old one) stays as it is.
+    if (!isReg(st.mode) || !r.old.same(index, st)) replace(r, dirFd, name, st, r.entries.at(index));
+    return;
+  }
+  const want = r.entries.at(index);
+  const path = want.path;
   if (st === null) {
     restore(r, dirFd, name, want);
     r.report.removed.push(path);
     if (want.kind === 'directory') reportBelow(r, path);
-    return;
-  }
-  if (want.kind === 'file') {
-    // Kept: its record in the new ledger (a copy of the old one) stays as it is.
-    if (!isReg(st.mode) || !r.old.same(index, st)) replace(r, dirFd, name, st, want);
     return;
   }
   if (want.kind === 'symlink') {
@@ -227,7 +230,6 @@ function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, mode: number, s
 /** Resets the entries of the clone's directory for rel (open at fd): removes what the snapshot lacks, resets the rest, restores what is missing. */
 function resetDir(r: Reset, fd: number, rel: string): void {
   const { sys } = r.run;
-  const listed = new Set<string>();
   for (const item of sys.readdir(fd)) {
     const index = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
     if (index === undefined) {
@@ -236,12 +238,13 @@ function resetDir(r: Reset, fd: number, rel: string): void {
       r.report.added.push(path);
       continue;
     }
-    listed.add(item.name as string);
+    r.seen[index] = 1;
     resetEntry(r, fd, item.name as string, index);
   }
-  for (const want of r.children.get(rel) ?? []) {
+  for (const i of r.children.indices(rel) ?? []) {
+    if (r.seen[i] === 1) continue;
+    const want = r.entries.at(i);
     const name = want.path.slice(rel.length + 1);
-    if (listed.has(name)) continue;
     restore(r, fd, name, want);
     r.report.removed.push(want.path);
     if (want.kind === 'directory') reportBelow(r, want.path);
@@ -307,7 +310,8 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
       const r: Reset = {
         run,
         old,
-        entryAt: entryAt(data.entries),
+        entries: new EntryReader(data.entries),
+        seen: new Uint8Array(expected.size),
         expected,
         children: childrenOf(data.entries),
         copyDir,

@@ -1,17 +1,52 @@
 // manifest-tree.ts: a manifest's tree built below a directory fd: directories made and opened in manifest order, never through a link, each other entry handed to the caller.
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { EntryTable } from '../base/entry-table.js';
-import type { Entries, ManifestEntry } from '../base/manifest.js';
+import type { Entries, EntryKind, ManifestEntry } from '../base/manifest.js';
 import { PathIndex } from '../base/path-index.js';
 import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
 
-/** The i-th entry in manifest order, made when asked for (a table's) or as listed. */
-export function entryAt(entries: Entries): (i: number) => ManifestEntry {
-  if (entries instanceof EntryTable) return (i) => entries.at(i);
-  const list = Array.isArray(entries) ? (entries as ManifestEntry[]) : Array.from(entries);
-  return (i) => list[i]!;
+/**
+ * A manifest's entries by their place in manifest order, read a field at a time: a table's
+ * in place, without the object (its path as a string, its sha256 in hex) `at` makes.
+ */
+export class EntryReader {
+  readonly #table: EntryTable | undefined;
+  readonly #list: readonly ManifestEntry[];
+
+  constructor(entries: Entries) {
+    this.#table = entries instanceof EntryTable ? entries : undefined;
+    this.#list = this.#table !== undefined ? [] : Array.isArray(entries) ? (entries as ManifestEntry[]) : Array.from(entries);
+  }
+
+  get length(): number {
+    return this.#table?.length ?? this.#list.length;
+  }
+
+  kind(n: number): EntryKind {
+    return this.#table !== undefined ? this.#table.kindOf(this.#table.indexAt(n)) : this.#list[n]!.kind;
+  }
+
+  size(n: number): number {
+    return this.#table !== undefined ? this.#table.size(this.#table.indexAt(n)) : this.#list[n]!.size;
+  }
+
+  /** The mtime the entry records in nanoseconds (keepTimes), else undefined. */
+  mtimeNs(n: number): bigint | undefined {
+    if (this.#table !== undefined) return this.#table.mtimeNs(this.#table.indexAt(n));
+    const text = this.#list[n]!.mtime_ns;
+    return text === undefined ? undefined : BigInt(text);
+  }
+
+  path(n: number): string {
+    return this.#table !== undefined ? this.#table.path(this.#table.indexAt(n)) : this.#list[n]!.path;
+  }
+
+  /** The whole entry (made on each call for a table). */
+  at(n: number): ManifestEntry {
+    return this.#table !== undefined ? this.#table.at(n) : this.#list[n]!;
+  }
 }
 
 /**
@@ -25,7 +60,8 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
 
   /** `keep`: only the entries it accepts. */
   constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean) {
-    this.#at = entryAt(entries);
+    const reader = new EntryReader(entries);
+    this.#at = (i) => reader.at(i);
     if (entries instanceof EntryTable && keep === undefined) {
       // Only the paths are read: no entry object is made while grouping.
       for (let i = 0; i < entries.length; i++) this.#add(entries.path(entries.indexAt(i)), i);
@@ -49,6 +85,11 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
   /** The entries whose parent is `parent`, in manifest order (undefined: none). */
   get(parent: string): ManifestEntry[] | undefined {
     return this.#groups.get(parent)?.map(this.#at);
+  }
+
+  /** The manifest indices of the entries whose parent is `parent`, in manifest order (undefined: none). */
+  indices(parent: string): readonly number[] | undefined {
+    return this.#groups.get(parent);
   }
 
   /** Drops the group of `parent` (a subtree made some other way). */

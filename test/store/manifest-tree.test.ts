@@ -1,8 +1,8 @@
-// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children) and each path's place in manifest order (positionsOf), from an entry table or a list.
+// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children), each path's place in manifest order (positionsOf) and each entry's fields by that place (EntryReader), from an entry table or a list.
 import { describe, expect, it } from 'vitest';
 
 import type { ManifestEntry } from '../../dist/index.js';
-import { EntryTable, childrenOf, compareUtf8, positionsOf, sha256Hex } from '../../dist/internal.js';
+import { EntryReader, EntryTable, childrenOf, compareUtf8, positionsOf, sha256Hex } from '../../dist/internal.js';
 
 /** Directories and files, names that sort around '/' ('a-b' before 'a/', 'a0' after it), one name with an escape and one past ASCII. */
 function tree(): ManifestEntry[] {
@@ -44,6 +44,29 @@ describe('childrenOf', () => {
     const children = childrenOf(EntryTable.of(tree()), (e) => e.kind === 'directory');
     expect(children.get('')!.map((e) => e.path)).toEqual(['a', 'q"x']);
     expect(children.get('a')!.map((e) => e.path)).toEqual(['a/b']);
+  });
+});
+
+describe('EntryReader', () => {
+  /** tree() with a recorded mtime on two entries (keepTimes), one of them before 1970. */
+  const timed = (): ManifestEntry[] => tree().map((e) => (e.path === 'a/b/c' ? { ...e, mtime_ns: '1700000000123456789' } : e.path === 'a' ? { ...e, mtime_ns: '-5' } : e));
+  for (const [name, entries] of [...forms(tree()), ...forms(timed())]) {
+    it(`reads each field of a ${name} by manifest index as the whole entry holds it`, () => {
+      const want = Array.from(entries);
+      const reader = new EntryReader(entries);
+      expect(reader.length).toBe(want.length);
+      want.forEach((e, i) => {
+        expect([e.path, reader.kind(i), reader.size(i), reader.mtimeNs(i), reader.path(i)]).toEqual([e.path, e.kind, e.size, e.mtime_ns === undefined ? undefined : BigInt(e.mtime_ns), e.path]);
+        expect(reader.at(i)).toEqual(e);
+      });
+    });
+  }
+
+  it('indices give each directory\'s entries as manifest indices, in manifest order', () => {
+    const children = childrenOf(EntryTable.of([...tree()].reverse()).sort());
+    expect(children.indices('a')).toEqual([2, 3, 5]);
+    expect(children.indices('')).toEqual([0, 1, 6, 7, 9]);
+    expect(children.indices('a/b/c')).toBeUndefined();
   });
 });
 
