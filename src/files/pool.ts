@@ -1,6 +1,5 @@
 // pool.ts: FilePool, helper threads that clone/copy and hash files handed over as fds, or hash batches of files below a directory fd, in shared-memory slots.
 import { availableParallelism } from 'node:os';
-import { getSystemErrorMap, getSystemErrorName } from 'node:util';
 import { Worker } from 'node:worker_threads';
 
 import { own } from '../base/fd.js';
@@ -8,7 +7,7 @@ import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
 import { asBuffer } from '../base/transfer.js';
 import { BATCH_BYTES, allocBatchArea, batchDiffers, receiveBatchArea, runBatchItem, sameFileAt, writeBatch, type BatchArea, type HashBatch } from './hash-batch.js';
-import { UV_EIO } from '../sys/errno.js';
+import { UV_EIO, systemError } from '../sys/errno.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 
@@ -152,14 +151,6 @@ export type JobResult = Filled | 'changed' | Error;
 export type BatchResult = number[] | Error;
 
 type Pending = { onDone: (r: JobResult) => void; batch?: undefined } | { onDone: (r: BatchResult) => void; batch: HashBatch };
-
-/** A Node-shaped system error (the message names `path` as the addon's do). */
-function systemError(errno: number, syscall: string, path?: string): Error {
-  const code = getSystemErrorName(errno);
-  const text = getSystemErrorMap().get(errno)?.[1] ?? 'unknown error';
-  if (path === undefined) return Object.assign(new Error(`${code}: ${text}, ${syscall}`), { errno, code, syscall });
-  return Object.assign(new Error(`${code}: ${text}, ${syscall} '${path}'`), { errno, code, syscall, path });
-}
 
 /** Runs each file of `batch` here: the indices of those that differ (a failure throws). */
 export function runBatchHere(sys: Sys, buffer: Buffer, batch: HashBatch): number[] {

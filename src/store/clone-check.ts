@@ -1,11 +1,11 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
-import { statOrNull } from './clone-paths.js';
+import { entryStatOrNull, statOrNull } from './clone-paths.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Sys } from '../sys/native.js';
+import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
@@ -53,8 +53,8 @@ interface Check {
   unreadable: Set<string>;
 }
 
-function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number): void {
-  const st = statOrNull(c.sys, dirfd, name);
+/** Checks manifest entry `index`, named `name` in the directory at dirfd; st: what stands there (undefined: looked at here; null: nothing). */
+function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number, st: Stat | null = entryStatOrNull(c.sys, dirfd, name)): void {
   if (st === null) return;
   c.seen[index] = 1;
   if (c.ledger !== undefined && c.entries.kind(index) === 'file') {
@@ -121,23 +121,56 @@ function unreadable(c: Check, path: string): void {
 /** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
 function excluded(c: Check, fd: number, name: string | Buffer, path: string): boolean {
   if (c.excludes === undefined || typeof name !== 'string') return false;
-  const st = statOrNull(c.sys, fd, name);
+  const st = entryStatOrNull(c.sys, fd, name);
   return st !== null && c.excludes.excludes(path, isDir(st.mode));
 }
 
+/**
+ * Checks the entries of the clone's directory for rel (open at fd). The ones the snapshot
+ * has are looked at first, all at once (fstatatEach), then each is checked in turn.
+ */
 function checkDir(c: Check, fd: number, rel: string): void {
-  for (const item of c.sys.readdir(fd)) {
-    const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
-    const path = `${rel}/${shown}`;
-    const index = typeof item.name === 'string' ? c.expected.get(path) : undefined;
-    try {
-      if (index !== undefined) checkEntry(c, fd, item.name as string, path, index);
-      else if (!excluded(c, fd, item.name, path)) c.report.added.push(path);
-    } catch (err) {
-      // Listed but not searchable (mode 0400, 0600): no entry of it can be looked at.
-      if (!hasCode(err, 'EACCES') || !notSearchable(c, fd)) throw err;
-      return unreadable(c, rel);
-    }
+  const items = c.sys.readdir(fd);
+  const indices = new Array<number | undefined>(items.length);
+  const known: string[] = [];
+  for (let k = 0; k < items.length; k++) {
+    const name = items[k]!.name;
+    const index = typeof name === 'string' ? c.expected.get(`${rel}/${name}`) : undefined;
+    indices[k] = index;
+    if (index !== undefined) known.push(name as string);
+  }
+  const stats = statsOrUndefined(c, fd, known);
+  let n = 0;
+  for (let k = 0; k < items.length; k++) {
+    const name = items[k]!.name;
+    const index = indices[k];
+    const shown = typeof name === 'string' ? name : escapePath(name);
+    if (!checkNamed(c, fd, name, `${rel}/${shown}`, index, index === undefined ? undefined : stats?.[n++])) return unreadable(c, rel);
+  }
+}
+
+/** fstatatEach of names below fd, or undefined where one fails otherwise than missing: each is then looked at alone, meeting its failure in its turn. */
+function statsOrUndefined(c: Check, fd: number, names: readonly string[]): (Stat | null)[] | undefined {
+  try {
+    return fstatatEach(c.sys, fd, names, AT_SYMLINK_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Checks the entry `name` of the directory at fd (index: its manifest index, undefined:
+ * none, so added unless excluded; st as checkEntry takes it); false when the directory
+ * turns out listed but not searchable (mode 0400, 0600: no entry of it can be looked at).
+ */
+function checkNamed(c: Check, fd: number, name: string | Buffer, path: string, index: number | undefined, st: Stat | null | undefined): boolean {
+  try {
+    if (index !== undefined) checkEntry(c, fd, name as string, path, index, st);
+    else if (!excluded(c, fd, name, path)) c.report.added.push(path);
+    return true;
+  } catch (err) {
+    if (!hasCode(err, 'EACCES') || !notSearchable(c, fd)) throw err;
+    return false;
   }
 }
 

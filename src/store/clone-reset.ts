@@ -5,15 +5,15 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Stat, Sys } from '../sys/native.js';
+import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
 import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
 import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
+import { UNSTATABLE, checkCloneApart, entryStatOrNull, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -150,7 +150,8 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
  * stood brings back everything below it: each of those is reported removed, as diff reports them.
  */
 function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
-  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG, want.path);
+  // What cannot be described is moved aside as if a directory, then removed as what it is.
+  r.trash.remove(dirFd, name, isDir(st.mode) || st === UNSTATABLE ? DT_DIR : DT_REG, want.path);
   restore(r, dirFd, name, want);
   r.report.changed.push(want.path);
   if (want.kind === 'directory' && !isDir(st.mode)) reportBelow(r, want.path);
@@ -164,10 +165,9 @@ function reportBelow(r: Reset, rel: string): void {
   }
 }
 
-/** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd. */
-function resetEntry(r: Reset, dirFd: number, name: string, index: number): void {
+/** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd; st: what stands there (undefined: looked at here; null: nothing). */
+function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: Stat | null = entryStatOrNull(r.run.sys, dirFd, name)): void {
   const { sys } = r.run;
-  const st = statOrNull(sys, dirFd, name);
   // A file is the common case: it is read from the manifest only when it is not kept.
   if (st !== null && r.entries.kind(index) === 'file') {
     // Kept: its record in the new ledger (a copy of the old one) stays as it is.
@@ -194,7 +194,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number): void 
     // Swapped for a link or a file since the fstatat: what is there now is replaced. Another user's that this user
     // may not open: replaced too, which removes it where it is when it is empty, and refuses it naming it else.
     if (!hasCode(err, 'ELOOP', 'ENOTDIR') && !isLockedDir(err)) throw err;
-    return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
+    return replace(r, dirFd, name, entryStatOrNull(sys, dirFd, name) ?? st, want);
   }
   const mode = r.old.modeAt(index) ?? 0o700;
   {
@@ -227,11 +227,33 @@ function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, mode: number, s
   r.run.ledger.record(want.path, sys.fstat(fd));
 }
 
-/** Resets the entries of the clone's directory for rel (open at fd): removes what the snapshot lacks, resets the rest, restores what is missing. */
+/**
+ * Resets the entries of the clone's directory for rel (open at fd): removes what the
+ * snapshot lacks, resets the rest, restores what is missing. The entries the snapshot has
+ * are looked at first, all at once (fstatatEach); what the snapshot lacks is not looked at.
+ */
 function resetDir(r: Reset, fd: number, rel: string): void {
   const { sys } = r.run;
-  for (const item of sys.readdir(fd)) {
-    const index = typeof item.name === 'string' ? r.expected.get(`${rel}/${item.name}`) : undefined;
+  const items = sys.readdir(fd);
+  const indices = new Array<number | undefined>(items.length);
+  const known: string[] = [];
+  for (let k = 0; k < items.length; k++) {
+    const name = items[k]!.name;
+    const index = typeof name === 'string' ? r.expected.get(`${rel}/${name}`) : undefined;
+    indices[k] = index;
+    if (index !== undefined) known.push(name as string);
+  }
+  // A failure other than a missing name: each entry is looked at alone instead, meeting it in its turn.
+  let stats: (Stat | null)[] | undefined;
+  try {
+    stats = fstatatEach(sys, fd, known, AT_SYMLINK_NOFOLLOW);
+  } catch {
+    stats = undefined;
+  }
+  let n = 0;
+  for (let k = 0; k < items.length; k++) {
+    const item = items[k]!;
+    const index = indices[k];
     if (index === undefined) {
       const path = `${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`;
       r.trash.remove(fd, item.name, item.type, path);
@@ -239,7 +261,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
       continue;
     }
     r.seen[index] = 1;
-    resetEntry(r, fd, item.name as string, index);
+    resetEntry(r, fd, item.name as string, index, stats?.[n++]);
   }
   for (const i of r.children.indices(rel) ?? []) {
     if (r.seen[i] === 1) continue;

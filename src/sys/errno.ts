@@ -1,5 +1,6 @@
-// errno.ts: recognising the Node-shaped system errors the addon throws.
+// errno.ts: recognising the Node-shaped system errors the addon throws, and making one where JavaScript reports a failure the addon returned.
 import { constants } from 'node:os';
+import { getSystemErrorMap, getSystemErrorName } from 'node:util';
 
 export interface SystemError extends Error {
   errno: number;
@@ -27,3 +28,11 @@ export function hasCode(err: unknown, ...codes: string[]): boolean {
  * is reported for a failure that carried no errno of its own.
  */
 export const UV_EIO = -constants.errno.EIO;
+
+/** A Node-shaped system error for errno (negative, as libuv's), its message naming `path` as the addon's do. */
+export function systemError(errno: number, syscall: string, path?: string): SystemError {
+  const code = getSystemErrorName(errno);
+  const text = getSystemErrorMap().get(errno)?.[1] ?? 'unknown error';
+  if (path === undefined) return Object.assign(new Error(`${code}: ${text}, ${syscall}`), { errno, code, syscall });
+  return Object.assign(new Error(`${code}: ${text}, ${syscall} '${path}'`), { errno, code, syscall, path });
+}

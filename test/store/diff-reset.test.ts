@@ -1,7 +1,7 @@
 // diff-reset.test.ts: the clone ledger, diff and reset: what an agent changed in a materialized clone, found by identity
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -13,8 +13,8 @@ checkNoFdLeaks();
 
 const TREE = { 'src/a.ts': 'alpha', 'src/b.ts': 'beta', 'src/lib/c.ts': 'gamma', 'src/lib/d.ts': 'delta', 'src/run.sh': 'echo hi' };
 
-function fixture(copy = ['src'], files = 5): { work: string; store: SnapshotStore; snap: Snapshot; clone: string; outside: string } {
-  const work = tempDir();
+function fixture(copy = ['src'], files = 5, base?: string): { work: string; store: SnapshotStore; snap: Snapshot; clone: string; outside: string } {
+  const work = tempDir(base);
   writeTree(join(work, 'repo'), TREE);
   chmodSync(join(work, 'repo/src/run.sh'), 0o755);
   const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
@@ -357,6 +357,41 @@ describe('reset', () => {
     const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
     expect(withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone)).toMatchObject({ reset: false });
     expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    store.closeSync();
+  });
+});
+
+describe('times a stat cannot hold', () => {
+  it('an entry dated after 2262 (EOVERFLOW for every stat) is changed in diff and replaced by reset, one added so is removed; the walk of its directory goes on (kills entryStatOrNull and the trash\'s move-aside of what cannot be described)', () => {
+    const { store, snap, clone } = fixture(['src'], 5, '/dev/shm');
+    const far = 1e10; // the year 2286: 10^19 ns, past int64
+    utimesSync(join(clone, 'src/a.ts'), far, far);
+    writeFileSync(join(clone, 'src/new.ts'), 'planted');
+    utimesSync(join(clone, 'src/new.ts'), far, far);
+    utimesSync(join(clone, 'src/lib'), far, far);
+    writeFileSync(join(clone, 'src/b.ts'), 'BETA');
+    const want = { added: ['src/new.ts'], changed: ['src/a.ts', 'src/b.ts', 'src/lib'], removed: ['src/lib/c.ts', 'src/lib/d.ts'] };
+    expect(snap.diffSync(clone)).toMatchObject({ ...want, method: 'ledger' });
+    expect(snap.diffSync(clone, { verify: true })).toMatchObject({ ...want, method: 'hash' });
+    expect(snap.checkCloneSync(clone)).toMatchObject(want);
+    // The directory that cannot be described is moved aside whole (bounded however deep), never unlinked as a file first.
+    const unlinked: string[] = [];
+    const sys = wrapSys({
+      unlinkat: (orig) => (dirfd, p, flags) => {
+        try {
+          orig(dirfd, p, flags);
+        } catch (err) {
+          unlinked.push(`${String(p)}: ${(err as { code?: string }).code}`);
+          throw err;
+        }
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ ...want, method: 'reset' });
+    expect(unlinked).toEqual([]);
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(snap.diffSync(clone)).toMatchObject({ ...ok, method: 'ledger' });
+    expect(listTree(clone)).toEqual(['src/', 'src/a.ts', 'src/b.ts', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts', 'src/run.sh']);
+    expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('alpha');
     store.closeSync();
   });
 });

@@ -266,6 +266,29 @@ describe('the stat block', () => {
     });
   });
 
+  it('fstatat_each fills one block per name, each at its offset, and returns the names that failed; its names and its block are checked', () => {
+    const each = addon as unknown as { fstatat_each(dirfd: number, names: string, flags: number, out: Uint8Array): [number, number][] };
+    withFiles((dir, d) => {
+      writeFileSync(join(dir, 'g'), 'longer content');
+      const out = new Uint8Array(240);
+      expect(each.fstatat_each(d, 'f/nope/g', S.AT_SYMLINK_NOFOLLOW, out)).toEqual([[1, 2]]);
+      const view = new DataView(out.buffer);
+      const le = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+      expect([view.getBigUint64(8, le), view.getFloat64(64, le), view.getFloat64(160 + 64, le)]).toEqual([statSync(join(dir, 'f'), { bigint: true }).ino, 7, 14]);
+      expect(out.subarray(80, 160).every((b) => b === 0)).toBe(true);
+      expectRange(() => each.fstatat_each(d, 'f/g', 0, new Uint8Array(159)), outOfRange('out.byteLength', '>= 160', '159'));
+      for (const [names, message] of [
+        ['f//g', "The argument 'names' must not hold an empty name"],
+        ['f\u0000g', "The argument 'names' must be a string or Uint8Array without null bytes"],
+      ] as const) {
+        const err = caught(() => each.fstatat_each(d, names, 0, out));
+        expect(err).toBeInstanceOf(TypeError);
+        expect([err?.code, err?.message]).toEqual(['ERR_INVALID_ARG_VALUE', message]);
+      }
+      expect(each.fstatat_each(d, '', 0, new Uint8Array(0))).toEqual([]);
+    });
+  });
+
   it('a time that does not fit int64 nanoseconds (after 2262) is EOVERFLOW, as stat(2) refuses a value it cannot hold', () => {
     const dir = tempDir('/dev/shm');
     const path = join(dir, 'far');

@@ -1,6 +1,6 @@
 // sys.test.ts: every native primitive: one success and at least one real failure each, and no fd leaks.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, mkdirSync, readFileSync, lstatSync, readlinkSync, statSync, symlinkSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, readFileSync, lstatSync, readlinkSync, statSync, symlinkSync, utimesSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -534,6 +534,67 @@ describe('lseek / ftruncate', () => {
       const ro = sys.openat(d, 'sparse', S.O_RDONLY);
       expectSysError(() => sys.ftruncate(ro, 0), 'EINVAL', 'ftruncate');
       sys.close(ro);
+    });
+  });
+});
+
+describe('fstatatEach', () => {
+  const json = (st: S.Stat | null): string => JSON.stringify(st, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
+
+  it('gives each name what fstatat gives it, null for a missing one, in order, past the blocks it starts with (200 names)', () => {
+    const dir = tempDir();
+    const names = Array.from({ length: 200 }, (_, i) => `f${i}`);
+    names.forEach((n, i) => writeFileSync(join(dir, n), 'x'.repeat(i)));
+    mkdirSync(join(dir, 'sub'));
+    symlinkSync('f1', join(dir, 'link'));
+    withDir(dir, (d) => {
+      const asked = [...names, 'nope', 'sub', 'link', 'f7'];
+      const got = S.fstatatEach(sys, d, asked, S.AT_SYMLINK_NOFOLLOW);
+      expect(got.length).toBe(asked.length);
+      asked.forEach((n, i) => expect([n, json(got[i]!)]).toEqual([n, n === 'nope' ? 'null' : json(sys.fstatat(d, n, S.AT_SYMLINK_NOFOLLOW))]));
+      expect(got.slice(0, 3).map((st) => st!.size)).toEqual([0, 1, 2]);
+      expect(Object.keys(got[0]!)).toEqual(Object.keys(sys.fstatat(d, 'f0', 0)));
+      // Each result is its own: the next call does not overwrite them.
+      S.fstatatEach(sys, d, ['f9'], 0);
+      expect(got[7]!.size).toBe(7);
+      expect(S.isReg(S.fstatatEach(sys, d, ['link'], 0)[0]!.mode)).toBe(true);
+      expect(S.fstatatEach(sys, d, [], 0)).toEqual([]);
+    });
+  });
+
+  it('throws the first failure other than ENOENT as fstatat would, naming its name; refuses a name with a slash or none', () => {
+    const dir = tempDir('/dev/shm');
+    writeFileSync(join(dir, 'a'), 'a');
+    writeFileSync(join(dir, 'far'), 'x');
+    utimesSync(join(dir, 'far'), 1e10, 1e10); // the year 2286: EOVERFLOW
+    withDir(dir, (d) => {
+      expectSysError(() => S.fstatatEach(sys, d, ['a', 'nope', 'far', 'a'], 0), 'EOVERFLOW', 'fstatat', 'far');
+      for (const bad of ['a/b', '', '/a']) {
+        let err: (Error & { code?: string }) | undefined;
+        try {
+          S.fstatatEach(sys, d, ['a', bad], 0);
+        } catch (e) {
+          err = e as Error & { code?: string };
+        }
+        expect(err).toBeInstanceOf(TypeError);
+        expect([err?.code, err?.message]).toEqual(['ERR_INVALID_ARG_VALUE', `The argument 'names' must hold names without '/', each not empty. Received ${JSON.stringify(bad)}`]);
+      }
+    });
+    const closed = openDir(dir);
+    sys.close(closed);
+    expectSysError(() => S.fstatatEach(sys, closed, ['a'], 0), 'EBADF', 'fstatat', 'a');
+  });
+
+  it('asks an injected layer once per name, in order, and meets its failures as they come', () => {
+    const dir = tempDir();
+    for (const n of ['a', 'b', 'c']) writeFileSync(join(dir, n), n);
+    const asked: string[] = [];
+    const layer: S.Sys = { ...sys, fstatat: (dirfd, path, flags) => (asked.push(String(path)), sys.fstatat(dirfd, path, flags)) };
+    withDir(dir, (d) => {
+      expect(S.fstatatEach(layer, d, ['c', 'nope', 'a'], 0).map((st) => st?.size ?? null)).toEqual([1, null, 1]);
+      expect(asked).toEqual(['c', 'nope', 'a']);
+      const failing: S.Sys = { ...sys, fstatat: (dirfd, path, flags) => (path === 'b' ? (() => { throw Object.assign(new Error('EACCES'), { code: 'EACCES' }); })() : sys.fstatat(dirfd, path, flags)) };
+      expect(() => S.fstatatEach(failing, d, ['a', 'b', 'c'], 0)).toThrow('EACCES');
     });
   });
 });
