@@ -18,6 +18,7 @@ import {
   rmSync,
   symlinkSync,
   unlinkSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
@@ -44,6 +45,7 @@ export const ATTACKS = [
   'every-byte-name',
   'planted-ledger',
   'planted-marker',
+  'far-times',
   'swap-mid-reset',
   'sigkill-reset',
 ];
@@ -380,6 +382,18 @@ async function plant(attack, w, clone, r) {
       else mkdirSync(m);
       return `marker as ${how}`;
     }
+    case 'far-times': {
+      // times after 2262, which no stat can hold (EOVERFLOW), where the filesystem keeps them (ext4, XFS bigtime; others clamp)
+      const far = 1e10;
+      const picks = [file(), r.pick(['r0/d0', 'r0/d1/e', 'r1/sub', 'r0/empty', 'r1/big'])];
+      for (const rel of picks) utimesSync(join(clone, rel), far, far);
+      if (r.chance(0.5)) {
+        writeFileSync(join(clone, 'r0/added-far'), 'planted\n');
+        utimesSync(join(clone, 'r0/added-far'), far, far);
+        picks.push('r0/added-far');
+      }
+      return picks.join(', ');
+    }
     default:
       throw new Error(`no attack ${attack}`);
   }
@@ -610,6 +624,16 @@ function commonViolations(lane) {
   return bad;
 }
 
+/** Entries in dir, 0 when it is not there (the reset being watched may remove it between any two looks). */
+function countIn(dir) {
+  try {
+    return readdirSync(dir).length;
+  } catch (err) {
+    if (err.code === 'ENOENT') return 0;
+    throw err;
+  }
+}
+
 /** An attack, then a reset SIGKILLed after a random delay, then the next reset or materialize must repair. */
 async function killTrial(lane, mode, t, seed, r, clone) {
   const bad = [];
@@ -634,7 +658,7 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   const aim = r.pick(['delay', 'delay', 'first undone', 'half removed', 'all undone']);
   const delay = r.next() * lane.resetMs * 1.2;
   const reached = () => {
-    const n = existsSync(join(clone, 'r1/added')) ? readdirSync(join(clone, 'r1/added')).length : 0;
+    const n = countIn(join(clone, 'r1/added'));
     const back = rewritten.filter((p) => rootState(clone, p).get(p) === lane.pristine.get('r0').get(p)).length;
     if (aim === 'first undone') return n < 200 || back > 0;
     if (aim === 'half removed') return n <= 100;
@@ -650,7 +674,7 @@ async function killTrial(lane, mode, t, seed, r, clone) {
   k.kill('SIGKILL');
   await k.done();
   // where the kill landed: how much of the rewritten files and the added subtree was undone
-  const left = existsSync(join(clone, 'r1/added')) ? readdirSync(join(clone, 'r1/added')).length : 0;
+  const left = countIn(join(clone, 'r1/added'));
   const pristineR0 = lane.pristine.get('r0');
   const restored = rewritten.filter((p) => rootState(clone, p).get(p) === pristineR0.get(p)).length;
   const phase = finished
