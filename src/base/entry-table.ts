@@ -61,14 +61,21 @@ export class EntryTable implements Iterable<ManifestEntry> {
   readonly #pathMemory = growableShared(MAX_GROWABLE_BYTES);
   #paths: Buffer = Buffer.from(this.#pathMemory);
   #used = 0;
-  #ends: Float64Array = new Float64Array(growableShared(MAX_ENTRIES * 8));
-  #kinds: Uint8Array = new Uint8Array(growableShared(MAX_ENTRIES));
-  #sizes: Float64Array = new Float64Array(growableShared(MAX_ENTRIES * 8));
-  #modes: Uint32Array = new Uint32Array(growableShared(MAX_ENTRIES * 4));
+  // Each array is a view of its memory's bytes as they stand, made again when the memory grows:
+  // a view that follows a growable buffer's length costs several times as much per element read.
+  #endsMemory = growableShared(MAX_ENTRIES * 8);
+  #ends = new Float64Array(this.#endsMemory, 0, 0);
+  #kindsMemory = growableShared(MAX_ENTRIES);
+  #kinds = new Uint8Array(this.#kindsMemory, 0, 0);
+  #sizesMemory = growableShared(MAX_ENTRIES * 8);
+  #sizes = new Float64Array(this.#sizesMemory, 0, 0);
+  #modesMemory = growableShared(MAX_ENTRIES * 4);
+  #modes = new Uint32Array(this.#modesMemory, 0, 0);
   readonly #digestMemory = growableShared(MAX_ENTRIES * DIGEST_BYTES);
   #digests: Buffer = Buffer.from(this.#digestMemory);
   #links = new Map<number, string>();
   /** Made by the first entry with a recorded mtime (keepTimes): a table without one costs nothing more. */
+  #mtimesMemory: SharedArrayBuffer | undefined;
   #mtimes: BigInt64Array | undefined;
   #order: Uint32Array | undefined;
   #count = 0;
@@ -303,15 +310,23 @@ export class EntryTable implements Iterable<ManifestEntry> {
     const t = new EntryTable();
     t.#paths = Buffer.from(p.paths.buffer, p.paths.byteOffset, p.used);
     t.#used = p.used;
-    t.#ends = p.ends;
-    t.#kinds = p.kinds;
-    t.#sizes = p.sizes;
-    t.#modes = p.modes;
+    t.#endsMemory = p.ends.buffer as SharedArrayBuffer;
+    t.#ends = new Float64Array(t.#endsMemory, 0, p.count);
+    t.#kindsMemory = p.kinds.buffer as SharedArrayBuffer;
+    t.#kinds = new Uint8Array(t.#kindsMemory, 0, p.count);
+    t.#sizesMemory = p.sizes.buffer as SharedArrayBuffer;
+    t.#sizes = new Float64Array(t.#sizesMemory, 0, p.count);
+    t.#modesMemory = p.modes.buffer as SharedArrayBuffer;
+    t.#modes = new Uint32Array(t.#modesMemory, 0, p.count);
     t.#digests = Buffer.from(p.digests.buffer, p.digests.byteOffset, p.count * DIGEST_BYTES);
     t.#links = new Map(p.links);
-    t.#mtimes = p.mtimes;
+    if (p.mtimes !== undefined) {
+      t.#mtimesMemory = p.mtimes.buffer as SharedArrayBuffer;
+      t.#mtimes = new BigInt64Array(t.#mtimesMemory, 0, p.count);
+    }
     t.#order = p.order;
     t.#count = p.count;
+    t.#room = p.count;
     return t;
   }
 
@@ -336,8 +351,9 @@ export class EntryTable implements Iterable<ManifestEntry> {
   /** The mtimes, made on first use with NO_MTIME for every entry so far. */
   #timed(): BigInt64Array {
     if (this.#mtimes === undefined) {
-      this.#mtimes = new BigInt64Array(growableShared(MAX_ENTRIES * 8));
-      ensureBytes(this.#mtimes.buffer, this.#ends.length * 8);
+      this.#mtimesMemory = growableShared(MAX_ENTRIES * 8);
+      ensureBytes(this.#mtimesMemory, this.#ends.length * 8);
+      this.#mtimes = new BigInt64Array(this.#mtimesMemory, 0, this.#ends.length);
       this.#mtimes.fill(NO_MTIME, 0, this.#count);
     }
     return this.#mtimes;
@@ -345,7 +361,7 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   #lookup(): PathIndex {
     if (this.#index === undefined) {
-      this.#index = new PathIndex(this);
+      this.#index = new PathIndex(this, this.#count);
       for (let i = 0; i < this.#count; i++) this.#index.add(i);
     }
     return this.#index;
@@ -353,7 +369,11 @@ export class EntryTable implements Iterable<ManifestEntry> {
 
   #reserve(n: number): void {
     if (n > MAX_ENTRIES) throw new RangeError(`a table holds at most ${MAX_ENTRIES} entries`);
-    for (const a of [this.#ends, this.#kinds, this.#sizes, this.#modes, this.#mtimes]) if (a !== undefined) ensureBytes(a.buffer, n * a.BYTES_PER_ELEMENT);
+    if (ensureBytes(this.#endsMemory, n * 8)) this.#ends = new Float64Array(this.#endsMemory, 0, this.#endsMemory.byteLength / 8);
+    if (ensureBytes(this.#kindsMemory, n)) this.#kinds = new Uint8Array(this.#kindsMemory, 0, this.#kindsMemory.byteLength);
+    if (ensureBytes(this.#sizesMemory, n * 8)) this.#sizes = new Float64Array(this.#sizesMemory, 0, this.#sizesMemory.byteLength / 8);
+    if (ensureBytes(this.#modesMemory, n * 4)) this.#modes = new Uint32Array(this.#modesMemory, 0, this.#modesMemory.byteLength / 4);
+    if (this.#mtimesMemory !== undefined && ensureBytes(this.#mtimesMemory, n * 8)) this.#mtimes = new BigInt64Array(this.#mtimesMemory, 0, this.#mtimesMemory.byteLength / 8);
     if (ensureBytes(this.#digestMemory, n * DIGEST_BYTES)) this.#digests = Buffer.from(this.#digestMemory);
     this.#room = Math.min(this.#ends.length, this.#kinds.length, this.#sizes.length, this.#modes.length, this.#mtimes?.length ?? Infinity, this.#digestMemory.byteLength / DIGEST_BYTES);
   }

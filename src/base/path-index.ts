@@ -19,11 +19,19 @@ export interface ByteRanges {
  * The slots hold index + 1 (0: empty) and stay at most half full.
  */
 export class PathIndex {
-  #slots = new Uint32Array(1024);
+  #slots: Uint32Array;
   #count = 0;
   #probe = Buffer.alloc(4096);
 
-  constructor(readonly ranges: ByteRanges) {}
+  /** `expected`: members it will hold, when known: slots for them from the start, so no member is hashed twice as they grow. */
+  constructor(
+    readonly ranges: ByteRanges,
+    expected = 0,
+  ) {
+    let size = 1024;
+    while (size < expected * 2) size *= 2;
+    this.#slots = new Uint32Array(size);
+  }
 
   /** The member whose bytes equal bytes[start, end), or -1. */
   find(bytes: Uint8Array, start: number, end: number): number {

@@ -117,7 +117,7 @@ class TablePositions implements Positions {
 
   constructor(readonly table: EntryTable) {
     const ranges = { bytes: table.bytes, start: (n: number) => table.start(table.indexAt(n)), end: (n: number) => table.end(table.indexAt(n)) };
-    this.#index = new PathIndex(ranges);
+    this.#index = new PathIndex(ranges, table.length);
     for (let n = 0; n < table.length; n++) this.#index.add(n);
   }
 

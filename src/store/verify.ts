@@ -252,7 +252,7 @@ interface Shared {
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
   const table = EntryTable.of(entries);
-  const walk: Walk = { sys, table, index: new PathIndex(table), seen: new Uint8Array(table.length), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
+  const walk: Walk = { sys, table, index: new PathIndex(table, table.length), seen: new Uint8Array(table.length), drift: [], seq: 0, shared, early: new Map(), sealed: [] };
   const big: ManifestEntry[] = [];
   let files = 0;
   for (let i = 0; i < table.length; i++) {
