@@ -11,10 +11,12 @@ import { HELD, HELD_BYTES, HELD_IDENTITY_BYTES, HELD_U32, HELD_WORDS, ID_U32, ID
  * A reused record is the loaded one, copied out when the cache is written.
  */
 export class CacheRecords {
-  // Grown in place: no copy, and no old buffer left for the collector.
+  // Grown in place: no copy, and no old buffer left for the collector. Both views are of the
+  // memory's bytes as they stand, made again when it grows (one that follows a growable
+  // buffer's length costs several times as much per element).
   readonly #memory = growablePrivate(MAX_GROWABLE_BYTES);
   #bytes = Buffer.from(this.#memory);
-  readonly #words = new Uint32Array(this.#memory);
+  #words = new Uint32Array(this.#memory, 0, 0);
   #count = 0;
 
   get length(): number {
@@ -74,7 +76,10 @@ export class CacheRecords {
 
   #next(reused: number, table: number, index: number): number {
     const at = this.#count * HELD_BYTES;
-    if (ensureBytes(this.#memory, at + HELD_BYTES)) this.#bytes = Buffer.from(this.#memory);
+    if (ensureBytes(this.#memory, at + HELD_BYTES)) {
+      this.#bytes = Buffer.from(this.#memory);
+      this.#words = new Uint32Array(this.#memory, 0, this.#memory.byteLength / 4);
+    }
     const w = at / 4;
     this.#words[w + HELD_U32.REUSED] = reused;
     this.#words[w + HELD_U32.TABLE] = table;
