@@ -27,7 +27,7 @@ import { CHUNK_BYTES } from '../base/io.js';
 import { HOW, type Filled, type FillMethods, type How } from '../files/copy-file.js';
 import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
-import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
+import { fstatatEach, sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode, makeSubvolume } from '../base/subvolume.js';
 import { withMtime } from '../base/times.js';
@@ -340,6 +340,8 @@ export interface ChildCopy {
   destName?: string;
   /** A declared root (copy root or mount source): never a symlink, and missing is SEAL_UNAVAILABLE. */
   declared?: boolean;
+  /** Its fstatat (no-follow) taken with its directory's other names (fstatatEach); absent or null: taken here. */
+  st?: Stat | null | undefined;
 }
 
 export interface BuilderOptions {
@@ -451,11 +453,15 @@ export class TreeBuilder {
       throw new SealError('SEAL_LIMIT', `capture exceeds the depth limit (${limits.maxDepth} levels): ${escapePath(rel)}`, { path: rel });
     }
     let st: Stat;
-    try {
-      st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
-    } catch (err) {
-      if (hasCode(err, 'ENOENT')) throw declared ? declaredMissing(this.ctx, srcDirFd, rel, err) : changedOpening(rel, err);
-      throw unavailable(rel, err);
+    if (c.st !== undefined && c.st !== null) st = c.st;
+    else {
+      // Missing when its directory's names were looked at: looked at again, to fail (or not) here.
+      try {
+        st = sys.fstatat(srcDirFd, name, AT_SYMLINK_NOFOLLOW);
+      } catch (err) {
+        if (hasCode(err, 'ENOENT')) throw declared ? declaredMissing(this.ctx, srcDirFd, rel, err) : changedOpening(rel, err);
+        throw unavailable(rel, err);
+      }
     }
     if (declared) {
       this.#root = rel;
@@ -505,7 +511,14 @@ export class TreeBuilder {
     const { sys } = this.ctx;
     const listed = keptEntries(sys, srcFd, userPath(rel, this.options.payloadSource), sys.readdir(srcFd), this.ctx.exclude);
     const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
-    for (const n of names) this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1 });
+    // Every name looked at first, in one call (a failure other than a missing name: each looked at alone, failing in its turn).
+    let stats: (Stat | null)[] | undefined;
+    try {
+      stats = fstatatEach(sys, srcFd, names, AT_SYMLINK_NOFOLLOW);
+    } catch {
+      stats = undefined;
+    }
+    names.forEach((n, k) => this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats?.[k] }));
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 
