@@ -340,8 +340,8 @@ export interface ChildCopy {
   destName?: string;
   /** A declared root (copy root or mount source): never a symlink, and missing is SEAL_UNAVAILABLE. */
   declared?: boolean;
-  /** Its fstatat (no-follow) taken with its directory's other names (fstatatEach); absent or null: taken here. */
-  st?: Stat | null | undefined;
+  /** Its fstatat (no-follow) taken with its directory's other names (fstatatEach): an Error is what that fstatat met; absent or null: taken here. */
+  st?: Stat | null | Error | undefined;
 }
 
 export interface BuilderOptions {
@@ -453,6 +453,7 @@ export class TreeBuilder {
       throw new SealError('SEAL_LIMIT', `capture exceeds the depth limit (${limits.maxDepth} levels): ${escapePath(rel)}`, { path: rel });
     }
     let st: Stat;
+    if (c.st instanceof Error) throw unavailable(rel, c.st);
     if (c.st !== undefined && c.st !== null) st = c.st;
     else {
       // Missing when its directory's names were looked at: looked at again, to fail (or not) here.
@@ -511,14 +512,9 @@ export class TreeBuilder {
     const { sys } = this.ctx;
     const listed = keptEntries(sys, srcFd, userPath(rel, this.options.payloadSource), sys.readdir(srcFd), this.ctx.exclude);
     const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
-    // Every name looked at first, in one call (a failure other than a missing name: each looked at alone, failing in its turn).
-    let stats: (Stat | null)[] | undefined;
-    try {
-      stats = fstatatEach(sys, srcFd, names, AT_SYMLINK_NOFOLLOW);
-    } catch {
-      stats = undefined;
-    }
-    names.forEach((n, k) => this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats?.[k] }));
+    // Every name looked at first, in one call; a name the kernel refused fails in its turn.
+    const stats = fstatatEach(sys, srcFd, names, AT_SYMLINK_NOFOLLOW);
+    names.forEach((n, k) => this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats[k] }));
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 

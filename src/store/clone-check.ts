@@ -145,17 +145,13 @@ function checkDir(c: Check, fd: number, rel: string): void {
     const name = items[k]!.name;
     const index = indices[k];
     const shown = typeof name === 'string' ? name : escapePath(name);
-    if (!checkNamed(c, fd, name, `${rel}/${shown}`, index, index === undefined ? undefined : stats?.[n++])) return unreadable(c, rel);
+    if (!checkNamed(c, fd, name, `${rel}/${shown}`, index, index === undefined ? undefined : stats[n++])) return unreadable(c, rel);
   }
 }
 
-/** fstatatEach of names below fd, or undefined where one fails otherwise than missing: each is then looked at alone, meeting its failure in its turn. */
-function statsOrUndefined(c: Check, fd: number, names: readonly string[]): (Stat | null)[] | undefined {
-  try {
-    return fstatatEach(c.sys, fd, names, AT_SYMLINK_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
+/** fstatatEach of names below fd, undefined where one failed otherwise than missing: that one is looked at alone, meeting its failure in its turn. */
+function statsOrUndefined(c: Check, fd: number, names: readonly string[]): (Stat | null | undefined)[] {
+  return fstatatEach(c.sys, fd, names, AT_SYMLINK_NOFOLLOW).map((st) => (st instanceof Error ? undefined : st));
 }
 
 /**

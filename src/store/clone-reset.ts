@@ -243,13 +243,8 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     indices[k] = index;
     if (index !== undefined) known.push(name as string);
   }
-  // A failure other than a missing name: each entry is looked at alone instead, meeting it in its turn.
-  let stats: (Stat | null)[] | undefined;
-  try {
-    stats = fstatatEach(sys, fd, known, AT_SYMLINK_NOFOLLOW);
-  } catch {
-    stats = undefined;
-  }
+  // A name that failed otherwise than missing is looked at alone, meeting its failure in its turn.
+  const stats = fstatatEach(sys, fd, known, AT_SYMLINK_NOFOLLOW);
   let n = 0;
   for (let k = 0; k < items.length; k++) {
     const item = items[k]!;
@@ -261,7 +256,8 @@ function resetDir(r: Reset, fd: number, rel: string): void {
       continue;
     }
     r.seen[index] = 1;
-    resetEntry(r, fd, item.name as string, index, stats?.[n++]);
+    const st = stats[n++];
+    resetEntry(r, fd, item.name as string, index, st instanceof Error ? undefined : st);
   }
   for (const i of r.children.indices(rel) ?? []) {
     if (r.seen[i] === 1) continue;

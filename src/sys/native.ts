@@ -185,21 +185,22 @@ function readBlockAt(k: number): Stat {
 
 /**
  * fstatat(dirfd, name, flags) of every name, all of them before anything is returned: a
- * Stat each, or null where the name does not exist (ENOENT); any other failure throws, as
- * fstatat would, for the first name that met one. The real layer stats them in one call
- * into the addon, back to back (one directory's names: the kernel's lookup paths stay warm,
- * nothing crosses into JavaScript between them); an injected layer is asked once per name,
- * in order, so a test that wraps fstatat sees each of them.
+ * Stat each, null where the name does not exist (ENOENT), and where another failure met
+ * it the error fstatat would have thrown (system-shaped: code, errno, syscall 'fstatat',
+ * path the name), so one name the kernel refuses leaves the others' results standing.
+ * The real layer stats them in one call into the addon, back to back (one directory's
+ * names: the kernel's lookup paths stay warm, nothing crosses into JavaScript between
+ * them); an injected layer is asked once per name, in order, so a test that wraps fstatat
+ * sees each of them, and what it throws for a name is that name's result.
  */
-export function fstatatEach(layer: Sys, dirfd: number, names: readonly string[], flags: number): (Stat | null)[] {
-  const out = new Array<Stat | null>(names.length);
+export function fstatatEach(layer: Sys, dirfd: number, names: readonly string[], flags: number): (Stat | null | Error)[] {
+  const out = new Array<Stat | null | Error>(names.length);
   if (layer !== sys) {
     for (let k = 0; k < names.length; k++) {
       try {
         out[k] = layer.fstatat(dirfd, names[k]!, flags);
       } catch (err) {
-        if ((err as { code?: unknown }).code !== 'ENOENT') throw err;
-        out[k] = null;
+        out[k] = (err as { code?: unknown }).code === 'ENOENT' ? null : (err as Error);
       }
     }
     return out;
@@ -216,8 +217,7 @@ export function fstatatEach(layer: Sys, dirfd: number, names: readonly string[],
   const failed = addon.fstatat_each(dirfd, names.join('/'), flags, blockViews.bytes);
   for (let k = 0; k < names.length; k++) out[k] = readBlockAt(k);
   for (const [k, errno] of failed) {
-    if (errno !== constants.errno.ENOENT) throw systemError(-errno, 'fstatat', names[k]);
-    out[k] = null;
+    out[k] = errno === constants.errno.ENOENT ? null : systemError(-errno, 'fstatat', names[k]);
   }
   return out;
 }
