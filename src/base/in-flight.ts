@@ -14,9 +14,19 @@ function nowNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
 
-/** The later of the file's mtime and ctime. */
-function lastChangeNs(id: FileIdentity): bigint {
-  return id.ctimeNs > id.mtimeNs ? id.ctimeNs : id.mtimeNs;
+/**
+ * When the file last changed, as far as a write still running could have set it: the later
+ * of its mtime and ctime, where a time after `now` is not taken. A write sets both to the
+ * kernel's clock as it begins, so it leaves no time after now; one there was set another
+ * way: an mtime by hand (utimensat: a tarball from a machine whose clock ran ahead, a file
+ * `touch -d 2100`), a ctime by another clock (a network filesystem's server, a clock stepped
+ * back). Such an mtime says nothing of a write (the ctime that the same utimensat set does);
+ * such a ctime counts as now, so the window is waited from now, never until that time.
+ */
+function lastChangeNs(id: FileIdentity, now: bigint): bigint {
+  const mtime = id.mtimeNs > now ? id.ctimeNs : id.mtimeNs;
+  const latest = id.ctimeNs > mtime ? id.ctimeNs : mtime;
+  return latest > now ? now : latest;
 }
 
 /**
@@ -25,12 +35,16 @@ function lastChangeNs(id: FileIdentity): bigint {
  * must be proven again once waitPastWrites returns.
  */
 export function changedRecently(id: FileIdentity): boolean {
-  return nowNs() - lastChangeNs(id) < IN_FLIGHT_WINDOW_NS;
+  const now = nowNs();
+  return now - lastChangeNs(id, now) < IN_FLIGHT_WINDOW_NS;
 }
 
-/** Sleeps until the window after the file's last change is over (once per burst of fresh files). */
+/**
+ * Sleeps until the window after the file's last change is over (once per burst of fresh
+ * files): at most the window, since a last change after now counts as now.
+ */
 export function waitPastWrites(id: FileIdentity): void {
-  const end = lastChangeNs(id) + IN_FLIGHT_WINDOW_NS;
+  const end = lastChangeNs(id, nowNs()) + IN_FLIGHT_WINDOW_NS;
   for (;;) {
     const left = end - nowNs();
     if (left <= 0n) return;
