@@ -40,19 +40,27 @@ static bool ArgStatBlock(const Napi::CallbackInfo& info, size_t i, uint8_t** out
   return true;
 }
 
-// Nanoseconds since the epoch, or false when they do not fit an int64 (a time before 1677 or
-// after 2262, which a filesystem such as tmpfs can store).
-static bool Nanoseconds(const struct timespec& ts, int64_t* out) {
+// The largest time a slot holds, either way: 2^63 - 1 nanoseconds from the epoch (2262-04-11,
+// 1677-09-21). INT64_MIN stays out of reach: the JS side keeps it for "no time".
+static const int64_t kMaxNanoseconds = INT64_MAX;
+
+// Nanoseconds since the epoch, held at +/- kMaxNanoseconds for a time past them (before
+// 1677 or after 2262, which ext4, XFS with bigtime, btrfs and tmpfs can store): such a time
+// is set by hand (utimensat), never by the kernel's clock at a change, which sets the
+// ctime too, so the identity a stat gives still tells every change apart.
+static int64_t Nanoseconds(const struct timespec& ts) {
   int64_t ns;
-  return !__builtin_mul_overflow(static_cast<int64_t>(ts.tv_sec), int64_t{1000000000}, &ns) &&
-         !__builtin_add_overflow(ns, static_cast<int64_t>(ts.tv_nsec), out);
+  if (__builtin_mul_overflow(static_cast<int64_t>(ts.tv_sec), int64_t{1000000000}, &ns) ||
+      __builtin_add_overflow(ns, static_cast<int64_t>(ts.tv_nsec), &ns) || ns < -kMaxNanoseconds) {
+    return ts.tv_sec < 0 ? -kMaxNanoseconds : kMaxNanoseconds;
+  }
+  return ns;
 }
 
-// Fills the block: 0, or -EOVERFLOW (the block untouched) when a time does not fit its slot,
-// as stat(2) itself refuses a value its structure cannot hold.
-static int FillStat(uint8_t* out, const struct stat& st) {
-  int64_t mtime, ctime;
-  if (!Nanoseconds(st.st_mtim, &mtime) || !Nanoseconds(st.st_ctim, &ctime)) return -EOVERFLOW;
+// Fills the block: every slot, a time held as Nanoseconds says.
+static void FillStat(uint8_t* out, const struct stat& st) {
+  int64_t mtime = Nanoseconds(st.st_mtim);
+  int64_t ctime = Nanoseconds(st.st_ctim);
   PutSlot(out, 0, static_cast<uint64_t>(st.st_dev));
   PutSlot(out, 1, static_cast<uint64_t>(st.st_ino));
   PutSlot(out, 2, mtime);
@@ -64,7 +72,6 @@ static int FillStat(uint8_t* out, const struct stat& st) {
   PutSlot(out, 8, static_cast<double>(st.st_size));
   PutSlot(out, 9, static_cast<double>(st.st_blocks));
   static_assert(kStatSlots == 10, "FillStat writes every slot");
-  return 0;
 }
 
 // fstat(fd, out) -> undefined; the stat block filled
@@ -74,7 +81,7 @@ static Napi::Value Fstat(const Napi::CallbackInfo& info) {
   if (!ArgFd(info, 0, "fd", &fd) || !ArgStatBlock(info, 1, &out)) return info.Env().Undefined();
   struct stat st;
   int r = DoFstat(fd, &st);
-  if (r == 0) r = FillStat(out, st);
+  if (r == 0) FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstat");
   return info.Env().Undefined();
 }
@@ -89,7 +96,7 @@ static Napi::Value Fstatat(const Napi::CallbackInfo& info) {
     return info.Env().Undefined();
   struct stat st;
   int r = DoFstatat(dirfd, path.c_str(), &st, flags);
-  if (r == 0) r = FillStat(out, st);
+  if (r == 0) FillStat(out, st);
   if (r < 0) return ThrowSys(info.Env(), -r, "fstatat", &path);
   return info.Env().Undefined();
 }
@@ -123,7 +130,7 @@ static Napi::Value FstatatEach(const Napi::CallbackInfo& info) {
     names[end] = '\0';
     struct stat st;
     int r = DoFstatat(dirfd, names.c_str() + start, &st, flags);
-    if (r == 0) r = FillStat(out + i * kStatBytes, st);
+    if (r == 0) FillStat(out + i * kStatBytes, st);
     if (r < 0) {
       Napi::Array pair = Napi::Array::New(env, 2);
       pair.Set(0u, Napi::Number::New(env, static_cast<double>(i)));

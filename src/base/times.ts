@@ -1,7 +1,9 @@
 // times.ts: recorded modification times (keepTimes): the manifest's `mtime_ns` form, and setting one through an fd.
 import { AT_SYMLINK_NOFOLLOW, UTIME_OMIT } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
+import { SealError } from './errors.js';
 import type { ManifestEntry } from './manifest.js';
+import { escapePath } from './paths.js';
 
 const NS_PER_SECOND = 1_000_000_000n;
 /** The int64 nanoseconds a stat reports, less INT64_MIN (which no stat gives, and the entry table keeps for "none"). */
@@ -25,8 +27,15 @@ export function parseMtime(text: string): bigint | undefined {
   return ns > MAX_NS || ns < -MAX_NS ? undefined : ns;
 }
 
-/** The entry with the mtime of st recorded (a copy; entries are read-only). */
+/**
+ * The entry with the mtime of st recorded (a copy; entries are read-only). A time a stat
+ * holds at its bound (before 1677 or after 2262: see Stat.mtimeNs) is not the file's own,
+ * and none is recorded in its place: SEAL_LIMIT.
+ */
 export function withMtime(entry: ManifestEntry, st: Stat): ManifestEntry {
+  if (st.mtimeNs >= MAX_NS || st.mtimeNs <= -MAX_NS) {
+    throw new SealError('SEAL_LIMIT', `mtime outside what keepTimes records (1677-09-21 to 2262-04-11, nanoseconds in 64 bits): ${escapePath(entry.path)}: set it (touch) or capture without keepTimes`, { path: entry.path });
+  }
   return { ...entry, mtime_ns: mtimeText(st.mtimeNs) };
 }
 

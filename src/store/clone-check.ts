@@ -1,7 +1,7 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
-import { entryStatOrNull, statOrNull } from './clone-paths.js';
+import { statOrNull } from './clone-paths.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -54,7 +54,7 @@ interface Check {
 }
 
 /** Checks manifest entry `index`, named `name` in the directory at dirfd; st: what stands there (undefined: looked at here; null: nothing). */
-function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number, st: Stat | null = entryStatOrNull(c.sys, dirfd, name)): void {
+function checkEntry(c: Check, dirfd: number, name: string, path: string, index: number, st: Stat | null = statOrNull(c.sys, dirfd, name)): void {
   if (st === null) return;
   c.seen[index] = 1;
   if (c.ledger !== undefined && c.entries.kind(index) === 'file') {
@@ -121,7 +121,7 @@ function unreadable(c: Check, path: string): void {
 /** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
 function excluded(c: Check, fd: number, name: string | Buffer, path: string): boolean {
   if (c.excludes === undefined || typeof name !== 'string') return false;
-  const st = entryStatOrNull(c.sys, fd, name);
+  const st = statOrNull(c.sys, fd, name);
   return st !== null && c.excludes.excludes(path, isDir(st.mode));
 }
 

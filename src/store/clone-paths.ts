@@ -100,23 +100,6 @@ export function checkCloneApart(sys: Sys, clone: string, source: string, snapsho
   }
 }
 
-/**
- * What fstatat cannot describe: an entry whose times do not fit a stat (EOVERFLOW: a time
- * after 2262, which an agent can set on ext4 or tmpfs). It is of no kind a materialize
- * makes, so a diff finds it changed and a reset replaces it.
- */
-export const UNSTATABLE: Stat = Object.freeze({ dev: 0n, ino: 0n, mode: 0, nlink: 0, uid: -1, gid: -1, size: -1, blocks: 0, mtimeNs: 0n, ctimeNs: 0n });
-
-/** statOrNull for an entry of a clone's copy roots: one whose times do not fit a stat is UNSTATABLE, not a failure. */
-export function entryStatOrNull(sys: Sys, dirfd: number, name: string): Stat | null {
-  try {
-    return statOrNull(sys, dirfd, name);
-  } catch (err) {
-    if (hasCode(err, 'EOVERFLOW')) return UNSTATABLE;
-    throw err;
-  }
-}
-
 /** fstatat(no-follow), or null when the name does not exist. */
 export function statOrNull(sys: Sys, dirfd: number, name: string): Stat | null {
   try {

@@ -13,7 +13,7 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { UNSTATABLE, checkCloneApart, entryStatOrNull, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -150,8 +150,7 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
  * stood brings back everything below it: each of those is reported removed, as diff reports them.
  */
 function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
-  // What cannot be described is moved aside as if a directory, then removed as what it is.
-  r.trash.remove(dirFd, name, isDir(st.mode) || st === UNSTATABLE ? DT_DIR : DT_REG, want.path);
+  r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG, want.path);
   restore(r, dirFd, name, want);
   r.report.changed.push(want.path);
   if (want.kind === 'directory' && !isDir(st.mode)) reportBelow(r, want.path);
@@ -166,7 +165,7 @@ function reportBelow(r: Reset, rel: string): void {
 }
 
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd; st: what stands there (undefined: looked at here; null: nothing). */
-function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: Stat | null = entryStatOrNull(r.run.sys, dirFd, name)): void {
+function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: Stat | null = statOrNull(r.run.sys, dirFd, name)): void {
   const { sys } = r.run;
   // A file is the common case: it is read from the manifest only when it is not kept.
   if (st !== null && r.entries.kind(index) === 'file') {
@@ -194,7 +193,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: St
     // Swapped for a link or a file since the fstatat: what is there now is replaced. Another user's that this user
     // may not open: replaced too, which removes it where it is when it is empty, and refuses it naming it else.
     if (!hasCode(err, 'ELOOP', 'ENOTDIR') && !isLockedDir(err)) throw err;
-    return replace(r, dirFd, name, entryStatOrNull(sys, dirFd, name) ?? st, want);
+    return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
   }
   const mode = r.old.modeAt(index) ?? 0o700;
   {

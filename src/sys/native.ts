@@ -16,6 +16,12 @@ export interface Stat {
   gid: number;
   size: number;
   blocks: number;
+  /**
+   * Nanoseconds since the epoch, held at ±(2^63 - 1) for a time past what 64 bits hold
+   * (before 1677-09-21 or after 2262-04-11, which ext4, XFS with bigtime, btrfs and tmpfs
+   * store): such a time is set by hand, and the change that set it also set the ctime
+   * (the kernel's clock), so identities still tell every change apart.
+   */
   mtimeNs: bigint;
   ctimeNs: bigint;
 }

@@ -1,6 +1,6 @@
 // keep-times.test.ts: keepTimes records each copy-root file's and directory's mtime (ns), materialize gives it to the clone
 // (files after their bytes, directories after their children, never through a link), checkClone compares it; off, nothing changes.
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -272,6 +272,41 @@ describe('keepTimes', () => {
       message: /^The "options\.keepTimes" property must be of type boolean\./,
     });
     expect(existsSync(join(base, 'clone'))).toBe(false);
+    await store.close();
+  });
+});
+
+describe('times 64-bit nanoseconds cannot hold (after 2262, before 1677)', () => {
+  it('are captured as any other when times are not kept (the manifest the same as for another mtime); keepTimes refuses them with SEAL_LIMIT naming the entry, nothing stored', async () => {
+    const base = tempDir('/dev/shm');
+    writeTree(base, { 'repo/src/far.txt': 'far', 'repo/src/old/past.txt': 'past', 'twin/src/far.txt': 'far', 'twin/src/old/past.txt': 'past' });
+    setMtime(join(base, 'repo/src/far.txt'), 10n ** 19n); // 2286
+    setMtime(join(base, 'repo/src/old'), -(10n ** 19n)); // 1653
+    setMtime(join(base, 'repo/src'), 10n ** 19n);
+    const store = await SnapshotStore.open(join(base, 'store'));
+    const snap = await store.capture({ source: join(base, 'repo'), copy: ['src'] });
+    const twin = store.captureSync({ source: join(base, 'twin'), copy: ['src'] });
+    expect(snap.entries.map((e) => [e.path, e.size])).toEqual([['src', 0], ['src/far.txt', 3], ['src/old', 0], ['src/old/past.txt', 4]]);
+    expect(snap.manifestDigest).toBe(twin.manifestDigest);
+    const clone = join(base, 'clone');
+    mkdirSync(clone);
+    await snap.materialize(clone);
+    expect(readFileSync(join(clone, 'src/far.txt'), 'utf8')).toBe('far');
+    const before = readdirSync(join(base, 'store/snapshots')).sort();
+    for (const [path, shown] of [['repo/src/far.txt', 'src/far.txt'], ['repo/src/old', 'src/old']] as const) {
+      const source = join(base, 'other');
+      rmSync(source, { recursive: true, force: true });
+      writeTree(source, { 'src/far.txt': 'far', 'src/old/past.txt': 'past' });
+      setMtime(join(source, shown), lstatSync(join(base, path), { bigint: true }).mtimeNs);
+      expectError(() => store.captureSync({ source, copy: ['src'], keepTimes: true }), {
+        code: 'SEAL_LIMIT',
+        message: `mtime outside what keepTimes records (1677-09-21 to 2262-04-11, nanoseconds in 64 bits): ${shown}: set it (touch) or capture without keepTimes`,
+        path: shown,
+      });
+      await expectError(async () => store.capture({ source, copy: ['src'], keepTimes: true }), { code: 'SEAL_LIMIT', path: shown });
+    }
+    expect(readdirSync(join(base, 'store/snapshots')).sort()).toEqual(before);
+    expect(readdirSync(join(base, 'store/tmp'))).toEqual([]);
     await store.close();
   });
 });
