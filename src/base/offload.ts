@@ -87,10 +87,21 @@ function start(): Lane {
   return lane;
 }
 
+/**
+ * Sends a job to a lane. An argument that cannot be sent (a function or a symbol where an
+ * option's value should be: DataCloneError) rejects that call with Node's TypeError and
+ * leaves the lane as it was: no job pending on it, nothing keeping the process alive.
+ */
 function send(lane: Lane, request: JobRequest, pending: Pending): void {
+  try {
+    lane.worker.postMessage(request, transferList(request.args));
+  } catch (err) {
+    const refused = Object.assign(new TypeError(`The arguments of ${request.op} cannot be sent to a worker thread: ${(err as Error).message}`), { code: 'ERR_INVALID_ARG_VALUE', cause: err });
+    pending.reject(refused);
+    return;
+  }
   lane.pending.set(request.id, pending);
   lane.worker.ref();
-  lane.worker.postMessage(request, transferList(request.args));
 }
 
 /** An idle lane, or a new one while the pool is below its bound; undefined: every lane is busy. */

@@ -37,7 +37,8 @@ function corrupt(rel: string, what = 'snapshot file changed'): SealError {
   return new SealError('SEAL_CORRUPT', `${what}: ${escapePath(rel)}`, { path: rel });
 }
 
-function checkMaterializeOptions(options: MaterializeOptions): { mode: ReflinkMode; fallbackBytes: number } {
+/** reflink and fallbackBytes checked (Node's TypeError or RangeError): on the calling thread before a call is sent, and by the run itself. */
+export function checkMaterializeOptions(options: Pick<MaterializeOptions, 'reflink' | 'fallbackBytes'>): { mode: ReflinkMode; fallbackBytes: number } {
   const { reflink: mode = 'auto', fallbackBytes = DEFAULT_FALLBACK_BYTES } = checkOptions('options', options);
   if (mode !== 'auto' && mode !== 'always' && mode !== 'never') {
     throw invalidArgValue('options.reflink', mode, "must be 'auto', 'always' or 'never'");

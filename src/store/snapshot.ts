@@ -5,7 +5,7 @@ import { checkBoolean, checkFunction, checkOptions, checkString } from '../base/
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import type { PackedEntries } from '../base/entry-table.js';
-import type { MaterializeOptions, MaterializeReport } from './materialize.js';
+import { checkMaterializeOptions, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { diffClone, materializeClone, resetClone, type DiffOptions, type DiffReport, type ResetOptions, type ResetReport } from './clone-reset.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
 import type { CapturedMount } from '../capture/mounts.js';
@@ -157,6 +157,7 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.createClone', options.createClone);
+      checkMaterializeOptions(options);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, signal, ...rest } = options;
       abortedBefore('materialize', signal);
@@ -184,6 +185,7 @@ export class Snapshot {
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.clean', options.clean);
+      checkMaterializeOptions(options);
       checkCloneOutsideStore(snap.root, clone, snap.declarations);
       const { onProgress, signal, ...rest } = options;
       abortedBefore('reset', signal);

@@ -75,6 +75,37 @@ describe('async calls', () => {
     });
   });
 
+  it('an option no thread can be sent (a function, a symbol) is Node\'s TypeError on the calling thread; later calls run and the process exits (a refused send once left its job pending: every call after two hung)', () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/f': 'f', clone: null });
+    const INTERNAL = new URL('../../dist/internal.js', import.meta.url).href;
+    const script = `
+      import { SnapshotStore } from ${JSON.stringify(INDEX)};
+      import { offload, workerCount } from ${JSON.stringify(INTERNAL)};
+      const store = await SnapshotStore.open(${JSON.stringify(join(root, 'store'))});
+      const snap = await store.capture({ source: ${JSON.stringify(join(root, 'repo'))} });
+      const clone = ${JSON.stringify(join(root, 'clone'))};
+      const seen = [];
+      const bad = [() => 1, Symbol('s')];
+      for (const call of ['materialize', 'reset']) {
+        for (const reflink of bad) seen.push(await snap[call](clone, { reflink }).then(() => 'ok', (e) => [e.constructor.name, e.code, e.message]));
+        for (const fallbackBytes of bad) seen.push(await snap[call](clone, { fallbackBytes }).then(() => 'ok', (e) => [e.constructor.name, e.code]));
+      }
+      // The pool's own guard, for whatever reaches it: the call is refused, the lane stays free.
+      for (let i = 0; i < 3; i++) seen.push(await offload('diff', [() => 1]).then(() => 'ok', (e) => [e.constructor.name, e.code, e.cause?.name]));
+      await snap.materialize(clone);
+      seen.push((await snap.diff(clone)).ok, workerCount() <= 2);
+      await store.close();
+      console.log(JSON.stringify(seen));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '--no-warnings', '-e', script], { encoding: 'utf8', input: '', timeout: 30_000 });
+    const seen = JSON.parse(out.trim()) as unknown[];
+    const reflinkType = (name: string) => ['TypeError', 'ERR_INVALID_ARG_VALUE', `The property 'options.reflink' must be 'auto', 'always' or 'never'. Received ${name}`];
+    expect(seen.slice(0, 4)).toEqual([reflinkType('[Function (anonymous)]'), reflinkType('Symbol(s)'), ['TypeError', 'ERR_INVALID_ARG_TYPE'], ['TypeError', 'ERR_INVALID_ARG_TYPE']]);
+    expect(seen.slice(4, 8)).toEqual(seen.slice(0, 4));
+    expect(seen.slice(8)).toEqual([...Array(3).fill(['TypeError', 'ERR_INVALID_ARG_VALUE', 'DataCloneError']), true, true]);
+  });
+
   it('a SealError crosses the thread with its code, path, cause and retryable flag', () => {
     const cause = Object.assign(new Error("ENOENT: no such file or directory, fstatat 'b'"), { code: 'ENOENT', errno: -2, syscall: 'fstatat' });
     for (const [code, retryable] of [['SEAL_UNAVAILABLE', true], ['SEAL_UNAVAILABLE', false], ['SEAL_CHANGED', true]] as const) {
