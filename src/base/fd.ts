@@ -254,8 +254,10 @@ function walkBeneath(sys: Sys, rootFd: number, parts: readonly string[], flags: 
 /**
  * Opens `parts` below rootFd without crossing a symlink or leaving the root:
  * openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), or, where
- * the kernel lacks it (ENOSYS) or a sandbox forbids it (EPERM), a per-component
- * O_NOFOLLOW walk. EAGAIN (a concurrent rename) is retried a bounded number of times.
+ * the kernel lacks it (ENOSYS), a sandbox forbids it (EPERM) or the path is longer than
+ * one call takes (ENAMETOOLONG: past PATH_MAX, 4096 bytes, as a deep tree's is; a name
+ * too long for one component fails the walk the same way), a per-component O_NOFOLLOW
+ * walk. EAGAIN (a concurrent rename) is retried a bounded number of times.
  */
 export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], flags: number, mode = 0): number {
   if (parts.length === 0) throw new SealError('SEAL_BAD_PATH', 'empty path below root');
@@ -264,7 +266,7 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
     try {
       return sys.openat2(rootFd, joined, flags | O_NOFOLLOW, mode, BENEATH);
     } catch (err) {
-      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkBeneath(sys, rootFd, parts, flags, mode);
+      if (hasCode(err, 'ENOSYS', 'EPERM', 'ENAMETOOLONG')) return walkBeneath(sys, rootFd, parts, flags, mode);
       if (hasCode(err, 'EAGAIN') && attempt < OPENAT2_RETRIES) continue;
       throw err;
     }

@@ -289,6 +289,32 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  it('a file whose path is past PATH_MAX (4,242 bytes: 21 directories of 200-byte names) is restored by reset and by a materialize that resets, reached a directory at a time (it was SEAL_CORRUPT, ENAMETOOLONG, after the file was removed)', () => {
+    const work = tempDir();
+    const name = 'n'.repeat(200);
+    const deep = (root: string, text: string): void => {
+      execFileSync('python3', ['-c', 'import os, sys\nos.chdir(sys.argv[1])\nfor i in range(21):\n    os.makedirs(sys.argv[3], exist_ok=True); os.chdir(sys.argv[3])\nopen("leaf", "w").write(sys.argv[2])', root, text, name]);
+    };
+    mkdirSync(join(work, 'repo'));
+    deep(join(work, 'repo'), 'leaf');
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: join(work, 'repo'), limits: { maxPathBytes: 10000 } });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    const leaf = `${`${name}/`.repeat(21)}leaf`;
+    expect(leaf.length).toBe(4225);
+    deep(clone, 'LEAF');
+    expect(snap.diffSync(clone)).toMatchObject({ changed: [leaf] });
+    expect(snap.resetSync(clone)).toMatchObject({ changed: [leaf], method: 'reset' });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    deep(clone, 'LEAF');
+    expect(snap.materializeSync(clone)).toMatchObject({ reset: true });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    store.closeSync();
+    // Node's rmSync takes whole paths, too long here; rm walks down.
+    execFileSync('rm', ['-rf', work]);
+  });
+
   it('a name that is not UTF-8 is removed as added; another snapshot\'s ledger is SEAL_BINDING with nothing changed', () => {
     const { work, store, snap, clone } = fixture();
     writeFileSync(Buffer.concat([Buffer.from(join(clone, 'src/')), Buffer.from([0x66, 0xff, 0x0a])]), 'x');
