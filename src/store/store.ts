@@ -234,6 +234,8 @@ export class SnapshotStore {
   static readonly #prune = defineOp('prune', {
     validate: (store: SnapshotStore, policy: PrunePolicy) => {
       store.#checkOpen();
+      // Required: prune() with no rule at all is a mistake, not "remove nothing".
+      if (policy === undefined) throw invalidArgType('policy', 'object', policy);
       checkOptions('policy', policy);
       const checked: PrunePolicy = {};
       if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);

@@ -30,7 +30,8 @@ const READ_STABLE = defineOp('readStable', {
     checkString('path', path);
     const { sys = nativeSys, maxBytes } = checkReadOptions(options);
     const name = basename(path);
-    if (name === '' || name === '.' || name === '..') throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+    // A trailing slash names a directory (the kernel's ENOTDIR for a file), as writeFrozenFile holds.
+    if (name === '' || name === '.' || name === '..' || path.endsWith('/')) throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
     return { sys, args: [path, maxBytes] as [string, number] };
   },
   core: (sys, [path, maxBytes]): StableRead => {

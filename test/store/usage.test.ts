@@ -93,6 +93,9 @@ describe('prune', () => {
     expectError(() => store.prune({ maxBytes: 1.5 }), { code: 'ERR_OUT_OF_RANGE', fds: false });
     expectError(() => store.prune({ olderThanMs: '7d' as unknown as number }), { code: 'ERR_INVALID_ARG_TYPE', fds: false });
     expectError(() => store.prune(null as never), { code: 'ERR_INVALID_ARG_TYPE', fds: false });
+    // No policy at all: Node's error, not a TypeError from reading a field of undefined.
+    expectError(() => (store.prune as () => unknown)(), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "policy" argument must be of type object. Received undefined', fds: false });
+    await expectError(async () => (store.pruneAsync as () => Promise<unknown>)(), { code: 'ERR_INVALID_ARG_TYPE', fds: false });
     expect(store.list()).toEqual([digests[0], digests[2]].sort());
     store.closeSync();
   });

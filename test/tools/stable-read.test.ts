@@ -49,6 +49,8 @@ describe('readStable', () => {
     expectError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }), { code: 'SEAL_SYMLINK', message: `file must not be a symlink: ${join(dir, 'link')}` });
     expectError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 }), { code: 'SEAL_BAD_PATH' });
     expectError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 }), { code: 'SEAL_UNAVAILABLE' });
+    // A trailing slash names a directory: the kernel refuses `real/` (ENOTDIR), and so does readStable.
+    expectError(() => readStableSync(`${join(dir, 'real')}/`, { maxBytes: 10 }), { code: 'SEAL_BAD_PATH', message: `not a file path: ${join(dir, 'real')}/` });
   });
 
   it('a file that grows past the cap during the read is refused', () => {
