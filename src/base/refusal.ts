@@ -23,15 +23,31 @@ export function ioError(what: string, err: unknown, path?: string): SealError {
   return new SealError('SEAL_IO', message, path === undefined ? { cause: err } : { path, cause: err });
 }
 
-/** Throws ioError when err is a kernel refusal; returns otherwise (the caller maps the rest). */
+/** True for a system error saying a name or path is longer than this system holds (ENAMETOOLONG). */
+function isTooLong(err: unknown): boolean {
+  return isSystemError(err) && !(err instanceof SealError) && err.code === 'ENAMETOOLONG';
+}
+
+/** SEAL_LIMIT: `what` (already escaped) names a path this system cannot hold (ENAMETOOLONG, the cause). */
+function tooLongError(what: string, err: unknown, path?: string): SealError {
+  const message = `${what}: ${escapePath((err as Error).message)}`;
+  return new SealError('SEAL_LIMIT', message, path === undefined ? { cause: err } : { path, cause: err });
+}
+
+/**
+ * Throws ioError when err is a kernel refusal, and SEAL_LIMIT when it is ENAMETOOLONG (a
+ * name past 255 bytes, a path past what one call takes); returns otherwise (the caller
+ * maps the rest).
+ */
 export function throwIfRefused(err: unknown, what: string, path?: string): void {
   if (isRefusal(err)) throw ioError(what, err, path);
+  if (isTooLong(err)) throw tooLongError(what, err, path);
 }
 
 /**
  * Runs a public call's core: a system error escaping it (one no layer below turned into
- * a more precise SealError) becomes SEAL_IO when it is a kernel refusal, else
- * SEAL_UNAVAILABLE (something the call needed is missing or unusable); its cause is the
+ * a more precise SealError) becomes SEAL_IO when it is a kernel refusal, SEAL_LIMIT when
+ * it is ENAMETOOLONG, else SEAL_UNAVAILABLE (something the call needed is missing or unusable); its cause is the
  * system error either way.
  */
 export function sealed<T>(label: string, fn: () => T): T {
@@ -54,5 +70,6 @@ export async function sealedAsync<T>(label: string, fn: () => Promise<T>): Promi
 function typed(label: string, err: unknown): unknown {
   if (!isSystemError(err) || err instanceof SealError) return err;
   if (isRefusal(err)) return ioError(label, err);
+  if (isTooLong(err)) return tooLongError(label, err);
   return new SealError('SEAL_UNAVAILABLE', `${label}: ${escapePath(err.message)}`, { cause: err });
 }

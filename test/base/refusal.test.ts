@@ -34,6 +34,26 @@ describe('kernel refusals', () => {
     expect(storeLeftovers(store.root)).toEqual([]);
   });
 
+  it('a name past 255 bytes (ENAMETOOLONG) is SEAL_LIMIT, as README says, whose cause is the system error; nothing is made', () => {
+    const dir = tempDir();
+    writeTree(dir, { 'repo/src/f': 'f', stage: null });
+    const long = 'n'.repeat(256);
+    const calls: [string, () => unknown, string][] = [
+      ['open', () => SnapshotStore.openSync(join(dir, long)), `store directory cannot be opened: ${join(dir, long)}`],
+      ['capture source', () => SnapshotStore.openSync(join(dir, 's1'), { ephemeral: true }).captureSync({ source: join(dir, long) }), `source cannot be opened: ${join(dir, long)}`],
+      ['copy root', () => SnapshotStore.openSync(join(dir, 's2'), { ephemeral: true }).captureSync({ source: join(dir, 'repo'), copy: [long] }), `path cannot be read: ${long}`],
+      ['readStable', () => readStableSync(join(dir, long), { maxBytes: 10 }), `file cannot be read: ${join(dir, long)}`],
+      ['writeFrozenFile', () => writeFrozenFileSync(join(dir, long), Buffer.from('x')), `cannot create file: ${join(dir, long)}`],
+      ['stageFiles', () => stageFilesSync(join(dir, 'stage'), [{ target: long, bytes: Buffer.from('x') }]), 'stageFiles'],
+    ];
+    for (const [what, call, message] of calls) {
+      const err = expectError(call, { code: 'SEAL_LIMIT' }) as Error & { cause?: { code?: string } };
+      expect([what, err.message.startsWith(`${message}: ENAMETOOLONG: name too long`), err.cause?.code]).toEqual([what, true, 'ENAMETOOLONG']);
+    }
+    expect(readdirSync(join(dir, 'stage'))).toEqual([]);
+    expect(readdirSync(dir).sort()).toEqual(['repo', 's1', 's2', 'stage']);
+  });
+
   it('a root directory the kernel cannot open (EMFILE) is SEAL_IO', () => {
     const dir = tempDir();
     const fault = failOnce('openat2', 'EMFILE');
