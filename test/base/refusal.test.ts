@@ -1,4 +1,5 @@
 // refusal.test.ts: a call the kernel refuses (EIO, ENOSPC, EMFILE) is SEAL_IO with that system error as cause, and leaves nothing behind.
+import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -52,6 +53,22 @@ describe('kernel refusals', () => {
     }
     expect(readdirSync(join(dir, 'stage'))).toEqual([]);
     expect(readdirSync(dir).sort()).toEqual(['repo', 's1', 's2', 'stage']);
+  });
+
+  it('a tree deeper than the thread\'s stack can walk (6000 levels, maxDepth raised) is SEAL_LIMIT, not V8\'s RangeError; nothing stored', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'repo'));
+    execFileSync('python3', ['-c', 'import os, sys\nos.chdir(sys.argv[1])\nfor i in range(6000):\n    os.mkdir("x"); os.chdir("x")\nopen("leaf", "w").write("x")', join(dir, 'repo')]);
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    const err = expectError(() => store.captureSync({ source: join(dir, 'repo'), limits: { maxDepth: 100_000, maxPathBytes: 100_000 } }), {
+      code: 'SEAL_LIMIT',
+      message: "capture: the tree is deeper than this thread's stack can walk: lower limits.maxDepth (default 256)",
+    });
+    expect(err.cause).toBeInstanceOf(RangeError);
+    expect(storeLeftovers(store.root)).toEqual([]);
+    store.closeSync();
+    // Node's rmSync takes whole paths, too long here; rm walks down.
+    execFileSync('rm', ['-rf', dir]);
   });
 
   it('a root directory the kernel cannot open (EMFILE) is SEAL_IO', () => {
