@@ -166,12 +166,9 @@ function rootParts(path: string): string[] {
 }
 
 /** Per-component O_NOFOLLOW walk from `/`, for kernels without openat2 (ENOSYS) or sandboxes that forbid it (EPERM). */
-function walkFromRoot(sys: Sys, parts: readonly string[], create: boolean): number {
+function walkFromRoot(sys: Sys, parts: readonly string[]): number {
   using root = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
-  using dir = walkDown(sys, root.fd, parts, (at, part) => {
-    if (create) mkdirIfMissing(sys, at, part);
-    return openChildDir(sys, at, part);
-  });
+  using dir = walkDown(sys, root.fd, parts);
   return parts.length === 0 ? root.release() : dir.release();
 }
 
@@ -190,7 +187,7 @@ function openNoSymlinks(sys: Sys, path: string): number {
     try {
       return sys.openat2(AT_FDCWD, path, DIR_FLAGS, 0, NO_SYMLINKS);
     } catch (err) {
-      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkFromRoot(sys, rootParts(path), false);
+      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkFromRoot(sys, rootParts(path));
       if (hasCode(err, 'EAGAIN') && attempt < OPENAT2_RETRIES) continue;
       throw err;
     }
@@ -236,13 +233,45 @@ export function openRealDir(sys: Sys, path: string, label: string): number {
   }
 }
 
-/** openRealDir that first creates missing components (0700), one at a time, never through a link (mkdir -p for a store). */
+/**
+ * openRealDir that first creates missing components (0700), one at a time, never through
+ * a link (mkdir -p for a store). Where it fails, the directories it made are removed
+ * again, deepest first, each by its name in the directory it was made in (still open).
+ */
 export function makeRealDir(sys: Sys, path: string, label: string): number {
   const checked = checkRootPath(path, label);
+  const parts = rootParts(checked);
+  const made: { parent: Fd; name: string }[] = [];
+  let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
   try {
-    return walkFromRoot(sys, rootParts(checked), true);
+    for (const part of parts) {
+      if (part === '.' || part === '..') throw new SealError('SEAL_BAD_PATH', `not a plain name below its root: ${escapePath(checked)}`);
+      let createdHere = false;
+      try {
+        sys.mkdirat(current.fd, part, 0o700);
+        createdHere = true;
+      } catch (err) {
+        if (!hasCode(err, 'EEXIST')) throw err;
+      }
+      const next = own(sys, openChildDir(sys, current.fd, part));
+      // A parent that holds a directory made here stays open until the walk is done.
+      if (createdHere) made.push({ parent: current, name: part });
+      else current.close();
+      current = next;
+    }
+    return current.release();
   } catch (err) {
+    current[Symbol.dispose]();
+    for (let i = made.length - 1; i >= 0; i--) {
+      try {
+        sys.unlinkat(made[i]!.parent.fd, made[i]!.name, AT_REMOVEDIR);
+      } catch {
+        // not empty (someone else's meanwhile) or gone: left as it is
+      }
+    }
     throw rootError(sys, err, checked, label);
+  } finally {
+    for (const m of made) m.parent[Symbol.dispose]();
   }
 }
 

@@ -1,5 +1,5 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -76,6 +76,22 @@ describe('a store only you (or root) can have written', () => {
     const r = runScriptAs(undefined, `process.umask(0); const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)}); (await SnapshotStore.open(process.argv[1])).close(); console.log('{}');`, [dir]);
     expect(childJson(r)).toEqual({});
     expect([join(base, 'a'), join(base, 'a/b'), dir, join(dir, 'snapshots'), join(dir, 'tmp'), join(dir, 'lock')].map(mode)).toEqual([0o700, 0o700, 0o700, 0o700, 0o700, 0o600]);
+  });
+
+  it('an open that fails while making the store\'s parents removes the ones it made (a name past 255 bytes, last or between); what stood before stays', async () => {
+    const base = tempDir();
+    mkdirSync(join(base, 'kept'));
+    writeFileSync(join(base, 'kept/file'), 'x');
+    const cases: [string, string][] = [
+      [join(base, 'a/b/c', 'n'.repeat(256)), 'SEAL_LIMIT'],
+      [join(base, 'kept/d/e', 'n'.repeat(256), 'store'), 'SEAL_LIMIT'],
+    ];
+    for (const [dir, code] of cases) {
+      expectError(() => SnapshotStore.openSync(dir), { code, unchanged: base });
+      await expectError(async () => SnapshotStore.open(dir), { code, unchanged: base });
+    }
+    expect(readdirSync(base)).toEqual(['kept']);
+    expect(readdirSync(join(base, 'kept'))).toEqual(['file']);
   });
 
   it('a published snapshot others can write is neither reused by a capture nor read nor materialized', async () => {
