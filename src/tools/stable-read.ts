@@ -1,7 +1,7 @@
 // stable-read.ts: bounded reads of one file that prove the bytes did not change while read.
 import { dirname, basename } from 'node:path';
 
-import { openRealDir, own } from '../base/fd.js';
+import { checkRootPath, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
@@ -32,6 +32,8 @@ const READ_STABLE = defineOp('readStable', {
     const name = basename(path);
     // A trailing slash names a directory (the kernel's ENOTDIR for a file), as writeFrozenFile holds.
     if (name === '' || name === '.' || name === '..' || path.endsWith('/')) throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+    // The path itself named where it is wrong (not its parent, `.` for a bare name).
+    checkRootPath(path, 'file');
     return { sys, args: [path, maxBytes] as [string, number] };
   },
   core: (sys, [path, maxBytes]): StableRead => {

@@ -35,6 +35,8 @@ describe('writeFrozenFile', () => {
     symlinkSync(join(dir, 'real'), join(dir, 'alias'));
     expectError(() => writeFrozenFileSync(join(dir, 'alias/f'), Buffer.from('x')), { code: 'SEAL_SYMLINK' });
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
+    // A relative path is named as given (it once said `parent directory must be an absolute path: real`).
+    expectError(() => writeFrozenFileSync('real/f', Buffer.from('x')), { code: 'SEAL_BAD_PATH', message: 'file must be an absolute path: real/f' });
     const failing = wrapSys({
       pwrite: () => () => {
         throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });

@@ -51,6 +51,9 @@ describe('readStable', () => {
     expectError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 }), { code: 'SEAL_UNAVAILABLE' });
     // A trailing slash names a directory: the kernel refuses `real/` (ENOTDIR), and so does readStable.
     expectError(() => readStableSync(`${join(dir, 'real')}/`, { maxBytes: 10 }), { code: 'SEAL_BAD_PATH', message: `not a file path: ${join(dir, 'real')}/` });
+    // A relative or non-canonical path is named as given (it once said `parent directory … : .`).
+    expectError(() => readStableSync('real', { maxBytes: 10 }), { code: 'SEAL_BAD_PATH', message: 'file must be an absolute path: real' });
+    expectError(() => readStableSync(`${dir}/../x/real`, { maxBytes: 10 }), { code: 'SEAL_BAD_PATH', message: `file must be a canonical path (no '.', '..' or empty components): ${dir}/../x/real` });
   });
 
   it('a file that grows past the cap during the read is refused', () => {
