@@ -253,15 +253,15 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
       } catch (err) {
         if (!hasCode(err, 'EEXIST')) throw err;
       }
-      const next = own(sys, openChildDir(sys, current.fd, part));
-      // A parent that holds a directory made here stays open until the walk is done.
+      // A parent that holds a directory made here stays open until the walk is done; another is closed (a failed close ignored, as the walk's).
       if (createdHere) made.push({ parent: current, name: part });
-      else current.close();
+      const next = own(sys, openChildDir(sys, current.fd, part));
+      if (!createdHere) current[Symbol.dispose]();
       current = next;
     }
     return current.release();
   } catch (err) {
-    current[Symbol.dispose]();
+    if (!made.some((m) => m.parent === current)) current[Symbol.dispose]();
     for (let i = made.length - 1; i >= 0; i--) {
       try {
         sys.unlinkat(made[i]!.parent.fd, made[i]!.name, AT_REMOVEDIR);

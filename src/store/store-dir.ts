@@ -59,7 +59,15 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return;
     if (!hasCode(err, 'EACCES')) throw err;
-    checkPart(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW), rule, shown);
+    let st: Stat;
+    try {
+      st = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);
+    } catch (statErr) {
+      // Gone since (or never there: a refused open says nothing of what stands): nothing to check.
+      if (hasCode(statErr, 'ENOENT')) return;
+      throw statErr;
+    }
+    checkPart(st, rule, shown);
     return;
   }
   using part = own(sys, fd);
