@@ -1,5 +1,6 @@
 // fd.ts: fd ownership (`using` with Fd), the one parent walk, root opens that traverse no symlink, beneath-root opens, removal without following links.
 import { randomBytes } from 'node:crypto';
+import { basename } from 'node:path';
 
 import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
@@ -146,6 +147,17 @@ export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], ste
 }
 
 /**
+ * Checks a file's path the API was given: one that names a directory (an empty or `.`/`..`
+ * last component, a trailing slash, which the kernel refuses for a file with ENOTDIR) is
+ * SEAL_BAD_PATH `not a file path`; the rest as checkRootPath, the path named as `file`.
+ */
+export function checkFilePath(path: string): string {
+  const name = basename(path);
+  if (name === '' || name === '.' || name === '..' || path.endsWith('/')) throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
+  return checkRootPath(path, 'file');
+}
+
+/**
  * Checks a root path the API was given: a string (else Node's TypeError), absolute, canonical (no `.`, `..`
  * or empty components; one trailing slash is dropped), no NUL. Returns it.
  */
@@ -245,7 +257,6 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
   let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
   try {
     for (const part of parts) {
-      if (part === '.' || part === '..') throw new SealError('SEAL_BAD_PATH', `not a plain name below its root: ${escapePath(checked)}`);
       let createdHere = false;
       try {
         sys.mkdirat(current.fd, part, 0o700);

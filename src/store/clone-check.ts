@@ -1,11 +1,11 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
-import { statOrNull } from './clone-paths.js';
+import { statOrNull, statsOrUndefined } from './clone-paths.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
@@ -139,7 +139,7 @@ function checkDir(c: Check, fd: number, rel: string): void {
     indices[k] = index;
     if (index !== undefined) known.push(name as string);
   }
-  const stats = statsOrUndefined(c, fd, known);
+  const stats = statsOrUndefined(c.sys, fd, known);
   let n = 0;
   for (let k = 0; k < items.length; k++) {
     const name = items[k]!.name;
@@ -149,10 +149,6 @@ function checkDir(c: Check, fd: number, rel: string): void {
   }
 }
 
-/** fstatatEach of names below fd, undefined where one failed otherwise than missing: that one is looked at alone, meeting its failure in its turn. */
-function statsOrUndefined(c: Check, fd: number, names: readonly string[]): (Stat | null | undefined)[] {
-  return fstatatEach(c.sys, fd, names, AT_SYMLINK_NOFOLLOW).map((st) => (st instanceof Error ? undefined : st));
-}
 
 /**
  * Checks the entry `name` of the directory at fd (index: its manifest index, undefined:

@@ -5,6 +5,7 @@ import { readFrom, writeAll } from '../base/io.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+import { statOrNull } from './clone-paths.js';
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from './layout.js';
 
 /** The marker a materialize made: which inode, so only that one is ever removed. */
@@ -140,14 +141,8 @@ function removeName(sys: Sys, cloneFd: number): void {
 
 /** Removes the marker this materialize made; whatever else is at its name now is left alone. */
 export function removeMarker(sys: Sys, cloneFd: number, made: MarkerId): void {
-  let st: Stat;
-  try {
-    st = sys.fstatat(cloneFd, CLONE_MARKER, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return;
-    throw err;
-  }
-  if (st.dev === made.dev && st.ino === made.ino) removeName(sys, cloneFd);
+  const st = statOrNull(sys, cloneFd, CLONE_MARKER);
+  if (st !== null && st.dev === made.dev && st.ino === made.ino) removeName(sys, cloneFd);
 }
 
 /** True when the clone holds the in-progress marker. */

@@ -6,7 +6,7 @@ import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.
 import { escapePath } from '../base/paths.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Stat, Sys } from '../sys/native.js';
+import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
 
 /**
  * Makes the directory `clonePath` (0777 less the umask, as mkdir(1) does) when its
@@ -108,6 +108,15 @@ export function statOrNull(sys: Sys, dirfd: number, name: string): Stat | null {
     if (hasCode(err, 'ENOENT')) return null;
     throw err;
   }
+}
+
+/**
+ * statOrNull of each name below dirfd, all at once (fstatatEach): undefined where one failed
+ * otherwise than missing, so that one is looked at alone (statOrNull), meeting its failure
+ * in its turn.
+ */
+export function statsOrUndefined(sys: Sys, dirfd: number, names: readonly string[]): (Stat | null | undefined)[] {
+  return fstatatEach(sys, dirfd, names, AT_SYMLINK_NOFOLLOW).map((st) => (st instanceof Error ? undefined : st));
 }
 
 /** Rejects symlink and special-file hazards on the way to a root, writing nothing. */

@@ -5,15 +5,15 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
+import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
 import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -243,7 +243,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     if (index !== undefined) known.push(name as string);
   }
   // A name that failed otherwise than missing is looked at alone, meeting its failure in its turn.
-  const stats = fstatatEach(sys, fd, known, AT_SYMLINK_NOFOLLOW);
+  const stats = statsOrUndefined(sys, fd, known);
   let n = 0;
   for (let k = 0; k < items.length; k++) {
     const item = items[k]!;
@@ -255,8 +255,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
       continue;
     }
     r.seen[index] = 1;
-    const st = stats[n++];
-    resetEntry(r, fd, item.name as string, index, st instanceof Error ? undefined : st);
+    resetEntry(r, fd, item.name as string, index, stats[n++]);
   }
   for (const i of r.children.indices(rel) ?? []) {
     if (r.seen[i] === 1) continue;

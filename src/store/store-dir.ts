@@ -13,6 +13,7 @@ import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
 import { decodeDocumentBytes } from './document-parse.js';
 import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME } from './layout.js';
+import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
@@ -59,15 +60,9 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return;
     if (!hasCode(err, 'EACCES')) throw err;
-    let st: Stat;
-    try {
-      st = sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW);
-    } catch (statErr) {
-      // Gone since (or never there: a refused open says nothing of what stands): nothing to check.
-      if (hasCode(statErr, 'ENOENT')) return;
-      throw statErr;
-    }
-    checkPart(st, rule, shown);
+    const st = statOrNull(sys, dirFd, name);
+    // Gone since (or never there: a refused open says nothing of what stands): nothing to check.
+    if (st !== null) checkPart(st, rule, shown);
     return;
   }
   using part = own(sys, fd);

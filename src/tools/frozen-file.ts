@@ -1,7 +1,7 @@
 // frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
 import { basename, dirname } from 'node:path';
 
-import { checkRootPath, openRealDir, own, type Fd } from '../base/fd.js';
+import { checkFilePath, openRealDir, own, type Fd } from '../base/fd.js';
 import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
@@ -70,12 +70,7 @@ type WriteArgs = [path: string, bytes: Uint8Array, options: Omit<WriteFrozenOpti
 const WRITE_FROZEN = defineOp('writeFrozenFile', {
   validate: (path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}) => {
     checkArgs(path, bytes, options);
-    const name = basename(path);
-    if (name === '' || name === '.' || name === '..' || path.endsWith('/')) {
-      throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
-    }
-    // The path itself named where it is wrong (not its parent, `.` for a bare name).
-    checkRootPath(path, 'file');
+    checkFilePath(path);
     const { sys = nativeSys, ...rest } = options;
     return { sys, args: [path, bytes, rest] as WriteArgs };
   },

@@ -1,10 +1,8 @@
 // stable-read.ts: bounded reads of one file that prove the bytes did not change while read.
 import { dirname, basename } from 'node:path';
 
-import { checkRootPath, openRealDir, own } from '../base/fd.js';
+import { checkFilePath, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
-import { SealError } from '../base/errors.js';
-import { escapePath } from '../base/paths.js';
 
 import { defineOp } from '../base/op.js';
 import { sealed } from '../base/refusal.js';
@@ -29,11 +27,7 @@ const READ_STABLE = defineOp('readStable', {
   validate: (path: string, options: ReadStableOptions) => {
     checkString('path', path);
     const { sys = nativeSys, maxBytes } = checkReadOptions(options);
-    const name = basename(path);
-    // A trailing slash names a directory (the kernel's ENOTDIR for a file), as writeFrozenFile holds.
-    if (name === '' || name === '.' || name === '..' || path.endsWith('/')) throw new SealError('SEAL_BAD_PATH', `not a file path: ${escapePath(path)}`);
-    // The path itself named where it is wrong (not its parent, `.` for a bare name).
-    checkRootPath(path, 'file');
+    checkFilePath(path);
     return { sys, args: [path, maxBytes] as [string, number] };
   },
   core: (sys, [path, maxBytes]): StableRead => {
