@@ -1,8 +1,9 @@
 // trust.ts: the store trust rule (who may have written a store's parts), checked by fstat on the fds that were opened.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, own, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_FDCWD, isDir } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
 /** 'owner': only you (or root) can have written the store; 'group': a shared store, setgid, of a group you are in. */
@@ -27,6 +28,19 @@ function octal(mode: number): string {
 
 function untrusted(message: string): SealError {
   return new SealError('SEAL_UNTRUSTED', message);
+}
+
+/**
+ * Opens a shared store's directory, which is never made here: a missing one is
+ * SEAL_UNAVAILABLE saying how to prepare it (made 0700 it would only be refused as not setgid).
+ */
+export function openSharedRoot(sys: Sys, root: string): number {
+  try {
+    return openRealDir(sys, root, 'store directory');
+  } catch (err) {
+    if (!(err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && hasCode(err.cause, 'ENOENT'))) throw err;
+    throw new SealError('SEAL_UNAVAILABLE', `shared store does not exist: ${escapePath(root)}; prepare it once: install -d -m 2770 -g GROUP ${escapePath(root)}`, { cause: err });
+  }
 }
 
 function inGroup(gid: number): boolean {

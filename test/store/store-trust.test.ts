@@ -177,6 +177,15 @@ describe('the trust option', () => {
       message: `untrusted shared store: ${dir} is not setgid (mode 0770); fix: chmod g+s ${dir}`,
     });
   });
+
+  it("'group' never makes a missing store (made 0700 it would only be refused and left behind): says how to prepare it", async () => {
+    const base = tempDir();
+    const dir = join(base, 'fleet', 'store');
+    const expected = { code: 'SEAL_UNAVAILABLE', message: `shared store does not exist: ${dir}; prepare it once: install -d -m 2770 -g GROUP ${dir}` };
+    expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), expected);
+    await expect(SnapshotStore.open(dir, { trust: 'group' })).rejects.toMatchObject(expected);
+    expect(readdirSync(base)).toEqual([]);
+  });
 });
 
 /** A directory below a root-owned temp dir that anyone may traverse, owned by `owner`. */
