@@ -28,8 +28,8 @@ type Place =
 
 type Lookup = (parts: readonly string[]) => Place;
 
-/** Why a link is refused. */
-type Why = 'escapes' | 'dangling' | 'loops' | 'file' | 'uncaptured';
+/** Why a link is refused ('leaves': a link that names a place in its payload reaches it through a way out of the payload). */
+type Why = 'escapes' | 'dangling' | 'loops' | 'file' | 'uncaptured' | 'leaves';
 
 const DIRECTORY: Place = { kind: 'directory', end: true };
 const PASSAGE: Place = { kind: 'directory', end: false };
@@ -44,6 +44,7 @@ const COPY_WORDS: Readonly<Record<Why, string>> = {
   loops: `loops (more than ${MAX_LINK_HOPS} links to follow)`,
   file: 'goes through a file',
   uncaptured: 'points at something the snapshot does not capture',
+  leaves: 'points at something the snapshot does not capture',
 };
 
 /** How a refusal reads for a link in a mount payload (the wording mount captures have always had). */
@@ -53,6 +54,7 @@ const MOUNT_WORDS: Readonly<Record<Why, string>> = {
   loops: 'is dangling or escapes its snapshot',
   file: 'is dangling or escapes its snapshot',
   uncaptured: 'is dangling or escapes its snapshot',
+  leaves: 'is dangling or escapes its snapshot',
 };
 
 function refuse(path: string, target: string, what: string): SealError {
@@ -77,19 +79,22 @@ const startsWith = (parts: readonly string[], prefix: readonly string[]): boolea
  * components), one component at a time through `lookup`: a link met on the way is
  * followed (MAX_LINK_HOPS in all, the first link included), `..` goes back one
  * resolved directory, and climbing above the workspace is an escape (even on the way
- * back in). Returns why the link is refused, or undefined when it ends on a place a
- * link may end on.
+ * back in), as is leaving `within` when given. Returns why the link is refused, or
+ * undefined when it ends on a place a link may end on.
  */
-function resolve(lookup: Lookup, from: readonly string[], target: string): Why | undefined {
+function resolve(lookup: Lookup, from: readonly string[], target: string, within?: readonly string[]): Why | undefined {
   const resolved = [...from];
   let pending = target.split('/');
   let hops = 1;
+  // Left `within`: refused at the end, unless the rest of the way is refused for another reason first (an escape says more).
+  let left = false;
   while (pending.length > 0) {
     const part = pending.shift()!;
     if (part === '' || part === '.') continue;
     if (part === '..') {
       if (resolved.length === 0) return 'escapes';
       resolved.pop();
+      if (within !== undefined && !startsWith(resolved, within)) left = true;
       continue;
     }
     resolved.push(part);
@@ -104,6 +109,7 @@ function resolve(lookup: Lookup, from: readonly string[], target: string): Why |
       return 'file';
     }
   }
+  if (left) return 'leaves';
   const end = lookup(resolved);
   return end.kind === 'directory' && !end.end ? 'uncaptured' : undefined;
 }
@@ -157,18 +163,38 @@ function checkEach(links: readonly ManifestEntry[], check: (link: ManifestEntry)
 }
 
 /**
+ * Whether a link's target, read as text from its directory `at` (manifest components,
+ * `payload` first; `..` taking back a name, no link followed), stays in the payload at
+ * every step.
+ */
+function namesInside(at: readonly string[], target: string): boolean {
+  let depth = at.length;
+  for (const part of target.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part !== '..') depth++;
+    else if (--depth < 1) return false;
+  }
+  return true;
+}
+
+/**
  * The containment rule for a mount payload's links: each resolves, from the mount
  * target's place in the workspace, through the payload's own entries and links; the
- * rest of the workspace is taken as plain directories. The rule does not depend on
- * where the workspace is. The first link refused is thrown, or, given onEscape, each.
+ * rest of the workspace is taken as plain directories. A link whose target, read as
+ * text, never leaves its payload must resolve without leaving it either (through a
+ * link of the payload that points out), as the Python cache refuses it: resolved in
+ * the stored payload, such a way leads nowhere. The rule does not
+ * depend on where the workspace is. The first link refused is thrown, or, given
+ * onEscape, each.
  */
 export function checkMountLinks(mount: LinkMount, onEscape?: (err: SealError) => void): void {
   const find = finder(mount.entries);
   const lookup: Lookup = (parts) => (startsWith(parts, mount.targetParts) ? payloadPlace(find, mount.targetParts, parts) : DIRECTORY);
   const check = (e: ManifestEntry): void => {
     checkRelativeLink(e.path, e.link_target);
-    const from = [...mount.targetParts, ...e.path.split('/').slice(1, -1)];
-    const why = resolve(lookup, from, e.link_target);
+    const parents = e.path.split('/').slice(0, -1);
+    const from = [...mount.targetParts, ...parents.slice(1)];
+    const why = resolve(lookup, from, e.link_target, namesInside(parents, e.link_target) ? mount.targetParts : undefined);
     if (why !== undefined) throw refuse(e.path, e.link_target, MOUNT_WORDS[why]);
   };
   checkEach(symlinksOf(mount.entries), check, onEscape);

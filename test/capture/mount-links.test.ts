@@ -90,6 +90,24 @@ describe('mount payload links resolved as the kernel resolves them', () => {
     expect(refused(captureMount({ back: { link: '../deps/missing' } }, 'deps'))).toEqual([ESCAPES, 'symlink is dangling or escapes its snapshot: m/back -> ../deps/missing']);
   });
 
+  it('refuses a link that names a place in its payload but gets there through a link of the payload that points out (as the Python cache does)', () => {
+    // o alone is kept (it leaves the payload for the workspace); p reads as payload/L/o/s but resolves to src/s of the clone.
+    expect(captureMount({ 'L/o': { link: '../../src' } }, 'deps')).toEqual(['payload/L/o']);
+    expect(refused(captureMount({ 'L/o': { link: '../../src' }, 'L/p': { link: 'o/s' } }, 'deps'))).toEqual([
+      ESCAPES,
+      'symlink is dangling or escapes its snapshot: m/L/p -> o/s',
+    ]);
+    expect(refused(captureMount({ 'L/o': { link: '../../zzz' }, 'L/p': { link: 'o/x' } }, 'deps'))).toEqual([
+      ESCAPES,
+      'symlink is dangling or escapes its snapshot: m/L/p -> o/x',
+    ]);
+    // Through a link that climbs out and comes back in by the target's name: still a way out of the payload.
+    expect(refused(captureMount({ f: 'x', 'L/o': { link: '../../deps' }, 'L/p': { link: 'o/f' } }, 'deps'))).toEqual([
+      ESCAPES,
+      'symlink is dangling or escapes its snapshot: m/L/p -> o/f',
+    ]);
+  });
+
   it('accepts what the kernel resolves inside: pnpm-style chains, a way back into the payload, the rest of the workspace', () => {
     const tree: Tree = {
       '.pnpm/pkg@1/node_modules/pkg/index.js': 'x',

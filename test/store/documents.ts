@@ -87,6 +87,11 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a payload symlink that escapes the workspace', (d) => d.mounts[0]!.entries.push(link('payload/l', '../../../../../../../../outside')), 'mount symlink: symlink escapes the sandbox workspace: payload/l -> ../../../../../../../../outside'],
   ['a payload symlink that dangles', (d) => d.mounts[0]!.entries.push(link('payload/l', 'nothing')), 'mount symlink: symlink is dangling or escapes its snapshot: payload/l -> nothing'],
   ['an absolute payload symlink', (d) => d.mounts[0]!.entries.push(link('payload/l', '/etc/passwd')), 'bad symlink: payload/l'],
+  [
+    'a payload symlink that names its payload but goes through a payload link pointing out',
+    (d) => d.mounts[0]!.entries.push(link('payload/o', '../src'), link('payload/p', 'o/a')),
+    'mount symlink: symlink is dangling or escapes its snapshot: payload/p -> o/a',
+  ],
   ['a copy-root symlink that escapes the workspace', (d) => d.entries.push(link('src/l', '../../outside')), 'copy root symlink: symlink escapes the workspace: src/l -> ../../outside'],
   ['a copy-root symlink that dangles', (d) => d.entries.push(link('src/l', 'nothing')), 'copy root symlink: symlink is dangling: src/l -> nothing'],
   ['a copy-root symlink to what the snapshot does not capture', (d) => d.entries.push(link('src/l', '../etc/passwd')), 'copy root symlink: symlink points at something the snapshot does not capture: src/l -> ../etc/passwd'],
