@@ -1,5 +1,5 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { checkBoolean, checkInteger, checkOneOf, checkString, invalidArgType } from '../base/arg-errors.js';
+import { checkBoolean, checkInteger, checkOneOf, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
@@ -123,9 +123,15 @@ function list(value: unknown, name: string): unknown[] {
   return value;
 }
 
+const MOUNT_KEYS: readonly string[] = ['source', 'target', 'ensureDirs'];
+
 function planMount(m: unknown, i: number, maxPathBytes: number): PlannedMount {
   const name = `options.mounts[${i}]`;
   if (m === null || typeof m !== 'object' || Array.isArray(m)) throw invalidArgType(name, 'object', m);
+  // A misspelt key (ensuredirs) would otherwise be a different snapshot without a word; the Python cache refuses any other key too.
+  for (const key of Object.keys(m)) {
+    if (!MOUNT_KEYS.includes(key)) throw invalidArgValue(`${name}.${key}`, (m as Record<string, unknown>)[key], `is not a key of a mount declaration (${MOUNT_KEYS.join(', ')})`);
+  }
   const { source, target, ensureDirs } = m as MountDeclaration;
   const sourceParts = checkRelative(source, { label: 'mount source', name: `${name}.source`, maxPathBytes });
   const targetParts = checkRelative(target, { label: 'mount target', name: `${name}.target`, maxPathBytes });

@@ -422,6 +422,17 @@ describe('more declaration errors', () => {
     expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'cfg/app.json', target: 'app.json', ensureDirs: ['x'] }] }), { code: 'SEAL_BAD_PATH', message: 'ensureDirs needs a directory mount: cfg/app.json', unchanged: store.root });
     expectError(() => store.captureSync({ source: repo, copy: ['cfg'], workspace: 'relative' }), { code: 'SEAL_BAD_PATH', message: 'workspace must be an absolute path: relative', unchanged: store.root });
     expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'deps', target: '../out' }] }), { code: 'SEAL_BAD_PATH', message: "mount target must not contain '..': ../out", unchanged: store.root });
+    // A misspelt key is refused (the Python cache refuses any key but its own), not a snapshot without the directories asked for.
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensuredirs: ['cache'] } as never] }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.mounts[0].ensuredirs' is not a key of a mount declaration (source, target, ensureDirs). Received [ 'cache' ]",
+      unchanged: store.root,
+    });
+    expectError(() => store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', extra: undefined } as never] }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.mounts[0].extra' is not a key of a mount declaration (source, target, ensureDirs). Received undefined",
+      unchanged: store.root,
+    });
     const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: 'deps', ensureDirs: ['cache/tmp'] }] });
     expect(snap.mounts[0]!.entries.map((e) => e.path)).toEqual(['payload', 'payload/cache', 'payload/cache/tmp', 'payload/f']);
     store.closeSync();
