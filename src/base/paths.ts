@@ -53,7 +53,7 @@ export interface RelativeCheck {
 export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
   const { label, maxPathBytes } = check;
   if (typeof raw !== 'string') throw invalidArgType(check.name, 'string', raw);
-  if (raw.trim() === '') {
+  if (raw === '') {
     throw new SealError('SEAL_BAD_PATH', `${label} must be a non-empty relative path`);
   }
   if (!isWellFormed(raw)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(raw)}`);

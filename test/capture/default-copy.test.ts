@@ -35,6 +35,16 @@ describe('copy omitted', () => {
     store.closeSync();
   });
 
+  it('takes a name of spaces as any other (the Python cache does): a top-level " " and a copy root or mount target " "', () => {
+    const { repo, store } = setup({ ' /f': 'space', 'src/a': 'a', 'deps/i.js': 'i' });
+    const snap = store.captureSync({ source: repo, mounts: [{ source: 'deps', target: '  ' }] });
+    expect(snap.declarations).toEqual([' ', 'src']);
+    expect(snap.entries.map((e) => e.path)).toEqual([' ', ' /f', 'src', 'src/a']);
+    expect(snap.mounts[0]!.target).toBe('  ');
+    expect(store.captureSync({ source: repo, copy: [' ', 'src'], mounts: [{ source: 'deps', target: '  ' }] }).digest).toBe(snap.digest);
+    store.closeSync();
+  });
+
   it('refuses what a declared root would be refused for, with nothing stored', async () => {
     const { repo, store } = setup({ 'src/a': 'a', '.cache/x': 'x' });
     // The store inside a top-level entry: it would copy itself.
