@@ -134,19 +134,37 @@ export function offload(op: string, args: unknown[], hooks: OffloadHooks = {}): 
     Atomics.store(abort, 0, 1);
   };
   hooks.signal?.addEventListener('abort', onAbort, { once: true });
+  // A progress callback that throws aborts the job, and the call rejects with what it threw
+  // (as the sync call throws it): never an uncaught exception in the message handler.
+  let thrown: { err: unknown } | undefined;
+  const callback = hooks.onProgress;
+  const onProgress =
+    callback === undefined
+      ? undefined
+      : (p: Progress): void => {
+          if (thrown !== undefined) return;
+          try {
+            callback(p);
+          } catch (err) {
+            thrown = { err };
+            onAbort();
+          }
+        };
   return new Promise<unknown>((resolve, reject) => {
     const done = (): void => hooks.signal?.removeEventListener('abort', onAbort);
     const pending: Pending = {
       resolve: (v) => {
         done();
-        resolve(v);
+        if (thrown !== undefined) reject(thrown.err);
+        else resolve(v);
       },
       reject: (e) => {
         done();
+        if (thrown !== undefined) return reject(thrown.err);
         e.stack = `${e.name}: ${e.message}\n${callSite.stack?.split('\n').slice(1).join('\n') ?? ''}`;
         reject(e);
       },
-      onProgress: hooks.onProgress,
+      onProgress,
     };
     const request: JobRequest = { id, op, args, abort, progress: hooks.onProgress !== undefined };
     if (hooks.pinned === true) return send(lanes[0] ?? start(), request, pending);

@@ -106,6 +106,35 @@ describe('async calls', () => {
     expect(seen.slice(8)).toEqual([...Array(3).fill(['TypeError', 'ERR_INVALID_ARG_VALUE', 'DataCloneError']), true, true]);
   });
 
+
+  it('an onProgress that throws aborts the call, which rejects (or throws, sync) with what it threw; nothing is left and the process goes on (it once died of an uncaught exception, the call never settled)', () => {
+    const root = tempDir();
+    const tree: Record<string, string | null> = { clone: null };
+    for (let i = 0; i < 300; i++) tree[`repo/d/f${i}`] = `file ${i}`;
+    writeTree(root, tree);
+    const script = `
+      import { readdirSync } from 'node:fs';
+      import { SnapshotStore } from ${JSON.stringify(INDEX)};
+      const storeDir = ${JSON.stringify(join(root, 'store'))};
+      const store = await SnapshotStore.open(storeDir);
+      const source = ${JSON.stringify(join(root, 'repo'))};
+      const clone = ${JSON.stringify(join(root, 'clone'))};
+      const boom = (what) => () => { throw new Error(what); };
+      const seen = [];
+      const settled = (p) => p.then(() => 'settled without an error', (e) => e.message);
+      seen.push(await settled(store.capture({ source, statCache: false, onProgress: boom('capture') })));
+      try { store.captureSync({ source, statCache: false, onProgress: boom('captureSync') }); seen.push('no error'); } catch (e) { seen.push(e.message); }
+      seen.push(readdirSync(storeDir + '/snapshots').length, readdirSync(storeDir + '/tmp').length);
+      const snap = await store.capture({ source });
+      seen.push(await settled(snap.materialize(clone, { onProgress: boom('materialize') })), readdirSync(clone).length);
+      seen.push(await settled(snap.verify({ onProgress: boom('verify') })));
+      seen.push((await snap.verify()).entries);
+      await store.close();
+      console.log(JSON.stringify(seen));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '--no-warnings', '-e', script], { encoding: 'utf8', input: '', timeout: 30_000 });
+    expect(JSON.parse(out.trim())).toEqual(['capture', 'captureSync', 0, 0, 'materialize', 0, 'verify', 301]);
+  });
   it('a SealError crosses the thread with its code, path, cause and retryable flag', () => {
     const cause = Object.assign(new Error("ENOENT: no such file or directory, fstatat 'b'"), { code: 'ENOENT', errno: -2, syscall: 'fstatat' });
     for (const [code, retryable] of [['SEAL_UNAVAILABLE', true], ['SEAL_UNAVAILABLE', false], ['SEAL_CHANGED', true]] as const) {
