@@ -6,8 +6,16 @@ import type { Sys } from '../sys/native.js';
 import { keptEntries, type Excludes } from './exclude.js';
 import type { Plan } from './plan.js';
 
-/** A store below the source is fine unless a declared root (a copy root or a mount source) contains it: it would copy itself. */
+/**
+ * A store below the source is fine unless a declared root (a copy root or a mount source)
+ * contains it: it would copy itself. A source that is the store or lies inside it would
+ * walk into its own build. (By path here; the walk also refuses a directory that is the
+ * store or the build by identity, as a bind mount shows them.)
+ */
 export function checkStoreOutside(storeRoot: string, source: string, declared: readonly (readonly string[])[]): void {
+  if (source === storeRoot || source.startsWith(`${storeRoot}/`)) {
+    throw new SealError('SEAL_OVERLAP', `the source ${source === storeRoot ? 'is the store' : 'lies inside the store'}: ${escapePath(source)}`);
+  }
   for (const parts of declared) {
     const path = `${source}/${parts.join('/')}`;
     if (storeRoot === path || storeRoot.startsWith(`${path}/`)) {

@@ -86,6 +86,8 @@ export interface CaptureContextOptions {
   parallelism?: number | undefined;
   /** What the walk leaves out (undefined: nothing). */
   exclude?: Excludes | undefined;
+  /** The store's directory and the build's: a directory of the source that is one of them is SEAL_OVERLAP. */
+  ownDirs?: readonly Stat[] | undefined;
 }
 
 /** State shared by every builder of one capture: budget, copy-method probes, buffer, cancellation. */
@@ -106,6 +108,7 @@ export class CaptureContext {
   readonly isAborted: () => boolean;
   readonly parallelism: number | undefined;
   readonly exclude: Excludes | undefined;
+  readonly #ownDirs: readonly Stat[];
   /** The symlinks, special files and escaping links the walk stepped past, refused once it is over. */
   readonly obstacles = new Obstacles();
   /**
@@ -121,6 +124,7 @@ export class CaptureContext {
     this.isAborted = o.isAborted ?? (() => false);
     this.parallelism = o.parallelism;
     this.exclude = o.exclude;
+    this.#ownDirs = o.ownDirs ?? [];
     this.#report = throttled(o.onProgress);
     this.#jobs = new FileJobs(o.sys, this.buffer, o.parallelism, o.sys === nativeSys);
   }
@@ -156,6 +160,13 @@ export class CaptureContext {
   /** Lets go of the helper threads after the jobs in flight (their fds closed); idempotent. */
   close(): void {
     this.#jobs.close();
+  }
+
+  /** SEAL_OVERLAP when the source's directory `rel` is the store or the build (a bind mount of either inside the source). */
+  checkNotOwn(st: Stat, rel: string): void {
+    if (this.#ownDirs.some((own) => sameObject(own, st))) {
+      throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(rel)}`, { path: rel });
+    }
   }
 
   checkAbort(): void {
@@ -486,6 +497,7 @@ export class TreeBuilder {
       return;
     }
     using src = own(sys, fd);
+    this.ctx.checkNotOwn(opened, rel);
     this.#recordDir(rel, opened);
     if (this.ctx.hook?.deferred) {
       this.copyDirContents(src.fd, -1, rel, opened, depth);

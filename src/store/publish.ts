@@ -275,7 +275,8 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     const { tmpFd, snapshotsFd, fd: buildFd } = build;
     // The new directory's ctime is the store filesystem's clock before the walk: the stat cache's recording time.
     const buildStat = sys.fstat(buildFd);
-    ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism, exclude });
+    const ownDirs = [sys.fstat(storeFd), buildStat];
+    ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism, exclude, ownDirs });
     if (plan.statCache) {
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs + plan.clockAheadNs, fresh });
       ctx.hook = session;

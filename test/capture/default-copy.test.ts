@@ -1,9 +1,10 @@
 // default-copy.test.ts: a capture that names no copy roots takes every top-level entry of the source that holds no mount source, as the command always did.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
+import { SealError, SnapshotStore } from '../../dist/index.js';
 import { checkNoFdLeaks, expectError, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -42,6 +43,40 @@ describe('copy omitted', () => {
     expect(snap.entries.map((e) => e.path)).toEqual([' ', ' /f', 'src', 'src/a']);
     expect(snap.mounts[0]!.target).toBe('  ');
     expect(store.captureSync({ source: repo, copy: [' ', 'src'], mounts: [{ source: 'deps', target: '  ' }] }).digest).toBe(snap.digest);
+    store.closeSync();
+  });
+
+  it('refuses a source that is the store or lies inside it (it walked into its own build: SEAL_CHANGED, retried for nothing)', async () => {
+    const { base, repo, store } = setup({ 'src/a': 'a' });
+    const own = SnapshotStore.openSync(join(base, 'own'));
+    own.captureSync({ source: repo });
+    const before = storeLeftovers(own.root);
+    for (const [source, message] of [
+      [own.root, `the source is the store: ${own.root}`],
+      [join(own.root, 'snapshots'), `the source lies inside the store: ${join(own.root, 'snapshots')}`],
+      [join(own.root, 'tmp'), `the source lies inside the store: ${join(own.root, 'tmp')}`],
+    ]) {
+      expectError(() => own.captureSync({ source }), { code: 'SEAL_OVERLAP', message });
+      await expectError(async () => own.capture({ source, copy: [] }), { code: 'SEAL_OVERLAP', message });
+    }
+    expect(storeLeftovers(own.root)).toEqual(before);
+    own.closeSync();
+    store.closeSync();
+  });
+
+  it.runIf(process.geteuid!() === 0)('refuses the store or its build met inside the source by identity (a bind mount of the store)', async () => {
+    const { base, repo, store } = setup({ 'src/a': 'a', 'b/.keep': '' });
+    const own = SnapshotStore.openSync(join(base, 'own'));
+    execFileSync('mount', ['--bind', own.root, join(repo, 'b')]);
+    try {
+      expectError(() => own.captureSync({ source: repo }), { code: 'SEAL_OVERLAP', message: 'the store lies inside what is being captured: b', path: 'b' });
+      const err = await own.capture({ source: repo, copy: ['b/tmp'] }).then(() => undefined, (e: unknown) => e as SealError);
+      expect([err?.code, err?.retryable, err?.message.replace(/build-[0-9a-f]+/, 'build-X')]).toEqual(['SEAL_OVERLAP', false, 'the store lies inside what is being captured: b/tmp/build-X']);
+    } finally {
+      execFileSync('umount', [join(repo, 'b')]);
+    }
+    expect(storeLeftovers(own.root)).toEqual([]);
+    own.closeSync();
     store.closeSync();
   });
 
