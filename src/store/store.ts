@@ -305,6 +305,7 @@ export class SnapshotStore {
    */
   async push(digestOrPrefix: string, remote: string, options: PushOptions = {}): Promise<PushReport> {
     this.#checkOpen();
+    if (typeof remote !== 'string') throw invalidArgType('remote', 'string', remote);
     const digest = this.resolveDigest(digestOrPrefix);
     return sealedAsync('push', () => pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, options));
   }

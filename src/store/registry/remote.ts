@@ -1,6 +1,7 @@
 // remote.ts: a remote (`host[:port]/repository`): its parts, its transport (HTTPS unless loopback or insecure), and a snapshot's tag.
 import { isIP } from 'node:net';
 
+import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { escapePath } from '../../base/paths.js';
 
@@ -51,7 +52,8 @@ function bad(text: string, why: string): SealError {
  * http:// or the host is loopback; plain HTTP to any other host needs `insecure`.
  */
 export function parseRemote(text: unknown, insecure = false): Remote {
-  if (typeof text !== 'string' || text === '') throw new SealError('SEAL_BAD_PATH', 'remote must be host[:port]/repository');
+  if (typeof text !== 'string') throw invalidArgType('remote', 'string', text);
+  if (text === '') throw new SealError('SEAL_BAD_PATH', 'remote must be host[:port]/repository');
   let rest = text;
   let scheme: 'http' | 'https' | undefined;
   const m = /^(https?):\/\//.exec(rest);

@@ -27,6 +27,16 @@ describe('push and pull options', () => {
     await store.close();
   });
 
+  it('a remote that is not a string is Node\'s TypeError (push: before the snapshot is looked up), an empty one SEAL_BAD_PATH', async () => {
+    const store = await SnapshotStore.open(join(tempDir(), 's'));
+    const notString = (received: string) => ({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: `The "remote" argument must be of type string. ${received}` });
+    await expect(store.push('b01f', 5 as never)).rejects.toMatchObject(notString('Received type number (5)'));
+    await expect(store.push('b01f', {} as never)).rejects.toMatchObject(notString('Received an instance of Object'));
+    await expect(store.pull('d'.repeat(64), 5 as never)).rejects.toMatchObject(notString('Received type number (5)'));
+    await expect(store.pull('d'.repeat(64), '')).rejects.toMatchObject({ code: 'SEAL_BAD_PATH', message: 'remote must be host[:port]/repository' });
+    await store.close();
+  });
+
   it('chunkBytes and monolithicBytes that are not integers in range', async () => {
     const work = tempDir();
     writeTree(join(work, 'src'), { 'a.txt': 'a\n' });
