@@ -4,6 +4,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
+import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
@@ -21,6 +22,8 @@ export function makeCloneDir(sys: Sys, clonePath: string): boolean {
     return true;
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) {
+      // EACCES, EROFS, ENOSPC…: the kernel refused (SEAL_IO); anything else leaves the clone unavailable.
+      throwIfRefused(err, `clone cannot be created: ${escapePath(clonePath)}`);
       throw new SealError('SEAL_UNAVAILABLE', `clone cannot be created: ${escapePath(clonePath)}: ${(err as Error).message}`, { cause: err });
     }
     return false;

@@ -52,6 +52,18 @@ describe('createClone', () => {
     store.closeSync();
   });
 
+  it('a clone the kernel refuses to make (EACCES) is SEAL_IO, as every other refusal', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    const clone = join(work, 'clone');
+    const { sys } = failOnce('mkdirat', 'EACCES', (_dirfd, name) => name === basename(clone));
+    expectError(() => withSys(snap, sys).materializeSync(clone, { createClone: true }), {
+      code: 'SEAL_IO',
+      message: `clone cannot be created: ${clone}: EACCES: injected, mkdirat`,
+      unchanged: work,
+    });
+    store.closeSync();
+  });
+
   it('a materialize that fails removes the clone it made, empty, sync and async; a clone that was there already, or a made one that holds entries, stays (kills removeMadeClone emptied)', async () => {
     const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
     const clone = join(work, 'clone');
