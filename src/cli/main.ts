@@ -50,8 +50,8 @@ function checkCommandTakes(spec: CommandSpec, values: Record<string, OptionValue
   }
 }
 
-/** Commands that only read the store: a missing store is an error for them, never created. */
-const READ_ONLY = new Set(['ls', 'show', 'diff', 'verify', 'push', 'mounts']);
+/** The commands that put a snapshot into a store make it when it is missing; for every other command a missing store is an error, never created. */
+const MAKES_STORE = new Set(['capture', 'pull']);
 
 /** A single-valued option given twice is a usage error, not last-wins. */
 function checkRepeats(tokens: readonly { kind: string; name?: string }[], options: Record<string, OptionSpec>): void {
@@ -64,7 +64,7 @@ function checkRepeats(tokens: readonly { kind: string; name?: string }[], option
 }
 
 /**
- * A read-only command's store must be one already: a missing path, or a directory without the
+ * The store of a command that puts no snapshot in must be one already: a missing path, or a directory without the
  * store's `snapshots/` (an empty one, which opening would make a store), is `no store`, and
  * nothing is written. Anything else (a file, a directory holding other things) is left to
  * the store's open, which names what is wrong.
@@ -152,7 +152,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       io,
       options: values,
       store: async () => {
-        if (store === undefined && READ_ONLY.has(spec!.name)) checkStoreExists(storeDir);
+        if (store === undefined && !MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
         // Every command but push and pull runs the library's sync calls: a command has no event
         // loop to keep free, so a worker thread would only add its start-up to the run.
         return (store ??= SnapshotStore.openSync(storeDir));

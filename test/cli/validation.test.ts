@@ -38,9 +38,10 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(cli(store, 'push', 'abc', remote)).toMatchObject({ status: 1, stderr: expect.stringMatching(/^treeseal: SEAL_UNAVAILABLE: /) });
   });
 
-  it('read-only commands never create a missing store', () => {
+  it('only capture and pull create a missing store: every other command fails and leaves nothing (rm, du, gc, materialize, reset once made one)', () => {
     const work = tempDir();
-    for (const args of [['ls'], ['verify'], ['show', 'abc']]) {
+    const clone = join(work, 'clone');
+    for (const args of [['ls'], ['verify'], ['show', 'abc'], ['rm', '0000'], ['du'], ['gc'], ['materialize', '00', clone], ['reset', '00', clone], ['diff', '00', clone], ['run', '00', clone, '--', 'true']]) {
       const store = join(work, 'missing/deep/store');
       const r = cli(store, ...args);
       expect(r.status).toBe(1);
