@@ -94,32 +94,126 @@ function openUp(sys: Sys, fd: number, mode: number, rel: string): void {
   }
 }
 
-/** Applies a mode policy to the tree open at fd (the directory itself included). */
-export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy, rel = '', depth = 0): void {
-  if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`);
-  // A thaw must open up the directory before anything inside can be listed by a non-root owner.
-  if (policy.dir & 0o200) openUp(sys, fd, policy.dir, rel);
-  for (const entry of sys.readdir(fd)) {
-    // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
-    if (!policy.files && entry.type === DT_REG) continue;
-    const childRel = rel === '' ? String(entry.name) : `${rel}/${String(entry.name)}`;
-    const st = sys.fstatat(fd, entry.name, AT_SYMLINK_NOFOLLOW);
-    if (isLink(st.mode)) continue;
-    if (isDir(st.mode)) {
-      using child = own(sys, openChildDir(sys, fd, entry.name));
-      applyModesAt(sys, child.fd, policy, childRel, depth + 1);
-    } else if (isReg(st.mode)) {
-      if (policy.unshare === true && st.nlink > 1) unshareChild(sys, fd, entry.name, childRel, st, policy.file(st.mode));
-      else if (policy.files) chmodChild(sys, fd, entry.name, policy.file(st.mode));
-    } else {
-      throw new SealError('SEAL_SPECIAL_FILE', `tree contains a special file: ${escapePath(childRel)}`, { path: childRel });
+/** Directory levels below the root a walk goes at most (each level holds one fd open). */
+const MAX_TREE_DEPTH = 4096;
+
+/** A path for a message: a very deep one keeps its first and last components only. */
+function shortPath(rel: string): string {
+  const parts = rel.split('/');
+  return escapePath(parts.length <= 8 ? rel : [...parts.slice(0, 3), '…', ...parts.slice(-2)].join('/'));
+}
+
+function tooDeep(rel: string): SealError {
+  return new SealError('SEAL_LIMIT', `tree is deeper than ${MAX_TREE_DEPTH} levels: ${shortPath(rel)}`, { path: rel });
+}
+
+function specialFile(rel: string): SealError {
+  return new SealError('SEAL_SPECIAL_FILE', `tree contains a special file: ${escapePath(rel)}`, { path: rel });
+}
+
+/** What a walk does at each directory (entered: before listing it; left: after its entries) and each entry that is not a directory. */
+interface TreeVisit {
+  entered?(fd: number, rel: string): void;
+  /** A file, link or special file (`st`: its fstatat). */
+  other(dirfd: number, name: string | Buffer, rel: string, st: Stat): void;
+  left?(fd: number, rel: string): void;
+  /** Whether a directory's entries matter for files at all (false: regular files by d_type are skipped unseen). */
+  files: boolean;
+  /** A directory that cannot be listed (EACCES) is passed over instead of failing the walk. */
+  skipUnlisted?: boolean;
+}
+
+interface Level {
+  fd: number;
+  owned: { [Symbol.dispose](): void } | undefined;
+  rel: string;
+  entries: ReturnType<Sys['readdir']>;
+  next: number;
+}
+
+/**
+ * Walks the tree open at fd (the directory itself first), a directory at a time on an
+ * explicit stack, never a link: as deep as MAX_TREE_DEPTH on any thread's stack.
+ */
+function walkTree(sys: Sys, fd: number, visit: TreeVisit): void {
+  const stack: Level[] = [];
+  const enter = (dirFd: number, owned: Level['owned'], rel: string): void => {
+    try {
+      if (stack.length > MAX_TREE_DEPTH) throw tooDeep(rel);
+      visit.entered?.(dirFd, rel);
+      let entries: Level['entries'];
+      try {
+        entries = sys.readdir(dirFd);
+      } catch (err) {
+        if (!(visit.skipUnlisted === true && hasCode(err, 'EACCES'))) throw err;
+        entries = [];
+      }
+      stack.push({ fd: dirFd, owned, rel, entries, next: 0 });
+    } catch (err) {
+      owned?.[Symbol.dispose]();
+      throw err;
     }
+  };
+  try {
+    enter(fd, undefined, '');
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      if (top.next === top.entries.length) {
+        visit.left?.(top.fd, top.rel);
+        stack.pop();
+        top.owned?.[Symbol.dispose]();
+        continue;
+      }
+      const entry = top.entries[top.next++]!;
+      // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
+      if (!visit.files && entry.type === DT_REG) continue;
+      const rel = top.rel === '' ? String(entry.name) : `${top.rel}/${String(entry.name)}`;
+      const st = sys.fstatat(top.fd, entry.name, AT_SYMLINK_NOFOLLOW);
+      if (isDir(st.mode)) {
+        const child = own(sys, openChildDir(sys, top.fd, entry.name));
+        enter(child.fd, child, rel);
+      } else visit.other(top.fd, entry.name, rel, st);
+    }
+  } finally {
+    for (const level of stack) level.owned?.[Symbol.dispose]();
   }
-  if (!(policy.dir & 0o200)) sys.fchmod(fd, policy.dir);
+}
+
+/** Applies a mode policy to the tree open at fd (the directory itself included). */
+export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
+  // A thaw must open up each directory before anything inside can be listed by a non-root owner.
+  const opens = (policy.dir & 0o200) !== 0;
+  walkTree(sys, fd, {
+    files: policy.files,
+    entered: opens ? (dirFd, rel) => openUp(sys, dirFd, policy.dir, rel) : undefined,
+    left: opens ? undefined : (dirFd) => sys.fchmod(dirFd, policy.dir),
+    other: (dirfd, name, rel, st) => {
+      if (isLink(st.mode)) return;
+      if (!isReg(st.mode)) throw specialFile(rel);
+      if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode));
+      else if (policy.files) chmodChild(sys, dirfd, name, policy.file(st.mode));
+    },
+  });
+}
+
+/**
+ * What freeze and thaw would refuse, found before any mode is changed: a special file,
+ * a tree too deep. (A directory a thaw must open up before it can be listed is judged as
+ * the thaw reaches it.)
+ */
+function checkTreeAt(sys: Sys, fd: number): void {
+  walkTree(sys, fd, {
+    files: false,
+    skipUnlisted: true,
+    other: (_dirfd, _name, rel, st) => {
+      if (!isLink(st.mode) && !isReg(st.mode)) throw specialFile(rel);
+    },
+  });
 }
 
 function applyModes(dir: string, policy: ModePolicy, sys: Sys): void {
   using root = own(sys, openRealDir(sys, dir, 'directory'));
+  checkTreeAt(sys, root.fd);
   applyModesAt(sys, root.fd, policy);
 }
 

@@ -1,5 +1,6 @@
 // freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and thaw copies hard-linked files.
 import { chmodSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -40,6 +41,45 @@ describe('freeze and thaw', () => {
     symlinkSync(dir, join(work, 'link'));
     expectError(() => freezeSync(join(work, 'link')), { code: 'SEAL_SYMLINK', message: `directory must be a real directory, not a symlink: ${join(work, 'link')}` });
     expect(readdirSync(dir)).toEqual(['p']);
+  });
+
+  it('refuses before changing anything: a special file anywhere leaves every mode as it was (freeze once chmodded what it met first)', async () => {
+    const work = tempDir();
+    const dir = join(work, 't');
+    writeTree(dir, { zzz: 'z', 'aaa/f': 'f', 'aaa/b/g': 'g' });
+    mkfifo(join(dir, 'aaa/b/mmm'));
+    const modes = () => ['', 'zzz', 'aaa', 'aaa/f', 'aaa/b', 'aaa/b/g'].map((p) => lstatSync(join(dir, p)).mode & 0o7777);
+    const before = modes();
+    expectError(() => freezeSync(dir), { code: 'SEAL_SPECIAL_FILE', message: 'tree contains a special file: aaa/b/mmm', path: 'aaa/b/mmm' });
+    await expectError(async () => freeze(dir), { code: 'SEAL_SPECIAL_FILE', message: 'tree contains a special file: aaa/b/mmm' });
+    expect(modes()).toEqual(before);
+    chmodSync(join(dir, 'zzz'), 0o400);
+    expectError(() => thawSync(dir), { code: 'SEAL_SPECIAL_FILE', message: 'tree contains a special file: aaa/b/mmm' });
+    expect(lstatSync(join(dir, 'zzz')).mode & 0o7777).toBe(0o400);
+  });
+
+  it('walks 4096 levels on any thread (the sync call once overflowed the stack near 4000 and named limits.maxDepth, which freeze has not); deeper is SEAL_LIMIT with a short path, nothing changed', async () => {
+    const work = tempDir();
+    const deep = (name: string, levels: number): string => {
+      const root = join(work, name);
+      mkdirSync(root);
+      execFileSync('python3', ['-c', 'import os, sys\nos.chdir(sys.argv[1])\nfor i in range(int(sys.argv[2])):\n    os.mkdir("a"); os.chdir("a")\nopen("f", "w").write("x")', root, String(levels)]);
+      return root;
+    };
+    const ok = deep('ok', 4096);
+    freezeSync(ok);
+    expect(lstatSync(join(ok, 'a')).mode & 0o7777).toBe(0o500);
+    thawSync(ok);
+    await freeze(ok);
+    await thaw(ok);
+    expect(lstatSync(join(ok, 'a')).mode & 0o7777).toBe(0o700);
+    const tooDeep = deep('deep', 4200);
+    const message = 'tree is deeper than 4096 levels: a/a/a/…/a/a';
+    expectError(() => freezeSync(tooDeep), { code: 'SEAL_LIMIT', message });
+    await expectError(async () => thaw(tooDeep), { code: 'SEAL_LIMIT', message });
+    expect([lstatSync(tooDeep).mode & 0o7777, lstatSync(join(tooDeep, 'a')).mode & 0o7777]).toEqual([0o755 & ~process.umask(), 0o777 & ~process.umask()]);
+    // rm(1): Node's recursive removal of the temp dir would overflow its own stack.
+    execFileSync('rm', ['-rf', ok, tooDeep]);
   });
 
   it('a wrong argument type is Node\'s TypeError, sync or async', async () => {
