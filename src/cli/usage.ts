@@ -9,9 +9,10 @@ const SIZE_UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2
 export function durationOption(ctx: Context, name: string): number | undefined {
   const raw = stringOption(ctx, name);
   if (raw === undefined) return undefined;
-  const m = /^(\d+(?:\.\d+)?)([smhdw]?)$/.exec(raw);
-  if (m === null) throw new UsageError(`--${name} takes a duration such as 90s, 30m, 12h, 7d or 2w, not ${JSON.stringify(raw)}`, ctx.command);
-  return Math.round(Number(m[1]) * DURATION_UNITS[m[2] === '' ? 's' : m[2]!]!);
+  // The unit is required: a bare `7` read as seconds would prune nearly everything of someone who meant days.
+  const m = /^(\d+(?:\.\d+)?)([smhdw])$/.exec(raw);
+  if (m === null) throw new UsageError(`--${name} takes a duration with its unit, such as 90s, 30m, 12h, 7d or 2w, not ${JSON.stringify(raw)}`, ctx.command);
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2]!]!);
 }
 
 /** `--name 50G`: a byte count (K, M, G, T are powers of 1024, with an optional `iB` or `B`), or undefined when absent. */

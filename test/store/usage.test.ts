@@ -117,7 +117,9 @@ describe('treeseal du, ls --long, gc policies', () => {
     expect([gc.status, gc.stdout]).toEqual([0, `swept 0 stale items\nremoved ${digests[0]}\n1 snapshot removed, ${gc.stdout.split('\n')[2]!.split('removed, ')[1]}\n`]);
     expect(json(cli(dir, 'gc', '--keep-last', '1', '--max-size', '0', '--json'))).toMatchObject({ removed: [digests[1]], leased: [] });
     for (const [flag, value, message] of [
-      ['--older-than', 'a week', 'treeseal: --older-than takes a duration such as 90s, 30m, 12h, 7d or 2w, not "a week"'],
+      ['--older-than', 'a week', 'treeseal: --older-than takes a duration with its unit, such as 90s, 30m, 12h, 7d or 2w, not "a week"'],
+      // A bare number was taken as seconds: `gc --older-than 7` removed snapshots a few seconds old.
+      ['--older-than', '7', 'treeseal: --older-than takes a duration with its unit, such as 90s, 30m, 12h, 7d or 2w, not "7"'],
       ['--max-size', '5 GB', 'treeseal: --max-size takes a size such as 500M, 50G or 1TiB, not "5 GB"'],
       ['--keep-last', 'all', 'treeseal: --keep-last takes a count, not "all"'],
     ] as const) {
