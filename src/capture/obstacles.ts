@@ -25,6 +25,11 @@ export interface ObstacleWhere {
   copyRoot?: string | undefined;
   /** The entry's mode (which kind of special file). */
   mode?: number;
+  /**
+   * An obstacle at a declared root itself: how the root came to be declared (`copy`, a
+   * mount's source, or `default`: every top-level entry), which says how to leave it out.
+   */
+  declaredBy?: 'copy' | 'mount' | 'default' | undefined;
 }
 
 /** A path of a mount's area (`payload`, `payload/x`) as the user named it: below the mount's source path. */
@@ -70,7 +75,8 @@ function excludeHint(path: string): string {
 }
 
 function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: ObstacleWhere): string {
-  const exclude = excludeHint(path);
+  // A root named in copy or mounts cannot be excluded (a pattern that leaves out a declared root is refused): it is left out of the declaration.
+  const exclude = where.declaredBy === 'copy' ? 'leaving it out of --copy leaves it out' : where.declaredBy === 'mount' ? 'leaving out its --mount leaves it out' : excludeHint(path);
   if (kind === 'link' && where.copyRoot !== undefined) {
     const root = escapePath(where.copyRoot);
     const mount = escapePath(root) === root ? shellWord(root) : root;

@@ -371,6 +371,8 @@ export interface BuilderOptions {
   freezeDirs: boolean;
   /** The source path the area's root `payload` stands for (a mount): excludes match, and errors name, paths below it. */
   payloadSource?: string;
+  /** The copy roots are every top-level entry of the source (copy omitted): one is left out by an exclude pattern, not by the declaration. */
+  defaultRoots?: boolean;
   /**
    * Make each declared directory root a btrfs subvolume (copy roots in a store on btrfs):
    * what it holds keeps a clone's modes (directories 0700, files 0600/0700) and is sealed
@@ -481,7 +483,7 @@ export class TreeBuilder {
     }
     if (isLink(st.mode)) {
       // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
-      if (declared) return this.#obstacle(symlinkRefused(rel), 'root-link');
+      if (declared) return this.#obstacle(symlinkRefused(rel), 'root-link', undefined, true);
       if (!this.options.allowSymlinks) return this.#obstacle(symlinkRefused(rel, this.#root), 'link');
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;
@@ -490,7 +492,7 @@ export class TreeBuilder {
       this.ctx.hook.reusedAt(this.entries, this.#addFile(rel, st).index);
       return;
     }
-    if (!isDir(st.mode) && !isReg(st.mode)) return this.#obstacle(special(rel), 'special', st.mode);
+    if (!isDir(st.mode) && !isReg(st.mode)) return this.#obstacle(special(rel), 'special', st.mode, declared);
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
     if (!isDir(opened.mode)) {
       this.#copyFile(fd, destDirFd, destName, rel, opened);
@@ -515,8 +517,10 @@ export class TreeBuilder {
   }
 
   /** An obstacle (never opened or followed) is recorded and the walk goes on: the capture is refused once it is over. */
-  #obstacle(err: SealError, kind: ObstacleKind, mode?: number): void {
-    this.ctx.obstacles.add(err, kind, { payloadSource: this.options.payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }) });
+  #obstacle(err: SealError, kind: ObstacleKind, mode?: number, atRoot = false): void {
+    const { payloadSource, defaultRoots } = this.options;
+    const declaredBy = !atRoot ? undefined : payloadSource !== undefined ? 'mount' : defaultRoots === true ? 'default' : 'copy';
+    this.ctx.obstacles.add(err, kind, { payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }), declaredBy });
   }
 
   /** Copies every child of the open source directory, then checks it did not change meanwhile. */

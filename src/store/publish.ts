@@ -74,7 +74,7 @@ function writePiecesAt(sys: Sys, dirfd: number, name: string, pieces: readonly P
 }
 
 function captureCopyRoots(ctx: CaptureContext, sourceFd: number, copyFd: number, plan: Plan, subvolumes: boolean): TreeBuilder {
-  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true, subvolumes });
+  const builder = new TreeBuilder(ctx, copyFd, { allowSymlinks: plan.links === 'contained', preserveModes: false, keepExecutable: plan.keepExecutable, keepTimes: plan.keepTimes, freezeDirs: true, subvolumes, defaultRoots: plan.defaultCopy });
   for (const parts of plan.copyParts) {
     using srcParent = openDeclaredParents(ctx, sourceFd, parts);
     using destParent = builder.ensureDirs(parts.slice(0, -1));

@@ -1,5 +1,5 @@
 // obstacles.test.ts: a capture refused for symlinks, special files and mount links that escape names every one it found, in one SealError, on either thread; messages name the user's paths.
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -120,6 +120,14 @@ describe('every obstacle in one error', () => {
       { path: 'app/link', code: 'SEAL_SYMLINK', hint: LINK },
       { path: 'way', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: declare what it points to, or --exclude /way leaves it out' },
     ]);
+    // Named in copy: an exclude pattern would be refused (it leaves out a declared root), so the way out is the declaration.
+    mkfifo(join(repo, 'real/fifo'));
+    const named = await refusal(repo, store, { copy: ['alias', 'real/fifo'] });
+    expect(named.details).toEqual([
+      { path: 'alias', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: declare what it points to, or leaving it out of --copy leaves it out' },
+      { path: 'real/fifo', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: leaving it out of --copy leaves it out' },
+    ]);
+    rmSync(join(repo, 'real/fifo'));
     const stopped = await refusal(repo, store, { copy: ['app', 'way/y', 'real'] });
     expect(stopped.message).toBe('capture must not traverse a symlink: app/link (in copy root app: declare app as a mount (--mount app) or leave it out), and 1 more obstacle');
     expect(stopped.details).toEqual([
@@ -168,7 +176,7 @@ describe("messages name the user's paths, never the store's", () => {
     const err = await refusal(repo, store, { copy: [], mounts: [{ source: 'alias', target: 'x' }, { source: 'web/deps', target: 'deps' }] });
     expect([err.message, err.path]).toEqual(['capture must not traverse a symlink: alias, and 1 more obstacle', 'alias']);
     expect(err.details).toEqual([
-      { path: 'alias', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: declare what it points to, or --exclude /alias leaves it out' },
+      { path: 'alias', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: declare what it points to, or leaving out its --mount leaves it out' },
       { path: 'web/deps/lib/fifo', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: --exclude /web/deps/lib/fifo leaves it out' },
     ]);
     expectError(() => store.captureSync({ source: repo, copy: [], mounts: [{ source: 'web/deps', target: 'deps' }], limits: { maxFileBytes: 0 } }), {
