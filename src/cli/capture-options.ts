@@ -65,9 +65,17 @@ export function excludeOptions(ctx: Context): Excludes {
   return out;
 }
 
-/** A refusal of `options.exclude[i]` names the flag or the file line the pattern came from. */
+/**
+ * A refusal of `options.exclude[i]` names the flag or the file line the pattern came from;
+ * one of a copy root or mount source the patterns leave out names its --copy or --mount.
+ */
 export function namingOrigin(err: unknown, excludes: Excludes): unknown {
   if (!(err instanceof TypeError)) return err;
+  const root = /^The property 'options\.(copy|mounts)\[\d+\](?:\.source)?' (is left out by the exclude pattern [^]*)\. Received ([^]*)$/.exec(err.message);
+  if (root !== null) {
+    err.message = `--${root[1] === 'copy' ? 'copy' : 'mount'} ${root[3]} ${root[2]}`;
+    return err;
+  }
   const m = /^The property 'options\.exclude\[(\d+)\]'/.exec(err.message);
   const origin = m === null ? undefined : excludes.origins[Number(m[1])];
   if (origin !== undefined) err.message = `The exclude pattern from ${origin}${err.message.slice(m![0].length)}`;
