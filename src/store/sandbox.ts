@@ -79,6 +79,9 @@ function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
     '--die-with-parent',
     // A new session: the command cannot push input into the caller's terminal (TIOCSTI).
     '--new-session',
+    // Run by root, bubblewrap keeps the caller's capabilities: the command could remount the
+    // read-only binds (a payload, /usr, /etc) writable. Dropped, they stay read-only.
+    '--cap-drop', 'ALL',
     ...o.system.flatMap((p) => ['--ro-bind', p, p]),
     ...rootLinks(),
     '--dev', '/dev',
@@ -103,7 +106,8 @@ function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
  * that run a command with clone bound read-write at the workspace, each payload read-only
  * at its target with a writable tmpfs where it keeps one (`.vite-temp`), and for
  * bubblewrap: every namespace unshared (the network too unless `network`), the host's
- * /usr and /etc read-only, a private /dev, /proc and /tmp, a new session.
+ * /usr and /etc read-only, a private /dev, /proc and /tmp, a new session, no capability
+ * (for root too).
  */
 export function sandboxArgs(snap: Snapshot, clone: string, options: SandboxOptions = {}): SandboxArgs {
   checkString('clone', clone);

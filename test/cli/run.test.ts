@@ -36,6 +36,10 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
       'cat node_modules/.bin/p',
       'touch node_modules/.vite-temp/t && echo vite-temp writable',
       '(echo x > node_modules/p/index.js) 2>/dev/null || echo payload read-only',
+      // No capability, for root too: the read-only binds cannot be remounted writable (as root they once could: the store's payload and the host's /etc written).
+      "grep CapEff /proc/self/status | tr -d '\\t'",
+      '(mount -o remount,bind,rw node_modules && echo x > node_modules/p/index.js) 2>/dev/null || echo payload stays read-only',
+      '(mount -o remount,bind,rw /etc && echo remounted /etc) 2>/dev/null || echo /etc stays read-only',
       'echo agent > src/out.txt',
       // Only the loopback interface: the network namespace is the sandbox's own.
       "grep -c : /proc/net/dev | tr -d ' '",
@@ -43,7 +47,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     ].join('; ');
     const r = cli(store, 'run', digest.slice(0, 12), clone, '--', 'sh', '-c', inside);
     expect([r.status, r.stderr]).toEqual([7, '']);
-    expect(r.stdout).toBe('/workspace\nalpha\nmodule.exports = 1;\nvite-temp writable\npayload read-only\n1\n');
+    expect(r.stdout).toBe('/workspace\nalpha\nmodule.exports = 1;\nvite-temp writable\npayload read-only\nCapEff:0000000000000000\npayload stays read-only\n/etc stays read-only\n1\n');
     expect(readFileSync(join(clone, 'src/out.txt'), 'utf8')).toBe('agent\n');
     expect(readdirSync(clone).sort()).toEqual(['node_modules', 'src']);
     expect(readdirSync(join(clone, 'node_modules'))).toEqual([]);
@@ -131,7 +135,7 @@ describe('sandboxArgs', () => {
     const args = sandboxArgs(snap, clone, { system: ['/usr'] });
     expect(args.mounts).toEqual([{ source: payload, target: '/workspace/node_modules', readOnly: true, tmpfs: ['/workspace/node_modules/.vite-temp'] }]);
     expect(existsSync(join(clone, 'node_modules'))).toBe(true);
-    const start = ['--unshare-all', '--die-with-parent', '--new-session', '--ro-bind', '/usr', '/usr'];
+    const start = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr'];
     expect(args.bwrap.slice(0, start.length)).toEqual(start);
     // Between them, the host's root links (/bin -> usr/bin, ...) as the host has them.
     expect(args.bwrap.slice(-16)).toEqual([
