@@ -47,15 +47,16 @@ export function removeMadeClone(sys: Sys, clonePath: string, made: Stat): void {
 }
 
 /**
- * Refuses a clone that lies inside the snapshot's store, or one of whose copy roots holds the
- * store: materializing there would rewrite published snapshots or remove the store.
+ * Refuses a clone that lies inside the snapshot's store or holds it: materializing there
+ * would rewrite published snapshots or remove the store, and a clone is handed to an
+ * agent whole (`run` binds it writable; `reset --clean` removes what is outside its roots).
  */
-export function checkCloneOutsideStore(snapshotRoot: string, clone: unknown, declarations: readonly string[]): void {
+export function checkCloneOutsideStore(snapshotRoot: string, clone: unknown): void {
   if (typeof clone !== 'string') return;
   const store = resolve(snapshotRoot, '..', '..');
   const dir = resolve(clone);
   const within = (inner: string, outer: string): boolean => inner === outer || inner.startsWith(`${outer}/`);
-  if (within(dir, store) || declarations.some((d) => within(store, resolve(dir, d)))) {
+  if (within(dir, store) || within(store, dir)) {
     throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(dir)}`);
   }
 }
@@ -83,7 +84,7 @@ function identitiesAlong(sys: Sys, path: string): Set<string> {
 
 /**
  * Refuses (SEAL_OVERLAP) a clone that is the snapshot's source, lies inside it or holds
- * it, or lies inside the store: compared by device and inode along both paths, so a
+ * it, or lies inside the store or holds it: compared by device and inode along both paths, so a
  * bind mount or a second name of the same directory is seen. Checked before anything
  * is made; a source that no longer exists overlaps nothing.
  */
@@ -91,13 +92,15 @@ export function checkCloneApart(sys: Sys, clone: string, source: string, snapsho
   const store = resolve(snapshotRoot, '..', '..');
   const aboveClone = identitiesAlong(sys, clone);
   const storeId = identityAt(sys, store);
-  if (storeId !== undefined && aboveClone.has(storeId)) throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(clone)}`);
+  const cloneId = identityAt(sys, clone);
+  if ((storeId !== undefined && aboveClone.has(storeId)) || (cloneId !== undefined && identitiesAlong(sys, store).has(cloneId))) {
+    throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(clone)}`);
+  }
   const sourceId = identityAt(sys, source);
   if (sourceId === undefined) return;
   if (aboveClone.has(sourceId)) {
     throw new SealError('SEAL_OVERLAP', `clone is the snapshot's source or lies inside it (the next capture would take the arm in): ${escapePath(clone)} (source ${escapePath(source)})`);
   }
-  const cloneId = identityAt(sys, clone);
   if (cloneId !== undefined && identitiesAlong(sys, source).has(cloneId)) {
     throw new SealError('SEAL_OVERLAP', `clone holds the snapshot's source: ${escapePath(clone)} (source ${escapePath(source)})`);
   }

@@ -158,7 +158,7 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.createClone', options.createClone);
       checkMaterializeOptions(options);
-      checkCloneOutsideStore(snap.root, clone, snap.declarations);
+      checkCloneOutsideStore(snap.root, clone);
       const { onProgress, signal, ...rest } = options;
       abortedBefore('materialize', signal);
       return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress, signal };
@@ -186,7 +186,7 @@ export class Snapshot {
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.clean', options.clean);
       checkMaterializeOptions(options);
-      checkCloneOutsideStore(snap.root, clone, snap.declarations);
+      checkCloneOutsideStore(snap.root, clone);
       const { onProgress, signal, ...rest } = options;
       abortedBefore('reset', signal);
       return { ...snap.#call<[SnapshotRef, string, Omit<ResetOptions, 'onProgress' | 'signal'>]>(snap.#ref, clone, rest), onProgress, signal };
@@ -199,7 +199,7 @@ export class Snapshot {
     validate: (snap: Snapshot, clone: string, options: MountPointOptions = {}) => {
       checkString('clone', clone);
       checkOptions('options', options);
-      checkCloneOutsideStore(snap.root, clone, []);
+      checkCloneOutsideStore(snap.root, clone);
       return snap.#call(snap.#ref, clone, options);
     },
     core: (sys, [ref, clone, options]) => mountPointsOf(sys, ref.root, dataOf(sys, ref), clone, options),

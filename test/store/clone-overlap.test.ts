@@ -26,15 +26,33 @@ describe('a clone apart from the source and the store', () => {
     });
     await expectError(async () => snap.materialize(join(repo, 'arms/a'), { createClone: true }), { code: 'SEAL_OVERLAP', unchanged: root });
     expectError(() => snap.materializeSync(join(repo, 'src'), { createClone: true }), { code: 'SEAL_OVERLAP', unchanged: root });
-    expectError(() => snap.materializeSync(root), {
-      code: 'SEAL_OVERLAP',
-      message: `clone holds the snapshot's source: ${root} (source ${repo})`,
-      unchanged: root,
-    });
+    // root holds the store too, which is said first.
+    expectError(() => snap.materializeSync(root), { code: 'SEAL_OVERLAP', message: `clone overlaps the snapshot store: ${root}`, unchanged: root });
     expectError(() => snap.materializeSync(join(root, 'store/tmp'), {}), { code: 'SEAL_OVERLAP', unchanged: root });
     expect(listTree(root)).toEqual(before);
+    // A clone that holds the source (and not the store).
+    writeTree(root, { 'deep/repo/src/b': 'b' });
+    const deep = store.captureSync({ source: join(root, 'deep/repo'), copy: ['src'] });
+    expectError(() => deep.materializeSync(join(root, 'deep')), {
+      code: 'SEAL_OVERLAP',
+      message: `clone holds the snapshot's source: ${join(root, 'deep')} (source ${join(root, 'deep/repo')})`,
+    });
     // A sibling is fine.
     expect(snap.materializeSync(join(root, 'arm'), { createClone: true }).files).toBe(1);
+    store.closeSync();
+  });
+
+  it('a clone that holds the store outside its copy roots is SEAL_OVERLAP too: the agent given the clone would hold the store (run binds the clone writable), and reset --clean would remove it', async () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/src/a': 'a', 'arm/keep': 'k' });
+    const store = SnapshotStore.openSync(join(root, 'arm/.store'));
+    const snap = store.captureSync({ source: join(root, 'repo'), copy: ['src'] });
+    const before = listTree(join(root, 'arm'));
+    const expected = { code: 'SEAL_OVERLAP', message: `clone overlaps the snapshot store: ${join(root, 'arm')}` };
+    expectError(() => snap.materializeSync(join(root, 'arm')), expected);
+    await expectError(async () => snap.reset(join(root, 'arm'), { clean: true }), expected);
+    await expectError(async () => snap.mountPointsAsync(join(root, 'arm')), expected);
+    expect(listTree(join(root, 'arm'))).toEqual(before);
     store.closeSync();
   });
 
