@@ -1,10 +1,13 @@
 // stable-read.ts: bounded reads of one file that prove the bytes did not change while read.
+import { constants } from 'node:buffer';
 import { dirname, basename } from 'node:path';
 
 import { checkFilePath, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 
+import { SealError } from '../base/errors.js';
 import { defineOp } from '../base/op.js';
+import { escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { readAllAt, type StableRead } from '../base/io.js';
 import { sys as nativeSys, type Sys } from '../sys/native.js';
@@ -17,10 +20,20 @@ export interface ReadStableOptions {
   sys?: Sys;
 }
 
+/** The most bytes one read can return: a Buffer of size + 1 (the byte that tells a file grew) must be possible. */
+const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
+
 function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
   if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
-  checkInteger('options.maxBytes', options.maxBytes);
+  checkInteger('options.maxBytes', options.maxBytes, 0, MAX_READ_BYTES);
   return options;
+}
+
+/** readStableAt's name: one component below dirfd, never a path that could climb out or pass through a link. */
+function checkComponent(name: string): void {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+    throw new SealError('SEAL_BAD_PATH', `name must be one entry of the directory (no '/', not '.' or '..'): ${escapePath(name)}`, { path: name });
+  }
 }
 
 const READ_STABLE = defineOp('readStable', {
@@ -48,9 +61,10 @@ export function readStable(path: string, options: ReadStableOptions): Promise<St
   return READ_STABLE.async(path, options);
 }
 
-/** The dirfd-relative form: name is opened below dirfd without following a symlink. */
+/** The dirfd-relative form: name, one entry of the directory dirfd, is opened without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
   const { sys = nativeSys, maxBytes } = checkReadOptions(options);
   checkString('name', name);
+  checkComponent(name);
   return sealed('readStable', () => readAllAt(sys, dirfd, name, maxBytes));
 }

@@ -98,7 +98,12 @@ describe('readStable options', () => {
     writeFileSync(join(dir, 'f'), 'x');
     expectError(() => readStableSync(join(dir, 'f'), { maxBytes: -1 }), {
       code: 'ERR_OUT_OF_RANGE',
-      message: 'The value of "options.maxBytes" is out of range. It must be >= 0 && <= 9007199254740991. Received -1',
+      message: 'The value of "options.maxBytes" is out of range. It must be >= 0 && <= 4294967295. Received -1',
+    });
+    // Past what one Buffer holds: refused at the call (a file over 4 GiB once gave a RangeError from deep in the read, about "size").
+    expectError(() => readStableSync(join(dir, 'f'), { maxBytes: Number.MAX_SAFE_INTEGER }), {
+      code: 'ERR_OUT_OF_RANGE',
+      message: 'The value of "options.maxBytes" is out of range. It must be >= 0 && <= 4294967295. Received 9_007_199_254_740_991',
     });
     expectError(() => readStableSync(join(dir, 'f'), {} as never), {
       code: 'ERR_INVALID_ARG_TYPE',
@@ -109,6 +114,29 @@ describe('readStable options', () => {
       code: 'ERR_INVALID_ARG_TYPE',
       message: 'The "path" argument must be of type string. Received an instance of Buffer',
     });
+  });
+});
+
+describe('readStableAt', () => {
+  it('reads one entry of the directory: a name that climbs, is absolute or holds a / (and so could pass through a link) is SEAL_BAD_PATH, nothing opened', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'sub'));
+    writeFileSync(join(dir, 'sub', 'f'), 'inside');
+    writeFileSync(join(dir, 'secret'), 'outside');
+    symlinkSync(dir, join(dir, 'sub', 'lnk'));
+    const fd = sys.openat(AT_FDCWD, join(dir, 'sub'), O_RDONLY | O_DIRECTORY);
+    try {
+      expect(readStableAt(fd, 'f', { maxBytes: 100 }).bytes.toString()).toBe('inside');
+      for (const name of ['../secret', 'lnk/secret', join(dir, 'secret'), '.', '..', '', 'f/']) {
+        expectError(() => readStableAt(fd, name, { maxBytes: 100 }), {
+          code: 'SEAL_BAD_PATH',
+          message: `name must be one entry of the directory (no '/', not '.' or '..'): ${name}`,
+        });
+      }
+      expectError(() => readStableAt(fd, 'lnk', { maxBytes: 100 }), { code: 'SEAL_SYMLINK' });
+    } finally {
+      sys.close(fd);
+    }
   });
 });
 
