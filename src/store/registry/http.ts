@@ -144,9 +144,17 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
   });
 }
 
-function retryDelay(t: Transport, attempt: number, res: Response | undefined): number {
-  const after = Number(res?.headers.get('retry-after'));
-  if (Number.isFinite(after) && after >= 0) return Math.min(after * 1000, 10_000);
+/**
+ * How long to wait before retry `attempt`: what the answer's Retry-After says (seconds, or
+ * an HTTP date; at most 10 s), else backoff doubling from backoffMs with jitter. No header
+ * is no header: `Number(null)` is 0, and every retry once went at once.
+ */
+export function retryDelay(t: Pick<Transport, 'backoffMs'>, attempt: number, res: Response | undefined): number {
+  const header = res?.headers.get('retry-after')?.trim();
+  if (header !== undefined && header !== '') {
+    const ms = /^\d+$/.test(header) ? Number(header) * 1000 : Date.parse(header) - Date.now();
+    if (Number.isFinite(ms)) return Math.min(Math.max(ms, 0), 10_000);
+  }
   return Math.min(t.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2);
 }
 

@@ -66,6 +66,8 @@ export function parseRemote(text: unknown, insecure = false): Remote {
   const host = rest.slice(0, slash).toLowerCase();
   const repository = rest.slice(slash + 1).replace(/\/+$/, '');
   if (!HOST_RE.test(host)) throw bad(text, 'bad host');
+  const port = /:(\d+)$/.exec(host)?.[1];
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) throw bad(text, 'port must be 1 to 65535');
   if (!REPOSITORY_RE.test(repository) || repository.length > 255) throw bad(text, 'bad repository name');
   const loopback = isLoopback(host);
   const plainHttpAllowed = loopback || insecure;

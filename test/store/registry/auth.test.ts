@@ -97,6 +97,11 @@ describe('transport and parsing', () => {
     for (const bad of ['noslash', '/x', 'host/UPPER', 'host/a//b', 'host/-a', 'ho st/x']) {
       expect(() => parseRemote(bad)).toThrow(SealError);
     }
+    // A port out of range: typed here (it was Node's ERR_INVALID_URL from the first request).
+    for (const port of ['0', '65536', '99999']) {
+      expect(() => parseRemote(`127.0.0.1:${port}/ci/snaps`)).toThrow(`not a registry repository (port must be 1 to 65535): 127.0.0.1:${port}/ci/snaps`);
+    }
+    expect(parseRemote('h:65535/x').origin).toBe('https://h:65535');
   });
 
   it('parses Basic and Bearer challenges with quoted parameters', () => {

@@ -206,6 +206,9 @@ await s.pull(${JSON.stringify(snap.digest)}, ${JSON.stringify(remote)});`;
       { what: expect.stringMatching(/^GET \/v2\//), reason: 'HTTP 503', attempt: 1, retries: 3, waitMs: expect.any(Number) },
       { what: expect.stringMatching(/^GET \/v2\//), reason: 'HTTP 503', attempt: 2, retries: 3, waitMs: expect.any(Number) },
     ]);
+    // No Retry-After: backoff from 200 ms, doubling, ±25 % (a missing header once read as 0 s: every retry at once).
+    const waits = notices.map((n) => n.waitMs);
+    expect([waits[0]! >= 150 && waits[0]! <= 250, waits[1]! >= 300 && waits[1]! <= 500]).toEqual([true, true]);
     // A callback that is not a function is Node's TypeError, before anything is sent.
     await expect(store.pull(snap.digest, remote, { onRetry: 1 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_TYPE' });
     await store.close();
