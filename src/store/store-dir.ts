@@ -9,6 +9,7 @@ import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { sameObject } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
 import { decodeDocumentBytes } from './document-parse.js';
@@ -154,9 +155,20 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     // The kernel refusing the read (SEAL_IO, its cause the system error) says nothing about the snapshot.
     if (isSealError(err, 'SEAL_IO')) throw err;
     throwIfRefused(err, `snapshot manifest cannot be read: ${digest}`);
+    // Removed while it was read (rm moves it out of snapshots/ first): gone, not corrupt.
+    if (!stillPublished(sys, snapshotsFd, digest, dir.fd)) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot (removed while it was read): ${digest}`, { cause: err });
     throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
   }
   return text.length <= OBJECTS_UP_TO ? decodeDocument(text.toString('utf8'), digest) : decodeDocumentBytes(text, digest);
+}
+
+/** Whether snapshots/<digest> still names the directory open at dirFd. */
+function stillPublished(sys: Sys, snapshotsFd: number, digest: string, dirFd: number): boolean {
+  try {
+    return sameObject(sys.fstatat(snapshotsFd, digest, AT_SYMLINK_NOFOLLOW), sys.fstat(dirFd));
+  } catch {
+    return false;
+  }
 }
 
 /** Opens a published snapshot's directory: one someone you do not trust made or can write is SEAL_UNTRUSTED (see trust.ts). */

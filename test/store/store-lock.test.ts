@@ -112,6 +112,29 @@ describe('shared for readers, exclusive for writers', () => {
   });
 });
 
+describe('a snapshot removed while it is loaded', () => {
+  it('get of a snapshot rm takes away while its manifest is read is SEAL_UNAVAILABLE, never SEAL_CORRUPT (it was: no readable manifest)', async () => {
+    const { store, snap } = stored();
+    const other = SnapshotStore.openSync(store.root);
+    let removed = false;
+    const sys = wrapSys({
+      pread: (orig) => (...args: Parameters<Sys['pread']>) => {
+        if (!removed) {
+          removed = true;
+          other.remove(snap.digest);
+        }
+        return orig(...args);
+      },
+    });
+    const reader = SnapshotStore.openSync(store.root, { sys });
+    expectError(() => reader.get(snap.digest), { code: 'SEAL_UNAVAILABLE', message: `no such snapshot (removed while it was read): ${snap.digest}` });
+    expect(removed).toBe(true);
+    reader.closeSync();
+    other.closeSync();
+    store.closeSync();
+  });
+});
+
 describe('a store without a lock file', () => {
   it('a reader runs unlocked and makes none; a writer makes it again (kills the create flag and the ENOENT escape of openLock dropped or forced)', async () => {
     const { work, store, snap, lock } = stored();
