@@ -1,13 +1,14 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, own, removeAt, removeQuietly, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, emptyDir, mkdirIfMissing, openChildDir, openRealDir, own, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
+import { sameObject } from '../sys/identity.js';
+import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { defineOp } from '../base/op.js';
 import { sealed } from '../base/refusal.js';
 
@@ -103,6 +104,8 @@ export class Stage {
   readonly #records: StagedRecord[];
   readonly #parent: Fd;
   readonly #stage: Fd;
+  /** The stage directory's identity: only the directory it made is ever removed by its name. */
+  readonly #stageStat: Stat;
   readonly #name: string;
 
   /** @internal */
@@ -113,6 +116,7 @@ export class Stage {
     this.#name = handle.name;
     this.#parent = own(sys, handle.parentFd);
     this.#stage = own(sys, handle.stageFd);
+    this.#stageStat = sys.fstat(handle.stageFd);
     this.#records = records;
     this.files = Object.freeze(
       records.map((r) => Object.freeze({ target: r.target, path: `${root}/${r.parts.join('/')}`, size: r.size, sha256: r.sha256 })),
@@ -170,9 +174,20 @@ export class Stage {
 
   #close(): void {
     if (this.#parent.closed) return;
-    this.#stage[Symbol.dispose]();
-    // A removal the kernel refused keeps the parent fd, so a later close() can finish it.
-    removeAt(this.#sys, this.#parent.fd, this.#name);
+    const sys = this.#sys;
+    // Emptied through the fd it was made with, and its name removed only while it names that
+    // directory: in a parent others can write, the name may have been swapped for another
+    // directory (theirs, or one they could not empty), which is never what is removed.
+    // A removal the kernel refused keeps the fds, so a later close() can finish it.
+    if (!this.#stage.closed) {
+      emptyDir(sys, this.#stage.fd);
+      this.#stage[Symbol.dispose]();
+    }
+    try {
+      if (sameObject(sys.fstatat(this.#parent.fd, this.#name, AT_SYMLINK_NOFOLLOW), this.#stageStat)) sys.unlinkat(this.#parent.fd, this.#name, AT_REMOVEDIR);
+    } catch (err) {
+      if (!hasCode(err, 'ENOENT')) throw err;
+    }
     this.#parent[Symbol.dispose]();
   }
 

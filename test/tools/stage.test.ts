@@ -138,4 +138,18 @@ describe('stageFiles', () => {
     expect(existsSync(stage.root)).toBe(false);
     expect(readFileSync(join(outside, 'canary'), 'utf8')).toBe('alive');
   });
+
+  it('close empties the stage it made, through its fd, and never removes another directory swapped in under its name (a parent others can write)', () => {
+    const work = tempDir();
+    const stage = stageFilesSync(work, files);
+    // Someone who can write the parent moves the stage away and puts a directory of their own (or one they could not empty) in its place.
+    const moved = join(work, 'moved');
+    renameSync(stage.root, moved);
+    mkdirSync(join(stage.root, 'keep'), { recursive: true });
+    writeFileSync(join(stage.root, 'keep', 'precious'), 'not the stage');
+    stage.close();
+    expect(readFileSync(join(stage.root, 'keep', 'precious'), 'utf8')).toBe('not the stage');
+    // The stage itself was emptied where it went; its name there is not the stager's to remove.
+    expect(readdirSync(moved)).toEqual([]);
+  });
 });
