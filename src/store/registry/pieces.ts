@@ -241,6 +241,9 @@ export class DocumentAssembly {
     text(root.parts[0]!);
     root.lists.forEach((digests, i) => {
       total += 1;
+      // One list's pieces hold different entries (its paths are distinct), so never the same bytes:
+      // a digest named twice in a list only makes a small download into a large document.
+      if (new Set(digests).size !== digests.length) throw bad(`list ${i} names a piece twice`);
       digests.forEach((d, k) => {
         if (k > 0) total += 1;
         let place = this.#places.get(d);

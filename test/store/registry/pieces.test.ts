@@ -101,6 +101,15 @@ describe('snapshot metadata in pieces', () => {
     expect(read.distinct).toEqual([pieces[0]!.digest]);
   });
 
+  it('refuses a root that names one piece twice in a list (a small download made into a document of up to 1 GiB: 1.5 GB of memory for a 1 MB pull)', () => {
+    const { doc, root, pieces } = cut(snapshot(2000));
+    const read = readRoot(Buffer.from(root, 'latin1'), 'r/x:tag');
+    const byDigest = new Map(pieces.map((p) => [p.digest, doc.subarray(p.start, p.end)]));
+    const twice = { ...read, lists: read.lists.map((l: string[], i: number) => (i === 0 ? [...l, ...l] : l)) };
+    expect(read.lists[0].length).toBeGreaterThan(0);
+    expect(() => assembleDocument(twice, (x: string) => byDigest.get(x)!)).toThrow('list 0 names a piece twice');
+  });
+
   it('cuts by the rule the format states: after an entry whose quoted path has FNV-1a 0 in the low bits, once the piece holds 128 KiB (pinned: a change of the cut re-sends every piece)', () => {
     const { doc, root, pieces } = cut(snapshot(100_000));
     expect([doc.length, pieces.length]).toEqual([14_700_537, 28]);
