@@ -217,6 +217,10 @@ export class SnapshotStore {
       store.#checkOpen();
       const clone = checkOptions('options', options).clone;
       if (clone !== undefined) checkString('options.clone', clone);
+      // gc sweeps; removing snapshots by a policy is prune's: a policy given here would be ignored without a word.
+      for (const key of Object.keys(options)) {
+        if (key !== 'clone') throw invalidArgValue(`options.${key}`, (options as Record<string, unknown>)[key], `is not an option of gc (clone)${['olderThanMs', 'keepLast', 'maxBytes'].includes(key) ? ': snapshots are removed by a policy with prune()' : ''}`);
+      }
       return store.#call(store.root, clone);
     },
     core: (sys, [root, clone]) => {

@@ -42,6 +42,8 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
     } catch {
       // the original error says what went wrong
     }
+    // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the file.
+    throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
     throw err;
   }
 }

@@ -4,13 +4,13 @@ import { DIR_FLAGS, checkRootPath, emptyDir, mkdirIfMissing, openChildDir, openR
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
-import { checkNoOverlap, checkRelative, escapePath } from '../base/paths.js';
+import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sameObject } from '../sys/identity.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { defineOp } from '../base/op.js';
-import { sealed } from '../base/refusal.js';
+import { sealed, throwIfRefused } from '../base/refusal.js';
 
 /** Default name prefix of a stageFiles directory (materialize's own stage has another). */
 export const STAGE_FILES_PREFIX = '.treeseal-stage-';
@@ -78,7 +78,8 @@ interface Planned {
 function planStage(parent: unknown, files: readonly StageFile[], options: StageOptions): { prefix: string; planned: Planned[] } {
   checkString('parent', parent);
   const prefix = checkString('options.prefix', options.prefix ?? STAGE_FILES_PREFIX);
-  if (prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..') {
+  // Not UTF-8 (a lone surrogate), the name on disk would be another than stage.root says.
+  if (prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..' || !isWellFormed(prefix)) {
     throw invalidArgValue('options.prefix', prefix, 'must be a plain name');
   }
   if (!Array.isArray(files)) throw invalidArgType('files', 'Array', files);
@@ -216,8 +217,14 @@ function stageOne(sys: Sys, stageFd: number, file: Planned): StagedRecord {
   let st;
   {
     using out = createStaged(sys, dir.fd, name, target);
-    writeAll(sys, out.fd, bytes);
-    sys.fsync(out.fd);
+    try {
+      writeAll(sys, out.fd, bytes);
+      sys.fsync(out.fd);
+    } catch (err) {
+      // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the target (the stage is removed by the caller).
+      throwIfRefused(err, `cannot write stage target: ${escapePath(target)}`, target);
+      throw err;
+    }
     st = sys.fstat(out.fd);
   }
   sys.fsync(dir.fd);

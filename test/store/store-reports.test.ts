@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -43,6 +43,11 @@ describe('store open reports what it swept', () => {
     expect(store.sweptAtOpen).toBe(3);
     expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
     expect(store.gc()).toBe(0);
+    // A policy belongs to prune: given to gc it was ignored without a word (nothing removed, 0 returned).
+    expectError(() => store.gc({ keepLast: 1 } as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.keepLast' is not an option of gc (clone): snapshots are removed by a policy with prune(). Received 1",
+    });
     await store.close();
     mkdirSync(join(dir, 'tmp', `build-${'d'.repeat(32)}`));
     const sync = SnapshotStore.openSync(dir);

@@ -44,7 +44,8 @@ describe('writeFrozenFile', () => {
     });
     const full = expectError(() => writeFrozenFileSync(join(dir, 'real/f'), Buffer.from('x'), { sys: failing }), {
       code: 'SEAL_IO',
-      message: 'writeFrozenFile: ENOSPC: no space left on device, pwrite',
+      message: `cannot write file: ${join(dir, 'real/f')}: ENOSPC: no space left on device, pwrite`,
+      path: join(dir, 'real/f'),
       unchanged: join(dir, 'real'),
     });
     expect((full.cause as { code?: string }).code).toBe('ENOSPC');

@@ -57,6 +57,10 @@ describe('stageFiles', () => {
       message: "The property 'options.prefix' must be a plain name. Received '../x'",
       unchanged: parent,
     });
+    expectError(() => stageFilesSync(tempDir(), files, { prefix: '\ud800' }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.prefix' must be a plain name. Received '\\ud800'",
+    });
     expectError(() => stageFilesSync(parent, files, { maxPathBytes: -1 }), { code: 'ERR_OUT_OF_RANGE', unchanged: parent });
     expectError(() => stageFilesSync(parent, 'x' as never), { code: 'ERR_INVALID_ARG_TYPE', unchanged: parent });
     expectError(() => stageFilesSync(parent, [{ target: 'a', bytes: 'x' as never }]), {
@@ -137,6 +141,21 @@ describe('stageFiles', () => {
     stage.close();
     expect(existsSync(stage.root)).toBe(false);
     expect(readFileSync(join(outside, 'canary'), 'utf8')).toBe('alive');
+  });
+
+  it('no space for a staged file is SEAL_IO naming its target, and the stage is gone', () => {
+    const parent = tempDir();
+    const full = wrapSys({
+      pwrite: () => () => {
+        throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
+      },
+    });
+    expectError(() => stageFilesSync(parent, files, { sys: full }), {
+      code: 'SEAL_IO',
+      message: 'cannot write stage target: oracle/expected.json: ENOSPC: no space left on device, pwrite',
+      path: 'oracle/expected.json',
+    });
+    expect(readdirSync(parent)).toEqual([]);
   });
 
   it('close empties the stage it made, through its fd, and never removes another directory swapped in under its name (a parent others can write)', () => {
