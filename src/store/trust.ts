@@ -1,4 +1,6 @@
 // trust.ts: the store trust rule (who may have written a store's parts), checked by fstat on the fds that were opened.
+import { readFileSync } from 'node:fs';
+
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
@@ -28,6 +30,26 @@ function octal(mode: number): string {
 
 function untrusted(message: string): SealError {
   return new SealError('SEAL_UNTRUSTED', message);
+}
+
+/**
+ * The process's umask (from /proc/self/status; undefined where it cannot be read). A
+ * umask that takes bits from the owner makes the store's own directories unusable
+ * (0700 made 0600: EACCES at the next step) and its frozen files unreadable as made
+ * (0400 made 0000: a snapshot that fails its own verify), so a store is not opened under one.
+ */
+export function checkUmask(read: () => string = () => readFileSync('/proc/self/status', 'utf8')): void {
+  let mask: number | undefined;
+  try {
+    const m = /^Umask:\s*([0-7]+)$/m.exec(read());
+    mask = m === null ? undefined : parseInt(m[1]!, 8);
+  } catch {
+    return;
+  }
+  if (mask !== undefined && (mask & 0o700) !== 0) {
+    const shown = mask.toString(8).padStart(4, '0');
+    throw new SealError('SEAL_UNAVAILABLE', `the umask ${shown} takes the owner's own permissions away: the store's directories and frozen files would be made unusable; run with a umask that leaves the owner's bits (022, 077)`);
+  }
 }
 
 /**

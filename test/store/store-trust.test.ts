@@ -78,6 +78,19 @@ describe('a store only you (or root) can have written', () => {
     expect([join(base, 'a'), join(base, 'a/b'), dir, join(dir, 'snapshots'), join(dir, 'tmp'), join(dir, 'lock')].map(mode)).toEqual([0o700, 0o700, 0o700, 0o700, 0o700, 0o600]);
   });
 
+  it('a umask that takes the owner\'s bits is refused before anything is made (0177 made the store\'s parents 0600: EACCES; 0777 as root made frozen files 0000 that failed their own verify)', () => {
+    const base = tempDir();
+    for (const umask of ['0177', '0777']) {
+      const dir = join(base, `u${umask}/store`);
+      const script = `process.umask(0o${umask}); const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)}); const r = await SnapshotStore.open(process.argv[1]).then(() => 'opened', (e) => [e.code, e.message]); console.log(JSON.stringify(r));`;
+      expect(childJson(runScriptAs(undefined, script, [dir]))).toEqual([
+        'SEAL_UNAVAILABLE',
+        `the umask ${umask} takes the owner's own permissions away: the store's directories and frozen files would be made unusable; run with a umask that leaves the owner's bits (022, 077)`,
+      ]);
+    }
+    expect(readdirSync(base)).toEqual([]);
+  });
+
   it('an open that fails while making the store\'s parents removes the ones it made (a name past 255 bytes, last or between); what stood before stays', async () => {
     const base = tempDir();
     mkdirSync(join(base, 'kept'));
