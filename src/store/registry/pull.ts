@@ -303,7 +303,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
       manifest ??= await readManifest(client, ref, remote.text);
       const fetched = { ...(await fetchConfig(client, target.sys, manifest, digest, checked.concurrency)), source };
       const report = await download(target, client, fetched, checked.concurrency, options);
-      return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, existed: false, ...report, elapsedMs: performance.now() - started };
+      return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, ...report, elapsedMs: performance.now() - started };
     } finally {
       await runJob(target.sys, 'pullUnlock', [target.storeRoot, digest, lock]);
     }
@@ -319,8 +319,13 @@ async function download(
   fetched: FetchedRef,
   concurrency: number,
   options: PullOptions,
-): Promise<Pick<PullReport, 'digest' | 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
+): Promise<Pick<PullReport, 'digest' | 'existed' | 'blobs' | 'downloaded' | 'bytesDownloaded' | 'reused' | 'reusedBytes'>> {
   const start = await runJob(target.sys, 'pullStart', [target.storeRoot, fetched]);
+  // Published for another source path, the snapshot's digest is known only from its metadata: one the store holds is not fetched again.
+  if (fetched.source !== undefined && target.has(start.digest)) {
+    await runJob(target.sys, 'pullAbort', [start.id]);
+    return { digest: start.digest, existed: true, blobs: 0, downloaded: 1 + fetched.artifact.pieces.length, bytesDownloaded: client.bytesDown, reused: 0, reusedBytes: 0 };
+  }
   const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
   const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
   try {
@@ -346,6 +351,7 @@ async function download(
   }
   return {
     digest: start.digest,
+    existed: false,
     blobs: start.blobs,
     downloaded: 1 + fetched.artifact.pieces.length + start.packs.length + start.files.length,
     bytesDownloaded: client.bytesDown,

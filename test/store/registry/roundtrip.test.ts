@@ -167,8 +167,10 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(snap.toJSON()).toEqual(local.toJSON());
     expect(await snap.verify()).toEqual(await local.verify());
     expect(describeTree(snap.root)).toEqual(describeTree(local.root));
-    // Again: the store holds it under the local digest (published once, nothing left behind).
-    expect(await c.pull(first.digest, remote, { source: third })).toMatchObject({ digest: local.digest, remoteDigest: first.digest });
+    // Again: the store holds it under the local digest (published once, nothing left behind), and says so: only the metadata was fetched, no file or pack.
+    const again = await c.pull(first.digest, remote, { source: third });
+    expect(again).toMatchObject({ digest: local.digest, remoteDigest: first.digest, existed: true, blobs: 0, reused: 0 });
+    expect([again.downloaded < moved.downloaded, again.bytesDownloaded < moved.bytesDownloaded]).toEqual([true, true]);
     expect(storeLeftovers(c.root)).toEqual([`snapshots/${local.digest}`]);
     // Its own source path changes nothing.
     expect(await c.pull(second.digest, remote, { source: elsewhere })).toMatchObject({ digest: second.digest, remoteDigest: second.digest });
