@@ -5,7 +5,7 @@ import { SealError } from '../base/errors.js';
 import { sealed } from '../base/refusal.js';
 import { openRealDir, own, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
@@ -87,6 +87,17 @@ function holderOf(sys: Sys, fd: number): string | undefined {
   return m === null ? undefined : `pid ${m[1]}`;
 }
 
+/** Removes what stands under a lease's name but is no lease file (a link, FIFO, socket, or an empty directory); 1 when it went. */
+function removeNotLease(sys: Sys, leasesFd: number, name: string): number {
+  try {
+    sys.unlinkat(leasesFd, name, isDir(sys.fstatat(leasesFd, name, AT_SYMLINK_NOFOLLOW).mode) ? AT_REMOVEDIR : 0);
+    return 1;
+  } catch {
+    // gone meanwhile, or a directory with something in it: not a lease either way
+    return 0;
+  }
+}
+
 /**
  * Goes through the lease files (of `digest`, or all): a held one is returned (its name and
  * holder); a stale one (its holder is gone, so its flock is free) is removed. The caller
@@ -107,10 +118,25 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
       fd = sys.openat(leases.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
       if (hasCode(err, 'ENOENT')) continue;
+      // A link or a socket under a lease's name holds nothing: removed, never followed (it once failed every rm and gc with ELOOP).
+      if (hasCode(err, 'ELOOP', 'ENXIO')) {
+        swept += removeNotLease(sys, leases.fd, name);
+        continue;
+      }
+      // One this user cannot open (another member's, 0000): its flock cannot be tested, so it counts as held.
+      if (hasCode(err, 'EACCES', 'EPERM')) {
+        held.push({ name, holder: undefined });
+        if (stopAtHeld) break;
+        continue;
+      }
       throw err;
     }
     using file = own(sys, fd);
-    if (!isReg(sys.fstat(file.fd).mode)) continue;
+    // A FIFO or a directory under a lease's name: not a lease (a FIFO was skipped and never swept).
+    if (!isReg(sys.fstat(file.fd).mode)) {
+      swept += removeNotLease(sys, leases.fd, name);
+      continue;
+    }
     try {
       sys.flock(file.fd, LOCK_EX | LOCK_NB);
     } catch (err) {
