@@ -1,6 +1,7 @@
 // usage.ts: what each published snapshot costs (created, logical and on-disk bytes) and pruning by age, count and size, oldest first, leased ones kept.
 import { SealError, type SealCode } from '../base/errors.js';
 import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { hasCode } from '../sys/errno.js';
 import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { SNAPSHOTS_DIR } from './layout.js';
@@ -89,7 +90,9 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
         if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;
         // One damaged snapshot is reported on its own row; the store's other rows (and a prune) go on. Anything
         // else (a snapshot another user could have written: SEAL_UNTRUSTED; the kernel refusing a read) ends the call.
-        if (!(err instanceof SealError) || err.code !== 'SEAL_CORRUPT') throw err;
+        // A snapshot this user may not read (another member's, in a shared store) is a row too, which prune leaves alone.
+        const unreadable = err instanceof SealError && err.code === 'SEAL_IO' && hasCode(err.cause, 'EACCES', 'EPERM');
+        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && !unreadable)) throw err;
         logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
       }
       let dirFd: number;
@@ -126,7 +129,8 @@ export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, now
   // A count alone (gc --keep-last 5) keeps those and removes the rest, as a count does in restic or borg.
   const byCountAlone = policy.keepLast !== undefined && policy.olderThanMs === undefined && policy.maxBytes === undefined;
   for (const u of usage) {
-    if (keep.has(u.digest)) continue;
+    // Kept, and one this user may not read (not theirs to remove: it would only fail the prune).
+    if (keep.has(u.digest) || u.error?.code === 'SEAL_IO') continue;
     const old = policy.olderThanMs !== undefined && nowMs - u.createdMs > policy.olderThanMs;
     const over = policy.maxBytes !== undefined && left > policy.maxBytes;
     if (!old && !over && !byCountAlone) continue;

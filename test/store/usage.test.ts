@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { expectError, tempDir, writeTree } from '../helpers.js';
+import { expectError, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 import { cli, json } from '../cli/run-cli.js';
 
 const DAY = 86_400_000;
@@ -83,6 +83,23 @@ describe('prune', () => {
     store.closeSync();
     const gc = cli(join(dirname(store.root), 'store'), 'gc', '--keep-last', '0');
     expect([gc.status, gc.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --keep-last 0 alone would remove every snapshot: give at least 1, or add --older-than or --max-size']);
+  });
+
+  it('a snapshot this user may not read (another member\'s, in a shared store) is its own row, SEAL_IO, and prune leaves it alone (usage and prune once failed whole)', () => {
+    const { store, digests } = aged();
+    const denied = wrapSys({
+      openat: (orig) => (dirfd, name, flags, mode) => {
+        if (String(name) === digests[0]) throw systemError('EACCES', 'openat');
+        return orig(dirfd, name, flags, mode);
+      },
+    });
+    const member = SnapshotStore.openSync(store.root, { sys: denied });
+    const rows = member.usage();
+    expect(rows.map((u) => [u.digest, u.error?.code])).toEqual([[digests[0], 'SEAL_IO'], [digests[1], undefined], [digests[2], undefined]]);
+    expect(member.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[1]], leased: [] });
+    expect(store.list().sort()).toEqual([digests[0], digests[2]].sort());
+    member.closeSync();
+    store.closeSync();
   });
 
   it('keeps a leased snapshot and says so; refuses a bad policy as Node does', async () => {
