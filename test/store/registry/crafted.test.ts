@@ -167,12 +167,12 @@ describe.skipIf(registry === undefined)('pull of a crafted root document', () =>
       }));
       expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${where(remote, digest)} holds a snapshot manifest that is not in canonical form`, []]);
     }
-    // One 700 KB piece named 1,600 times: its layers are small, the manifest they make is over 1 GiB.
-    // Refused before any piece is fetched, and the fetch log keeps nothing of it.
+    // One 700 KB piece named 1,600 times: its layers are small, the manifest they make would be over 1 GiB.
+    // Refused before any piece is fetched (a list's pieces hold distinct entries, so never the same bytes), and the fetch log keeps nothing of it.
     ({ digest, remote } = await publish(valid(), (t) => rootOf(t, [Array.from({ length: 1600 }, () => 'x'.repeat(700_000)), ...entryTexts(t).slice(1)])));
     got = await pullFails(digest, remote);
     expect([got[0], got[2]]).toEqual(['SEAL_CORRUPT', []]);
-    expect(got[1]).toMatch(new RegExp(`^${where(remote, digest).replace(/[.:@/]/g, '\\$&')} has a root document whose entry lists make a manifest of 11\\d{8} bytes \\(at most 1073741824\\)$`));
+    expect(got[1]).toBe(`${where(remote, digest)} has a root document whose list 0 names a piece twice`);
     // The manifest's piece layers are not the ones the root names (one more).
     ({ digest, remote } = await publish(valid(), (t) => {
       const m = pieced(t);
