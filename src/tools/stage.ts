@@ -42,6 +42,8 @@ export interface StageHandle {
   name: string;
   parentFd: number;
   stageFd: number;
+  /** The stage directory's fstat, taken where it was made. */
+  stageStat: Stat;
   records: StagedRecord[];
 }
 
@@ -117,7 +119,7 @@ export class Stage {
     this.#name = handle.name;
     this.#parent = own(sys, handle.parentFd);
     this.#stage = own(sys, handle.stageFd);
-    this.#stageStat = sys.fstat(handle.stageFd);
+    this.#stageStat = handle.stageStat;
     this.#records = records;
     this.files = Object.freeze(
       records.map((r) => Object.freeze({ target: r.target, path: `${root}/${r.parts.join('/')}`, size: r.size, sha256: r.sha256 })),
@@ -274,8 +276,9 @@ function openStage(sys: Sys, parentPath: string, prefix: string, planned: Planne
     using stageDir = own(sys, openChildDir(sys, parentDir.fd, name));
     const records = planned.map((p) => stageOne(sys, stageDir.fd, p));
     sys.fsync(stageDir.fd);
+    const stageStat = sys.fstat(stageDir.fd);
     const root = `${parentPath === '/' ? '' : parentPath}/${name}`;
-    return { root, name, parentFd: parentDir.release(), stageFd: stageDir.release(), records };
+    return { root, name, parentFd: parentDir.release(), stageFd: stageDir.release(), stageStat, records };
   } catch (err) {
     removeQuietly(sys, parentDir.fd, name);
     throw err;
