@@ -41,7 +41,8 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
   it('only capture and pull create a missing store: every other command fails and leaves nothing (rm, du, gc, materialize, reset once made one)', () => {
     const work = tempDir();
     const clone = join(work, 'clone');
-    for (const args of [['ls'], ['verify'], ['show', 'abc'], ['rm', '0000'], ['du'], ['gc'], ['materialize', '00', clone], ['reset', '00', clone], ['diff', '00', clone], ['run', '00', clone, '--', 'true']]) {
+    // (ls, verify, show and mounts are met again below, on an empty directory.)
+    for (const args of [['ls'], ['rm', '0000'], ['du'], ['gc'], ['materialize', '00', clone], ['reset', '00', clone], ['run', '00', clone, '--', 'true']]) {
       const store = join(work, 'missing/deep/store');
       const r = cli(store, ...args);
       expect(r.status).toBe(1);
