@@ -103,7 +103,9 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     await store.close();
   });
 
-  it.each(CASES)('is SEAL_CORRUPT and leaves nothing: %s', async (_name, mutate, why) => {
+  // Every case is checked on load by document-check.test.ts, through the one check pull runs too; a third of them
+  // (every third, so each kind of rule is among them) go through a real registry here, which costs a publish and a pull each.
+  it.each(CASES.filter((_c, i) => i % 3 === 0))('is SEAL_CORRUPT and leaves nothing: %s', async (_name, mutate, why) => {
     const d = valid();
     mutate(d);
     // The cut needs each entry's path: a case without one goes as the first format did.
