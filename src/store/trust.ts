@@ -33,10 +33,10 @@ function untrusted(message: string): SealError {
 }
 
 /**
- * The process's umask (from /proc/self/status; undefined where it cannot be read). A
- * umask that takes bits from the owner makes the store's own directories unusable
- * (0700 made 0600: EACCES at the next step) and its frozen files unreadable as made
- * (0400 made 0000: a snapshot that fails its own verify), so a store is not opened under one.
+ * Refuses the process's umask (read from /proc/self/status; not checked where it cannot
+ * be read) when it takes bits from the owner: the store's own directories would be
+ * unusable (0700 made 0600: EACCES at the next step) and its frozen files unreadable as
+ * made (0400 made 0000: a snapshot that fails its own verify).
  */
 export function checkUmask(read: () => string = () => readFileSync('/proc/self/status', 'utf8')): void {
   let mask: number | undefined;

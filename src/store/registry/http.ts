@@ -149,7 +149,7 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
  * an HTTP date; at most 10 s), else backoff doubling from backoffMs with jitter. No header
  * is no header: `Number(null)` is 0, and every retry once went at once.
  */
-export function retryDelay(t: Pick<Transport, 'backoffMs'>, attempt: number, res: Response | undefined): number {
+function retryDelay(t: Pick<Transport, 'backoffMs'>, attempt: number, res: Response | undefined): number {
   const header = res?.headers.get('retry-after')?.trim();
   if (header !== undefined && header !== '') {
     const ms = /^\d+$/.test(header) ? Number(header) * 1000 : Date.parse(header) - Date.now();
