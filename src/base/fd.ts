@@ -374,6 +374,22 @@ export function emptyDir(sys: Sys, fd: number): void {
 }
 
 /**
+ * Removes the directory open at fd, named `name` in parentFd: emptied through fd, its name
+ * removed only while it still names that directory. In a parent others can write, a
+ * directory swapped in under the name (theirs, or one they could not empty) is never what
+ * is removed; the directory itself, emptied, stays wherever it was moved.
+ */
+export function removeOwnDir(sys: Sys, parentFd: number, name: string, fd: number): void {
+  const own = sys.fstat(fd);
+  emptyDir(sys, fd);
+  try {
+    if (sameObject(sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW), own)) sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+  } catch (err) {
+    if (!hasCode(err, 'ENOENT')) throw err;
+  }
+}
+
+/**
  * emptyDir of parentFd/name, open at fd. A read-only btrfs subvolume (its chmod is EROFS) is
  * deleted whole where the kernel allows ('destroyed', nothing left to do), else its flag is
  * cleared and it is emptied (see openUpSubvolume).

@@ -1,6 +1,6 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeOwnDir, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -55,7 +55,8 @@ export class CloneStage implements Disposable {
     this.#new?.[Symbol.dispose]();
     this.#old?.[Symbol.dispose]();
     using _lock = this.lock;
-    if (!this.keep && !this.lock.closed) removeAt(this.sys, this.cloneFd, this.name);
+    // Through the fd that holds its lock: the clone is the agent's, and a directory swapped in under the name is not ours to remove.
+    if (!this.keep && !this.lock.closed) removeOwnDir(this.sys, this.cloneFd, this.name, this.lock.fd);
   }
 
   /** close(), quietly: what is left stays inside the clone, unlocked, for the next sweep. */
@@ -102,7 +103,9 @@ export function sweepCloneStages(sys: Sys, cloneFd: number, planted = false): nu
     using stage = own(sys, fd);
     try {
       sys.flock(stage.fd, LOCK_EX | LOCK_NB);
-      removeAt(sys, cloneFd, entry.name);
+      // Emptied through the fd that holds its lock, its name removed only while it names that directory:
+      // one swapped in under the name meanwhile (the clone is the agent's) is never what is removed.
+      removeOwnDir(sys, cloneFd, entry.name, stage.fd);
       swept++;
     } catch {
       // held by a live materialize, or not removable now: left for a later sweep

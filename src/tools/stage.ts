@@ -1,14 +1,13 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, emptyDir, mkdirIfMissing, openChildDir, openRealDir, own, removeQuietly, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, own, removeOwnDir, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
-import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sameObject } from '../sys/identity.js';
-import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
+import { sys as nativeSys, type Sys } from '../sys/native.js';
 import { defineOp } from '../base/op.js';
 import { sealed, throwIfRefused } from '../base/refusal.js';
 
@@ -42,8 +41,6 @@ export interface StageHandle {
   name: string;
   parentFd: number;
   stageFd: number;
-  /** The stage directory's fstat, taken where it was made. */
-  stageStat: Stat;
   records: StagedRecord[];
 }
 
@@ -107,8 +104,6 @@ export class Stage {
   readonly #records: StagedRecord[];
   readonly #parent: Fd;
   readonly #stage: Fd;
-  /** The stage directory's identity: only the directory it made is ever removed by its name. */
-  readonly #stageStat: Stat;
   readonly #name: string;
 
   /** @internal */
@@ -119,7 +114,6 @@ export class Stage {
     this.#name = handle.name;
     this.#parent = own(sys, handle.parentFd);
     this.#stage = own(sys, handle.stageFd);
-    this.#stageStat = handle.stageStat;
     this.#records = records;
     this.files = Object.freeze(
       records.map((r) => Object.freeze({ target: r.target, path: `${root}/${r.parts.join('/')}`, size: r.size, sha256: r.sha256 })),
@@ -183,13 +177,8 @@ export class Stage {
     // directory (theirs, or one they could not empty), which is never what is removed.
     // A removal the kernel refused keeps the fds, so a later close() can finish it.
     if (!this.#stage.closed) {
-      emptyDir(sys, this.#stage.fd);
+      removeOwnDir(sys, this.#parent.fd, this.#name, this.#stage.fd);
       this.#stage[Symbol.dispose]();
-    }
-    try {
-      if (sameObject(sys.fstatat(this.#parent.fd, this.#name, AT_SYMLINK_NOFOLLOW), this.#stageStat)) sys.unlinkat(this.#parent.fd, this.#name, AT_REMOVEDIR);
-    } catch (err) {
-      if (!hasCode(err, 'ENOENT')) throw err;
     }
     this.#parent[Symbol.dispose]();
   }
@@ -276,9 +265,8 @@ function openStage(sys: Sys, parentPath: string, prefix: string, planned: Planne
     using stageDir = own(sys, openChildDir(sys, parentDir.fd, name));
     const records = planned.map((p) => stageOne(sys, stageDir.fd, p));
     sys.fsync(stageDir.fd);
-    const stageStat = sys.fstat(stageDir.fd);
     const root = `${parentPath === '/' ? '' : parentPath}/${name}`;
-    return { root, name, parentFd: parentDir.release(), stageFd: stageDir.release(), stageStat, records };
+    return { root, name, parentFd: parentDir.release(), stageFd: stageDir.release(), records };
   } catch (err) {
     removeQuietly(sys, parentDir.fd, name);
     throw err;
