@@ -28,8 +28,8 @@ import {
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { Fd } from '../sys/fd.js';
-import { identityOf, sameObject } from '../sys/identity.js';
-import type { Sys } from '../sys/native.js';
+import { sameObject } from '../sys/identity.js';
+import type { Stat, Sys } from '../sys/native.js';
 
 export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 const BENEATH = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -115,6 +115,21 @@ export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer
   }
 }
 
+/** One entry of a directory: not empty, `.` or `..`, and no `/` (so never a way up or through a link). */
+export function isPlainName(name: string): boolean {
+  return name !== '' && name !== '.' && name !== '..' && !name.includes('/');
+}
+
+/** Whether `name` in parentFd (not followed) is still the object `st` was taken of; false when the name is gone. */
+export function stillNamed(sys: Sys, parentFd: number, name: string, st: Stat): boolean {
+  try {
+    return sameObject(sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW), st);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return false;
+    throw err;
+  }
+}
+
 /**
  * The one parent walk: opens parts[0], parts[1], … each below the one before, starting
  * at rootFd, through `step` (default: a no-follow directory open), closing each parent
@@ -126,7 +141,7 @@ export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], ste
   const open = step ?? ((dirfd: number, name: string) => openChildDir(sys, dirfd, name));
   for (const part of parts) {
     // Each step is one name inside the directory above it: never `..`, `.` or a path.
-    if (part === '' || part === '.' || part === '..' || part.includes('/')) {
+    if (!isPlainName(part)) {
       throw new SealError('SEAL_BAD_PATH', `not a plain name below its root: ${escapePath(parts.join('/'))}`);
     }
   }
@@ -383,7 +398,7 @@ export function removeOwnDir(sys: Sys, parentFd: number, name: string, fd: numbe
   const own = sys.fstat(fd);
   emptyDir(sys, fd);
   try {
-    if (sameObject(sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW), own)) sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+    if (stillNamed(sys, parentFd, name, own)) sys.unlinkat(parentFd, name, AT_REMOVEDIR);
   } catch (err) {
     if (!hasCode(err, 'ENOENT')) throw err;
   }
@@ -428,14 +443,7 @@ function lockNew(sys: Sys, parentFd: number, name: string): number {
     throw err;
   }
   // A sweep that won the lock first removed the name: this fd is of an unlinked directory.
-  let named;
-  try {
-    named = sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return -1;
-    throw err;
-  }
-  return sameObject(identityOf(named), identityOf(sys.fstat(dir.fd))) ? dir.release() : -1;
+  return stillNamed(sys, parentFd, name, sys.fstat(dir.fd)) ? dir.release() : -1;
 }
 
 /**

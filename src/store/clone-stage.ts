@@ -55,7 +55,7 @@ export class CloneStage implements Disposable {
     this.#new?.[Symbol.dispose]();
     this.#old?.[Symbol.dispose]();
     using _lock = this.lock;
-    // Through the fd that holds its lock: the clone is the agent's, and a directory swapped in under the name is not ours to remove.
+    // Through the fd that holds its lock (the clone is the agent's).
     if (!this.keep && !this.lock.closed) removeOwnDir(this.sys, this.cloneFd, this.name, this.lock.fd);
   }
 
@@ -103,8 +103,7 @@ export function sweepCloneStages(sys: Sys, cloneFd: number, planted = false): nu
     using stage = own(sys, fd);
     try {
       sys.flock(stage.fd, LOCK_EX | LOCK_NB);
-      // Emptied through the fd that holds its lock, its name removed only while it names that directory:
-      // one swapped in under the name meanwhile (the clone is the agent's) is never what is removed.
+      // Through the fd that holds its lock (the clone is the agent's).
       removeOwnDir(sys, cloneFd, entry.name, stage.fd);
       swept++;
     } catch {

@@ -4,12 +4,11 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, stillNamed, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sameObject } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
 import { decodeDocumentBytes } from './document-parse.js';
@@ -162,10 +161,10 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
   return text.length <= OBJECTS_UP_TO ? decodeDocument(text.toString('utf8'), digest) : decodeDocumentBytes(text, digest);
 }
 
-/** Whether snapshots/<digest> still names the directory open at dirFd. */
+/** Whether snapshots/<digest> still names the directory open at dirFd (false too when that cannot be told). */
 function stillPublished(sys: Sys, snapshotsFd: number, digest: string, dirFd: number): boolean {
   try {
-    return sameObject(sys.fstatat(snapshotsFd, digest, AT_SYMLINK_NOFOLLOW), sys.fstat(dirFd));
+    return stillNamed(sys, snapshotsFd, digest, sys.fstat(dirFd));
   } catch {
     return false;
   }

@@ -2,7 +2,7 @@
 import { constants } from 'node:buffer';
 import { dirname, basename } from 'node:path';
 
-import { checkFilePath, openRealDir, own } from '../base/fd.js';
+import { checkFilePath, isPlainName, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 
 import { SealError } from '../base/errors.js';
@@ -31,7 +31,7 @@ function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
 
 /** readStableAt's name: one component below dirfd, never a path that could climb out or pass through a link. */
 function checkComponent(name: string): void {
-  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+  if (!isPlainName(name) || name.includes('\0')) {
     throw new SealError('SEAL_BAD_PATH', `name must be one entry of the directory (no '/', not '.' or '..'): ${escapePath(name)}`, { path: name });
   }
 }
