@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writ
 import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { STAT_CLOCK_AHEAD, stopIdleWorker } from '../dist/internal.js';
 import { sys as nativeSys, type Stat, type Sys } from '../dist/sys/index.js';
@@ -273,6 +273,15 @@ export const DIST_INDEX = new URL('../dist/index.js', import.meta.url).href;
 export const CLOCK_AHEAD_NS = 3_000_000_000n;
 /** Store options (the internal STAT_CLOCK_AHEAD) that stand in for sleeping 2.1 s before a capture whose records the next one must trust. */
 export const SETTLED = { [STAT_CLOCK_AHEAD]: CLOCK_AHEAD_NS } as const;
+
+/** This is the unprivileged pass (scripts/as-unprivileged.sh sets TREESEAL_TEST_UNPRIVILEGED=1). */
+export const unprivilegedPass = process.env.TREESEAL_TEST_UNPRIVILEGED === '1';
+
+/**
+ * A test whose code path is the same for any user (the protocol, argument checks, a deep
+ * walk's bounds, helper threads): the root pass runs it, the unprivileged pass skips it.
+ */
+export const rootPassOnly = it.skipIf(unprivilegedPass);
 
 let dropChecked: boolean | undefined;
 

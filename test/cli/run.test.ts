@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, sandboxArgs, sandboxArgsAsync } from '../../dist/index.js';
-import { expectError, tempDir, writeTree } from '../helpers.js';
+import { expectError, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
 function bwrapAvailable(): boolean {
@@ -70,7 +70,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(killed.status).toBe(128 + 15);
   });
 
-  it('--keep-going prints what the command changed after its own output, as diff does (--json: with its status), and exits with its status', () => {
+  rootPassOnly('--keep-going prints what the command changed after its own output, as diff does (--json: with its status), and exits with its status', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
     const clone = join(work, 'arm');
@@ -84,7 +84,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(cli(store, 'run', digest, clone, '--', 'true')).toMatchObject({ status: 0, stdout: '', stderr: '' });
   });
 
-  it('--keep-going when the diff fails: the failure said on stderr (--json: as error), the exit status still the command\'s', () => {
+  rootPassOnly('--keep-going when the diff fails: the failure said on stderr (--json: as error), the exit status still the command\'s', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
     const clone = join(work, 'arm');

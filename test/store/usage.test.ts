@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { expectError, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { expectError, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 import { cli, json } from '../cli/run-cli.js';
 
 const DAY = 86_400_000;
@@ -119,7 +119,7 @@ describe('prune', () => {
 });
 
 describe('treeseal du, ls --long, gc policies', () => {
-  it('du prints each snapshot and the total; ls --long adds created and on-disk bytes; gc --older-than/--keep-last/--max-size prune', () => {
+  rootPassOnly('du prints each snapshot and the total; ls --long adds created and on-disk bytes; gc --older-than/--keep-last/--max-size prune', () => {
     const { root, store, digests } = aged();
     store.closeSync();
     const dir = join(root, 'store');

@@ -8,7 +8,7 @@ import { SealError, Snapshot, SnapshotStore } from '../../dist/index.js';
 import { FilePool, HashBatch } from '../../dist/internal.js';
 import { O_DIRECTORY, O_RDONLY } from '../../dist/sys/index.js';
 import { sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, failOnce, mkfifo, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -42,7 +42,7 @@ describe('verify', () => {
     store.closeSync();
   });
 
-  it('hashes on helper threads (parallelism 2) with the same report and the same first drift as one thread', async () => {
+  rootPassOnly('hashes on helper threads (parallelism 2) with the same report and the same first drift as one thread', async () => {
     const work = tempDir();
     const repo = join(work, 'repo');
     const files: Record<string, string> = {};
@@ -78,7 +78,7 @@ describe('verify', () => {
     store.closeSync();
   });
 
-  it('hashes big files ahead of the walk and the rest in batches: the same report and the same drift, first and count, at every parallelism', async () => {
+  rootPassOnly('hashes big files ahead of the walk and the rest in batches: the same report and the same drift, first and count, at every parallelism', async () => {
     const work = tempDir();
     const repo = join(work, 'repo');
     const files: Record<string, string | Buffer> = { 't/top.bin': Buffer.alloc(3 << 20, 7), 't/d2/deep/mid.bin': Buffer.alloc(1 << 20, 9) };

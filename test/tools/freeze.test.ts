@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, failOnce, mkfifo, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -59,7 +59,7 @@ describe('freeze and thaw', () => {
   });
 
   // The same for any user: run as root only (the unprivileged pass runs this folder beside the torture suite).
-  it.skipIf(process.env.TREESEAL_TEST_UNPRIVILEGED === '1')('walks 4096 levels on any thread (the sync call once overflowed the stack near 4000 and named limits.maxDepth, which freeze has not); deeper is SEAL_LIMIT with a short path, nothing changed', async () => {
+  rootPassOnly('walks 4096 levels on any thread (the sync call once overflowed the stack near 4000 and named limits.maxDepth, which freeze has not); deeper is SEAL_LIMIT with a short path, nothing changed', async () => {
     // One tree 4,200 levels deep (made a level at a time: its path is far past PATH_MAX); the directory 104 levels down holds 4,096.
     const tooDeep = join(tempDir(), 'deep');
     mkdirSync(tooDeep);

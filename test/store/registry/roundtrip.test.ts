@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
 import { chooseLayout, cutPieces } from '../../../dist/internal.js';
-import { storeLeftovers, tempDir } from '../../helpers.js';
+import { rootPassOnly, storeLeftovers, tempDir, unprivilegedPass } from '../../helpers.js';
 import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
@@ -31,11 +31,7 @@ async function setup(label: string, smallFiles = 40) {
 const blobPuts = (log: string[]): string[] => log.filter((l) => /^(PUT|PATCH) \/v2\/.+\/blobs\/uploads\//.test(l));
 const blobGets = (log: string[]): string[] => log.filter((l) => /^GET \/v2\/.+\/blobs\/sha256:/.test(l));
 
-/**
- * The protocol's own tests, the same for any user: run as root only. The unprivileged pass
- * (scripts/as-unprivileged.sh) keeps the pulls that build store files as that user.
- */
-const rootOnly = it.skipIf(process.env.TREESEAL_TEST_UNPRIVILEGED === '1');
+// The protocol's own tests are the same for any user (rootPassOnly); the unprivileged pass keeps the pulls that build store files.
 
 describe.skipIf(registry === undefined)('push and pull through a registry', () => {
   it('round-trips a snapshot exactly: copy roots, mounts, empty dirs and files, executables, symlinks, a large file', async () => {
@@ -63,7 +59,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await b.close();
   });
 
-  rootOnly('carries the exclude patterns with the document: the pulled snapshot has them, and its digest', async () => {
+  rootPassOnly('carries the exclude patterns with the document: the pulled snapshot has them, and its digest', async () => {
     const { source, remote, a, b } = await setup('exclude', 3);
     const snap = await a.capture({ source, ...CAPTURE, exclude: ['/src/index/', '*.txt', '!a.txt', '/deps/pkg/bin/', 'run-link'] });
     expect(snap.entries.map((e) => e.path).filter((p) => !p.startsWith('src/many/'))).toEqual(['src', 'src/a.txt', 'src/emptydir', 'src/lib', 'src/lib/deep', 'src/lib/deep/b.ts', 'src/many']);
@@ -77,7 +73,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await b.close();
   });
 
-  rootOnly('a snapshot that keeps times pulls to the same digest, and the pulled copy materializes every recorded mtime', async () => {
+  rootPassOnly('a snapshot that keeps times pulls to the same digest, and the pulled copy materializes every recorded mtime', async () => {
     const { work, source, remote, a, b } = await setup('times', 5);
     const snap = await a.capture({ source, ...CAPTURE, keepTimes: true });
     await a.push(snap.digest, remote);
@@ -137,7 +133,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await b.close();
   });
 
-  rootOnly('the same tree captured at another path shares every blob but its root document: that push uploads one small blob', async () => {
+  rootPassOnly('the same tree captured at another path shares every blob but its root document: that push uploads one small blob', async () => {
     const { work, source, proxy, remote, a, b } = await setup('paths');
     const elsewhere = join(work, 'checkouts/job-2/source');
     mkdirSync(join(work, 'checkouts/job-2'), { recursive: true });
@@ -192,7 +188,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await c.close();
   });
 
-  rootOnly('mounts blobs from another repository of the same registry instead of uploading them', async () => {
+  rootPassOnly('mounts blobs from another repository of the same registry instead of uploading them', async () => {
     const { source, proxy, remote, a } = await setup('mount');
     const snap = await a.capture({ source, ...CAPTURE });
     await a.push(snap.digest, remote);
@@ -204,7 +200,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await a.close();
   });
 
-  it.skipIf(!existsSync('/usr/bin/skopeo') || process.env.TREESEAL_TEST_UNPRIVILEGED === '1')('skopeo inspect --raw reads what push wrote', async () => {
+  it.skipIf(!existsSync('/usr/bin/skopeo') || unprivilegedPass)('skopeo inspect --raw reads what push wrote', async () => {
     const { source, remote, a } = await setup('skopeo');
     const snap = await a.capture({ source, ...CAPTURE });
     await a.push(snap.digest, remote);
@@ -225,7 +221,7 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await a.close();
   });
 
-  rootOnly('treeseal push and pull on the command line, with --json', async () => {
+  rootPassOnly('treeseal push and pull on the command line, with --json', async () => {
     const { work, source, remote, a } = await setup('cli');
     const snap = await a.capture({ source, ...CAPTURE });
     await a.close();
