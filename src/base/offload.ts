@@ -179,21 +179,46 @@ export class Gate {
   readonly limit: number;
   #running = 0;
   readonly #waiting: (() => void)[] = [];
+  /** Calls admitted and not yet settled (running, waiting their turn, or on the calling thread). */
+  #pending = 0;
+  #idle: (() => void)[] = [];
 
   constructor(limit: number) {
     this.limit = limit;
     allowWorkers(limit);
   }
 
+  /** How many calls are under way. */
+  get pending(): number {
+    return this.#pending;
+  }
+
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    this.#running++;
+    return this.track(async () => {
+      if (this.#running >= this.limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+      this.#running++;
+      try {
+        return await fn();
+      } finally {
+        this.#running--;
+        this.#waiting.shift()?.();
+      }
+    });
+  }
+
+  /** Counts fn's call as under way until it settles, without taking a turn (a call on the calling thread). */
+  async track<T>(fn: () => Promise<T>): Promise<T> {
+    this.#pending++;
     try {
       return await fn();
     } finally {
-      this.#running--;
-      this.#waiting.shift()?.();
+      if (--this.#pending === 0) for (const resolve of this.#idle.splice(0)) resolve();
     }
+  }
+
+  /** Resolves once no call is under way. */
+  idle(): Promise<void> {
+    return this.#pending === 0 ? Promise.resolve() : new Promise((resolve) => this.#idle.push(resolve));
   }
 }
 

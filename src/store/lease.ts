@@ -151,14 +151,18 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
   return { held, swept };
 }
 
-/** Refuses (SEAL_BUSY, naming the holder) to go on while `digest` is leased; removes its stale leases. Under the exclusive lock. */
-export function checkUnleased(sys: Sys, storeRoot: string, digest: string): void {
+/**
+ * Refuses (SEAL_BUSY, naming the snapshot and the holder) to go on while `digest` (or,
+ * undefined, any snapshot of the store) is leased; removes stale leases on the way.
+ * Under the exclusive lock.
+ */
+export function checkUnleased(sys: Sys, storeRoot: string, digest: string | undefined): void {
   const { held } = scan(sys, storeRoot, digest, true);
   const first = held[0];
   if (first !== undefined) {
     throw new SealError(
       'SEAL_BUSY',
-      `snapshot ${digest} is leased${first.holder === undefined ? '' : ` by ${first.holder}`} (${LEASES_DIR}/${first.name}); nothing is removed while a lease holds it`,
+      `snapshot ${LEASE_RE.exec(first.name)![1]} is leased${first.holder === undefined ? '' : ` by ${first.holder}`} (${LEASES_DIR}/${first.name}); nothing is removed while a lease holds it`,
     );
   }
 }

@@ -132,7 +132,41 @@ export function closeStoreAt(sys: Sys, root: string): void {
   }
   own(sys, fd).close();
   using parent = own(sys, openRealDir(sys, dirname(root), 'store parent'));
-  removeAt(sys, parent.fd, basename(root));
+  // Removed under the exclusive lock, and only when nothing else uses it: a snapshot a lease
+  // holds (another process, another handle) or a build another call is making keeps the store whole.
+  withStoreLock(sys, root, true, () => {
+    try {
+      checkUnleased(sys, root, undefined);
+      checkNoLiveBuild(sys, root);
+    } catch (err) {
+      if (isSealError(err, 'SEAL_BUSY')) throw new SealError('SEAL_BUSY', `ephemeral store is left in place: ${escapePath(root)}: ${err.message}`);
+      throw err;
+    }
+    removeAt(sys, parent.fd, basename(root));
+  });
+}
+
+/** SEAL_BUSY while a live process holds a build or a pull lock in the store's tmp/ (another capture or pull is under way). */
+function checkNoLiveBuild(sys: Sys, storeRoot: string): void {
+  using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
+  for (const entry of sys.readdir(tmp.fd)) {
+    const name = entry.name;
+    if (typeof name !== 'string' || !(name.startsWith(BUILD_PREFIX) || name.startsWith(PULL_LOCK_PREFIX))) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(tmp.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT', 'ELOOP')) continue;
+      throw err;
+    }
+    using held = own(sys, fd);
+    try {
+      sys.flock(held.fd, LOCK_EX | LOCK_NB);
+    } catch (err) {
+      if (!hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw err;
+      throw new SealError('SEAL_BUSY', `a capture or pull is building into it (${TMP_DIR}/${name})`);
+    }
+  }
 }
 
 /**

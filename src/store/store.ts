@@ -76,6 +76,10 @@ export class SnapshotStore {
   readonly #gate: Gate;
   readonly #clockAheadNs: bigint;
   #closed = false;
+  /** An ephemeral store closed whose removal has not succeeded yet. */
+  #removalDue = false;
+  /** The close() under way. */
+  #closing: Promise<void> | undefined;
   #sweptAtOpen = 0;
 
   private constructor(root: string, options: StoreOptions) {
@@ -172,10 +176,8 @@ export class SnapshotStore {
       data: holdPacked(`${root}/${SNAPSHOTS_DIR}/${data.digest}`, data),
       report,
     }),
-    finish: ({ data, report }, _call, store) => {
-      store.#checkOpen();
-      return store.#snapshot(data, report);
-    },
+    // A capture under way when close() was called completes: close waits for it, and what it published is returned.
+    finish: ({ data, report }, _call, store) => store.#snapshot(data, report),
   });
 
   /** Captures (or reuses) a snapshot on the calling thread. */
@@ -376,18 +378,45 @@ export class SnapshotStore {
     return SnapshotStore.#prune.async(this, policy);
   }
 
-  /** Closes the store; an ephemeral store is thawed and removed. Idempotent. */
+  /**
+   * Closes the store: later calls are SEAL_CLOSED, async calls under way complete. An
+   * ephemeral store is then removed, unless a lease or another process's build holds it
+   * (SEAL_BUSY; it is left whole) or async calls on it are still under way (SEAL_BUSY,
+   * the store left open: await close() instead). Idempotent; a removal that failed is
+   * tried again by the next call.
+   */
   closeSync(): void {
-    if (this.#closed) return;
+    if (this.#closed && !this.#removalDue) return;
+    if (this.ephemeral && this.#gate.pending > 0) {
+      throw new SealError('SEAL_BUSY', `ephemeral store cannot be removed while ${this.#gate.pending} async call(s) on it are under way: await close() instead`);
+    }
     this.#closed = true;
+    this.#removalDue = this.ephemeral;
     if (this.ephemeral) SnapshotStore.#close.sync(this);
+    this.#removalDue = false;
   }
 
-  /** closeSync's removal on the worker thread, which is then stopped if nothing else uses it. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /**
+   * closeSync's work, after every async call under way on the store (and its snapshots)
+   * has settled; the removal runs on the worker thread, which is then stopped if nothing
+   * else uses it. A second call while the first runs waits for the same result.
+   */
+  close(): Promise<void> {
+    if (this.#closing !== undefined) return this.#closing;
+    if (this.#closed && !this.#removalDue) return Promise.resolve();
     this.#closed = true;
-    if (this.ephemeral) await SnapshotStore.#close.async(this);
-    await stopIdleWorker();
+    this.#removalDue = this.ephemeral;
+    const closing = (async () => {
+      await this.#gate.idle();
+      if (this.#removalDue) await SnapshotStore.#close.async(this);
+      this.#removalDue = false;
+      await stopIdleWorker();
+    })();
+    this.#closing = closing;
+    const done = (): void => {
+      if (this.#closing === closing) this.#closing = undefined;
+    };
+    closing.then(done, done);
+    return closing;
   }
 }

@@ -1,0 +1,106 @@
+// close.test.ts: closing a store: async calls under way complete first, and an ephemeral store is removed only when nothing else holds it.
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { LOCK_EX, LOCK_NB, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+function source(): string {
+  const dir = join(tempDir(), 'src');
+  const files: Record<string, string> = {};
+  for (let i = 0; i < 300; i++) files[`a/d${i % 10}/f${i}`] = `file ${i}\n`;
+  writeTree(dir, files);
+  return dir;
+}
+
+describe('close with async calls under way', () => {
+  it('a capture started before close() completes and returns what it published; close resolves after it', async () => {
+    const src = source();
+    const root = join(tempDir(), 'store');
+    const store = await SnapshotStore.open(root);
+    const capturing = store.capture({ source: src, copy: ['a'] });
+    const closing = store.close();
+    expect(store.closed).toBe(true);
+    await expectError(async () => store.capture({ source: src, copy: ['a'] }), { code: 'SEAL_CLOSED', message: 'snapshot store is already closed', fds: false });
+    const snap = await capturing;
+    await closing;
+    const again = SnapshotStore.openSync(root);
+    expect(again.list()).toEqual([snap.digest]);
+    again.get(snap.digest).verifySync();
+    again.closeSync();
+  });
+
+  it('an ephemeral store waits for its capture, then is removed whole; two close() calls share the result', async () => {
+    const src = source();
+    const root = join(tempDir(), 'store');
+    const store = await SnapshotStore.open(root, { ephemeral: true });
+    const capturing = store.capture({ source: src, copy: ['a'] });
+    const first = store.close();
+    const second = store.close();
+    await expect(capturing).resolves.toMatchObject({ digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    await Promise.all([first, second]);
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('closeSync of an ephemeral store with an async call under way is SEAL_BUSY and leaves it open; once the call settles it removes it', async () => {
+    const src = source();
+    const root = join(tempDir(), 'store');
+    const store = await SnapshotStore.open(root, { ephemeral: true });
+    const capturing = store.capture({ source: src, copy: ['a'] });
+    expectError(() => store.closeSync(), {
+      code: 'SEAL_BUSY',
+      message: 'ephemeral store cannot be removed while 1 async call(s) on it are under way: await close() instead',
+      fds: false,
+    });
+    expect(store.closed).toBe(false);
+    const snap = await capturing;
+    expect(store.list()).toEqual([snap.digest]);
+    store.closeSync();
+    expect(existsSync(root)).toBe(false);
+  });
+});
+
+describe('an ephemeral store something else holds', () => {
+  it('a lease another handle holds keeps the whole store (SEAL_BUSY naming the snapshot and holder); the next close() removes it once released', async () => {
+    const src = source();
+    const root = join(tempDir(), 'store');
+    const holder = await SnapshotStore.open(root);
+    const snap = await holder.capture({ source: src, copy: ['a'] });
+    const lease = snap.lease();
+    const ephemeral = await SnapshotStore.open(root, { ephemeral: true });
+    const err = await expectError(async () => ephemeral.close(), { code: 'SEAL_BUSY' });
+    expect(err.message).toMatch(new RegExp(`^ephemeral store is left in place: ${root}: snapshot ${snap.digest} is leased by pid ${process.pid} .*\\(leases/${snap.digest}-[0-9a-f]{16}\\); nothing is removed while a lease holds it$`));
+    expect(ephemeral.closed).toBe(true);
+    // The holder's snapshot is whole and usable.
+    expect(holder.list()).toEqual([snap.digest]);
+    await snap.verify();
+    lease.release();
+    await ephemeral.close();
+    expect(existsSync(root)).toBe(false);
+    await holder.close();
+  });
+
+  it('a build another process holds in tmp/ keeps the store (closeSync too)', () => {
+    const root = join(tempDir(), 'store');
+    const store = SnapshotStore.openSync(root, { ephemeral: true });
+    mkdirSync(join(root, 'tmp', 'build-0123456789abcdef0123456789abcdef'));
+    const fd = sys.openat(-100, join(root, 'tmp', 'build-0123456789abcdef0123456789abcdef'), O_RDONLY | O_DIRECTORY);
+    try {
+      sys.flock(fd, LOCK_EX | LOCK_NB);
+      expectError(() => store.closeSync(), {
+        code: 'SEAL_BUSY',
+        message: `ephemeral store is left in place: ${root}: a capture or pull is building into it (tmp/build-0123456789abcdef0123456789abcdef)`,
+      });
+      expect(readdirSync(root)).toEqual(expect.arrayContaining(['lock', 'snapshots', 'tmp']));
+      expect(readdirSync(join(root, 'tmp'))).toEqual(['build-0123456789abcdef0123456789abcdef']);
+    } finally {
+      sys.close(fd);
+    }
+    store.closeSync();
+    expect(existsSync(root)).toBe(false);
+  });
+});
