@@ -49,6 +49,12 @@ const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
 export class Ledger {
   readonly #kinds: Uint8Array;
   readonly #view: DataView;
+  /**
+   * Whether a file whose identity matches holds the bytes materialize gave it. False on a
+   * filesystem that never writes back (tmpfs, ramfs): a write through a shared mapping
+   * there moves neither time, so such a file is hashed (openClone sets it).
+   */
+  bytesTrusted = true;
 
   private constructor(
     /** The snapshot materialized. */

@@ -1,5 +1,7 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
+import { CHUNK_BYTES, hashAt } from '../base/io.js';
+import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
 import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath } from '../base/paths.js';
@@ -106,6 +108,8 @@ interface Reset {
   copyDir: Fd;
   links: CloneLinks;
   report: ResetReport;
+  /** For hashing files whose identity matches where the ledger's bytes are not trusted (holdsBytes). */
+  buffer?: Buffer;
 }
 
 /** The snapshot's directory for rel ('' for the copy area), opened (never through a link). */
@@ -164,13 +168,21 @@ function reportBelow(r: Reset, rel: string): void {
   }
 }
 
+/** Whether the file dirFd/name holds manifest entry index's bytes (hashed: the ledger's identity does not tell). */
+function holdsBytes(r: Reset, dirFd: number, name: string, index: number): boolean {
+  const want = r.entries.at(index);
+  r.buffer ??= Buffer.allocUnsafe(CHUNK_BYTES);
+  const got = hashAt(r.run.sys, r.buffer, dirFd, name);
+  return got.size === want.size && got.sha256 === want.sha256;
+}
+
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd; st: what stands there (undefined: looked at here; null: nothing). */
 function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: Stat | null = statOrNull(r.run.sys, dirFd, name)): void {
   const { sys } = r.run;
   // A file is the common case: it is read from the manifest only when it is not kept.
   if (st !== null && r.entries.kind(index) === 'file') {
     // Kept: its record in the new ledger (a copy of the old one) stays as it is.
-    if (!isReg(st.mode) || !r.old.same(index, st)) replace(r, dirFd, name, st, r.entries.at(index));
+    if (!isReg(st.mode) || !r.old.same(index, st) || (!r.old.bytesTrusted && !holdsBytes(r, dirFd, name, index))) replace(r, dirFd, name, st, r.entries.at(index));
     return;
   }
   const want = r.entries.at(index);
@@ -365,6 +377,7 @@ function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: 
     // What removeMadeClone checks is still there: the directory this call made.
     if (making) made = st;
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
+    if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
     return { dir, made, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
   } catch (err) {

@@ -88,8 +88,6 @@ export class StatCacheSession implements FileHook {
   /** false once the store refused a link for a reason of its own (not one inode's link limit). */
   #linkWorks: boolean | undefined;
   #buffer: Buffer | undefined;
-  /** The first entry of #loaded that comes from the clone's ledger (all of them, or none: past the end). */
-  #ledgerFrom = Number.MAX_SAFE_INTEGER;
   /** Per source device: how its filesystem writes dirty pages back (see WRITEBACK), once an fd on it showed it. */
   readonly #writeback = new Map<bigint, Writeback>();
 
@@ -103,7 +101,6 @@ export class StatCacheSession implements FileHook {
     if (ledger.length > 0) {
       const ids = new Set(ledger.map((e) => `${e.dev}:${e.ino}`));
       const kept = this.#loaded.entries().filter((e) => !ids.has(`${e.dev}:${e.ino}`)).slice(0, Math.max(0, MAX_CACHE_ENTRIES - ledger.length));
-      this.#ledgerFrom = kept.length;
       this.#loaded = StatCache.decode(encodeStatCache(this.#key, [...kept, ...ledger.slice(0, MAX_CACHE_ENTRIES)]), this.#key)!;
     }
     this.#live = publishedAmong(sys, o.snapshotsFd, this.#loaded.snapshots());
@@ -121,8 +118,9 @@ export class StatCacheSession implements FileHook {
 
   reuse(st: Stat, dirFd: number): boolean {
     const i = this.#loaded.trusted(st);
-    // A ledger's file needs no writeback (see ledger-cache.ts): a mapping made after it was recorded faults on its first write.
-    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)] || (i < this.#ledgerFrom && !this.#writesBack(st.dev, dirFd))) return false;
+    // On a filesystem that never writes back (tmpfs), a write through a shared mapping moves no time: no file there is
+    // trusted, a ledger's neither. Elsewhere a ledger's file needs no writeback (see ledger-cache.ts).
+    if (i < 0 || !this.#liveIndex[this.#loaded.snapshotIndex(i)] || !this.#writesBack(st.dev, dirFd)) return false;
     this.reusedFiles++;
     this.#pending = i;
     return true;

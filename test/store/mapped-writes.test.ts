@@ -1,0 +1,77 @@
+// mapped-writes.test.ts: a write through a shared mapping moves no time on tmpfs; diff, reset and the arm's capture still see it there, and trust the ledger where it moves the ctime.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { SnapshotStore } from '../../dist/index.js';
+import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+
+checkNoFdLeaks();
+
+/** What an agent does: maps the file shared, reads its first page (the fault that maps it), then writes through the mapping. */
+function writeThroughMapping(path: string, bytes: string): void {
+  execFileSync('python3', [
+    '-c',
+    'import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nm = mmap.mmap(fd, 0)\nm[0]\nb = sys.argv[2].encode()\nm[0:len(b)] = b\nm.close()\nos.close(fd)',
+    path,
+    bytes,
+  ]);
+}
+
+function arm(base: string): { work: string; store: SnapshotStore; clone: string; digest: string } {
+  const work = tempDir(base);
+  writeTree(join(work, 'repo'), { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const b = 2;\n' });
+  const store = SnapshotStore.openSync(join(work, 'store'));
+  const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+  const clone = join(work, 'clone');
+  mkdirSync(clone);
+  snap.materializeSync(clone);
+  return { work, store, clone, digest: snap.digest };
+}
+
+describe('a write through a shared mapping', () => {
+  it('on tmpfs (no time moves): diff names it, reset restores it, the arm\'s capture reads it (kills trusting the ledger\'s identity where nothing writes back)', () => {
+    const { work, store, clone, digest } = arm('/dev/shm');
+    const path = join(clone, 'src/a.ts');
+    const before = statSync(path, { bigint: true });
+    writeThroughMapping(path, 'BACKDOOR');
+    const after = statSync(path, { bigint: true });
+    // The premise: tmpfs moved neither time, and the size is the same.
+    expect([after.mtimeNs, after.ctimeNs, after.size, after.ino]).toEqual([before.mtimeNs, before.ctimeNs, before.size, before.ino]);
+    expect(readFileSync(path, 'utf8')).toBe('BACKDOORonst a = 1;\n');
+
+    const snap = store.get(digest);
+    const diff = snap.diffSync(clone);
+    expect(diff).toMatchObject({ ok: false, method: 'ledger', added: [], removed: [], changed: ['src/a.ts'], files: 2 });
+
+    // The arm's result as a capture that trusts nothing records it.
+    const captured = store.captureSync({ source: clone, copy: ['src'] });
+    const full = SnapshotStore.openSync(join(work, 'full'));
+    const truth = full.captureSync({ source: clone, copy: ['src'], statCache: false });
+    expect(captured.digest).toBe(truth.digest);
+    expect(captured.digest).not.toBe(digest);
+    expect(captured.captureReport).toMatchObject({ files: 2, reusedFiles: 0 });
+
+    const reset = snap.resetSync(clone);
+    expect(reset).toMatchObject({ method: 'reset', changed: ['src/a.ts'], added: [], removed: [] });
+    expect(readFileSync(path, 'utf8')).toBe('export const a = 1;\n');
+    expect(snap.checkCloneSync(clone).ok).toBe(true);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, changed: [] });
+    full.closeSync();
+    store.closeSync();
+  });
+
+  it('on a filesystem that writes back (here the temp dir): the write fault moves the ctime, and diff finds it without hashing', () => {
+    const base = tempDir();
+    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
+    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+    const { store, clone, digest } = arm(base);
+    const path = join(clone, 'src/a.ts');
+    const before = statSync(path, { bigint: true });
+    writeThroughMapping(path, 'BACKDOOR');
+    expect(statSync(path, { bigint: true }).ctimeNs).not.toBe(before.ctimeNs);
+    expect(store.get(digest).diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'], files: 0 });
+    store.closeSync();
+  });
+});
