@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/btrfs.h>
+#include <linux/close_range.h>
 #include <linux/magic.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
@@ -60,6 +61,8 @@ void RegisterConstants(Napi::Env env, Napi::Object exports) {
       TREESEAL_ENTRY(STATX_ATTR_IMMUTABLE) TREESEAL_ENTRY(STATX_ATTR_APPEND)
       // btrfs subvolume flags (BTRFS_IOC_SUBVOL_GETFLAGS, SETFLAGS, SNAP_CREATE_V2)
       TREESEAL_ENTRY(BTRFS_SUBVOL_RDONLY)
+      // close_range(2) flags
+      TREESEAL_ENTRY(CLOSE_RANGE_CLOEXEC)
   };
 #undef TREESEAL_ENTRY
   for (const auto& entry : table) c.Set(entry.name, Napi::Number::New(env, static_cast<double>(entry.value)));

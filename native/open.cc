@@ -1,4 +1,4 @@
-// open.cc: openat, openat2 and close.
+// open.cc: openat, openat2, close and close_range.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -12,6 +12,9 @@
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
 #endif
 
 namespace treeseal {
@@ -33,6 +36,15 @@ static int DoOpenat2(int dirfd, const char* path, int flags, mode_t mode, uint64
 // Never retried (see RetryEintr in ops.h): on Linux the fd is released even when close
 // reports EINTR, so EINTR counts as done.
 static int DoClose(int fd) { return ::close(fd) < 0 && errno != EINTR ? -errno : 0; }
+
+// close_range(first, last, flags): with CLOSE_RANGE_CLOEXEC the range is marked close-on-exec, not closed.
+static Napi::Value CloseRange(const Napi::CallbackInfo& info) {
+  uint32_t first, last, flags;
+  if (!ArgUint32(info, 0, "first", &first) || !ArgUint32(info, 1, "last", &last) || !ArgUint32(info, 2, "flags", &flags))
+    return info.Env().Undefined();
+  if (::syscall(SYS_close_range, first, last, flags) < 0) return ThrowSys(info.Env(), errno, "close_range");
+  return info.Env().Undefined();
+}
 
 // openat(dirfd, path, flags, mode) -> fd
 static Napi::Value Openat(const Napi::CallbackInfo& info) {
@@ -66,6 +78,7 @@ void RegisterOpen(Napi::Env env, Napi::Object exports) {
   exports.Set("openat2", Napi::Function::New(env, Openat2, "openat2"));
   // close(fd): never retried on EINTR (the fd is gone either way on Linux)
   exports.Set("close", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "close", DoClose); }, "close"));
+  exports.Set("close_range", Napi::Function::New(env, CloseRange, "close_range"));
 }
 
 }  // namespace treeseal

@@ -1,10 +1,9 @@
 // run.ts: `treeseal run`: a snapshot materialized into a clone (once, or again with --reset) and a command run in it inside bubblewrap.
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
-import { SealError, sandboxArgs } from '../index.js';
+import { SealError, spawnSandboxed } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
 
@@ -23,8 +22,9 @@ async function run(ctx: Context): Promise<number> {
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
   using _lease = snap.lease();
   if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
-  const { bwrap } = sandboxArgs(snap, clone, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
-  const status = await sandboxed(bwrap, command);
+  // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
+  const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
+  const status = await new Promise<number>((done) => child.once('close', (code, signal) => done(statusOf(code, signal))));
   if (!flag(ctx, 'keep-going')) return status;
   // What the command changed: the clone against its ledger, printed after the command's own output. A diff that
   // fails (the command made the clone unreadable to this user) is said, and the status is still the command's.
@@ -40,18 +40,6 @@ async function run(ctx: Context): Promise<number> {
   const differs = !report.ok || report.outside.length > 0;
   ctx.io.emit({ clone, status, ...report }, cloneLines(report, clone, `${differs ? 'DIFFERS' : 'same'} (${report.method})`).join('\n'));
   return status;
-}
-
-/** Runs bwrap with the command; resolves to its exit status as a shell reports it. */
-function sandboxed(bwrap: string[], command: string[]): Promise<number> {
-  const child = spawn('bwrap', [...bwrap, '--', ...command], { stdio: 'inherit' });
-  return new Promise<number>((done, fail) => {
-    child.once('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') fail(new SealError('SEAL_UNAVAILABLE', 'run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
-      else fail(err);
-    });
-    child.once('close', (code, signal) => done(statusOf(code, signal)));
-  });
 }
 
 export const RUN: CommandSpec = {

@@ -1,8 +1,15 @@
-// sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only.
+// sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
+import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
 import { lstatSync, readlinkSync } from 'node:fs';
 
-import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
-import { checkWorkspace } from '../base/paths.js';
+import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { SealError } from '../base/errors.js';
+import { openRealDir, own } from '../base/fd.js';
+import { checkWorkspace, escapePath } from '../base/paths.js';
+import { sealed } from '../base/refusal.js';
+import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
+import { sys } from '../sys/native.js';
+import { sameObject } from '../sys/identity.js';
 import type { MountPoint } from './mount-points.js';
 import type { Snapshot } from './snapshot.js';
 
@@ -71,9 +78,10 @@ function dockerMount(fields: string[]): string[] {
   return ['--mount', fields.map(csvField).join(',')];
 }
 
-function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
+/** The bubblewrap arguments: the clone bound by `cloneBind` (its path, or an fd bubblewrap inherits), then the payloads over their mount points. */
+function bwrapArgs(cloneBind: string[], mounts: MountPoint[], o: Checked): string[] {
   const payloads = mounts.flatMap((m) => ['--ro-bind', m.source, m.target, ...m.tmpfs.flatMap((t) => ['--tmpfs', t])]);
-  const bwrap = [
+  return [
     '--unshare-all',
     ...(o.network ? ['--share-net'] : []),
     '--die-with-parent',
@@ -88,10 +96,14 @@ function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
     '--proc', '/proc',
     '--tmpfs', '/tmp',
     // The clone first, then the payloads over their mount points inside it.
-    '--bind', clone, o.workspace,
+    ...cloneBind,
     ...payloads,
     '--chdir', o.workspace,
   ];
+}
+
+function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
+  const bwrap = bwrapArgs(['--bind', clone, o.workspace], mounts, o);
   const docker = [
     ...dockerMount(['type=bind', `src=${clone}`, `dst=${o.workspace}`]),
     ...mounts.flatMap((m) => [...dockerMount(['type=bind', `src=${m.source}`, `dst=${m.target}`, 'readonly']), ...m.tmpfs.flatMap((t) => dockerMount(['type=tmpfs', `dst=${t}`]))]),
@@ -120,4 +132,66 @@ export async function sandboxArgsAsync(snap: Snapshot, clone: string, options: S
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
   return argsFor(clone, await snap.mountPointsAsync(clone, { workspace: o.workspace }), o);
+}
+
+export interface SpawnSandboxedOptions extends SandboxOptions {
+  /** The command's stdin, stdout and stderr (default 'inherit'), as `child_process.spawn` takes them. */
+  stdio?: 'inherit' | 'pipe' | 'ignore' | [StdioSpec, StdioSpec, StdioSpec];
+  /** The command's environment (default: this process's); bubblewrap passes it through. */
+  env?: NodeJS.ProcessEnv;
+}
+
+type StdioSpec = StdioPipe | StdioNull | 'inherit' | number;
+
+/** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
+const CLONE_FD = 3;
+
+function checkCommand(command: unknown): string[] {
+  if (!Array.isArray(command)) throw invalidArgType('command', 'Array', command);
+  if (command.length === 0) throw invalidArgValue('command', command, 'must name a program');
+  command.forEach((arg, i) => checkString(`command[${i}]`, arg));
+  return [...(command as string[])];
+}
+
+/**
+ * Runs `command` in bubblewrap with clone bound read-write at the workspace, as the
+ * arguments of sandboxArgs describe, but bound through the directory it opened (no link
+ * followed on the way) rather than its path, which bubblewrap would resolve again when it
+ * starts: a clone whose parent another user can write (a sticky /tmp) cannot be swapped
+ * for a link to another directory meanwhile. No fd of this process reaches the sandbox:
+ * every fd it inherited without close-on-exec is marked close-on-exec first. Resolves
+ * with the child once it has started (SEAL_UNAVAILABLE when there is no bwrap on PATH).
+ */
+export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], options: SpawnSandboxedOptions = {}): Promise<ChildProcess> {
+  checkString('clone', clone);
+  const argv = checkCommand(command);
+  const o = checkSandboxOptions(options);
+  const stdio = options.stdio ?? 'inherit';
+  const three = typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio;
+  if (!Array.isArray(three) || three.length !== 3) throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore' or an array of three");
+  if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
+  const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
+  try {
+    const mounts = await snap.mountPointsAsync(clone, { workspace: o.workspace });
+    // The directory the mount points were made in is the one open: the path still names it.
+    const now = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
+    const same = sameObject(sys.fstat(dir.fd), sys.fstat(now.fd));
+    now.close();
+    if (!same) throw new SealError('SEAL_CHANGED', `clone was replaced while the sandbox was prepared: ${escapePath(clone)}`, { path: clone });
+    sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
+    const child = spawn('bwrap', [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
+      stdio: [...three, dir.fd],
+      ...(options.env === undefined ? {} : { env: options.env }),
+    });
+    await new Promise<void>((started, failed) => {
+      child.once('spawn', started);
+      child.once('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', 'run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
+        else failed(err);
+      });
+    });
+    return child;
+  } finally {
+    dir.close();
+  }
 }

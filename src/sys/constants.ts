@@ -17,6 +17,7 @@ export const O_APPEND = get('O_APPEND');
 export const O_NOFOLLOW = get('O_NOFOLLOW');
 export const O_DIRECTORY = get('O_DIRECTORY');
 export const O_PATH = get('O_PATH');
+export const CLOSE_RANGE_CLOEXEC = get('CLOSE_RANGE_CLOEXEC');
 export const O_NONBLOCK = get('O_NONBLOCK');
 export const O_CLOEXEC = get('O_CLOEXEC');
 export const O_NOCTTY = get('O_NOCTTY');

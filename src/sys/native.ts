@@ -56,6 +56,8 @@ export interface Sys {
   openat(dirfd: number, path: PathArg, flags: number, mode?: number): number;
   openat2(dirfd: number, path: PathArg, flags: number, mode: number, resolve: number): number;
   close(fd: number): void;
+  /** close_range(2): closes fds first..last, or with CLOSE_RANGE_CLOEXEC marks them close-on-exec. */
+  close_range(first: number, last: number, flags: number): void;
   fstat(fd: number): Stat;
   fstatat(dirfd: number, path: PathArg, flags: number): Stat;
   statx(dirfd: number, path: PathArg, flags: number): StatxResult;
@@ -233,6 +235,7 @@ export const sys: Sys = {
   openat: addon.openat,
   openat2: addon.openat2,
   close: addon.close,
+  close_range: addon.close_range,
   fstat: (fd) => {
     addon.fstat(fd, blockBytes);
     return readBlock();

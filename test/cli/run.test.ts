@@ -1,6 +1,6 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -109,6 +109,49 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
       expect(locked.stderr).toBe(`treeseal: run: what the command changed is unknown: SEAL_IO: clone cannot be opened: ${clone}: EACCES: permission denied, openat2 '${clone}'\n`);
     } finally {
       chmodSync(clone, 0o700);
+    }
+  });
+
+  it('binds the clone it opened, not its path: a clone swapped for a link to another directory as bwrap starts is still the one bound (kills --bind <path>)', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    expect(cli(store, 'materialize', digest, clone).status).toBe(0);
+    writeFileSync(join(clone, 'marker'), 'the arm\n');
+    const elsewhere = join(work, 'elsewhere');
+    writeTree(elsewhere, { marker: 'another directory\n' });
+    // A bwrap on PATH that first does what another user can do in a directory both may write (the clone's name
+    // swapped for a link), then runs the real bwrap with the same arguments.
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nmv '${clone}' '${clone}.moved' && ln -s '${elsewhere}' '${clone}' || exit 99\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    const r = spawnSync(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'cat marker; echo agent > out'], {
+      encoding: 'utf8',
+      env: { ...process.env, TREESEAL_STORE: store, PATH: `${bin}:${process.env.PATH}` },
+    });
+    expect([r.status, r.stdout, r.stderr]).toEqual([0, 'the arm\n', '']);
+    expect(readFileSync(join(`${clone}.moved`, 'out'), 'utf8')).toBe('agent\n');
+    expect(readdirSync(elsewhere)).toEqual(['marker']);
+  });
+
+  it('no fd of the caller reaches the command: one it inherited without close-on-exec is closed in the sandbox (kills the close_range)', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const secret = join(work, 'secret');
+    writeFileSync(secret, 'secret\n', { mode: 0o600 });
+    const fd = openSync(secret, 'r+');
+    try {
+      // The harness's fd becomes treeseal's fd 30 (spawn clears close-on-exec on the fds it hands over; Node reuses low ones).
+      const r = spawnSync(process.execPath, [CLI, 'run', digest, join(work, 'arm'), '--', 'sh', '-c', 'if [ -e /proc/self/fd/30 ]; then echo leaked; cat /proc/self/fd/30; else echo closed; fi'], {
+        encoding: 'utf8',
+        env: { ...process.env, TREESEAL_STORE: store },
+        stdio: ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(27).fill('ignore'), fd],
+      });
+      expect([r.status, r.stdout, r.stderr]).toEqual([0, 'closed\n', '']);
+      expect(readFileSync(secret, 'utf8')).toBe('secret\n');
+    } finally {
+      closeSync(fd);
     }
   });
 

@@ -126,7 +126,11 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['btrfs_snap_destroy', 'dirfd', (fd) => sys.btrfs_snap_destroy(fd, 'sv'), false],
       ];
       const keys = new Set(calls.map(([key]) => key.split(' ')[0]));
-      expect([...keys].sort()).toEqual(Object.keys(sys).sort());
+      // close_range takes the kernel's unsigned int bounds (last up to ~0U), not an fd: checked as such.
+      expect([...keys, 'close_range'].sort()).toEqual(Object.keys(sys).sort());
+      expect(caught(() => sys.close_range(-1, 3, 0))?.message).toBe(outOfRange('first', '>= 0 && <= 4294967295', '-1'));
+      expect(caught(() => sys.close_range(3, 2 ** 32, 0))?.message).toBe(outOfRange('last', '>= 0 && <= 4294967295', '4294967296'));
+      expect(caught(() => sys.close_range(3.5, 4, 0))?.message).toBe(outOfRange('first', 'an integer', '3.5'));
       for (const [key, name, call, dirfd] of calls) {
         const range = dirfd ? `${FD_RANGE} or AT_FDCWD (${S.AT_FDCWD})` : FD_RANGE;
         // 2**32 + fd would be fd after a truncation to int: the very descriptor the call would otherwise use.

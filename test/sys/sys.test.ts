@@ -98,6 +98,8 @@ describe('errors', () => {
       openat: () => sys.openat(S.AT_FDCWD, join(dir, 'missing'), S.O_RDONLY),
       openat2: () => sys.openat2(bad, 'x', S.O_RDONLY, 0, 0),
       close: () => sys.close(bad),
+      // first > last: EINVAL
+      close_range: () => sys.close_range(5, 3, 0),
       fstat: () => sys.fstat(bad),
       fstatat: () => sys.fstatat(bad, 'x', 0),
       statx: () => sys.statx(bad, 'x', 0),
