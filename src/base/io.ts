@@ -9,7 +9,7 @@ import { escapePath } from './paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, SEEK_DATA, SEEK_HOLE, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 
 /** Read and write size of one chunk: 1 MiB, as the seed copies. */
 export const CHUNK_BYTES = 1024 * 1024;
@@ -110,6 +110,12 @@ export interface ReadAllOptions {
    * not waited for and read again (the store's own documents and stat caches).
    */
   selfProving?: boolean;
+  /**
+   * Whether the file, by its fstat, is one to read at all (its owner and modes): refused
+   * (SEAL_UNTRUSTED) before a byte is read when this says no. A checksum proves a file
+   * whole, not who wrote it.
+   */
+  trusted?: (st: Stat) => boolean;
 }
 
 /**
@@ -124,6 +130,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   if (isDir(before.mode)) throw new SealError('SEAL_BAD_PATH', `must be a regular file, not a directory: ${escapePath(shown)}`, { path: shown });
   if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
   if (before.size > maxBytes) throw tooBig(maxBytes, shown);
+  if (options.trusted?.(before) === false) throw new SealError('SEAL_UNTRUSTED', `file is not yours (uid ${before.uid}, mode ${(before.mode & 0o7777).toString(8).padStart(4, '0')}): ${escapePath(shown)}`, { path: shown });
   // size + 1: a file that grew is seen as such without reading (or allocating) more.
   const bytes = Buffer.allocUnsafe(before.size + 1);
   const got = readFrom(sys, fd, bytes);

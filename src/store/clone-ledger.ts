@@ -8,6 +8,7 @@ import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir,
 import { sameObject } from '../sys/identity.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+import { isPrivate } from './trust.js';
 import { CLONES_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
 import type { Positions } from './manifest-tree.js';
@@ -191,7 +192,8 @@ export function loadLedgerAt(sys: Sys, storeFd: number, cloneDir: Stat): Ledger 
   try {
     using dir = own(sys, openChildDir(sys, storeFd, CLONES_DIR));
     const name = ledgerName(cloneDir);
-    const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true }).bytes;
+    // Only a ledger no one else can have written (in a shared store, another member's is not trusted: it says which files are unchanged).
+    const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true, trusted: isPrivate }).bytes;
     return Ledger.decode(bytes, sys.fstat(storeFd), cloneDir);
   } catch {
     return undefined;

@@ -40,7 +40,8 @@ export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache
   try {
     // Its trailer is the sha256 of the rest: a torn read decodes to nothing, never to wrong records.
     const name = statCacheName(key);
-    return StatCache.decode(readAllAt(sys, dir.fd, name, MAX_CACHE_BYTES, name, { selfProving: true }).bytes, key) ?? StatCache.empty();
+    // Only a cache no one else can have written (in a shared store, another member's is not trusted: its entries would say what a file holds).
+    return StatCache.decode(readAllAt(sys, dir.fd, name, MAX_CACHE_BYTES, name, { selfProving: true, trusted: isPrivate }).bytes, key) ?? StatCache.empty();
   } catch {
     return StatCache.empty();
   }

@@ -106,30 +106,21 @@ export function storeRule(st: Stat, trust: StoreTrust, shown: string): TrustRule
 }
 
 /**
- * The rule a published snapshot is checked with, from the store's snapshots/ (`parent`,
- * asked only when the snapshot is not yours or root's): root trusts that directory's
- * owner; a setgid, group-writable snapshots/ (which only a shared store opens with) its group.
+ * Refuses a published snapshot directory that someone you do not trust made or can write
+ * (one fstat; its parent's only when needed): yours or root's, or, for root, the owner of
+ * the store's snapshots/ (`parent`). Never another member's of a shared store, whatever
+ * its modes: its owner can make its files writable and change them at any time, so its
+ * bytes are proven to no one else (a member once published a forged snapshot under the
+ * digest another's capture would make, which that capture then reused and materialized).
  */
-export function snapshotRule(parent: () => Stat): TrustRule {
-  const uid = process.geteuid!();
-  const owners = new Set([uid, 0]);
-  let group: number | undefined;
-  const st = parent();
-  if (uid === 0) owners.add(st.uid);
-  if ((st.mode & S_ISGID) && (st.mode & GROUP_WRITE) && inGroup(st.gid)) group = st.gid;
-  return { uid, owners, group };
-}
-
-/** Refuses a published snapshot directory that someone you do not trust made or can write (one fstat; its parent's only when needed). */
 export function checkSnapshot(sys: Sys, fd: number, parent: () => Stat, shown: string): void {
   const st = sys.fstat(fd);
   const uid = process.geteuid!();
   if (isPrivate(st)) return;
-  const rule = snapshotRule(parent);
   const mode = st.mode & 0o7777;
   if (mode & (GROUP_WRITE | OTHER_WRITE)) throw untrusted(`untrusted snapshot: ${shown} is writable by ${mode & OTHER_WRITE ? 'other users' : 'its group'} (mode ${octal(mode)})`);
-  if (rule.owners.has(st.uid) || (rule.group !== undefined && st.gid === rule.group)) return;
-  throw untrusted(`untrusted snapshot: ${shown} is owned by uid ${st.uid}, not you (uid ${uid})`);
+  if (uid === 0 && parent().uid === st.uid) return;
+  throw untrusted(`untrusted snapshot: ${shown} is owned by uid ${st.uid}, not you (uid ${uid}): a snapshot is used only by its owner (and root), who alone can have written it`);
 }
 
 /** Owned by you or root, and writable by no one else: trusted without asking whose store it is in. */

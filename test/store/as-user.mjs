@@ -24,6 +24,13 @@ const ops = {
     await s.close();
     return { removed, left: readdirSync(`${store}/snapshots`), tmp: readdirSync(`${store}/tmp`) };
   },
+  /** diff DIGEST CLONE: how the clone was compared, and whether it is the snapshot. */
+  async diff(digest, clone) {
+    const s = await open();
+    const report = await s.get(digest).diff(clone);
+    await s.close();
+    return { method: report.method, ok: report.ok };
+  },
   async verify(digest) {
     const s = await open();
     const report = await s.get(digest).verify();

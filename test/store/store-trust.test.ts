@@ -1,11 +1,12 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
 import {
+  CLOCK_AHEAD_NS,
   DIST_INDEX,
   NOBODY,
   SETTLED,
@@ -278,7 +279,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const store = SnapshotStore.openSync(dir);
     const digest = store.list()[0]!;
     chownSync(join(dir, 'snapshots', digest), NOBODY, NOBODY);
-    expectError(() => store.captureSync({ source: repo, copy: ['src'], statCache: false }), { code: 'SEAL_UNTRUSTED', message: `untrusted snapshot: snapshots/${digest} is owned by uid ${NOBODY}, not you (uid 0)`, unchanged: dir });
+    expectError(() => store.captureSync({ source: repo, copy: ['src'], statCache: false }), { code: 'SEAL_UNTRUSTED', message: `untrusted snapshot: snapshots/${digest} is owned by uid ${NOBODY}, not you (uid 0): a snapshot is used only by its owner (and root), who alone can have written it`, unchanged: dir });
     store.closeSync();
     chmodSync(join(dir, '..'), 0o755);
     expect(asUser(NOBODY, 'gc', dir, []).error).toEqual({ code: 'SEAL_IO', message: `store directory cannot be opened: ${dir}: EACCES: permission denied, openat '${dir.split('/').pop()}'` });
@@ -319,6 +320,64 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${join(dir, 'tmp')} is writable by gid ${SOMEONE}, not the store's group ${GROUP}; fix: chgrp ${GROUP} ${join(dir, 'tmp')}` },
     });
     expect(listTree(dir)).toEqual(tree);
+  });
+
+  it("a shared store: another member's snapshot is neither reused nor materialized, whatever its modes (one published forged bytes under the digest another's capture made, which it reused and materialized)", () => {
+    const GROUP = 4242;
+    const base = ownedDir(0);
+    writeTree(join(base, 'repo'), { 'a.txt': 'genuine\n' });
+    chmodSync(join(base, 'repo/a.txt'), 0o644);
+    const dir = join(base, 'store');
+    mkdirSync(dir);
+    chownSync(dir, SOMEONE, GROUP);
+    chmodSync(dir, 0o2770);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    // The forger captures the other member's (readable) source, rewrites its copy at the same size and opens it to the group.
+    const forged = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
+    const root = join(dir, 'snapshots', forged.digest);
+    chmodSync(join(root, 'copy/a.txt'), 0o640);
+    writeFileSync(join(root, 'copy/a.txt'), 'FORGED!\n');
+    chmodSync(join(root, 'copy/a.txt'), 0o440);
+    for (const d of [join(root, 'copy'), root]) chmodSync(d, 0o550);
+    const message = `untrusted snapshot: snapshots/${forged.digest} is owned by uid ${SOMEONE}, not you (uid ${NOBODY}): a snapshot is used only by its owner (and root), who alone can have written it`;
+    expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env)).toEqual({ error: { code: 'SEAL_UNTRUSTED', message } });
+    const clone = join(ownedDir(NOBODY), 'arm');
+    mkdirSync(clone);
+    chownSync(clone, NOBODY, NOBODY);
+    expect(asUser(NOBODY, 'materialize', dir, [forged.digest, clone], [GROUP], env)).toEqual({ error: { code: 'SEAL_UNTRUSTED', message } });
+    expect(readdirSync(clone)).toEqual([]);
+  });
+
+  it("a shared store: another member's stat cache or clone ledger is not read, even one holding valid records (its records say which files need no reading)", () => {
+    const GROUP = 4242;
+    const base = ownedDir(0);
+    const repo = join(base, 'repo');
+    writeTree(repo, { 'src/a.txt': 'alpha\n', 'src/b.txt': 'beta\n' });
+    chownSync(repo, NOBODY, NOBODY);
+    const dir = join(base, 'store');
+    mkdirSync(dir);
+    chownSync(dir, SOMEONE, GROUP);
+    chmodSync(dir, 0o2770);
+    const env = { TREESEAL_TEST_TRUST: 'group', TREESEAL_TEST_CLOCK_AHEAD_NS: String(CLOCK_AHEAD_NS) };
+    const first = asUser(NOBODY, 'capture', dir, [repo, 'src'], [GROUP], env);
+    const clone = join(ownedDir(NOBODY), 'arm');
+    mkdirSync(clone);
+    chownSync(clone, NOBODY, NOBODY);
+    asUser(NOBODY, 'materialize', dir, [first.digest, clone], [GROUP], env);
+    // The member's own files: trusted (the ledger diffs, the cache skips both files).
+    expect(asUser(NOBODY, 'diff', dir, [first.digest, clone], [GROUP], env)).toEqual({ method: 'ledger', ok: true });
+    expect(asUser(NOBODY, 'capture', dir, [repo, 'src'], [GROUP], env).reusedFiles).toBe(2);
+    // Another member replaces each by a copy of its own that the group may read: the same valid bytes, not the owner's.
+    for (const sub of ['cache', 'clones']) {
+      for (const name of readdirSync(join(dir, sub))) {
+        copyFileSync(join(dir, sub, name), join(dir, sub, `${name}.new`));
+        chownSync(join(dir, sub, `${name}.new`), SOMEONE, GROUP);
+        chmodSync(join(dir, sub, `${name}.new`), 0o640);
+        renameSync(join(dir, sub, `${name}.new`), join(dir, sub, name));
+      }
+    }
+    expect(asUser(NOBODY, 'diff', dir, [first.digest, clone], [GROUP], env)).toEqual({ method: 'hash', ok: true });
+    expect(asUser(NOBODY, 'capture', dir, [repo, 'src'], [GROUP], env).reusedFiles).toBe(0);
   });
 
   it('a store whose owner changes between its open and the walk that proves its path: refused', () => {
