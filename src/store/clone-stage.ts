@@ -134,16 +134,32 @@ const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
 
 /**
  * Refuses (SEAL_IO, before anything is written) a tree that could not be removed once
- * swapped out: an immutable or append-only inode anywhere in it, the root included.
+ * swapped out: an immutable or append-only inode anywhere in it, the root included. What
+ * this user may not look into (a directory an agent left mode 0, 0100 or 0400) is passed
+ * over, nothing changed: only CAP_LINUX_IMMUTABLE sets those flags, and the removal opens
+ * such a directory up as reset does.
  */
 export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, rel: string, depth = 0): void {
-  const st = sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  let st;
+  try {
+    st = sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    if (hasCode(err, 'EACCES')) return;
+    throw err;
+  }
   if (st.attributes & PINNED) {
     throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel)} is immutable or append-only`, { path: rel });
   }
   if (!isDir(st.mode)) return;
   if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`, { path: rel });
-  using dir = own(sys, openChildDir(sys, dirfd, name));
+  let fd;
+  try {
+    fd = openChildDir(sys, dirfd, name);
+  } catch (err) {
+    if (hasCode(err, 'EACCES')) return;
+    throw err;
+  }
+  using dir = own(sys, fd);
   for (const entry of sys.readdir(dir.fd)) {
     const child = typeof entry.name === 'string' ? entry.name : escapePath(entry.name);
     checkRemovable(sys, dir.fd, entry.name, `${rel}/${child}`, depth + 1);

@@ -76,7 +76,7 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'foreign', 'unreadable']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable']) works[name] = workDir();
   }, 30_000);
 
   it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
@@ -113,6 +113,27 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     for (const rel of Object.keys(pristine)) expect([rel, now[rel]![0]]).toEqual([rel, pristine[rel]![0]]);
     expect(Object.keys(now).sort()).toEqual(Object.keys(pristine).sort());
     expect(user('verify', digest, '--clone', clone).status).toBe(0);
+  });
+
+  it('a whole materialize (another snapshot, or no ledger) replaces roots holding directories the agent locked (mode 0, 0100, 0400) (kills checkRemovable passing over EACCES)', () => {
+    const { repo, store } = works.whole!;
+    const user = (...args: string[]) => runNodeAs(as, [CLI, ...args], { TREESEAL_STORE: store });
+    const first = JSON.parse(user('capture', repo, '--copy', 'tree', '--json').stdout) as { digest: string };
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const second = JSON.parse(user('capture', repo, '--copy', 'tree', '--json').stdout) as { digest: string };
+    const clone = join(dirname(store), 'arm');
+    expect(user('materialize', first.digest, clone).status).toBe(0);
+    for (const [rel, mode] of [['tree/l0', 0o000], ['tree/l100', 0o100], ['tree/l400', 0o400]] as const) {
+      mkdirSync(join(clone, rel, 'inner'), { recursive: true });
+      writeFileSync(join(clone, rel, 'inner/f'), 'f');
+      if (as !== undefined) chownTree(join(clone, rel), as.uid, as.gid);
+      chmodSync(join(clone, rel), mode);
+    }
+    // The arm moves to the other snapshot: its roots are replaced whole, the locked directories with them.
+    const moved = user('materialize', second.digest, clone, '--reflink', 'never');
+    expect([moved.status, moved.stderr]).toEqual([0, '']);
+    expect(readdirSync(join(clone, 'tree')).sort()).toEqual(readdirSync(join(repo, 'tree')).sort());
+    expect(user('verify', second.digest, '--clone', clone).status).toBe(0);
   });
 
   it.runIf(as !== undefined)("reset --clean removes another user's empty locked directory and refuses a full one, naming it, its owner and its mode (kills the EPERM path of openRepairableDir and the Trash)", () => {
