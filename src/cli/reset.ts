@@ -18,10 +18,13 @@ async function run(ctx: Context): Promise<void> {
       ? 'reset'
       : 'materialized whole (the store holds no ledger of this clone, or a materialize was interrupted there)';
   const lines = differenceLines(report);
+  // Materialized whole, nothing was compared: what differed is not known (not "0 restored").
+  const undone = report.method === 'reset' ? `${report.added.length} removed as added, ${report.removed.length + report.changed.length} restored` : 'what differed is not known';
+  const snapshotted = report.snapshotted > 0 ? `, ${plural(report.snapshotted, 'root')} snapshotted` : '';
   lines.push(
-    `${how} ${snap.digest.slice(0, 12)} in ${clone}: ${report.added.length} removed as added, ${report.removed.length + report.changed.length} restored` +
+    `${how} ${snap.digest.slice(0, 12)} in ${clone}: ${undone}` +
       `${report.outside.length === 0 ? '' : `, ${report.outside.length} outside removed`}; ${plural(report.files, 'file')} made ` +
-      `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}`,
+      `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered${snapshotted}) in ${ms(report.elapsedMs)}`,
   );
   ctx.io.emit({ digest: snap.digest, clone, ...report }, lines.join('\n'));
 }

@@ -1,6 +1,6 @@
 // cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -50,6 +50,11 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     r = cli(store, 'diff', a.digest, clone, '--verify', '--json');
     expect([r.status, json(r)]).toMatchObject([0, { ok: true, method: 'hash', files: 2 }]);
     expect(cli(store, 'materialize', a.digest, clone).stdout).toMatch(/^reset \(the clone held its ledger: only what differed was made again\) [0-9a-f]{12} into .*: 0 files, 0 directories/);
+    // Without the ledger, reset materializes whole: nothing was compared, and it says so rather than "0 restored".
+    writeFileSync(join(clone, 'src/added'), '+');
+    for (const name of readdirSync(join(store, 'clones'))) rmSync(join(store, 'clones', name));
+    expect(cli(store, 'reset', a.digest, clone, '--reflink', 'never').stdout).toMatch(/^materialized whole \(the store holds no ledger of this clone, or a materialize was interrupted there\) [0-9a-f]{12} in .*: what differed is not known; 2 files made \(0 reflinked, 2 copied, 9 B buffered\) in [\d.]+ m?s\n$/);
+    expect(existsSync(join(clone, 'src/added'))).toBe(false);
 
     const v = json(cli(store, 'verify', '--json'));
     expect(v.ok).toBe(true);
