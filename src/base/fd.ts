@@ -243,7 +243,7 @@ function rootError(sys: Sys, err: unknown, path: string, label: string): SealErr
     return new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${shown}`, { cause: err });
   }
   throwIfRefused(err, `${label} cannot be opened: ${shown}`);
-  return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${(err as Error).message}`, { cause: err });
+  return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${escapePath((err as Error).message)}`, { cause: err });
 }
 
 /**

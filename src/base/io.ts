@@ -174,7 +174,7 @@ function openToRead(sys: Sys, dirfd: number, name: string, shown: string): Fd {
   } catch (err) {
     if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `file must not be a symlink: ${escapePath(shown)}`, { path: shown, cause: err });
     throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
-    throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
   }
 }
 

@@ -241,7 +241,7 @@ function declaredMissing(ctx: CaptureContext, dirfd: number, rel: string, err: u
   } catch {
     // Unknown: not retryable.
   }
-  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, {
+  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${escapePath((err as Error).message)}`, {
     path: rel,
     cause: err,
     retryable: changing,
@@ -250,7 +250,7 @@ function declaredMissing(ctx: CaptureContext, dirfd: number, rel: string, err: u
 
 function unavailable(rel: string, err: unknown): SealError {
   throwIfRefused(err, `path cannot be read: ${escapePath(rel)}`, rel);
-  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+  return new SealError('SEAL_UNAVAILABLE', `path is unavailable: ${escapePath(rel)}: ${escapePath((err as Error).message)}`, { path: rel, cause: err });
 }
 
 /**
@@ -301,7 +301,7 @@ export function openChecked(sys: Sys, dirfd: number, name: string, rel: string, 
   } catch (err) {
     if (hasCode(err, 'ELOOP', 'ENOTDIR', 'ENOENT', 'ENXIO')) throw changedOpening(rel, err);
     throwIfRefused(err, `path cannot be read: ${escapePath(rel)}`, rel);
-    throw new SealError('SEAL_UNAVAILABLE', `path is unreadable: ${escapePath(rel)}: ${(err as Error).message}`, {
+    throw new SealError('SEAL_UNAVAILABLE', `path is unreadable: ${escapePath(rel)}: ${escapePath((err as Error).message)}`, {
       path: rel,
       cause: err,
     });

@@ -24,7 +24,7 @@ export function makeCloneDir(sys: Sys, clonePath: string): boolean {
     if (!hasCode(err, 'EEXIST')) {
       // EACCES, EROFS, ENOSPC…: the kernel refused (SEAL_IO); anything else leaves the clone unavailable.
       throwIfRefused(err, `clone cannot be created: ${escapePath(clonePath)}`);
-      throw new SealError('SEAL_UNAVAILABLE', `clone cannot be created: ${escapePath(clonePath)}: ${(err as Error).message}`, { cause: err });
+      throw new SealError('SEAL_UNAVAILABLE', `clone cannot be created: ${escapePath(clonePath)}: ${escapePath((err as Error).message)}`, { cause: err });
     }
     return false;
   }

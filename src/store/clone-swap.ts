@@ -24,7 +24,7 @@ function swapError(err: unknown, rel: string): unknown {
     return new SealError('SEAL_UNAVAILABLE', `copy target is on another filesystem than the clone: ${escapePath(rel)}`, { path: rel, cause: err });
   }
   if (isRefusal(err)) return ioError('copy target cannot be replaced', err, rel);
-  return new SealError('SEAL_UNAVAILABLE', `copy target is unavailable: ${escapePath(rel)}: ${(err as Error).message}`, { path: rel, cause: err });
+  return new SealError('SEAL_UNAVAILABLE', `copy target is unavailable: ${escapePath(rel)}: ${escapePath((err as Error).message)}`, { path: rel, cause: err });
 }
 
 export class CloneSwap {

@@ -25,7 +25,7 @@ function lockError(err: unknown, storeRoot: string): SealError {
   throwIfRefused(err, `store lock cannot be taken: ${shown}`);
   if (hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `store lock must not be a symlink: ${shown}`, { cause: err });
   if (hasCode(err, 'EISDIR', 'ENXIO')) return new SealError('SEAL_CORRUPT', `store lock is not a regular file: ${shown}`, { cause: err });
-  return new SealError('SEAL_UNAVAILABLE', `store lock is unavailable: ${shown}: ${(err as Error).message}`, { cause: err });
+  return new SealError('SEAL_UNAVAILABLE', `store lock is unavailable: ${shown}: ${escapePath((err as Error).message)}`, { cause: err });
 }
 
 /** Opens the store's lock file below the store directory (never through a link); -1 when missing and not created. */

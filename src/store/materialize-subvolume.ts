@@ -1,6 +1,7 @@
 // materialize-subvolume.ts: a directory copy root materialized as one writable btrfs snapshot of its read-only subvolume in the store, or the reason it cannot be.
 import { openChildDir, own, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
+import { escapePath } from '../base/paths.js';
 import { subvolumeFlags } from '../base/subvolume.js';
 import { BTRFS_SUBVOL_RDONLY } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
@@ -55,7 +56,7 @@ export function snapshotRoot(run: Run, children: Children, stageDir: number, nam
       sys.btrfs_snap_create(stageDir, name, storeDir.fd, 0);
     } catch (err) {
       if (!isSystemError(err)) throw err;
-      reason = hasCode(err, 'EXDEV', 'ENOTTY') ? `the clone is not on the store's btrfs filesystem (${err.message})` : `the kernel refused the snapshot (${err.message})`;
+      reason = hasCode(err, 'EXDEV', 'ENOTTY') ? `the clone is not on the store's btrfs filesystem (${escapePath(err.message)})` : `the kernel refused the snapshot (${escapePath(err.message)})`;
     }
   }
   if (reason !== undefined) {

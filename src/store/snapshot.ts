@@ -1,7 +1,8 @@
 // snapshot.ts: a published, frozen snapshot: its identity, and materialize / mount points / verify / checkClone / lease.
 import { dirname } from 'node:path';
 
-import { checkBoolean, checkFunction, checkOptions, checkString } from '../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkOptions } from '../base/arg-errors.js';
+import { checkRootPath } from '../base/fd.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import type { PackedEntries } from '../base/entry-table.js';
@@ -153,7 +154,7 @@ export class Snapshot {
 
   static readonly #materialize = defineOp('materialize', {
     validate: (snap: Snapshot, clone: string, options: MaterializeOptions = {}) => {
-      checkString('clone', clone);
+      checkRootPath(clone, 'clone');
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.createClone', options.createClone);
@@ -169,7 +170,7 @@ export class Snapshot {
 
   static readonly #diff = defineOp('diff', {
     validate: (snap: Snapshot, clone: string, options: DiffOptions = {}) => {
-      checkString('clone', clone);
+      checkRootPath(clone, 'clone');
       checkOptions('options', options);
       const verify = checkBoolean('options.verify', options.verify);
       const all = checkBoolean('options.all', options.all);
@@ -181,7 +182,7 @@ export class Snapshot {
 
   static readonly #reset = defineOp('reset', {
     validate: (snap: Snapshot, clone: string, options: ResetOptions = {}) => {
-      checkString('clone', clone);
+      checkRootPath(clone, 'clone');
       checkOptions('options', options);
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.clean', options.clean);
@@ -197,7 +198,7 @@ export class Snapshot {
 
   static readonly #mountPoints = defineOp('mountPoints', {
     validate: (snap: Snapshot, clone: string, options: MountPointOptions = {}) => {
-      checkString('clone', clone);
+      checkRootPath(clone, 'clone');
       checkOptions('options', options);
       checkCloneOutsideStore(snap.root, clone);
       return snap.#call(snap.#ref, clone, options);
@@ -220,7 +221,7 @@ export class Snapshot {
 
   static readonly #checkClone = defineOp('checkClone', {
     validate: (snap: Snapshot, clone: string) => {
-      checkString('clone', clone);
+      checkRootPath(clone, 'clone');
       return snap.#call(snap.#ref, clone);
     },
     core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),

@@ -54,7 +54,7 @@ function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, sh
   } catch (err) {
     if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
     throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
-    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${(err as Error).message}`, { path: shown, cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
   }
 }
 

@@ -198,3 +198,13 @@ describe('readStable and a write in flight at the first fstat', () => {
     expect(counting.preads()).toBe(2);
   });
 });
+
+describe('messages name hostile paths escaped', () => {
+  it("a system error's own text is escaped too: no control character reaches the message (it once carried the raw name after the escaped one)", async () => {
+    const dir = tempDir();
+    const name = 'no\nsuch\x1b[31m';
+    const message = `file is unavailable: ${dir}/no\\x0asuch\\x1b[31m: ENOENT: no such file or directory, openat 'no\\x0asuch\\x1b[31m'`;
+    expectError(() => readStableSync(join(dir, name), { maxBytes: 1 }), { code: 'SEAL_UNAVAILABLE', message });
+    await expectError(async () => readStable(join(dir, name), { maxBytes: 1 }), { code: 'SEAL_UNAVAILABLE', message });
+  });
+});

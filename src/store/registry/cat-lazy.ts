@@ -25,7 +25,7 @@ function mountTargets(root: RootDocument, where: string): string[] {
   try {
     doc = JSON.parse(root.parts.join('[]')) as typeof doc;
   } catch (err) {
-    throw bad(`its JSON is malformed (${(err as Error).message})`);
+    throw bad(`its JSON is malformed (${escapePath((err as Error).message)})`);
   }
   const mounts = Array.isArray(doc.mounts) ? doc.mounts : [];
   if (mounts.length !== root.lists.length - 1 || !mounts.every((m) => typeof m?.target === 'string')) throw bad('its mounts do not match its entry lists');

@@ -58,7 +58,7 @@ function cutAndParse(config: Buffer, bad: (why: string) => SealError): { lists: 
   try {
     return { lists, skeleton: JSON.parse(parts.join('[]')) as Skeleton };
   } catch (err) {
-    throw bad(`its JSON is malformed (${(err as Error).message})`);
+    throw bad(`its JSON is malformed (${escapePath((err as Error).message)})`);
   }
 }
 
