@@ -4,8 +4,9 @@ export { SealError, isSealError, SEAL_CODES, type SealCode, type SealErrorDetail
 export { escapePath } from './base/paths.js';
 export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
 export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';
-export { manifestDigest, mountDigests } from './base/manifest-stream.js';
+export { checkedManifestDigest as manifestDigest, checkedMountDigests as mountDigests } from './base/digest-args.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';
+export type { CapturedMount } from './capture/mounts.js';
 export type { CaptureProgress } from './capture/walk.js';
 export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';

@@ -20,7 +20,7 @@ export type SealCode =
   | 'SEAL_UNTRUSTED'
   | 'SEAL_BUSY';
 
-export const SEAL_CODES: readonly SealCode[] = [
+export const SEAL_CODES: readonly SealCode[] = Object.freeze<SealCode[]>([
   'SEAL_CHANGED',
   'SEAL_SYMLINK',
   'SEAL_SPECIAL_FILE',
@@ -40,7 +40,7 @@ export const SEAL_CODES: readonly SealCode[] = [
   'SEAL_REMOTE',
   'SEAL_UNTRUSTED',
   'SEAL_BUSY',
-];
+]);
 
 /** One of the obstacles a refused capture found: its path below the source, unescaped, its code and the way out. */
 export interface SealErrorDetail {

@@ -1,5 +1,5 @@
 // op.ts: defineOp, the one way to declare an operation: its sync call, its async twin and its worker job from one spec.
-import { checkSignal } from './arg-errors.js';
+import { checkSignal, invalidArgType, invalidArgValue } from './arg-errors.js';
 import { SealError } from './errors.js';
 import type { JobContext } from './jobs.js';
 import { inline, offload, type Gate } from './offload.js';
@@ -70,6 +70,18 @@ export function jobHandler(name: string): JobHandler | undefined {
 /** Checks a call's signal (Node's TypeError for one that is not an AbortSignal); SEAL_ABORTED, before anything is done, when it is aborted already. */
 export function abortedBefore(op: string, signal: unknown): void {
   if (checkSignal('options.signal', signal)?.aborted === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
+}
+
+/**
+ * The `sys` option: undefined is the addon's layer; else an object whose every call of
+ * the addon's layer is a function (Node's TypeError otherwise, naming the option).
+ */
+export function checkSys(name: string, value: unknown): Sys {
+  if (value === undefined) return nativeSys;
+  if (value === null || typeof value !== 'object') throw invalidArgType(name, 'object', value);
+  const missing = Object.keys(nativeSys).find((k) => typeof (value as Record<string, unknown>)[k] !== 'function');
+  if (missing !== undefined) throw invalidArgValue(name, value, `must be a syscall layer (treeseal/sys): its ${missing} is not a function`);
+  return value as Sys;
 }
 
 /** True when the call runs with an injected syscall layer: the one test of it. */

@@ -23,6 +23,7 @@ function isDisplayControl(cp: number): boolean {
  * output.
  */
 export function escapePath(p: string | Buffer): string {
+  if (typeof p !== 'string' && !Buffer.isBuffer(p)) throw invalidArgType('path', ['string', 'Buffer'], p);
   const s = typeof p === 'string' ? p : p.toString('latin1');
   let out = '';
   for (const ch of s) {

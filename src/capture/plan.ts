@@ -162,7 +162,7 @@ export function planCapture(options: CaptureOptions): Plan {
   if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
   const limits = resolveLimits(options.limits);
   const source = checkRootPath(checkString('options.source', options.source), 'source');
-  const revision = checkString('options.revision', options.revision ?? '');
+  const revision = options.revision === undefined ? '' : checkString('options.revision', options.revision);
   const declarations = list(options.copy, 'options.copy') as string[];
   const copyParts = declarations.map((raw, i) =>
     checkRelative(raw, { label: 'copy root', name: `options.copy[${i}]`, maxPathBytes: limits.maxPathBytes }),

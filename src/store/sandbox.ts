@@ -5,13 +5,13 @@ import { lstatSync, readlinkSync } from 'node:fs';
 import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
-import { checkWorkspace, escapePath } from '../base/paths.js';
+import { checkAbsolutePath, checkWorkspace, escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
 import type { MountPoint } from './mount-points.js';
-import type { Snapshot } from './snapshot.js';
+import { Snapshot } from './snapshot.js';
 
 export interface SandboxOptions {
   /** Where the clone is bound inside the sandbox, and the working directory there (default /workspace). */
@@ -37,6 +37,10 @@ export interface SandboxArgs {
 
 const ROOT_LINKS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
+function checkSnapshot(snap: unknown): void {
+  if (!(snap instanceof Snapshot)) throw invalidArgType('snap', 'Snapshot', snap);
+}
+
 interface Checked {
   workspace: string;
   network: boolean;
@@ -49,7 +53,7 @@ function checkSandboxOptions(options: SandboxOptions): Checked {
   const network = checkBoolean('options.network', options.network) ?? false;
   const system = options.system ?? ['/usr', '/etc'];
   if (!Array.isArray(system)) throw invalidArgType('options.system', 'Array', system);
-  system.forEach((p, i) => checkWorkspace(checkString(`options.system[${i}]`, p), `options.system[${i}]`));
+  system.forEach((p, i) => checkAbsolutePath(p, `options.system[${i}]`, `system directory options.system[${i}]`));
   return { workspace, network, system: [...system] };
 }
 
@@ -122,6 +126,7 @@ function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
  * (for root too).
  */
 export function sandboxArgs(snap: Snapshot, clone: string, options: SandboxOptions = {}): SandboxArgs {
+  checkSnapshot(snap);
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
   return argsFor(clone, snap.mountPoints(clone, { workspace: o.workspace }), o);
@@ -129,6 +134,7 @@ export function sandboxArgs(snap: Snapshot, clone: string, options: SandboxOptio
 
 /** sandboxArgs with the mount points made on the worker thread. */
 export async function sandboxArgsAsync(snap: Snapshot, clone: string, options: SandboxOptions = {}): Promise<SandboxArgs> {
+  checkSnapshot(snap);
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
   return argsFor(clone, await snap.mountPointsAsync(clone, { workspace: o.workspace }), o);
@@ -163,6 +169,7 @@ function checkCommand(command: unknown): string[] {
  * with the child once it has started (SEAL_UNAVAILABLE when there is no bwrap on PATH).
  */
 export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], options: SpawnSandboxedOptions = {}): Promise<ChildProcess> {
+  checkSnapshot(snap);
   checkString('clone', clone);
   const argv = checkCommand(command);
   const o = checkSandboxOptions(options);

@@ -4,7 +4,7 @@ import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, i
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
-import { abortedBefore, defineOp, type OpCall } from '../base/op.js';
+import { abortedBefore, checkSys, defineOp, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
@@ -95,7 +95,7 @@ export class SnapshotStore {
   static readonly #open = defineOp('openStore', {
     validate: (dir: string, options: StoreOptions = {}) => {
       checkString('dir', dir);
-      const sys = checkOptions('options', options).sys ?? nativeSys;
+      const sys = checkSys('options.sys', checkOptions('options', options).sys);
       checkBoolean('options.ephemeral', options.ephemeral);
       checkTrust(options.trust);
       if (options.concurrency !== undefined) checkInteger('options.concurrency', options.concurrency, 1, 64);

@@ -9,9 +9,9 @@ import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import type { ToolOptions } from '../base/offload.js';
-import { defineOp } from '../base/op.js';
+import { checkSys, defineOp } from '../base/op.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { subvolumeFlags, unsealSubvolume } from '../base/subvolume.js';
 
@@ -222,7 +222,7 @@ const modesOp = (name: string, policy: ModePolicy) =>
   defineOp(name, {
     validate: (dir: string, options: ToolOptions = {}) => {
       checkString('dir', dir);
-      return { sys: checkOptions('options', options).sys ?? nativeSys, args: [dir] as [string] };
+      return { sys: checkSys('options.sys', checkOptions('options', options).sys), args: [dir] as [string] };
     },
     core: (sys, [dir]) => applyModes(dir, policy, sys),
   });

@@ -8,8 +8,8 @@ import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
-import { defineOp } from '../base/op.js';
+import type { Sys } from '../sys/native.js';
+import { checkSys, defineOp } from '../base/op.js';
 import { throwIfRefused } from '../base/refusal.js';
 
 export interface WriteFrozenOptions {
@@ -73,7 +73,8 @@ const WRITE_FROZEN = defineOp('writeFrozenFile', {
   validate: (path: string, bytes: Uint8Array, options: WriteFrozenOptions = {}) => {
     checkArgs(path, bytes, options);
     checkFilePath(path);
-    const { sys = nativeSys, ...rest } = options;
+    const { sys: given, ...rest } = options;
+    const sys = checkSys('options.sys', given);
     return { sys, args: [path, bytes, rest] as WriteArgs };
   },
   core: (sys, [path, bytes, options]) => {

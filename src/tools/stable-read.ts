@@ -6,11 +6,12 @@ import { checkFilePath, isPlainName, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
 
 import { SealError } from '../base/errors.js';
-import { defineOp } from '../base/op.js';
+import { checkSys, defineOp } from '../base/op.js';
 import { escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { readAllAt, type StableRead } from '../base/io.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
+import type { Sys } from '../sys/native.js';
+import { AT_FDCWD } from '../sys/constants.js';
 
 export type { StableRead };
 
@@ -29,6 +30,12 @@ function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
   return options;
 }
 
+/** readStableAt's dirfd: an fd (0 to 2^31 - 1) or AT_FDCWD, else Node's TypeError or RangeError (not wrapped as the read's failure). */
+function checkDirFd(dirfd: unknown): void {
+  if (typeof dirfd !== 'number') throw invalidArgType('dirfd', 'number', dirfd);
+  if (dirfd !== AT_FDCWD) checkInteger('dirfd', dirfd, 0, 2 ** 31 - 1);
+}
+
 /** readStableAt's name: one component below dirfd, never a path that could climb out or pass through a link. */
 function checkComponent(name: string): void {
   if (!isPlainName(name) || name.includes('\0')) {
@@ -39,7 +46,8 @@ function checkComponent(name: string): void {
 const READ_STABLE = defineOp('readStable', {
   validate: (path: string, options: ReadStableOptions) => {
     checkString('path', path);
-    const { sys = nativeSys, maxBytes } = checkReadOptions(options);
+    const { sys: given, maxBytes } = checkReadOptions(options);
+    const sys = checkSys('options.sys', given);
     checkFilePath(path);
     return { sys, args: [path, maxBytes] as [string, number] };
   },
@@ -63,7 +71,9 @@ export function readStable(path: string, options: ReadStableOptions): Promise<St
 
 /** The dirfd-relative form: name, one entry of the directory dirfd, is opened without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
-  const { sys = nativeSys, maxBytes } = checkReadOptions(options);
+  const { sys: given, maxBytes } = checkReadOptions(options);
+  const sys = checkSys('options.sys', given);
+  checkDirFd(dirfd);
   checkString('name', name);
   checkComponent(name);
   return sealed('readStable', () => readAllAt(sys, dirfd, name, maxBytes));

@@ -7,8 +7,8 @@ import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValu
 import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { sys as nativeSys, type Sys } from '../sys/native.js';
-import { defineOp } from '../base/op.js';
+import type { Sys } from '../sys/native.js';
+import { checkSys, defineOp } from '../base/op.js';
 import { sealed, throwIfRefused } from '../base/refusal.js';
 
 /** Default name prefix of a stageFiles directory (materialize's own stage has another). */
@@ -236,7 +236,7 @@ const STAGE_FILES = defineOp('stageFiles', {
   validate: (parent: string, files: readonly StageFile[], options: StageOptions = {}) => {
     const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
     const parentPath = checkRootPath(parent, 'stage parent');
-    return { sys: options.sys ?? nativeSys, args: [parentPath, prefix, planned] as [string, string, Planned[]] };
+    return { sys: checkSys('options.sys', options.sys), args: [parentPath, prefix, planned] as [string, string, Planned[]] };
   },
   core: (sys, [parentPath, prefix, planned]): StageHandle => openStage(sys, parentPath, prefix, planned),
   // The stage's fds are the process's, whichever thread opened them.

@@ -208,8 +208,9 @@ describe('sandboxArgs', () => {
     const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'dep', target: 'dep' }] });
     const clone = join(work, 'arm');
     expectError(() => sandboxArgs(snap, clone, { network: 'yes' as unknown as boolean }), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
+    expectError(() => sandboxArgs(null as unknown as typeof snap, clone), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "snap" argument must be an instance of Snapshot. Received null', unchanged: clone });
     expectError(() => sandboxArgs(snap, clone, { system: '/usr' as unknown as string[] }), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
-    expectError(() => sandboxArgs(snap, clone, { system: ['usr'] }), { code: 'SEAL_BAD_PATH', unchanged: clone });
+    expectError(() => sandboxArgs(snap, clone, { system: ['usr'] }), { code: 'SEAL_BAD_PATH', message: 'system directory options.system[0] must be an absolute path: usr', unchanged: clone });
     await expectError(async () => sandboxArgsAsync(snap, 3 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
     writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
     expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });

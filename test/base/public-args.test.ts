@@ -1,0 +1,77 @@
+// public-args.test.ts: the exported helpers and the `sys` option refuse a wrong argument with Node's TypeError or RangeError naming it, never a bare JavaScript error.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import {
+  SEAL_CODES,
+  SnapshotStore,
+  escapePath,
+  freezeSync,
+  manifestDigest,
+  mountDigests,
+  readStableAt,
+  readStableSync,
+  stageFilesSync,
+  writeFrozenFileSync,
+} from '../../dist/index.js';
+import { expectError, tempDir, writeTree } from '../helpers.js';
+
+describe('exported helpers', () => {
+  it('escapePath takes a string or a Buffer; manifestDigest and mountDigests take entry lists, naming the first entry that is not one', () => {
+    expectError(() => escapePath(5 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "path" argument must be of type string or an instance of Buffer. Received type number (5)' });
+    expectError(() => manifestDigest([{}] as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'entries[0]' must be a manifest entry ({ kind, path, size, sha256, mode, link_target }). Received {}",
+    });
+    expectError(() => manifestDigest('x' as never), { code: 'ERR_INVALID_ARG_TYPE' });
+    expectError(() => mountDigests([{ source: 'a', target: 'b', entries: [null] }] as never), { code: 'ERR_INVALID_ARG_VALUE' });
+    expectError(() => mountDigests([{ source: 1, target: 'b', entries: [] }] as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "mounts[0].source" property must be of type string. Received type number (1)' });
+    // The seed's digest of an empty list, unchanged by the check.
+    expect(manifestDigest([])).toBe('4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945');
+  });
+
+  it('SEAL_CODES cannot be changed', () => {
+    expect(Object.isFrozen(SEAL_CODES)).toBe(true);
+    expect(() => (SEAL_CODES as string[]).push('SEAL_X')).toThrow(TypeError);
+  });
+
+  it('the sys option is the addon\'s layer or an object of its calls: anything else is a TypeError before anything is made', () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'tree'), { f: 'x' });
+    const store = join(dir, 'store');
+    expectError(() => SnapshotStore.openSync(store, { sys: 5 as never }), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.sys" property must be of type object. Received type number (5)' });
+    expectError(() => SnapshotStore.openSync(store, { sys: {} as never }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.sys' must be a syscall layer (treeseal/sys): its openat is not a function. Received {}",
+    });
+    expect(existsSync(store)).toBe(false);
+    for (const call of [
+      () => freezeSync(join(dir, 'tree'), { sys: 5 as never }),
+      () => readStableSync(join(dir, 'tree/f'), { maxBytes: 9, sys: 5 as never }),
+      () => readStableAt(-100, 'x', { maxBytes: 9, sys: 5 as never }),
+      () => writeFrozenFileSync(join(dir, 'w'), Buffer.from('x'), { sys: 5 as never }),
+      () => stageFilesSync(dir, [{ target: 'a', bytes: Buffer.from('x') }], { sys: 5 as never }),
+    ]) {
+      expectError(call, { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.sys" property must be of type object. Received type number (5)' });
+    }
+    expect(readdirSync(dir).sort()).toEqual(['tree']);
+  });
+
+  it("readStableAt's dirfd is checked as Node checks an fd (it was the read's SEAL_UNAVAILABLE)", () => {
+    expectError(() => readStableAt(-1, 'x', { maxBytes: 1 }), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "dirfd" is out of range. It must be >= 0 && <= 2147483647. Received -1' });
+    expectError(() => readStableAt('3' as never, 'x', { maxBytes: 1 }), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "dirfd" argument must be of type number. Received type string (\'3\')' });
+    expectError(() => readStableAt(1.5, 'x', { maxBytes: 1 }), { code: 'ERR_OUT_OF_RANGE' });
+  });
+
+  it('a revision of null is a TypeError, as any other non-string (it was taken as "")', () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'src'), { 'a/f': 'x' });
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copy: ['a'], revision: null as never }), {
+      code: 'ERR_INVALID_ARG_TYPE',
+      message: 'The "options.revision" property must be of type string. Received null',
+    });
+    store.closeSync();
+  });
+});
