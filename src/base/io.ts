@@ -137,6 +137,11 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   const after = sys.fstat(fd);
   if (after.size > maxBytes) throw tooBig(maxBytes, shown);
   const id = identityOf(before);
+  // Another length than a size that did not change, its times unmoved and not recent: no write did that. A file whose
+  // length is not its size (procfs, sysfs) is refused for good, not SEAL_CHANGED, which a caller would retry forever.
+  if (got !== before.size && sameIdentity(id, identityOf(after)) && !changedRecently(id)) {
+    throw new SealError('SEAL_SPECIAL_FILE', `file reads ${got > before.size ? 'more' : 'fewer'} bytes than its size (${before.size}) says: a kernel pseudo-file (procfs, sysfs), not stable contents: ${escapePath(shown)}`, { path: shown });
+  }
   if (got !== before.size || !sameIdentity(id, identityOf(after))) throw changedWhileCopied(shown);
   // A same-size write begun before the first fstat may still have been copying bytes:
   // once it must be over, the file (unchanged) must read the same again.

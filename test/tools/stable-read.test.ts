@@ -208,3 +208,16 @@ describe('messages name hostile paths escaped', () => {
     await expectError(async () => readStable(join(dir, name), { maxBytes: 1 }), { code: 'SEAL_UNAVAILABLE', message });
   });
 });
+
+describe('kernel pseudo-files', () => {
+  it('a procfs or sysfs file, whose length is not its size, is SEAL_SPECIAL_FILE and not retryable (it was SEAL_CHANGED, retried forever)', () => {
+    for (const [path, how] of [['/proc/cpuinfo', 'more bytes than its size (0)'], ['/sys/kernel/mm/transparent_hugepage/enabled', 'fewer bytes than its size (4096)']] as const) {
+      if (!statSync(path, { throwIfNoEntry: false })) continue;
+      const err = expectError(() => readStableSync(path, { maxBytes: 1 << 20 }), {
+        code: 'SEAL_SPECIAL_FILE',
+        message: `file reads ${how} says: a kernel pseudo-file (procfs, sysfs), not stable contents: ${path}`,
+      }) as SealError;
+      expect(err.retryable).toBe(false);
+    }
+  });
+});
