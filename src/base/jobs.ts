@@ -32,7 +32,8 @@ export type JobReply =
   | { id: number; kind: 'result'; result: unknown }
   | { id: number; kind: 'error'; error: SerializedError };
 
-const ERROR_PROPS = ['code', 'path', 'errno', 'syscall', 'dest', 'retryable', 'details'] as const;
+/** In the order the addon's system errors hold them, so an error from the worker has the same own keys as the sync call's. */
+const ERROR_PROPS = ['errno', 'code', 'syscall', 'path', 'dest', 'retryable', 'details'] as const;
 
 export function serializeError(err: unknown): SerializedError {
   if (!(err instanceof Error)) return { message: String(err), name: 'Error', props: {} };
@@ -60,7 +61,8 @@ export function reviveError(e: SerializedError): Error {
   }
   const Ctor = e.name === 'TypeError' ? TypeError : e.name === 'RangeError' ? RangeError : Error;
   const err = new Ctor(e.message, cause === undefined ? undefined : { cause });
-  if (Ctor === Error) err.name = e.name;
+  // Only a name of its own the error had (a system error's is Error's, inherited).
+  if (Ctor === Error && e.name !== 'Error') err.name = e.name;
   Object.assign(err, e.props);
   return err;
 }

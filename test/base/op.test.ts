@@ -78,6 +78,10 @@ describe('defineOp', () => {
     expect(inline.message).toMatch(/^freeze: EIO: injected, fchmod/);
     const missing = await expectError(async () => freeze(join(root, 'nope')), { code: 'SEAL_UNAVAILABLE' });
     expect(missing).toBeInstanceOf(SealError);
+    // The worker's cause has the sync call's own keys, in its order (it once had a `name` of its own).
+    const sync = expectError(() => freezeSync(join(root, 'nope')), { code: 'SEAL_UNAVAILABLE' });
+    expect(Object.keys(missing.cause as object)).toEqual(Object.keys(sync.cause as object));
+    expect(Object.keys(missing.cause as object)).toEqual(['errno', 'code', 'syscall', 'path']);
   });
 });
 
