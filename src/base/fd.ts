@@ -238,12 +238,12 @@ function rootError(sys: Sys, err: unknown, path: string, label: string): SealErr
   if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
     const parts = rootParts(path);
     const link = firstLink(sys, parts);
-    if (link === parts.length) return new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${shown}`, { cause: err });
-    if (link > 0 || hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `${label} must not traverse symlinks: ${shown}`, { cause: err });
-    return new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${shown}`, { cause: err });
+    if (link === parts.length) return new SealError('SEAL_SYMLINK', `${label} must be a real directory, not a symlink: ${shown}`, { path, cause: err });
+    if (link > 0 || hasCode(err, 'ELOOP')) return new SealError('SEAL_SYMLINK', `${label} must not traverse symlinks: ${shown}`, { path, cause: err });
+    return new SealError('SEAL_BAD_PATH', `${label} must be a real directory: ${shown}`, { path, cause: err });
   }
-  throwIfRefused(err, `${label} cannot be opened: ${shown}`);
-  return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${escapePath((err as Error).message)}`, { cause: err });
+  throwIfRefused(err, `${label} cannot be opened: ${shown}`, path);
+  return new SealError('SEAL_UNAVAILABLE', `${label} is unavailable: ${shown}: ${escapePath((err as Error).message)}`, { path, cause: err });
 }
 
 /**

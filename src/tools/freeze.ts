@@ -6,6 +6,7 @@ import { CHUNK_BYTES } from '../base/io.js';
 import { fillBytes } from '../files/copy-file.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
+import { throwIfRefused } from '../base/refusal.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, DT_REG, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -16,6 +17,8 @@ import { frozenFileMode } from '../base/frozen.js';
 import { subvolumeFlags, unsealSubvolume } from '../base/subvolume.js';
 
 export interface ModePolicy {
+  /** What a refusal's message calls the work (`freeze`, `thaw`). */
+  name: string;
   file(mode: number): number;
   dir: number;
   /** Whether files are visited at all (a capture build already creates them frozen). */
@@ -28,8 +31,8 @@ export interface ModePolicy {
   unshare?: boolean;
 }
 
-export const FROZEN: ModePolicy = { file: frozenFileMode, dir: 0o500, files: true };
-export const THAWED: ModePolicy = { file: () => 0o600, dir: 0o700, files: true, unshare: true };
+export const FROZEN: ModePolicy = { name: 'freeze', file: frozenFileMode, dir: 0o500, files: true };
+export const THAWED: ModePolicy = { name: 'thaw', file: () => 0o600, dir: 0o700, files: true, unshare: true };
 export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
 
 /** chmod of a child that must not be a symlink: fchmodat2(AT_SYMLINK_NOFOLLOW), else open+fchmod. */
@@ -179,19 +182,32 @@ function walkTree(sys: Sys, fd: number, visit: TreeVisit): void {
   }
 }
 
+/** Runs fn, policy's work on the entry at rel: a refusal (EPERM: another user's file) names it, as `path` too. */
+function at(policy: ModePolicy, rel: string, fn: () => void): void {
+  try {
+    fn();
+  } catch (err) {
+    const path = rel === '' ? '.' : rel;
+    throwIfRefused(err, `${policy.name} of ${escapePath(path)}`, path);
+    throw err;
+  }
+}
+
 /** Applies a mode policy to the tree open at fd (the directory itself included). */
 export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
   // A thaw must open up each directory before anything inside can be listed by a non-root owner.
   const opens = (policy.dir & 0o200) !== 0;
   walkTree(sys, fd, {
     files: policy.files,
-    entered: opens ? (dirFd, rel) => openUp(sys, dirFd, policy.dir, rel) : undefined,
-    left: opens ? undefined : (dirFd) => sys.fchmod(dirFd, policy.dir),
+    entered: opens ? (dirFd, rel) => at(policy, rel, () => openUp(sys, dirFd, policy.dir, rel)) : undefined,
+    left: opens ? undefined : (dirFd, rel) => at(policy, rel, () => sys.fchmod(dirFd, policy.dir)),
     other: (dirfd, name, rel, st) => {
       if (isLink(st.mode)) return;
       if (!isReg(st.mode)) throw specialFile(rel);
-      if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode));
-      else if (policy.files) chmodChild(sys, dirfd, name, policy.file(st.mode));
+      at(policy, rel, () => {
+        if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode));
+        else if (policy.files) chmodChild(sys, dirfd, name, policy.file(st.mode));
+      });
     },
   });
 }

@@ -166,9 +166,9 @@ describe('thaw and hard links', () => {
     const { dir, other } = linkedTree();
     const before = inoMode(join(other, 'f'));
     const create = failOnce('openat', 'ENOSPC', (_fd, name) => String(name).startsWith('.treeseal-thaw-'));
-    expectError(() => thawSync(dir, { sys: create.sys }), { code: 'SEAL_IO', message: 'thaw: ENOSPC: injected, openat', unchanged: dir });
+    expectError(() => thawSync(dir, { sys: create.sys }), { code: 'SEAL_IO', message: 'thaw of e: ENOSPC: injected, openat', path: 'e', unchanged: dir });
     const chmod = failOnce('fchmod', 'EIO', (_fd, mode) => mode === 0o600);
-    expectError(() => thawSync(dir, { sys: chmod.sys }), { code: 'SEAL_IO', message: 'thaw: EIO: injected, fchmod', unchanged: dir });
+    expectError(() => thawSync(dir, { sys: chmod.sys }), { code: 'SEAL_IO', message: 'thaw of e: EIO: injected, fchmod', path: 'e', unchanged: dir });
     expect(chmod.injected()).toBeDefined();
     expect(inoMode(join(other, 'f'))).toEqual(before);
   });

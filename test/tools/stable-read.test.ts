@@ -221,3 +221,18 @@ describe('kernel pseudo-files', () => {
     }
   });
 });
+
+describe('the path of a failure', () => {
+  it("a parent that is a link, or that this user may not open, is named in the error's path (it had none)", () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'real'));
+    writeFileSync(join(dir, 'real/f'), 'x');
+    symlinkSync('real', join(dir, 'link'));
+    expectError(() => readStableSync(join(dir, 'link/f'), { maxBytes: 9 }), {
+      code: 'SEAL_SYMLINK',
+      message: `parent directory must be a real directory, not a symlink: ${join(dir, 'link')}`,
+      path: join(dir, 'link'),
+    });
+    expectError(() => readStableSync(join(dir, 'gone/f'), { maxBytes: 9 }), { code: 'SEAL_UNAVAILABLE', path: join(dir, 'gone') });
+  });
+});
