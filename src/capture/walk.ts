@@ -100,7 +100,7 @@ export class CaptureContext {
   readonly #jobs: FileJobs;
   /** Per source device (the build's device is fixed): whether FICLONE and copy_file_range work. */
   readonly #probes = new Map<bigint, Probe>();
-  readonly #report: (entries: number, bytes: number) => void;
+  readonly #report: (entries: number, bytes: number, force?: boolean) => void;
 
   readonly sys: Sys;
   readonly limits: Limits;
@@ -189,6 +189,11 @@ export class CaptureContext {
   addBytes(n: number): void {
     this.totalBytes += n;
     this.#report(this.entries, this.totalBytes);
+  }
+
+  /** The last progress report, with the walk's totals, whenever the one before was. */
+  reportDone(): void {
+    this.#report(this.entries, this.totalBytes, true);
   }
 
 }

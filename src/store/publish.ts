@@ -284,6 +284,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     // A store on btrfs keeps each directory copy root as a subvolume (materialize snapshots it).
     const subvolumes = onBtrfs(sys, buildFd);
     const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes));
+    ctx.reportDone();
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, ...(plan.exclude.length > 0 ? { exclude: plan.exclude } : {}), entries, mounts };
     const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;

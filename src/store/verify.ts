@@ -245,7 +245,7 @@ interface Shared {
   dirs: Set<number>;
   bytes: number;
   entries: number;
-  progress: (entries: number, bytes: number) => void;
+  progress: (entries: number, bytes: number, force?: boolean) => void;
   /** Whether the call was aborted (checked as each directory is walked). */
   isAborted: () => boolean;
 }
@@ -305,6 +305,7 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, opt
     );
   }
   const entries = data.entries.length + data.mounts.reduce((n, m) => n + m.entries.length, 0);
+  shared.progress(entries, shared.bytes, true);
   return { entries, bytes: shared.bytes };
 }
 
