@@ -97,10 +97,25 @@ export function checkFunction(name: string, value: unknown): void {
   if (value !== undefined && typeof value !== 'function') throw invalidArgType(name, 'function', value);
 }
 
-/** An options object (or undefined, which becomes `{}`). */
-export function checkOptions<T extends object>(name: string, value: T | undefined): T {
+/** What an options object may hold: the call's name (for the message) and its keys. */
+export interface KnownKeys {
+  op: string;
+  keys: readonly string[];
+}
+
+/**
+ * An options object (or undefined, which becomes `{}`). Given `known`, a key it does not
+ * list is ERR_INVALID_ARG_VALUE naming it and the call's options: a misspelt option
+ * (`copyy`, `createclone`) would otherwise be a call that silently does something else.
+ */
+export function checkOptions<T extends object>(name: string, value: T | undefined, known?: KnownKeys): T {
   if (value === undefined) return {} as T;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalidArgType(name, 'object', value);
+  if (known !== undefined) {
+    for (const key of Object.keys(value)) {
+      if (!known.keys.includes(key)) throw invalidArgValue(`${name}.${key}`, (value as Record<string, unknown>)[key], `is not an option of ${known.op} (${known.keys.join(', ')})`);
+    }
+  }
   return value;
 }
 

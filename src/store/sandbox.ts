@@ -2,7 +2,7 @@
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
 import { lstatSync, readlinkSync } from 'node:fs';
 
-import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
 import { checkAbsolutePath, checkWorkspace, escapePath } from '../base/paths.js';
@@ -47,8 +47,8 @@ interface Checked {
   system: string[];
 }
 
-function checkSandboxOptions(options: SandboxOptions): Checked {
-  checkOptions('options', options);
+function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: 'sandboxArgs', keys: ['workspace', 'network', 'system'] }): Checked {
+  checkOptions('options', options, known);
   const workspace = checkWorkspace(options.workspace, 'options.workspace');
   const network = checkBoolean('options.network', options.network) ?? false;
   const system = options.system ?? ['/usr', '/etc'];
@@ -172,7 +172,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   checkSnapshot(snap);
   checkString('clone', clone);
   const argv = checkCommand(command);
-  const o = checkSandboxOptions(options);
+  const o = checkSandboxOptions(options, { op: 'spawnSandboxed', keys: ['workspace', 'network', 'system', 'stdio', 'env'] });
   const stdio = options.stdio ?? 'inherit';
   const three = typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio;
   if (!Array.isArray(three) || three.length !== 3) throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore' or an array of three");

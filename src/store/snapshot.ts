@@ -155,7 +155,7 @@ export class Snapshot {
   static readonly #materialize = defineOp('materialize', {
     validate: (snap: Snapshot, clone: string, options: MaterializeOptions = {}) => {
       checkRootPath(clone, 'clone');
-      checkOptions('options', options);
+      checkOptions('options', options, { op: 'materialize', keys: ['createClone', 'reflink', 'fallbackBytes', 'onProgress', 'signal'] });
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.createClone', options.createClone);
       checkMaterializeOptions(options);
@@ -171,7 +171,7 @@ export class Snapshot {
   static readonly #diff = defineOp('diff', {
     validate: (snap: Snapshot, clone: string, options: DiffOptions = {}) => {
       checkRootPath(clone, 'clone');
-      checkOptions('options', options);
+      checkOptions('options', options, { op: 'diff', keys: ['verify', 'all'] });
       const verify = checkBoolean('options.verify', options.verify);
       const all = checkBoolean('options.all', options.all);
       return snap.#call<[SnapshotRef, string, DiffOptions]>(snap.#ref, clone, { verify, all });
@@ -183,7 +183,7 @@ export class Snapshot {
   static readonly #reset = defineOp('reset', {
     validate: (snap: Snapshot, clone: string, options: ResetOptions = {}) => {
       checkRootPath(clone, 'clone');
-      checkOptions('options', options);
+      checkOptions('options', options, { op: 'reset', keys: ['clean', 'reflink', 'fallbackBytes', 'onProgress', 'signal'] });
       checkFunction('options.onProgress', options.onProgress);
       checkBoolean('options.clean', options.clean);
       checkMaterializeOptions(options);
@@ -199,7 +199,7 @@ export class Snapshot {
   static readonly #mountPoints = defineOp('mountPoints', {
     validate: (snap: Snapshot, clone: string, options: MountPointOptions = {}) => {
       checkRootPath(clone, 'clone');
-      checkOptions('options', options);
+      checkOptions('options', options, { op: 'mountPoints', keys: ['workspace'] });
       checkCloneOutsideStore(snap.root, clone);
       return snap.#call(snap.#ref, clone, options);
     },
@@ -209,7 +209,7 @@ export class Snapshot {
 
   static readonly #verify = defineOp('verify', {
     validate: (snap: Snapshot, options: VerifyOptions = {}) => {
-      checkOptions('options', options);
+      checkOptions('options', options, { op: 'verify', keys: ['onProgress', 'parallelism', 'signal'] });
       checkFunction('options.onProgress', options.onProgress);
       const parallelism = checkParallelism(options.parallelism);
       abortedBefore('verify', options.signal);

@@ -1,5 +1,6 @@
 // store-dir.ts: a store directory on disk: open (create, sweep), load a snapshot, remove one, close (ephemeral removal).
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
@@ -146,7 +147,34 @@ export function closeStoreAt(sys: Sys, root: string): void {
   });
 }
 
-/** SEAL_BUSY while a live process holds a build or a pull lock in the store's tmp/ (another capture or pull is under way). */
+/**
+ * The pids /proc/locks names as holding a flock on st's inode (empty where it cannot be
+ * read): `1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`, waiters (`->`) left out.
+ */
+function flockHolders(st: Stat): number[] {
+  let text: string;
+  try {
+    text = readFileSync('/proc/locks', 'utf8');
+  } catch {
+    return [];
+  }
+  const major = ((st.dev >> 8n) & 0xfffn) | ((st.dev >> 32n) & ~0xfffn);
+  const minor = (st.dev & 0xffn) | ((st.dev >> 12n) & ~0xffn);
+  const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${st.ino}`;
+  const holders: number[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f[1] === 'FLOCK' && f[5] === id) holders.push(Number(f[4]));
+  }
+  return holders;
+}
+
+/**
+ * SEAL_BUSY while a live process holds a build or a pull lock in the store's tmp/ (another
+ * capture or pull is under way). One only this process holds is not: close() has waited
+ * for every call of the store, so it was left by a worker thread that died mid-job (a
+ * thread's fds outlive it).
+ */
 function checkNoLiveBuild(sys: Sys, storeRoot: string): void {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   for (const entry of sys.readdir(tmp.fd)) {
@@ -164,6 +192,8 @@ function checkNoLiveBuild(sys: Sys, storeRoot: string): void {
       sys.flock(held.fd, LOCK_EX | LOCK_NB);
     } catch (err) {
       if (!hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw err;
+      const holders = flockHolders(sys.fstat(held.fd));
+      if (holders.length > 0 && holders.every((pid) => pid === process.pid)) continue;
       throw new SealError('SEAL_BUSY', `a capture or pull is building into it (${TMP_DIR}/${name})`);
     }
   }

@@ -50,6 +50,9 @@ export interface CaptureCallOptions extends CaptureOptions {
   onProgress?: (p: CaptureProgress) => void;
 }
 
+/** Every option of capture (CaptureCallOptions). */
+const CAPTURE_KEYS = ['source', 'copy', 'exclude', 'mounts', 'revision', 'expectMounts', 'limits', 'keepExecutable', 'keepTimes', 'workspace', 'links', 'parallelism', 'statCache', 'signal', 'onProgress'];
+
 export interface GcOptions {
   /** A clone whose stages left by materializes that died are swept too. */
   clone?: string;
@@ -95,7 +98,7 @@ export class SnapshotStore {
   static readonly #open = defineOp('openStore', {
     validate: (dir: string, options: StoreOptions = {}) => {
       checkString('dir', dir);
-      const sys = checkSys('options.sys', checkOptions('options', options).sys);
+      const sys = checkSys('options.sys', checkOptions('options', options, { op: 'open', keys: ['ephemeral', 'trust', 'concurrency', 'sys'] }).sys);
       checkBoolean('options.ephemeral', options.ephemeral);
       checkTrust(options.trust);
       if (options.concurrency !== undefined) checkInteger('options.concurrency', options.concurrency, 1, 64);
@@ -155,6 +158,7 @@ export class SnapshotStore {
   /** Checks the options; every capture then walks the source and applies its own limits (reuse is by digest, after the walk). */
   #prepare(options: CaptureCallOptions): Plan {
     this.#checkOpen();
+    if (options !== null && typeof options === 'object') checkOptions('options', options, { op: 'capture', keys: CAPTURE_KEYS });
     const plan = planCapture(options);
     plan.clockAheadNs = this.#clockAheadNs;
     checkFunction('options.onProgress', options.onProgress);
@@ -245,7 +249,7 @@ export class SnapshotStore {
       store.#checkOpen();
       // Required: prune() with no rule at all is a mistake, not "remove nothing".
       if (policy === undefined) throw invalidArgType('policy', 'object', policy);
-      checkOptions('policy', policy);
+      checkOptions('policy', policy, { op: 'prune', keys: ['olderThanMs', 'keepLast', 'maxBytes'] });
       const checked: PrunePolicy = {};
       if (policy.olderThanMs !== undefined) checked.olderThanMs = checkInteger('policy.olderThanMs', policy.olderThanMs, 0);
       if (policy.keepLast !== undefined) checked.keepLast = checkInteger('policy.keepLast', policy.keepLast, 0);

@@ -238,7 +238,7 @@ const modesOp = (name: string, policy: ModePolicy) =>
   defineOp(name, {
     validate: (dir: string, options: ToolOptions = {}) => {
       checkString('dir', dir);
-      return { sys: checkSys('options.sys', checkOptions('options', options).sys), args: [dir] as [string] };
+      return { sys: checkSys('options.sys', checkOptions('options', options, { op: name, keys: ['sys'] }).sys), args: [dir] as [string] };
     },
     core: (sys, [dir]) => applyModes(dir, policy, sys),
   });

@@ -62,7 +62,7 @@ function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, sh
 function checkArgs(path: unknown, bytes: unknown, options: WriteFrozenOptions): void {
   checkString('path', path);
   if (!(bytes instanceof Uint8Array)) throw invalidArgType('bytes', ['Buffer', 'Uint8Array'], bytes);
-  checkOptions('options', options);
+  checkOptions('options', options, { op: 'writeFrozenFile', keys: ['executable', 'fsync', 'sys'] });
   checkBoolean('options.executable', options.executable);
   checkBoolean('options.fsync', options.fsync);
 }

@@ -3,7 +3,7 @@ import { constants } from 'node:buffer';
 import { dirname, basename } from 'node:path';
 
 import { checkFilePath, isPlainName, openRealDir, own } from '../base/fd.js';
-import { checkInteger, checkString, invalidArgType } from '../base/arg-errors.js';
+import { checkInteger, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 
 import { SealError } from '../base/errors.js';
 import { checkSys, defineOp } from '../base/op.js';
@@ -26,6 +26,7 @@ const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
 
 function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
   if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
+  checkOptions('options', options, { op: 'readStable', keys: ['maxBytes', 'sys'] });
   checkInteger('options.maxBytes', options.maxBytes, 0, MAX_READ_BYTES);
   return options;
 }

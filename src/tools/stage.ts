@@ -234,7 +234,7 @@ function createStaged(sys: Sys, dirfd: number, name: string, target: string): Fd
 
 const STAGE_FILES = defineOp('stageFiles', {
   validate: (parent: string, files: readonly StageFile[], options: StageOptions = {}) => {
-    const { prefix, planned } = planStage(parent, files, checkOptions('options', options));
+    const { prefix, planned } = planStage(parent, files, checkOptions('options', options, { op: 'stageFiles', keys: ['prefix', 'maxPathBytes', 'sys'] }));
     const parentPath = checkRootPath(parent, 'stage parent');
     return { sys: checkSys('options.sys', options.sys), args: [parentPath, prefix, planned] as [string, string, Planned[]] };
   },

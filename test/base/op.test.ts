@@ -75,7 +75,7 @@ describe('defineOp', () => {
     writeTree(root, { 'tree/a': 'a' });
     const { sys } = failOnce('fchmod', 'EIO');
     const inline = await expectError(async () => freeze(join(root, 'tree'), { sys }), { code: 'SEAL_IO' });
-    expect(inline.message).toMatch(/^freeze: EIO: injected, fchmod/);
+    expect(inline.message).toMatch(/^freeze of \.: EIO: injected, fchmod/);
     const missing = await expectError(async () => freeze(join(root, 'nope')), { code: 'SEAL_UNAVAILABLE' });
     expect(missing).toBeInstanceOf(SealError);
     // The worker's cause has the sync call's own keys, in its order (it once had a `name` of its own).

@@ -75,3 +75,37 @@ describe('exported helpers', () => {
     store.closeSync();
   });
 });
+
+describe('option keys a call does not take', () => {
+  it('are ERR_INVALID_ARG_VALUE naming the key and the call\'s options, before anything is made (a misspelt copy once captured every top-level entry; a misspelt keepLast removed nothing and said nothing)', async () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'src'), { 'a/f': 'x', 'b/g': 'y' });
+    const notAn = (key: string, value: string, op: string, keys: string) => ({
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: `The property 'options.${key}' is not an option of ${op} (${keys}). Received ${value}`,
+    });
+    expectError(() => SnapshotStore.openSync(join(dir, 'store'), { concurency: 4 } as never), notAn('concurency', '4', 'open', 'ephemeral, trust, concurrency, sys'));
+    expect(existsSync(join(dir, 'store'))).toBe(false);
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    const captureKeys = 'source, copy, exclude, mounts, revision, expectMounts, limits, keepExecutable, keepTimes, workspace, links, parallelism, statCache, signal, onProgress';
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copyy: ['a'] } as never), notAn('copyy', "[ 'a' ]", 'capture', captureKeys));
+    await expectError(async () => store.capture({ source: join(dir, 'src'), copyy: ['a'] } as never), notAn('copyy', "[ 'a' ]", 'capture', captureKeys));
+    expect(store.list()).toEqual([]);
+    const snap = store.captureSync({ source: join(dir, 'src'), copy: ['a'] });
+    const clone = join(dir, 'clone');
+    expectError(() => snap.materializeSync(clone, { createclone: true } as never), notAn('createclone', 'true', 'materialize', 'createClone, reflink, fallbackBytes, onProgress, signal'));
+    expect(existsSync(clone)).toBe(false);
+    snap.materializeSync(clone, { createClone: true });
+    expectError(() => snap.resetSync(clone, { cleen: true } as never), notAn('cleen', 'true', 'reset', 'clean, reflink, fallbackBytes, onProgress, signal'));
+    expectError(() => snap.diffSync(clone, { verfy: true } as never), notAn('verfy', 'true', 'diff', 'verify, all'));
+    expectError(() => snap.verifySync({ paralelism: 2 } as never), notAn('paralelism', '2', 'verify', 'onProgress, parallelism, signal'));
+    expectError(() => store.prune({ keepLst: 1 } as never), { code: 'ERR_INVALID_ARG_VALUE', message: "The property 'policy.keepLst' is not an option of prune (olderThanMs, keepLast, maxBytes). Received 1" });
+    expectError(() => readStableSync(join(dir, 'src/a/f'), { maxBytes: 9, maxbytes: 1 } as never), notAn('maxbytes', '1', 'readStable', 'maxBytes, sys'));
+    await expectError(async () => store.push(snap.digest, '127.0.0.1:9/x', { tga: 'v1' } as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.tga' is not an option of push (concurrency, signal, onProgress, onRetry, insecure, credentials, caFile, retries, timeouts, connections, mountFrom, chunkBytes, monolithicBytes, tag). Received 'v1'",
+    });
+    expect(store.list()).toEqual([snap.digest]);
+    store.closeSync();
+  });
+});

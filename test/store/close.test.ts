@@ -1,4 +1,6 @@
 // close.test.ts: closing a store: async calls under way complete first, and an ephemeral store is removed only when nothing else holds it.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -84,23 +86,33 @@ describe('an ephemeral store something else holds', () => {
     await holder.close();
   });
 
-  it('a build another process holds in tmp/ keeps the store (closeSync too)', () => {
+  it('a build another process holds in tmp/ keeps the store (closeSync too); one only this process holds (a worker thread that died) does not', async () => {
     const root = join(tempDir(), 'store');
     const store = SnapshotStore.openSync(root, { ephemeral: true });
-    mkdirSync(join(root, 'tmp', 'build-0123456789abcdef0123456789abcdef'));
-    const fd = sys.openat(-100, join(root, 'tmp', 'build-0123456789abcdef0123456789abcdef'), O_RDONLY | O_DIRECTORY);
+    const build = join(root, 'tmp', 'build-0123456789abcdef0123456789abcdef');
+    mkdirSync(build);
+    const holder = spawn('flock', ['--no-fork', '--exclusive', build, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
-      sys.flock(fd, LOCK_EX | LOCK_NB);
+      await once(holder.stdout!, 'data');
       expectError(() => store.closeSync(), {
         code: 'SEAL_BUSY',
         message: `ephemeral store is left in place: ${root}: a capture or pull is building into it (tmp/build-0123456789abcdef0123456789abcdef)`,
+        fds: false,
       });
       expect(readdirSync(root)).toEqual(expect.arrayContaining(['lock', 'snapshots', 'tmp']));
       expect(readdirSync(join(root, 'tmp'))).toEqual(['build-0123456789abcdef0123456789abcdef']);
     } finally {
+      holder.kill();
+      await once(holder, 'exit');
+    }
+    // Held by this process alone, as the fds of a worker thread that died mid-capture stay open: no one else is building.
+    const fd = sys.openat(-100, build, O_RDONLY | O_DIRECTORY);
+    try {
+      sys.flock(fd, LOCK_EX | LOCK_NB);
+      store.closeSync();
+      expect(existsSync(root)).toBe(false);
+    } finally {
       sys.close(fd);
     }
-    store.closeSync();
-    expect(existsSync(root)).toBe(false);
   });
 });

@@ -15,7 +15,7 @@ import { sys as nativeSys, type Sys } from '../../sys/native.js';
 import type { CatLocation, CatManifest } from './cat-locate.js';
 import type { RegistryClient } from './client.js';
 import { runJob, runJobSync } from './jobs.js';
-import { checkRemoteOptions, makeClient, type RemoteOptions } from './options.js';
+import { REMOTE_KEYS, checkRemoteOptions, makeClient, type RemoteOptions } from './options.js';
 import { locateLazily, readBytes } from './cat-lazy.js';
 import { claimedDigest, fetchDocument, readManifest, type ManifestRead } from './pull.js';
 import { checkReference, type SnapshotRef } from './reference.js';
@@ -236,7 +236,7 @@ export function catRemote(remote: string, snapshot: SnapshotRef, path: string, o
 export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions = {}): Promise<Buffer | CatReport> {
   const ref = checkReference(snapshot);
   const parts = checkRelative(path, { label: 'file path', name: 'path', maxPathBytes: Number.MAX_SAFE_INTEGER });
-  const o = checkOptions('options', options);
+  const o = checkOptions('options', options, { op: 'catRemote', keys: [...REMOTE_KEYS.filter((k) => k !== 'concurrency' && k !== 'onProgress'), 'maxBytes', 'output'] });
   const maxBytes = o.maxBytes === undefined ? DEFAULT_MAX_BYTES : checkInteger('options.maxBytes', o.maxBytes, 0, bufferConstants.MAX_LENGTH);
   const output = checkOutput(o.output);
   const call: CatCall = { sys: nativeSys, ref, path: parts.join('/'), maxBytes, output };

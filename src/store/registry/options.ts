@@ -1,5 +1,5 @@
 // options.ts: push/pull options, reports and progress, their validation, and the client they configure.
-import { checkBoolean, checkFunction, checkInteger, checkOneOf, checkOptions as checkObject, checkSignal, checkString, invalidArgValue } from '../../base/arg-errors.js';
+import { checkBoolean, checkFunction, checkInteger, checkOneOf, checkOptions as checkObject, checkSignal, checkString, invalidArgValue, type KnownKeys } from '../../base/arg-errors.js';
 import type { Progress } from '../../base/progress.js';
 import { RegistryClient } from './client.js';
 import { findCredentials, type CredentialSource, type Credentials } from './credentials.js';
@@ -151,9 +151,16 @@ function checkCaFile(value: unknown, env: NodeJS.ProcessEnv): string | undefined
   return value as string;
 }
 
+/** Every option RemoteOptions holds. */
+export const REMOTE_KEYS = ['concurrency', 'signal', 'onProgress', 'onRetry', 'insecure', 'credentials', 'caFile', 'retries', 'timeouts', 'connections'] as const;
+
+/** What push and pull take besides RemoteOptions. */
+export const PUSH_KEYS: KnownKeys = { op: 'push', keys: [...REMOTE_KEYS, 'mountFrom', 'chunkBytes', 'monolithicBytes', 'tag'] };
+export const PULL_KEYS: KnownKeys = { op: 'pull', keys: [...REMOTE_KEYS, 'source'] };
+
 /** Validates the options shared by push and pull and parses the remote. */
-export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions): Checked {
-  checkObject('options', o);
+export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions, known?: KnownKeys): Checked {
+  checkObject('options', o, known);
   checkFunction('options.onProgress', o.onProgress);
   checkFunction('options.onRetry', o.onRetry);
   checkSignal('options.signal', o.signal);

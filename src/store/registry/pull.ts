@@ -12,7 +12,7 @@ import { sha256Digest } from '../../base/manifest.js';
 import type { RegistryClient } from './client.js';
 import { isLost, sleep } from './http.js';
 import { runJob } from './jobs.js';
-import { Meter, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
+import { Meter, PULL_KEYS, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { CONFIG_TYPE, ROOT_TYPE } from './mapping.js';
 import { DocumentAssembly, MAX_ROOT_BYTES, readRoot, type RootDocument } from './pieces.js';
 import { manifestReference, shownReference, type Reference } from './reference.js';
@@ -269,7 +269,7 @@ async function heldLocally(target: PullTarget, digest: string, m: ManifestRead |
  */
 export async function pullSnapshot(target: PullTarget, ref: Reference, remoteText: string, options: PullOptions = {}): Promise<PullReport> {
   const started = performance.now();
-  const checked = checkRemoteOptions(remoteText, options);
+  const checked = checkRemoteOptions(remoteText, options, PULL_KEYS);
   const { remote } = checked;
   const tag = ref.kind === 'manifest' ? undefined : manifestReference(ref);
   const source = options.source === undefined ? undefined : checkAbsolutePath(options.source, 'options.source', 'source');

@@ -16,7 +16,7 @@ import { bufferBody, type BodySource } from './deadline.js';
 import { isLost, statusOf } from './http.js';
 import { runJob } from './jobs.js';
 import { ANNOTATION_CREATED, ANNOTATION_FIRST_PATH, ANNOTATION_REVISION, ANNOTATION_SOURCE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, layersOf, manifestOf, type Content } from './mapping.js';
-import { Meter, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
+import { Meter, PUSH_KEYS, checkRemoteOptions, checkUploadSizes, eachLimited, makeClient, type PushOptions, type PushReport } from './options.js';
 import { checkTag, revisionTag } from './reference.js';
 import { parseRemote, snapshotTag } from './remote.js';
 import { indexBytes } from './pack-index.js';
@@ -271,7 +271,7 @@ function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
  */
 export async function pushSnapshot(target: PushTarget, remoteText: string, options: PushOptions = {}): Promise<PushReport> {
   const started = performance.now();
-  const checked = checkRemoteOptions(remoteText, options);
+  const checked = checkRemoteOptions(remoteText, options, PUSH_KEYS);
   const { chunkBytes, monolithicBytes } = checkUploadSizes(options);
   const mountFrom = checkMountFrom(options, options.insecure === true);
   const asked = options.tag === undefined ? undefined : checkTag('options.tag', options.tag);
