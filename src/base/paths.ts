@@ -16,11 +16,44 @@ function isDisplayControl(cp: number): boolean {
   return cp === 0x061c || cp === 0x200e || cp === 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+/** The length of the valid UTF-8 sequence at buf[i] (1 to 4), or 0 where the byte there starts none. */
+function utf8Length(buf: Buffer, i: number): number {
+  const b = buf[i]!;
+  if (b < 0x80) return 1;
+  const cont = (k: number, lo = 0x80, hi = 0xbf): boolean => i + k < buf.length && buf[i + k]! >= lo && buf[i + k]! <= hi;
+  if (b >= 0xc2 && b <= 0xdf) return cont(1) ? 2 : 0;
+  if (b >= 0xe0 && b <= 0xef) return cont(1, b === 0xe0 ? 0xa0 : 0x80, b === 0xed ? 0x9f : 0xbf) && cont(2) ? 3 : 0;
+  if (b >= 0xf0 && b <= 0xf4) return cont(1, b === 0xf0 ? 0x90 : 0x80, b === 0xf4 ? 0x8f : 0xbf) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+/**
+ * A directory entry's name as a string, losing nothing: its UTF-8 decoded, and each byte
+ * that is not part of valid UTF-8 as the lone surrogate U+DC80 + (byte - 0x80) (Python's
+ * surrogateescape, PEP 383), which no decoded name holds: two names never give one
+ * string (`escapePath` shows such a byte as `\xNN`, a backslash as `\\`).
+ */
+export function nameText(name: string | Buffer): string {
+  if (typeof name === 'string') return name;
+  let out = '';
+  for (let i = 0; i < name.length; ) {
+    const n = utf8Length(name, i);
+    if (n === 0) {
+      out += String.fromCharCode(0xdc00 + name[i]!);
+      i++;
+    } else {
+      out += name.toString('utf8', i, i + n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 /**
  * Escapes a path for an error message: control characters, DEL, backslash, invalid bytes
- * and the characters that reorder or break a line on a terminal (U+202E and the other
- * bidi controls, U+2028, U+2029) become visible escapes, so a hostile name cannot forge
- * output.
+ * (a Buffer's, or a byte nameText kept as U+DC80–U+DCFF: `\xNN`) and the characters that
+ * reorder or break a line on a terminal (U+202E and the other bidi controls, U+2028,
+ * U+2029) become visible escapes, so a hostile name cannot forge output.
  */
 export function escapePath(p: string | Buffer): string {
   if (typeof p !== 'string' && !Buffer.isBuffer(p)) throw invalidArgType('path', ['string', 'Buffer'], p);
@@ -30,6 +63,7 @@ export function escapePath(p: string | Buffer): string {
     const cp = ch.codePointAt(0) ?? 0;
     if (ch === '\\') out += '\\\\';
     else if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp < 0xa0)) out += `\\x${cp.toString(16).padStart(2, '0')}`;
+    else if (cp >= 0xdc80 && cp <= 0xdcff) out += `\\x${(cp - 0xdc00).toString(16)}`;
     else if ((cp >= 0xd800 && cp <= 0xdfff) || isDisplayControl(cp)) out += `\\u${cp.toString(16)}`;
     else if (typeof p !== 'string' && cp >= 0x80) out += `\\x${cp.toString(16).padStart(2, '0')}`;
     else out += ch;

@@ -1,7 +1,7 @@
 // default-copy.ts: the copy roots of a capture that names none (every top-level entry of the source that holds no mount source), and the rule that the store lies outside every declared root.
 import { checkClonePlaces } from '../base/clone-names.js';
 import { SealError } from '../base/errors.js';
-import { checkRelative, escapePath, isWellFormed } from '../base/paths.js';
+import { checkRelative, escapePath, isWellFormed, nameText } from '../base/paths.js';
 import type { Sys } from '../sys/native.js';
 import { keptEntries, type Excludes } from './exclude.js';
 import type { Plan } from './plan.js';
@@ -32,7 +32,7 @@ export function checkStoreOutside(storeRoot: string, source: string, declared: r
 export function topLevelRoots(sys: Sys, sourceFd: number, plan: Pick<Plan, 'mounts'>, excludes: Excludes | undefined): string[] {
   const names = keptEntries(sys, sourceFd, '', sys.readdir(sourceFd), excludes).map(({ name }) => {
     if (typeof name !== 'string' || !isWellFormed(name)) {
-      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(name)}`, { path: escapePath(name) });
+      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(name)}`, { path: nameText(name) });
     }
     return name;
   });

@@ -8,7 +8,7 @@ import type { Limits } from '../base/limits.js';
 import { throttled, type Progress, type ProgressFn } from '../base/progress.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { EntryTable } from '../base/entry-table.js';
-import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
+import { compareUtf8, escapePath, isWellFormed, nameText, utf8Bytes } from '../base/paths.js';
 import {
   AT_SYMLINK_NOFOLLOW,
   O_CREAT,
@@ -275,8 +275,8 @@ function symlinkRefused(rel: string, copyRoot?: string): SealError {
 
 function nameOf(name: string | Buffer, parentRel: string): string {
   if (typeof name !== 'string' || !isWellFormed(name)) {
-    const shown = `${parentRel === '' ? '' : `${escapePath(parentRel)}/`}${escapePath(name)}`;
-    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${shown}`, { path: shown });
+    const path = `${parentRel === '' ? '' : `${parentRel}/`}${nameText(name)}`;
+    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(path)}`, { path });
   }
   return name;
 }

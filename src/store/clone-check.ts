@@ -2,7 +2,7 @@
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
 import { statOrNull, statsOrUndefined } from './clone-paths.js';
-import { compareUtf8, escapePath } from '../base/paths.js';
+import { compareUtf8, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -145,7 +145,7 @@ function checkDir(c: Check, fd: number, rel: string): void {
   for (let k = 0; k < items.length; k++) {
     const name = items[k]!.name;
     const index = indices[k];
-    const shown = typeof name === 'string' ? name : escapePath(name);
+    const shown = nameText(name);
     if (!checkNamed(c, fd, name, `${rel}/${shown}`, index, index === undefined ? undefined : stats[n++])) return unreadable(c, rel);
   }
 }

@@ -1,7 +1,7 @@
 // clone-outside.ts: the entries of a clone outside its copy roots and mount targets (diff's `all`, reset's `clean`), found without following a link.
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';
 import { openChildDir, own } from '../base/fd.js';
-import { escapePath } from '../base/paths.js';
+import { nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -51,7 +51,7 @@ export function forEachOutside(
   }
   const walk = (fd: number, rel: string): void => {
     for (const item of sys.readdir(fd)) {
-      const shown = typeof item.name === 'string' ? item.name : escapePath(item.name);
+      const shown = nameText(item.name);
       const path = rel === '' ? shown : `${rel}/${shown}`;
       if (typeof item.name === 'string' && ((rel === '' && isOwn(sys, fd, item.name, item.type)) || places.has(path))) continue;
       if (typeof item.name !== 'string' || !onTheWay.has(path)) {

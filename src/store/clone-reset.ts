@@ -4,7 +4,7 @@ import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
 import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { compareUtf8, escapePath } from '../base/paths.js';
+import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
 import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
@@ -261,7 +261,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     const item = items[k]!;
     const index = indices[k];
     if (index === undefined) {
-      const path = `${rel}/${typeof item.name === 'string' ? item.name : escapePath(item.name)}`;
+      const path = `${rel}/${nameText(item.name)}`;
       r.trash.remove(fd, item.name, item.type, path);
       r.report.added.push(path);
       continue;

@@ -1,7 +1,7 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeOwnDir, type Fd } from '../base/fd.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
@@ -161,7 +161,7 @@ export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, r
   }
   using dir = own(sys, fd);
   for (const entry of sys.readdir(dir.fd)) {
-    const child = typeof entry.name === 'string' ? entry.name : escapePath(entry.name);
+    const child = nameText(entry.name);
     checkRemovable(sys, dir.fd, entry.name, `${rel}/${child}`, depth + 1);
   }
 }

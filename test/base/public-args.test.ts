@@ -109,3 +109,28 @@ describe('option keys a call does not take', () => {
     store.closeSync();
   });
 });
+
+describe('names that are not UTF-8', () => {
+  it('escapePath shows a byte kept as a lone surrogate (U+DC80 + byte - 0x80, as reports hold it) as \\xNN, and a backslash as \\\\', () => {
+    expect(escapePath('src/f\udcff\n')).toBe('src/f\\xff\\x0a');
+    expect(escapePath('src/f\\xff')).toBe('src/f\\\\xff');
+    // A lone surrogate below U+DC80 is no byte: shown as itself, escaped.
+    expect(escapePath('a\udc41')).toBe('a\\udc41');
+  });
+});
+
+describe('nameText', () => {
+  it('decodes valid UTF-8 and keeps every other byte as a lone surrogate, so no two names give one string', async () => {
+    const { nameText } = await import('../../dist/internal.js');
+    const b = (...bytes: number[]) => Buffer.from(bytes);
+    expect(nameText('plain')).toBe('plain');
+    expect(nameText(b(0x61, 0xc3, 0xa9, 0xf0, 0x9f, 0x98, 0x80))).toBe('aé😀');
+    expect(nameText(b(0x66, 0xff, 0x6f))).toBe('f\udcffo');
+    // Overlong, a UTF-16 surrogate, past U+10FFFF, a cut sequence: each byte kept.
+    expect(nameText(b(0xe0, 0x80, 0x80))).toBe('\udce0\udc80\udc80');
+    expect(nameText(b(0xed, 0xa0, 0x80))).toBe('\udced\udca0\udc80');
+    expect(nameText(b(0xf4, 0x90, 0x80, 0x80))).toBe('\udcf4\udc90\udc80\udc80');
+    expect(nameText(b(0x61, 0xe2, 0x82))).toBe('a\udce2\udc82');
+    expect(nameText(b(0xff))).not.toBe(nameText(Buffer.from('\\xff')));
+  });
+});
