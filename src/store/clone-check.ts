@@ -61,8 +61,8 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
     // The common case of a diff, read from the manifest field by field: the ledger's identity, the file not opened.
     const mtime = c.entries.mtimeNs(index);
     if (!isReg(st.mode) || st.size !== c.entries.size(index) || (mtime !== undefined && st.mtimeNs !== mtime) || !c.ledger.same(index, st)) return void c.report.changed.push(path);
-    // Where the identity does not prove the bytes (tmpfs), the file is hashed as checkClone hashes it.
-    if (c.ledger.bytesTrusted) return;
+    // Where the identity does not prove the bytes (tmpfs; a record as new as the ledger), the file is hashed as checkClone hashes it.
+    if (c.ledger.trustsBytes(index)) return;
   }
   const want = c.entries.at(index);
   if (want.kind === 'directory') {

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 
 import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, UTIME_NOW, UTIME_OMIT, isDir, isLink, isReg } from '../sys/constants.js';
 import { sameObject } from '../sys/identity.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -56,6 +56,14 @@ export class Ledger {
    * there moves neither time, so such a file is hashed (openClone sets it).
    */
   bytesTrusted = true;
+  /**
+   * The ledger file's mtime as loaded: the kernel's clock when the ledger was written,
+   * after every file it records. A record whose ctime is not before it may share that
+   * clock tick with a later write that moved no time (a kernel with coarse timestamps
+   * gives a write in the same tick the same ctime): such a file is racy, and hashed.
+   * 0 (every record racy) until a load sets it.
+   */
+  recordedNs = 0n;
 
   private constructor(
     /** The snapshot materialized. */
@@ -97,6 +105,26 @@ export class Ledger {
     v.setBigUint64(at + 16, st.ino, true);
     v.setBigInt64(at + 24, st.mtimeNs, true);
     v.setBigInt64(at + 32, st.ctimeNs, true);
+  }
+
+  /**
+   * Whether a file that is exactly manifest entry i's record (same) holds the bytes it was
+   * given: the filesystem writes back (bytesTrusted) and the record is older than the
+   * ledger (not racy, see recordedNs). Otherwise the caller hashes it.
+   */
+  trustsBytes(i: number): boolean {
+    return this.bytesTrusted && this.#view.getBigInt64(i * RECORD_BYTES + 32, true) < this.recordedNs;
+  }
+
+  /** The newest ctime any record holds (0 for none). */
+  newestCtimeNs(): bigint {
+    let newest = 0n;
+    for (let i = 0; i < this.count; i++) {
+      if (this.#kinds[i * RECORD_BYTES] === 0) continue;
+      const c = this.#view.getBigInt64(i * RECORD_BYTES + 32, true);
+      if (c > newest) newest = c;
+    }
+    return newest;
   }
 
   /** True when st is exactly the entry recorded for manifest entry i: the same inode, unchanged since. */
@@ -166,6 +194,23 @@ export class Ledger {
   }
 }
 
+const tick = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Waits until the new ledger file's mtime (the kernel's clock: its write set it) is past
+ * `newest`, the newest ctime it records, touching it again each millisecond: a write to a
+ * recorded file from now on falls in a later clock tick, so its ctime moves even where
+ * timestamps are coarse (a kernel without multigrain timestamps, before 6.13). Usually
+ * one tick or none. Given up after 100 ms (a clock that stands still): those records are
+ * then racy (trustsBytes) and hashed.
+ */
+function stampPast(sys: Sys, fd: number, newest: bigint): void {
+  for (let i = 0; i < 100 && sys.fstat(fd).mtimeNs <= newest; i++) {
+    Atomics.wait(tick, 0, 0, 1);
+    sys.futimens(fd, 0, UTIME_OMIT, 0, UTIME_NOW);
+  }
+}
+
 /** The store directory of a snapshot root (`<store>/snapshots/<digest>`). */
 export function storeOf(snapshotRoot: string): string {
   return dirname(dirname(snapshotRoot));
@@ -193,8 +238,10 @@ export function loadLedgerAt(sys: Sys, storeFd: number, cloneDir: Stat): Ledger 
     using dir = own(sys, openChildDir(sys, storeFd, CLONES_DIR));
     const name = ledgerName(cloneDir);
     // Only a ledger no one else can have written (in a shared store, another member's is not trusted: it says which files are unchanged).
-    const bytes = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true, trusted: isPrivate }).bytes;
-    return Ledger.decode(bytes, sys.fstat(storeFd), cloneDir);
+    const read = readAllAt(sys, dir.fd, name, MAX_LEDGER_BYTES, name, { selfProving: true, trusted: isPrivate });
+    const ledger = Ledger.decode(read.bytes, sys.fstat(storeFd), cloneDir);
+    if (ledger !== undefined) ledger.recordedNs = read.identity.mtimeNs;
+    return ledger;
   } catch {
     return undefined;
   }
@@ -232,7 +279,8 @@ export function saveLedger(sys: Sys, storeRoot: string, cloneFd: number, cloneDi
   mkdirIfMissing(sys, store.fd, CLONES_DIR);
   using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
   const bytes = ledger.encode(sys.fstat(store.fd), cloneDir, pathOfFd(sys, cloneFd));
-  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false);
+  const newest = ledger.newestCtimeNs();
+  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false, (fd) => stampPast(sys, fd, newest));
 }
 
 /** The absolute path the kernel gives an open directory (/proc/self/fd), or undefined where it cannot say. */

@@ -182,7 +182,7 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: St
   // A file is the common case: it is read from the manifest only when it is not kept.
   if (st !== null && r.entries.kind(index) === 'file') {
     // Kept: its record in the new ledger (a copy of the old one) stays as it is.
-    if (!isReg(st.mode) || !r.old.same(index, st) || (!r.old.bytesTrusted && !holdsBytes(r, dirFd, name, index))) replace(r, dirFd, name, st, r.entries.at(index));
+    if (!isReg(st.mode) || !r.old.same(index, st) || (!r.old.trustsBytes(index) && !holdsBytes(r, dirFd, name, index))) replace(r, dirFd, name, st, r.entries.at(index));
     return;
   }
   const want = r.entries.at(index);

@@ -33,7 +33,8 @@ export function ledgerEntries(sys: Sys, storeFd: number, snapshotsFd: number, so
   let i = -1;
   for (const e of entries) {
     const r = ledger.fileAt(++i);
-    if (r === undefined || e.kind !== 'file' || r.size !== e.size) continue;
+    // A racy record (as new as the ledger) is no cache entry: that file is read.
+    if (r === undefined || e.kind !== 'file' || r.size !== e.size || !ledger.trustsBytes(i)) continue;
     const newest = r.mtimeNs > r.ctimeNs ? r.mtimeNs : r.ctimeNs;
     out.push({ dev: ledger.dev, ...r, recordNs: newest + GRANULARITY_NS + 1n, sha256: e.sha256, snapshot: ledger.digest, location: `${COPY_AREA}/${e.path}` });
   }

@@ -79,23 +79,23 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
  * store's shared lock (needed when tmpFd is tmp/, which an open sweeps under the
  * exclusive one; a tmpFd that no one sweeps needs none, nor a lock file).
  */
-export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true): void {
+export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true, stamp?: (fd: number) => void): void {
   mkdirIfMissing(sys, storeFd, dir);
-  if (!locked) return writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
+  if (!locked) return writeStoreFile(sys, storeFd, tmpFd, dir, name, write, stamp);
   // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
   // so the new file cannot be swept between its creation and its rename.
   using lock = own(sys, sys.openat(storeFd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
   sys.flock(lock.fd, LOCK_SH);
-  writeStoreFile(sys, storeFd, tmpFd, dir, name, write);
+  writeStoreFile(sys, storeFd, tmpFd, dir, name, write, stamp);
 }
 
 /** Tries of a write whose new file a sweep took (it was created, then swept before its flock was taken). */
 const WRITE_TRIES = 3;
 
-function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
+function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache, stamp?: (fd: number) => void): void {
   for (let tries = 1; ; tries++) {
     try {
-      return writeOnce(sys, storeFd, tmpFd, dirName, name, write);
+      return writeOnce(sys, storeFd, tmpFd, dirName, name, write, stamp);
     } catch (err) {
       if (!(err instanceof SweptAway) || tries >= WRITE_TRIES) throw err instanceof SweptAway ? err.cause : err;
     }
@@ -109,7 +109,7 @@ class SweptAway extends Error {}
  * One write of a new file: flocked from its creation to its rename, so a sweep of a
  * directory no store lock guards (clones/) removes only a file whose writer is gone.
  */
-function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache): void {
+function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache, stamp?: (fd: number) => void): void {
   using dir = own(sys, openChildDir(sys, storeFd, dirName));
   const tmpName = `${BUILD_PREFIX}${dirName}-${randomBytes(12).toString('hex')}`;
   let renamed = false;
@@ -126,6 +126,7 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       writeAll(sys, file.fd, bytes, at);
       at += bytes.length;
     });
+    stamp?.(file.fd);
     sys.fsync(file.fd);
     try {
       sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);

@@ -1,11 +1,11 @@
 // mapped-writes.test.ts: a write through a shared mapping moves no time on tmpfs; diff, reset and the arm's capture still see it there, and trust the ledger where it moves the ctime.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -72,6 +72,58 @@ describe('a write through a shared mapping', () => {
     writeThroughMapping(path, 'BACKDOOR');
     expect(statSync(path, { bigint: true }).ctimeNs).not.toBe(before.ctimeNs);
     expect(store.get(digest).diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'], files: 0 });
+    store.closeSync();
+  });
+});
+
+describe('racy records', () => {
+  it("the ledger is written in a later clock tick than every file it records: while its mtime is not past their ctimes it is touched again (kills stampPast)", () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'export const a = 1;\n' });
+    // The new ledger file's first two fstats say its write fell in an old tick, as a coarse clock can.
+    const ledgerFds = new Set<number>();
+    let held = 0;
+    let touched = 0;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        const fd = orig(dirfd, path, flags, mode);
+        if (String(path).startsWith('build-clones-')) ledgerFds.add(fd);
+        return fd;
+      },
+      fstat: (orig) => (fd) => {
+        const st = orig(fd);
+        return ledgerFds.has(fd) && held++ < 2 ? { ...st, mtimeNs: 0n } : st;
+      },
+      futimens: (orig) => (fd, ...rest) => {
+        if (ledgerFds.has(fd)) touched++;
+        return orig(fd, ...rest);
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { sys });
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'clone');
+    mkdirSync(clone);
+    snap.materializeSync(clone);
+    expect([held, touched]).toEqual([3, 2]);
+    const name = readdirSync(join(store.root, 'clones')).find((n) => n.endsWith('.ledger'))!;
+    const recorded = statSync(join(store.root, 'clones', name), { bigint: true }).mtimeNs;
+    for (const rel of ['src', 'src/a.ts']) expect(statSync(join(clone, rel), { bigint: true }).ctimeNs).toBeLessThan(recorded);
+    store.closeSync();
+  });
+
+  it('a record as new as the ledger is hashed, not trusted: diff and reset check its bytes, the arm capture reads it (kills trustsBytes ignoring recordedNs)', () => {
+    const { work, store, clone, digest } = arm(tempDir());
+    // As if the ledger had been written in the same tick as the files: its mtime moved back before theirs.
+    const ledger = join(store.root, 'clones', readdirSync(join(store.root, 'clones')).find((n) => n.endsWith('.ledger'))!);
+    utimesSync(ledger, new Date('2001-01-01'), new Date('2001-01-01'));
+    const snap = store.get(digest);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger', files: 2 });
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', changed: [], added: [], removed: [] });
+    // reset wrote a new ledger: moved back again.
+    utimesSync(ledger, new Date('2001-01-01'), new Date('2001-01-01'));
+    const again = SnapshotStore.openSync(join(work, 'store'));
+    expect(again.captureSync({ source: clone, copy: ['src'] }).captureReport).toMatchObject({ files: 2, reusedFiles: 0 });
+    again.closeSync();
     store.closeSync();
   });
 });
