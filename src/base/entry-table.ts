@@ -123,10 +123,14 @@ export class EntryTable implements Iterable<ManifestEntry> {
     this.#digests.copy(out, at, i * DIGEST_BYTES, (i + 1) * DIGEST_BYTES);
   }
 
-  /** The index of the entry at `path`, or -1. */
+  /**
+   * The index of the entry at `path`, or -1. The path is written into the index's own
+   * buffer, never into the table's: an unpacked table's path bytes are another thread's
+   * memory (staging there once swapped them for this table's own, empty, memory: every
+   * path read back as NULs after a find, and a reset removed the arm's files).
+   */
   find(path: string): number {
-    const [at, end] = this.#stage(path);
-    return this.#lookup().find(this.#paths, at, end);
+    return this.#lookup().findPath(path);
   }
 
   /** Adds an entry (its sha256 may come later by setDigest); an entry already at its path is returned (as its index) and nothing added. */

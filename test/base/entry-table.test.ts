@@ -83,6 +83,16 @@ describe('EntryTable', () => {
     expect(() => EntryTable.from([{ ...entries[3]!, mtime_ns: '01' }])).toThrow(RangeError);
   });
 
+  it('an unpacked table finds paths without touching its bytes: its entries read the same after (a find once swapped its paths for empty memory)', () => {
+    const table = EntryTable.from(awkward()).sort();
+    const before = [...table];
+    const unpacked = EntryTable.unpack(table.pack());
+    for (const e of before) expect(unpacked.find(e.path)).toBe(table.find(e.path));
+    expect(unpacked.find('no/such/path')).toBe(-1);
+    expect([...unpacked]).toEqual(before);
+    expect([...table]).toEqual(before);
+  });
+
   it('crosses to another thread as shared memory, not copied', async () => {
     const table = EntryTable.from(awkward()).sort();
     const packed = table.pack();

@@ -485,3 +485,23 @@ describe('gc and the ledgers of clones that are gone', () => {
     store.closeSync();
   });
 });
+
+describe('a snapshot an async capture returned, used by sync calls', () => {
+  it('materializeSync of a keepTimes snapshot leaves its entries as they were, and diffSync and resetSync see the arm right (its paths once read back as NULs and reset removed the arm\'s files)', async () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.txt': 'alpha\n', 'src/d/b.txt': 'beta\n' });
+    const store = await SnapshotStore.open(join(work, 'store'));
+    const snap = await store.capture({ source: join(work, 'repo'), copy: ['src'], keepTimes: true });
+    const arm = join(work, 'arm');
+    snap.materializeSync(arm, { createClone: true });
+    expect(snap.entries.map((e) => e.path)).toEqual(['src', 'src/a.txt', 'src/d', 'src/d/b.txt']);
+    writeFileSync(join(arm, 'src/new.txt'), 'agent');
+    // src's recorded mtime moved with the new name in it: changed, and put back.
+    expect(snap.diffSync(arm)).toMatchObject({ added: ['src/new.txt'], removed: [], changed: ['src'] });
+    expect(snap.resetSync(arm)).toMatchObject({ method: 'reset', added: ['src/new.txt'], removed: [], changed: ['src'] });
+    expect(snap.checkCloneSync(arm)).toMatchObject({ ok: true });
+    expect(listTree(arm)).toEqual(['src/', 'src/a.txt', 'src/d/', 'src/d/b.txt']);
+    snap.verifySync();
+    await store.close();
+  });
+});
