@@ -40,12 +40,13 @@ function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; 
 
 /**
  * Makes (when `make`, and missing) and checks the store's directory `name`: made 0700,
- * or a shared store's 2770 past the umask. A missing one is fine (nothing was planted);
+ * or a shared store's 3770 past the umask (setgid, and sticky: a member renames or removes
+ * only its own entries); one of yours from before the sticky bit was asked for gets it. A missing one is fine (nothing was planted);
  * one you may not open (another member's, in a shared store) is checked by its name's
  * fstatat: you cannot use it, but who can write it must still be trusted.
  */
 function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, shown: string, make: boolean): void {
-  const mode = rule.group === undefined ? 0o700 : 0o2770;
+  const mode = rule.group === undefined ? 0o700 : 0o3770;
   let made = false;
   if (make) {
     try {
@@ -68,8 +69,9 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
   }
   using part = own(sys, fd);
   let st = sys.fstat(part.fd);
-  if (made && (st.mode & 0o7777) !== mode) {
-    sys.fchmod(part.fd, mode);
+  const sticky = rule.group !== undefined && (st.mode & 0o3022) === 0o2020 && st.uid === process.geteuid!();
+  if ((made && (st.mode & 0o7777) !== mode) || sticky) {
+    sys.fchmod(part.fd, made ? mode : (st.mode & 0o7777) | 0o1000);
     st = sys.fstat(part.fd);
   }
   checkPart(st, rule, shown);
@@ -268,6 +270,9 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
       continue;
     }
     if (typeof name !== 'string' || !(name.startsWith(REMOVING_PREFIX) || name.startsWith(BUILD_PREFIX))) continue;
+    // In a shared store, another member's leftovers are theirs to sweep (tmp/ is sticky: this user could not remove
+    // them, and one planted there unremovable once failed every other member's open).
+    if (!ownedHere(sys, tmp.fd, name)) continue;
     // A build's lock is held until it is removed; a half-removed snapshot has none.
     using lock = name.startsWith(BUILD_PREFIX) ? lockStaleBuild(sys, tmp.fd, name) : undefined;
     if (lock === null) continue;
@@ -275,6 +280,14 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     swept++;
   }
   return swept;
+}
+
+/** Whether tmp/name is this user's to sweep: root sweeps every leftover, a user its own (one gone since: nothing to do). */
+function ownedHere(sys: Sys, tmpFd: number, name: string): boolean {
+  const uid = process.geteuid!();
+  if (uid === 0) return true;
+  const st = statOrNull(sys, tmpFd, name);
+  return st !== null && st.uid === uid;
 }
 
 /**

@@ -61,7 +61,7 @@ export function openSharedRoot(sys: Sys, root: string): number {
     return openRealDir(sys, root, 'store directory');
   } catch (err) {
     if (!(err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && hasCode(err.cause, 'ENOENT'))) throw err;
-    throw new SealError('SEAL_UNAVAILABLE', `shared store does not exist: ${escapePath(root)}; prepare it once: install -d -m 2770 -g GROUP ${escapePath(root)}`, { cause: err });
+    throw new SealError('SEAL_UNAVAILABLE', `shared store does not exist: ${escapePath(root)}; prepare it once: install -d -m 3770 -g GROUP ${escapePath(root)}`, { cause: err });
   }
 }
 
@@ -79,6 +79,9 @@ export function checkPart(st: Stat, rule: TrustRule, shown: string): void {
     }
     if (st.gid !== rule.group) throw untrusted(`untrusted shared store: ${shown} is writable by gid ${st.gid}, not the store's group ${rule.group}; fix: chgrp ${rule.group} ${shown}`);
     if (isDir(st.mode) && !(mode & S_ISGID)) throw untrusted(`untrusted shared store: ${shown} is group-writable but not setgid (mode ${octal(mode)}); fix: chmod g+s ${shown}`);
+    // Without the sticky bit any member could rename or remove what another made in it (swap two snapshots, take a
+    // build's name, drop a lease): with it, only an entry's owner (and the directory's, and root) can.
+    if (isDir(st.mode) && !(mode & S_ISVTX)) throw untrusted(`untrusted shared store: ${shown} is group-writable but not sticky (mode ${octal(mode)}): another member could rename or remove what is yours in it; fix: chmod +t ${shown}`);
   }
   if (rule.owners.has(st.uid)) return;
   if (rule.group !== undefined && st.gid === rule.group) return;

@@ -167,13 +167,23 @@ describe('the trust option', () => {
       message: `untrusted store: ${dir} is writable by its group (mode 2770); fix: chmod g-w ${dir}, or open it as a shared store (trust: 'group')`,
       unchanged: dir,
     });
+    // Group-writable but not sticky: a member could rename or remove what another made in it.
+    expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted shared store: ${dir} is group-writable but not sticky (mode 2770): another member could rename or remove what is yours in it; fix: chmod +t ${dir}`,
+      unchanged: dir,
+    });
+    chmodSync(dir, 0o3770);
     const store = await SnapshotStore.open(dir, { trust: 'group' });
     expect(store.trust).toBe('group');
     const snap = await store.capture({ source: join(base, 'repo'), copy: ['src'] });
     expect((await snap.verify()).entries).toBeGreaterThan(0);
     await store.close();
-    expect(['snapshots', 'tmp', 'lock'].map((p) => mode(join(dir, p)))).toEqual([0o2770, 0o2770, 0o660]);
+    expect(['snapshots', 'tmp', 'leases', 'cache', 'clones', 'lock'].map((p) => mode(join(dir, p)))).toEqual([0o3770, 0o3770, 0o3770, 0o3770, 0o3770, 0o660]);
+    // A part of yours made before the sticky bit was asked for gets it at the next open.
+    chmodSync(join(dir, 'snapshots'), 0o2770);
     SnapshotStore.openSync(dir, { trust: 'group' }).closeSync();
+    expect(mode(join(dir, 'snapshots'))).toBe(0o3770);
     chmodSync(join(dir, 'tmp'), 0o770);
     expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), {
       code: 'SEAL_UNTRUSTED',
@@ -195,7 +205,7 @@ describe('the trust option', () => {
   it("'group' never makes a missing store (made 0700 it would only be refused and left behind): says how to prepare it", async () => {
     const base = tempDir();
     const dir = join(base, 'fleet', 'store');
-    const expected = { code: 'SEAL_UNAVAILABLE', message: `shared store does not exist: ${dir}; prepare it once: install -d -m 2770 -g GROUP ${dir}` };
+    const expected = { code: 'SEAL_UNAVAILABLE', message: `shared store does not exist: ${dir}; prepare it once: install -d -m 3770 -g GROUP ${dir}` };
     expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), expected);
     await expect(SnapshotStore.open(dir, { trust: 'group' })).rejects.toMatchObject(expected);
     expect(readdirSync(base)).toEqual([]);
@@ -292,7 +302,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const dir = join(base, 'store');
     mkdirSync(dir);
     chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o2770);
+    chmodSync(dir, 0o3770);
     const env = { TREESEAL_TEST_TRUST: 'group' };
     const first = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
     writeFileSync(join(base, 'repo/b.txt'), 'more');
@@ -300,13 +310,13 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect([first.reused, second.reused]).toEqual([false, false]);
     expect(statSync(join(dir, 'snapshots', second.digest)).gid).toBe(GROUP);
     // Readable by all, so that an outsider gets as far as the check.
-    chmodSync(dir, 0o2775);
+    chmodSync(dir, 0o3775);
     expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [], env)).toEqual({
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${dir} belongs to gid ${GROUP}, not a group of yours` },
     });
     expect(asUser(NOBODY, 'capture', dir, [join(base, 'repo'), 'b.txt'], [GROUP]).error.code).toBe('SEAL_UNTRUSTED');
     // A part a member cannot open (another member's private cache/) is still checked, by its name's stat.
-    chmodSync(dir, 0o2770);
+    chmodSync(dir, 0o3770);
     chmodSync(join(dir, 'cache'), 0o2700);
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: [] });
     chmodSync(join(dir, 'cache'), 0o2703);
@@ -314,7 +324,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted store: ${join(dir, 'cache')} is writable by other users (mode 2703); fix: chmod go-w ${join(dir, 'cache')}` },
     });
-    chmodSync(join(dir, 'cache'), 0o2770);
+    chmodSync(join(dir, 'cache'), 0o3770);
     chownSync(join(dir, 'tmp'), SOMEONE, SOMEONE);
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${join(dir, 'tmp')} is writable by gid ${SOMEONE}, not the store's group ${GROUP}; fix: chgrp ${GROUP} ${join(dir, 'tmp')}` },
@@ -330,7 +340,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const dir = join(base, 'store');
     mkdirSync(dir);
     chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o2770);
+    chmodSync(dir, 0o3770);
     const env = { TREESEAL_TEST_TRUST: 'group' };
     // The forger captures the other member's (readable) source, rewrites its copy at the same size and opens it to the group.
     const forged = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
@@ -348,6 +358,39 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect(readdirSync(clone)).toEqual([]);
   });
 
+  it("a shared store: a member cannot rename or remove another's snapshots, builds or leases (its parts are sticky; a swap of two snapshots once made another's capture materialize the other's bytes)", () => {
+    const GROUP = 4242;
+    const base = ownedDir(0);
+    writeTree(join(base, 'one'), { 'app/f': 'one\n' });
+    writeTree(join(base, 'two'), { 'app/f': 'two\n' });
+    const dir = join(base, 'store');
+    mkdirSync(dir);
+    chownSync(dir, 0, GROUP);
+    chmodSync(dir, 0o3770);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    const a = asUser(NOBODY, 'capture', dir, [join(base, 'one'), 'app'], [GROUP], env);
+    const b = asUser(NOBODY, 'capture', dir, [join(base, 'two'), 'app'], [GROUP], env);
+    const tree = listTree(dir);
+    const attack = `import { renameSync, rmSync, mkdirSync } from 'node:fs';
+      const [dir, a, b] = process.argv.slice(-3);
+      const out = [];
+      for (const step of [() => renameSync(dir + '/snapshots/' + a, dir + '/snapshots/x'), () => rmSync(dir + '/snapshots/' + b, { recursive: true }), () => renameSync(dir + '/snapshots', dir + '/y')]) {
+        try { step(); out.push('done'); } catch (e) { out.push(e.code); }
+      }
+      console.log(JSON.stringify(out));`;
+    const r = runScriptAs({ uid: SOMEONE, gid: SOMEONE, groups: [GROUP] }, attack, [dir, a.digest, b.digest]);
+    expect([r.status, r.stdout.trim()]).toEqual([0, JSON.stringify(["EPERM", "EACCES", "EPERM"])]);
+    expect(listTree(dir)).toEqual(tree);
+    // A build-shaped directory the other member planted and locked in tmp/: left to its owner, not a failure of every open.
+    const planted = join(dir, 'tmp', 'build-0123456789abcdef0123456789abcdef');
+    mkdirSync(join(planted, 'x'), { recursive: true });
+    writeFileSync(join(planted, 'x/f'), 'f');
+    chownTree(planted, SOMEONE, GROUP);
+    chmodSync(join(planted, 'x'), 0o500);
+    chmodSync(planted, 0o500);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: ['build-0123456789abcdef0123456789abcdef'] });
+  });
+
   it("a shared store: another member's stat cache or clone ledger is not read, even one holding valid records (its records say which files need no reading)", () => {
     const GROUP = 4242;
     const base = ownedDir(0);
@@ -357,7 +400,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const dir = join(base, 'store');
     mkdirSync(dir);
     chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o2770);
+    chmodSync(dir, 0o3770);
     const env = { TREESEAL_TEST_TRUST: 'group', TREESEAL_TEST_CLOCK_AHEAD_NS: String(CLOCK_AHEAD_NS) };
     const first = asUser(NOBODY, 'capture', dir, [repo, 'src'], [GROUP], env);
     const clone = join(ownedDir(NOBODY), 'arm');
