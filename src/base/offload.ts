@@ -109,6 +109,11 @@ function freeLane(): Lane | undefined {
   return lanes.find((l) => l.pending.size === 0) ?? (lanes.length < bound ? start() : undefined);
 }
 
+/** How many offloaded jobs of this process are under way or queued, whichever store or call made them. */
+export function jobsInFlight(): number {
+  return queue.length + lanes.reduce((n, l) => n + l.pending.size, 0);
+}
+
 /** Sends queued jobs to lanes that are free. */
 function dispatch(): void {
   while (queue.length > 0) {

@@ -125,7 +125,7 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
  * pass: removal opens each directory up through its own fd before emptying it, and
  * a frozen file needs no mode change to be unlinked.
  */
-export function closeStoreAt(sys: Sys, root: string): void {
+export function closeStoreAt(sys: Sys, root: string, othersBusy = false): void {
   let fd: number;
   try {
     fd = openRealDir(sys, root, 'store directory');
@@ -140,7 +140,7 @@ export function closeStoreAt(sys: Sys, root: string): void {
   withStoreLock(sys, root, true, () => {
     try {
       checkUnleased(sys, root, undefined);
-      checkNoLiveBuild(sys, root);
+      checkNoLiveBuild(sys, root, othersBusy);
     } catch (err) {
       if (isSealError(err, 'SEAL_BUSY')) throw new SealError('SEAL_BUSY', `ephemeral store is left in place: ${escapePath(root)}: ${err.message}`);
       throw err;
@@ -173,11 +173,11 @@ function flockHolders(st: Stat): number[] {
 
 /**
  * SEAL_BUSY while a live process holds a build or a pull lock in the store's tmp/ (another
- * capture or pull is under way). One only this process holds is not: close() has waited
- * for every call of the store, so it was left by a worker thread that died mid-job (a
- * thread's fds outlive it).
+ * capture or pull is under way). One only this process holds is not, when no other call
+ * of this process is under way (`othersBusy` false): close() has waited for every call of
+ * the store, so it was left by a worker thread that died mid-job (a thread's fds outlive it).
  */
-function checkNoLiveBuild(sys: Sys, storeRoot: string): void {
+function checkNoLiveBuild(sys: Sys, storeRoot: string, othersBusy: boolean): void {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   for (const entry of sys.readdir(tmp.fd)) {
     const name = entry.name;
@@ -195,7 +195,7 @@ function checkNoLiveBuild(sys: Sys, storeRoot: string): void {
     } catch (err) {
       if (!hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw err;
       const holders = flockHolders(sys.fstat(held.fd));
-      if (holders.length > 0 && holders.every((pid) => pid === process.pid)) continue;
+      if (!othersBusy && holders.length > 0 && holders.every((pid) => pid === process.pid)) continue;
       throw new SealError('SEAL_BUSY', `a capture or pull is building into it (${TMP_DIR}/${name})`);
     }
   }

@@ -3,7 +3,7 @@ import { SealError } from '../base/errors.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
-import { DEFAULT_CONCURRENCY, Gate, stopIdleWorker, type ToolOptions } from '../base/offload.js';
+import { DEFAULT_CONCURRENCY, Gate, jobsInFlight, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { abortedBefore, checkSys, defineOp, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
@@ -264,8 +264,10 @@ export class SnapshotStore {
   });
 
   static readonly #close = defineOp('closeStore', {
-    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root] as [string] }),
-    core: (sys, [root]) => closeStoreAt(sys, root),
+    // Whether another call of this process (another store's, another handle's) is under way: then a build this
+    // process holds may be that call's, not a lock a dead worker thread left (see closeStoreAt).
+    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root, jobsInFlight() > 0] as [string, boolean] }),
+    core: (sys, [root, othersBusy]) => closeStoreAt(sys, root, othersBusy),
   });
 
   /** A published snapshot by its full digest or a unique prefix of it (none: SEAL_UNAVAILABLE; several: SEAL_AMBIGUOUS). */

@@ -86,6 +86,31 @@ describe('an ephemeral store something else holds', () => {
     await holder.close();
   });
 
+  it("a build another handle of this process is making keeps the store: SEAL_BUSY, and that capture publishes (the lock was once taken for a dead worker's and the store removed under it)", async () => {
+    const src = source();
+    const root = join(tempDir(), 'store');
+    const ephemeral = await SnapshotStore.open(root, { ephemeral: true });
+    const other = await SnapshotStore.open(root);
+    let closing: Promise<unknown> | undefined;
+    const snap = await other.capture({
+      source: src,
+      copy: ['a'],
+      parallelism: 0,
+      onProgress: () => {
+        closing ??= ephemeral.close().then(
+          () => 'closed',
+          (err: unknown) => err,
+        );
+      },
+    });
+    expect(await closing).toMatchObject({ code: 'SEAL_BUSY', message: expect.stringMatching(/^ephemeral store is left in place: .*: a capture or pull is building into it \(tmp\/build-[0-9a-f]{32}\)$/) });
+    expect(other.list()).toEqual([snap.digest]);
+    await snap.verify();
+    await other.close();
+    await ephemeral.close();
+    expect(existsSync(root)).toBe(false);
+  });
+
   it('a build another process holds in tmp/ keeps the store (closeSync too); one only this process holds (a worker thread that died) does not', async () => {
     const root = join(tempDir(), 'store');
     const store = SnapshotStore.openSync(root, { ephemeral: true });
