@@ -11,6 +11,7 @@ import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
 import type { MountPoint } from './mount-points.js';
+import type { Lease } from './lease.js';
 import { Snapshot } from './snapshot.js';
 
 export interface SandboxOptions {
@@ -175,10 +176,16 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const o = checkSandboxOptions(options, { op: 'spawnSandboxed', keys: ['workspace', 'network', 'system', 'stdio', 'env'] });
   const stdio = options.stdio ?? 'inherit';
   const three = typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio;
-  if (!Array.isArray(three) || three.length !== 3) throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore' or an array of three");
+  const one = (s: unknown): boolean => s === 'inherit' || s === 'pipe' || s === 'ignore' || (typeof s === 'number' && Number.isInteger(s) && s >= 0);
+  if (!Array.isArray(three) || three.length !== 3 || !three.every(one)) {
+    throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore', or an array of three of those or fds");
+  }
   if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
+  // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not its payloads emptied under the command.
+  let lease: Lease | undefined;
   try {
+    lease = await snap.leaseAsync();
     const mounts = await snap.mountPointsAsync(clone, { workspace: o.workspace });
     // The directory the mount points were made in is the one open: the path still names it.
     const now = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
@@ -197,8 +204,12 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
         else failed(err);
       });
     });
+    const held = lease;
+    child.once('close', () => held.release());
+    lease = undefined;
     return child;
   } finally {
+    lease?.release();
     dir.close();
   }
 }

@@ -402,6 +402,13 @@ export class SnapshotStore {
     this.#removalDue = false;
   }
 
+  /** Resolves once every async call under way has settled: its work done, and its caller's promise settled before this one. */
+  async #settled(): Promise<void> {
+    await this.#gate.idle();
+    // The calls' own promises settle a few microtasks after their work: a turn of the event loop lets them go first.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
   /**
    * closeSync's work, after every async call under way on the store (and its snapshots)
    * has settled; the removal runs on the worker thread, which is then stopped if nothing
@@ -409,11 +416,12 @@ export class SnapshotStore {
    */
   close(): Promise<void> {
     if (this.#closing !== undefined) return this.#closing;
-    if (this.#closed && !this.#removalDue) return Promise.resolve();
+    // Closed already (closeSync): still resolves only once the calls under way have settled.
+    if (this.#closed && !this.#removalDue) return this.#settled();
     this.#closed = true;
     this.#removalDue = this.ephemeral;
     const closing = (async () => {
-      await this.#gate.idle();
+      await this.#settled();
       if (this.#removalDue) await SnapshotStore.#close.async(this);
       this.#removalDue = false;
       await stopIdleWorker();

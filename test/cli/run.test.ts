@@ -1,10 +1,11 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, sandboxArgs, sandboxArgsAsync } from '../../dist/index.js';
+import { SnapshotStore, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
 import { expectError, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
@@ -164,6 +165,30 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
     const usage = cli(store, 'run', digest, join(work, 'arm'));
     expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([2, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
+  });
+});
+
+describe('spawnSandboxed', () => {
+  it('leases the snapshot while the command runs (rm is SEAL_BUSY, then removes), and checks stdio', async () => {
+    if (!bwrapAvailable()) return;
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'arm');
+    snap.materializeSync(clone, { createClone: true });
+    for (const stdio of ['bogus', ['inherit', 'pipe'], ['inherit', 'pipe', -1]]) {
+      await expectError(async () => spawnSandboxed(snap, clone, ['true'], { stdio: stdio as never }), { code: 'ERR_INVALID_ARG_VALUE' });
+    }
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'read line; cat src/a.ts'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    expectError(() => store.remove(snap.digest), { code: 'SEAL_BUSY', fds: false });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stdin!.end('go\n');
+    const [code] = (await once(child, 'close')) as [number];
+    expect([code, out]).toEqual([0, 'alpha']);
+    expect(store.remove(snap.digest)).toBe(snap.digest);
+    store.closeSync();
   });
 });
 

@@ -36,6 +36,17 @@ describe('close with async calls under way', () => {
     again.closeSync();
   });
 
+  it('close() after closeSync() still resolves only once the calls under way have settled', async () => {
+    const src = source();
+    const store = await SnapshotStore.open(join(tempDir(), 'store'));
+    const order: string[] = [];
+    const capturing = store.capture({ source: src, copy: ['a'] }).then(() => order.push('capture'));
+    store.closeSync();
+    await store.close().then(() => order.push('close'));
+    await capturing;
+    expect(order).toEqual(['capture', 'close']);
+  });
+
   it('an ephemeral store waits for its capture, then is removed whole; two close() calls share the result', async () => {
     const src = source();
     const root = join(tempDir(), 'store');
