@@ -6,7 +6,7 @@ import { changedRecently, waitPastWrites } from './in-flight.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, SEEK_DATA, SEEK_HOLE, isDir, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -99,6 +99,11 @@ export interface StableRead {
   identity: FileIdentity;
 }
 
+/** procfs and sysfs: files whose size says nothing of what a read gives. */
+function isPseudoFs(fsType: number): boolean {
+  return fsType === PROC_SUPER_MAGIC || fsType === SYSFS_MAGIC;
+}
+
 function changedWhileCopied(shown: string, cause?: unknown): SealError {
   return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(shown)}`, { path: shown, cause });
 }
@@ -137,9 +142,10 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   const after = sys.fstat(fd);
   if (after.size > maxBytes) throw tooBig(maxBytes, shown);
   const id = identityOf(before);
-  // Another length than a size that did not change, its times unmoved and not recent: no write did that. A file whose
-  // length is not its size (procfs, sysfs) is refused for good, not SEAL_CHANGED, which a caller would retry forever.
-  if (got !== before.size && sameIdentity(id, identityOf(after)) && !changedRecently(id)) {
+  // Another length than its size on procfs or sysfs, or elsewhere with a size that did not change and times unmoved and
+  // not recent (no write did that): a file whose length is not its size is refused for good, not SEAL_CHANGED, which
+  // a caller would retry forever (a process's /proc files are as new as the process).
+  if (got !== before.size && (isPseudoFs(sys.fstatfs(fd)) || (sameIdentity(id, identityOf(after)) && !changedRecently(id)))) {
     throw new SealError('SEAL_SPECIAL_FILE', `file reads ${got > before.size ? 'more' : 'fewer'} bytes than its size (${before.size}) says: a kernel pseudo-file (procfs, sysfs), not stable contents: ${escapePath(shown)}`, { path: shown });
   }
   if (got !== before.size || !sameIdentity(id, identityOf(after))) throw changedWhileCopied(shown);
