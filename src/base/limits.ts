@@ -26,7 +26,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 export function resolveLimits(given: Partial<Limits> | undefined): Limits {
   const limits: Limits = { ...DEFAULT_LIMITS };
   for (const [key, value] of Object.entries(checkOptions('options.limits', given))) {
-    if (!(key in DEFAULT_LIMITS)) throw invalidArgValue(`options.limits.${key}`, value, 'is not a known limit');
+    if (!(key in DEFAULT_LIMITS)) throw invalidArgValue(`options.limits.${key}`, value, `is not a known limit (${Object.keys(DEFAULT_LIMITS).join(', ')})`);
     if (value === undefined) continue;
     limits[key as keyof Limits] = checkInteger(`options.limits.${key}`, value);
   }

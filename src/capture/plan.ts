@@ -1,5 +1,5 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { checkBoolean, checkInteger, checkOneOf, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkInteger, checkOneOf, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
@@ -147,6 +147,7 @@ function planMount(m: unknown, i: number, maxPathBytes: number): PlannedMount {
 function checkBinding(value: unknown): MountBinding | undefined {
   if (value === undefined) return undefined;
   if (value === null || typeof value !== 'object') throw invalidArgType('options.expectMounts', 'object', value);
+  checkOptions('options.expectMounts', value, { op: 'expectMounts', keys: ['contentDigest', 'manifestDigest'] });
   const { contentDigest, manifestDigest } = value as MountBinding;
   checkString('options.expectMounts.contentDigest', contentDigest);
   checkString('options.expectMounts.manifestDigest', manifestDigest);

@@ -85,6 +85,7 @@ function planStage(parent: unknown, files: readonly StageFile[], options: StageO
   const maxPathBytes = options.maxPathBytes === undefined ? 4096 : checkInteger('options.maxPathBytes', options.maxPathBytes, 1);
   const planned = files.map((f: unknown, i): Planned => {
     if (f === null || typeof f !== 'object') throw invalidArgType(`files[${i}]`, 'object', f);
+    checkOptions(`files[${i}]`, f, { op: 'a staged file', keys: ['target', 'bytes'] });
     const { target, bytes } = f as StageFile;
     if (!(bytes instanceof Uint8Array)) throw invalidArgType(`files[${i}].bytes`, ['Buffer', 'Uint8Array'], bytes);
     return { parts: checkTarget(target, i, maxPathBytes), target, bytes };

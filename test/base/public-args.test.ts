@@ -134,3 +134,30 @@ describe('nameText', () => {
     expect(nameText(b(0xff))).not.toBe(nameText(Buffer.from('\\xff')));
   });
 });
+
+describe('option keys inside options', () => {
+  it('a misspelt key of timeouts, credentials, expectMounts or a staged file is refused too (they were ignored: default deadlines, a file staged without what was asked)', async () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'src'), { 'a/f': 'x' });
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    const snap = store.captureSync({ source: join(dir, 'src'), copy: ['a'] });
+    await expectError(async () => store.push(snap.digest, '127.0.0.1:9/x', { timeouts: { headerMs: 5 } } as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.timeouts.headerMs' is not an option of timeouts (headersMs, idleMs, minBytesPerSecond). Received 5",
+    });
+    await expectError(async () => store.push(snap.digest, '127.0.0.1:9/x', { credentials: { username: 'u', password: 'p', registry: 'x' } } as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.credentials.registry' is not an option of credentials (username, password). Received 'x'",
+    });
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copy: ['a'], expectMounts: { ...snap.mountBinding, contentDigst: 'x' } } as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.expectMounts.contentDigst' is not an option of expectMounts (contentDigest, manifestDigest). Received 'x'",
+    });
+    expectError(() => stageFilesSync(dir, [{ target: 'a', bytes: Buffer.from('x'), executable: true }] as never), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'files[0].executable' is not an option of a staged file (target, bytes). Received true",
+    });
+    expect(readdirSync(dir).sort()).toEqual(['src', 'store']);
+    store.closeSync();
+  });
+});

@@ -107,7 +107,7 @@ function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): CredentialSourc
  */
 export function findCredentials(host: string, given: Credentials | undefined, env: NodeJS.ProcessEnv = process.env): CredentialSource {
   if (given !== undefined) {
-    checkOptions('options.credentials', given);
+    checkOptions('options.credentials', given, { op: 'credentials', keys: ['username', 'password'] });
     checkString('options.credentials.username', given.username);
     checkString('options.credentials.password', given.password);
     return given;

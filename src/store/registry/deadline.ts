@@ -23,7 +23,7 @@ const MAX_MS = 2 ** 31 - 1;
 
 /** Validates options.timeouts (Node's TypeError / RangeError) and fills in the defaults. */
 export function checkTimeouts(value: unknown): Deadlines {
-  const t = checkOptions<Timeouts>('options.timeouts', value as Timeouts | undefined);
+  const t = checkOptions<Timeouts>('options.timeouts', value as Timeouts | undefined, { op: 'timeouts', keys: ['headersMs', 'idleMs', 'minBytesPerSecond'] });
   const pick = (key: keyof Timeouts, min: number, max: number): number =>
     t[key] === undefined ? DEFAULT_TIMEOUTS[key] : checkInteger(`options.timeouts.${key}`, t[key], min, max);
   return { headersMs: pick('headersMs', 1, MAX_MS), idleMs: pick('idleMs', 1, MAX_MS), minBytesPerSecond: pick('minBytesPerSecond', 0, Number.MAX_SAFE_INTEGER) };
