@@ -91,14 +91,14 @@ export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
   if (raw === '') {
     throw new SealError('SEAL_BAD_PATH', `${label} must be a non-empty relative path`);
   }
-  if (!isWellFormed(raw)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(raw)}`);
-  if (raw.includes('\0')) throw new SealError('SEAL_BAD_PATH', `${label} contains a NUL byte: ${escapePath(raw)}`);
-  if (raw.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be relative: ${escapePath(raw)}`);
+  if (!isWellFormed(raw)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(raw)}`, { path: raw });
+  if (raw.includes('\0')) throw new SealError('SEAL_BAD_PATH', `${label} contains a NUL byte: ${escapePath(raw)}`, { path: raw });
+  if (raw.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be relative: ${escapePath(raw)}`, { path: raw });
   const parts = raw.split('/').filter((part) => part !== '' && part !== '.');
-  if (parts.length === 0) throw new SealError('SEAL_BAD_PATH', `${label} must name something below its root: ${escapePath(raw)}`);
-  if (parts.includes('..')) throw new SealError('SEAL_BAD_PATH', `${label} must not contain '..': ${escapePath(raw)}`);
+  if (parts.length === 0) throw new SealError('SEAL_BAD_PATH', `${label} must name something below its root: ${escapePath(raw)}`, { path: raw });
+  if (parts.includes('..')) throw new SealError('SEAL_BAD_PATH', `${label} must not contain '..': ${escapePath(raw)}`, { path: raw });
   if (utf8Bytes(parts.join('/')) > maxPathBytes) {
-    throw new SealError('SEAL_LIMIT', `${label} exceeds the path byte limit (${maxPathBytes} bytes): ${escapePath(raw)}`);
+    throw new SealError('SEAL_LIMIT', `${label} exceeds the path byte limit (${maxPathBytes} bytes): ${escapePath(raw)}`, { path: raw });
   }
   return parts;
 }
@@ -143,7 +143,7 @@ export function checkNoOverlap(paths: readonly (readonly string[])[], label: str
       const a = paths[i]!;
       const b = paths[j]!;
       if (overlaps(a, b)) {
-        throw new SealError('SEAL_OVERLAP', `${label} overlap: ${escapePath(a.join('/'))} and ${escapePath(b.join('/'))}`);
+        throw new SealError('SEAL_OVERLAP', `${label} overlap: ${escapePath(a.join('/'))} and ${escapePath(b.join('/'))}`, { path: a.join('/') });
       }
     }
   }

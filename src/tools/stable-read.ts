@@ -24,9 +24,9 @@ export interface ReadStableOptions {
 /** The most bytes one read can return: a Buffer of size + 1 (the byte that tells a file grew) must be possible. */
 const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
 
-function checkReadOptions(options: ReadStableOptions): ReadStableOptions {
+function checkReadOptions(options: ReadStableOptions, op = 'readStable'): ReadStableOptions {
   if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
-  checkOptions('options', options, { op: 'readStable', keys: ['maxBytes', 'sys'] });
+  checkOptions('options', options, { op: op, keys: ['maxBytes', 'sys'] });
   checkInteger('options.maxBytes', options.maxBytes, 0, MAX_READ_BYTES);
   return options;
 }
@@ -72,7 +72,7 @@ export function readStable(path: string, options: ReadStableOptions): Promise<St
 
 /** The dirfd-relative form: name, one entry of the directory dirfd, is opened without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
-  const { sys: given, maxBytes } = checkReadOptions(options);
+  const { sys: given, maxBytes } = checkReadOptions(options, 'readStableAt');
   const sys = checkSys('options.sys', given);
   checkDirFd(dirfd);
   checkString('name', name);

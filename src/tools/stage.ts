@@ -59,10 +59,10 @@ function changed(rel: string): SealError {
 
 function checkTarget(raw: unknown, i: number, maxPathBytes: number): string[] {
   if (typeof raw === 'string' && raw.split('/').some((p, j, all) => p === '.' || (p === '' && j > 0 && j < all.length - 1))) {
-    throw new SealError('SEAL_BAD_PATH', `stage target must not have empty or '.' components: ${escapePath(raw)}`);
+    throw new SealError('SEAL_BAD_PATH', `stage target must not have empty or '.' components: ${escapePath(raw)}`, { path: raw });
   }
   if (typeof raw === 'string' && raw.endsWith('/')) {
-    throw new SealError('SEAL_BAD_PATH', `stage target must name a file: ${escapePath(raw)}`);
+    throw new SealError('SEAL_BAD_PATH', `stage target must name a file: ${escapePath(raw)}`, { path: raw });
   }
   return checkRelative(raw, { label: 'stage target', name: `files[${i}].target`, maxPathBytes });
 }

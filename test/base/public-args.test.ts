@@ -161,3 +161,12 @@ describe('option keys inside options', () => {
     store.closeSync();
   });
 });
+
+describe('the path of a refused declaration', () => {
+  it('stage targets that overlap or climb out name the path in err.path (it was undefined)', () => {
+    const dir = tempDir();
+    expectError(() => stageFilesSync(dir, [{ target: 'a', bytes: Buffer.from('x') }, { target: 'a', bytes: Buffer.from('y') }]), { code: 'SEAL_OVERLAP', message: 'stage targets overlap: a and a', path: 'a' });
+    expectError(() => stageFilesSync(dir, [{ target: '../a', bytes: Buffer.from('x') }]), { code: 'SEAL_BAD_PATH', path: '../a' });
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});

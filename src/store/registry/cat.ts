@@ -233,6 +233,8 @@ async function catFile(call: CatCall, remoteText: string, options: CatOptions): 
  */
 export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options?: CatOptions & { output?: undefined }): Promise<Buffer>;
 export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions & { output: number | NodeJS.WritableStream }): Promise<CatReport>;
+/** Options whose `output` the compiler cannot tell: the bytes, or the report when there was an output. */
+export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options?: CatOptions): Promise<Buffer | CatReport>;
 export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions = {}): Promise<Buffer | CatReport> {
   const ref = checkReference(snapshot);
   const parts = checkRelative(path, { label: 'file path', name: 'path', maxPathBytes: Number.MAX_SAFE_INTEGER });
