@@ -11,10 +11,10 @@ import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
-function source(): string {
+function source(count = 300): string {
   const dir = join(tempDir(), 'src');
   const files: Record<string, string> = {};
-  for (let i = 0; i < 300; i++) files[`a/d${i % 10}/f${i}`] = `file ${i}\n`;
+  for (let i = 0; i < count; i++) files[`a/d${i % 10}/f${i}`] = `file ${i}\n`;
   writeTree(dir, files);
   return dir;
 }
@@ -98,7 +98,8 @@ describe('an ephemeral store something else holds', () => {
   });
 
   it("a build another handle of this process is making keeps the store: SEAL_BUSY, and that capture publishes (the lock was once taken for a dead worker's and the store removed under it)", async () => {
-    const src = source();
+    // Big enough that the capture is still building when the close, called at its first progress report, looks.
+    const src = source(4000);
     const root = join(tempDir(), 'store');
     const ephemeral = await SnapshotStore.open(root, { ephemeral: true });
     const other = await SnapshotStore.open(root);
