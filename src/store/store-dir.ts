@@ -41,9 +41,10 @@ function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; 
 /**
  * Makes (when `make`, and missing) and checks the store's directory `name`: made 0700,
  * or a shared store's 3770 past the umask (setgid, and sticky: a member renames or removes
- * only its own entries); one of yours from before the sticky bit was asked for gets it. A missing one is fine (nothing was planted);
- * one you may not open (another member's, in a shared store) is checked by its name's
- * fstatat: you cannot use it, but who can write it must still be trusted.
+ * only its own entries); one of yours from before the sticky bit was asked for gets it. A
+ * missing one is fine (nothing was planted); one you may not open (another member's, in a
+ * shared store) is checked by its name's fstatat: you cannot use it, but who can write it
+ * must still be trusted.
  */
 function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, shown: string, make: boolean): void {
   const mode = rule.group === undefined ? 0o700 : 0o3770;
