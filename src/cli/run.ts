@@ -53,8 +53,9 @@ whatever it holds, so the copy roots are exactly the snapshot's), makes the moun
 and runs <command> in bubblewrap: <clone> bound read-write at DIR (default /workspace) and
 the working directory there, each payload read-only at its target (with a writable tmpfs
 on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
-namespace unshared and no network unless --network, in a new session. The exit status is
-the command's (128 + the signal that killed it). The snapshot is leased while the command
+namespace unshared and no network unless --network, in a new session; the clone is bound
+as the directory opened (its path is not resolved again), and no fd of this process
+reaches the command. The exit status is the command's (128 + the signal that killed it). The snapshot is leased while the command
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY. With --keep-going, once the command
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
