@@ -254,7 +254,8 @@ describe.skipIf(registry === undefined)('downloads that finish', () => {
 describe.skipIf(registry === undefined)('random faults', () => {
   it('every push and pull completes or fails typed; a tag, when there is one, names the whole snapshot; no pull publishes anything wrong', async () => {
     const outcomes: string[] = [];
-    for (let trial = 0; trial < 8; trial++) {
+    // Five trials: each has a few faults, and the rounds of 8 spent half a minute of the suite on retries waited out.
+    for (let trial = 0; trial < 5; trial++) {
       const s = await setup('random');
       const fault = (method: string, path: string): Fault | undefined => {
         // About one request in seven faulted (each trial has a few faults; retries wait out their backoff).
