@@ -213,6 +213,18 @@ describe('the trust option', () => {
 });
 
 /** A directory below a root-owned temp dir that anyone may traverse, owned by `owner`. */
+/** The fleet's group of the shared-store tests. */
+const GROUP = 4242;
+
+/** base/store prepared as a shared store: owned by `owner` (default SOMEONE) and GROUP, setgid, sticky, 3770. */
+function sharedStore(base: string, owner = SOMEONE): string {
+  const dir = join(base, 'store');
+  mkdirSync(dir);
+  chownSync(dir, owner, GROUP);
+  chmodSync(dir, 0o3770);
+  return dir;
+}
+
 function ownedDir(owner: number, bits = 0o755): string {
   const base = tempDir();
   chmodSync(base, 0o755);
@@ -296,13 +308,9 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
   });
 
   it('a shared store: a member of its group opens it and captures into it; a user outside the group is refused', () => {
-    const GROUP = 4242;
     const base = ownedDir(0);
     writeTree(join(base, 'repo'), { 'a.txt': 'shared' });
-    const dir = join(base, 'store');
-    mkdirSync(dir);
-    chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o3770);
+    const dir = sharedStore(base);
     const env = { TREESEAL_TEST_TRUST: 'group' };
     const first = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
     writeFileSync(join(base, 'repo/b.txt'), 'more');
@@ -333,14 +341,10 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
   });
 
   it("a shared store: another member's snapshot is neither reused nor materialized, whatever its modes (one published forged bytes under the digest another's capture made, which it reused and materialized)", () => {
-    const GROUP = 4242;
     const base = ownedDir(0);
     writeTree(join(base, 'repo'), { 'a.txt': 'genuine\n' });
     chmodSync(join(base, 'repo/a.txt'), 0o644);
-    const dir = join(base, 'store');
-    mkdirSync(dir);
-    chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o3770);
+    const dir = sharedStore(base);
     const env = { TREESEAL_TEST_TRUST: 'group' };
     // The forger captures the other member's (readable) source, rewrites its copy at the same size and opens it to the group.
     const forged = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
@@ -359,14 +363,10 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
   });
 
   it("a shared store: a member cannot rename or remove another's snapshots, builds or leases (its parts are sticky; a swap of two snapshots once made another's capture materialize the other's bytes)", () => {
-    const GROUP = 4242;
     const base = ownedDir(0);
     writeTree(join(base, 'one'), { 'app/f': 'one\n' });
     writeTree(join(base, 'two'), { 'app/f': 'two\n' });
-    const dir = join(base, 'store');
-    mkdirSync(dir);
-    chownSync(dir, 0, GROUP);
-    chmodSync(dir, 0o3770);
+    const dir = sharedStore(base, 0);
     const env = { TREESEAL_TEST_TRUST: 'group' };
     const a = asUser(NOBODY, 'capture', dir, [join(base, 'one'), 'app'], [GROUP], env);
     const b = asUser(NOBODY, 'capture', dir, [join(base, 'two'), 'app'], [GROUP], env);
@@ -392,15 +392,11 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
   });
 
   it("a shared store: another member's stat cache or clone ledger is not read, even one holding valid records (its records say which files need no reading)", () => {
-    const GROUP = 4242;
     const base = ownedDir(0);
     const repo = join(base, 'repo');
     writeTree(repo, { 'src/a.txt': 'alpha\n', 'src/b.txt': 'beta\n' });
     chownSync(repo, NOBODY, NOBODY);
-    const dir = join(base, 'store');
-    mkdirSync(dir);
-    chownSync(dir, SOMEONE, GROUP);
-    chmodSync(dir, 0o3770);
+    const dir = sharedStore(base);
     const env = { TREESEAL_TEST_TRUST: 'group', TREESEAL_TEST_CLOCK_AHEAD_NS: String(CLOCK_AHEAD_NS) };
     const first = asUser(NOBODY, 'capture', dir, [repo, 'src'], [GROUP], env);
     const clone = join(ownedDir(NOBODY), 'arm');
