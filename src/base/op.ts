@@ -133,7 +133,10 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
     sync: (...input) => local(mapped(() => validate(input)), input),
     async: async (...input) => {
       const call = mapped(() => validate(input));
-      if (isInjected(call.sys)) return call.gate === undefined ? inline(() => local(call, input)) : call.gate.track(() => inline(() => local(call, input)));
+      if (isInjected(call.sys)) {
+        const run = (): Promise<Out> => inline(() => local(call, input));
+        return call.gate === undefined ? run() : call.gate.track(run);
+      }
       const hooks = { signal: call.signal, onProgress: call.onProgress, pinned: spec.pinned };
       const sent = send(call.args);
       const result = await (call.gate === undefined ? offload(name, sent, hooks) : call.gate.run(() => offload(name, sent, hooks)));

@@ -24,11 +24,12 @@ export interface ReadStableOptions {
 /** The most bytes one read can return: a Buffer of size + 1 (the byte that tells a file grew) must be possible. */
 const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
 
-function checkReadOptions(options: ReadStableOptions, op = 'readStable'): ReadStableOptions {
+/** The options of `op` checked: its syscall layer and byte bound. */
+function checkReadOptions(options: ReadStableOptions, op = 'readStable'): { sys: Sys; maxBytes: number } {
   if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
-  checkOptions('options', options, { op: op, keys: ['maxBytes', 'sys'] });
+  checkOptions('options', options, { op, keys: ['maxBytes', 'sys'] });
   checkInteger('options.maxBytes', options.maxBytes, 0, MAX_READ_BYTES);
-  return options;
+  return { sys: checkSys('options.sys', options.sys), maxBytes: options.maxBytes };
 }
 
 /** readStableAt's dirfd: an fd (0 to 2^31 - 1) or AT_FDCWD, else Node's TypeError or RangeError (not wrapped as the read's failure). */
@@ -47,8 +48,7 @@ function checkComponent(name: string): void {
 const READ_STABLE = defineOp('readStable', {
   validate: (path: string, options: ReadStableOptions) => {
     checkString('path', path);
-    const { sys: given, maxBytes } = checkReadOptions(options);
-    const sys = checkSys('options.sys', given);
+    const { sys, maxBytes } = checkReadOptions(options);
     checkFilePath(path);
     return { sys, args: [path, maxBytes] as [string, number] };
   },
@@ -72,8 +72,7 @@ export function readStable(path: string, options: ReadStableOptions): Promise<St
 
 /** The dirfd-relative form: name, one entry of the directory dirfd, is opened without following a symlink. */
 export function readStableAt(dirfd: number, name: string, options: ReadStableOptions): StableRead {
-  const { sys: given, maxBytes } = checkReadOptions(options, 'readStableAt');
-  const sys = checkSys('options.sys', given);
+  const { sys, maxBytes } = checkReadOptions(options, 'readStableAt');
   checkDirFd(dirfd);
   checkString('name', name);
   checkComponent(name);
