@@ -200,7 +200,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', 'run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
+        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
         else failed(err);
       });
     });

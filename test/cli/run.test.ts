@@ -162,7 +162,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
       encoding: 'utf8',
       env: { ...process.env, TREESEAL_STORE: store, PATH: join(work, 'empty') },
     });
-    expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
+    expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
     const usage = cli(store, 'run', digest, join(work, 'arm'));
     expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([2, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
   });
@@ -187,6 +187,35 @@ describe('spawnSandboxed', () => {
     child.stdin!.end('go\n');
     const [code] = (await once(child, 'close')) as [number];
     expect([code, out]).toEqual([0, 'alpha']);
+    expect(store.remove(snap.digest)).toBe(snap.digest);
+    store.closeSync();
+  });
+
+  it('a clone replaced while the sandbox is prepared is SEAL_CHANGED (nothing runs, the replacement only gets its mount points); no bwrap is SEAL_UNAVAILABLE; neither leaves a lease', async () => {
+    if (!bwrapAvailable()) return;
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha', 'repo/node_modules/p/index.js': 'p', 'other/keep': 'k' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'node_modules', target: 'node_modules' }] });
+    const clone = join(work, 'arm');
+    snap.materializeSync(clone, { createClone: true });
+    const marker = join(work, 'ran');
+    // The call opens the clone before its first await: swapped right after, the path names another directory.
+    const call = spawnSandboxed(snap, clone, ['sh', '-c', `touch ${marker}`], { stdio: 'ignore' });
+    renameSync(clone, join(work, 'arm-moved'));
+    renameSync(join(work, 'other'), clone);
+    const err = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'SEAL_CHANGED', path: clone, message: `clone was replaced while the sandbox was prepared: ${clone}` });
+    expect(existsSync(marker)).toBe(false);
+    expect(readdirSync(clone).sort()).toEqual(['keep', 'node_modules']);
+    expect(readdirSync(join(clone, 'node_modules'))).toEqual([]);
+    await expectError(async () => spawnSandboxed(snap, join(work, 'arm-moved'), ['true'], { stdio: 'ignore', env: { PATH: join(work, 'empty') } }), {
+      code: 'SEAL_UNAVAILABLE',
+      message: 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)',
+    });
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });
