@@ -424,6 +424,17 @@ function emptyDirAt(sys: Sys, fd: number, parentFd: number | undefined, name: st
   return undefined;
 }
 
+/** Takes fd's exclusive flock without waiting: false while another open file description holds it. */
+export function tryFlock(sys: Sys, fd: number): boolean {
+  try {
+    sys.flock(fd, LOCK_EX | LOCK_NB);
+    return true;
+  } catch (err) {
+    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return false;
+    throw err;
+  }
+}
+
 const LOCKED_DIR_ATTEMPTS = 8;
 
 /** Opens and flocks parentFd/name; -1 when a sweep took or removed it between mkdir and flock. */
@@ -436,12 +447,7 @@ function lockNew(sys: Sys, parentFd: number, name: string): number {
     throw err;
   }
   using dir = own(sys, fd);
-  try {
-    sys.flock(dir.fd, LOCK_EX | LOCK_NB);
-  } catch (err) {
-    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return -1;
-    throw err;
-  }
+  if (!tryFlock(sys, dir.fd)) return -1;
   // A sweep that won the lock first removed the name: this fd is of an unlinked directory.
   return stillNamed(sys, parentFd, name, sys.fstat(dir.fd)) ? dir.release() : -1;
 }

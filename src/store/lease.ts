@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
 import { sealed } from '../base/refusal.js';
-import { openRealDir, own, type Fd } from '../base/fd.js';
+import { openRealDir, own, tryFlock, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -137,10 +137,7 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
       swept += removeNotLease(sys, leases.fd, name);
       continue;
     }
-    try {
-      sys.flock(file.fd, LOCK_EX | LOCK_NB);
-    } catch (err) {
-      if (!hasCode(err, 'EWOULDBLOCK', 'EAGAIN')) throw err;
+    if (!tryFlock(sys, file.fd)) {
       held.push({ name, holder: holderOf(sys, file.fd) });
       if (stopAtHeld) break;
       continue;

@@ -5,10 +5,10 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, stillNamed, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
@@ -191,14 +191,10 @@ function checkNoLiveBuild(sys: Sys, storeRoot: string, othersBusy: boolean): voi
       throw err;
     }
     using held = own(sys, fd);
-    try {
-      sys.flock(held.fd, LOCK_EX | LOCK_NB);
-    } catch (err) {
-      if (!hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw err;
-      const holders = flockHolders(sys.fstat(held.fd));
-      if (!othersBusy && holders.length > 0 && holders.every((pid) => pid === process.pid)) continue;
-      throw new SealError('SEAL_BUSY', `a capture or pull is building into it (${TMP_DIR}/${name})`);
-    }
+    if (tryFlock(sys, held.fd)) continue;
+    const holders = flockHolders(sys.fstat(held.fd));
+    if (!othersBusy && holders.length > 0 && holders.every((pid) => pid === process.pid)) continue;
+    throw new SealError('SEAL_BUSY', `a capture or pull is building into it (${TMP_DIR}/${name})`);
   }
 }
 
@@ -329,12 +325,7 @@ function removeUnheld(sys: Sys, dirFd: number, name: string): boolean {
     throw err;
   }
   using lock = own(sys, fd);
-  try {
-    sys.flock(lock.fd, LOCK_EX | LOCK_NB);
-  } catch (err) {
-    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return false;
-    throw err;
-  }
+  if (!tryFlock(sys, lock.fd)) return false;
   const st = sys.fstat(lock.fd);
   let now: Stat;
   try {
@@ -367,13 +358,13 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
   }
   const build = own(sys, fd);
   try {
-    sys.flock(build.fd, LOCK_EX | LOCK_NB);
-    return build;
+    if (tryFlock(sys, build.fd)) return build;
   } catch (err) {
     build[Symbol.dispose]();
-    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) return null;
     throw err;
   }
+  build[Symbol.dispose]();
+  return null;
 }
 
 /**

@@ -1,8 +1,8 @@
 // pull-lock.ts: one download per host: the pulls of one snapshot into a store take turns on `tmp/pull-<digest>` (an flock), so the second finds the first's snapshot published.
 import { SealError } from '../../base/errors.js';
-import { openRealDir, own } from '../../base/fd.js';
+import { openRealDir, own, tryFlock } from '../../base/fd.js';
 import { escapePath } from '../../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../../sys/constants.js';
 import { hasCode } from '../../sys/errno.js';
 import type { Stat, Sys } from '../../sys/native.js';
 import { PULL_LOCK_PREFIX, TMP_DIR } from '../layout.js';
@@ -35,12 +35,7 @@ export function tryPullLock(sys: Sys, storeRoot: string, digest: string): number
     using file = own(sys, sys.openat(tmp.fd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o644));
     const st = sys.fstat(file.fd);
     if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `pull lock is not a regular file: ${escapePath(`${storeRoot}/${TMP_DIR}/${name}`)}`);
-    try {
-      sys.flock(file.fd, LOCK_EX | LOCK_NB);
-    } catch (err) {
-      if (hasCode(err, 'EWOULDBLOCK', 'EAGAIN')) return -1;
-      throw err;
-    }
+    if (!tryFlock(sys, file.fd)) return -1;
     const now = statNamed(sys, tmp.fd, name);
     if (now !== undefined && now.dev === st.dev && now.ino === st.ino) {
       // Past the umask, for a shared store's other members; only its owner may change it.
