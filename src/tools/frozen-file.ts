@@ -1,7 +1,7 @@
 // frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
 import { basename, dirname } from 'node:path';
 
-import { checkFilePath, openRealDir, own, type Fd } from '../base/fd.js';
+import { checkFilePath, openRealDir, own, stillNamed, type Fd } from '../base/fd.js';
 import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
@@ -22,7 +22,7 @@ export interface WriteFrozenOptions {
 /**
  * Creates dirfd/name with O_EXCL|O_NOFOLLOW at 0400/0500, writes bytes, then makes
  * it 0444/0555. An existing name (a dangling symlink included) is SEAL_COLLISION.
- * A failed write removes the partial file.
+ * A failed write removes the partial file (if its name still binds it).
  */
 export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
   const executable = options.executable === true;
@@ -36,12 +36,15 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
     }
     file.close();
   } catch (err) {
-    file[Symbol.dispose]();
     try {
-      sys.unlinkat(dirfd, name, 0);
+      // Only the file this call made: in a directory others can write, the name may bind another by now.
+      const made = sys.fstat(file.fd);
+      file[Symbol.dispose]();
+      if (stillNamed(sys, dirfd, name, made)) sys.unlinkat(dirfd, name, 0);
     } catch {
       // the original error says what went wrong
     }
+    file[Symbol.dispose]();
     // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the file.
     throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
     throw err;

@@ -1,5 +1,5 @@
 // frozen-file.test.ts: writeFrozenFile creates a new read-only file, never overwrites or follows anything, and cleans up a failed write.
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -50,6 +50,17 @@ describe('writeFrozenFile', () => {
     });
     expect((full.cause as { code?: string }).code).toBe('ENOSPC');
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
+    // Moved away as the write fails, another file put at its name: that one is not removed.
+    const swapped = wrapSys({
+      pwrite: () => () => {
+        renameSync(join(dir, 'real/g'), join(dir, 'real/moved'));
+        writeFileSync(join(dir, 'real/g'), 'theirs');
+        throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
+      },
+    });
+    expectError(() => writeFrozenFileSync(join(dir, 'real/g'), Buffer.from('x'), { sys: swapped }), { code: 'SEAL_IO', path: join(dir, 'real/g') });
+    expect(readFileSync(join(dir, 'real/g'), 'utf8')).toBe('theirs');
+    expect(readdirSync(join(dir, 'real')).sort()).toEqual(['g', 'moved']);
   });
 
   it('a wrong argument type is Node\'s TypeError, and nothing is written', async () => {
