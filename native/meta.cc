@@ -1,4 +1,4 @@
-// meta.cc: fchmod, fchmodat (fchmodat2, never following a link), futimens, utimensat and flock.
+// meta.cc: fchmod, fchmodat (fchmodat2, never following a link), fchown, futimens, utimensat and flock.
 #include <errno.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -22,6 +22,8 @@ static int DoFchmod(int fd, int64_t mode) { return RetryEintr([=] { return ::fch
 static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
   return static_cast<int>(RetryEintr([=] { return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags); }));
 }
+
+static int DoFchown(int fd, uid_t uid, gid_t gid) { return RetryEintr([=] { return ::fchown(fd, uid, gid); }); }
 
 static int DoFlock(int fd, int64_t op) { return RetryEintr([=] { return ::flock(fd, static_cast<int>(op)); }); }
 
@@ -72,6 +74,16 @@ static Napi::Value Utimensat(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// fchown(fd, uid, gid): uid or gid 4294967295 ((uid_t)-1) leaves that one as it is
+static Napi::Value Fchown(const Napi::CallbackInfo& info) {
+  int fd;
+  uint32_t uid, gid;
+  if (!ArgFd(info, 0, "fd", &fd) || !ArgUint32(info, 1, "uid", &uid) || !ArgUint32(info, 2, "gid", &gid)) return info.Env().Undefined();
+  int r = DoFchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid));
+  if (r < 0) return ThrowSys(info.Env(), -r, "fchown");
+  return info.Env().Undefined();
+}
+
 // fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
 static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
   int dirfd, flags;
@@ -89,6 +101,7 @@ void RegisterMeta(Napi::Env env, Napi::Object exports) {
   // fchmod(fd, mode)
   exports.Set("fchmod", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "fchmod", "mode", kUint32Range, DoFchmod); }, "fchmod"));
   exports.Set("fchmodat", Napi::Function::New(env, Fchmodat, "fchmodat"));
+  exports.Set("fchown", Napi::Function::New(env, Fchown, "fchown"));
   exports.Set("futimens", Napi::Function::New(env, Futimens, "futimens"));
   exports.Set("utimensat", Napi::Function::New(env, Utimensat, "utimensat"));
   // flock(fd, operation)

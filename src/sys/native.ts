@@ -83,6 +83,8 @@ export interface Sys {
   syncfs(fd: number): void;
   fchmod(fd: number, mode: number): void;
   fchmodat(dirfd: number, path: PathArg, mode: number, flags: number): void;
+  /** Sets fd's owner and group (4294967295 for either: left as it is). */
+  fchown(fd: number, uid: number, gid: number): void;
   /**
    * Sets fd's access and modification times, each as (seconds, nanoseconds) since the epoch; a
    * nanosecond value of UTIME_OMIT leaves that time as it is, UTIME_NOW sets it to now.
@@ -263,6 +265,7 @@ export const sys: Sys = {
   syncfs: addon.syncfs,
   fchmod: addon.fchmod,
   fchmodat: addon.fchmodat,
+  fchown: addon.fchown,
   futimens: addon.futimens,
   utimensat: addon.utimensat,
   flock: addon.flock,

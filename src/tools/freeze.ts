@@ -24,14 +24,14 @@ export interface ModePolicy {
   /** Whether files are visited at all (a capture build already creates them frozen). */
   files: boolean;
   /**
-   * A file with other names (st_nlink > 1, e.g. shared with another snapshot) is replaced
-   * by a private copy with the new mode instead of being chmodded: the shared inode keeps
-   * its mode and bytes.
+   * A file with other names (st_nlink > 1: a hard link from outside the tree, or shared
+   * with another snapshot) is replaced by a private copy with the new mode, owner and group
+   * kept, instead of being chmodded: the shared inode keeps its mode and bytes.
    */
   unshare?: boolean;
 }
 
-export const FROZEN: ModePolicy = { name: 'freeze', file: frozenFileMode, dir: 0o500, files: true };
+export const FROZEN: ModePolicy = { name: 'freeze', file: frozenFileMode, dir: 0o500, files: true, unshare: true };
 export const THAWED: ModePolicy = { name: 'thaw', file: () => 0o600, dir: 0o700, files: true, unshare: true };
 export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
 
@@ -48,6 +48,9 @@ function chmodChild(sys: Sys, dirfd: number, name: string | Buffer, mode: number
   sys.fchmod(file.fd, mode);
 }
 
+/** fchown's "leave it as it is" for a uid or gid ((uid_t)-1). */
+const KEEP_ID = 0xffffffff;
+
 function changed(rel: string): SealError {
   return new SealError('SEAL_CHANGED', `file changed while being copied: ${escapePath(rel)}`, { path: rel });
 }
@@ -59,21 +62,24 @@ function sameContent(a: Stat, b: Stat): boolean {
 
 /**
  * Replaces dirfd/name, a regular file with other names (`seen`: its fstatat), by a
- * private copy (a reflink where the filesystem can) with `mode`, renamed over it: the
- * inode the other names share is never chmodded or written.
+ * private copy (a reflink where the filesystem can) with `mode` and the file's owner and
+ * group, renamed over it: the inode the other names share is never chmodded or written.
  */
-function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: string, seen: Stat, mode: number): void {
+function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: string, seen: Stat, mode: number, work: string): void {
   using src = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   const before = sys.fstat(src.fd);
   if (!sameContent(before, seen)) throw changed(rel);
-  const tmp = `.treeseal-thaw-${randomBytes(12).toString('hex')}`;
+  const tmp = `.treeseal-${work}-${randomBytes(12).toString('hex')}`;
   try {
     {
       using dst = own(sys, sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
       // The one fill every copy uses: a reflink, else copy_file_range, else a buffered copy of the data segments (holes stay holes).
       const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(before.size, CHUNK_BYTES)));
       fillBytes(sys, buffer, src.fd, dst.fd, before.size, { clone: true, range: true, copy: { changed: () => changed(rel) } });
-      // The mode asked for, past the umask.
+      // The file's owner and group (root thawing another user's tree must not take the file from them), then the mode
+      // asked for, past the umask (a chown clears set-id bits).
+      const made = sys.fstat(dst.fd);
+      if (made.uid !== before.uid || made.gid !== before.gid) sys.fchown(dst.fd, made.uid === before.uid ? KEEP_ID : before.uid, made.gid === before.gid ? KEEP_ID : before.gid);
       sys.fchmod(dst.fd, mode);
       if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(dst.fd).size !== before.size) throw changed(rel);
     }
@@ -205,7 +211,7 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
       if (isLink(st.mode)) return;
       if (!isReg(st.mode)) throw specialFile(rel);
       at(policy, rel, () => {
-        if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode));
+        if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode), policy.name);
         else if (policy.files) chmodChild(sys, dirfd, name, policy.file(st.mode));
       });
     },
@@ -246,15 +252,19 @@ const modesOp = (name: string, policy: ModePolicy) =>
 const FREEZE = modesOp('freeze', FROZEN);
 const THAW = modesOp('thaw', THAWED);
 
-/** Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. */
+/**
+ * Makes a tree read-only: files 0400 (0500 when any x bit was set), directories 0500. A
+ * file with other names (a hard link from outside the tree) is replaced by a private copy
+ * instead of chmodded, so the other names keep their mode.
+ */
 export function freezeSync(dir: string, options: ToolOptions = {}): void {
   FREEZE.sync(dir, options);
 }
 
 /**
  * Makes a frozen tree writable again: files 0600, directories 0700. A file with other
- * names (a hard link another snapshot shares) is replaced by a private copy instead of
- * chmodded, so the other names keep their mode and bytes.
+ * names (a hard link another snapshot shares) is replaced by a private copy (owner and
+ * group kept) instead of chmodded, so the other names keep their mode and bytes.
  */
 export function thawSync(dir: string, options: ToolOptions = {}): void {
   THAW.sync(dir, options);

@@ -110,6 +110,7 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['syncfs', 'fd', (fd) => sys.syncfs(fd), false],
         ['fchmod', 'fd', (fd) => sys.fchmod(fd, 0o600), false],
         ['fchmodat', 'dirfd', (fd) => sys.fchmodat(fd, 'f', 0o600, 0), true],
+        ['fchown', 'fd', (fd) => sys.fchown(fd, 0xffffffff, 0xffffffff), false],
         ['futimens', 'fd', (fd) => sys.futimens(fd, 0, S.UTIME_OMIT, 0, S.UTIME_OMIT), false],
         ['utimensat', 'dirfd', (fd) => sys.utimensat(fd, 'f', 0, S.UTIME_OMIT, 0, S.UTIME_OMIT, 0), true],
         ['flock', 'fd', (fd) => sys.flock(fd, S.LOCK_UN), false],
@@ -195,6 +196,9 @@ describe('integers are range-checked as doubles before any conversion', () => {
       expectRange(() => sys.renameat2(d, 'f', d, 'g', 2 ** 32 + S.RENAME_NOREPLACE), outOfRange('flags', UINT, '4_294_967_297'));
       expectRange(() => sys.fchmodat(d, 'f', 0o600, 2 ** 32 + 1), outOfRange('flags', INT, '4_294_967_297'));
       expectRange(() => sys.flock(f, 2 ** 32 + S.LOCK_UN), outOfRange('operation', INT, '4_294_967_304'));
+      // uid 0 after a truncation: a chown to root.
+      expectRange(() => sys.fchown(f, 2 ** 32, 0xffffffff), outOfRange('uid', UINT, '4294967296'));
+      expectRange(() => sys.fchown(f, 0xffffffff, -1), outOfRange('gid', UINT, '-1'));
       expectRange(() => sys.utimensat(d, 'f', 0, S.UTIME_OMIT, 0, 0, 2 ** 32 + S.AT_SYMLINK_NOFOLLOW), outOfRange('flags', INT, '4_294_967_552'));
       expectRange(() => sys.lseek(f, 0, 2 ** 32 + S.SEEK_SET), outOfRange('whence', INT, '4294967296'));
       expect(statSync(join(dir, 'f')).mode).toBe(mode);

@@ -121,6 +121,7 @@ describe('errors', () => {
       syncfs: () => sys.syncfs(bad),
       fchmod: () => sys.fchmod(bad, 0o600),
       fchmodat: () => sys.fchmodat(bad, 'x', 0o600, 0),
+      fchown: () => sys.fchown(bad, 0xffffffff, 0xffffffff),
       futimens: () => sys.futimens(bad, 0, S.UTIME_OMIT, 0, 0),
       utimensat: () => sys.utimensat(bad, 'x', 0, S.UTIME_OMIT, 0, 0, 0),
       flock: () => sys.flock(bad, S.LOCK_SH),

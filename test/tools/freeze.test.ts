@@ -1,11 +1,11 @@
-// freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and thaw copies hard-linked files.
-import { chmodSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+// freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and copy hard-linked files.
+import { chmodSync, chownSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootOrSkip, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -103,6 +103,43 @@ const inoMode = (p: string): [number, number, number] => {
   const st = statSync(p);
   return [st.ino, st.mode & 0o7777, st.nlink];
 };
+
+describe('freeze and hard links', () => {
+  it('a file hard-linked from outside the tree is replaced by a private frozen copy: the outside name keeps its mode (set-id bits too) and bytes', () => {
+    const work = tempDir();
+    const dir = join(work, 't');
+    writeTree(dir, { 'bin/tool': '#!/bin/sh\necho tool\n', own: 'o' });
+    writeFileSync(join(work, 'outside'), 'outside bytes');
+    chmodSync(join(work, 'outside'), 0o4757);
+    linkSync(join(work, 'outside'), join(dir, 'bin/linked'));
+    const before = inoMode(join(work, 'outside'));
+    freezeSync(dir);
+    expect(inoMode(join(work, 'outside'))).toEqual([before[0], 0o4757, 1]);
+    const [ino, mode, nlink] = inoMode(join(dir, 'bin/linked'));
+    expect([ino === before[0], mode, nlink]).toEqual([false, 0o500, 1]);
+    expect(readFileSync(join(dir, 'bin/linked'), 'utf8')).toBe('outside bytes');
+    expect([statSync(join(dir, 'own')).mode & 0o7777, statSync(join(dir, 'bin')).mode & 0o7777]).toEqual([0o400, 0o500]);
+    expect(readdirSync(join(dir, 'bin')).sort()).toEqual(['linked', 'tool']);
+    thawSync(dir);
+  });
+
+  it('as root, over another user\'s tree, a hard-linked file\'s private copy keeps its owner and group (thaw and freeze)', () => {
+    if (!rootOrSkip('chown to another user')) return;
+    const { dir, other } = linkedTree();
+    const user = 4321;
+    for (const p of [dir, join(dir, 'd'), join(dir, 'd/f'), join(dir, 'e'), join(dir, 'own')]) chownSync(p, user, user + 1);
+    thawSync(dir);
+    for (const rel of ['d/f', 'e']) {
+      const st = statSync(join(dir, rel));
+      expect([rel, st.uid, st.gid, st.mode & 0o7777, st.nlink]).toEqual([rel, user, user + 1, 0o600, 1]);
+    }
+    linkSync(join(dir, 'e'), join(other, 'e2'));
+    freezeSync(dir);
+    const st = statSync(join(dir, 'e'));
+    expect([st.uid, st.gid, st.mode & 0o7777, st.nlink]).toEqual([user, user + 1, 0o400, 1]);
+    expect(statSync(join(other, 'e2')).mode & 0o7777).toBe(0o600);
+  });
+});
 
 describe('thaw and hard links', () => {
   it('a file with other names is replaced by a private 0600 copy: the shared inode keeps its mode and bytes', async () => {
