@@ -7,6 +7,7 @@ import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValu
 import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { sameObject } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
 import { checkSys, defineOp } from '../base/op.js';
 import { sealed, throwIfRefused } from '../base/refusal.js';
@@ -126,8 +127,9 @@ export class Stage {
   }
 
   /**
-   * Proves every staged file still has its bytes, mode 0400 and inode, and that
-   * nothing else appeared in the stage; SEAL_CHANGED names the first difference.
+   * Proves every staged file still has its bytes, mode 0400 and inode, that nothing
+   * else appeared in the stage, and that `root` (the path `files` are named by) still
+   * leads to it, no link on the way; SEAL_CHANGED names the first difference.
    */
   verify(): void {
     sealed('stage verify', () => this.#verify());
@@ -163,6 +165,16 @@ export class Stage {
     walk(this.#stage.fd, '');
     const missing = files.keys().next();
     if (!missing.done) throw changed(missing.value);
+    // In a parent others can write, the stage may have been moved and another directory put at its name.
+    let at: Fd | undefined;
+    try {
+      at = own(sys, openRealDir(sys, this.root, 'stage'));
+    } catch (err) {
+      if (!(err instanceof SealError)) throw err;
+    }
+    const same = at !== undefined && sameObject(sys.fstat(at.fd), sys.fstat(this.#stage.fd));
+    at?.close();
+    if (!same) throw new SealError('SEAL_CHANGED', `stage is no longer at its path: ${escapePath(this.root)}`, { path: this.root });
   }
 
   /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */

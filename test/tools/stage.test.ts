@@ -118,6 +118,28 @@ describe('stageFiles', () => {
     expect(readdirSync(parent)).toEqual([]);
   });
 
+  it('verify flags a stage moved away with a look-alike (or a link to it) put at its path, whose files are what stage.files names', () => {
+    const parent = tempDir();
+    const stage = stageFilesSync(parent, files);
+    const moved = join(parent, 'moved');
+    renameSync(stage.root, moved);
+    mkdirSync(stage.root);
+    for (const f of stage.files) {
+      mkdirSync(join(stage.root, f.target, '..'), { recursive: true });
+      writeFileSync(join(stage.root, f.target), 'EVIL');
+    }
+    const message = `stage is no longer at its path: ${stage.root}`;
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message, path: stage.root });
+    rmSync(stage.root, { recursive: true });
+    symlinkSync('moved', stage.root);
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message, path: stage.root });
+    rmSync(stage.root);
+    renameSync(moved, stage.root);
+    stage.verify();
+    stage.close();
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
   it('verify flags a replaced inode and a missing file', () => {
     const stage = stageFilesSync(tempDir(), files);
     const path = join(stage.root, 'top.txt');
