@@ -136,8 +136,15 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
   if (before.size > maxBytes) throw tooBig(maxBytes, shown);
   if (options.trusted?.(before) === false) throw new SealError('SEAL_UNTRUSTED', `file is not yours (uid ${before.uid}, mode ${(before.mode & 0o7777).toString(8).padStart(4, '0')}): ${escapePath(shown)}`, { path: shown });
-  // size + 1: a file that grew is seen as such without reading (or allocating) more.
-  const bytes = Buffer.allocUnsafe(before.size + 1);
+  // size + 1: a file that grew is seen as such without reading (or allocating) more. Never a
+  // slice of Node's pool: the bytes are the result's alone, so a thread can move them (movableView).
+  let bytes: Buffer;
+  try {
+    bytes = Buffer.allocUnsafeSlow(before.size + 1);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    throw new SealError('SEAL_LIMIT', `file of ${before.size} bytes does not fit in this process's memory (${err.message}): ${escapePath(shown)}`, { path: shown, cause: err });
+  }
   const got = readFrom(sys, fd, bytes);
   const after = sys.fstat(fd);
   if (after.size > maxBytes) throw tooBig(maxBytes, shown);
@@ -153,8 +160,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   // once it must be over, the file (unchanged) must read the same again.
   if (options.selfProving !== true && changedRecently(id)) {
     waitPastWrites(id);
-    const again = Buffer.allocUnsafe(before.size + 1);
-    if (readFrom(sys, fd, again) !== got || !again.subarray(0, got).equals(bytes.subarray(0, got))) throw changedWhileCopied(shown);
+    if (!readsSame(sys, fd, bytes, got)) throw changedWhileCopied(shown);
     if (!sameIdentity(id, identityOf(sys.fstat(fd)))) throw changedWhileCopied(shown);
   }
   let named;
@@ -166,6 +172,17 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   }
   if (!sameIdentity(id, identityOf(named))) throw changedWhileCopied(shown);
   return { bytes: bytes.subarray(0, got), executable: (before.mode & 0o111) !== 0, identity: id };
+}
+
+/** Whether fd reads as bytes[0, got) again, to its end: compared a chunk at a time (no second copy of a large file). */
+function readsSame(sys: Sys, fd: number, bytes: Buffer, got: number): boolean {
+  const chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, got + 1));
+  for (let at = 0; ; ) {
+    const n = sys.pread(fd, chunk, 0, chunk.length, at);
+    if (n === 0) return at === got;
+    if (at + n > got || !chunk.subarray(0, n).equals(bytes.subarray(at, at + n))) return false;
+    at += n;
+  }
 }
 
 /** pread from offset 0 until `into` is full or EOF; the byte count. */

@@ -80,7 +80,8 @@ function start(): Lane {
     for (const p of all) p.reject(new SealError('SEAL_UNAVAILABLE', `treeseal worker thread stopped: ${why}`));
     dispatch();
   };
-  worker.on('error', (err) => lost(err.message));
+  // What a dying thread reports need not be an Error (an allocation that failed can end it with none).
+  worker.on('error', (err: unknown) => lost(err instanceof Error && err.message !== '' ? err.message : `it failed (${String(err)})`));
   worker.on('exit', (code) => lost(`exit code ${code}`));
   worker.unref();
   lanes.push(lane);

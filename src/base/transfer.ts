@@ -16,6 +16,17 @@ export function movable<T extends Uint8Array>(bytes: T): T {
   return bytes;
 }
 
+/**
+ * movable for a view of memory the caller allocated itself and holds alone (never a
+ * slice of Node's pool: Buffer.allocUnsafeSlow): its whole ArrayBuffer is moved, the
+ * bytes outside the view with it. Returns the view.
+ */
+export function movableView<T extends Uint8Array>(bytes: T): T {
+  const buffer = bytes.buffer;
+  if (buffer instanceof ArrayBuffer && buffer.byteLength > 0) marked.add(buffer);
+  return bytes;
+}
+
 /** The marked buffers a message holds: itself, or the members of its arrays and objects, two levels down (a job's arguments or result). */
 export function transferList(value: unknown, depth = 2): ArrayBuffer[] {
   if (value instanceof Uint8Array) {
