@@ -35,7 +35,12 @@ export interface AuthorizerOptions {
   /** Token scopes asked for up front, e.g. `repository:team/x:pull,push`. */
   scopes: string[];
   send: Send;
+  /** Reads an answer's body, at most `max` bytes (SEAL_CORRUPT past it), under the exchange's deadlines; `what` names it in errors. */
+  read: (res: Response, max: number, what: string) => Promise<Buffer>;
 }
+
+/** The most bytes a token server's answer may have (a token is a few KB; a realm that never stops must not fill memory). */
+const MAX_TOKEN_ANSWER_BYTES = 1024 * 1024;
 
 function basicHeader(c: Credentials): string {
   return `Basic ${Buffer.from(`${c.username}:${c.password}`, 'utf8').toString('base64')}`;
@@ -121,7 +126,7 @@ export class Authorizer {
     for (const s of (params.scope ?? '').split(' ')) if (s !== '') scopes.add(s);
     const credentials = await this.#credentials();
     const res = isIdentityToken(credentials) ? await this.#refresh(url, params.service, scopes, credentials) : await this.#askToken(url, params.service, scopes, credentials);
-    const text = await res.text();
+    const text = (await this.#o.read(res, MAX_TOKEN_ANSWER_BYTES, `the answer of token server ${url.host}`)).toString('utf8');
     const what = isIdentityToken(credentials) ? 'the identity token' : 'the credentials';
     if (res.status === 401 || res.status === 403) {
       if (credentials === undefined) throw this.#needCredentials(res.status);

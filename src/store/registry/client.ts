@@ -86,7 +86,10 @@ export class RegistryClient {
       dispatcher: o.dispatcher,
       onRetry: o.onRetry,
     };
-    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes, send: (url, init) => send(this.transport, url, init) });
+    this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes,
+      send: (url, init) => send(this.transport, url, init),
+      read: (res, max, what) => readBounded(this.transport, res, max, what),
+    });
   }
 
   /** Closes every connection the client opened (requests still running fail): call once its operation is over. With Node's global pool, nothing. */

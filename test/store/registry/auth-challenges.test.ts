@@ -17,8 +17,8 @@ const basic = `Basic ${Buffer.from(`${credentials.username}:${credentials.passwo
 interface Script {
   /** The WWW-Authenticate of the registry's 401 (the realm may use {self} for the server's host:port). */
   challenge: string | undefined;
-  /** The token server's answer. */
-  token?: { status?: number; body: string };
+  /** The token server's answer: its body, or what writes it (a body that never ends, or stalls). */
+  token?: { status?: number; body: string | ((res: ServerResponse) => void) };
   /** The Authorization the registry accepts (default `Bearer good`). */
   accepts?: string;
 }
@@ -40,7 +40,9 @@ async function scripted(script: Script): Promise<{ address: string; seen: Seen }
     if (url.pathname === '/token') {
       seen.tokenRequests.push({ query: [...url.searchParams].map(([k, v]) => `${k}=${v}`), authorization: req.headers.authorization, accept: req.headers.accept });
       const t = script.token ?? { body: JSON.stringify({ token: 'good' }) };
-      res.writeHead(t.status ?? 200, { 'content-type': 'application/json' }).end(t.body);
+      res.writeHead(t.status ?? 200, { 'content-type': 'application/json' });
+      if (typeof t.body === 'string') res.end(t.body);
+      else t.body(res);
       return;
     }
     seen.registry.push(req.headers.authorization);
@@ -62,8 +64,11 @@ function newClient(address: string, creds: typeof credentials | undefined, scope
 }
 
 /** HEAD of a blob through a RegistryClient (no retries) with the given credentials (null: none) and insecure flag. */
-async function head(address: string, creds: typeof credentials | null = credentials, insecure = false): Promise<boolean> {
-  const client = newClient(address, creds ?? undefined, ['repository:team/x:pull'], insecure);
+async function head(address: string, creds: typeof credentials | null = credentials, insecure = false, more: object = {}): Promise<boolean> {
+  const client = new RegistryClient({
+    ...({ remote: parseRemote(`${address}/team/x`, insecure), credentials: creds ?? undefined, scopes: ['repository:team/x:pull'], what: 'test', retries: 0, dispatcher: new Agent() } as ConstructorParameters<typeof RegistryClient>[0]),
+    ...more,
+  });
   try {
     return await client.hasBlob(BLOB);
   } finally {
@@ -172,6 +177,30 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     expect(await refusal(head(s.address))).toEqual(['SEAL_REMOTE', `token realm ftp://${s.address}/token is not HTTPS; plain HTTP needs --insecure`]);
     expect(await refusal(head(s.address, credentials, true))).toEqual(['SEAL_REMOTE', `token realm ftp://${s.address}/token is not HTTPS; plain HTTP needs --insecure`]);
     expect(s.seen.tokenRequests).toEqual([]);
+  });
+
+  it('an answer that never ends is refused past 1 MiB (it once filled memory: GBs in seconds), one that stalls times out, an abort while it comes is SEAL_ABORTED', async () => {
+    const endless = await scripted({
+      challenge: 'Bearer realm="http://{self}/token"',
+      token: {
+        body: (res) => {
+          res.write('{"token":"');
+          const chunk = Buffer.alloc(64 * 1024, 0x41);
+          const more = (): void => {
+            while (!res.destroyed && res.write(chunk));
+            if (!res.destroyed) res.once('drain', more);
+          };
+          more();
+        },
+      },
+    });
+    expect(await refusal(head(endless.address))).toEqual(['SEAL_CORRUPT', `registry ${endless.address} sent more than 1048576 bytes for the answer of token server ${endless.address}`]);
+    const stalled = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { body: (res) => res.write('{"token":') } });
+    const slow = await failure(head(stalled.address, credentials, false, { deadlines: { headersMs: 2000, idleMs: 300, minBytesPerSecond: 0 } }));
+    expect([slow.code, slow.message]).toEqual(['SEAL_REMOTE', `registry ${stalled.address} timed out while reading the answer of token server ${stalled.address}: no data for 300 ms`]);
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(), 200);
+    expect((await refusal(head(stalled.address, credentials, false, { signal: abort.signal })))[0]).toBe('SEAL_ABORTED');
   });
 
   it('a 401 without a challenge is the registry\'s own refusal (kills the undefined challenge check)', async () => {
