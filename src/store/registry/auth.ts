@@ -1,7 +1,7 @@
 // auth.ts: registry authorization: WWW-Authenticate challenges, Basic, and the Bearer token flow (realm, service, scope).
 import { SealError } from '../../base/errors.js';
 import { askHelper, isHelper, isIdentityToken, type Auth, type CredentialSource, type Credentials, type IdentityToken } from './credentials.js';
-import type { Outgoing } from './http.js';
+import { registryText, type Outgoing } from './http.js';
 import { isLoopback, type Remote } from './remote.js';
 
 export interface Challenge {
@@ -116,11 +116,11 @@ export class Authorizer {
     try {
       url = new URL(realm);
     } catch (err) {
-      throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a bad token realm: ${realm}`, { cause: err });
+      throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a bad token realm: ${registryText(realm)}`, { cause: err });
     }
     // The realm's own host decides, not the registry's: a loopback registry may name a realm anywhere.
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.insecure || isLoopback(url.host)))) {
-      throw new SealError('SEAL_REMOTE', `token realm ${realm} is not HTTPS; plain HTTP needs --insecure`);
+      throw new SealError('SEAL_REMOTE', `token realm ${registryText(realm)} is not HTTPS; plain HTTP needs --insecure`);
     }
     const scopes = new Set(this.#o.scopes);
     for (const s of (params.scope ?? '').split(' ')) if (s !== '') scopes.add(s);
@@ -141,6 +141,8 @@ export class Authorizer {
     }
     const token = typeof body.token === 'string' && body.token !== '' ? body.token : body.access_token;
     if (typeof token !== 'string' || token === '') throw new SealError('SEAL_REMOTE', `token server ${url.host} sent no token`);
+    // Sent back as `Authorization: Bearer <token>`: printable ASCII without spaces (RFC 6750's b64token and more), never a line break.
+    if (!/^[\x21-\x7e]+$/.test(token)) throw new SealError('SEAL_REMOTE', `token server ${url.host} sent a token that cannot be sent in a header (not printable ASCII)`);
     if (isIdentityToken(credentials) && typeof body.refresh_token === 'string' && body.refresh_token !== '') this.#refreshToken = body.refresh_token;
     return token;
   }

@@ -7,7 +7,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
-import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
+import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, registryText, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -172,7 +172,7 @@ export class RegistryClient {
     const digest = sha256Digest(bytes);
     const said = res.headers.get('docker-content-digest');
     if (said !== null && said !== digest) {
-      throw new SealError('SEAL_REMOTE', `${this.transport.label} stored manifest ${tag} as ${said}, not ${digest}`);
+      throw new SealError('SEAL_REMOTE', `${this.transport.label} stored manifest ${tag} as ${registryText(said)}, not ${digest}`);
     }
     return digest;
   }
@@ -202,7 +202,7 @@ export class RegistryClient {
     const range = /^bytes (\d+)-\d+\/(?:\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
     if (range === null || Number(range[1]) !== from) {
       await res.body?.cancel().catch(() => {});
-      throw new SealError('SEAL_CORRUPT', `${this.transport.label} answered a Range request for blob ${digest} from byte ${from} with Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
+      throw new SealError('SEAL_CORRUPT', `${this.transport.label} answered a Range request for blob ${digest} from byte ${from} with Content-Range ${registryText(JSON.stringify(res.headers.get('content-range')))}`);
     }
     return { res, start: from };
   }

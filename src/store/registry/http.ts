@@ -2,6 +2,7 @@
 import type { ConnectionPool } from './network.js';
 
 import { SealError } from '../../base/errors.js';
+import { escapePath } from '../../base/paths.js';
 import { TimedOut, Watch, bufferBody, watchedResponse, watchedUpload, type BodySource, type Deadlines } from './deadline.js';
 import { checkDestination } from './rules.js';
 
@@ -126,7 +127,7 @@ export function lostConnection(t: Transport, err: unknown, doing: string): SealE
   const e =
     err instanceof TimedOut
       ? new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err })
-      : new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${causeCode(err)}`, { cause: err });
+      : new SealError('SEAL_REMOTE', `${t.label} is unreachable or dropped the connection while ${doing}: ${registryText(causeCode(err))}`, { cause: err });
   if (!PERMANENT.has(causeCode(err)) && !PROXY_FINAL.test(causeCode(err))) lost.add(e);
   return e;
 }
@@ -284,13 +285,23 @@ export async function readBounded(t: Transport, res: Response, max: number, what
   return Buffer.concat(parts, got);
 }
 
+/**
+ * Text a registry or token server sent (an error's code and message, a header, a realm),
+ * for a message: an Authorization value it echoed masked, control characters escaped (a
+ * registry must not write escape sequences to a terminal), at most 300 characters.
+ */
+export function registryText(text: string): string {
+  const masked = text.replace(/\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]+/gi, '$1 ***');
+  return escapePath(masked.length > 300 ? `${masked.slice(0, 300)}…` : masked);
+}
+
 /** SEAL_REMOTE for an unexpected answer: the HTTP status and the registry's own error code and message. */
 export async function remoteError(t: Transport, res: Response, doing: string): Promise<SealError> {
   let detail = '';
   try {
     const text = (await readBounded(t, res, 64 * 1024, 'an error')).toString('utf8');
     const first = (JSON.parse(text) as { errors?: { code?: unknown; message?: unknown }[] }).errors?.[0];
-    if (first !== undefined) detail = ` ${String(first.code)}${first.message ? ` (${String(first.message)})` : ''}`;
+    if (first !== undefined) detail = ` ${registryText(String(first.code))}${first.message ? ` (${registryText(String(first.message))})` : ''}`;
   } catch {
     // no JSON error body: the status says it all
   }

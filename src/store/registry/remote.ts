@@ -43,8 +43,13 @@ export function isLoopback(host: string): boolean {
   return false;
 }
 
+/** A remote for a message: user information before a host (`user:password@`) shown as `***@`, never the password. */
+function shownRemote(text: string): string {
+  return escapePath(text.replace(/^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^/@]*@/i, '$1***@'));
+}
+
 function bad(text: string, why: string): SealError {
-  return new SealError('SEAL_BAD_PATH', `not a registry repository (${why}): ${escapePath(text)}`);
+  return new SealError('SEAL_BAD_PATH', `not a registry repository (${why}): ${shownRemote(text)}`);
 }
 
 /**

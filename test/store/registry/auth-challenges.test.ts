@@ -203,6 +203,29 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     expect((await refusal(head(stalled.address, credentials, false, { signal: abort.signal })))[0]).toBe('SEAL_ABORTED');
   });
 
+  it("a registry's error text reaches the message escaped (no escape sequence for a terminal), the Authorization it echoed masked; a token with a line break is refused", async () => {
+    const address = await httpOn((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      if (req.headers.authorization === undefined) {
+        res.writeHead(401, { 'www-authenticate': 'Basic realm="r"' }).end();
+        return;
+      }
+      const errors = [{ code: 'BAD\u001b[31mRED\u0007', message: `you sent ${req.headers.authorization}\r\ntreeseal: pulled, all verified` }];
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ errors }));
+    });
+    const client = newClient(address, credentials, ['repository:team/x:push']);
+    const err = await failure(client.putManifest('t', Buffer.from('{}')));
+    await client.close();
+    expect([err.code, err.message]).toEqual([
+      'SEAL_REMOTE',
+      `registry ${address} refused PUT /v2/team/x/manifests/t: HTTP 400 BAD\\x1b[31mRED\\x07 (you sent Basic ***\\x0d\\x0atreeseal: pulled, all verified)`,
+    ]);
+    // A token that is no header value (it was sent, failed in the client with the token in the message, and was retried).
+    const s = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { body: JSON.stringify({ token: 'abc\r\nX-Injected: 1' }) } });
+    expect(await refusal(head(s.address))).toEqual(['SEAL_REMOTE', `token server ${s.address} sent a token that cannot be sent in a header (not printable ASCII)`]);
+    expect(s.seen.registry).toEqual([undefined]);
+  });
+
   it('a 401 without a challenge is the registry\'s own refusal (kills the undefined challenge check)', async () => {
     const { address, seen } = await scripted({ challenge: undefined });
     expect(await refusal(head(address))).toEqual(['SEAL_REMOTE', `registry ${address} refused HEAD /v2/team/x/blobs/${BLOB}: HTTP 401`]);

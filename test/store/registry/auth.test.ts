@@ -102,6 +102,13 @@ describe('transport and parsing', () => {
       expect(() => parseRemote(`127.0.0.1:${port}/ci/snaps`)).toThrow(`not a registry repository (port must be 1 to 65535): 127.0.0.1:${port}/ci/snaps`);
     }
     expect(parseRemote('h:65535/x').origin).toBe('https://h:65535');
+    // A password written into the remote is refused without being shown.
+    for (const [given, shown] of [
+      ['https://alice:HUNTER2@host/repo', 'https://***@host/repo'],
+      ['alice:HUNTER2@host/repo', '***@host/repo'],
+    ]) {
+      expect(() => parseRemote(given)).toThrow(`not a registry repository (bad host): ${shown}`);
+    }
   });
 
   it('parses Basic and Bearer challenges with quoted parameters', () => {
