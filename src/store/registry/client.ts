@@ -7,7 +7,7 @@ import { SealError } from '../../base/errors.js';
 import { Authorizer } from './auth.js';
 import type { CredentialSource } from './credentials.js';
 import { DEFAULT_TIMEOUTS, type BodySource, type Deadlines } from './deadline.js';
-import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, registryText, remoteError, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
+import { aborted, causeCode, isLost, lostConnection, noticeRetry, readBounded, registryText, remoteError, RetryBudget, responseUrl, send, sleep, statusOf, type RetryNotice, type Transport } from './http.js';
 import type { Remote } from './remote.js';
 import { checkDestination } from './rules.js';
 
@@ -63,6 +63,8 @@ interface Call {
   doing: string;
   /** False: a lost answer or a 5xx is not retried here (see Outgoing.retry). */
   retry?: boolean;
+  /** The transfer's shared retries (see RetryBudget). */
+  budget?: RetryBudget;
 }
 
 export class RegistryClient {
@@ -131,7 +133,7 @@ export class RegistryClient {
       const sent = url.origin === new URL(this.remote.origin).origin ? this.#auth.header : undefined;
       const headers: Record<string, string> = { ...c.headers };
       if (sent !== undefined) headers.authorization = sent;
-      const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null, retry: c.retry ?? true });
+      const res = await send(this.transport, url.toString(), { method: c.method, headers, body: c.body ?? null, retry: c.retry ?? true, budget: c.budget });
       if (c.ok.includes(res.status)) return res;
       if (res.status === 401) {
         const foreign = await this.#foreignChallenge(res, c.doing);
@@ -193,11 +195,11 @@ export class RegistryClient {
    * whole blob (a registry may ignore Range): `start` says which byte the body begins with.
    * The caller checks the size and the digest, and stops reading after `last`.
    */
-  async openBlob(digest: string, from = 0, last?: number): Promise<{ res: Response; start: number }> {
+  async openBlob(digest: string, from = 0, last?: number, budget?: RetryBudget): Promise<{ res: Response; start: number }> {
     const path = `${this.#repo()}/blobs/${digest}`;
     const ranged = from > 0 || last !== undefined;
     const headers: Record<string, string> = ranged ? { range: `bytes=${from}-${last ?? ''}` } : {};
-    const res = await this.call({ method: 'GET', path, headers, ok: ranged ? [200, 206] : [200], doing: `GET ${path}` });
+    const res = await this.call({ method: 'GET', path, headers, ok: ranged ? [200, 206] : [200], doing: `GET ${path}`, budget });
     if (res.status === 200) return { res, start: 0 };
     const range = /^bytes (\d+)-\d+\/(?:\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
     if (range === null || Number(range[1]) !== from) {
@@ -218,8 +220,9 @@ export class RegistryClient {
     const bytes = size >= RELEASABLE_BYTES ? releasable(size) : Buffer.allocUnsafe(size);
     let got = 0;
     let over = false;
-    for (let resumes = 0; ; resumes++) {
-      const { res, start } = await this.openBlob(digest, got);
+    const budget = new RetryBudget(this.transport.retries);
+    for (;;) {
+      const { res, start } = await this.openBlob(digest, got, undefined, budget);
       got = start;
       try {
         for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
@@ -235,8 +238,8 @@ export class RegistryClient {
         break;
       } catch (err) {
         const e = this.lost(err, `reading blob ${digest}`);
-        if (!isLost(e) || resumes >= this.transport.retries) throw e;
-        await this.pause(resumes, `reading blob ${digest}`, e);
+        if (!isLost(e) || !budget.take()) throw e;
+        await this.pause(budget.used - 1, `reading blob ${digest}`, e);
       }
     }
     if (over) throw new SealError('SEAL_CORRUPT', `${this.transport.label} sent more than ${size} bytes for blob ${digest}`);
@@ -258,8 +261,9 @@ export class RegistryClient {
   async readRange(digest: string, start: number, length: number, sink: (chunk: Uint8Array) => void | Promise<void>): Promise<void> {
     let got = 0;
     const last = start + length - 1;
-    for (let resumes = 0; got < length; resumes++) {
-      const { res, start: at } = await this.openBlob(digest, start + got, last);
+    const budget = new RetryBudget(this.transport.retries);
+    while (got < length) {
+      const { res, start: at } = await this.openBlob(digest, start + got, last, budget);
       // The whole blob (Range ignored): skip to the range; what came before counts for nothing.
       let skip = at === 0 ? start + got : 0;
       // A failed sink is the caller's failure (a disk, an output), not the connection's.
@@ -292,8 +296,8 @@ export class RegistryClient {
           throw err;
         }
         const e = this.lost(err, `reading blob ${digest}`);
-        if (!isLost(e) || resumes >= this.transport.retries) throw e;
-        await this.pause(resumes, `reading blob ${digest}`, e);
+        if (!isLost(e) || !budget.take()) throw e;
+        await this.pause(budget.used - 1, `reading blob ${digest}`, e);
       }
     }
   }

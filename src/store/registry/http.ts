@@ -54,6 +54,22 @@ export function noticeRetry(t: Transport, notice: RetryNotice): void {
   }
 }
 
+/**
+ * The retries one transfer may still make, shared by its requests and its resumes (a blob
+ * cut short and resumed does not start a new count: a registry that stalls each answer
+ * gets `retries` more tries in all, not `retries` per resume).
+ */
+export class RetryBudget {
+  used = 0;
+  constructor(readonly retries: number) {}
+  /** Takes one retry; false when none is left. */
+  take(): boolean {
+    if (this.used >= this.retries) return false;
+    this.used++;
+    return true;
+  }
+}
+
 /** One request: its body is read anew for every attempt and every redirect, so each sends the same bytes. */
 export interface Outgoing {
   method: string;
@@ -65,6 +81,8 @@ export interface Outgoing {
    * or closing PUT): its caller asks the registry what happened instead.
    */
   retry?: boolean;
+  /** The transfer's shared retries (default: `retries` for this request alone). */
+  budget?: RetryBudget | undefined;
 }
 
 /** The HTTP status behind a SEAL_REMOTE made of a registry's answer (remoteError). */
@@ -243,7 +261,8 @@ async function follow(t: Transport, start: URL, req: Outgoing): Promise<Response
  */
 export async function send(t: Transport, url: string, req: Outgoing): Promise<Response> {
   const start = new URL(url);
-  for (let attempt = 0; ; attempt++) {
+  const budget = req.budget ?? new RetryBudget(t.retries);
+  for (;;) {
     if (t.signal?.aborted) throw aborted(t);
     let res: Response | undefined;
     let reason = '';
@@ -253,13 +272,13 @@ export async function send(t: Transport, url: string, req: Outgoing): Promise<Re
       if (t.signal?.aborted) throw aborted(t);
       if (err instanceof SealError) throw err;
       const code = causeCode(err);
-      if (attempt >= t.retries || req.retry === false || PERMANENT.has(code) || PROXY_FINAL.test(code)) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
+      if (req.retry === false || PERMANENT.has(code) || PROXY_FINAL.test(code) || !budget.take()) throw lostConnection(t, err, `${req.method} ${start.pathname}`);
       reason = code === '' ? 'connection lost' : code;
     }
-    if (res !== undefined && (!retryable(res.status) || attempt >= t.retries || req.retry === false)) return res;
+    if (res !== undefined && (!retryable(res.status) || req.retry === false || !budget.take())) return res;
     await res?.body?.cancel().catch(() => {});
-    const waitMs = retryDelay(t, attempt, res);
-    noticeRetry(t, { what: `${req.method} ${start.pathname}`, reason: res === undefined ? reason : `HTTP ${res.status}`, attempt: attempt + 1, retries: t.retries, waitMs: Math.round(waitMs) });
+    const waitMs = retryDelay(t, budget.used - 1, res);
+    noticeRetry(t, { what: `${req.method} ${start.pathname}`, reason: res === undefined ? reason : `HTTP ${res.status}`, attempt: budget.used, retries: t.retries, waitMs: Math.round(waitMs) });
     await sleep(waitMs, t.signal);
   }
 }

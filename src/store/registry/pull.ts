@@ -10,7 +10,7 @@ import type { Sys } from '../../sys/native.js';
 import { parseArtifact, type Artifact } from './artifact.js';
 import { sha256Digest } from '../../base/manifest.js';
 import type { RegistryClient } from './client.js';
-import { isLost, sleep } from './http.js';
+import { isLost, RetryBudget, sleep } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, PULL_KEYS, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
 import { CONFIG_TYPE, ROOT_TYPE } from './mapping.js';
@@ -185,8 +185,9 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
       pendingBytes = 0;
       await writeFully(fd, block, size - block.length);
     };
-    for (let resumes = 0; ; resumes++) {
-      const { res, start } = await client.openBlob(digest, size);
+    const budget = new RetryBudget(client.transport.retries);
+    for (;;) {
+      const { res, start } = await client.openBlob(digest, size, undefined, budget);
       if (start !== size) {
         // The whole blob again: start over (the bytes written so far are overwritten in place).
         hash = createHash('sha256');
@@ -217,9 +218,9 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
       } catch (err) {
         if (writing) throw err;
         const e = client.lost(err, `reading blob ${digest}`);
-        if (!isLost(e) || resumes >= client.transport.retries) throw e;
+        if (!isLost(e) || !budget.take()) throw e;
         // What came before the cut is kept (written below), and asked for from there on.
-        await client.pause(resumes, `reading blob ${digest}`, e);
+        await client.pause(budget.used - 1, `reading blob ${digest}`, e);
       } finally {
         if (pendingBytes > 0 && !over) await flush();
       }

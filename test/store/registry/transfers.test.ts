@@ -251,6 +251,25 @@ describe.skipIf(registry === undefined)('downloads that finish', () => {
   });
 });
 
+describe.skipIf(registry === undefined)('one blob, one retry budget', () => {
+  it('the retries of a blob are shared by its resumes and their requests: a registry that cuts, then stalls each resumed request, gets `retries` more tries in all (it got (retries + 1)² before)', async () => {
+    const s = await setup('budget');
+    await s.a.push(s.snap.digest, s.remote);
+    let gets = 0;
+    // Cut mid-body, then two resumed requests stalled (each timed out and retried), then cut again: 7 GETs with the count per resume.
+    s.proxy.hooks.onRequest = (method, path) => (method === 'GET' && path.endsWith(s.file) ? (gets++ % 3 === 0 ? { cut: 1000 } : 'stall') : undefined);
+    const b = await SnapshotStore.open(join(s.work, 'b'));
+    const retries: string[] = [];
+    const err = await fails(b.pull(s.snap.digest, s.remote, { retries: 2, timeouts: { headersMs: 300 }, onRetry: (r) => retries.push(`${r.attempt}/${r.retries}`) }));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `registry ${s.proxy.address} timed out while GET /v2/${s.repo}/blobs/${s.file}: no response in 300 ms`]);
+    expect(gets).toBe(3);
+    expect(retries).toEqual(['1/2', '2/2']);
+    expect(storeLeftovers(b.root)).toEqual([]);
+    await b.close();
+    await s.a.close();
+  });
+});
+
 describe.skipIf(registry === undefined)('random faults', () => {
   it('every push and pull completes or fails typed; a tag, when there is one, names the whole snapshot; no pull publishes anything wrong', async () => {
     const outcomes: string[] = [];
