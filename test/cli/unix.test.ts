@@ -1,6 +1,6 @@
 // unix.test.ts: the command as Unix users expect it: --version, help, a closed stdout, the progress line on a terminal, retries, exit statuses.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -83,6 +83,20 @@ describe('a closed stdout', { timeout: CLI_TIMEOUT_MS }, () => {
     child.stdout.once('data', () => child.stdout.destroy());
     const [code, signal] = await new Promise<[number | null, string | null]>((res) => child.on('close', (c, s) => res([c, s])));
     expect([code, signal, stderr]).toEqual([null, 'SIGPIPE', '']);
+  });
+
+  it('a stdout that cannot be written (a full disk: /dev/full) is said as SEAL_IO, status 1, no stack trace', () => {
+    const { repo, store } = setup();
+    const { digest } = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    for (const args of [['--version'], ['help'], ['show', digest]]) {
+      const full = openSync('/dev/full', 'w');
+      try {
+        const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', stdio: ['ignore', full, 'pipe'], env: { ...process.env, TREESEAL_STORE: store } });
+        expect([args[0], r.status, r.stderr]).toEqual([args[0], 1, 'treeseal: SEAL_IO: cannot write the output: ENOSPC: no space left on device, write\n']);
+      } finally {
+        closeSync(full);
+      }
+    }
   });
 });
 
