@@ -120,6 +120,16 @@ function specialFile(rel: string): SealError {
   return new SealError('SEAL_SPECIAL_FILE', `tree contains a special file: ${escapePath(rel)}`, { path: rel });
 }
 
+/** Runs fn on a listed entry: one removed or replaced since the listing (ENOENT, ENOTDIR) is SEAL_CHANGED, which a caller may retry. */
+function vanished<T>(rel: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (hasCode(err, 'ENOENT', 'ENOTDIR')) throw new SealError('SEAL_CHANGED', `path changed while opening: ${escapePath(rel)}`, { path: rel, cause: err });
+    throw err;
+  }
+}
+
 /** What a walk does at each directory (entered: before listing it; left: after its entries) and each entry that is not a directory. */
 interface TreeVisit {
   entered?(fd: number, rel: string): void;
@@ -177,9 +187,9 @@ function walkTree(sys: Sys, fd: number, visit: TreeVisit): void {
       // A regular file needs no look when files are left alone (d_type is authoritative on every fs that sets it).
       if (!visit.files && entry.type === DT_REG) continue;
       const rel = top.rel === '' ? String(entry.name) : `${top.rel}/${String(entry.name)}`;
-      const st = sys.fstatat(top.fd, entry.name, AT_SYMLINK_NOFOLLOW);
+      const st = vanished(rel, () => sys.fstatat(top.fd, entry.name, AT_SYMLINK_NOFOLLOW));
       if (isDir(st.mode)) {
-        const child = own(sys, openChildDir(sys, top.fd, entry.name));
+        const child = own(sys, vanished(rel, () => openChildDir(sys, top.fd, entry.name)));
         enter(child.fd, child, rel);
       } else visit.other(top.fd, entry.name, rel, st);
     }
@@ -188,10 +198,10 @@ function walkTree(sys: Sys, fd: number, visit: TreeVisit): void {
   }
 }
 
-/** Runs fn, policy's work on the entry at rel: a refusal (EPERM: another user's file) names it, as `path` too. */
+/** Runs fn, policy's work on the entry at rel: a refusal (EPERM: another user's file) names it, as `path` too; an entry gone meanwhile is SEAL_CHANGED. */
 function at(policy: ModePolicy, rel: string, fn: () => void): void {
   try {
-    fn();
+    vanished(rel, fn);
   } catch (err) {
     const path = rel === '' ? '.' : rel;
     throwIfRefused(err, `${policy.name} of ${escapePath(path)}`, path);

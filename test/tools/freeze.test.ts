@@ -1,10 +1,10 @@
 // freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and copy hard-linked files.
-import { chmodSync, chownSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
+import { SealError, freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
 import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootOrSkip, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -103,6 +103,27 @@ const inoMode = (p: string): [number, number, number] => {
   const st = statSync(p);
   return [st.ino, st.mode & 0o7777, st.nlink];
 };
+
+describe('a tree that changes under the walk', () => {
+  it('an entry removed after it was listed is SEAL_CHANGED naming it, which a caller may retry (it was SEAL_UNAVAILABLE, not retryable)', () => {
+    for (const [name, at] of [['gone-file', 2], ['gone-dir', 1]] as const) {
+      const dir = tempDir();
+      writeTree(dir, { keep: 'k', 'gone-file': 'g', 'gone-dir/x': 'x' });
+      let listings = 0;
+      // Removed right after the listing of the root that names it: the check's walk (1), or freeze's own (2).
+      const sys = wrapSys({
+        readdir: (orig) => (fd) => {
+          const entries = orig(fd);
+          if (entries.some((e) => e.name === name) && ++listings === at) rmSync(join(dir, name), { recursive: true });
+          return entries;
+        },
+      });
+      const err = expectError(() => freezeSync(dir, { sys }), { code: 'SEAL_CHANGED', message: `path changed while opening: ${name}`, path: name });
+      expect((err as SealError).retryable).toBe(true);
+      thawSync(dir);
+    }
+  });
+});
 
 describe('freeze and hard links', () => {
   it('a file hard-linked from outside the tree is replaced by a private frozen copy: the outside name keeps its mode (set-id bits too) and bytes', () => {
