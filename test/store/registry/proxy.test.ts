@@ -128,6 +128,25 @@ describe.skipIf(registry === undefined)('proxies from the environment', () => {
   });
 });
 
+describe('a proxy variable that is not an HTTP proxy URL', () => {
+  it('is SEAL_BAD_PATH naming the variable, its credentials hidden, before anything connects (a typo was a raw TypeError; socks5:// was tried as a SOCKS proxy)', async () => {
+    const { store } = await captured();
+    const before = storeLeftovers(store.root);
+    for (const [name, value, shown] of [
+      ['HTTPS_PROXY', 'socks5://runner:secret@127.0.0.1:1080', 'socks5://***@127.0.0.1:1080'],
+      ['http_proxy', 'proxy.internal:3128', 'proxy.internal:3128'],
+      ['HTTP_PROXY', 'http://', 'http://'],
+    ]) {
+      process.env[name] = value;
+      const err = await fails(store.pull('0'.repeat(64), '127.0.0.1:9/none/x', { retries: 0 }));
+      expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${shown}`]);
+      clearProxyEnv();
+    }
+    expect(storeLeftovers(store.root)).toEqual(before);
+    await store.close();
+  });
+});
+
 describe("undici's classes", () => {
   it('load from their own modules, not the package index (about 100 ms less for every registry command), in a fresh process', () => {
     // A cat against a closed port: the client is made, the connection refused.
