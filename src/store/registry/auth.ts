@@ -3,6 +3,7 @@ import { SealError } from '../../base/errors.js';
 import { askHelper, isHelper, isIdentityToken, type Auth, type CredentialSource, type Credentials, type IdentityToken } from './credentials.js';
 import { registryText, type Outgoing } from './http.js';
 import { isLoopback, type Remote } from './remote.js';
+import { checkNoUserinfo } from './rules.js';
 
 export interface Challenge {
   scheme: 'basic' | 'bearer';
@@ -118,6 +119,7 @@ export class Authorizer {
     } catch (err) {
       throw new SealError('SEAL_REMOTE', `registry ${remote.host} sent a bad token realm: ${registryText(realm)}`, { cause: err });
     }
+    checkNoUserinfo(url, `token realm of ${remote.host}`);
     // The realm's own host decides, not the registry's: a loopback registry may name a realm anywhere.
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.insecure || isLoopback(url.host)))) {
       throw new SealError('SEAL_REMOTE', `token realm ${registryText(realm)} is not HTTPS; plain HTTP needs --insecure`);

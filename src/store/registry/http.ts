@@ -171,7 +171,8 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
 function retryDelay(t: Pick<Transport, 'backoffMs'>, attempt: number, res: Response | undefined): number {
   const header = res?.headers.get('retry-after')?.trim();
   if (header !== undefined && header !== '') {
-    const ms = /^\d+$/.test(header) ? Number(header) * 1000 : Date.parse(header) - Date.now();
+    // Seconds, or an HTTP date (it names a weekday or month); anything else (`-5`, which Date.parse reads as a year) is no header.
+    const ms = /^\d+$/.test(header) ? Number(header) * 1000 : /[a-z]/i.test(header) ? Date.parse(header) - Date.now() : NaN;
     if (Number.isFinite(ms)) return Math.min(Math.max(ms, 0), 10_000);
   }
   return Math.min(t.backoffMs * 2 ** attempt, 5_000) * (0.75 + Math.random() / 2);

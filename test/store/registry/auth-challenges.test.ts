@@ -226,6 +226,41 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     expect(s.seen.registry).toEqual([undefined]);
   });
 
+  it('a realm or an upload location with credentials in its URL is refused at once, not sent and retried ("Request cannot be constructed")', async () => {
+    const s = await scripted({ challenge: 'Bearer realm="http://u:pw@{self}/token"' });
+    expect(await refusal(head(s.address))).toEqual(['SEAL_REMOTE', `token realm of ${s.address} has credentials in its URL (http://${s.address}/token); refused`]);
+    expect(s.seen.tokenRequests).toEqual([]);
+    let posts = 0;
+    const address = await httpOn((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      posts++;
+      res.writeHead(202, { location: `http://u:pw@${address}/v2/team/x/blobs/uploads/1`, 'content-length': '0' }).end();
+    });
+    const client = newClient(address, undefined, ['repository:team/x:push']);
+    const location = await client.startUpload();
+    const err = await failure(client.patchChunk(location as string, Buffer.from('x'), 0));
+    await client.close();
+    expect([err.code, err.message, posts]).toEqual(['SEAL_REMOTE', `registry ${address}'s upload location has credentials in its URL (http://${address}/v2/team/x/blobs/uploads/1); refused`, 1]);
+  });
+
+  it('a Retry-After that is neither seconds nor an HTTP date (-5, which Date.parse reads as a year) is no header: the backoff waits, not 0 ms', async () => {
+    let gets = 0;
+    const address = await httpOn((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      if (gets++ === 0) res.writeHead(503, { 'retry-after': '-5', 'content-length': '0' }).end();
+      else res.writeHead(200, { 'content-length': '0' }).end();
+    });
+    const waits: number[] = [];
+    const client = new RegistryClient({
+      ...({ remote: parseRemote(`${address}/team/x`), credentials: undefined, scopes: [], what: 'test', retries: 1, dispatcher: new Agent() } as ConstructorParameters<typeof RegistryClient>[0]),
+      onRetry: (r: { waitMs: number }) => waits.push(r.waitMs),
+    });
+    expect(await client.hasBlob(BLOB)).toBe(true);
+    await client.close();
+    expect(waits).toHaveLength(1);
+    expect(waits[0]).toBeGreaterThanOrEqual(150);
+  });
+
   it('a 401 without a challenge is the registry\'s own refusal (kills the undefined challenge check)', async () => {
     const { address, seen } = await scripted({ challenge: undefined });
     expect(await refusal(head(address))).toEqual(['SEAL_REMOTE', `registry ${address} refused HEAD /v2/team/x/blobs/${BLOB}: HTTP 401`]);
