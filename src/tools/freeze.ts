@@ -33,7 +33,7 @@ export interface ModePolicy {
 
 export const FROZEN: ModePolicy = { name: 'freeze', file: frozenFileMode, dir: 0o500, files: true, unshare: true };
 export const THAWED: ModePolicy = { name: 'thaw', file: () => 0o600, dir: 0o700, files: true, unshare: true };
-export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false };
+export const FROZEN_DIRS: ModePolicy = { ...FROZEN, files: false, unshare: false };
 
 /** chmod of a child that must not be a symlink: fchmodat2(AT_SYMLINK_NOFOLLOW), else open+fchmod. */
 function chmodChild(sys: Sys, dirfd: number, name: string | Buffer, mode: number): void {
@@ -72,14 +72,13 @@ function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: strin
   const tmp = `.treeseal-${work}-${randomBytes(12).toString('hex')}`;
   try {
     {
-      using dst = own(sys, sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+      using dst = own(sys, createCopy(sys, dirfd, tmp));
       // The one fill every copy uses: a reflink, else copy_file_range, else a buffered copy of the data segments (holes stay holes).
       const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(before.size, CHUNK_BYTES)));
       fillBytes(sys, buffer, src.fd, dst.fd, before.size, { clone: true, range: true, copy: { changed: () => changed(rel) } });
       // The file's owner and group (root thawing another user's tree must not take the file from them), then the mode
       // asked for, past the umask (a chown clears set-id bits).
-      const made = sys.fstat(dst.fd);
-      if (made.uid !== before.uid || made.gid !== before.gid) sys.fchown(dst.fd, made.uid === before.uid ? KEEP_ID : before.uid, made.gid === before.gid ? KEEP_ID : before.gid);
+      keepOwner(sys, dst.fd, before);
       sys.fchmod(dst.fd, mode);
       if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(dst.fd).size !== before.size) throw changed(rel);
     }
@@ -87,6 +86,38 @@ function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: strin
   } catch (err) {
     removeQuietly(sys, dirfd, tmp);
     throw err;
+  }
+}
+
+/**
+ * Creates the private copy's file in dirfd. A directory a freeze already made 0500 (a tree
+ * frozen before, or a freeze that failed half way and is run again) is given u+w first:
+ * the freeze sets its mode again once its entries are done.
+ */
+function createCopy(sys: Sys, dirfd: number, tmp: string): number {
+  const create = (): number => sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    return create();
+  } catch (err) {
+    const mode = sys.fstat(dirfd).mode & 0o7777;
+    if (!hasCode(err, 'EACCES') || (mode & 0o200) !== 0) throw err;
+    sys.fchmod(dirfd, mode | 0o700);
+    return create();
+  }
+}
+
+/**
+ * Gives the copy the file's owner and group where this process may (root, or the group
+ * one of the caller's): root thawing a user's tree leaves the user's files theirs. Where it
+ * may not (EPERM), the copy stays the caller's, as any file the caller makes.
+ */
+function keepOwner(sys: Sys, fd: number, file: Stat): void {
+  const made = sys.fstat(fd);
+  if (made.uid === file.uid && made.gid === file.gid) return;
+  try {
+    sys.fchown(fd, made.uid === file.uid ? KEEP_ID : file.uid, made.gid === file.gid ? KEEP_ID : file.gid);
+  } catch (err) {
+    if (!hasCode(err, 'EPERM')) throw err;
   }
 }
 
@@ -220,9 +251,14 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
     other: (dirfd, name, rel, st) => {
       if (isLink(st.mode)) return;
       if (!isReg(st.mode)) throw specialFile(rel);
+      // Files left alone (a publish's directories-only pass) are never touched, whatever a listing without d_type shows.
+      if (!policy.files) return;
+      const mode = policy.file(st.mode);
+      // Already as asked (a tree frozen before, a linked file already frozen): nothing to chmod, nothing to copy.
+      if ((st.mode & 0o7777) === mode) return;
       at(policy, rel, () => {
-        if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, policy.file(st.mode), policy.name);
-        else if (policy.files) chmodChild(sys, dirfd, name, policy.file(st.mode));
+        if (policy.unshare === true && st.nlink > 1) unshareChild(sys, dirfd, name, rel, st, mode, policy.name);
+        else chmodChild(sys, dirfd, name, mode);
       });
     },
   });

@@ -8,7 +8,7 @@ import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { checkSys, defineOp } from '../base/op.js';
 import { throwIfRefused } from '../base/refusal.js';
 
@@ -27,7 +27,10 @@ export interface WriteFrozenOptions {
 export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
   const executable = options.executable === true;
   const file = createExclusive(sys, dirfd, name, executable ? 0o500 : 0o400, shown);
+  // What the name is removed by, should the write fail: only while it still names this file.
+  let made: Stat | undefined;
   try {
+    made = sys.fstat(file.fd);
     writeAll(sys, file.fd, bytes);
     sys.fchmod(file.fd, executable ? 0o555 : 0o444);
     if (options.fsync !== false) {
@@ -36,15 +39,14 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
     }
     file.close();
   } catch (err) {
+    file[Symbol.dispose]();
     try {
-      // Only the file this call made: in a directory others can write, the name may bind another by now.
-      const made = sys.fstat(file.fd);
-      file[Symbol.dispose]();
-      if (stillNamed(sys, dirfd, name, made)) sys.unlinkat(dirfd, name, 0);
+      // Only the file this call made: in a directory others can write, the name may bind another by now (a swap
+      // between this check and the unlink removes only a name, in a directory the swapper can write anyway).
+      if (made === undefined || stillNamed(sys, dirfd, name, made)) sys.unlinkat(dirfd, name, 0);
     } catch {
       // the original error says what went wrong
     }
-    file[Symbol.dispose]();
     // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the file.
     throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
     throw err;

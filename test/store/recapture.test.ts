@@ -118,7 +118,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'shared', 'concurrent', 'linked', 'back', 'modes', 'nolink', 'emlink'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'shared', 'concurrent', 'linked', 'untyped', 'back', 'modes', 'nolink', 'emlink'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -386,6 +386,16 @@ describe('stat cache: unchanged files in a new build', () => {
     expect(readFileSync(join(clone, 'tree/sub/c.txt'), 'utf8')).toBe('charlie');
     expect(readFileSync(join(clone, 'tree/sub/d.bin')).equals(Buffer.alloc(70_000, 3))).toBe(true);
     expect(snap.digest).toBe(fullDigest(repo));
+  });
+
+  it('stay new names on a filesystem whose listings carry no type (DT_UNKNOWN): publishing freezes directories only, it never copies a linked file', () => {
+    const { repo, store } = repos.untyped!;
+    const old = onlySnapshot(store);
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const untyped = wrapSys({ readdir: (orig) => (fd) => orig(fd).map((e) => ({ ...e, type: 0 })) });
+    const snap = capture(store, repo, {}, untyped);
+    expect(snap.captureReport).toMatchObject({ reusedFiles: FILES - 1, built: true });
+    for (const rel of ['copy/tree/b.txt', 'copy/tree/sub/d.bin', 'mounts/00000/payload/pkg/bin.sh']) expect([rel, inode(snap, rel)]).toEqual([rel, inode(old, rel)]);
   });
 
   it('going back to an earlier tree reuses its snapshot; the cache lists each snapshot once and, once settled, is not rewritten', async () => {

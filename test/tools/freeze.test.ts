@@ -144,6 +144,29 @@ describe('freeze and hard links', () => {
     thawSync(dir);
   });
 
+  it('runs again over a frozen tree: a linked file already frozen is left as it is, one that is not is copied into its 0500 directory (opened for the copy, frozen again after)', () => {
+    const work = tempDir();
+    const dir = join(work, 't');
+    writeTree(dir, { 'd/f': 'f bytes', 'd/g': 'g bytes' });
+    freezeSync(dir);
+    // g: frozen, with a second name; f: made writable again behind freeze's back, with a second name.
+    linkSync(join(dir, 'd/g'), join(work, 'g-outside'));
+    chmodSync(join(dir, 'd'), 0o700);
+    chmodSync(join(dir, 'd/f'), 0o644);
+    chmodSync(join(dir, 'd'), 0o500);
+    linkSync(join(dir, 'd/f'), join(work, 'f-outside'));
+    const g = inoMode(join(dir, 'd/g'));
+    // As a user who owns the tree sees it (root is never refused): creating the copy in the 0500 directory is EACCES.
+    const refused = failOnce('openat', 'EACCES', (_fd, name) => String(name).startsWith('.treeseal-freeze-'));
+    freezeSync(dir, { sys: refused.sys });
+    expect(refused.injected()).toBeDefined();
+    expect(inoMode(join(dir, 'd/g'))).toEqual(g);
+    const [ino, mode, nlink] = inoMode(join(dir, 'd/f'));
+    expect([ino === inoMode(join(work, 'f-outside'))[0], mode, nlink, readFileSync(join(dir, 'd/f'), 'utf8')]).toEqual([false, 0o400, 1, 'f bytes']);
+    expect([inoMode(join(work, 'f-outside'))[1], statSync(join(dir, 'd')).mode & 0o7777]).toEqual([0o644, 0o500]);
+    thawSync(dir);
+  });
+
   it('as root, over another user\'s tree, a hard-linked file\'s private copy keeps its owner and group (thaw and freeze)', () => {
     if (!rootOrSkip('chown to another user')) return;
     const { dir, other } = linkedTree();
@@ -159,6 +182,13 @@ describe('freeze and hard links', () => {
     const st = statSync(join(dir, 'e'));
     expect([st.uid, st.gid, st.mode & 0o7777, st.nlink]).toEqual([user, user + 1, 0o400, 1]);
     expect(statSync(join(other, 'e2')).mode & 0o7777).toBe(0o600);
+    // Where the caller may not give the copy the file's owner (EPERM: not root), the copy stays the caller's, and the thaw completes.
+    linkSync(join(dir, 'own'), join(other, 'own2'));
+    const refused = failOnce('fchown', 'EPERM');
+    thawSync(dir, { sys: refused.sys });
+    expect(refused.injected()).toBeDefined();
+    const copy = statSync(join(dir, 'own'));
+    expect([copy.uid, copy.mode & 0o7777, copy.nlink]).toEqual([process.getuid!(), 0o600, 1]);
   });
 });
 

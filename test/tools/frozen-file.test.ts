@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { writeFrozenFile, writeFrozenFileSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -60,6 +60,11 @@ describe('writeFrozenFile', () => {
     });
     expectError(() => writeFrozenFileSync(join(dir, 'real/g'), Buffer.from('x'), { sys: swapped }), { code: 'SEAL_IO', path: join(dir, 'real/g') });
     expect(readFileSync(join(dir, 'real/g'), 'utf8')).toBe('theirs');
+    expect(readdirSync(join(dir, 'real')).sort()).toEqual(['g', 'moved']);
+    // A close that fails (as NFS reports a write error at close): the file is removed all the same, so a retry can make it.
+    const closing = failOnce('close', 'EIO');
+    expectError(() => writeFrozenFileSync(join(dir, 'real/h'), Buffer.from('x'), { sys: closing.sys }), { code: 'SEAL_IO', path: join(dir, 'real/h') });
+    expect(closing.injected()).toBeDefined();
     expect(readdirSync(join(dir, 'real')).sort()).toEqual(['g', 'moved']);
   });
 
