@@ -166,15 +166,17 @@ export class Stage {
     const missing = files.keys().next();
     if (!missing.done) throw changed(missing.value);
     // In a parent others can write, the stage may have been moved and another directory put at its name.
-    let at: Fd | undefined;
+    const gone = (): SealError => new SealError('SEAL_CHANGED', `stage is no longer at its path: ${escapePath(this.root)}`, { path: this.root });
+    let fd: number;
     try {
-      at = own(sys, openRealDir(sys, this.root, 'stage'));
+      fd = openRealDir(sys, this.root, 'stage');
     } catch (err) {
-      if (!(err instanceof SealError)) throw err;
+      // Gone, or a link or a file on the way: not the stage. Anything else (EMFILE, EACCES) is what it is.
+      if (err instanceof SealError && (err.code === 'SEAL_SYMLINK' || err.code === 'SEAL_BAD_PATH')) throw gone();
+      throw err;
     }
-    const same = at !== undefined && sameObject(sys.fstat(at.fd), sys.fstat(this.#stage.fd));
-    at?.close();
-    if (!same) throw new SealError('SEAL_CHANGED', `stage is no longer at its path: ${escapePath(this.root)}`, { path: this.root });
+    using at = own(sys, fd);
+    if (!sameObject(sys.fstat(at.fd), sys.fstat(this.#stage.fd))) throw gone();
   }
 
   /** Removes the stage through fds, never following a link; idempotent, and works after a failed verify. */

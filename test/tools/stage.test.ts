@@ -134,6 +134,8 @@ describe('stageFiles', () => {
     symlinkSync('moved', stage.root);
     expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message, path: stage.root });
     rmSync(stage.root);
+    // Nothing at its path at all.
+    expectError(() => stage.verify(), { code: 'SEAL_CHANGED', message, path: stage.root });
     renameSync(moved, stage.root);
     stage.verify();
     stage.close();

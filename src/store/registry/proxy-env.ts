@@ -1,6 +1,6 @@
 // proxy-env.ts: the proxy settings of the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), read without loading an HTTP client.
 import { SealError } from '../../base/errors.js';
-import { escapePath } from '../../base/paths.js';
+import { hideUserinfo } from './remote.js';
 
 /** The proxy settings of the environment, read as undici reads them (the lower-case name first). */
 export interface ProxyEnv {
@@ -30,8 +30,7 @@ function checkProxy(name: string, value: string | undefined): string | undefined
     // said below
   }
   if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
-    const shown = escapePath(value.replace(/^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^/@]*@/i, '$1***@'));
-    throw new SealError('SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${shown}`);
+    throw new SealError('SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${hideUserinfo(value)}`);
   }
   return value;
 }

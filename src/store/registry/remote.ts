@@ -43,13 +43,17 @@ export function isLoopback(host: string): boolean {
   return false;
 }
 
-/** A remote for a message: user information before a host (`user:password@`) shown as `***@`, never the password. */
-function shownRemote(text: string): string {
-  return escapePath(text.replace(/^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^/@]*@/i, '$1***@'));
+/**
+ * A URL or remote for a message, user information (`user:password@`) hidden: everything
+ * before its last `@` after the scheme is shown as `***` (a password may hold `@` and `/`;
+ * hiding too much is harmless), escaped.
+ */
+export function hideUserinfo(text: string): string {
+  return escapePath(text.replace(/^((?:[a-z][a-z0-9+.-]*:\/\/)?).*@/is, '$1***@'));
 }
 
 function bad(text: string, why: string): SealError {
-  return new SealError('SEAL_BAD_PATH', `not a registry repository (${why}): ${shownRemote(text)}`);
+  return new SealError('SEAL_BAD_PATH', `not a registry repository (${why}): ${hideUserinfo(text)}`);
 }
 
 /**

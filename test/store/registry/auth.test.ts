@@ -106,6 +106,10 @@ describe('transport and parsing', () => {
     for (const [given, shown] of [
       ['https://alice:HUNTER2@host/repo', 'https://***@host/repo'],
       ['alice:HUNTER2@host/repo', '***@host/repo'],
+      // A password that holds @ or / is hidden whole too.
+      ['alice:p@ss@host/repo', '***@host/repo'],
+      ['https://alice:s3cr/t@host/repo', 'https://***@host/repo'],
+      ['alice:pa/ss@host/repo', '***@host/repo'],
     ]) {
       expect(() => parseRemote(given)).toThrow(`not a registry repository (bad host): ${shown}`);
     }
