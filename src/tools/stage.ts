@@ -172,7 +172,7 @@ export class Stage {
       fd = openRealDir(sys, this.root, 'stage');
     } catch (err) {
       // Gone, or a link or a file on the way: not the stage. Anything else (EMFILE, EACCES) is what it is.
-      if (err instanceof SealError && (err.code === 'SEAL_SYMLINK' || err.code === 'SEAL_BAD_PATH')) throw gone();
+      if (err instanceof SealError && (err.code === 'SEAL_SYMLINK' || err.code === 'SEAL_BAD_PATH' || hasCode(err.cause, 'ENOENT', 'ENOTDIR'))) throw gone();
       throw err;
     }
     using at = own(sys, fd);
