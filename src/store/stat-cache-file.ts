@@ -1,10 +1,10 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { mkdirIfMissing, openChildDir, own, removeAt } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, own, removeAt, tryFlock } from '../base/fd.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { StatCache } from '../capture/stat-cache.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
@@ -115,12 +115,7 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
   let renamed = false;
   try {
     using file = own(sys, sys.openat(tmpFd, tmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
-    try {
-      sys.flock(file.fd, LOCK_EX | LOCK_NB);
-    } catch (err) {
-      if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw new SweptAway('taken by a sweep', { cause: err });
-      throw err;
-    }
+    if (!tryFlock(sys, file.fd)) throw new SweptAway('taken by a sweep');
     let at = 0;
     write((bytes) => {
       writeAll(sys, file.fd, bytes, at);

@@ -36,8 +36,8 @@ export interface AuthorizerOptions {
   /** Token scopes asked for up front, e.g. `repository:team/x:pull,push`. */
   scopes: string[];
   send: Send;
-  /** Reads an answer's body, at most `max` bytes (SEAL_CORRUPT past it), under the exchange's deadlines; `what` names it in errors. */
-  read: (res: Response, max: number, what: string) => Promise<Buffer>;
+  /** Reads an answer's body, at most `max` bytes (SEAL_CORRUPT past it), under the exchange's deadlines; `what` names it and `label` who sent it in errors. */
+  read: (res: Response, max: number, what: string, label: string) => Promise<Buffer>;
 }
 
 /** The most bytes a token server's answer may have (a token is a few KB; a realm that never stops must not fill memory). */
@@ -128,13 +128,15 @@ export class Authorizer {
     for (const s of (params.scope ?? '').split(' ')) if (s !== '') scopes.add(s);
     const credentials = await this.#credentials();
     const res = isIdentityToken(credentials) ? await this.#refresh(url, params.service, scopes, credentials) : await this.#askToken(url, params.service, scopes, credentials);
-    const text = (await this.#o.read(res, MAX_TOKEN_ANSWER_BYTES, `the answer of token server ${url.host}`)).toString('utf8');
     const what = isIdentityToken(credentials) ? 'the identity token' : 'the credentials';
+    // The status first: a refusal's body, however long, is not read.
+    if (!res.ok) await res.body?.cancel().catch(() => {});
     if (res.status === 401 || res.status === 403) {
       if (credentials === undefined) throw this.#needCredentials(res.status);
       throw new SealError('SEAL_REMOTE', `token server ${url.host} refused ${what} for ${remote.host}: HTTP ${res.status}`);
     }
     if (!res.ok) throw new SealError('SEAL_REMOTE', `token server ${url.host} answered HTTP ${res.status}`);
+    const text = (await this.#o.read(res, MAX_TOKEN_ANSWER_BYTES, 'its answer', `token server ${url.host}`)).toString('utf8');
     let body: { token?: unknown; access_token?: unknown; refresh_token?: unknown };
     try {
       body = JSON.parse(text) as typeof body;

@@ -90,7 +90,7 @@ export class RegistryClient {
     };
     this.#auth = new Authorizer({ remote: o.remote, credentials: o.credentials, signal: o.signal, scopes: o.scopes,
       send: (url, init) => send(this.transport, url, init),
-      read: (res, max, what) => readBounded(this.transport, res, max, what),
+      read: (res, max, what, label) => readBounded({ ...this.transport, label }, res, max, what),
     });
   }
 

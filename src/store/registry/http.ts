@@ -311,7 +311,8 @@ export async function readBounded(t: Transport, res: Response, max: number, what
  * registry must not write escape sequences to a terminal), at most 300 characters.
  */
 export function registryText(text: string): string {
-  const masked = text.replace(/\b(Basic|Bearer)\s+[A-Za-z0-9._~+/=-]+/gi, '$1 ***');
+  // Up to the next space, quote or closing mark: a token may hold any printable character.
+  const masked = text.replace(/\b(Basic|Bearer)\s+[^\s"'`,;)\]}>]+/gi, '$1 ***');
   return escapePath(masked.length > 300 ? `${masked.slice(0, 300)}…` : masked);
 }
 

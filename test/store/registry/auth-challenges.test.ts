@@ -164,6 +164,9 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     }
     const { address } = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { status: 404, body: '{"token":"good"}' } });
     expect(await refusal(head(address))).toEqual(['SEAL_REMOTE', `token server ${address} answered HTTP 404`]);
+    // The status decides before any body is read: a refusal with a body past the answer's bound is still the refusal.
+    const long = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { status: 401, body: 'x'.repeat(2 * 1024 * 1024) } });
+    expect(await refusal(head(long.address))).toEqual(['SEAL_REMOTE', `token server ${long.address} refused the credentials for ${long.address}: HTTP 401`]);
   });
 
   it('a challenge without a realm, a realm that is no URL (its TypeError as cause), or one neither HTTPS nor loopback HTTP (kills the realm checks, the bad realm\'s { cause } emptied, and the protocol test)', async () => {
@@ -194,10 +197,10 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
         },
       },
     });
-    expect(await refusal(head(endless.address))).toEqual(['SEAL_CORRUPT', `registry ${endless.address} sent more than 1048576 bytes for the answer of token server ${endless.address}`]);
+    expect(await refusal(head(endless.address))).toEqual(['SEAL_CORRUPT', `token server ${endless.address} sent more than 1048576 bytes for its answer`]);
     const stalled = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { body: (res) => res.write('{"token":') } });
     const slow = await failure(head(stalled.address, credentials, false, { deadlines: { headersMs: 2000, idleMs: 300, minBytesPerSecond: 0 } }));
-    expect([slow.code, slow.message]).toEqual(['SEAL_REMOTE', `registry ${stalled.address} timed out while reading the answer of token server ${stalled.address}: no data for 300 ms`]);
+    expect([slow.code, slow.message]).toEqual(['SEAL_REMOTE', `token server ${stalled.address} timed out while reading its answer: no data for 300 ms`]);
     const abort = new AbortController();
     setTimeout(() => abort.abort(), 200);
     expect((await refusal(head(stalled.address, credentials, false, { signal: abort.signal })))[0]).toBe('SEAL_ABORTED');
@@ -210,7 +213,7 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
         res.writeHead(401, { 'www-authenticate': 'Basic realm="r"' }).end();
         return;
       }
-      const errors = [{ code: 'BAD\u001b[31mRED\u0007', message: `you sent ${req.headers.authorization}\r\ntreeseal: pulled, all verified` }];
+      const errors = [{ code: 'BAD\u001b[31mRED\u0007', message: `you sent ${req.headers.authorization}, Bearer ab:cd!ef\r\ntreeseal: pulled, all verified` }];
       res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ errors }));
     });
     const client = newClient(address, credentials, ['repository:team/x:push']);
@@ -218,7 +221,7 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     await client.close();
     expect([err.code, err.message]).toEqual([
       'SEAL_REMOTE',
-      `registry ${address} refused PUT /v2/team/x/manifests/t: HTTP 400 BAD\\x1b[31mRED\\x07 (you sent Basic ***\\x0d\\x0atreeseal: pulled, all verified)`,
+      `registry ${address} refused PUT /v2/team/x/manifests/t: HTTP 400 BAD\\x1b[31mRED\\x07 (you sent Basic ***, Bearer ***\\x0d\\x0atreeseal: pulled, all verified)`,
     ]);
     // A token that is no header value (it was sent, failed in the client with the token in the message, and was retried).
     const s = await scripted({ challenge: 'Bearer realm="http://{self}/token"', token: { body: JSON.stringify({ token: 'abc\r\nX-Injected: 1' }) } });

@@ -138,9 +138,12 @@ describe('a proxy variable that is not an HTTP proxy URL', () => {
       ['HTTP_PROXY', 'http://', 'http://'],
     ]) {
       process.env[name] = value;
-      const err = await fails(store.pull('0'.repeat(64), '127.0.0.1:9/none/x', { retries: 0 }));
-      expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${shown}`]);
-      clearProxyEnv();
+      try {
+        const err = await fails(store.pull('0'.repeat(64), '127.0.0.1:9/none/x', { retries: 0 }));
+        expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${shown}`]);
+      } finally {
+        clearProxyEnv();
+      }
     }
     expect(storeLeftovers(store.root)).toEqual(before);
     await store.close();
