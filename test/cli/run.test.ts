@@ -163,6 +163,8 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
       env: { ...process.env, TREESEAL_STORE: store, PATH: join(work, 'empty') },
     });
     expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
+    // Said before the clone is made: nothing is left behind.
+    expect(existsSync(join(work, 'arm'))).toBe(false);
     const usage = cli(store, 'run', digest, join(work, 'arm'));
     expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([2, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
   });
