@@ -80,7 +80,8 @@ describe('racy records', () => {
   it("the ledger is written in a later clock tick than every file it records: while its mtime is not past their ctimes it is touched again (kills stampPast)", () => {
     const work = tempDir();
     writeTree(join(work, 'repo'), { 'src/a.ts': 'export const a = 1;\n' });
-    // The new ledger file's first two fstats say its write fell in an old tick, as a coarse clock can.
+    // The new ledger file's first two fstats say its write fell in an old tick, as a coarse clock can: 10 s back, not 0
+    // (a ledger that took its newest ctime for 0 would then stop at once: this kills newestCtimeNs's loop).
     const ledgerFds = new Set<number>();
     let held = 0;
     let touched = 0;
@@ -92,7 +93,7 @@ describe('racy records', () => {
       },
       fstat: (orig) => (fd) => {
         const st = orig(fd);
-        return ledgerFds.has(fd) && held++ < 2 ? { ...st, mtimeNs: 0n } : st;
+        return ledgerFds.has(fd) && held++ < 2 ? { ...st, mtimeNs: st.mtimeNs - 10_000_000_000n } : st;
       },
       futimens: (orig) => (fd, ...rest) => {
         if (ledgerFds.has(fd)) touched++;
