@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
-import { throwIfRefused } from '../base/refusal.js';
+import { isRefusal, throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
@@ -273,7 +273,14 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     // A build's lock is held until it is removed; a half-removed snapshot has none.
     using lock = name.startsWith(BUILD_PREFIX) ? lockStaleBuild(sys, tmp.fd, name) : undefined;
     if (lock === null) continue;
-    removeAt(sys, tmp.fd, name);
+    try {
+      removeAt(sys, tmp.fd, name);
+    } catch (err) {
+      // One the kernel will not remove (an immutable file in it, a read-only filesystem) stays, unpublished and
+      // harmless: it must not make the store unusable (it once failed every open). rm said what keeps it.
+      if (!isRefusal(err)) throw err;
+      continue;
+    }
     swept++;
   }
   return swept;
@@ -391,7 +398,19 @@ export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): voi
     if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${digest}`, { cause: err });
     throw err;
   }
-  removeAt(sys, tmp.fd, name);
+  try {
+    removeAt(sys, tmp.fd, name);
+  } catch (err) {
+    if (!isRefusal(err)) throw err;
+    const left = `${storeRoot}/${TMP_DIR}/${name}`;
+    throw new SealError(
+      'SEAL_IO',
+      `snapshot ${digest} is removed from the store, but not all its files could be deleted: ${escapePath((err as Error).message)}; ` +
+        `what is left is in ${escapePath(left)} (an immutable or append-only file: lsattr -R, then chattr -i or -a as root; ` +
+        `the next open or gc deletes it once it can)`,
+      { path: left, cause: err },
+    );
+  }
 }
 
 /** The snapshot directory about to be moved; undefined when the name is not a directory (the rename and removal handle it). */

@@ -1,5 +1,5 @@
 // usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
-import { chmodSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -183,5 +183,42 @@ describe('treeseal du, ls --long, gc policies', () => {
     // --keep-last 1 alone keeps the newest snapshot that loads, and removes the rest, the damaged ones included.
     expect(json(cli(dir, 'gc', '--keep-last', '1', '--json'))).toMatchObject({ removed: [digests[0], planted, digests[2]], leased: [] });
     expect(json(cli(dir, 'ls', '--json')).map((s: { digest: string }) => s.digest)).toEqual([digests[1]]);
+  });
+});
+
+describe('rm of a snapshot the kernel will not delete all of', () => {
+  it('says it is removed from the store, what is left where and how to free it; later opens still work, and sweep it once it can be', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.txt': 'alpha', 'src/b.txt': 'bravo' });
+    const root = join(work, 'store');
+    const first = SnapshotStore.openSync(root);
+    const digest = first.captureSync({ source: join(work, 'repo'), copy: ['src'] }).digest;
+    first.closeSync();
+    // As an immutable file (chattr +i) makes it: its unlink is EPERM, even for root.
+    const immutable = wrapSys({
+      unlinkat: (orig) => (dirfd, path, flags) => {
+        if (String(path) === 'a.txt') throw systemError('EPERM', 'unlinkat');
+        orig(dirfd, path, flags);
+      },
+    });
+    const store = SnapshotStore.openSync(root, { sys: immutable });
+    const err = expectError(() => store.remove(digest), {
+      code: 'SEAL_IO',
+      message: new RegExp(
+        `^snapshot ${digest} is removed from the store, but not all its files could be deleted: EPERM: injected, unlinkat; what is left is in ${root}/tmp/rm-[0-9a-f]{24} \\(an immutable or append-only file: lsattr -R, then chattr -i or -a as root; the next open or gc deletes it once it can\\)$`,
+      ),
+    });
+    expect((err as { path?: string }).path).toMatch(new RegExp(`^${root}/tmp/rm-[0-9a-f]{24}$`));
+    expect(store.list()).toEqual([]);
+    store.closeSync();
+    // It once failed every open (the sweep's EPERM): now it stays, unpublished, until it can go.
+    const again = SnapshotStore.openSync(root, { sys: immutable });
+    expect([again.sweptAtOpen, again.list()]).toEqual([0, []]);
+    again.closeSync();
+    expect(readdirSync(join(root, 'tmp'))).toHaveLength(1);
+    const freed = SnapshotStore.openSync(root);
+    expect(freed.sweptAtOpen).toBe(1);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    freed.closeSync();
   });
 });
