@@ -22,8 +22,8 @@ export interface SnapshotUsage {
    */
   diskBytes: number;
   /**
-   * Set when its manifest cannot be loaded (a snapshot tampered with or damaged: SEAL_CORRUPT,
-   * …), as `ls` reports it: its logicalBytes are then 0; when it was published and what it
+   * Set when its manifest cannot be loaded (a snapshot tampered with or damaged: SEAL_CORRUPT;
+   * its directory writable by others: SEAL_UNTRUSTED; …), as `ls` reports it: its logicalBytes are then 0; when it was published and what it
    * takes on disk are measured from its directory as for any other. A prune removes it by
    * age or size like any other, and never keeps it as one of the newest `keepLast`.
    */
@@ -88,11 +88,12 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
       } catch (err) {
         // Removed since the listing: it takes nothing now.
         if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;
-        // One damaged snapshot is reported on its own row; the store's other rows (and a prune) go on. Anything
-        // else (a snapshot another user could have written: SEAL_UNTRUSTED; the kernel refusing a read) ends the call.
-        // A snapshot this user may not read (another member's, in a shared store) is a row too, which prune leaves alone.
+        // One damaged snapshot, or one another user could have written (SEAL_UNTRUSTED: its directory loosened), is
+        // reported on its own row; the store's other rows (and a prune) go on. A snapshot this user may not read
+        // (another member's, in a shared store) is a row too, which prune leaves alone. The kernel refusing anything
+        // else ends the call.
         const unreadable = err instanceof SealError && err.code === 'SEAL_IO' && hasCode(err.cause, 'EACCES', 'EPERM');
-        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && !unreadable)) throw err;
+        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && err.code !== 'SEAL_UNTRUSTED' && !unreadable)) throw err;
         logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
       }
       let dirFd: number;

@@ -102,6 +102,17 @@ describe('prune', () => {
     store.closeSync();
   });
 
+  it('a snapshot whose directory others could write (loosened to 0777) is its own row, SEAL_UNTRUSTED, removed by a policy like a damaged one (du and gc policies once failed whole)', () => {
+    const { store, digests } = aged();
+    chmodSync(join(store.root, 'snapshots', digests[2]!), 0o777);
+    const rows = store.usage();
+    expect(rows.map((u) => [u.digest, u.error?.code])).toEqual([[digests[0], undefined], [digests[1], undefined], [digests[2], 'SEAL_UNTRUSTED']]);
+    // Never one of the newest kept: the newest that loads is.
+    expect(store.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[0], digests[2]], leased: [] });
+    expect(store.list()).toEqual([digests[1]]);
+    store.closeSync();
+  });
+
   it('keeps a leased snapshot and says so; refuses a bad policy as Node does', async () => {
     const { store, digests } = aged();
     using _lease = store.get(digests[0]!).lease();
