@@ -79,9 +79,11 @@ export function openContent(sys: Sys, rootFd: number, content: Content): number 
   try {
     fd = openDeep(sys, rootFd, placeParts(place), O_RDONLY | O_NONBLOCK);
   } catch (err) {
-    throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(rel)}`);
+    throwIfRefused(err, `snapshot file cannot be opened: ${escapePath(rel)}`, rel);
     if (hasCode(err, 'ENAMETOOLONG')) throw tooLong(rel, err);
-    throw new SealError('SEAL_CORRUPT', `snapshot file is missing: ${escapePath(rel)}`, { cause: err });
+    // Gone, or a link or a directory in its place (the open follows none).
+    const what = hasCode(err, 'ENOENT', 'ENOTDIR') ? 'is missing' : 'is not a regular file';
+    throw new SealError('SEAL_CORRUPT', `snapshot file ${what}: ${escapePath(rel)}`, { path: rel, cause: err });
   }
   using file = own(sys, fd);
   const st = sys.fstat(fd);

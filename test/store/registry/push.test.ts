@@ -1,5 +1,5 @@
 // push.test.ts: push never uploads a damaged store, stops on abort, and leaves no tag when the manifest cannot be stored.
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -29,6 +29,21 @@ describe.skipIf(registry === undefined)('push', () => {
       const remote = `${registry!.address}/${repoName('damaged')}`;
       const err = await fails(store.push(snap.digest, remote));
       expect([err.code, err.message, err.path]).toEqual(['SEAL_CORRUPT', `snapshot file changed: ${rel}`, rel]);
+      expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(404);
+      await store.close();
+    }
+  });
+
+  it('a snapshot file removed, or a link in its place, is SEAL_CORRUPT naming it (it had no path, and a link read as missing)', async () => {
+    for (const [damage, says] of [['removed', 'is missing'], ['link', 'is not a regular file']] as const) {
+      const { store, snap } = await captured();
+      const rel = 'copy/src/a.txt';
+      chmodSync(join(snap.root, rel, '..'), 0o700);
+      rmSync(join(snap.root, rel));
+      if (damage === 'link') symlinkSync('/etc/hostname', join(snap.root, rel));
+      const remote = `${registry!.address}/${repoName('missing')}`;
+      const err = await fails(store.push(snap.digest, remote));
+      expect([err.code, err.message, err.path]).toEqual(['SEAL_CORRUPT', `snapshot file ${says}: ${rel}`, rel]);
       expect(await tagStatus(registry!.address, remote, `ts-${snap.digest}`)).toBe(404);
       await store.close();
     }
