@@ -14,7 +14,8 @@ import { throttled, type ProgressFn } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
-import { COPY_AREA, mountArea } from './layout.js';
+import { COPY_AREA, DOCUMENT_NAME, MOUNTS_AREA, mountArea, mountDir } from './layout.js';
+import { hasCode } from '../sys/errno.js';
 import { readingSnapshot } from './lock.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
@@ -309,7 +310,33 @@ export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, opt
   return { entries, bytes: shared.bytes };
 }
 
-/** verifyAt for a published snapshot given by path, under the store's shared lock (an rm waits; a removed one is SEAL_UNAVAILABLE). */
+/**
+ * verifyAt for a published snapshot given by path, under the store's shared lock (an rm
+ * waits; a removed one is SEAL_UNAVAILABLE); its directory may hold nothing else than its
+ * manifest, its copy area and its mounts' areas.
+ */
 export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: StoredSnapshot, options: VerifyOptions = {}, isAborted?: () => boolean): VerifyReport {
-  return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => verifyAt(sys, fd, data, options, isAborted));
+  return readingSnapshot(sys, snapshotRoot, data.digest, (fd) => {
+    const report = verifyAt(sys, fd, data, options, isAborted);
+    const extra = strayEntry(sys, fd, data);
+    if (extra !== undefined) throw new SealError('SEAL_CORRUPT', `snapshot ${data.digest} is corrupt: it holds what its manifest does not: ${escapePath(extra)}`, { path: extra });
+    return report;
+  });
+}
+
+/** The first entry of a published snapshot's directory (or of its mounts/) that is none of its parts, if any. */
+function strayEntry(sys: Sys, fd: number, data: StoredSnapshot): string | undefined {
+  const top = new Set([DOCUMENT_NAME, COPY_AREA, MOUNTS_AREA]);
+  for (const e of sys.readdir(fd)) if (!top.has(String(e.name))) return String(e.name);
+  let mountsFd: number;
+  try {
+    mountsFd = openChildDir(sys, fd, MOUNTS_AREA);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return undefined;
+    throw err;
+  }
+  using mounts = own(sys, mountsFd);
+  const areas = new Set(data.mounts.map((_m, i) => mountDir(i)));
+  for (const e of sys.readdir(mounts.fd)) if (!areas.has(String(e.name))) return `${MOUNTS_AREA}/${String(e.name)}`;
+  return undefined;
 }

@@ -209,6 +209,18 @@ describe('verify', () => {
     store.closeSync();
   });
 
+  it('anything else in the snapshot directory, or in its mounts/, is corruption named by verify (it passed)', async () => {
+    for (const stray of ['junk.txt', 'extra-dir', 'mounts/00009']) {
+      const { store, snap, snapRoot } = fresh();
+      chmodSync(snapRoot, 0o700);
+      chmodSync(join(snapRoot, 'mounts'), 0o700);
+      if (stray === 'junk.txt') writeFileSync(join(snapRoot, stray), 'x');
+      else mkdirSync(join(snapRoot, stray));
+      await expectError(async () => snap.verify(), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: it holds what its manifest does not: ${stray}`, path: stray });
+      store.closeSync();
+    }
+  });
+
   it('a tampered manifest.json is refused on load', () => {
     const work = tempDir();
     const repo = join(work, 'repo');
