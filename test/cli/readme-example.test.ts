@@ -25,7 +25,8 @@ function documentSteps(file: string, heading: string): Step[] {
   const steps: Step[] = [];
   for (const line of block.split('\n')) {
     if (line.startsWith('$ ')) steps.push({ command: line.slice(2), output: [] });
-    else if (line !== '') steps[steps.length - 1]!.output.push(line);
+    // A `treeseal: warning:` line is what stderr shows (on a filesystem without reflink): the steps check it apart.
+    else if (line !== '' && !line.startsWith('treeseal: warning: ')) steps[steps.length - 1]!.output.push(line);
   }
   return steps;
 }
