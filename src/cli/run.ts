@@ -1,9 +1,9 @@
 // run.ts: `treeseal run`: a snapshot materialized into a clone (once, or again with --reset) and a command run in it inside bubblewrap.
-import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 
-import { SealError, spawnSandboxed } from '../index.js';
+import { SealError, findBubblewrap, spawnSandboxed } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
 
@@ -13,26 +13,13 @@ function statusOf(code: number | null, signal: NodeJS.Signals | null): number {
   return 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
 }
 
-/** Whether an executable `bwrap` is on PATH, as spawn will look for it. */
-function bwrapOnPath(): boolean {
-  return (process.env.PATH ?? '').split(delimiter).some((dir) => {
-    const file = join(dir === '' ? '.' : dir, 'bwrap');
-    try {
-      accessSync(file, fsConstants.X_OK);
-      return statSync(file).isFile();
-    } catch {
-      return false;
-    }
-  });
-}
-
 async function run(ctx: Context): Promise<number> {
   if (ctx.args.length < 3) throw new UsageError('run takes <digest> <clone> -- <command> [<arg>...]', 'run');
   const [digest, cloneArg, ...command] = ctx.args as [string, string, ...string[]];
   const clone = resolve(cloneArg);
   const workspace = stringOption(ctx, 'workspace');
   // Before the clone is made: a run that cannot start leaves nothing behind.
-  if (!bwrapOnPath()) throw new SealError('SEAL_UNAVAILABLE', 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)');
+  findBubblewrap();
   const snap = (await ctx.store()).get(digest);
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
   using _lease = snap.lease();

@@ -1,6 +1,7 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
-import { lstatSync, readlinkSync } from 'node:fs';
+import { accessSync, constants as fsConstants, lstatSync, readlinkSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 
 import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
@@ -150,6 +151,28 @@ export interface SpawnSandboxedOptions extends SandboxOptions {
 
 type StdioSpec = StdioPipe | StdioNull | 'inherit' | number;
 
+const NO_BWRAP = 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)';
+
+/**
+ * The path of the `bwrap` a sandboxed run starts: the first executable file of that name
+ * on env's PATH, as spawn looks for it; SEAL_UNAVAILABLE naming the package when there is
+ * none. spawnSandboxed asks first, before it makes anything; a caller that prepares a
+ * clone for it can ask before that too.
+ */
+export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
+  if (env === null || typeof env !== 'object') throw invalidArgType('env', 'object', env);
+  for (const dir of (env.PATH ?? '').split(delimiter)) {
+    const file = join(dir === '' ? '.' : dir, 'bwrap');
+    try {
+      accessSync(file, fsConstants.X_OK);
+      if (statSync(file).isFile()) return file;
+    } catch {
+      // not here
+    }
+  }
+  throw new SealError('SEAL_UNAVAILABLE', NO_BWRAP);
+}
+
 /** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
 const CLONE_FD = 3;
 
@@ -181,6 +204,8 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore', or an array of three of those or fds");
   }
   if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
+  // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
+  const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not its payloads emptied under the command.
   let lease: Lease | undefined;
@@ -193,14 +218,15 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     now.close();
     if (!same) throw new SealError('SEAL_CHANGED', `clone was replaced while the sandbox was prepared: ${escapePath(clone)}`, { path: clone });
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
-    const child = spawn('bwrap', [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
+    const child = spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
       stdio: [...three, dir.fd],
       ...(options.env === undefined ? {} : { env: options.env }),
     });
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)', { cause: err }));
+        // Removed since it was found.
+        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', NO_BWRAP, { cause: err }));
         else failed(err);
       });
     });

@@ -5,7 +5,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, re
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
+import { SnapshotStore, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
 import { expectError, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
@@ -214,10 +214,19 @@ describe('spawnSandboxed', () => {
     expect(existsSync(marker)).toBe(false);
     expect(readdirSync(clone).sort()).toEqual(['keep', 'node_modules']);
     expect(readdirSync(join(clone, 'node_modules'))).toEqual([]);
-    await expectError(async () => spawnSandboxed(snap, join(work, 'arm-moved'), ['true'], { stdio: 'ignore', env: { PATH: join(work, 'empty') } }), {
+    // Said before anything is made: an empty clone directory gets no mount points (it got node_modules/ before).
+    const untouched = join(work, 'untouched');
+    mkdirSync(untouched);
+    await expectError(async () => spawnSandboxed(snap, untouched, ['true'], { stdio: 'ignore', env: { PATH: join(work, 'empty') } }), {
       code: 'SEAL_UNAVAILABLE',
       message: 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)',
+      unchanged: untouched,
     });
+    expect(readdirSync(untouched)).toEqual([]);
+    // The lookup itself: the first executable bwrap on PATH, as spawn finds it.
+    expect(findBubblewrap()).toMatch(/^\/.*\/bwrap$/);
+    expect(() => findBubblewrap({ PATH: join(work, 'empty') })).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
+    expect(() => findBubblewrap(null as never)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });
