@@ -12,7 +12,7 @@ import { mtimeDiffers } from '../base/times.js';
 import { Excludes } from '../capture/exclude.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
-import { EntryReader, positionsOf, type Positions } from './manifest-tree.js';
+import { EntryReader, namedChildrenOf, type Children, type Positions } from './manifest-tree.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -42,6 +42,8 @@ interface Check {
   ledger: Ledger | undefined;
   /** The manifest's entries by their index in manifest order, and the index of each by path. */
   entries: EntryReader;
+  /** The manifest's entries by parent and name (what a directory's listing is looked up in). */
+  children: Children;
   expected: Positions;
   /** 1 for each manifest index the walk found. */
   seen: Uint8Array;
@@ -136,7 +138,7 @@ function checkDir(c: Check, fd: number, rel: string): void {
   const known: string[] = [];
   for (let k = 0; k < items.length; k++) {
     const name = items[k]!.name;
-    const index = typeof name === 'string' ? c.expected.get(`${rel}/${name}`) : undefined;
+    const index = typeof name === 'string' ? c.children.child(rel, name) : undefined;
     indices[k] = index;
     if (index !== undefined) known.push(name as string);
   }
@@ -224,8 +226,8 @@ export function checkCloneAt(sys: Sys, data: StoredSnapshot, clone: string): Clo
 export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, ledger: Ledger | undefined): CloneReport {
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
   const entries = new EntryReader(data.entries);
-  const expected = positionsOf(data.entries);
-  const c: Check = { sys, ledger, entries, expected, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
+  const children = namedChildrenOf(data.entries);
+  const c: Check = { sys, ledger, entries, children, expected: children.positions(), seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {

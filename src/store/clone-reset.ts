@@ -19,7 +19,7 @@ import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNu
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, childrenOf, positionsOf, EntryReader, type Children, type Positions } from './manifest-tree.js';
+import { makeDir, namedChildrenOf, EntryReader, type Children, type Positions } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -250,7 +250,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
   const known: string[] = [];
   for (let k = 0; k < items.length; k++) {
     const name = items[k]!.name;
-    const index = typeof name === 'string' ? r.expected.get(`${rel}/${name}`) : undefined;
+    const index = typeof name === 'string' ? r.children.child(rel, name) : undefined;
     indices[k] = index;
     if (index !== undefined) known.push(name as string);
   }
@@ -331,7 +331,8 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   } else {
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
-    const expected = positionsOf(data.entries);
+    const children = namedChildrenOf(data.entries);
+    const expected = children.positions();
     const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never', expected));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
@@ -341,7 +342,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         entries: new EntryReader(data.entries),
         seen: new Uint8Array(expected.size),
         expected,
-        children: childrenOf(data.entries),
+        children,
         copyDir,
         trash,
         links: new CloneLinks(sys, data),

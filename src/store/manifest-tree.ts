@@ -57,11 +57,14 @@ export class EntryReader {
 export class Children implements Iterable<[string, ManifestEntry[]]> {
   readonly #groups = new Map<string, number[]>();
   readonly #at: (i: number) => ManifestEntry;
+  /** With `named`: each group's entries by their name (what a walk of a clone looks its names up in). */
+  readonly #names: Map<string, Map<string, number>> | undefined;
 
-  /** `keep`: only the entries it accepts. */
-  constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean) {
+  /** `keep`: only the entries it accepts; `named`: also found by name (child, positions). */
+  constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean, named = false) {
     const reader = new EntryReader(entries);
     this.#at = (i) => reader.at(i);
+    this.#names = named ? new Map() : undefined;
     if (entries instanceof EntryTable && keep === undefined) {
       // Only the paths are read: no entry object is made while grouping.
       for (let i = 0; i < entries.length; i++) this.#add(entries.path(entries.indexAt(i)), i);
@@ -80,6 +83,28 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
     let group = this.#groups.get(parent);
     if (group === undefined) this.#groups.set(parent, (group = []));
     group.push(i);
+    if (this.#names === undefined) return;
+    let names = this.#names.get(parent);
+    if (names === undefined) this.#names.set(parent, (names = new Map()));
+    names.set(path.slice(cut + 1), i);
+  }
+
+  /** The index of the entry named `name` whose parent is `parent` (made `named`), or undefined. */
+  child(parent: string, name: string): number | undefined {
+    return this.#names!.get(parent)?.get(name);
+  }
+
+  /** Each entry's index by its path (made `named`): a lookup in its parent's names, no index of whole paths. */
+  positions(): Positions {
+    const size = [...this.#groups.values()].reduce((n, g) => n + g.length, 0);
+    return {
+      size,
+      get: (path: string): number | undefined => {
+        const cut = path.lastIndexOf('/');
+        // No manifest path begins with '/': '/a' is not 'a'.
+        return cut === 0 ? undefined : this.child(cut < 0 ? '' : path.slice(0, cut), path.slice(cut + 1));
+      },
+    };
   }
 
   /** The entries whose parent is `parent`, in manifest order (undefined: none). */
@@ -139,6 +164,11 @@ export function positionsOf(entries: Entries): Positions {
 /** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */
 export function childrenOf(entries: Entries, keep?: (e: ManifestEntry) => boolean): Children {
   return new Children(entries, keep);
+}
+
+/** Every entry grouped by its parent and found by its name there: for walking a clone against the manifest. */
+export function namedChildrenOf(entries: Entries): Children {
+  return new Children(entries, undefined, true);
 }
 
 /** A snapshot's areas (copy/, then mounts/NNNNN/ in order) and their entries. */

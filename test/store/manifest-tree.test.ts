@@ -1,8 +1,8 @@
-// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children), each path's place in manifest order (positionsOf) and each entry's fields by that place (EntryReader), from an entry table or a list.
+// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children, found by name with namedChildrenOf), each path's place in manifest order (positionsOf) and each entry's fields by that place (EntryReader), from an entry table or a list.
 import { describe, expect, it } from 'vitest';
 
 import type { ManifestEntry } from '../../dist/index.js';
-import { EntryReader, EntryTable, childrenOf, compareUtf8, positionsOf, sha256Hex } from '../../dist/internal.js';
+import { EntryReader, EntryTable, childrenOf, compareUtf8, namedChildrenOf, positionsOf, sha256Hex } from '../../dist/internal.js';
 
 /** Directories and files, names that sort around '/' ('a-b' before 'a/', 'a0' after it), one name with an escape and one past ASCII. */
 function tree(): ManifestEntry[] {
@@ -68,6 +68,27 @@ describe('EntryReader', () => {
     expect(children.indices('')).toEqual([0, 1, 6, 7, 9]);
     expect(children.indices('a/b/c')).toBeUndefined();
   });
+});
+
+describe('namedChildrenOf', () => {
+  for (const [name, entries] of forms(tree())) {
+    it(`finds each entry of a ${name} by its name in its parent, and by its path, and nothing else`, () => {
+      const children = namedChildrenOf(entries);
+      const positions = children.positions();
+      expect(positions.size).toBe(10);
+      tree().forEach((e, i) => {
+        const cut = e.path.lastIndexOf('/');
+        expect(children.child(cut < 0 ? '' : e.path.slice(0, cut), e.path.slice(cut + 1))).toBe(i);
+        expect(positions.get(e.path)).toBe(i);
+      });
+      expect(children.indices('a')).toEqual([2, 3, 5]);
+      // A name is looked up in its own parent only: 'c' is in a/b, 'b-c' in a; no whole path is a name.
+      for (const [parent, missing] of [['', 'c'], ['a', 'c'], ['a', 'b/c'], ['', 'a/b'], ['a/b', 'b-c'], ['nope', 'a'], ['', ''], ['q"x', '\u00e9']]) {
+        expect(children.child(parent!, missing!)).toBeUndefined();
+      }
+      for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', '/a', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
+    });
+  }
 });
 
 describe('positionsOf', () => {
