@@ -11,7 +11,6 @@ import type { Stat, Sys } from '../sys/native.js';
 import { isPrivate } from './trust.js';
 import { CLONES_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
-import type { Positions } from './manifest-tree.js';
 
 const LEDGER_VERSION = 2;
 const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
@@ -74,29 +73,26 @@ export class Ledger {
     readonly independent: boolean,
     /** How many records: the manifest's entry count. */
     readonly count: number,
-    /** Where each manifest path's record is (set for a ledger being recorded). */
-    readonly index: Positions | undefined,
     records: Uint8Array,
   ) {
     this.#kinds = records;
     this.#view = new DataView(records.buffer, records.byteOffset, records.byteLength);
   }
 
-  /** An empty ledger to record a materialize of `digest` in; `index`: each manifest path's index. */
-  static empty(digest: string, dev: bigint, independent: boolean, index: Positions): Ledger {
-    return new Ledger(digest, dev, independent, index.size, index, new Uint8Array(index.size * RECORD_BYTES));
+  /** An empty ledger to record a materialize of `digest` (of `count` entries) in. */
+  static empty(digest: string, dev: bigint, independent: boolean, count: number): Ledger {
+    return new Ledger(digest, dev, independent, count, new Uint8Array(count * RECORD_BYTES));
   }
 
   /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
-  derive(independent: boolean, index: Positions): Ledger {
-    return new Ledger(this.digest, this.dev, independent, this.count, index, this.#kinds.slice());
+  derive(independent: boolean): Ledger {
+    return new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
   }
 
-  /** Records manifest path `path` as st shows it now (nothing for a kind a materialize never makes). */
-  record(path: string, st: Stat): void {
-    const i = this.index?.get(path);
+  /** Records manifest entry i as st shows it now (nothing for a kind a materialize never makes). */
+  record(i: number, st: Stat): void {
     const kind = kindOf(st.mode);
-    if (i === undefined || kind === undefined) return;
+    if (kind === undefined || i < 0 || i >= this.count) return;
     const at = i * RECORD_BYTES;
     const v = this.#view;
     v.setUint8(at, KIND_CODES[kind]);
@@ -187,7 +183,7 @@ export class Ledger {
       if (typeof digest !== 'string' || !DIGEST.test(digest) || typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) return undefined;
       if (doc.dev !== String(cloneDir.dev) || body.length - cut - 1 !== count * RECORD_BYTES) return undefined;
       // Copied into memory of its own (aligned, and not the read buffer's).
-      return new Ledger(digest, cloneDir.dev, doc.independent === true, count, undefined, new Uint8Array(body.subarray(cut + 1)));
+      return new Ledger(digest, cloneDir.dev, doc.independent === true, count, new Uint8Array(body.subarray(cut + 1)));
     } catch {
       return undefined;
     }

@@ -128,15 +128,15 @@ const parentOf = (path: string): string => {
   return cut < 0 ? '' : path.slice(0, cut);
 };
 
-/** Makes entry `want` as dirFd/name from the snapshot (nothing stands there now), recorded in the new ledger. */
-function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): void {
+/** Makes entry `want` (manifest index `index`) as dirFd/name from the snapshot (nothing stands there now), recorded in the new ledger. */
+function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry, index: number): void {
   const { run } = r;
   if (want.kind === 'file') {
     using snap = snapshotDir(r, parentOf(want.path));
-    materializeFile(run, snap.fd, dirFd, name, want);
+    materializeFile(run, snap.fd, dirFd, name, want, index);
   } else if (want.kind === 'symlink') {
     r.links.make(dirFd, name, want);
-    run.ledger.record(want.path, statOrNull(run.sys, dirFd, name)!);
+    run.ledger.record(index, statOrNull(run.sys, dirFd, name)!);
     run.report.symlinks++;
   } else {
     using snap = snapshotDir(r, want.path);
@@ -144,7 +144,7 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
     run.report.directories++;
     buildInto(run, r.children, dir.fd, snap, r.links, want.path);
     keepMtime(run.sys, dir.fd, want);
-    run.ledger.record(want.path, run.sys.fstat(dir.fd));
+    run.ledger.record(index, run.sys.fstat(dir.fd));
   }
 }
 
@@ -153,9 +153,9 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry): vo
  * through its own fd) and restores want there. A directory restored where something else
  * stood brings back everything below it: each of those is reported removed, as diff reports them.
  */
-function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry): void {
+function replace(r: Reset, dirFd: number, name: string, st: Stat, want: ManifestEntry, index: number): void {
   r.trash.remove(dirFd, name, isDir(st.mode) ? DT_DIR : DT_REG, want.path);
-  restore(r, dirFd, name, want);
+  restore(r, dirFd, name, want, index);
   r.report.changed.push(want.path);
   if (want.kind === 'directory' && !isDir(st.mode)) reportBelow(r, want.path);
 }
@@ -182,22 +182,22 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: St
   // A file is the common case: it is read from the manifest only when it is not kept.
   if (st !== null && r.entries.kind(index) === 'file') {
     // Kept: its record in the new ledger (a copy of the old one) stays as it is.
-    if (!isReg(st.mode) || !r.old.same(index, st) || (!r.old.trustsBytes(index) && !holdsBytes(r, dirFd, name, index))) replace(r, dirFd, name, st, r.entries.at(index));
+    if (!isReg(st.mode) || !r.old.same(index, st) || (!r.old.trustsBytes(index) && !holdsBytes(r, dirFd, name, index))) replace(r, dirFd, name, st, r.entries.at(index), index);
     return;
   }
   const want = r.entries.at(index);
   const path = want.path;
   if (st === null) {
-    restore(r, dirFd, name, want);
+    restore(r, dirFd, name, want, index);
     r.report.removed.push(path);
     if (want.kind === 'directory') reportBelow(r, path);
     return;
   }
   if (want.kind === 'symlink') {
-    if (!isLink(st.mode) || !r.old.same(index, st) || sys.readlinkat(dirFd, name) !== want.link_target) replace(r, dirFd, name, st, want);
+    if (!isLink(st.mode) || !r.old.same(index, st) || sys.readlinkat(dirFd, name) !== want.link_target) replace(r, dirFd, name, st, want, index);
     return;
   }
-  if (!isDir(st.mode)) return replace(r, dirFd, name, st, want);
+  if (!isDir(st.mode)) return replace(r, dirFd, name, st, want, index);
   let fd: number;
   try {
     fd = openRepairableDir(sys, dirFd, name, path);
@@ -205,16 +205,16 @@ function resetEntry(r: Reset, dirFd: number, name: string, index: number, st: St
     // Swapped for a link or a file since the fstatat: what is there now is replaced. Another user's that this user
     // may not open: replaced too, which removes it where it is when it is empty, and refuses it naming it else.
     if (!hasCode(err, 'ELOOP', 'ENOTDIR') && !isLockedDir(err)) throw err;
-    return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want);
+    return replace(r, dirFd, name, statOrNull(sys, dirFd, name) ?? st, want, index);
   }
   const mode = r.old.modeAt(index) ?? 0o700;
   {
     using dir = own(sys, fd);
     const now = sys.fstat(dir.fd);
-    if ((now.mode & 0o7777) === mode || chmodOwn(sys, dir.fd, mode)) return resetOpenDir(r, dir.fd, want, mode, st, now);
+    if ((now.mode & 0o7777) === mode || chmodOwn(sys, dir.fd, mode)) return resetOpenDir(r, dir.fd, want, index, mode, st, now);
   }
   // Another user's, readable, whose mode this user may not set: replaced as above.
-  replace(r, dirFd, name, st, want);
+  replace(r, dirFd, name, st, want, index);
 }
 
 /** fchmod of a directory reset opened; false where it is another user's (EPERM). */
@@ -228,14 +228,14 @@ function chmodOwn(sys: Sys, fd: number, mode: number): boolean {
   }
 }
 
-/** The rest of resetEntry for want's directory, open at fd and given `mode`, the one the ledger records (st: as it was found, now: as it is). */
-function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, mode: number, st: Stat, now: Stat): void {
+/** The rest of resetEntry for want's directory (manifest index `index`), open at fd and given `mode`, the one the ledger records (st: as it was found, now: as it is). */
+function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, index: number, mode: number, st: Stat, now: Stat): void {
   const { sys } = r.run;
   // st: the mode before an unreadable directory was opened up to be entered.
   if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(want.path);
   resetDir(r, fd, want.path);
   if (mtimeDiffers(sys.fstat(fd), want)) keepMtime(sys, fd, want);
-  r.run.ledger.record(want.path, sys.fstat(fd));
+  r.run.ledger.record(index, sys.fstat(fd));
 }
 
 /**
@@ -273,7 +273,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     if (r.seen[i] === 1) continue;
     const want = r.entries.at(i);
     const name = want.path.slice(rel.length + 1);
-    restore(r, fd, name, want);
+    restore(r, fd, name, want, i);
     r.report.removed.push(want.path);
     if (want.kind === 'directory') reportBelow(r, want.path);
   }
@@ -333,7 +333,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
     const cloneSt = sys.fstat(cloneFd);
     const children = namedChildrenOf(data.entries);
     const expected = children.positions();
-    const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never', expected));
+    const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never'));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
       const r: Reset = {

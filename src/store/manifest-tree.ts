@@ -3,6 +3,7 @@ import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.j
 import { EntryTable } from '../base/entry-table.js';
 import type { Entries, EntryKind, ManifestEntry } from '../base/manifest.js';
 import { PathIndex } from '../base/path-index.js';
+import { compareUtf8 } from '../base/paths.js';
 import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
@@ -107,6 +108,11 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
     };
   }
 
+  /** The entry at manifest index i (made on each call for a table). */
+  entry(i: number): ManifestEntry {
+    return this.#at(i);
+  }
+
   /** The entries whose parent is `parent`, in manifest order (undefined: none). */
   get(parent: string): ManifestEntry[] | undefined {
     return this.#groups.get(parent)?.map(this.#at);
@@ -156,6 +162,21 @@ class TablePositions implements Positions {
   }
 }
 
+/** The manifest index of `path` in entries (in manifest order: sorted by path, as a checked document is), or -1. */
+export function indexOfPath(entries: Entries, path: string): number {
+  const reader = new EntryReader(entries);
+  let lo = 0;
+  let hi = reader.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const order = compareUtf8(reader.path(mid), path);
+    if (order === 0) return mid;
+    if (order < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
 /** Each entry's place in the manifest's order, by path. */
 export function positionsOf(entries: Entries): Positions {
   return entries instanceof EntryTable ? new TablePositions(entries) : new Map(Array.from(entries, (e, i) => [e.path, i]));
@@ -187,16 +208,16 @@ export function makeDir(sys: Sys, dirFd: number, name: string): Fd {
  * entry that is not a directory. The root's entries get buildTree's own `at`.
  */
 export interface TreeSteps<At> {
-  /** A file entry, named `name` in the directory open at dirFd. */
-  file(dirFd: number, name: string, entry: ManifestEntry, at: At): void;
-  /** A symlink entry, named `name` in the directory open at dirFd. */
-  symlink(dirFd: number, name: string, entry: ManifestEntry, at: At): void;
+  /** A file entry (manifest index `index`), named `name` in the directory open at dirFd. */
+  file(dirFd: number, name: string, entry: ManifestEntry, at: At, index: number): void;
+  /** A symlink entry (manifest index `index`), named `name` in the directory open at dirFd. */
+  symlink(dirFd: number, name: string, entry: ManifestEntry, at: At, index: number): void;
   /** A directory entry, before it is made: its entries' `at`, disposed once they are built (default: its parent's). */
   enter?(name: string, entry: ManifestEntry, at: At): At & Disposable;
   /** Makes and opens a directory entry (default: makeDir); `at` is what enter gave its entries. */
   makeDir?(dirFd: number, name: string, entry: ManifestEntry, at: At): Fd;
-  /** A directory entry, still open at dirFd, once its entries are built. */
-  leave?(dirFd: number, entry: ManifestEntry): void;
+  /** A directory entry (manifest index `index`), still open at dirFd, once its entries are built. */
+  leave?(dirFd: number, entry: ManifestEntry, index: number): void;
 }
 
 /**
@@ -205,15 +226,16 @@ export interface TreeSteps<At> {
  * turn, each other entry handed to `steps`. Every fd it opens is closed, whatever fails.
  */
 export function buildTree<At>(sys: Sys, children: Children, dirFd: number, at: At, steps: TreeSteps<At>, rel = ''): void {
-  for (const entry of children.get(rel) ?? []) {
+  for (const index of children.indices(rel) ?? []) {
+    const entry = children.entry(index);
     const name = entry.path.slice(rel === '' ? 0 : rel.length + 1);
-    if (entry.kind === 'file') steps.file(dirFd, name, entry, at);
-    else if (entry.kind === 'symlink') steps.symlink(dirFd, name, entry, at);
+    if (entry.kind === 'file') steps.file(dirFd, name, entry, at, index);
+    else if (entry.kind === 'symlink') steps.symlink(dirFd, name, entry, at, index);
     else {
       using inner = steps.enter?.(name, entry, at);
       using child = steps.makeDir?.(dirFd, name, entry, inner ?? at) ?? makeDir(sys, dirFd, name);
       buildTree(sys, children, child.fd, inner ?? at, steps, entry.path);
-      steps.leave?.(child.fd, entry);
+      steps.leave?.(child.fd, entry, index);
     }
   }
 }

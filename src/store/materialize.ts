@@ -5,7 +5,7 @@ import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import type { ManifestEntry } from '../base/manifest.js';
+import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
@@ -13,7 +13,7 @@ import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY,
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { buildTree, childrenOf, makeDir, positionsOf, type Children } from './manifest-tree.js';
+import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
@@ -100,7 +100,7 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
 }
 
 /** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
-export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry): void {
+export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry, index: number): void {
   run.checkAborted();
   const { sys } = run;
   let src: number;
@@ -117,7 +117,7 @@ export function materializeFile(run: Run, snapDir: number, stageDir: number, nam
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, cloneFileMode(entry.mode)));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
-    run.ledger.record(entry.path, sys.fstat(dst.fd));
+    run.ledger.record(index, sys.fstat(dst.fd));
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {
@@ -156,10 +156,10 @@ export function buildInto(run: Run, children: Children, dirFd: number, snapDir: 
           ? undefined
           : (stageDir, name, entry, storeDir) =>
               (run.snapshotRoots.has(entry.path) ? snapshotRoot(run, children, stageDir, name, entry, storeDir, links) : undefined) ?? makeDir(run.sys, stageDir, name),
-      file: (stageDir, name, entry, at) => materializeFile(run, at.fd, stageDir, name, entry),
-      symlink: (stageDir, name, entry) => {
+      file: (stageDir, name, entry, at, index) => materializeFile(run, at.fd, stageDir, name, entry, index),
+      symlink: (stageDir, name, entry, _at, index) => {
         links.make(stageDir, name, entry);
-        run.ledger.record(entry.path, run.sys.fstatat(stageDir, name, AT_SYMLINK_NOFOLLOW));
+        run.ledger.record(index, run.sys.fstatat(stageDir, name, AT_SYMLINK_NOFOLLOW));
         run.report.symlinks++;
       },
       enter: (name, entry, at) => {
@@ -167,9 +167,9 @@ export function buildInto(run: Run, children: Children, dirFd: number, snapDir: 
         run.report.directories++;
         return dir;
       },
-      leave: (stageDir, entry) => {
+      leave: (stageDir, entry, index) => {
         keepMtime(run.sys, stageDir, entry);
-        run.ledger.record(entry.path, run.sys.fstat(stageDir));
+        run.ledger.record(index, run.sys.fstat(stageDir));
       },
     },
     rel,
@@ -266,11 +266,11 @@ export function readingCopyArea(sys: Sys, snapshotRoot: string, digest: string, 
 }
 
 /** Records each copy root as it stands in the clone now: swapped in, its ctime (and for a directory, maybe its mtime) moved. */
-export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][], ledger: Ledger): void {
+export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][], entries: Entries, ledger: Ledger): void {
   for (const parts of roots) {
     using parent = own(sys, parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
     const st = statOrNull(sys, parent.fd, parts[parts.length - 1]!);
-    if (st !== null) ledger.record(parts.join('/'), st);
+    if (st !== null) ledger.record(indexOfPath(entries, parts.join('/')), st);
   }
 }
 
@@ -281,11 +281,11 @@ export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][
  * done, succeeds. A snapshotted root's entries were made by the kernel, not one by one: the
  * ledger cannot record them, so a clone holding one keeps none either.
  */
-function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, roots: readonly string[][], run: Run): void {
+function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, roots: readonly string[][], entries: Entries, run: Run): void {
   const store = storeOf(snapshotRoot);
   try {
     if (run.report.snapshotted === 0) {
-      recordRoots(sys, cloneFd, roots, run.ledger);
+      recordRoots(sys, cloneFd, roots, entries, run.ledger);
       saveLedger(sys, store, cloneFd, cloneSt, run.ledger);
       return;
     }
@@ -319,8 +319,7 @@ export function materializeSnapshot(sys: Sys, snapshotRoot: string, data: Stored
 export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, options: MaterializeOptions & RunHooks): MaterializeReport {
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
-  const index = positionsOf(data.entries);
-  const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', index));
+  const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', data.entries.length));
   const roots = rootsOf(data);
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
@@ -336,7 +335,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   }
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
-  keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, run);
+  keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, data.entries, run);
   run.progress(run.report.files, run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;

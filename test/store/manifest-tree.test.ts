@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import type { ManifestEntry } from '../../dist/index.js';
-import { EntryReader, EntryTable, childrenOf, compareUtf8, namedChildrenOf, positionsOf, sha256Hex } from '../../dist/internal.js';
+import { EntryReader, EntryTable, childrenOf, compareUtf8, indexOfPath, namedChildrenOf, positionsOf, sha256Hex } from '../../dist/internal.js';
 
 /** Directories and files, names that sort around '/' ('a-b' before 'a/', 'a0' after it), one name with an escape and one past ASCII. */
 function tree(): ManifestEntry[] {
@@ -98,6 +98,11 @@ describe('positionsOf', () => {
       expect(positions.size).toBe(10);
       tree().forEach((e, i) => expect(positions.get(e.path)).toBe(i));
       for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
+    });
+
+    it(`indexOfPath finds each path of a ${name} by bisection, and -1 for one it lacks`, () => {
+      tree().forEach((e, i) => expect(indexOfPath(entries, e.path)).toBe(i));
+      for (const missing of ['', 'a/', '0', 'a.', 'a/b/c/d', 'q"x/\u00e9', 'zz', '\u{1f600}']) expect(indexOfPath(entries, missing)).toBe(-1);
     });
   }
 
