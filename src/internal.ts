@@ -2,7 +2,7 @@
 export { compareUtf8, escapePath, nameText, normalize } from './base/paths.js';
 export { sha256Digest, sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
-export { EntryReader, childrenOf, indexOfPath, namedChildrenOf, positionsOf } from './store/manifest-tree.js';
+export { EntryReader, childrenOf, indexOfPath, namedChildrenOf } from './store/manifest-tree.js';
 export { movable, transferList } from './base/transfer.js';
 export { releasable, release } from './base/growable.js';
 export { entriesText } from './base/manifest-stream.js';

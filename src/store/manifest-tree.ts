@@ -2,7 +2,6 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { EntryTable } from '../base/entry-table.js';
 import type { Entries, EntryKind, ManifestEntry } from '../base/manifest.js';
-import { PathIndex } from '../base/path-index.js';
 import { compareUtf8 } from '../base/paths.js';
 import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
@@ -133,33 +132,10 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
   }
 }
 
-/** Each path's place in a manifest's order, found by path (what a clone's ledger records by). */
+/** Each path's place in a manifest's order, found by path. */
 export interface Positions {
   get(path: string): number | undefined;
   readonly size: number;
-}
-
-/**
- * Positions over an entry table's own packed paths: an index of 4 to 8 bytes an entry,
- * where a Map would hold a string and a slot for each.
- */
-class TablePositions implements Positions {
-  readonly #index: PathIndex;
-
-  constructor(readonly table: EntryTable) {
-    const ranges = { bytes: table.bytes, start: (n: number) => table.start(table.indexAt(n)), end: (n: number) => table.end(table.indexAt(n)) };
-    this.#index = new PathIndex(ranges, table.length);
-    for (let n = 0; n < table.length; n++) this.#index.add(n);
-  }
-
-  get size(): number {
-    return this.table.length;
-  }
-
-  get(path: string): number | undefined {
-    const at = this.#index.findPath(path);
-    return at < 0 ? undefined : at;
-  }
 }
 
 /** The manifest index of `path` in entries (in manifest order: sorted by path, as a checked document is), or -1. */
@@ -175,11 +151,6 @@ export function indexOfPath(entries: Entries, path: string): number {
     else hi = mid - 1;
   }
   return -1;
-}
-
-/** Each entry's place in the manifest's order, by path. */
-export function positionsOf(entries: Entries): Positions {
-  return entries instanceof EntryTable ? new TablePositions(entries) : new Map(Array.from(entries, (e, i) => [e.path, i]));
 }
 
 /** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */

@@ -1,8 +1,8 @@
-// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children, found by name with namedChildrenOf), each path's place in manifest order (positionsOf) and each entry's fields by that place (EntryReader), from an entry table or a list.
+// manifest-tree.test.ts: a manifest's entries grouped by directory as indices (Children, found by name with namedChildrenOf), each path's place in manifest order (indexOfPath, EntryTable.find) and each entry's fields by that place (EntryReader), from an entry table or a list.
 import { describe, expect, it } from 'vitest';
 
 import type { ManifestEntry } from '../../dist/index.js';
-import { EntryReader, EntryTable, childrenOf, compareUtf8, indexOfPath, namedChildrenOf, positionsOf, sha256Hex } from '../../dist/internal.js';
+import { EntryReader, EntryTable, childrenOf, compareUtf8, indexOfPath, namedChildrenOf, sha256Hex } from '../../dist/internal.js';
 
 /** Directories and files, names that sort around '/' ('a-b' before 'a/', 'a0' after it), one name with an escape and one past ASCII. */
 function tree(): ManifestEntry[] {
@@ -91,29 +91,23 @@ describe('namedChildrenOf', () => {
   }
 });
 
-describe('positionsOf', () => {
+describe('a path\'s place', () => {
   for (const [name, entries] of forms(tree())) {
-    it(`gives each path of a ${name} its place in manifest order, and none to a path it lacks`, () => {
-      const positions = positionsOf(entries);
-      expect(positions.size).toBe(10);
-      tree().forEach((e, i) => expect(positions.get(e.path)).toBe(i));
-      for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
-    });
-
     it(`indexOfPath finds each path of a ${name} by bisection, and -1 for one it lacks`, () => {
       tree().forEach((e, i) => expect(indexOfPath(entries, e.path)).toBe(i));
       for (const missing of ['', 'a/', '0', 'a.', 'a/b/c/d', 'q"x/\u00e9', 'zz', '\u{1f600}']) expect(indexOfPath(entries, missing)).toBe(-1);
     });
   }
 
-  it('finds paths longer than the lookup buffer it starts with (4 KiB of UTF-8), before and after a longer one grew it', () => {
+  it('EntryTable.find finds paths longer than the lookup buffer it starts with (4 KiB of UTF-8), before and after a longer one grew it', () => {
     const long = (n: number, c: string): string => `d/${c.repeat(n)}`;
     // 2,000 three-byte characters: 6 KB of UTF-8, past the first buffer; then a four-byte one past that again.
     const paths = [long(2000, '\u20ac'), long(1500, '\u{1f600}'), long(10, 'x'), long(1400, 'y')].sort(compareUtf8);
     const entries: ManifestEntry[] = paths.map((path) => ({ kind: 'file', path, size: 1, sha256: sha256Hex(path), mode: 0o644, link_target: '' }));
-    const positions = positionsOf(EntryTable.of(entries));
-    for (const order of [paths, [...paths].reverse()]) for (const p of order) expect(positions.get(p)).toBe(paths.indexOf(p));
-    expect(positions.get(long(2000, '\u20ac').slice(0, -1))).toBeUndefined();
-    expect(positions.get(`${long(1500, '\u{1f600}')}z`)).toBeUndefined();
+    const table = EntryTable.of(entries);
+    for (const order of [paths, [...paths].reverse()]) for (const p of order) expect(table.find(p)).toBe(paths.indexOf(p));
+    expect(table.find(long(2000, '\u20ac').slice(0, -1))).toBe(-1);
+    expect(table.find(`${long(1500, '\u{1f600}')}z`)).toBe(-1);
+    for (const missing of ['', 'd/', 'd', 'é'.repeat(2000)]) expect(table.find(missing)).toBe(-1);
   });
 });
