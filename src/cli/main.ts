@@ -1,7 +1,7 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
 import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { SealError, SnapshotStore, escapePath } from '../index.js';
@@ -39,9 +39,18 @@ function commandWord(argv: readonly string[], options: ReturnType<typeof allOpti
   return undefined;
 }
 
-function defaultStore(env: NodeJS.ProcessEnv): string {
-  if (env.TREESEAL_STORE) return env.TREESEAL_STORE;
-  return join(env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'treeseal');
+/** $XDG_CACHE_HOME when it is set and absolute: the XDG base directory spec has a relative one ignored. */
+function xdgCacheHome(env: NodeJS.ProcessEnv): string | undefined {
+  return env.XDG_CACHE_HOME !== undefined && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : undefined;
+}
+
+/** The store's directory: `--store` or $TREESEAL_STORE (a relative one from the current directory, as every path argument is), else the cache's. */
+function storeDirOf(option: string | undefined, env: NodeJS.ProcessEnv): string {
+  const given = option ?? (env.TREESEAL_STORE || undefined);
+  // Resolved, an empty one would be the current directory.
+  if (option === '') throw new UsageError('--store needs a directory, not an empty string');
+  if (given !== undefined) return isAbsolute(given) ? given : resolve(given);
+  return join(xdgCacheHome(env) ?? join(homedir(), '.cache'), 'treeseal');
 }
 
 function checkCommandTakes(spec: CommandSpec, values: Record<string, OptionValue>): void {
@@ -144,8 +153,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     checkCommandTakes(spec, values);
     io.json = values.json === true;
     // The environment the store's path may come from, as bytes: one not UTF-8 is refused, never decoded lossily.
-    if (typeof values.store !== 'string' && env === process.env) checkEnvironmentBytes([env.TREESEAL_STORE ? 'TREESEAL_STORE' : env.XDG_CACHE_HOME ? 'XDG_CACHE_HOME' : 'HOME']);
-    const storeDir = typeof values.store === 'string' ? values.store : defaultStore(env);
+    if (typeof values.store !== 'string' && env === process.env) checkEnvironmentBytes([env.TREESEAL_STORE ? 'TREESEAL_STORE' : xdgCacheHome(env) !== undefined ? 'XDG_CACHE_HOME' : 'HOME']);
+    const storeDir = storeDirOf(typeof values.store === 'string' ? values.store : undefined, env);
     const ctx: Context = {
       command: spec.name,
       args,

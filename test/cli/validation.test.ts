@@ -59,6 +59,29 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     }
   });
 
+  it('a relative --store or $TREESEAL_STORE is taken from the current directory, as every path argument is; a relative $XDG_CACHE_HOME is ignored (the XDG spec); an empty --store is a usage error', () => {
+    const { work, repo } = setup();
+    const run = (args: string[], env: Record<string, string | undefined>): { status: number | null; stdout: string; stderr: string } => {
+      const clean = { ...process.env, TREESEAL_STORE: undefined, XDG_CACHE_HOME: undefined, ...env };
+      return spawnSync(process.execPath, [CLI, ...args], { cwd: work, encoding: 'utf8', env: clean as NodeJS.ProcessEnv });
+    };
+    const made = run(['capture', repo, '--copy', 'src', '--store', 'rel-store', '--json'], {});
+    expect([made.status, made.stderr]).toEqual([0, '']);
+    const digest = JSON.parse(made.stdout).digest as string;
+    expect(readdirSync(join(work, 'rel-store/snapshots'))).toEqual([digest]);
+    expect(run(['ls', '--json'], { TREESEAL_STORE: 'rel-store' }).stdout).toContain(digest);
+    expect(run(['ls', '--json', '--store', './rel-store/'], {}).stdout).toContain(digest);
+    // XDG_CACHE_HOME=rel-cache is no cache home: the store is $HOME/.cache/treeseal, and nothing is made below rel-cache.
+    const home = join(work, 'home');
+    const xdg = run(['capture', repo, '--copy', 'src', '--json'], { XDG_CACHE_HOME: 'rel-cache', HOME: home });
+    expect([xdg.status, xdg.stderr]).toEqual([0, '']);
+    expect(readdirSync(join(home, '.cache/treeseal/snapshots'))).toEqual([digest]);
+    expect(existsSync(join(work, 'rel-cache'))).toBe(false);
+    const empty = run(['ls', '--store', ''], {});
+    expect(empty.status).toBe(2);
+    expect(empty.stderr).toMatch(/^treeseal: --store needs a directory, not an empty string\nusage: treeseal ls/);
+  });
+
   it('show, ls and diff escape control characters in names', () => {
     const { repo, store } = setup();
     writeFileSync(join(repo, 'src/evil\nfile \x1b[31m'), 'x');
