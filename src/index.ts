@@ -3,8 +3,13 @@
 export { SealError, isSealError, SEAL_CODES, type SealCode, type SealErrorDetail } from './base/errors.js';
 export { escapePath } from './base/paths.js';
 export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
-export { canonicalJson, snapshotDigest, type ManifestEntry, type Json } from './base/manifest.js';
-export { checkedManifestDigest as manifestDigest, checkedMountDigests as mountDigests } from './base/digest-args.js';
+export type { ManifestEntry, Json } from './base/manifest.js';
+export {
+  checkedCanonicalJson as canonicalJson,
+  checkedManifestDigest as manifestDigest,
+  checkedMountDigests as mountDigests,
+  checkedSnapshotDigest as snapshotDigest,
+} from './base/digest-args.js';
 export type { CaptureOptions, MountDeclaration, MountBinding } from './capture/plan.js';
 export type { CapturedMount } from './capture/mounts.js';
 export type { CaptureProgress } from './capture/walk.js';

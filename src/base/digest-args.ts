@@ -1,7 +1,7 @@
-// digest-args.ts: manifestDigest and mountDigests as the package exports them: the caller's entry lists checked first, Node's TypeError naming the first that is wrong.
-import { invalidArgType, invalidArgValue } from './arg-errors.js';
+// digest-args.ts: the digest functions as the package exports them (manifestDigest, mountDigests, snapshotDigest, canonicalJson): the caller's input checked first, Node's TypeError naming the first part that is wrong.
+import { checkOptions, invalidArgType, invalidArgValue } from './arg-errors.js';
 import { EntryTable } from './entry-table.js';
-import type { Entries, ManifestEntry } from './manifest.js';
+import { canonicalJson, snapshotDigest, type Entries, type Json, type ManifestEntry, type SnapshotDigestInput } from './manifest.js';
 import { manifestDigest, mountDigests, type MountDigestInput } from './manifest-stream.js';
 
 const KINDS = new Set(['file', 'directory', 'symlink']);
@@ -45,4 +45,45 @@ export function checkedMountDigests(mounts: readonly MountDigestInput[]): { cont
     checkEntries(`mounts[${i}].entries`, o.entries);
   });
   return mountDigests(mounts);
+}
+
+const DIGEST_KEYS = ['source', 'revision', 'declarations', 'manifestDigest', 'mountContentDigest', 'mountManifestDigest', 'exclude'] as const;
+
+function checkStrings(name: string, value: unknown): void {
+  if (!Array.isArray(value)) throw invalidArgType(name, 'Array', value);
+  value.forEach((v: unknown, i) => {
+    if (typeof v !== 'string') throw invalidArgType(`${name}[${i}]`, 'string', v);
+  });
+}
+
+/** The snapshot digest of a snapshot's parts ({ source, revision, declarations, manifestDigest, mountContentDigest, mountManifestDigest, exclude? }): each a string (the lists of strings), no other key. */
+export function checkedSnapshotDigest(input: SnapshotDigestInput): string {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) throw invalidArgType('input', 'object', input);
+  const d = checkOptions('input', input, { op: 'snapshotDigest', keys: DIGEST_KEYS });
+  for (const key of ['source', 'revision', 'manifestDigest', 'mountContentDigest', 'mountManifestDigest'] as const) {
+    if (typeof d[key] !== 'string') throw invalidArgType(`input.${key}`, 'string', d[key]);
+  }
+  checkStrings('input.declarations', d.declarations);
+  if (d.exclude !== undefined) checkStrings('input.exclude', d.exclude);
+  return snapshotDigest(d);
+}
+
+/** Refuses what JSON cannot hold as canonicalJson writes it: undefined, a function, a symbol, an object that is not a plain one or an array (a Date, a Map), naming where. */
+function checkJson(name: string, value: unknown, depth: number): void {
+  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return;
+  if (typeof value !== 'object') throw invalidArgType(name, ['null', 'boolean', 'number', 'bigint', 'string', 'Array', 'object'], value);
+  if (depth > 1000) throw invalidArgValue(name, value, 'is nested more than 1000 levels deep');
+  if (Array.isArray(value)) {
+    value.forEach((v: unknown, i) => checkJson(`${name}[${i}]`, v, depth + 1));
+    return;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) throw invalidArgType(name, ['Array', 'plain object'], value);
+  for (const [key, v] of Object.entries(value)) checkJson(`${name}.${key}`, v, depth + 1);
+}
+
+/** canonicalJson of a JSON value the caller passed, checked first. */
+export function checkedCanonicalJson(value: Json): string {
+  checkJson('value', value, 0);
+  return canonicalJson(value);
 }

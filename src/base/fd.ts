@@ -332,24 +332,67 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
  * Removes `name` below parentFd: a non-directory is unlinked (a symlink is never
  * followed); a directory is made writable through its own fd, emptied and removed.
  * A missing entry, or one removed meanwhile, is fine. `type` is the name's getdents d_type when known (it
- * saves a stat per entry; a stale one is caught by the unlink or the open).
+ * saves a stat per entry; a stale one is caught by the unlink or the open). The walk keeps
+ * its own stack (an fd and a listing a level), not the thread's: a tree any thread could
+ * make, however deep, is removed on any thread.
  */
 export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN): void {
+  const stack: Level[] = [];
+  try {
+    const top = enterRemoval(sys, parentFd, name, type);
+    if (top !== undefined) stack.push(top);
+    while (stack.length > 0) {
+      const level = stack[stack.length - 1]!;
+      const entry = level.entries[level.next++];
+      if (entry !== undefined) {
+        const below = enterRemoval(sys, level.dir.fd, entry.name, entry.type);
+        if (below !== undefined) stack.push(below);
+        continue;
+      }
+      stack.pop();
+      level.dir.close();
+      try {
+        sys.unlinkat(level.parentFd, level.name, AT_REMOVEDIR);
+      } catch (err) {
+        // Removed meanwhile (a concurrent sweep, or the build's own cleanup): gone is what was asked.
+        if (!hasCode(err, 'ENOENT')) throw err;
+      }
+    }
+  } finally {
+    for (const level of stack) level.dir[Symbol.dispose]();
+  }
+}
+
+/** A directory removeAt is emptying: open, made writable, listed; `next` is the entry it removes next. */
+interface Level {
+  parentFd: number;
+  name: string | Buffer;
+  dir: Fd;
+  entries: ReturnType<Sys['readdir']>;
+  next: number;
+}
+
+/**
+ * removeAt's step for one name: a non-directory unlinked (undefined), or a directory opened,
+ * made writable and listed, to be emptied and removed (undefined when it is gone, or was
+ * deleted whole: a read-only btrfs subvolume).
+ */
+function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: number): Level | undefined {
   let dir = type === DT_DIR;
   if (type === DT_UNKNOWN) {
     try {
       dir = isDir(sys.fstatat(parentFd, name, AT_SYMLINK_NOFOLLOW).mode);
     } catch (err) {
-      if (hasCode(err, 'ENOENT')) return;
+      if (hasCode(err, 'ENOENT')) return undefined;
       throw err;
     }
   }
   if (!dir) {
     try {
       sys.unlinkat(parentFd, name, 0);
-      return;
+      return undefined;
     } catch (err) {
-      if (hasCode(err, 'ENOENT')) return;
+      if (hasCode(err, 'ENOENT')) return undefined;
       // A directory after all (d_type was stale): remove it as one.
       if (!hasCode(err, 'EISDIR') || type === DT_UNKNOWN) throw err;
     }
@@ -358,19 +401,21 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
   try {
     fd = openChildDir(sys, parentFd, name);
   } catch (err) {
-    if (hasCode(err, 'ENOENT')) return;
-    if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return removeAt(sys, parentFd, name);
+    if (hasCode(err, 'ENOENT')) return undefined;
+    if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN);
     throw err;
   }
+  const opened = own(sys, fd);
   try {
-    {
-      using dir = own(sys, fd);
-      if (emptyDirAt(sys, dir.fd, parentFd, name) === 'destroyed') return;
+    if (openUp(sys, opened.fd, parentFd, name) === 'destroyed') {
+      opened.close();
+      return undefined;
     }
-    sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+    return { parentFd, name, dir: opened, entries: sys.readdir(opened.fd), next: 0 };
   } catch (err) {
-    // Removed meanwhile (a concurrent sweep, or the build's own cleanup): gone is what was asked.
-    if (!hasCode(err, 'ENOENT')) throw err;
+    opened.close();
+    if (hasCode(err, 'ENOENT')) return undefined;
+    throw err;
   }
 }
 
@@ -385,7 +430,8 @@ export function removeQuietly(sys: Sys, parentFd: number, name: string | Buffer)
 
 /** Removes everything inside the directory open at fd. */
 export function emptyDir(sys: Sys, fd: number): void {
-  emptyDirAt(sys, fd, undefined, '.');
+  if (openUp(sys, fd, undefined, '.') === 'destroyed') return;
+  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
 }
 
 /**
@@ -405,11 +451,11 @@ export function removeOwnDir(sys: Sys, parentFd: number, name: string, fd: numbe
 }
 
 /**
- * emptyDir of parentFd/name, open at fd. A read-only btrfs subvolume (its chmod is EROFS) is
- * deleted whole where the kernel allows ('destroyed', nothing left to do), else its flag is
- * cleared and it is emptied (see openUpSubvolume).
+ * Makes the directory parentFd/name, open at fd, writable to be emptied. A read-only btrfs
+ * subvolume (its chmod is EROFS) is deleted whole where the kernel allows ('destroyed',
+ * nothing left to do), else its flag is cleared (see openUpSubvolume).
  */
-function emptyDirAt(sys: Sys, fd: number, parentFd: number | undefined, name: string | Buffer): 'destroyed' | undefined {
+function openUp(sys: Sys, fd: number, parentFd: number | undefined, name: string | Buffer): 'destroyed' | undefined {
   try {
     sys.fchmod(fd, 0o700);
   } catch (err) {
@@ -420,7 +466,6 @@ function emptyDirAt(sys: Sys, fd: number, parentFd: number | undefined, name: st
       sys.fchmod(fd, 0o700);
     } else if (!hasCode(err, 'EPERM')) throw err;
   }
-  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
   return undefined;
 }
 

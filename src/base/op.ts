@@ -45,8 +45,10 @@ export interface OpSpec<In extends unknown[], A extends unknown[], R, Out, W ext
   sealAs?: string | false;
   /** Always on the first worker thread: the job shares state kept in that thread with the next ones (a pull's build). */
   pinned?: boolean;
-  /** The caller's result, from the core's (sync, inline) or from the reply (offloaded); input is the caller's. */
+  /** The caller's result, from the core's (sync, inline) or from the reply (offloaded); input is the caller's, as validate read it. */
   finish?(this: void, result: R | V, call: OpCall<A>, ...input: In): Out;
+  /** false: the input is the library's own (a registry job's), passed as it is; else the caller's, read once (readOnce). */
+  callerInput?: false;
 }
 
 export interface Op<In extends unknown[], Out> {
@@ -82,6 +84,39 @@ export function checkSys(name: string, value: unknown): Sys {
   const missing = Object.keys(nativeSys).find((k) => typeof (value as Record<string, unknown>)[k] !== 'function');
   if (missing !== undefined) throw invalidArgValue(name, value, `must be a syscall layer (treeseal/sys): its ${missing} is not a function`);
   return value as Sys;
+}
+
+/** Arrays longer than this are passed as they are (a list a call would refuse anyway), not copied. */
+const READ_ONCE_MAX_ITEMS = 1 << 20;
+
+/**
+ * A caller's argument as it stands when the call begins: an options object or a list is
+ * copied, each property (own, enumerable, symbol keys too) and each item read once, so a
+ * getter runs once and a Proxy answers once: what validate checks is what the call uses,
+ * however the object answers later (an option once checked as one copy root and then read
+ * as none captured the whole source). Plain objects and arrays inside are copied the same
+ * way, a few levels down; anything else (a Buffer, an AbortSignal, a function, a class
+ * instance, a syscall layer under `sys`) is passed as it is.
+ */
+export function readOnce(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value !== 'object' || depth > 3) return value;
+  if (Array.isArray(value)) {
+    const n = value.length;
+    if (n > READ_ONCE_MAX_ITEMS) return value;
+    const out = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) out[i] = readOnce(value[i], depth + 1);
+    return out;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if ((proto !== Object.prototype && proto !== null) || value === nativeSys) return value;
+  const from = value as Record<PropertyKey, unknown>;
+  const out: Record<PropertyKey, unknown> = proto === null ? Object.create(null) : {};
+  for (const key of Reflect.ownKeys(from)) {
+    if (Object.getOwnPropertyDescriptor(from, key)?.enumerable !== true) continue;
+    const v = from[key];
+    out[key] = key === 'sys' ? v : readOnce(v, depth + 1);
+  }
+  return out;
 }
 
 /** True when the call runs with an injected syscall layer: the one test of it. */
@@ -128,10 +163,15 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
       return reply(spec.core(nativeSys, args, ctx), args);
     }),
   );
+  const read = (input: In): In => (spec.callerInput === false ? input : (input.map((a) => readOnce(a)) as In));
   return {
     name,
-    sync: (...input) => local(mapped(() => validate(input)), input),
-    async: async (...input) => {
+    sync: (...given) => {
+      const input = read(given);
+      return local(mapped(() => validate(input)), input);
+    },
+    async: async (...given) => {
+      const input = read(given);
       const call = mapped(() => validate(input));
       if (isInjected(call.sys)) {
         const run = (): Promise<Out> => inline(() => local(call, input));

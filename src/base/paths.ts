@@ -105,21 +105,21 @@ export function checkRelative(raw: unknown, check: RelativeCheck): string[] {
 
 /**
  * Checks a sandbox workspace (where a clone is bound): an absolute, canonical path
- * (no empty, `.` or `..` component, no NUL; trailing slashes dropped); default
+ * (no empty, `.` or `..` component, no NUL; one trailing slash dropped); default
  * `/workspace`. Not a string is a TypeError; a bad value is SEAL_BAD_PATH.
  */
 export function checkWorkspace(raw: unknown, name: string): string {
-  return checkAbsolutePath(raw ?? '/workspace', name, 'workspace');
+  return checkAbsolutePath(raw === undefined ? '/workspace' : raw, name, 'workspace');
 }
 
 /**
  * An absolute, canonical path as an option names it (no empty, `.` or `..` component, no
- * NUL, valid UTF-8; trailing slashes dropped), not opened. Not a string is a TypeError
+ * NUL, valid UTF-8; one trailing slash dropped), not opened. Not a string is a TypeError
  * naming `name`; a bad value is SEAL_BAD_PATH naming `label`.
  */
 export function checkAbsolutePath(raw: unknown, name: string, label: string): string {
-  // Trailing slashes name the same directory: dropped (`/` stays itself).
-  const path = checkString(name, raw).replace(/(?<=.)\/+$/, '');
+  // One trailing slash names the same directory: dropped (`/` stays itself), as for every directory path the API takes.
+  const path = checkString(name, raw).replace(/(?<=.)\/$/, '');
   if (!path.startsWith('/')) throw new SealError('SEAL_BAD_PATH', `${label} must be an absolute path: ${escapePath(path)}`);
   if (path.includes('\0')) throw new SealError('SEAL_BAD_PATH', `${label} contains a NUL byte: ${escapePath(path)}`);
   if (!isWellFormed(path)) throw new SealError('SEAL_BAD_PATH', `${label} is not valid UTF-8: ${escapePath(path)}`);

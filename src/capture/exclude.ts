@@ -145,7 +145,19 @@ function isDirEntry(sys: Sys, dirFd: number, e: DirEntry): boolean {
  */
 export function keptEntries(sys: Sys, dirFd: number, dirPath: string, entries: DirEntry[], excludes: Excludes | undefined): DirEntry[] {
   if (excludes === undefined) return entries;
-  return entries.filter((e) => typeof e.name !== 'string' || !excludes.excludes(dirPath === '' ? e.name : `${dirPath}/${e.name}`, isDirEntry(sys, dirFd, e)));
+  return entries.filter((e) => {
+    const name = matchedName(e.name);
+    return !excludes.excludes(dirPath === '' ? name : `${dirPath}/${name}`, isDirEntry(sys, dirFd, e));
+  });
+}
+
+/**
+ * A name as the patterns see it: a name that is not UTF-8 with each invalid byte as U+FFFD,
+ * so `*.log` leaves out `bad\xff.log` (git matches bytes) rather than the capture refusing it
+ * as not UTF-8, which no pattern could then prevent. One the patterns keep is refused as before.
+ */
+export function matchedName(name: string | Buffer): string {
+  return typeof name === 'string' ? name : name.toString('utf8');
 }
 
 /**

@@ -143,13 +143,22 @@ export class CaptureContext {
   runFile(src: number, dest: number, before: Stat, rel: string, onDone: (f: Filled) => void): void {
     const probe = this.#probe(before.dev);
     const methods: FillMethods = { clone: probe.clone !== false, range: probe.range !== false };
+    // The kernel refusing the copy (no space in the store, an I/O error): SEAL_IO naming the file, here or from a helper.
+    const named = (err: unknown): never => {
+      throwIfRefused(err, `file cannot be captured: ${escapePath(rel)}`, rel);
+      throw err;
+    };
     const done = (r: Filled | 'changed' | Error): void => {
       if (r === 'changed') throw changed('file', rel);
-      if (r instanceof Error) throw r;
+      if (r instanceof Error) return named(r);
       if (before.size > 0) learn(probe, methods, r.how);
       onDone(r);
     };
-    this.#jobs.run(src, dest, before, methods, done);
+    try {
+      this.#jobs.run(src, dest, before, methods, done);
+    } catch (err) {
+      named(err);
+    }
   }
 
   /** Waits for every file job; throws the first failure. */
@@ -573,6 +582,7 @@ export class TreeBuilder {
       else dest = sys.openat(destDirFd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, frozen);
     } catch (err) {
       src[Symbol.dispose]();
+      throwIfRefused(err, `file cannot be captured: ${escapePath(rel)}`, rel);
       throw err;
     }
     const table = this.entries;

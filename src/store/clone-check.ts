@@ -9,7 +9,7 @@ import type { Stat, Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers } from '../base/times.js';
-import { Excludes } from '../capture/exclude.js';
+import { Excludes, matchedName } from '../capture/exclude.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
 import { EntryReader, namedChildrenOf, type Children, type Positions } from './manifest-tree.js';
@@ -123,9 +123,11 @@ function unreadable(c: Check, path: string): void {
 
 /** Whether the snapshot's exclude patterns leave out the entry `name` of the directory at fd (never followed). */
 function excluded(c: Check, fd: number, name: string | Buffer, path: string): boolean {
-  if (c.excludes === undefined || typeof name !== 'string') return false;
+  if (c.excludes === undefined) return false;
   const st = statOrNull(c.sys, fd, name);
-  return st !== null && c.excludes.excludes(path, isDir(st.mode));
+  // A name that is not UTF-8 is matched as capture matches it (matchedName), not as it is shown.
+  const matched = typeof name === 'string' ? path : `${path.slice(0, path.lastIndexOf('/') + 1)}${matchedName(name)}`;
+  return st !== null && c.excludes.excludes(matched, isDir(st.mode));
 }
 
 /**

@@ -32,7 +32,7 @@ function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
  * copy root, nor a mount target, nor on the way to one, nor one of materialize's own
  * names: what is outside the copy roots but inside the clone. Only the directories on
  * the way to a root or a target are entered, each opened without following a link (one
- * that is not a directory is left to the roots' own check), by `openDir` (reset passes
+ * that is not a directory, a link, is outside too), by `openDir` (reset passes
  * one that repairs an unreadable directory of its own; one that returns null passes the
  * directory over).
  */
@@ -62,7 +62,13 @@ export function forEachOutside(
       try {
         child = openDir(sys, fd, item.name, path);
       } catch (err) {
-        if (hasCode(err, 'ENOTDIR', 'ELOOP', 'ENOENT')) continue;
+        if (hasCode(err, 'ENOENT')) continue;
+        // A link or a file where a directory on the way must be (an agent's `vendor -> /home/…` above a mount target):
+        // not the snapshot's, so outside too (a copy root's own check refuses a link above it before this runs).
+        if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
+          visit(fd, item.name, path, item.type);
+          continue;
+        }
         throw err;
       }
       if (child === null) continue;

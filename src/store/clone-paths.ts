@@ -107,7 +107,7 @@ export function checkCloneApart(sys: Sys, clone: string, source: string, snapsho
 }
 
 /** fstatat(no-follow), or null when the name does not exist. */
-export function statOrNull(sys: Sys, dirfd: number, name: string): Stat | null {
+export function statOrNull(sys: Sys, dirfd: number, name: string | Buffer): Stat | null {
   try {
     return sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
   } catch (err) {

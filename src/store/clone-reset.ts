@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, tryFlock, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -16,6 +16,7 @@ import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
+import { checkCloneOwner } from './trust.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -367,14 +368,24 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   return report;
 }
 
-/** Opens the clone after checking it apart from the source and the store; its fstat and its ledger (undefined: none of this clone in this store). */
-function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, create = false): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
+/**
+ * Opens the clone after checking it apart from the source and the store; its fstat and its
+ * ledger (undefined: none of this clone in this store). `lock`: the clone's directory is
+ * flocked for the call (materialize, reset), so a second one on the same clone at once is
+ * SEAL_BUSY rather than two calls making the same names.
+ */
+function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, lock: boolean, create = false): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   const making = create && makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
   let made: Stat | undefined;
   try {
     const st = sys.fstat(dir.fd);
+    // What this call writes stays the caller's: a clone directory another user owns or can write is refused.
+    if (lock) checkCloneOwner(st, escapePath(clone));
+    if (lock && !tryFlock(sys, dir.fd)) {
+      throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call (its directory is locked); wait for that one: ${escapePath(clone)}`, { path: clone });
+    }
     // What removeMadeClone checks is still there: the directory this call made.
     if (making) made = st;
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
@@ -390,7 +401,7 @@ function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: 
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
 export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions & RunHooks): ResetReport {
-  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, true);
   using _ = dir;
   if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
   return resetInto(sys, snapshotRoot, data, dir.fd, ledger, options);
@@ -402,7 +413,7 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
  * materialize fails and leaves it empty.
  */
 export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks): MaterializeReport {
-  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, options.createClone === true);
+  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
   using _ = dir;
   try {
     return materializeOpen(sys, snapshotRoot, data, dir, ledger, options);
@@ -426,7 +437,7 @@ function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, d
 
 /** diff: the clone's copy roots compared with data's manifest, by the ledger's identities (or re-hashed), and with `all` what lies outside them. */
 export function diffClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: DiffOptions): DiffReport {
-  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone);
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, false);
   using _ = dir;
   const verify = options.verify === true || ledger === undefined;
   if (!verify && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);

@@ -2,7 +2,8 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { EntryTable } from '../base/entry-table.js';
 import type { Entries, EntryKind, ManifestEntry } from '../base/manifest.js';
-import { compareUtf8 } from '../base/paths.js';
+import { compareUtf8, escapePath } from '../base/paths.js';
+import { throwIfRefused } from '../base/refusal.js';
 import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA, mountArea } from './layout.js';
@@ -168,10 +169,21 @@ export function areasOf(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): { are
   return [{ area: COPY_AREA, entries: data.entries }, ...data.mounts.map((m, i) => ({ area: mountArea(i), entries: m.entries }))];
 }
 
-/** Makes directory dirFd/name (0700) and opens it, never through a link: the directory step of buildTree unless a caller's replaces it. */
+/**
+ * Makes directory dirFd/name (0700) and opens it, never through a link: the directory step
+ * of buildTree unless a caller's replaces it. Below a setgid directory the kernel makes it
+ * setgid too (02700): that bit is cleared, so it is 0700 as the snapshot's trees promise.
+ */
 export function makeDir(sys: Sys, dirFd: number, name: string): Fd {
   sys.mkdirat(dirFd, name, 0o700);
-  return own(sys, openChildDir(sys, dirFd, name));
+  const dir = own(sys, openChildDir(sys, dirFd, name));
+  try {
+    if ((sys.fstat(dir.fd).mode & 0o7777) !== 0o700) sys.fchmod(dir.fd, 0o700);
+  } catch (err) {
+    dir.close();
+    throw err;
+  }
+  return dir;
 }
 
 /**
@@ -200,13 +212,19 @@ export function buildTree<At>(sys: Sys, children: Children, dirFd: number, at: A
   for (const index of children.indices(rel) ?? []) {
     const entry = children.entry(index);
     const name = entry.path.slice(rel === '' ? 0 : rel.length + 1);
-    if (entry.kind === 'file') steps.file(dirFd, name, entry, at, index);
-    else if (entry.kind === 'symlink') steps.symlink(dirFd, name, entry, at, index);
-    else {
-      using inner = steps.enter?.(name, entry, at);
-      using child = steps.makeDir?.(dirFd, name, entry, inner ?? at) ?? makeDir(sys, dirFd, name);
-      buildTree(sys, children, child.fd, inner ?? at, steps, entry.path);
-      steps.leave?.(child.fd, entry, index);
+    try {
+      if (entry.kind === 'file') steps.file(dirFd, name, entry, at, index);
+      else if (entry.kind === 'symlink') steps.symlink(dirFd, name, entry, at, index);
+      else {
+        using inner = steps.enter?.(name, entry, at);
+        using child = steps.makeDir?.(dirFd, name, entry, inner ?? at) ?? makeDir(sys, dirFd, name);
+        buildTree(sys, children, child.fd, inner ?? at, steps, entry.path);
+        steps.leave?.(child.fd, entry, index);
+      }
+    } catch (err) {
+      // The kernel refusing to make it (no space, no quota, an I/O error): SEAL_IO naming the entry, not a bare pwrite.
+      throwIfRefused(err, `could not make ${escapePath(entry.path)}`, entry.path);
+      throw err;
     }
   }
 }

@@ -4,6 +4,7 @@ import { accessSync, constants as fsConstants, lstatSync, readlinkSync, statSync
 import { delimiter, join } from 'node:path';
 
 import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
+import { readOnce } from '../base/op.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
 import { checkAbsolutePath, checkWorkspace, escapePath } from '../base/paths.js';
@@ -11,6 +12,7 @@ import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
+import { checkCloneOwner } from './trust.js';
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
 import { Snapshot } from './snapshot.js';
@@ -53,7 +55,7 @@ function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: '
   checkOptions('options', options, known);
   const workspace = checkWorkspace(options.workspace, 'options.workspace');
   const network = checkBoolean('options.network', options.network) ?? false;
-  const system = options.system ?? ['/usr', '/etc'];
+  const system = options.system === undefined ? ['/usr', '/etc'] : options.system;
   if (!Array.isArray(system)) throw invalidArgType('options.system', 'Array', system);
   system.forEach((p, i) => checkAbsolutePath(p, `options.system[${i}]`, `system directory options.system[${i}]`));
   return { workspace, network, system: [...system] };
@@ -127,7 +129,8 @@ function argsFor(clone: string, mounts: MountPoint[], o: Checked): SandboxArgs {
  * /usr and /etc read-only, a private /dev, /proc and /tmp, a new session, no capability
  * (for root too).
  */
-export function sandboxArgs(snap: Snapshot, clone: string, options: SandboxOptions = {}): SandboxArgs {
+export function sandboxArgs(snap: Snapshot, clone: string, given: SandboxOptions = {}): SandboxArgs {
+  const options = readOnce(given) as SandboxOptions;
   checkSnapshot(snap);
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
@@ -135,7 +138,8 @@ export function sandboxArgs(snap: Snapshot, clone: string, options: SandboxOptio
 }
 
 /** sandboxArgs with the mount points made on the worker thread. */
-export async function sandboxArgsAsync(snap: Snapshot, clone: string, options: SandboxOptions = {}): Promise<SandboxArgs> {
+export async function sandboxArgsAsync(snap: Snapshot, clone: string, given: SandboxOptions = {}): Promise<SandboxArgs> {
+  const options = readOnce(given) as SandboxOptions;
   checkSnapshot(snap);
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
@@ -192,12 +196,13 @@ function checkCommand(command: unknown): string[] {
  * every fd it inherited without close-on-exec is marked close-on-exec first. Resolves
  * with the child once it has started (SEAL_UNAVAILABLE when there is no bwrap on PATH).
  */
-export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], options: SpawnSandboxedOptions = {}): Promise<ChildProcess> {
+export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], given: SpawnSandboxedOptions = {}): Promise<ChildProcess> {
+  const options = readOnce(given) as SpawnSandboxedOptions;
   checkSnapshot(snap);
   checkString('clone', clone);
-  const argv = checkCommand(command);
+  const argv = checkCommand(readOnce(command));
   const o = checkSandboxOptions(options, { op: 'spawnSandboxed', keys: ['workspace', 'network', 'system', 'stdio', 'env'] });
-  const stdio = options.stdio ?? 'inherit';
+  const stdio = options.stdio === undefined ? 'inherit' : options.stdio;
   const three = typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio;
   const one = (s: unknown): boolean => s === 'inherit' || s === 'pipe' || s === 'ignore' || (typeof s === 'number' && Number.isInteger(s) && s >= 0);
   if (!Array.isArray(three) || three.length !== 3 || !three.every(one)) {
@@ -207,6 +212,12 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
+  try {
+    checkCloneOwner(sys.fstat(dir.fd), escapePath(clone));
+  } catch (err) {
+    dir.close();
+    throw err;
+  }
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not its payloads emptied under the command.
   let lease: Lease | undefined;
   try {
@@ -231,7 +242,14 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
       });
     });
     const held = lease;
-    child.once('close', () => held.release());
+    child.once('close', () => {
+      // The lease's flock ended with its fd; a file that cannot be removed now (its store moved) is gc's to sweep. Said, never thrown into the event loop.
+      try {
+        held.release();
+      } catch (err) {
+        process.emitWarning(`the lease on snapshot ${held.digest} ended, but its file was left: ${(err as Error).message}`, { code: 'TREESEAL_LEASE_LEFT' });
+      }
+    });
     lease = undefined;
     return child;
   } finally {

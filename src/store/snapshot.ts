@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 
 import { checkBoolean, checkFunction, checkOptions } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
+import { checkWorkspace } from '../base/paths.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import type { PackedEntries } from '../base/entry-table.js';
@@ -200,6 +201,8 @@ export class Snapshot {
     validate: (snap: Snapshot, clone: string, options: MountPointOptions = {}) => {
       checkRootPath(clone, 'clone');
       checkOptions('options', options, { op: 'mountPoints', keys: ['workspace'] });
+      // Here as well as in the core: a workspace that is no string is the same TypeError, sync and async (never sent to the worker).
+      checkWorkspace(options.workspace, 'options.workspace');
       checkCloneOutsideStore(snap.root, clone);
       return snap.#call(snap.#ref, clone, options);
     },

@@ -17,7 +17,7 @@ import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LO
 import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
-import { checkPart, checkSnapshot, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
+import { checkPart, checkSnapshot, checkStoreAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
@@ -26,12 +26,16 @@ function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; 
   let dir = own(sys, openRealDir(sys, root, 'store directory'));
   try {
     let st = sys.fstat(dir.fd);
-    if (process.geteuid!() === 0 && st.uid !== 0) {
+    const foreign = process.geteuid!() === 0 && st.uid !== 0;
+    if (foreign) {
       dir.close();
       dir = openForeignStore(sys, root, st.uid);
       st = sys.fstat(dir.fd);
     }
-    return { dir, rule: storeRule(st, trust, escapePath(root)) };
+    const rule = storeRule(st, trust, escapePath(root));
+    // The store's own modes first, then what lies above it (openForeignStore proved root's path its own way).
+    if (!foreign) checkStoreAbove(sys, root, dir.fd);
+    return { dir, rule };
   } catch (err) {
     dir[Symbol.dispose]();
     throw err;

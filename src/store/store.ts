@@ -4,7 +4,7 @@ import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, i
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
 import { DEFAULT_CONCURRENCY, Gate, jobsInFlight, stopIdleWorker, type ToolOptions } from '../base/offload.js';
-import { abortedBefore, checkSys, defineOp, type OpCall } from '../base/op.js';
+import { abortedBefore, checkSys, defineOp, readOnce, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
 import { planCapture, type CaptureOptions, type Plan } from '../capture/plan.js';
@@ -320,7 +320,8 @@ export class SnapshotStore {
     this.#checkOpen();
     if (typeof remote !== 'string') throw invalidArgType('remote', 'string', remote);
     const digest = this.resolveDigest(digestOrPrefix);
-    return sealedAsync('push', () => pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, options));
+    const once = readOnce(options) as PushOptions;
+    return sealedAsync('push', () => pushSnapshot({ sys: this.#sys, digest, root: `${this.root}/${SNAPSHOTS_DIR}/${digest}` }, remote, once));
   }
 
   /**
@@ -337,9 +338,10 @@ export class SnapshotStore {
    */
   async pull(snapshot: SnapshotRef, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
-    const ref = checkReference(snapshot);
+    const ref = checkReference(readOnce(snapshot) as SnapshotRef);
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
-    const report = await sealedAsync('pull', () => pullSnapshot(target, ref, remote, options));
+    const once = readOnce(options) as PullOptions;
+    const report = await sealedAsync('pull', () => pullSnapshot(target, ref, remote, once));
     this.#checkOpen();
     return report;
   }

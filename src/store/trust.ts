@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_FDCWD, isDir } from '../sys/constants.js';
+import { AT_FDCWD, O_DIRECTORY, O_NOFOLLOW, O_PATH, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 
@@ -130,6 +130,71 @@ export function checkSnapshot(sys: Sys, fd: number, parent: () => Stat, shown: s
 export function isPrivate(st: Stat): boolean {
   const uid = process.geteuid!();
   return (st.uid === uid || st.uid === 0) && !(st.mode & (GROUP_WRITE | OTHER_WRITE));
+}
+
+/**
+ * Refuses a clone directory (st: its fstat) that another user owns or can write: its owner
+ * could change what a materialize or reset made there, and what a sandboxed command runs
+ * on, at any time (a clone another user made in /tmp once ran the victim's command on her
+ * files). Yours or root's, writable by no one else (your own primary group aside).
+ */
+export function checkCloneOwner(st: Stat, shown: string): void {
+  const uid = process.geteuid!();
+  if (st.uid !== uid && st.uid !== 0) {
+    throw untrusted(`untrusted clone: ${shown} is owned by uid ${st.uid}, not you (uid ${uid}): its owner can change what is in it at any time; use a clone directory you own`);
+  }
+  const mode = st.mode & 0o7777;
+  if (mode & OTHER_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`);
+  if (mode & GROUP_WRITE && st.gid !== process.getegid!()) throw untrusted(`untrusted clone: ${shown} is writable by its group (gid ${st.gid}, mode ${octal(mode)}); fix: chmod g-w ${shown}`);
+}
+
+/**
+ * Refuses a store below a directory that lets another user move it away and put a
+ * directory of theirs at its path: every directory above the store must be yours or
+ * root's, and one that others can write (/tmp) sticky with the next one down yours or
+ * root's (group-writable is also fine when the group is your own primary group: a user
+ * private group). Else every later open of the store by its path, and bubblewrap's binds
+ * of its payloads, could find the other user's directory in place of the one checked.
+ * The walk looks up each name without following links (O_PATH: search permission is
+ * enough), and its last directory must be `storeFd`'s.
+ */
+export function checkStoreAbove(sys: Sys, root: string, storeFd: number): void {
+  const uid = process.geteuid!();
+  const gid = process.getegid!();
+  const parts = root.split('/').filter((p) => p !== '');
+  const stats: Stat[] = [];
+  let current = own(sys, sys.openat(AT_FDCWD, '/', O_PATH | O_DIRECTORY));
+  try {
+    stats.push(sys.fstat(current.fd));
+    for (const part of parts) {
+      const next = own(sys, sys.openat(current.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+      current.close();
+      current = next;
+      stats.push(sys.fstat(current.fd));
+    }
+  } finally {
+    current[Symbol.dispose]();
+  }
+  const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
+  const store = shownAt(parts.length);
+  const last = stats[parts.length]!;
+  const opened = sys.fstat(storeFd);
+  if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted store: ${store} was replaced while it was opened`);
+  const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0;
+  for (let i = 0; i < parts.length; i++) {
+    const st = stats[i]!;
+    const at = shownAt(i);
+    if (!yours(st)) {
+      throw untrusted(`untrusted store: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the store's path; fix: keep the store below directories only you or root own`);
+    }
+    const mode = st.mode & 0o7777;
+    const others = (mode & OTHER_WRITE) !== 0 || ((mode & GROUP_WRITE) !== 0 && st.gid !== gid);
+    // Sticky: only the next one's owner (checked in its turn, or as the store) may rename it.
+    if (others && !(mode & S_ISVTX)) {
+      const who = mode & OTHER_WRITE ? 'other users' : `its group (gid ${st.gid})`;
+      throw untrusted(`untrusted store: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or +t), or keep the store elsewhere`);
+    }
+  }
 }
 
 /**

@@ -1,9 +1,9 @@
 // usage.ts: what each published snapshot costs (created, logical and on-disk bytes) and pruning by age, count and size, oldest first, leased ones kept.
 import { SealError, type SealCode } from '../base/errors.js';
-import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
 import { hasCode } from '../sys/errno.js';
 import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
-import type { Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { listDigests } from './digests.js';
 import { withStoreLock } from './lock.js';
@@ -50,27 +50,40 @@ export interface PruneReport {
   diskBytes: number;
 }
 
-/** Sums st_blocks below dirfd (the directory itself included), each inode once across `seen`. */
-function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, depth = 0): number {
-  if (depth > 4096) throw new SealError('SEAL_LIMIT', 'snapshot tree is too deep to measure');
+/**
+ * Sums st_blocks below dirfd (the directory itself included), each inode once across `seen`.
+ * The walk keeps its own stack (an fd and a listing a level): a snapshot however deep is
+ * measured on any thread.
+ */
+function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number {
   let total = 0;
-  const self = sys.fstat(dirfd);
-  const key = `${self.dev}:${self.ino}`;
-  if (!seen.has(key)) {
+  const count = (st: Stat): void => {
+    const key = `${st.dev}:${st.ino}`;
+    if (seen.has(key)) return;
     seen.add(key);
-    total += self.blocks * 512;
-  }
-  for (const entry of sys.readdir(dirfd)) {
-    const st = sys.fstatat(dirfd, entry.name, AT_SYMLINK_NOFOLLOW);
-    if (isDir(st.mode)) {
-      using child = own(sys, openChildDir(sys, dirfd, entry.name));
-      total += diskBytesAt(sys, child.fd, seen, depth + 1);
-      continue;
-    }
-    const k = `${st.dev}:${st.ino}`;
-    if (seen.has(k)) continue;
-    seen.add(k);
     total += st.blocks * 512;
+  };
+  count(sys.fstat(dirfd));
+  const stack: { fd: number; owned: Fd | undefined; entries: ReturnType<Sys['readdir']>; next: number }[] = [{ fd: dirfd, owned: undefined, entries: sys.readdir(dirfd), next: 0 }];
+  try {
+    while (stack.length > 0) {
+      const level = stack[stack.length - 1]!;
+      const entry = level.entries[level.next++];
+      if (entry === undefined) {
+        stack.pop()!.owned?.close();
+        continue;
+      }
+      const st = sys.fstatat(level.fd, entry.name, AT_SYMLINK_NOFOLLOW);
+      count(st);
+      if (!isDir(st.mode)) continue;
+      const child = own(sys, openChildDir(sys, level.fd, entry.name));
+      // On the stack before it is listed: a listing that fails still closes it.
+      const below = { fd: child.fd, owned: child, entries: [] as ReturnType<Sys['readdir']>, next: 0 };
+      stack.push(below);
+      below.entries = sys.readdir(child.fd);
+    }
+  } finally {
+    for (const level of stack) level.owned?.[Symbol.dispose]();
   }
   return total;
 }

@@ -77,7 +77,7 @@ interface Planned {
 /** Checks the stage options and every file before anything is created. */
 function planStage(parent: unknown, files: readonly StageFile[], options: StageOptions): { prefix: string; planned: Planned[] } {
   checkString('parent', parent);
-  const prefix = checkString('options.prefix', options.prefix ?? STAGE_FILES_PREFIX);
+  const prefix = checkString('options.prefix', options.prefix === undefined ? STAGE_FILES_PREFIX : options.prefix);
   // Not UTF-8 (a lone surrogate), the name on disk would be another than stage.root says.
   if (prefix.includes('/') || prefix.includes('\0') || prefix === '.' || prefix === '..' || !isWellFormed(prefix)) {
     throw invalidArgValue('options.prefix', prefix, 'must be a plain name');
@@ -89,7 +89,9 @@ function planStage(parent: unknown, files: readonly StageFile[], options: StageO
     checkOptions(`files[${i}]`, f, { op: 'a staged file', keys: ['target', 'bytes'] });
     const { target, bytes } = f as StageFile;
     if (!(bytes instanceof Uint8Array)) throw invalidArgType(`files[${i}].bytes`, ['Buffer', 'Uint8Array'], bytes);
-    return { parts: checkTarget(target, i, maxPathBytes), target, bytes };
+    // Shared memory another thread may change while the file is written and hashed: copied first, so the sha256 recorded is the staged file's.
+    const fixed = bytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(bytes) : bytes;
+    return { parts: checkTarget(target, i, maxPathBytes), target, bytes: fixed };
   });
   checkNoOverlap(
     planned.map((p) => p.parts),

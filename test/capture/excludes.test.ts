@@ -1,5 +1,5 @@
 // excludes.test.ts: gitignore patterns that leave parts of the source out of a capture: what they match, that what they leave out is never opened, the digests with and without them, and the patterns refused.
-import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -258,6 +258,26 @@ describe('digests', () => {
     expect(store.get(logs.digest).toJSON().exclude).toEqual(['*.log', '!keep.log']);
     // The same definition again reuses the snapshot.
     expect(store.captureSync({ ...base, exclude: ['*.log', '!keep.log'] }).captureReport!.reused).toBe(true);
+    store.closeSync();
+  });
+});
+
+describe('a name that is not UTF-8', () => {
+  it('a pattern that matches it leaves it out (it was refused as not UTF-8 whatever the patterns said); one the patterns keep is still SEAL_BAD_PATH; diff of a clone holding one ignores it as capture does', async () => {
+    const { repo, store } = setup({ 'r/good': 'ok' });
+    const bad = Buffer.concat([Buffer.from(join(repo, 'r/bad')), Buffer.from([0xff]), Buffer.from('.log')]);
+    writeFileSync(bad, 'x');
+    expectError(() => store.captureSync({ source: repo, revision: 'none' }), { code: 'SEAL_BAD_PATH', message: 'path is not valid UTF-8: r/bad\\xff.log' });
+    for (const pattern of ['*.log', 'bad*', 'r/bad?.log']) {
+      const snap = store.captureSync({ source: repo, exclude: [pattern] });
+      expect(paths(snap)).toEqual(['r', 'r/good']);
+    }
+    expectError(() => store.captureSync({ source: repo, exclude: ['*.txt'] }), { code: 'SEAL_BAD_PATH' });
+    const snap = store.captureSync({ source: repo, exclude: ['*.log'] });
+    const clone = join(tempDir(), 'clone');
+    await snap.materialize(clone, { createClone: true });
+    writeFileSync(Buffer.concat([Buffer.from(join(clone, 'r/new')), Buffer.from([0xfe]), Buffer.from('.log')]), 'y');
+    expect(await snap.diff(clone, { verify: true })).toMatchObject({ ok: true, added: [] });
     store.closeSync();
   });
 });

@@ -115,6 +115,9 @@ describe('the materialize stage lives inside the clone', () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', clone]);
     try {
       writeTree(clone, { 'src/stale': 's', keep: 'k' });
+      // A tmpfs root is 1777 unless mounted with mode=: a clone others can write is refused, saying so.
+      expectError(() => snap.materializeSync(clone), { code: 'SEAL_UNTRUSTED', message: `untrusted clone: ${clone} is writable by other users (mode 1777); fix: chmod go-w ${clone}` });
+      chmodSync(clone, 0o700);
       expect(snap.materializeSync(clone)).toMatchObject({ files: 2 });
       expect(contents(clone)).toEqual({ keep: 'k', other: 'o', 'src/': '', 'src/a': 'alpha' });
     } finally {

@@ -125,6 +125,25 @@ describe('diff', () => {
     store.closeSync();
   });
 
+  it('a materialize or reset of a clone another call holds is SEAL_BUSY at once, the clone as it was; diff still reads it; once let go both run (two at once once raced to EEXIST as SEAL_UNAVAILABLE)', async () => {
+    const { store, snap, clone } = fixture();
+    writeFileSync(join(clone, 'src/a.ts'), 'edited');
+    const was = listTree(clone);
+    // The flock another call's materialize or reset holds on the clone directory for its run.
+    const held = nativeSys.openat(AT_FDCWD, clone, O_RDONLY);
+    nativeSys.flock(held, LOCK_EX | LOCK_NB);
+    const busy = { code: 'SEAL_BUSY', message: `clone is being materialized or reset by another call (its directory is locked); wait for that one: ${clone}`, path: clone };
+    expectError(() => snap.resetSync(clone), busy);
+    await expectError(async () => snap.materialize(clone), busy);
+    expect(listTree(clone)).toEqual(was);
+    expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('edited');
+    expect(snap.diffSync(clone).changed).toEqual(['src/a.ts']);
+    nativeSys.close(held);
+    expect((await snap.reset(clone)).changed).toEqual(['src/a.ts']);
+    expect(snap.materializeSync(clone).reset).toBe(true);
+    store.closeSync();
+  });
+
   it('bad input is typed: not a directory, a relative path, wrong option types', async () => {
     const { work, store, snap } = fixture();
     writeFileSync(join(work, 'file'), 'x');
@@ -178,6 +197,28 @@ describe('reset', () => {
     expect(report.outside).toEqual(['build', 'src/b.ts', 'top.txt']);
     expect(listTree(clone)).toEqual(['src/', 'src/a.ts', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
     expect(listTree(join(work, 'repo'))).toContain('src/b.ts');
+    store.closeSync();
+  });
+
+  it('a link or a file an agent put where a directory on the way to a mount target must be: diff\'s all lists it, clean removes it (never followed), and the mount points are made again (every later run failed SEAL_SYMLINK)', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'a', 'deps/d.js': 'd' });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'deps', target: 'vendor/deps' }] });
+    const clone = join(work, 'clone');
+    const outside = join(work, 'outside');
+    writeTree(outside, { 'keep.txt': 'keep' });
+    snap.materializeSync(clone, { createClone: true });
+    snap.mountPoints(clone);
+    for (const plant of [() => symlinkSync(outside, join(clone, 'vendor')), () => writeFileSync(join(clone, 'vendor'), 'file')]) {
+      rmSync(join(clone, 'vendor'), { recursive: true, force: true });
+      plant();
+      expect(snap.diffSync(clone, { all: true }).outside).toEqual(['vendor']);
+      expect(snap.resetSync(clone, { clean: true }).outside).toEqual(['vendor']);
+      expect(listTree(outside)).toEqual(['keep.txt']);
+      expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/vendor/deps']);
+      expect(lstatSync(join(clone, 'vendor')).isDirectory()).toBe(true);
+    }
     store.closeSync();
   });
 

@@ -129,7 +129,14 @@ describe.skipIf(!isRoot).each(['ext4', 'xfs'] as const)('a full %s filesystem', 
     const sys = before('pwrite', (_fd, _buf, _off, length) => length > MiB / 2, () => fs.fill());
     const store = SnapshotStore.openSync(root, { sys });
     const err = sealError(() => store.captureSync(definition(dir)));
-    expect([err.name, err.code, (err.cause as { code?: string }).code, err.message]).toEqual(['SealError', 'SEAL_IO', 'ENOSPC', 'capture: ENOSPC: no space left on device, pwrite']);
+    // The file being written is named (it was a bare "capture: ENOSPC: …, pwrite").
+    expect([err.name, err.code, (err.cause as { code?: string }).code, err.message, err.path]).toEqual([
+      'SealError',
+      'SEAL_IO',
+      'ENOSPC',
+      'file cannot be captured: src/big/0.bin: ENOSPC: no space left on device, pwrite',
+      'src/big/0.bin',
+    ]);
     expectCleanStore(root, [kept]);
     // The async path (worker thread, helper threads) on a disk that is still full.
     const real = await SnapshotStore.open(root);
@@ -158,6 +165,9 @@ describe.skipIf(!isRoot).each(['ext4', 'xfs'] as const)('a full %s filesystem', 
     const err = sealError(() => faulted.get(snap.digest).materializeSync(clone));
     faulted.closeSync();
     expect([err.name, err.code, (err.cause as { code?: string }).code]).toEqual(['SealError', 'SEAL_IO', 'ENOSPC']);
+    // The entry being made is named (it was a bare "materialize: ENOSPC: …, pwrite").
+    expect(err.message).toBe(`could not make ${err.path}: ENOSPC: no space left on device, pwrite`);
+    expect(err.path).toMatch(/^src\//);
     expect(firstDiff(was, treeState(clone))).toBeUndefined();
     expect(readdirSync(fs.mnt).filter((n) => n.startsWith('.treeseal'))).toEqual([]);
     const async = await sealErrorAsync(snap.materialize(clone, { reflink: 'never' }));

@@ -1,6 +1,6 @@
 // materialize.test.ts: clones from snapshots: exact-root publish, budgets, hazards in the clone, reports, mount points.
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, statfsSync, symlinkSync, writeFileSync, writeSync, truncateSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, statfsSync, symlinkSync, writeFileSync, writeSync, truncateSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -73,6 +73,21 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     expect(statSync(join(two, 'src/lib/b.ts')).mode & 0o7777).toBe(0o600);
     expect(statSync(join(two, 'src/lib')).mode & 0o7777).toBe(0o700);
     expect(stagesLeft(one)).toEqual([]);
+    store.closeSync();
+  });
+
+  it('in a setgid clone (a shared project directory) every directory is still 0700, and the clone verifies (the kernel made them 02700: checkClone failed a fresh clone)', async () => {
+    const { snap, store, work } = fixture(undefined, { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' }, ['src']);
+    const one = clone(work);
+    chmodSync(one, 0o2700);
+    await snap.materialize(one);
+    expect([statSync(join(one, 'src')).mode & 0o7777, statSync(join(one, 'src/lib')).mode & 0o7777]).toEqual([0o700, 0o700]);
+    expect((await snap.checkClone(one)).ok).toBe(true);
+    expect((await snap.diff(one, { verify: true })).changed).toEqual([]);
+    rmSync(join(one, 'src/lib'), { recursive: true });
+    expect((await snap.reset(one)).removed).toEqual(['src/lib', 'src/lib/b.ts']);
+    expect(statSync(join(one, 'src/lib')).mode & 0o7777).toBe(0o700);
+    expect((await snap.checkClone(one)).ok).toBe(true);
     store.closeSync();
   });
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
+import { SnapshotStore, spawnSandboxed } from '../../dist/index.js';
 import {
   CLOCK_AHEAD_NS,
   DIST_INDEX,
@@ -57,6 +57,61 @@ describe('a store only you (or root) can have written', () => {
       expectError(() => SnapshotStore.openSync(dir), { code: 'SEAL_UNTRUSTED', message, unchanged: dir });
       await expectError(async () => SnapshotStore.open(dir), { code: 'SEAL_UNTRUSTED', message, unchanged: dir });
     }
+  });
+
+  it('so is a store below a directory another user can rename it in: others may write it (unless sticky), or it is another user\'s (one swapped a victim\'s store for her own directory between treeseal run\'s checks and bubblewrap\'s binds)', async () => {
+    const base = tempDir();
+    const shared = join(base, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const store = join(shared, 'store');
+    const message = `untrusted store: ${store} is below ${shared} (mode 0777), where other users can rename ${store} and put another directory at its path; fix: chmod o-w ${shared} (or +t), or keep the store elsewhere`;
+    expectError(() => SnapshotStore.openSync(store), { code: 'SEAL_UNTRUSTED', message });
+    await expectError(async () => SnapshotStore.open(store), { code: 'SEAL_UNTRUSTED', message });
+    // Sticky (as /tmp is): only the store's owner (you) may rename it.
+    chmodSync(shared, 0o1777);
+    SnapshotStore.openSync(store).closeSync();
+    // Group-writable by your own primary group (a user private group): yours.
+    chmodSync(shared, 0o775);
+    chownSync(shared, uid, process.getegid!());
+    (await SnapshotStore.open(store)).closeSync();
+    if (!isRoot) return;
+    // Root only: group-writable by another group, and owned by another user.
+    chownSync(shared, 0, SOMEONE);
+    expectError(() => SnapshotStore.openSync(store), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${store} is below ${shared} (mode 0775), where its group (gid ${SOMEONE}) can rename ${store} and put another directory at its path; fix: chmod g-w ${shared} (or +t), or keep the store elsewhere`,
+    });
+    chmodSync(shared, 0o755);
+    chownSync(shared, SOMEONE, SOMEONE);
+    expectError(() => SnapshotStore.openSync(store), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${store} is below ${shared}, owned by uid ${SOMEONE}, not you (uid 0) or root, who can rename what is in it and put another directory at the store's path; fix: keep the store below directories only you or root own`,
+    });
+  });
+
+  it('a clone directory others can write, or another user owns, is refused for materialize, reset and a sandboxed run, nothing written; diff still reads it (another user\'s /tmp/clone ran the victim\'s command on her files)', async () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'a' });
+    const store = await SnapshotStore.open(join(work, 'store'));
+    const snap = await store.capture({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'clone');
+    await snap.materialize(clone, { createClone: true });
+    chmodSync(clone, 0o777);
+    const message = `untrusted clone: ${clone} is writable by other users (mode 0777); fix: chmod go-w ${clone}`;
+    await expectError(async () => snap.materialize(clone), { code: 'SEAL_UNTRUSTED', message, unchanged: clone });
+    expectError(() => snap.resetSync(clone), { code: 'SEAL_UNTRUSTED', message, unchanged: clone });
+    await expectError(async () => spawnSandboxed(snap, clone, ['true']), { code: 'SEAL_UNTRUSTED', message, unchanged: clone });
+    expect((await snap.diff(clone)).changed).toEqual([]);
+    chmodSync(clone, 0o700);
+    expect((await snap.reset(clone)).method).toBe('reset');
+    if (isRoot) {
+      chownSync(clone, SOMEONE, SOMEONE);
+      const theirs = `untrusted clone: ${clone} is owned by uid ${SOMEONE}, not you (uid 0): its owner can change what is in it at any time; use a clone directory you own`;
+      await expectError(async () => snap.materialize(clone), { code: 'SEAL_UNTRUSTED', message: theirs, unchanged: clone });
+      await expectError(async () => spawnSandboxed(snap, clone, ['true']), { code: 'SEAL_UNTRUSTED', message: theirs, unchanged: clone });
+    }
+    await store.close();
   });
 
   it('so is a store whose snapshots/, tmp/, cache/, lock or leases/ others can write', async () => {

@@ -1,5 +1,6 @@
 // stage.test.ts: stageFiles: private stage, checked targets, planted symlinks never followed, verify and close.
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -194,5 +195,23 @@ describe('stageFiles', () => {
     expect(readFileSync(join(stage.root, 'keep', 'precious'), 'utf8')).toBe('not the stage');
     // The stage itself was emptied where it went; its name there is not the stager's to remove.
     expect(readdirSync(moved)).toEqual([]);
+  });
+
+  it('bytes in shared memory that change while they are written: the sha256 recorded is the staged file\'s, and verify passes', () => {
+    const shared = new Uint8Array(new SharedArrayBuffer(64 * 1024)).fill(1);
+    // Another thread rewriting the buffer, at the moment the file is written.
+    const rewriting = wrapSys({
+      pwrite: (orig) => (fd, buffer, offset, length, position) => {
+        const n = orig(fd, buffer, offset, length, position);
+        shared.fill(2);
+        return n;
+      },
+    });
+    const stage = stageFilesSync(tempDir(), [{ target: 'shared.bin', bytes: shared }], { sys: rewriting });
+    const onDisk = readFileSync(join(stage.root, 'shared.bin'));
+    expect(onDisk.equals(Buffer.alloc(64 * 1024, 1))).toBe(true);
+    expect(stage.files[0]!.sha256).toBe(createHash('sha256').update(onDisk).digest('hex'));
+    stage.verify();
+    stage.close();
   });
 });

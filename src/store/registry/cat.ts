@@ -11,6 +11,7 @@ import { checkInteger, checkOptions, invalidArgType } from '../../base/arg-error
 import { SealError } from '../../base/errors.js';
 import { checkRelative, escapePath } from '../../base/paths.js';
 import { sealedAsync } from '../../base/refusal.js';
+import { readOnce } from '../../base/op.js';
 import { sys as nativeSys, type Sys } from '../../sys/native.js';
 import type { CatLocation, CatManifest } from './cat-locate.js';
 import type { RegistryClient } from './client.js';
@@ -235,8 +236,9 @@ export function catRemote(remote: string, snapshot: SnapshotRef, path: string, o
 export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions & { output: number | NodeJS.WritableStream }): Promise<CatReport>;
 /** Options whose `output` the compiler cannot tell: the bytes, or the report when there was an output. */
 export function catRemote(remote: string, snapshot: SnapshotRef, path: string, options?: CatOptions): Promise<Buffer | CatReport>;
-export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, options: CatOptions = {}): Promise<Buffer | CatReport> {
-  const ref = checkReference(snapshot);
+export async function catRemote(remote: string, snapshot: SnapshotRef, path: string, given: CatOptions = {}): Promise<Buffer | CatReport> {
+  const options = readOnce(given) as CatOptions;
+  const ref = checkReference(readOnce(snapshot) as SnapshotRef);
   const parts = checkRelative(path, { label: 'file path', name: 'path', maxPathBytes: Number.MAX_SAFE_INTEGER });
   const o = checkOptions('options', options, { op: 'catRemote', keys: [...REMOTE_KEYS.filter((k) => k !== 'concurrency' && k !== 'onProgress'), 'maxBytes', 'output'] });
   const maxBytes = o.maxBytes === undefined ? DEFAULT_MAX_BYTES : checkInteger('options.maxBytes', o.maxBytes, 0, bufferConstants.MAX_LENGTH);

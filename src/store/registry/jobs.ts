@@ -45,7 +45,7 @@ type Result<K extends Name> = RegistryJobs[K]['result'];
  * the first worker thread, where the pull's build lives from one step to the next.
  */
 function job<K extends Name>(name: K, core: (sys: Sys, args: Args<K>) => Result<K>): Op<[Sys, Args<K>], Result<K>> {
-  return defineOp(name, { validate: (sys: Sys, args: Args<K>) => ({ sys, args }), core: (sys, args) => core(sys, args), sealAs: false, pinned: true });
+  return defineOp(name, { validate: (sys: Sys, args: Args<K>) => ({ sys, args }), core: (sys, args) => core(sys, args), sealAs: false, pinned: true, callerInput: false });
 }
 
 const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
