@@ -99,15 +99,49 @@ function removeNotLease(sys: Sys, leasesFd: number, name: string): number {
 }
 
 /**
+ * Whether a lease file whose owner is `uid` can pin snapshot `digest`: one of its owner's
+ * or root's. In a shared store a member uses only her own snapshots (another's bytes are
+ * proven to no one else), so another member's file in leases/ holds nothing of hers (one
+ * planted such files, flocked or unreadable, and pinned another member's snapshot for good).
+ */
+function pins(sys: Sys, snapshotsFd: number | undefined, uid: number, digest: string, owners: Map<string, number | undefined>): boolean {
+  if (uid === 0 || snapshotsFd === undefined) return true;
+  if (!owners.has(digest)) {
+    let owner: number | undefined;
+    try {
+      owner = sys.fstatat(snapshotsFd, digest, AT_SYMLINK_NOFOLLOW).uid;
+    } catch {
+      owner = undefined;
+    }
+    owners.set(digest, owner);
+  }
+  const owner = owners.get(digest);
+  return owner === undefined || owner === uid;
+}
+
+/** The store's snapshots/ (undefined when it cannot be opened: every lease then counts). */
+function openSnapshots(sys: Sys, storeRoot: string): Fd | undefined {
+  try {
+    return own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Goes through the lease files (of `digest`, or all): a held one is returned (its name and
- * holder); a stale one (its holder is gone, so its flock is free) is removed. The caller
- * holds the store's exclusive lock, so no lease is taken meanwhile.
+ * holder); a stale one (its holder is gone, so its flock is free) is removed, where this
+ * user may (another member's, in a sticky leases/, is left: it holds nothing). A lease file
+ * of a user other than its snapshot's owner (or root) holds nothing either (see pins). The
+ * caller holds the store's exclusive lock, so no lease is taken meanwhile.
  */
 function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHeld: boolean): { held: { name: string; holder: string | undefined }[]; swept: number } {
   const held: { name: string; holder: string | undefined }[] = [];
   let swept = 0;
   using leases = openLeases(sys, storeRoot);
   if (leases === undefined) return { held, swept };
+  using snapshots = openSnapshots(sys, storeRoot);
+  const owners = new Map<string, number | undefined>();
   for (const entry of sys.readdir(leases.fd)) {
     const name = entry.name;
     if (typeof name !== 'string') continue;
@@ -123,8 +157,15 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
         swept += removeNotLease(sys, leases.fd, name);
         continue;
       }
-      // One this user cannot open (another member's, 0000): its flock cannot be tested, so it counts as held.
+      // One this user cannot open (another member's, 0000): its flock cannot be tested, so it counts as held, if it can pin.
       if (hasCode(err, 'EACCES', 'EPERM')) {
+        let uid: number;
+        try {
+          uid = sys.fstatat(leases.fd, name, AT_SYMLINK_NOFOLLOW).uid;
+        } catch {
+          continue;
+        }
+        if (!pins(sys, snapshots?.fd, uid, m[1]!, owners)) continue;
         held.push({ name, holder: undefined });
         if (stopAtHeld) break;
         continue;
@@ -132,18 +173,25 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
       throw err;
     }
     using file = own(sys, fd);
+    const st = sys.fstat(file.fd);
     // A FIFO or a directory under a lease's name: not a lease (a FIFO was skipped and never swept).
-    if (!isReg(sys.fstat(file.fd).mode)) {
+    if (!isReg(st.mode)) {
       swept += removeNotLease(sys, leases.fd, name);
       continue;
     }
     if (!tryFlock(sys, file.fd)) {
+      if (!pins(sys, snapshots?.fd, st.uid, m[1]!, owners)) continue;
       held.push({ name, holder: holderOf(sys, file.fd) });
       if (stopAtHeld) break;
       continue;
     }
-    sys.unlinkat(leases.fd, name, 0);
-    swept++;
+    try {
+      sys.unlinkat(leases.fd, name, 0);
+      swept++;
+    } catch (err) {
+      // Another member's stale file in the sticky leases/: left (its flock was free: it holds nothing); gone meanwhile: fine.
+      if (!hasCode(err, 'EPERM', 'EACCES', 'ENOENT')) throw err;
+    }
   }
   return { held, swept };
 }

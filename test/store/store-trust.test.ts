@@ -1,10 +1,11 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, spawnSandboxed } from '../../dist/index.js';
+import { LOCK_EX, LOCK_NB, sys as nativeSys } from '../../dist/sys/index.js';
 import {
   CLOCK_AHEAD_NS,
   DIST_INDEX,
@@ -444,6 +445,37 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     chmodSync(join(planted, 'x'), 0o500);
     chmodSync(planted, 0o500);
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: ['build-0123456789abcdef0123456789abcdef'] });
+  });
+
+  it("a shared store: another member's files in leases/ pin nothing of yours, held, unreadable or stale, and one you cannot remove fails no gc (one planted such files and pinned a member's snapshot for good, and every gc failed EPERM)", () => {
+    const base = ownedDir(0);
+    writeTree(join(base, 'one'), { 'app/f': 'one\n' });
+    writeTree(join(base, 'two'), { 'app/f': 'two\n' });
+    const dir = sharedStore(base, 0);
+    // Its parts prepared by root, as security.md says: no member owns leases/, so none may remove another's file there.
+    mkdirSync(join(dir, 'leases'));
+    chownSync(join(dir, 'leases'), 0, GROUP);
+    chmodSync(join(dir, 'leases'), 0o3770);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    const a = asUser(NOBODY, 'capture', dir, [join(base, 'one'), 'app'], [GROUP], env);
+    const b = asUser(NOBODY, 'capture', dir, [join(base, 'two'), 'app'], [GROUP], env);
+    const plant = (digest: string, hex: string, mode: number): string => {
+      const path = join(dir, 'leases', `${digest}-${hex}`);
+      writeFileSync(path, 'pid 1\n');
+      chownSync(path, SOMEONE, GROUP);
+      chmodSync(path, mode);
+      return path;
+    };
+    // Held (this process keeps its flock), unreadable to the owner of the snapshot, and stale.
+    const held = openSync(plant(a.digest, '0123456789abcdef', 0o640), 'r');
+    nativeSys.flock(held, LOCK_EX | LOCK_NB);
+    plant(b.digest, 'fedcba9876543210', 0o000);
+    const stale = plant(a.digest, '00000000000000ff', 0o640);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toMatchObject({ swept: 0 });
+    expect(existsSync(stale)).toBe(true);
+    expect(asUser(NOBODY, 'remove', dir, [a.digest], [GROUP], env)).toMatchObject({ removed: a.digest, left: [b.digest] });
+    expect(asUser(NOBODY, 'remove', dir, [b.digest], [GROUP], env)).toMatchObject({ removed: b.digest, left: [] });
+    closeSync(held);
   });
 
   it("a shared store: another member's stat cache or clone ledger is not read, even one holding valid records (its records say which files need no reading)", () => {
