@@ -167,9 +167,10 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd: number): void {
   try {
     stats.push(sys.fstat(current.fd));
     for (const part of parts) {
-      const next = own(sys, sys.openat(current.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW));
-      current.close();
-      current = next;
+      const above = current;
+      current = own(sys, sys.openat(above.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+      // The one below is held first: a close that fails leaves nothing open.
+      above.close();
       stats.push(sys.fstat(current.fd));
     }
   } finally {
@@ -211,9 +212,9 @@ export function openForeignStore(sys: Sys, path: string, owner: number): Fd {
   const stats: Stat[] = [sys.fstat(current.fd)];
   try {
     for (const part of parts) {
-      const next = own(sys, openChildDir(sys, current.fd, part));
-      current[Symbol.dispose]();
-      current = next;
+      const above = current;
+      current = own(sys, openChildDir(sys, above.fd, part));
+      above.close();
       stats.push(sys.fstat(current.fd));
     }
   } catch (err) {
