@@ -1,5 +1,6 @@
 // digest-args.ts: the digest functions as the package exports them (manifestDigest, mountDigests, snapshotDigest, canonicalJson): the caller's input checked first, Node's TypeError naming the first part that is wrong.
 import { checkOptions, invalidArgType, invalidArgValue } from './arg-errors.js';
+import { readOnce } from './op.js';
 import { EntryTable } from './entry-table.js';
 import { canonicalJson, snapshotDigest, type Entries, type Json, type ManifestEntry, type SnapshotDigestInput } from './manifest.js';
 import { manifestDigest, mountDigests, type MountDigestInput } from './manifest-stream.js';
@@ -31,12 +32,13 @@ function checkEntries(name: string, entries: unknown): Entries {
 
 /** sha256 of the canonical JSON list of entries (already sorted), as the seed computes it. */
 export function checkedManifestDigest(entries: readonly ManifestEntry[]): string {
-  return manifestDigest(checkEntries('entries', entries));
+  return manifestDigest(checkEntries('entries', readOnce(entries)));
 }
 
 /** The seed's dependency content and manifest digests over captured mounts ({ source, target, entries }). */
-export function checkedMountDigests(mounts: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
-  if (!Array.isArray(mounts)) throw invalidArgType('mounts', 'Array', mounts);
+export function checkedMountDigests(given: readonly MountDigestInput[]): { contentDigest: string; manifestDigest: string } {
+  if (!Array.isArray(given)) throw invalidArgType('mounts', 'Array', given);
+  const mounts = readOnce(given) as MountDigestInput[];
   mounts.forEach((m: unknown, i) => {
     if (m === null || typeof m !== 'object') throw invalidArgType(`mounts[${i}]`, 'object', m);
     const o = m as Record<string, unknown>;
@@ -57,9 +59,9 @@ function checkStrings(name: string, value: unknown): void {
 }
 
 /** The snapshot digest of a snapshot's parts ({ source, revision, declarations, manifestDigest, mountContentDigest, mountManifestDigest, exclude? }): each a string (the lists of strings), no other key. */
-export function checkedSnapshotDigest(input: SnapshotDigestInput): string {
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) throw invalidArgType('input', 'object', input);
-  const d = checkOptions('input', input, { op: 'snapshotDigest', keys: DIGEST_KEYS });
+export function checkedSnapshotDigest(given: SnapshotDigestInput): string {
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) throw invalidArgType('input', 'object', given);
+  const d = checkOptions('input', readOnce(given) as SnapshotDigestInput, { op: 'snapshotDigest', keys: DIGEST_KEYS });
   for (const key of ['source', 'revision', 'manifestDigest', 'mountContentDigest', 'mountManifestDigest'] as const) {
     if (typeof d[key] !== 'string') throw invalidArgType(`input.${key}`, 'string', d[key]);
   }
@@ -68,22 +70,29 @@ export function checkedSnapshotDigest(input: SnapshotDigestInput): string {
   return snapshotDigest(d);
 }
 
-/** Refuses what JSON cannot hold as canonicalJson writes it: undefined, a function, a symbol, an object that is not a plain one or an array (a Date, a Map), naming where. */
-function checkJson(name: string, value: unknown, depth: number): void {
-  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return;
+/**
+ * A copy of a JSON value the caller passed, each property and item read once, refusing what
+ * JSON cannot hold as canonicalJson writes it: undefined, a function, a symbol, an object
+ * that is not a plain one or an array (a Date, a Map), naming where.
+ */
+function copyJson(name: string, value: unknown, depth: number): Json {
+  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'bigint' || typeof value === 'string') return value as Json;
   if (typeof value !== 'object') throw invalidArgType(name, ['null', 'boolean', 'number', 'bigint', 'string', 'Array', 'object'], value);
   if (depth > 1000) throw invalidArgValue(name, value, 'is nested more than 1000 levels deep');
   if (Array.isArray(value)) {
-    value.forEach((v: unknown, i) => checkJson(`${name}[${i}]`, v, depth + 1));
-    return;
+    const n = value.length;
+    const out: Json[] = [];
+    for (let i = 0; i < n; i++) out.push(copyJson(`${name}[${i}]`, value[i], depth + 1));
+    return out;
   }
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) throw invalidArgType(name, ['Array', 'plain object'], value);
-  for (const [key, v] of Object.entries(value)) checkJson(`${name}.${key}`, v, depth + 1);
+  const out: Record<string, Json> = {};
+  for (const key of Object.keys(value)) out[key] = copyJson(`${name}.${key}`, (value as Record<string, unknown>)[key], depth + 1);
+  return out;
 }
 
-/** canonicalJson of a JSON value the caller passed, checked first. */
+/** canonicalJson of a JSON value the caller passed, checked on a copy read once. */
 export function checkedCanonicalJson(value: Json): string {
-  checkJson('value', value, 0);
-  return canonicalJson(value);
+  return canonicalJson(copyJson('value', value, 0));
 }

@@ -333,8 +333,8 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
  * followed); a directory is made writable through its own fd, emptied and removed.
  * A missing entry, or one removed meanwhile, is fine. `type` is the name's getdents d_type when known (it
  * saves a stat per entry; a stale one is caught by the unlink or the open). The walk keeps
- * its own stack (an fd and a listing a level), not the thread's: a tree any thread could
- * make, however deep, is removed on any thread.
+ * its own stack (an fd and a listing a level), not the thread's: a tree the worker thread
+ * could capture is removed on any thread (its depth bounded by the fds a process may hold).
  */
 export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN): void {
   const stack: Level[] = [];

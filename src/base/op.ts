@@ -91,7 +91,7 @@ const READ_ONCE_MAX_ITEMS = 1 << 20;
 
 /**
  * A caller's argument as it stands when the call begins: an options object or a list is
- * copied, each property (own, enumerable, symbol keys too) and each item read once, so a
+ * copied, each own property (symbol keys and non-enumerable ones too) and each item read once, so a
  * getter runs once and a Proxy answers once: what validate checks is what the call uses,
  * however the object answers later (an option once checked as one copy root and then read
  * as none captured the whole source). Plain objects and arrays inside are copied the same
@@ -112,9 +112,12 @@ export function readOnce(value: unknown, depth = 0): unknown {
   const from = value as Record<PropertyKey, unknown>;
   const out: Record<PropertyKey, unknown> = proto === null ? Object.create(null) : {};
   for (const key of Reflect.ownKeys(from)) {
-    if (Object.getOwnPropertyDescriptor(from, key)?.enumerable !== true) continue;
+    const enumerable = Object.getOwnPropertyDescriptor(from, key)?.enumerable === true;
     const v = from[key];
-    out[key] = key === 'sys' ? v : readOnce(v, depth + 1);
+    const copy = key === 'sys' ? v : readOnce(v, depth + 1);
+    // One that is not enumerable stays so (no key check sees it), but is still what the call reads.
+    if (enumerable) out[key] = copy;
+    else Object.defineProperty(out, key, { value: copy, enumerable: false, writable: true, configurable: true });
   }
   return out;
 }

@@ -141,7 +141,7 @@ function isDirEntry(sys: Sys, dirFd: number, e: DirEntry): boolean {
 /**
  * The entries of the directory open at dirFd (at `dirPath` below the source) that the
  * excludes keep, decided from each name and kind before anything is opened. A name that
- * is not UTF-8 is kept: the walk refuses it.
+ * is not UTF-8 is matched as matchedName reads it; one the patterns keep, the walk refuses.
  */
 export function keptEntries(sys: Sys, dirFd: number, dirPath: string, entries: DirEntry[], excludes: Excludes | undefined): DirEntry[] {
   if (excludes === undefined) return entries;
@@ -152,7 +152,7 @@ export function keptEntries(sys: Sys, dirFd: number, dirPath: string, entries: D
 }
 
 /**
- * A name as the patterns see it: a name that is not UTF-8 with each invalid byte as U+FFFD,
+ * A name as the patterns see it: a name that is not UTF-8 with each invalid sequence as U+FFFD,
  * so `*.log` leaves out `bad\xff.log` (git matches bytes) rather than the capture refusing it
  * as not UTF-8, which no pattern could then prevent. One the patterns keep is refused as before.
  */

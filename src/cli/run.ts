@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
-import { SealError, findBubblewrap, spawnSandboxed } from '../index.js';
+import { SealError, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
 
@@ -22,7 +22,20 @@ async function run(ctx: Context): Promise<number> {
   findBubblewrap();
   const snap = (await ctx.store()).get(digest);
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
-  using _lease = snap.lease();
+  const lease = snap.lease();
+  try {
+    return await runLeased(ctx, snap, clone, command, workspace);
+  } finally {
+    try {
+      lease.release();
+    } catch (err) {
+      // Its flock ended with its fd: the file left is gc's to sweep. The status stays the command's.
+      ctx.io.warn(`treeseal: run: the lease on snapshot ${snap.digest} ended, but its file was left: ${err instanceof SealError ? `${err.code}: ${err.message}` : String(err)}`);
+    }
+  }
+}
+
+async function runLeased(ctx: Context, snap: Snapshot, clone: string, command: string[], workspace: string | undefined): Promise<number> {
   if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
   // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
   const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });

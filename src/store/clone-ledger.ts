@@ -327,7 +327,8 @@ function dropStray(sys: Sys, clonesFd: number, name: string): number {
     sys.unlinkat(clonesFd, name, 0);
     return 1;
   } catch (err) {
-    if (hasCode(err, 'ENOENT')) return 0;
+    // Another member's, in a shared store's sticky clones/: hers to remove, not a failed gc.
+    if (hasCode(err, 'ENOENT', 'EPERM', 'EACCES')) return 0;
     throw err;
   }
 }
@@ -358,7 +359,8 @@ export function sweepLedgers(sys: Sys, storeRoot: string, hasSnapshot: (digest: 
     try {
       fd = sys.openat(clones.fd, entry.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
-      if (hasCode(err, 'ENOENT')) continue;
+      // Gone, or another member's that this user may not read (a shared store): not this gc's.
+      if (hasCode(err, 'ENOENT', 'EACCES')) continue;
       // A link or a socket under a ledger's name (the store's owner put it there): no ledger, dropped unfollowed.
       if (!hasCode(err, 'ELOOP', 'ENXIO')) throw err;
       swept += dropStray(sys, clones.fd, entry.name);
@@ -377,7 +379,8 @@ export function sweepLedgers(sys: Sys, storeRoot: string, hasSnapshot: (digest: 
       sys.unlinkat(clones.fd, entry.name, 0);
       swept++;
     } catch (err) {
-      if (!hasCode(err, 'ENOENT')) throw err;
+      // Another member's stale ledger in a sticky clones/: left for her gc.
+      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES')) throw err;
     }
   }
   return swept;

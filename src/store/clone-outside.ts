@@ -2,7 +2,7 @@
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';
 import { openChildDir, own } from '../base/fd.js';
 import { nameText } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_LNK, DT_UNKNOWN, isDir, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { partsOf } from './clone-links.js';
@@ -44,15 +44,34 @@ export function forEachOutside(
   openDir: (sys: Sys, dirfd: number, name: string, shown: string) => number | null = openChildDir,
 ): void {
   const places = new Set<string>();
+  const targets = new Set<string>();
   const onTheWay = new Set<string>();
-  for (const parts of [...data.declarations.map(partsOf), ...data.mounts.map((m) => partsOf(m.target))]) {
+  const toRoots = new Set<string>();
+  for (const [parts, root] of [...data.declarations.map((d) => [partsOf(d), true] as const), ...data.mounts.map((m) => [partsOf(m.target), false] as const)]) {
     places.add(parts.join('/'));
-    for (let i = 1; i < parts.length; i++) onTheWay.add(parts.slice(0, i).join('/'));
+    if (!root) targets.add(parts.join('/'));
+    for (let i = 1; i < parts.length; i++) {
+      onTheWay.add(parts.slice(0, i).join('/'));
+      if (root) toRoots.add(parts.slice(0, i).join('/'));
+    }
   }
+  // A link at a mount target is never one (mount points refuse it, SEAL_SYMLINK): an agent's, outside.
+  const isLinkAt = (fd: number, name: string, type: number): boolean => {
+    if (type !== DT_UNKNOWN) return type === DT_LNK;
+    try {
+      return isLink(sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW).mode);
+    } catch {
+      return false;
+    }
+  };
   const walk = (fd: number, rel: string): void => {
     for (const item of sys.readdir(fd)) {
       const shown = nameText(item.name);
       const path = rel === '' ? shown : `${rel}/${shown}`;
+      if (typeof item.name === 'string' && targets.has(path) && isLinkAt(fd, item.name, item.type)) {
+        visit(fd, item.name, path, item.type);
+        continue;
+      }
       if (typeof item.name === 'string' && ((rel === '' && isOwn(sys, fd, item.name, item.type)) || places.has(path))) continue;
       if (typeof item.name !== 'string' || !onTheWay.has(path)) {
         visit(fd, item.name, path, item.type);
@@ -66,7 +85,8 @@ export function forEachOutside(
         // A link or a file where a directory on the way must be (an agent's `vendor -> /home/…` above a mount target):
         // not the snapshot's, so outside too (a copy root's own check refuses a link above it before this runs).
         if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
-          visit(fd, item.name, path, item.type);
+          // Above a copy root, the root's own check reports it (changed, removed): not twice.
+          if (!toRoots.has(path)) visit(fd, item.name, path, item.type);
           continue;
         }
         throw err;

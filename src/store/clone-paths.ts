@@ -10,7 +10,7 @@ import { hasCode } from '../sys/errno.js';
 import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
 
 /**
- * Makes the directory `clonePath` (0777 less the umask, as mkdir(1) does) when its
+ * Makes the directory `clonePath` (0700: the clone is the caller's own, as the check of it requires) when its
  * parent is a real directory reached through no symlink; an existing name is left
  * for the caller's open to judge (a symlink there is never followed). Returns whether
  * it made it (see removeMadeClone).
@@ -18,7 +18,7 @@ import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
 export function makeCloneDir(sys: Sys, clonePath: string): boolean {
   using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
   try {
-    sys.mkdirat(parent.fd, basename(clonePath), 0o777);
+    sys.mkdirat(parent.fd, basename(clonePath), 0o700);
     return true;
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) {

@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, tryFlock, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -16,7 +16,8 @@ import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
-import { checkCloneOwner } from './trust.js';
+import { checkCloneOwner, checkStoreAbove } from './trust.js';
+import { lockClone, type CloneLock } from './clone-lock.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -370,29 +371,41 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
 
 /**
  * Opens the clone after checking it apart from the source and the store; its fstat and its
- * ledger (undefined: none of this clone in this store). `lock`: the clone's directory is
- * flocked for the call (materialize, reset), so a second one on the same clone at once is
- * SEAL_BUSY rather than two calls making the same names.
+ * ledger (undefined: none of this clone in this store). `lock` (materialize, reset): a
+ * clone directory another user owns or can write is refused, and the clone's lock is held
+ * for the call (see clone-lock.ts), so a second one on the same clone at once is SEAL_BUSY
+ * rather than two calls making the same names.
  */
-function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, lock: boolean, create = false): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
+function openClone(
+  sys: Sys,
+  snapshotRoot: string,
+  data: StoredSnapshot,
+  clone: string,
+  lock: boolean,
+  create = false,
+): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined; held: CloneLock | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
+  // Nothing is made below a directory another user could rename it in.
+  if (lock) checkStoreAbove(sys, clone, undefined, 'clone');
   const making = create && makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
   let made: Stat | undefined;
+  let held: CloneLock | undefined;
   try {
     const st = sys.fstat(dir.fd);
-    // What this call writes stays the caller's: a clone directory another user owns or can write is refused.
-    if (lock) checkCloneOwner(st, escapePath(clone));
-    if (lock && !tryFlock(sys, dir.fd)) {
-      throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call (its directory is locked); wait for that one: ${escapePath(clone)}`, { path: clone });
-    }
     // What removeMadeClone checks is still there: the directory this call made.
     if (making) made = st;
+    // What this call writes stays the caller's: a clone directory another user owns or can write, or one below a
+    // directory another user could rename it in, is refused.
+    if (lock) checkCloneOwner(st, escapePath(clone));
+    if (lock) checkStoreAbove(sys, clone, dir.fd, 'clone');
+    if (lock) held = lockClone(sys, storeOf(snapshotRoot), st, clone);
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
-    return { dir, made, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+    return { dir, made, held, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
   } catch (err) {
+    held?.release();
     if (made !== undefined) removeMadeClone(sys, clone, made);
     dir[Symbol.dispose]();
     throw err;
@@ -401,8 +414,9 @@ function openClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: 
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
 export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions & RunHooks): ResetReport {
-  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, true);
+  const { dir, ledger, held } = openClone(sys, snapshotRoot, data, clone, true);
   using _ = dir;
+  using _lock = held;
   if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
   return resetInto(sys, snapshotRoot, data, dir.fd, ledger, options);
 }
@@ -413,8 +427,9 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
  * materialize fails and leaves it empty.
  */
 export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks): MaterializeReport {
-  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
+  const { dir, ledger, made, held } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
   using _ = dir;
+  using _lock = held;
   try {
     return materializeOpen(sys, snapshotRoot, data, dir, ledger, options);
   } catch (err) {

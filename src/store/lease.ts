@@ -159,11 +159,12 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
       }
       // One this user cannot open (another member's, 0000): its flock cannot be tested, so it counts as held, if it can pin.
       if (hasCode(err, 'EACCES', 'EPERM')) {
-        let uid: number;
+        let uid = 0;
         try {
           uid = sys.fstatat(leases.fd, name, AT_SYMLINK_NOFOLLOW).uid;
-        } catch {
-          continue;
+        } catch (e) {
+          // Gone meanwhile: nothing holds. Its owner not known: it counts (uid 0 pins).
+          if (hasCode(e, 'ENOENT')) continue;
         }
         if (!pins(sys, snapshots?.fd, uid, m[1]!, owners)) continue;
         held.push({ name, holder: undefined });

@@ -178,7 +178,8 @@ export function makeDir(sys: Sys, dirFd: number, name: string): Fd {
   sys.mkdirat(dirFd, name, 0o700);
   const dir = own(sys, openChildDir(sys, dirFd, name));
   try {
-    if ((sys.fstat(dir.fd).mode & 0o7777) !== 0o700) sys.fchmod(dir.fd, 0o700);
+    // Only that bit: a filesystem with fixed modes (vfat) refuses a chmod it cannot keep.
+    if ((sys.fstat(dir.fd).mode & 0o2000) !== 0) sys.fchmod(dir.fd, 0o700);
   } catch (err) {
     dir.close();
     throw err;

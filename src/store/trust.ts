@@ -136,7 +136,7 @@ export function isPrivate(st: Stat): boolean {
  * Refuses a clone directory (st: its fstat) that another user owns or can write: its owner
  * could change what a materialize or reset made there, and what a sandboxed command runs
  * on, at any time (a clone another user made in /tmp once ran the victim's command on her
- * files). Yours or root's, writable by no one else (your own primary group aside).
+ * files). Yours or root's, writable by no one else.
  */
 export function checkCloneOwner(st: Stat, shown: string): void {
   const uid = process.geteuid!();
@@ -145,22 +145,43 @@ export function checkCloneOwner(st: Stat, shown: string): void {
   }
   const mode = st.mode & 0o7777;
   if (mode & OTHER_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`);
-  if (mode & GROUP_WRITE && st.gid !== process.getegid!()) throw untrusted(`untrusted clone: ${shown} is writable by its group (gid ${st.gid}, mode ${octal(mode)}); fix: chmod g-w ${shown}`);
+  if (mode & GROUP_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}`);
+}
+
+let unmappedOwner: number | undefined | null = null;
+
+/**
+ * The uid a directory shows inside a user namespace when its owner is not mapped there
+ * (the host's root, for `/`: the kernel's overflowuid, 65534 by default); undefined outside
+ * one. Such a directory is taken as root's: from inside, whose it is cannot be told.
+ */
+function unmapped(): number | undefined {
+  if (unmappedOwner !== null) return unmappedOwner;
+  unmappedOwner = undefined;
+  try {
+    const map = readFileSync('/proc/self/uid_map', 'utf8').trim().split(/\s+/);
+    if (map.join(' ') !== '0 0 4294967295') unmappedOwner = Number(readFileSync('/proc/sys/kernel/overflowuid', 'utf8').trim());
+  } catch {
+    // No /proc: no namespace known.
+  }
+  return unmappedOwner;
 }
 
 /**
  * Refuses a store below a directory that lets another user move it away and put a
  * directory of theirs at its path: every directory above the store must be yours or
- * root's, and one that others can write (/tmp) sticky with the next one down yours or
- * root's (group-writable is also fine when the group is your own primary group: a user
- * private group). Else every later open of the store by its path, and bubblewrap's binds
- * of its payloads, could find the other user's directory in place of the one checked.
- * The walk looks up each name without following links (O_PATH: search permission is
- * enough), and its last directory must be `storeFd`'s.
+ * root's (in a user namespace, one whose owner is not mapped there counts as root's), and
+ * one that others or its group can write sticky (as /tmp is), the next one down then
+ * yours or root's. Else every later open of the store by its path, and bubblewrap's binds
+ * of its payloads, could find the other user's directory in place of the one checked. The
+ * walk looks up each name without following links (O_PATH: search permission is enough);
+ * given `storeFd`, its last directory must be that one; without, the store may not exist
+ * yet: the walk stops at the first missing name (what is made below it is yours). The
+ * same rule holds for a clone (`what`): another user swapping two of a victim's clones as
+ * a command started ran it on the other one's files.
  */
-export function checkStoreAbove(sys: Sys, root: string, storeFd: number): void {
+export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 'store' | 'clone' = 'store'): void {
   const uid = process.geteuid!();
-  const gid = process.getegid!();
   const parts = root.split('/').filter((p) => p !== '');
   const stats: Stat[] = [];
   let current = own(sys, sys.openat(AT_FDCWD, '/', O_PATH | O_DIRECTORY));
@@ -168,7 +189,15 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd: number): void {
     stats.push(sys.fstat(current.fd));
     for (const part of parts) {
       const above = current;
-      current = own(sys, sys.openat(above.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+      let below: number;
+      try {
+        below = sys.openat(above.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      } catch (err) {
+        // Before an open: not made yet, or what the open itself refuses, with its own error (a link, a file, a name too long).
+        if (storeFd === undefined) break;
+        throw err;
+      }
+      current = own(sys, below);
       // The one below is held first: a close that fails leaves nothing open.
       above.close();
       stats.push(sys.fstat(current.fd));
@@ -178,22 +207,28 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd: number): void {
   }
   const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
   const store = shownAt(parts.length);
-  const last = stats[parts.length]!;
-  const opened = sys.fstat(storeFd);
-  if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted store: ${store} was replaced while it was opened`);
-  const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0;
-  for (let i = 0; i < parts.length; i++) {
+  // Before an open: a store that exists already is checked once opened (with the rule for root and another user's store).
+  if (storeFd === undefined && stats.length > parts.length) return;
+  if (storeFd !== undefined) {
+    const last = stats[parts.length]!;
+    const opened = sys.fstat(storeFd);
+    if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`);
+  }
+  const outside = unmapped();
+  const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0 || st.uid === outside;
+  // Every directory found that has (or will have) a name of the store's path below it.
+  for (let i = 0; i < Math.min(stats.length, parts.length); i++) {
     const st = stats[i]!;
     const at = shownAt(i);
     if (!yours(st)) {
-      throw untrusted(`untrusted store: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the store's path; fix: keep the store below directories only you or root own`);
+      throw untrusted(`untrusted ${what}: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the ${what}'s path; fix: keep the ${what} below directories only you or root own (or chown ${at})`);
     }
     const mode = st.mode & 0o7777;
-    const others = (mode & OTHER_WRITE) !== 0 || ((mode & GROUP_WRITE) !== 0 && st.gid !== gid);
+    const others = (mode & (OTHER_WRITE | GROUP_WRITE)) !== 0;
     // Sticky: only the next one's owner (checked in its turn, or as the store) may rename it.
     if (others && !(mode & S_ISVTX)) {
       const who = mode & OTHER_WRITE ? 'other users' : `its group (gid ${st.gid})`;
-      throw untrusted(`untrusted store: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or +t), or keep the store elsewhere`);
+      throw untrusted(`untrusted ${what}: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or +t), or keep the ${what} elsewhere`);
     }
   }
 }

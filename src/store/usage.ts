@@ -52,8 +52,8 @@ export interface PruneReport {
 
 /**
  * Sums st_blocks below dirfd (the directory itself included), each inode once across `seen`.
- * The walk keeps its own stack (an fd and a listing a level): a snapshot however deep is
- * measured on any thread.
+ * The walk keeps its own stack (an fd and a listing a level), not the thread's: a snapshot
+ * any thread could capture is measured on any thread.
  */
 function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number {
   let total = 0;

@@ -6,7 +6,7 @@ import { checkFilePath, isPlainName, openRealDir, own } from '../base/fd.js';
 import { checkInteger, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 
 import { SealError } from '../base/errors.js';
-import { checkSys, defineOp } from '../base/op.js';
+import { checkSys, defineOp, readOnce } from '../base/op.js';
 import { escapePath } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { readAllAt, type StableRead } from '../base/io.js';
@@ -26,8 +26,10 @@ export interface ReadStableOptions {
 const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
 
 /** The options of `op` checked: its syscall layer and byte bound. */
-function checkReadOptions(options: ReadStableOptions, op = 'readStable'): { sys: Sys; maxBytes: number } {
-  if (options === null || typeof options !== 'object') throw invalidArgType('options', 'object', options);
+function checkReadOptions(given: ReadStableOptions, op = 'readStable'): { sys: Sys; maxBytes: number } {
+  if (given === null || typeof given !== 'object') throw invalidArgType('options', 'object', given);
+  // Read once (readStableAt is no defineOp call): the maxBytes checked is the one enforced.
+  const options = readOnce(given) as ReadStableOptions;
   checkOptions('options', options, { op, keys: ['maxBytes', 'sys'] });
   checkInteger('options.maxBytes', options.maxBytes, 0, MAX_READ_BYTES);
   return { sys: checkSys('options.sys', options.sys), maxBytes: options.maxBytes };

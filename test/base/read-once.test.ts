@@ -1,9 +1,9 @@
 // read-once.test.ts: a caller's options are read once, so what is checked is what is used (getters, Proxies, an object changed after the call); the digest helpers check their input.
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, canonicalJson, readStable, readStableSync, sandboxArgs, snapshotDigest, writeFrozenFileSync } from '../../dist/index.js';
+import { SnapshotStore, canonicalJson, readStable, readStableAt, readStableSync, sandboxArgs, snapshotDigest, writeFrozenFileSync } from '../../dist/index.js';
 import { expectError, tempDir, writeTree } from '../helpers.js';
 
 /** An options object whose `key` answers `first` on its first read and `later` on every read after. */
@@ -53,13 +53,25 @@ describe('options are read once', () => {
     sync.closeSync();
   });
 
-  it('readStable: the maxBytes checked is the limit enforced (a second read of 2**53 let a 100-byte file past a limit of 10)', async () => {
+  it('readStable: the maxBytes checked is the limit enforced (a second read of 2**53 let a 100-byte file past a limit of 10), readStableAt too', async () => {
     const dir = tempDir();
     const path = join(dir, 'f');
     writeFileSync(path, Buffer.alloc(100, 7));
     const message = `file exceeds the per-file limit (10 bytes): ${path}`;
     expectError(() => readStableSync(path, shifting('maxBytes', 10, 2 ** 53).options as never), { code: 'SEAL_LIMIT', message });
     await expectError(async () => readStable(path, shifting('maxBytes', 10, 2 ** 53).options as never), { code: 'SEAL_LIMIT', message });
+    const dirfd = openSync(dir, 'r');
+    expectError(() => readStableAt(dirfd, 'f', shifting('maxBytes', 10, undefined).options as never), { code: 'SEAL_LIMIT', message: 'file exceeds the per-file limit (10 bytes): f' });
+    closeSync(dirfd);
+  });
+
+  it('an option that is not enumerable is still read, once (a non-enumerable copy list was dropped: the whole source captured)', async () => {
+    const { work, source } = repo();
+    const store = await SnapshotStore.open(join(work, 'store'));
+    const options: Record<string, unknown> = { source };
+    Object.defineProperty(options, 'copy', { value: ['top.txt'], enumerable: false });
+    expect((await store.capture(options as never)).declarations).toEqual(['top.txt']);
+    await store.close();
   });
 
   it('an onProgress checked as absent is never called (a second read of 42 was "callback is not a function", no code)', async () => {
@@ -128,5 +140,10 @@ describe('the digest helpers check their input', () => {
     expectError(() => canonicalJson(new Date(0) as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "value" argument must be of type plain object or an instance of Array. Received an instance of Date' });
     expectError(() => canonicalJson({ a: [new Map()] } as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "value.a[0]" property must be of type plain object or an instance of Array. Received an instance of Map' });
     expectError(() => canonicalJson({ a: undefined } as never), { code: 'ERR_INVALID_ARG_TYPE' });
+    // Checked and written from one read: a getter answering a number, then a Date, writes the number.
+    let n = 0;
+    const shifty = {};
+    Object.defineProperty(shifty, 'a', { enumerable: true, get: () => (n++ === 0 ? 1 : new Date(0)) });
+    expect(canonicalJson(shifty as never)).toBe('{"a":1}');
   });
 });

@@ -136,6 +136,24 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(readdirSync(elsewhere)).toEqual(['marker']);
   });
 
+  it('a lease whose file cannot be removed when the command ends is said on stderr; the status is still the command\'s (it was an uncaught SEAL_SYMLINK, exit 1)', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    // A bwrap on PATH that first moves the store away and leaves a link at its name (so its leases/ is no longer reached without a link).
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nmv '${store}' '${store}.moved' && ln -s '${store}.moved' '${store}' || exit 99\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    const r = spawnSync(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'exit 7'], {
+      encoding: 'utf8',
+      env: { ...process.env, TREESEAL_STORE: store, PATH: `${bin}:${process.env.PATH}` },
+    });
+    expect(r.status).toBe(7);
+    expect(r.stderr).toContain(`treeseal: run: the lease on snapshot ${digest} ended, but its file was left: SEAL_SYMLINK: `);
+    expect(r.stderr).not.toContain('    at ');
+  });
+
   it('no fd of the caller reaches the command: one it inherited without close-on-exec is closed in the sandbox (kills the close_range)', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();

@@ -125,22 +125,30 @@ describe('diff', () => {
     store.closeSync();
   });
 
-  it('a materialize or reset of a clone another call holds is SEAL_BUSY at once, the clone as it was; diff still reads it; once let go both run (two at once once raced to EEXIST as SEAL_UNAVAILABLE)', async () => {
+  it('a materialize or reset of a clone another call holds is SEAL_BUSY at once, the clone as it was; diff still reads it; once let go both run; a flock of the caller\'s own on the clone directory is no matter (two at once once raced to EEXIST as SEAL_UNAVAILABLE)', async () => {
     const { store, snap, clone } = fixture();
     writeFileSync(join(clone, 'src/a.ts'), 'edited');
     const was = listTree(clone);
-    // The flock another call's materialize or reset holds on the clone directory for its run.
-    const held = nativeSys.openat(AT_FDCWD, clone, O_RDONLY);
+    // The lock another call's materialize or reset holds for its run: a flocked file in the store's tmp/, by the clone's identity.
+    const st = statSync(clone, { bigint: true });
+    const lockPath = join(store.root, 'tmp', `clone-${st.dev}-${st.ino}.lock`);
+    const held = nativeSys.openat(AT_FDCWD, lockPath, O_RDONLY | O_CREAT, 0o600);
     nativeSys.flock(held, LOCK_EX | LOCK_NB);
-    const busy = { code: 'SEAL_BUSY', message: `clone is being materialized or reset by another call (its directory is locked); wait for that one: ${clone}`, path: clone };
+    const busy = { code: 'SEAL_BUSY', message: `clone is being materialized or reset by another call; wait for that one: ${clone}`, path: clone };
     expectError(() => snap.resetSync(clone), busy);
     await expectError(async () => snap.materialize(clone), busy);
     expect(listTree(clone)).toEqual(was);
     expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('edited');
     expect(snap.diffSync(clone).changed).toEqual(['src/a.ts']);
     nativeSys.close(held);
+    // A shell's `flock CLONE treeseal reset …` holds the clone directory's own flock: the reset inside it runs.
+    const own = nativeSys.openat(AT_FDCWD, clone, O_RDONLY);
+    nativeSys.flock(own, LOCK_EX | LOCK_NB);
     expect((await snap.reset(clone)).changed).toEqual(['src/a.ts']);
     expect(snap.materializeSync(clone).reset).toBe(true);
+    nativeSys.close(own);
+    // Each call's lock file goes with it.
+    expect(readdirSync(join(store.root, 'tmp'))).toEqual([]);
     store.closeSync();
   });
 
@@ -210,11 +218,17 @@ describe('reset', () => {
     writeTree(outside, { 'keep.txt': 'keep' });
     snap.materializeSync(clone, { createClone: true });
     snap.mountPoints(clone);
-    for (const plant of [() => symlinkSync(outside, join(clone, 'vendor')), () => writeFileSync(join(clone, 'vendor'), 'file')]) {
+    const plants: [string, () => void][] = [
+      ['vendor', () => symlinkSync(outside, join(clone, 'vendor'))],
+      ['vendor', () => writeFileSync(join(clone, 'vendor'), 'file')],
+      // At the target itself: a link is never a mount point.
+      ['vendor/deps', () => (mkdirSync(join(clone, 'vendor')), symlinkSync(outside, join(clone, 'vendor/deps')))],
+    ];
+    for (const [where, plant] of plants) {
       rmSync(join(clone, 'vendor'), { recursive: true, force: true });
       plant();
-      expect(snap.diffSync(clone, { all: true }).outside).toEqual(['vendor']);
-      expect(snap.resetSync(clone, { clean: true }).outside).toEqual(['vendor']);
+      expect(snap.diffSync(clone, { all: true }).outside).toEqual([where]);
+      expect(snap.resetSync(clone, { clean: true }).outside).toEqual([where]);
       expect(listTree(outside)).toEqual(['keep.txt']);
       expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/vendor/deps']);
       expect(lstatSync(join(clone, 'vendor')).isDirectory()).toBe(true);

@@ -69,25 +69,39 @@ describe('a store only you (or root) can have written', () => {
     const message = `untrusted store: ${store} is below ${shared} (mode 0777), where other users can rename ${store} and put another directory at its path; fix: chmod o-w ${shared} (or +t), or keep the store elsewhere`;
     expectError(() => SnapshotStore.openSync(store), { code: 'SEAL_UNTRUSTED', message });
     await expectError(async () => SnapshotStore.open(store), { code: 'SEAL_UNTRUSTED', message });
+    // Refused before anything is made: no store directory is left in the other users' directory.
+    expect(readdirSync(shared)).toEqual([]);
     // Sticky (as /tmp is): only the store's owner (you) may rename it.
     chmodSync(shared, 0o1777);
     SnapshotStore.openSync(store).closeSync();
-    // Group-writable by your own primary group (a user private group): yours.
+    // Group-writable, even by your own primary group: an ACL granting another user write shows as those bits.
     chmodSync(shared, 0o775);
     chownSync(shared, uid, process.getegid!());
-    (await SnapshotStore.open(store)).closeSync();
+    await expectError(async () => SnapshotStore.open(store), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted store: ${store} is below ${shared} (mode 0775), where its group (gid ${process.getegid!()}) can rename ${store} and put another directory at its path; fix: chmod g-w ${shared} (or +t), or keep the store elsewhere`,
+    });
+    // A clone is held to the same rule.
+    chmodSync(shared, 0o777);
+    writeTree(join(base, 'repo'), { 'src/a.ts': 'a' });
+    const own = await SnapshotStore.open(join(base, 'own-store'));
+    const snap = await own.capture({ source: join(base, 'repo'), copy: ['src'] });
+    const clone = join(shared, 'clone');
+    await expectError(async () => snap.materialize(clone, { createClone: true }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted clone: ${clone} is below ${shared} (mode 0777), where other users can rename ${clone} and put another directory at its path; fix: chmod o-w ${shared} (or +t), or keep the clone elsewhere`,
+    });
+    expect(readdirSync(shared)).toEqual(['store']);
+    chmodSync(shared, 0o1777);
+    expect((await snap.materialize(clone, { createClone: true })).files).toBe(1);
+    await own.close();
+    chmodSync(shared, 0o755);
     if (!isRoot) return;
     // Root only: group-writable by another group, and owned by another user.
-    chownSync(shared, 0, SOMEONE);
-    expectError(() => SnapshotStore.openSync(store), {
-      code: 'SEAL_UNTRUSTED',
-      message: `untrusted store: ${store} is below ${shared} (mode 0775), where its group (gid ${SOMEONE}) can rename ${store} and put another directory at its path; fix: chmod g-w ${shared} (or +t), or keep the store elsewhere`,
-    });
-    chmodSync(shared, 0o755);
     chownSync(shared, SOMEONE, SOMEONE);
     expectError(() => SnapshotStore.openSync(store), {
       code: 'SEAL_UNTRUSTED',
-      message: `untrusted store: ${store} is below ${shared}, owned by uid ${SOMEONE}, not you (uid 0) or root, who can rename what is in it and put another directory at the store's path; fix: keep the store below directories only you or root own`,
+      message: `untrusted store: ${store} is below ${shared}, owned by uid ${SOMEONE}, not you (uid 0) or root, who can rename what is in it and put another directory at the store's path; fix: keep the store below directories only you or root own (or chown ${shared})`,
     });
   });
 
@@ -473,6 +487,16 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const stale = plant(a.digest, '00000000000000ff', 0o640);
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toMatchObject({ swept: 0 });
     expect(existsSync(stale)).toBe(true);
+    // Her stale ledger in a root-prepared clones/ (she removed her clone): left, not a failed gc.
+    mkdirSync(join(dir, 'clones'), { recursive: true });
+    chownSync(join(dir, 'clones'), 0, GROUP);
+    chmodSync(join(dir, 'clones'), 0o3770);
+    const ledger = join(dir, 'clones', '1-2.ledger');
+    writeFileSync(ledger, 'not a ledger of anyone here');
+    chownSync(ledger, SOMEONE, GROUP);
+    chmodSync(ledger, 0o600);
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toMatchObject({ swept: 0 });
+    expect(existsSync(ledger)).toBe(true);
     expect(asUser(NOBODY, 'remove', dir, [a.digest], [GROUP], env)).toMatchObject({ removed: a.digest, left: [b.digest] });
     expect(asUser(NOBODY, 'remove', dir, [b.digest], [GROUP], env)).toMatchObject({ removed: b.digest, left: [] });
     closeSync(held);

@@ -1,0 +1,78 @@
+// clone-lock.ts: the lock a materialize or reset holds on its clone for its whole run: a flocked file in the store's tmp/, never in the clone.
+import { SealError } from '../base/errors.js';
+import { openChildDir, openRealDir, own, stillNamed, tryFlock, type Fd } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants.js';
+import type { Stat, Sys } from '../sys/native.js';
+import { TMP_DIR } from './layout.js';
+
+/** Tries at a name whose file another holder removed between this call's open and flock. */
+const ATTEMPTS = 4;
+
+/** The lock file's name in tmp/: the clone directory's device and inode (no build's or removal's prefix: no sweep takes it). */
+function lockName(cloneDir: Stat): string {
+  return `clone-${cloneDir.dev}-${cloneDir.ino}.lock`;
+}
+
+/** A held clone lock: released (its file removed while still held, then closed) once the call is done. */
+export interface CloneLock extends Disposable {
+  release(): void;
+}
+
+/**
+ * Takes the lock of the clone whose directory fstat gave `cloneDir`, without waiting: a
+ * second materialize or reset of the same clone meanwhile (another call, thread or
+ * process) is SEAL_BUSY. The lock lives in the store (its tmp/, which every open makes):
+ * the agent in the clone cannot take or plant it, and a caller's own `flock` on the clone
+ * directory (a shell's `flock DIR treeseal reset …`) does not meet it. Its file is removed
+ * while held; a holder whose file was removed meanwhile tries the new one.
+ */
+export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: string): CloneLock {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  const tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
+  const name = lockName(cloneDir);
+  try {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const file = own(sys, sys.openat(tmp.fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600));
+      let named: boolean;
+      try {
+        const st = sys.fstat(file.fd);
+        if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store clone lock is not a regular file: ${TMP_DIR}/${name}`);
+        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call; wait for that one: ${escapePath(clone)}`, { path: clone });
+        named = stillNamed(sys, tmp.fd, name, st);
+      } catch (err) {
+        file.close();
+        throw err;
+      }
+      if (named) return held(sys, tmp, file, name);
+      file.close();
+    }
+  } catch (err) {
+    tmp.close();
+    throw err;
+  }
+  tmp.close();
+  throw new SealError('SEAL_BUSY', `clone is being materialized or reset by other calls, one after another; try again: ${escapePath(clone)}`, { path: clone });
+}
+
+function held(sys: Sys, tmp: Fd, file: Fd, name: string): CloneLock {
+  let done = false;
+  const release = (): void => {
+    if (done) return;
+    done = true;
+    try {
+      sys.unlinkat(tmp.fd, name, 0);
+    } catch {
+      // Gone already, or the store refuses now: the file is left, empty, for the next holder (its flock ends with the close).
+    }
+    // A close that fails (EIO) still lets go of the descriptor and its flock: the call that held the lock is done, not failed.
+    for (const fd of [file, tmp]) {
+      try {
+        fd.close();
+      } catch {
+        // nothing is held after it
+      }
+    }
+  };
+  return { release, [Symbol.dispose]: release };
+}
