@@ -166,8 +166,9 @@ export async function runMalformed(ctx, { fsRoots, log, half = false }) {
       c.cleanup?.(s);
       bad = res.lib ? judgeLib(c, res.lib, codes) : judgeCli(c, res.cli, codes);
       outcome = outcomeOf(res);
-      // A materialize records the clone's ledger in the store's clones/ (by design, never in the clone).
-      const may = [...(c.may ?? DEFAULT_MAY[c.group] ?? (capturing(c, s) ? ['store'] : [])), 'store/clones'].map((p) => join(dir, p));
+      // A materialize records the clone's ledger in the store's clones/ (by design, never in the clone), and holds the
+      // clone's lock in the store's tmp/ for its run (a file removed with the call: tmp/ is checked empty just below).
+      const may = [...(c.may ?? DEFAULT_MAY[c.group] ?? (capturing(c, s) ? ['store'] : [])), 'store/clones', 'store/tmp'].map((p) => join(dir, p));
       bad.push(...changedOutside(before, fingerprint([dir, w.cwd]), may).map((m) => `wrote outside the directory named: ${m.replaceAll(`${base}/`, '')}`));
       const tmp = join(s.store, 'tmp');
       if (c.tmpCheck !== false && existsSync(tmp) && lstatSync(tmp).isDirectory() && readdirSync(tmp).length > 0) bad.push(`store tmp/ not empty: ${readdirSync(tmp).join(', ')}`);

@@ -331,6 +331,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   if (old === undefined || interrupted) {
     report = { ...emptyReport('materialize'), ...materializeInto(sys, snapshotRoot, data, cloneFd, materializeOptions), reset: false };
   } else {
+    options.checked?.();
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
     const children = namedChildrenOf(data.entries);
@@ -383,42 +384,52 @@ function openClone(
   clone: string,
   lock: boolean,
   create = false,
-): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined; held: CloneLock | undefined } {
+): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   // Nothing is made below a directory another user could rename it in.
   if (lock) checkStoreAbove(sys, clone, undefined, 'clone');
   const making = create && makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
   let made: Stat | undefined;
-  let held: CloneLock | undefined;
   try {
     const st = sys.fstat(dir.fd);
     // What removeMadeClone checks is still there: the directory this call made.
     if (making) made = st;
-    // What this call writes stays the caller's: a clone directory another user owns or can write, or one below a
-    // directory another user could rename it in, is refused.
-    if (lock) checkCloneOwner(st, escapePath(clone));
-    if (lock) checkStoreAbove(sys, clone, dir.fd, 'clone');
-    if (lock) held = lockClone(sys, storeOf(snapshotRoot), st, clone);
+    if (lock) {
+      // What this call writes stays the caller's: a clone directory another user owns or can write, or one below a
+      // directory another user could rename it in, is refused.
+      checkCloneOwner(st, escapePath(clone));
+      checkStoreAbove(sys, clone, dir.fd, 'clone');
+    }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
-    return { dir, made, held, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+    return { dir, made, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
   } catch (err) {
-    held?.release();
     if (made !== undefined) removeMadeClone(sys, clone, made);
     dir[Symbol.dispose]();
     throw err;
   }
 }
 
+/** The clone's lock, taken when the call's checks have passed (see RunHooks.checked) and let go with the call. */
+function lockWhenChecked(sys: Sys, snapshotRoot: string, cloneFd: number, clone: string): { take: () => void } & Disposable {
+  let held: CloneLock | undefined;
+  return {
+    take: () => {
+      held ??= lockClone(sys, storeOf(snapshotRoot), sys.fstat(cloneFd), clone);
+    },
+    [Symbol.dispose]: () => held?.release(),
+  };
+}
+
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
 export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions & RunHooks): ResetReport {
-  const { dir, ledger, held } = openClone(sys, snapshotRoot, data, clone, true);
+  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, true);
   using _ = dir;
-  using _lock = held;
   if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
-  return resetInto(sys, snapshotRoot, data, dir.fd, ledger, options);
+  using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
+  return resetInto(sys, snapshotRoot, data, dir.fd, ledger, { ...options, checked: lock.take });
 }
 
 /**
@@ -427,11 +438,11 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
  * materialize fails and leaves it empty.
  */
 export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks): MaterializeReport {
-  const { dir, ledger, made, held } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
+  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
   using _ = dir;
-  using _lock = held;
+  using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
   try {
-    return materializeOpen(sys, snapshotRoot, data, dir, ledger, options);
+    return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, checked: lock.take });
   } catch (err) {
     if (made !== undefined) removeMadeClone(sys, clone, made);
     throw err;

@@ -28,6 +28,8 @@ export interface MaterializeOptions {
 export interface RunHooks {
   isAborted?: (() => boolean) | undefined;
   op?: string | undefined;
+  /** Called once the clone passed the checks made before anything is written (the clone's lock is taken there: a refusal writes nothing, in the store either). */
+  checked?: (() => void) | undefined;
 }
 
 export interface MaterializeReport {

@@ -325,6 +325,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   // A marker planted in the clone is refused before anything is written (and checked again when replaced).
   checkMarker(sys, cloneFd);
+  options.checked?.();
   sweepCloneStages(sys, cloneFd);
   {
     // Whatever happens, the roots are in place (or rolled back) when the stage goes; what it
