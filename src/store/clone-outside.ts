@@ -32,7 +32,7 @@ function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
  * copy root, nor a mount target, nor on the way to one, nor one of materialize's own
  * names: what is outside the copy roots but inside the clone. Only the directories on
  * the way to a root or a target are entered, each opened without following a link (one
- * that is not a directory, a link, is outside too), by `openDir` (reset passes
+ * that is a link or a file is outside too, but above a copy root, whose own check reports it; so is a link at a mount target), by `openDir` (reset passes
  * one that repairs an unreadable directory of its own; one that returns null passes the
  * directory over).
  */
