@@ -12,6 +12,9 @@ import type { Stat, Sys } from '../sys/native.js';
 export type StoreTrust = 'owner' | 'group';
 export const STORE_TRUSTS: readonly StoreTrust[] = ['owner', 'group'];
 
+/** A shared store's directories, which its preparation makes (root's, the group's) so that no member owns them. */
+const SHARED_PARTS = ['snapshots', 'tmp', 'leases', 'cache', 'clones'];
+
 const S_ISVTX = 0o1000;
 const S_ISGID = 0o2000;
 const GROUP_WRITE = 0o020;
@@ -61,7 +64,9 @@ export function openSharedRoot(sys: Sys, root: string): number {
     return openRealDir(sys, root, 'store directory');
   } catch (err) {
     if (!(err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && hasCode(err.cause, 'ENOENT'))) throw err;
-    throw new SealError('SEAL_UNAVAILABLE', `shared store does not exist: ${escapePath(root)}; prepare it once: install -d -m 3770 -g GROUP ${escapePath(root)}`, { cause: err });
+    // Its parts too: made by the first member's open, they would be that member's, who could then rename what the others publish.
+    const parts = ['', ...SHARED_PARTS.map((p) => `/${p}`)].map((p) => escapePath(`${root}${p}`)).join(' ');
+    throw new SealError('SEAL_UNAVAILABLE', `shared store does not exist: ${escapePath(root)}; prepare it once, as root: install -d -m 3770 -g GROUP ${parts}`, { cause: err });
   }
 }
 

@@ -275,7 +275,8 @@ describe('the trust option', () => {
   it("'group' never makes a missing store (made 0700 it would only be refused and left behind): says how to prepare it", async () => {
     const base = tempDir();
     const dir = join(base, 'fleet', 'store');
-    const expected = { code: 'SEAL_UNAVAILABLE', message: `shared store does not exist: ${dir}; prepare it once: install -d -m 3770 -g GROUP ${dir}` };
+    const parts = ['', '/snapshots', '/tmp', '/leases', '/cache', '/clones'].map((p) => `${dir}${p}`).join(' ');
+    const expected = { code: 'SEAL_UNAVAILABLE', message: `shared store does not exist: ${dir}; prepare it once, as root: install -d -m 3770 -g GROUP ${parts}` };
     expectError(() => SnapshotStore.openSync(dir, { trust: 'group' }), expected);
     await expect(SnapshotStore.open(dir, { trust: 'group' })).rejects.toMatchObject(expected);
     expect(readdirSync(base)).toEqual([]);
