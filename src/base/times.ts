@@ -73,5 +73,20 @@ export function keepMtimeAt(sys: Sys, dirFd: number, name: string, entry: Manife
 
 /** Whether st's mtime differs from the one entry records (false when it records none). */
 export function mtimeDiffers(st: Stat, entry: ManifestEntry): boolean {
-  return entry.mtime_ns !== undefined && st.mtimeNs !== BigInt(entry.mtime_ns);
+  return entry.mtime_ns !== undefined && !sameMtime(st.mtimeNs, BigInt(entry.mtime_ns));
+}
+
+/**
+ * Whether a stat's mtime is the recorded one: equal, or the recorded one cut to its whole
+ * second where the file shows no finer (a filesystem that keeps seconds only: ext4 with
+ * 128-byte inodes, as mkfs makes it on a small device, or ext3). There a kept time is set
+ * as the filesystem can hold it, and compared so (a fresh clone read as changed, and every
+ * reset set its directories' times again).
+ */
+export function sameMtime(statNs: bigint, recordedNs: bigint): boolean {
+  if (statNs === recordedNs) return true;
+  if (statNs % NS_PER_SECOND !== 0n) return false;
+  let seconds = recordedNs / NS_PER_SECOND;
+  if (recordedNs % NS_PER_SECOND < 0n) seconds -= 1n;
+  return statNs === seconds * NS_PER_SECOND;
 }

@@ -8,7 +8,7 @@ import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
-import { mtimeDiffers } from '../base/times.js';
+import { mtimeDiffers, sameMtime } from '../base/times.js';
 import { Excludes, matchedName } from '../capture/exclude.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
@@ -62,7 +62,7 @@ function checkEntry(c: Check, dirfd: number, name: string, path: string, index: 
   if (c.ledger !== undefined && c.entries.kind(index) === 'file') {
     // The common case of a diff, read from the manifest field by field: the ledger's identity, the file not opened.
     const mtime = c.entries.mtimeNs(index);
-    if (!isReg(st.mode) || st.size !== c.entries.size(index) || (mtime !== undefined && st.mtimeNs !== mtime) || !c.ledger.same(index, st)) return void c.report.changed.push(path);
+    if (!isReg(st.mode) || st.size !== c.entries.size(index) || (mtime !== undefined && !sameMtime(st.mtimeNs, mtime)) || !c.ledger.same(index, st)) return void c.report.changed.push(path);
     // Where the identity does not prove the bytes (tmpfs; a record as new as the ledger), the file is hashed as checkClone hashes it.
     if (c.ledger.trustsBytes(index)) return;
   }

@@ -1,6 +1,7 @@
 // keep-times.test.ts: keepTimes records each copy-root file's and directory's mtime (ns), materialize gives it to the clone
 // (files after their bytes, directories after their children, never through a link), checkClone compares it; off, nothing changes.
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -308,5 +309,36 @@ describe('times 64-bit nanoseconds cannot hold (after 2262, before 1677)', () =>
     expect(readdirSync(join(base, 'store/snapshots')).sort()).toEqual(before);
     expect(readdirSync(join(base, 'store/tmp'))).toEqual([]);
     await store.close();
+  });
+
+  it('on a filesystem that keeps whole seconds (ext4 with 128-byte inodes), a clone\'s kept times are the recorded ones cut to the second: diff and checkClone find nothing, reset changes nothing (a fresh clone read as changed)', async () => {
+    if (process.geteuid?.() !== 0) return;
+    const base = tempDir();
+    const img = join(base, 'small.img');
+    const mnt = join(base, 'mnt');
+    mkdirSync(mnt);
+    execFileSync('truncate', ['-s', '64M', img]);
+    execFileSync('mkfs.ext4', ['-q', '-F', '-I', '128', img]);
+    execFileSync('mount', ['-o', 'loop', img, mnt]);
+    try {
+      writeTree(join(base, 'repo'), { 'src/a.txt': 'a', 'src/lib/b.txt': 'b' });
+      for (const [p, ns] of [['src/a.txt', 1_600_000_000_123_456_789n], ['src/lib/b.txt', 1_600_000_001_987_654_321n], ['src/lib', 1_600_000_002_500_000_000n], ['src', 1_600_000_003_000_000_001n]] as const) setMtime(join(base, 'repo', p), ns);
+      const store = await SnapshotStore.open(join(base, 'store'));
+      const snap = await store.capture({ source: join(base, 'repo'), copy: ['src'], keepTimes: true });
+      const clone = join(mnt, 'clone');
+      await snap.materialize(clone, { createClone: true });
+      expect(mtime(join(clone, 'src/a.txt'))).toBe(1_600_000_000_000_000_000n);
+      expect(mtime(join(clone, 'src'))).toBe(1_600_000_003_000_000_000n);
+      expect(await snap.diff(clone)).toMatchObject({ ok: true, changed: [] });
+      expect(await snap.diff(clone, { verify: true })).toMatchObject({ ok: true, changed: [] });
+      expect((await snap.checkClone(clone)).ok).toBe(true);
+      expect(await snap.reset(clone)).toMatchObject({ changed: [], removed: [], added: [] });
+      // A time moved by a second or more is still a change.
+      setMtime(join(clone, 'src/lib'), 1_600_000_001_000_000_000n);
+      expect((await snap.diff(clone)).changed).toEqual(['src/lib']);
+      await store.close();
+    } finally {
+      execFileSync('umount', [mnt]);
+    }
   });
 });
