@@ -65,6 +65,11 @@ export function checkedSnapshotDigest(given: SnapshotDigestInput): string {
   for (const key of ['source', 'revision', 'manifestDigest', 'mountContentDigest', 'mountManifestDigest'] as const) {
     if (typeof d[key] !== 'string') throw invalidArgType(`input.${key}`, 'string', d[key]);
   }
+  // What no capture could give is no snapshot's digest: a source that is not an absolute path, a digest that is not sha256 hex.
+  if (!d.source.startsWith('/')) throw invalidArgValue('input.source', d.source, 'must be an absolute path');
+  for (const key of ['manifestDigest', 'mountContentDigest', 'mountManifestDigest'] as const) {
+    if (!/^[0-9a-f]{64}$/.test(d[key])) throw invalidArgValue(`input.${key}`, d[key], 'must be 64 lower-case hex digits (a sha256)');
+  }
   checkStrings('input.declarations', d.declarations);
   if (d.exclude !== undefined) checkStrings('input.exclude', d.exclude);
   return snapshotDigest(d);

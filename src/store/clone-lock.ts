@@ -38,7 +38,7 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
       try {
         const st = sys.fstat(file.fd);
         if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store clone lock is not a regular file: ${TMP_DIR}/${name}`);
-        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call; wait for that one: ${escapePath(clone)}`, { path: clone });
+        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call; wait for that one: ${escapePath(clone)}`, { path: clone, retryable: true });
         named = stillNamed(sys, tmp.fd, name, st);
       } catch (err) {
         file.close();

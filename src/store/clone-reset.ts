@@ -398,7 +398,7 @@ function openClone(
     if (lock) {
       // What this call writes stays the caller's: a clone directory another user owns or can write, or one below a
       // directory another user could rename it in, is refused.
-      checkCloneOwner(st, escapePath(clone));
+      checkCloneOwner(st, escapePath(clone), clone);
       checkStoreAbove(sys, clone, dir.fd, 'clone');
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);

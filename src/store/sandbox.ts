@@ -213,7 +213,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   try {
-    checkCloneOwner(sys.fstat(dir.fd), escapePath(clone));
+    checkCloneOwner(sys.fstat(dir.fd), escapePath(clone), clone);
     sealed('spawnSandboxed', () => checkStoreAbove(sys, clone, dir.fd, 'clone'));
   } catch (err) {
     dir.close();

@@ -31,8 +31,8 @@ function octal(mode: number): string {
   return (mode & 0o7777).toString(8).padStart(4, '0');
 }
 
-function untrusted(message: string): SealError {
-  return new SealError('SEAL_UNTRUSTED', message);
+function untrusted(message: string, path?: string): SealError {
+  return new SealError('SEAL_UNTRUSTED', message, path === undefined ? {} : { path });
 }
 
 /**
@@ -143,14 +143,14 @@ export function isPrivate(st: Stat): boolean {
  * on, at any time (a clone another user made in /tmp once ran the victim's command on her
  * files). Yours or root's, writable by no one else.
  */
-export function checkCloneOwner(st: Stat, shown: string): void {
+export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
   const uid = process.geteuid!();
   if (st.uid !== uid && st.uid !== 0) {
-    throw untrusted(`untrusted clone: ${shown} is owned by uid ${st.uid}, not you (uid ${uid}): its owner can change what is in it at any time; use a clone directory you own`);
+    throw untrusted(`untrusted clone: ${shown} is owned by uid ${st.uid}, not you (uid ${uid}): its owner can change what is in it at any time; use a clone directory you own`, path);
   }
   const mode = st.mode & 0o7777;
-  if (mode & OTHER_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`);
-  if (mode & GROUP_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}`);
+  if (mode & OTHER_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`, path);
+  if (mode & GROUP_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}`, path);
 }
 
 let unmappedOwner: number | undefined | null = null;
@@ -217,7 +217,7 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 
   if (storeFd !== undefined) {
     const last = stats[parts.length]!;
     const opened = sys.fstat(storeFd);
-    if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`);
+    if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`, root);
   }
   const outside = unmapped();
   const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0 || st.uid === outside;
@@ -226,14 +226,14 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 
     const st = stats[i]!;
     const at = shownAt(i);
     if (!yours(st)) {
-      throw untrusted(`untrusted ${what}: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the ${what}'s path; fix: keep the ${what} below directories only you or root own (or chown ${at})`);
+      throw untrusted(`untrusted ${what}: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the ${what}'s path; fix: keep the ${what} below directories only you or root own (or chown ${at})`, root);
     }
     const mode = st.mode & 0o7777;
     const others = (mode & (OTHER_WRITE | GROUP_WRITE)) !== 0;
     // Sticky: only the next one's owner (checked in its turn, or as the store) may rename it.
     if (others && !(mode & S_ISVTX)) {
       const who = mode & OTHER_WRITE ? 'other users' : `its group (gid ${st.gid})`;
-      throw untrusted(`untrusted ${what}: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or +t), or keep the ${what} elsewhere`);
+      throw untrusted(`untrusted ${what}: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or chmod +t: then only an entry's owner may rename it), or keep the ${what} elsewhere`, root);
     }
   }
 }

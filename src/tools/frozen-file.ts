@@ -80,7 +80,9 @@ const WRITE_FROZEN = defineOp('writeFrozenFile', {
     checkFilePath(path);
     const { sys: given, ...rest } = options;
     const sys = checkSys('options.sys', given);
-    return { sys, args: [path, bytes, rest] as WriteArgs };
+    // Shared memory another thread may change while it is written: copied first, so the file holds one version of it.
+    const fixed = bytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(bytes) : bytes;
+    return { sys, args: [path, fixed, rest] as WriteArgs };
   },
   core: (sys, [path, bytes, options]) => {
     using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));

@@ -121,7 +121,7 @@ describe('options are read once', () => {
 });
 
 describe('the digest helpers check their input', () => {
-  const parts = { source: '/src', revision: 'r', declarations: ['a'], manifestDigest: 'm', mountContentDigest: 'c', mountManifestDigest: 'd' };
+  const parts = { source: '/src', revision: 'r', declarations: ['a'], manifestDigest: 'a'.repeat(64), mountContentDigest: 'b'.repeat(64), mountManifestDigest: 'c'.repeat(64) };
 
   it('snapshotDigest: an object of strings (and string lists), no other key', () => {
     expect(snapshotDigest(parts)).toBe(snapshotDigest({ ...parts, exclude: [] }));
@@ -130,6 +130,10 @@ describe('the digest helpers check their input', () => {
     expectError(() => snapshotDigest({ ...parts, declarations: 'a' } as never), { code: 'ERR_INVALID_ARG_TYPE' });
     expectError(() => snapshotDigest({ ...parts, exclude: [5] } as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "input.exclude[0]" property must be of type string. Received type number (5)' });
     expectError(() => snapshotDigest({ ...parts, bogus: 1 } as never), { code: 'ERR_INVALID_ARG_VALUE' });
+    // What no capture gives: a relative source, a digest that is not sha256 hex.
+    expectError(() => snapshotDigest({ ...parts, source: 'rel' }), { code: 'ERR_INVALID_ARG_VALUE', message: "The property 'input.source' must be an absolute path. Received 'rel'" });
+    expectError(() => snapshotDigest({ ...parts, manifestDigest: 'zz' }), { code: 'ERR_INVALID_ARG_VALUE' });
+    expectError(() => snapshotDigest({ ...parts, mountContentDigest: 'A'.repeat(64) }), { code: 'ERR_INVALID_ARG_VALUE' });
     const { manifestDigest: _m, ...missing } = parts;
     expectError(() => snapshotDigest(missing as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "input.manifestDigest" property must be of type string. Received undefined' });
   });

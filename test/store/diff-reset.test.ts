@@ -135,7 +135,8 @@ describe('diff', () => {
     const held = nativeSys.openat(AT_FDCWD, lockPath, O_RDONLY | O_CREAT, 0o600);
     nativeSys.flock(held, LOCK_EX | LOCK_NB);
     const busy = { code: 'SEAL_BUSY', message: `clone is being materialized or reset by another call; wait for that one: ${clone}`, path: clone };
-    expectError(() => snap.resetSync(clone), busy);
+    // Retryable: the CLI tries again after a pause (--retries), as for a tree that was changing.
+    expect(expectError(() => snap.resetSync(clone), busy)).toMatchObject({ retryable: true });
     await expectError(async () => snap.materialize(clone), busy);
     expect(listTree(clone)).toEqual(was);
     expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('edited');

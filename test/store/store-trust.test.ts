@@ -66,8 +66,8 @@ describe('a store only you (or root) can have written', () => {
     mkdirSync(shared);
     chmodSync(shared, 0o777);
     const store = join(shared, 'store');
-    const message = `untrusted store: ${store} is below ${shared} (mode 0777), where other users can rename ${store} and put another directory at its path; fix: chmod o-w ${shared} (or +t), or keep the store elsewhere`;
-    expectError(() => SnapshotStore.openSync(store), { code: 'SEAL_UNTRUSTED', message });
+    const message = `untrusted store: ${store} is below ${shared} (mode 0777), where other users can rename ${store} and put another directory at its path; fix: chmod o-w ${shared} (or chmod +t: then only an entry's owner may rename it), or keep the store elsewhere`;
+    expectError(() => SnapshotStore.openSync(store), { code: 'SEAL_UNTRUSTED', message, path: store });
     await expectError(async () => SnapshotStore.open(store), { code: 'SEAL_UNTRUSTED', message });
     // Refused before anything is made: no store directory is left in the other users' directory.
     expect(readdirSync(shared)).toEqual([]);
@@ -79,7 +79,7 @@ describe('a store only you (or root) can have written', () => {
     chownSync(shared, uid, process.getegid!());
     await expectError(async () => SnapshotStore.open(store), {
       code: 'SEAL_UNTRUSTED',
-      message: `untrusted store: ${store} is below ${shared} (mode 0775), where its group (gid ${process.getegid!()}) can rename ${store} and put another directory at its path; fix: chmod g-w ${shared} (or +t), or keep the store elsewhere`,
+      message: `untrusted store: ${store} is below ${shared} (mode 0775), where its group (gid ${process.getegid!()}) can rename ${store} and put another directory at its path; fix: chmod g-w ${shared} (or chmod +t: then only an entry's owner may rename it), or keep the store elsewhere`,
     });
     // A clone is held to the same rule.
     chmodSync(shared, 0o777);
@@ -89,7 +89,7 @@ describe('a store only you (or root) can have written', () => {
     const clone = join(shared, 'clone');
     await expectError(async () => snap.materialize(clone, { createClone: true }), {
       code: 'SEAL_UNTRUSTED',
-      message: `untrusted clone: ${clone} is below ${shared} (mode 0777), where other users can rename ${clone} and put another directory at its path; fix: chmod o-w ${shared} (or +t), or keep the clone elsewhere`,
+      message: `untrusted clone: ${clone} is below ${shared} (mode 0777), where other users can rename ${clone} and put another directory at its path; fix: chmod o-w ${shared} (or chmod +t: then only an entry's owner may rename it), or keep the clone elsewhere`,
     });
     expect(readdirSync(shared)).toEqual(['store']);
     chmodSync(shared, 0o1777);

@@ -82,4 +82,21 @@ describe('writeFrozenFile', () => {
     });
     expectError(() => writeFrozenFileSync(7 as never, Buffer.from('x')), { code: 'ERR_INVALID_ARG_TYPE', unchanged: dir });
   });
+
+  it('bytes in shared memory that another thread rewrites while they are written: the file holds one version of them (it mixed two)', () => {
+    const dir = tempDir();
+    const shared = new Uint8Array(new SharedArrayBuffer(256 * 1024)).fill(1);
+    let writes = 0;
+    const rewriting = wrapSys({
+      pwrite: (orig) => (fd, buffer, offset, length, position) => {
+        // Write a little at a time, the buffer rewritten after each piece.
+        const n = orig(fd, buffer, offset, Math.min(length, 4096), position);
+        shared.fill(2 + (writes++ % 200));
+        return n;
+      },
+    });
+    writeFrozenFileSync(join(dir, 'f'), shared, { sys: rewriting });
+    expect(readFileSync(join(dir, 'f')).equals(Buffer.alloc(256 * 1024, 1))).toBe(true);
+  });
 });
+
