@@ -141,11 +141,12 @@ export function isPrivate(st: Stat): boolean {
  * Refuses a clone directory (st: its fstat) that another user owns or can write: its owner
  * could change what a materialize or reset made there, and what a sandboxed command runs
  * on, at any time (a clone another user made in /tmp once ran the victim's command on her
- * files). Yours or root's, writable by no one else.
+ * files). Yours, writable by no one else (root's is no more use to another user: he cannot write it).
  */
 export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
   const uid = process.geteuid!();
-  if (st.uid !== uid && st.uid !== 0) {
+  // Root's too, for another user: one nobody else may write, that user may not write either (it failed EACCES in the stage, naming neither).
+  if (st.uid !== uid) {
     throw untrusted(`untrusted clone: ${shown} is owned by uid ${st.uid}, not you (uid ${uid}): its owner can change what is in it at any time; use a clone directory you own`, path);
   }
   const mode = st.mode & 0o7777;
