@@ -150,9 +150,10 @@ export function walkDown(sys: Sys, rootFd: number, parts: readonly string[], ste
     for (let i = 0; i < parts.length; i++) {
       const fd = open(current.fd, parts[i]!, i);
       if (fd === null) break;
-      const next = new Fd(fd, sys);
-      current[Symbol.dispose]();
-      current = next;
+      const above = current;
+      current = new Fd(fd, sys);
+      // The one below is held first: a close of the one above that fails leaves nothing open.
+      above[Symbol.dispose]();
     }
     return current;
   } catch (err) {

@@ -2,10 +2,11 @@
 import { readFileSync } from 'node:fs';
 
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_FDCWD, O_DIRECTORY, O_NOFOLLOW, O_PATH, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import { sameObject } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
 
 /** 'owner': only you (or root) can have written the store; 'group': a shared store, setgid, of a group you are in. */
@@ -154,6 +155,17 @@ export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
   if (mode & GROUP_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}`, path);
 }
 
+/** fd, once its fstat is pushed on stats (a walk step's result); closed when the fstat fails. */
+function statted(sys: Sys, fd: number, stats: Stat[]): number {
+  try {
+    stats.push(sys.fstat(fd));
+    return fd;
+  } catch (err) {
+    sys.close(fd);
+    throw err;
+  }
+}
+
 let unmappedOwner: number | undefined | null = null;
 
 /**
@@ -189,28 +201,20 @@ function unmapped(): number | undefined {
 export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 'store' | 'clone' = 'store'): void {
   const uid = process.geteuid!();
   const parts = root.split('/').filter((p) => p !== '');
-  const stats: Stat[] = [];
-  let current = own(sys, sys.openat(AT_FDCWD, '/', O_PATH | O_DIRECTORY));
-  try {
-    stats.push(sys.fstat(current.fd));
-    for (const part of parts) {
-      const above = current;
-      let below: number;
-      try {
-        below = sys.openat(above.fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-      } catch (err) {
-        // Before an open: not made yet, or what the open itself refuses, with its own error (a link, a file, a name too long).
-        if (storeFd === undefined) break;
-        throw err;
-      }
-      current = own(sys, below);
-      // The one below is held first: a close that fails leaves nothing open.
-      above.close();
-      stats.push(sys.fstat(current.fd));
+  using top = own(sys, sys.openat(AT_FDCWD, '/', O_PATH | O_DIRECTORY));
+  const stats: Stat[] = [sys.fstat(top.fd)];
+  const step = (dirfd: number, name: string): number | null => {
+    let fd: number;
+    try {
+      fd = sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    } catch (err) {
+      // Before an open: not made yet, or what the open itself refuses, with its own error (a link, a file, a name too long).
+      if (storeFd === undefined) return null;
+      throw err;
     }
-  } finally {
-    current[Symbol.dispose]();
-  }
+    return statted(sys, fd, stats);
+  };
+  walkDown(sys, top.fd, parts, step)[Symbol.dispose]();
   const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
   const store = shownAt(parts.length);
   // Before an open: a store that exists already is checked once opened (with the rule for root and another user's store).
@@ -218,7 +222,7 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 
   if (storeFd !== undefined) {
     const last = stats[parts.length]!;
     const opened = sys.fstat(storeFd);
-    if (last.dev !== opened.dev || last.ino !== opened.ino) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`, root);
+    if (!sameObject(last, opened)) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`, root);
   }
   const outside = unmapped();
   const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0 || st.uid === outside;
@@ -249,19 +253,10 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 
  */
 export function openForeignStore(sys: Sys, path: string, owner: number): Fd {
   const parts = path.slice(1).split('/');
-  let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
-  const stats: Stat[] = [sys.fstat(current.fd)];
-  try {
-    for (const part of parts) {
-      const above = current;
-      current = own(sys, openChildDir(sys, above.fd, part));
-      above.close();
-      stats.push(sys.fstat(current.fd));
-    }
-  } catch (err) {
-    current[Symbol.dispose]();
-    throw err;
-  }
+  using top = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
+  const stats: Stat[] = [sys.fstat(top.fd)];
+  // A store path has at least one component: the walk's last directory is its own (never top, borrowed).
+  const current = walkDown(sys, top.fd, parts, (dirfd, name) => statted(sys, openChildDir(sys, dirfd, name), stats));
   const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
   const first = stats.findIndex((st) => st.uid === owner);
   const last = stats.length - 1;
