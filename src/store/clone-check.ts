@@ -12,7 +12,7 @@ import { mtimeDiffers, sameMtime } from '../base/times.js';
 import { Excludes, matchedName } from '../capture/exclude.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import type { Ledger } from './clone-ledger.js';
-import { EntryReader, namedChildrenOf, type Children, type Positions } from './manifest-tree.js';
+import { EntryReader, namedChildrenOf, type Children } from './manifest-tree.js';
 
 export interface CloneReport {
   /** No difference and no marker: the clone's copy roots are exactly the snapshot's. */
@@ -44,7 +44,6 @@ interface Check {
   entries: EntryReader;
   /** The manifest's entries by parent and name (what a directory's listing is looked up in). */
   children: Children;
-  expected: Positions;
   /** 1 for each manifest index the walk found. */
   seen: Uint8Array;
   report: CloneReport;
@@ -202,8 +201,8 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
       c.report.changed.push(path);
       return null;
     }
-    const index = c.expected.get(path);
-    if (index !== undefined) c.seen[index] = 1;
+    const index = c.entries.indexOf(path);
+    if (index >= 0) c.seen[index] = 1;
     const next = openListable(c, fd, name, path);
     if (next === undefined) return null;
     reached = i + 1;
@@ -229,7 +228,7 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
   const entries = new EntryReader(data.entries);
   const children = namedChildrenOf(data.entries);
-  const c: Check = { sys, ledger, entries, children, expected: children.positions(), seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
+  const c: Check = { sys, ledger, entries, children, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {
@@ -237,7 +236,7 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     using parent = openRootParent(c, cloneDir.fd, parts);
     if (parent === undefined) continue;
     const path = parts.join('/');
-    checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.expected.get(path)!);
+    checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.entries.indexOf(path));
   }
   for (let i = 0; i < entries.length; i++) {
     if (c.seen[i] === 1) continue;

@@ -21,7 +21,7 @@ import { lockClone, type CloneLock } from './clone-lock.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, namedChildrenOf, EntryReader, type Children, type Positions } from './manifest-tree.js';
+import { makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -100,9 +100,7 @@ interface Reset {
   run: Run;
   trash: Trash;
   old: Ledger;
-  /** The index of each manifest entry by path (the old ledger's records are by index). */
-  expected: Positions;
-  /** The manifest's entries by index, read a field at a time. */
+  /** The manifest's entries by index (the old ledger's records are by index), read a field at a time. */
   entries: EntryReader;
   /** 1 for each manifest index found in the clone by the walk. */
   seen: Uint8Array;
@@ -335,7 +333,6 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
     sweepCloneStages(sys, cloneFd);
     const cloneSt = sys.fstat(cloneFd);
     const children = namedChildrenOf(data.entries);
-    const expected = children.positions();
     const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never'));
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
@@ -343,8 +340,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         run,
         old,
         entries: new EntryReader(data.entries),
-        seen: new Uint8Array(expected.size),
-        expected,
+        seen: new Uint8Array(data.entries.length),
         children,
         copyDir,
         trash,
@@ -353,7 +349,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
       };
       for (const parts of roots) {
         using parent = openRootParent(sys, cloneFd, parts.slice(0, -1));
-        resetEntry(r, parent.fd, parts[parts.length - 1]!, r.expected.get(parts.join('/'))!);
+        resetEntry(r, parent.fd, parts[parts.length - 1]!, r.entries.indexOf(parts.join('/')));
       }
     });
     saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger);

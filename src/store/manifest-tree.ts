@@ -44,6 +44,20 @@ export class EntryReader {
     return this.#table !== undefined ? this.#table.path(this.#table.indexAt(n)) : this.#list[n]!.path;
   }
 
+  /** The manifest index of `path` (the entries in manifest order: sorted by path, as a checked document is), or -1: by bisection. */
+  indexOf(path: string): number {
+    let lo = 0;
+    let hi = this.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const order = compareUtf8(this.path(mid), path);
+      if (order === 0) return mid;
+      if (order < 0) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+
   /** The whole entry (made on each call for a table). */
   at(n: number): ManifestEntry {
     return this.#table !== undefined ? this.#table.at(n) : this.#list[n]!;
@@ -61,7 +75,7 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
   /** With `named`: each group's entries by their name (what a walk of a clone looks its names up in). */
   readonly #names: Map<string, Map<string, number>> | undefined;
 
-  /** `keep`: only the entries it accepts; `named`: also found by name (child, positions). */
+  /** `keep`: only the entries it accepts; `named`: also found by name (child). */
   constructor(entries: Entries, keep?: (e: ManifestEntry) => boolean, named = false) {
     const reader = new EntryReader(entries);
     this.#at = (i) => reader.at(i);
@@ -95,19 +109,6 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
     return this.#names!.get(parent)?.get(name);
   }
 
-  /** Each entry's index by its path (made `named`): a lookup in its parent's names, no index of whole paths. */
-  positions(): Positions {
-    const size = [...this.#groups.values()].reduce((n, g) => n + g.length, 0);
-    return {
-      size,
-      get: (path: string): number | undefined => {
-        const cut = path.lastIndexOf('/');
-        // No manifest path begins with '/': '/a' is not 'a'.
-        return cut === 0 ? undefined : this.child(cut < 0 ? '' : path.slice(0, cut), path.slice(cut + 1));
-      },
-    };
-  }
-
   /** The entry at manifest index i (made on each call for a table). */
   entry(i: number): ManifestEntry {
     return this.#at(i);
@@ -133,25 +134,9 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
   }
 }
 
-/** Each path's place in a manifest's order, found by path. */
-export interface Positions {
-  get(path: string): number | undefined;
-  readonly size: number;
-}
-
 /** The manifest index of `path` in entries (in manifest order: sorted by path, as a checked document is), or -1. */
 export function indexOfPath(entries: Entries, path: string): number {
-  const reader = new EntryReader(entries);
-  let lo = 0;
-  let hi = reader.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const order = compareUtf8(reader.path(mid), path);
-    if (order === 0) return mid;
-    if (order < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
+  return new EntryReader(entries).indexOf(path);
 }
 
 /** Entries grouped by their parent path ('' for the area root), in manifest order; `keep`: only those it accepts. */

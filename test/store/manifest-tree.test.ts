@@ -72,21 +72,17 @@ describe('EntryReader', () => {
 
 describe('namedChildrenOf', () => {
   for (const [name, entries] of forms(tree())) {
-    it(`finds each entry of a ${name} by its name in its parent, and by its path, and nothing else`, () => {
+    it(`finds each entry of a ${name} by its name in its parent, and nothing else`, () => {
       const children = namedChildrenOf(entries);
-      const positions = children.positions();
-      expect(positions.size).toBe(10);
       tree().forEach((e, i) => {
         const cut = e.path.lastIndexOf('/');
         expect(children.child(cut < 0 ? '' : e.path.slice(0, cut), e.path.slice(cut + 1))).toBe(i);
-        expect(positions.get(e.path)).toBe(i);
       });
       expect(children.indices('a')).toEqual([2, 3, 5]);
       // A name is looked up in its own parent only: 'c' is in a/b, 'b-c' in a; no whole path is a name.
       for (const [parent, missing] of [['', 'c'], ['a', 'c'], ['a', 'b/c'], ['', 'a/b'], ['a/b', 'b-c'], ['nope', 'a'], ['', ''], ['q"x', '\u00e9']]) {
         expect(children.child(parent!, missing!)).toBeUndefined();
       }
-      for (const missing of ['', 'a/', 'a/b/', 'A', 'a/b/c/d', 'q"x/\u00e9', '/a', 'é'.repeat(2000)]) expect(positions.get(missing)).toBeUndefined();
     });
   }
 });
@@ -95,7 +91,7 @@ describe('a path\'s place', () => {
   for (const [name, entries] of forms(tree())) {
     it(`indexOfPath finds each path of a ${name} by bisection, and -1 for one it lacks`, () => {
       tree().forEach((e, i) => expect(indexOfPath(entries, e.path)).toBe(i));
-      for (const missing of ['', 'a/', '0', 'a.', 'a/b/c/d', 'q"x/\u00e9', 'zz', '\u{1f600}']) expect(indexOfPath(entries, missing)).toBe(-1);
+      for (const missing of ['', 'a/', 'a/b/', 'A', '/a', '0', 'a.', 'a/b/c/d', 'q"x/\u00e9', 'zz', '\u{1f600}', 'é'.repeat(2000)]) expect(indexOfPath(entries, missing)).toBe(-1);
     });
   }
 
