@@ -1,5 +1,5 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,6 +24,18 @@ function setup(): { work: string; store: string; digest: string; payload: string
   const store = join(work, 'store');
   const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json'));
   return { work, store, digest: snap.digest, payload: join(snap.root, 'mounts/00000/payload') };
+}
+
+/**
+ * `treeseal run args…` with a bwrap first on PATH that runs `first` (a shell line: what another user, or the
+ * caller's own tooling, does as bubblewrap starts; 99 when it fails), then the real bwrap with the same arguments.
+ */
+function runWithBwrapFirst(work: string, store: string, first: string, args: string[]): SpawnSyncReturns<string> {
+  const bin = join(work, 'bin');
+  mkdirSync(bin);
+  const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+  writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\n${first} || exit 99\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  return spawnSync(process.execPath, [CLI, 'run', ...args], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store, PATH: `${bin}:${process.env.PATH}` } });
 }
 
 describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
@@ -123,14 +135,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     writeTree(elsewhere, { marker: 'another directory\n' });
     // A bwrap on PATH that first does what another user can do in a directory both may write (the clone's name
     // swapped for a link), then runs the real bwrap with the same arguments.
-    const bin = join(work, 'bin');
-    mkdirSync(bin);
-    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
-    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nmv '${clone}' '${clone}.moved' && ln -s '${elsewhere}' '${clone}' || exit 99\nexec '${real}' "$@"\n`, { mode: 0o755 });
-    const r = spawnSync(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'cat marker; echo agent > out'], {
-      encoding: 'utf8',
-      env: { ...process.env, TREESEAL_STORE: store, PATH: `${bin}:${process.env.PATH}` },
-    });
+    const r = runWithBwrapFirst(work, store, `mv '${clone}' '${clone}.moved' && ln -s '${elsewhere}' '${clone}'`, [digest, clone, '--', 'sh', '-c', 'cat marker; echo agent > out']);
     expect([r.status, r.stdout, r.stderr]).toEqual([0, 'the arm\n', '']);
     expect(readFileSync(join(`${clone}.moved`, 'out'), 'utf8')).toBe('agent\n');
     expect(readdirSync(elsewhere)).toEqual(['marker']);
@@ -141,14 +146,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     const { work, store, digest } = setup();
     const clone = join(work, 'arm');
     // A bwrap on PATH that first moves the store away and leaves a link at its name (so its leases/ is no longer reached without a link).
-    const bin = join(work, 'bin');
-    mkdirSync(bin);
-    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
-    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nmv '${store}' '${store}.moved' && ln -s '${store}.moved' '${store}' || exit 99\nexec '${real}' "$@"\n`, { mode: 0o755 });
-    const r = spawnSync(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'exit 7'], {
-      encoding: 'utf8',
-      env: { ...process.env, TREESEAL_STORE: store, PATH: `${bin}:${process.env.PATH}` },
-    });
+    const r = runWithBwrapFirst(work, store, `mv '${store}' '${store}.moved' && ln -s '${store}.moved' '${store}'`, [digest, clone, '--', 'sh', '-c', 'exit 7']);
     expect(r.status).toBe(7);
     expect(r.stderr).toContain(`treeseal: run: the lease on snapshot ${digest} ended, but its file was left: SEAL_SYMLINK: `);
     expect(r.stderr).not.toContain('    at ');
