@@ -16,7 +16,7 @@ import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
-import { checkCloneOwner, checkStoreAbove } from './trust.js';
+import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
@@ -383,7 +383,7 @@ function openClone(
 ): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   // Nothing is made below a directory another user could rename it in.
-  if (lock) checkStoreAbove(sys, clone, undefined, 'clone');
+  if (lock) checkPathAbove(sys, clone, undefined, 'clone');
   const making = create && makeCloneDir(sys, clone);
   const dir = own(sys, openRealDir(sys, clone, 'clone'));
   let made: Stat | undefined;
@@ -395,7 +395,7 @@ function openClone(
       // What this call writes stays the caller's: a clone directory another user owns or can write, or one below a
       // directory another user could rename it in, is refused.
       checkCloneOwner(st, escapePath(clone), clone);
-      checkStoreAbove(sys, clone, dir.fd, 'clone');
+      checkPathAbove(sys, clone, dir.fd, 'clone');
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;

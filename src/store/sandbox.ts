@@ -12,7 +12,7 @@ import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
-import { checkCloneOwner, checkStoreAbove } from './trust.js';
+import { checkCloneOwner, checkPathAbove } from './trust.js';
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
 import { Snapshot } from './snapshot.js';
@@ -214,7 +214,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   try {
     checkCloneOwner(sys.fstat(dir.fd), escapePath(clone), clone);
-    sealed('spawnSandboxed', () => checkStoreAbove(sys, clone, dir.fd, 'clone'));
+    sealed('spawnSandboxed', () => checkPathAbove(sys, clone, dir.fd, 'clone'));
   } catch (err) {
     dir.close();
     throw err;

@@ -17,7 +17,7 @@ import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LO
 import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
-import { checkPart, checkSnapshot, checkStoreAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
+import { checkPart, checkSnapshot, checkPathAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
 
@@ -34,7 +34,7 @@ function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; 
     }
     const rule = storeRule(st, trust, escapePath(root));
     // The store's own modes first, then what lies above it (openForeignStore proved root's path its own way).
-    if (!foreign) checkStoreAbove(sys, root, dir.fd);
+    if (!foreign) checkPathAbove(sys, root, dir.fd);
     return { dir, rule };
   } catch (err) {
     dir[Symbol.dispose]();

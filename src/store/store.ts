@@ -24,7 +24,7 @@ import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
-import { STORE_TRUSTS, checkStoreAbove, checkUmask, openSharedRoot, type StoreTrust } from './trust.js';
+import { STORE_TRUSTS, checkPathAbove, checkUmask, openSharedRoot, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
 import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
 
@@ -108,7 +108,7 @@ export class SnapshotStore {
       checkUmask();
       // A shared store is prepared by hand (setgid, the fleet's group): a missing one is refused, not made 0700 and left behind.
       // Nothing is made below a directory another user could rename it in (a refused open once left the store's directory there).
-      checkStoreAbove(sys, root);
+      checkPathAbove(sys, root);
       if (options.trust === 'group') own(sys, openSharedRoot(sys, root))[Symbol.dispose]();
       else own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
       return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };

@@ -186,43 +186,43 @@ function unmapped(): number | undefined {
 }
 
 /**
- * Refuses a store below a directory that lets another user move it away and put a
- * directory of theirs at its path: every directory above the store must be yours or
+ * Refuses a store (or a clone: `what`) below a directory that lets another user move it
+ * away and put a directory of theirs at its path: every directory above it must be yours or
  * root's (in a user namespace, one whose owner is not mapped there counts as root's), and
  * one that others or its group can write sticky (as /tmp is), the next one down then
  * yours or root's. Else every later open of the store by its path, and bubblewrap's binds
  * of its payloads, could find the other user's directory in place of the one checked. The
  * walk looks up each name without following links (O_PATH: search permission is enough);
- * given `storeFd`, its last directory must be that one; without, the store may not exist
+ * given `fd`, its last directory must be that one; without, the store or clone may not exist
  * yet: the walk stops at the first missing name (what is made below it is yours). The
  * same rule holds for a clone (`what`): another user swapping two of a victim's clones as
  * a command started ran it on the other one's files.
  */
-export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 'store' | 'clone' = 'store'): void {
+export function checkPathAbove(sys: Sys, path: string, fd?: number, what: 'store' | 'clone' = 'store'): void {
   const uid = process.geteuid!();
-  const parts = root.split('/').filter((p) => p !== '');
+  const parts = path.split('/').filter((p) => p !== '');
   using top = own(sys, sys.openat(AT_FDCWD, '/', O_PATH | O_DIRECTORY));
   const stats: Stat[] = [sys.fstat(top.fd)];
   const step = (dirfd: number, name: string): number | null => {
-    let fd: number;
+    let below: number;
     try {
-      fd = sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      below = sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
     } catch (err) {
       // Before an open: not made yet, or what the open itself refuses, with its own error (a link, a file, a name too long).
-      if (storeFd === undefined) return null;
+      if (fd === undefined) return null;
       throw err;
     }
-    return statted(sys, fd, stats);
+    return statted(sys, below, stats);
   };
   walkDown(sys, top.fd, parts, step)[Symbol.dispose]();
   const shownAt = (i: number): string => escapePath(i === 0 ? '/' : `/${parts.slice(0, i).join('/')}`);
-  const store = shownAt(parts.length);
+  const shown = shownAt(parts.length);
   // Before an open: a store that exists already is checked once opened (with the rule for root and another user's store).
-  if (storeFd === undefined && stats.length > parts.length) return;
-  if (storeFd !== undefined) {
+  if (fd === undefined && stats.length > parts.length) return;
+  if (fd !== undefined) {
     const last = stats[parts.length]!;
-    const opened = sys.fstat(storeFd);
-    if (!sameObject(last, opened)) throw untrusted(`untrusted ${what}: ${store} was replaced while it was opened`, root);
+    const opened = sys.fstat(fd);
+    if (!sameObject(last, opened)) throw untrusted(`untrusted ${what}: ${shown} was replaced while it was opened`, path);
   }
   const outside = unmapped();
   const yours = (st: Stat): boolean => st.uid === uid || st.uid === 0 || st.uid === outside;
@@ -231,14 +231,14 @@ export function checkStoreAbove(sys: Sys, root: string, storeFd?: number, what: 
     const st = stats[i]!;
     const at = shownAt(i);
     if (!yours(st)) {
-      throw untrusted(`untrusted ${what}: ${store} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the ${what}'s path; fix: keep the ${what} below directories only you or root own (or chown ${at})`, root);
+      throw untrusted(`untrusted ${what}: ${shown} is below ${at}, owned by uid ${st.uid}, not you (uid ${uid}) or root, who can rename what is in it and put another directory at the ${what}'s path; fix: keep the ${what} below directories only you or root own (or chown ${at})`, path);
     }
     const mode = st.mode & 0o7777;
     const others = (mode & (OTHER_WRITE | GROUP_WRITE)) !== 0;
     // Sticky: only the next one's owner (checked in its turn, or as the store) may rename it.
     if (others && !(mode & S_ISVTX)) {
       const who = mode & OTHER_WRITE ? 'other users' : `its group (gid ${st.gid})`;
-      throw untrusted(`untrusted ${what}: ${store} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or chmod +t: then only an entry's owner may rename it), or keep the ${what} elsewhere`, root);
+      throw untrusted(`untrusted ${what}: ${shown} is below ${at} (mode ${octal(mode)}), where ${who} can rename ${shownAt(i + 1)} and put another directory at its path; fix: chmod ${mode & OTHER_WRITE ? 'o-w' : 'g-w'} ${at} (or chmod +t: then only an entry's owner may rename it), or keep the ${what} elsewhere`, path);
     }
   }
 }
