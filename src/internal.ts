@@ -27,4 +27,5 @@ export { readPushPiece, streamPushDocument } from './store/registry/push-documen
 export { EMPTY_BLOB, EMPTY_DIGEST, CONFIG_TYPE, ENTRIES_TYPE, INDEXED_PACK_TYPE, PACK_TYPE, ROOT_TYPE } from './store/registry/mapping.js';
 export { findInIndex, footerCount, indexBytes, packIndex } from './store/registry/pack-index.js';
 export { checkDocument } from './store/document-check.js';
+export { verifyAt } from './store/verify.js';
 export { materializeSnapshot } from './store/materialize.js';

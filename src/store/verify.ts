@@ -155,6 +155,11 @@ function fileLooksRight(st: Stat, want: ManifestEntry, mode: number): boolean {
  * a file hashed ahead takes its place in the walk instead. Returns the batch to fill next.
  */
 function addFile(w: Walk, dir: Dir, batch: HashBatch, name: string, want: ManifestEntry): HashBatch {
+  if (!w.shared.bytesToo) {
+    // Its bytes were proven as they were written (see verifyAt): what it is, here, now.
+    if (!fileLooksRight(w.sys.fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), want, storedFileMode(w, want))) flag(w, want.path);
+    return batch;
+  }
   const early = w.early.size === 0 ? undefined : w.early.get(want.path);
   if (early !== undefined) {
     // It drifted if that hash says so (now, or when it comes back).
@@ -249,6 +254,8 @@ interface Shared {
   progress: (entries: number, bytes: number, force?: boolean) => void;
   /** Whether the call was aborted (checked as each directory is walked). */
   isAborted: () => boolean;
+  /** Whether files are hashed (else only their kind, mode and size are checked). */
+  bytesToo: boolean;
 }
 
 function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, shared: Shared, declarations: readonly string[] = []): void {
@@ -271,10 +278,10 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
     return;
   }
   // The tree's size is known: a big one starts the helper threads at once.
-  shared.jobs.expect(files);
+  if (shared.bytesToo) shared.jobs.expect(files);
   const root = openDir(walk, fd, '');
   if (declarations.length > 0) walk.sealed = subvolumeRoots(walk, fd, declarations, (path) => flag(walk, path));
-  hashEarly(walk, root, big);
+  if (shared.bytesToo) hashEarly(walk, root, big);
   checkDir(walk, root);
   shared.jobs.drain();
   for (let n = 0; n < table.length; n++) {
@@ -285,10 +292,15 @@ function verifyArea(sys: Sys, rootFd: number, area: string, entries: Entries, sh
   for (const [, path] of walk.drift) shared.drift.push(`${area}/${path}`);
 }
 
-/** Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what was checked. */
-export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}, isAborted: () => boolean = () => false): VerifyReport {
-  const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), options.parallelism, sys === nativeSys);
-  const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress), isAborted };
+/**
+ * Throws SEAL_CORRUPT naming the first drifted path and the count; otherwise reports what
+ * was checked. `bytesToo` false: every entry's kind, mode, size and link target, and
+ * nothing missing or more, but no file read (for a tree whose bytes were each proven as
+ * they were written, as a pull's build is: its report counts no bytes).
+ */
+export function verifyAt(sys: Sys, snapshotFd: number, data: StoredSnapshot, options: VerifyOptions = {}, isAborted: () => boolean = () => false, bytesToo = true): VerifyReport {
+  const jobs = new FileJobs(sys, Buffer.allocUnsafe(CHUNK_BYTES), bytesToo ? options.parallelism : 0, sys === nativeSys && bytesToo);
+  const shared: Shared = { drift: [], jobs, dirs: new Set(), bytes: 0, entries: 0, progress: throttled(options.onProgress), isAborted, bytesToo };
   try {
     verifyArea(sys, snapshotFd, COPY_AREA, data.entries, shared, data.declarations);
     data.mounts.forEach((m, i) => verifyArea(sys, snapshotFd, mountArea(i), m.entries, shared));

@@ -1,11 +1,11 @@
 // verify.test.ts: verify() re-hashes a snapshot and names drift as SEAL_CORRUPT.
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, mkdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, Snapshot, SnapshotStore } from '../../dist/index.js';
-import { FilePool, HashBatch } from '../../dist/internal.js';
+import { FilePool, HashBatch, decodeDocumentBytes, verifyAt } from '../../dist/internal.js';
 import { O_DIRECTORY, O_RDONLY } from '../../dist/sys/index.js';
 import { sys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootPassOnly, tempDir, writeTree } from '../helpers.js';
@@ -39,6 +39,56 @@ describe('verify', () => {
     writeFileSync(join(snapRoot, 'copy/a/planted'), '');
     unlinkSync(join(snapRoot, 'copy/a/y'));
     await expectError(async () => snap.verify(), { code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: 4 entries differ from its manifest, first: copy/a` });
+    store.closeSync();
+  });
+
+  it("without bytes (a pull's build, whose bytes were proven as written) checks every kind, mode, size, link and name, and reads no file", () => {
+    const { store, snap, snapRoot } = fresh();
+    const data = decodeDocumentBytes(readFileSync(join(snapRoot, 'manifest.json')));
+    const walk = (): unknown => {
+      const fd = sys.openat(-100, snapRoot, O_RDONLY | O_DIRECTORY, 0);
+      try {
+        return verifyAt(sys, fd, data, {}, undefined, false);
+      } catch (err) {
+        return err;
+      } finally {
+        sys.close(fd);
+      }
+    };
+    const corrupt = (n: number, first: string) => expect(walk()).toMatchObject({ code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: ${n} ${n === 1 ? 'entry differs' : 'entries differ'} from its manifest, first: ${first}` });
+    expect(walk()).toEqual({ entries: 6, bytes: 0 });
+    // Same size, same mode, other bytes: not read, so not seen (verify() sees it).
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
+    writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE');
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    expect(walk()).toEqual({ entries: 6, bytes: 0 });
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
+    corrupt(1, 'copy/a/x');
+    writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE!');
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    corrupt(1, 'copy/a/x');
+    writeFileSync(join(snapRoot, 'copy/a/x'), 'one', { flag: 'w' });
+    expect(walk()).toEqual({ entries: 6, bytes: 0 });
+    chmodSync(join(snapRoot, 'copy/a'), 0o700);
+    corrupt(1, 'copy/a');
+    writeFileSync(join(snapRoot, 'copy/a/planted'), '');
+    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    corrupt(1, 'copy/a/planted');
+    chmodSync(join(snapRoot, 'copy/a'), 0o700);
+    unlinkSync(join(snapRoot, 'copy/a/planted'));
+    unlinkSync(join(snapRoot, 'copy/a/y'));
+    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    corrupt(1, 'copy/a/y');
+    chmodSync(join(snapRoot, 'copy/a'), 0o700);
+    writeFileSync(join(snapRoot, 'copy/a/y'), 'two', { mode: 0o400 });
+    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    expect(walk()).toEqual({ entries: 6, bytes: 0 });
+    const deps = join(snapRoot, 'mounts/00000/payload');
+    chmodSync(deps, 0o700);
+    unlinkSync(join(deps, 'l'));
+    symlinkSync('elsewhere', join(deps, 'l'));
+    chmodSync(deps, 0o500);
+    corrupt(1, 'mounts/00000/payload/l');
     store.closeSync();
   });
 

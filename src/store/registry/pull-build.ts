@@ -272,9 +272,13 @@ function makeSymlinks(sys: Sys, s: PullState): void {
 
 /**
  * Completes a pull: copies each streamed large file (`streamed`: indexes into
- * layout.files, written at their first place) to its other places, adds symlinks,
- * freezes directories, re-verifies the whole build against the manifest, and
- * publishes it by the store's no-replace rename. The build is gone afterwards.
+ * layout.files, written at their first place) to its other places, hashing it again as
+ * it is copied; adds symlinks, freezes directories, walks the whole build against the
+ * manifest (every kind, mode, size and link target, nothing missing and nothing more),
+ * and publishes it by the store's no-replace rename. Files are not read again: each
+ * one's bytes were proven as they were written (a pack's contents are the very bytes
+ * hashed before the write, a streamed file was hashed write by write, a content taken
+ * from the store was hashed as it was copied). The build is gone afterwards.
  */
 export function finishPull(sys: Sys, id: number, streamed: number[]): void {
   const s = state(id);
@@ -288,7 +292,7 @@ export function finishPull(sys: Sys, id: number, streamed: number[]): void {
     makeSymlinks(sys, s);
     freezeArea(sys, s.build.fd, COPY_AREA);
     freezeArea(sys, s.build.fd, MOUNTS_AREA);
-    verifyAt(sys, s.build.fd, s.data);
+    verifyAt(sys, s.build.fd, s.data, {}, undefined, false);
     publishBuild(s.build, s.data, encodeDocumentPieces(s.data));
   } finally {
     abortPull(sys, id);

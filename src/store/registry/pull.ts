@@ -167,14 +167,18 @@ async function writeFully(fd: number, block: Buffer, position: number): Promise<
  * comes, its size and sha256 proven before the file counts. A body cut short (a dropped
  * connection, a passed deadline) is resumed with a Range request from the last byte
  * received, up to `retries` times; a registry that answers it with the whole blob is read
- * again from byte 0. The sha256 is of the whole file, however many requests brought it.
+ * again from byte 0. The sha256 is of the whole file, however many requests brought it,
+ * and of the bytes as written: each write is hashed as it goes out, at the offset where
+ * the last one ended (from 0 after a restart), so the file holds exactly the bytes proven.
  */
 async function streamFile(client: RegistryClient, sys: Sys, buildId: number, content: FileToPull, meter: Meter): Promise<void> {
   const digest = `sha256:${content.sha256}`;
   const fd = await runJob(sys, 'pullOpenFile', [buildId, content.index]);
   try {
     let hash = createHash('sha256');
+    /** Bytes received, and bytes written (hashed): equal but for what `pending` holds. */
     let size = 0;
+    let written = 0;
     let over = false;
     // Chunks from the socket are small: gather them into WRITE_BYTES writes.
     const pending: Uint8Array[] = [];
@@ -183,7 +187,9 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
       const block = Buffer.concat(pending, pendingBytes);
       pending.length = 0;
       pendingBytes = 0;
-      await writeFully(fd, block, size - block.length);
+      hash.update(block);
+      await writeFully(fd, block, written);
+      written += block.length;
     };
     const budget = new RetryBudget(client.transport.retries);
     for (;;) {
@@ -192,6 +198,7 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
         // The whole blob again: start over (the bytes written so far are overwritten in place).
         hash = createHash('sha256');
         size = 0;
+        written = 0;
       }
       // A failed write is the disk's failure (a system error), not the connection's.
       let writing = false;
@@ -203,7 +210,6 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
             break;
           }
           size += chunk.length;
-          hash.update(chunk);
           pending.push(chunk);
           pendingBytes += chunk.length;
           client.bytesDown += chunk.length;
@@ -225,7 +231,7 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
         if (pendingBytes > 0 && !over) await flush();
       }
     }
-    if (over || size !== content.size) {
+    if (over || size !== content.size || written !== size) {
       throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent ${over ? 'more' : 'fewer'} than the ${content.size} bytes of blob ${digest}`);
     }
     if (hash.digest('hex') !== content.sha256) throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent blob ${digest} with other content`);
@@ -332,7 +338,9 @@ async function download(
   try {
     const tasks = [
       ...start.packs.map((p) => async () => {
-        const bytes = await client.getBlob(p.digest, p.size);
+        // Not hashed whole here: the worker proves every byte it uses (each content's
+        // sha256, the index byte for byte, the size exactly), and writes nothing else.
+        const bytes = await client.getBlob(p.digest, p.size, false);
         const size = bytes.length;
         // Moved to the worker, not copied: not used here again.
         await runJob(target.sys, 'pullWritePack', [start.id, p.index, movable(bytes)]);

@@ -59,7 +59,7 @@ const PACK = 'application/vnd.treeseal.pack.v2';
 const FILE = 'application/vnd.treeseal.file.v1';
 
 describe.skipIf(registry === undefined)('pull refuses what the registry got wrong', () => {
-  it('a tampered pack or file blob (same size, other bytes) is SEAL_CORRUPT', async () => {
+  it('a tampered pack or file blob (same size, other bytes) is SEAL_CORRUPT: a pack by the sha256 of the content the byte fell in, naming its file; a file blob by its own', async () => {
     for (const type of [PACK, FILE]) {
       const { snap, repo, remote, fresh } = await pushed('tamper');
       const layer = layerOf(await getManifest(repo, `ts-${snap.digest}`), type);
@@ -69,7 +69,12 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
       writeFileSync(path, bytes);
       const err = await pullFails(await fresh(), snap.digest, remote);
       expect(err.code).toBe('SEAL_CORRUPT');
-      expect(err.message).toBe(`registry ${registry!.address} sent blob ${layer.digest} with other content`);
+      if (type === FILE) {
+        expect(err.message).toBe(`registry ${registry!.address} sent blob ${layer.digest} with other content`);
+        continue;
+      }
+      expect(err.message).toMatch(new RegExp(`^pack ${layer.annotations['vnd.treeseal.bucket']} holds other bytes than the manifest says for copy/\\S+$`));
+      expect(err.message.endsWith(` for ${err.path}`)).toBe(true);
     }
   });
 
