@@ -18,7 +18,6 @@ const MTIME_KEY = bytesOf(',"mtime_ns":"');
 const PATH_KEY = bytesOf(',"path":');
 const SHA256_KEY = bytesOf(',"sha256":"');
 const SIZE_KEY = bytesOf('","size":');
-const HEX = bytesOf('0123456789abcdef');
 
 /** The canonical JSON list of entries (already sorted), handed to sink in chunks: never whole in memory. */
 export function encodeEntries(entries: Iterable<ManifestEntry>, sink: (chunk: Chunk) => void): void {
@@ -44,9 +43,9 @@ function put(out: Buffer, at: number, text: string | Buffer): number {
   return typeof text === 'string' ? at + out.write(text, at, 'latin1') : at + text.copy(out, at);
 }
 
-/** Copies a few constant bytes at `at` (a loop: cheaper than a native copy for so few); returns the position after them. */
+/** Copies a few constant bytes at `at` (natively: a loop costs more until the JIT has compiled it, and a capture of a few thousand files ends before then); returns the position after them. */
 function putBytes(out: Buffer, at: number, bytes: Uint8Array): number {
-  for (let k = 0; k < bytes.length; k++) out[at + k] = bytes[k]!;
+  out.set(bytes, at);
   return at + bytes.length;
 }
 
@@ -59,14 +58,21 @@ function putInteger(out: Buffer, at: number, n: number): number {
   return at + digits;
 }
 
-/** A path's JSON string: its bytes copied when they need no escape, else decoded and escaped. */
-function putPath(out: Buffer, at: number, a: EntryArrays, i: number): number {
+/** A byte a JSON string cannot hold as it is (a control, a quote, a backslash, or not ASCII). */
+const NEEDS_ESCAPE = /[^\x20\x21\x23-\x5b\x5d-\x7e]/;
+
+/** Whether no path of the table needs an escape: one native scan of all its path bytes, not a loop per path. */
+function plainPaths(a: EntryArrays): boolean {
+  let used = 0;
+  for (let i = 0; i < a.count; i++) used = Math.max(used, a.ends[i]!);
+  return !NEEDS_ESCAPE.test(a.paths.toString('latin1', 0, used));
+}
+
+/** A path's JSON string: its bytes copied when they need no escape (`plain`: none in the table does), else decoded and escaped. */
+function putPath(out: Buffer, at: number, a: EntryArrays, i: number, plain: boolean): number {
   const start = i === 0 ? 0 : a.ends[i - 1]!;
   const end = a.ends[i]!;
-  for (let k = start; k < end; k++) {
-    const c = a.paths[k]!;
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return put(out, at, jsonString(a.paths.toString('utf8', start, end)));
-  }
+  if (!plain && NEEDS_ESCAPE.test(a.paths.toString('latin1', start, end))) return put(out, at, jsonString(a.paths.toString('utf8', start, end)));
   out[at] = 0x22;
   a.paths.copy(out, at + 1, start, end);
   out[at + 1 + end - start] = 0x22;
@@ -74,7 +80,7 @@ function putPath(out: Buffer, at: number, a: EntryArrays, i: number): number {
 }
 
 /** Entry i's canonical JSON at `at` (keys sorted); returns the position after it. */
-function putEntry(out: Buffer, at: number, a: EntryArrays, i: number): number {
+function putEntry(out: Buffer, at: number, a: EntryArrays, i: number, plain: boolean): number {
   const kind = a.kinds[i]!;
   at = putBytes(out, at, KIND_HEAD[kind]!);
   const link = a.links.size === 0 ? undefined : a.links.get(i);
@@ -88,14 +94,9 @@ function putEntry(out: Buffer, at: number, a: EntryArrays, i: number): number {
     out[at++] = 0x22;
   }
   at = putBytes(out, at, PATH_KEY);
-  at = putPath(out, at, a, i);
+  at = putPath(out, at, a, i, plain);
   at = putBytes(out, at, SHA256_KEY);
-  if (kind !== 0) {
-    for (let k = i * 32; k < i * 32 + 32; k++) {
-      out[at++] = HEX[a.digests[k]! >> 4]!;
-      out[at++] = HEX[a.digests[k]! & 15]!;
-    }
-  }
+  if (kind !== 0) at += out.write(a.digests.toString('hex', i * 32, i * 32 + 32), at, 'latin1');
   at = putBytes(out, at, SIZE_KEY);
   at = putInteger(out, at, a.sizes[i]!);
   out[at] = 0x7d;
@@ -106,6 +107,7 @@ function putEntry(out: Buffer, at: number, a: EntryArrays, i: number): number {
 function encodeTable(a: EntryArrays, sink: (chunk: Chunk) => void): void {
   let out = Buffer.allocUnsafe(CHUNK_BYTES);
   let used = put(out, 0, '[');
+  const plain = plainPaths(a);
   for (let n = 0; n < a.count; n++) {
     const i = a.order === undefined ? n : a.order[n]!;
     const pathBytes = a.ends[i]! - (i === 0 ? 0 : a.ends[i - 1]!);
@@ -117,7 +119,7 @@ function encodeTable(a: EntryArrays, sink: (chunk: Chunk) => void): void {
       if (need > out.length) out = Buffer.allocUnsafe(need);
     }
     if (n > 0) out[used++] = 0x2c;
-    used = putEntry(out, used, a, i);
+    used = putEntry(out, used, a, i, plain);
   }
   if (used === out.length) {
     sink(out.subarray(0, used));
