@@ -265,9 +265,10 @@ export function dropLedger(sys: Sys, storeRoot: string, cloneDir: Stat): void {
 }
 
 /**
- * Replaces the clone's ledger in the store crash-safe: a new file in clones/ itself (which
- * no sweep touches, so a materialize, a reader of the store, takes no lock and makes no
- * lock file), fsynced, renamed over the old one: a reader sees the old one or the new one.
+ * Replaces the clone's ledger in the store: a new file in clones/ itself (which no sweep
+ * touches, so a materialize, a reader of the store, takes no lock and makes no lock file),
+ * renamed over the old one: a reader sees the old one or the new one, and one a crash tore
+ * fails its sha256 and counts as none (see saveStoreFile).
  * The clone's path (as the kernel names its fd) goes in the header for gc.
  */
 export function saveLedger(sys: Sys, storeRoot: string, cloneFd: number, cloneDir: Stat, ledger: Ledger): void {

@@ -64,20 +64,24 @@ export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<
 
 /**
  * Replaces the cache: written to a new file in the store's tmp/ (named like a build,
- * so a sweep removes it if this process dies), fsynced, renamed over cache/<key>.bin,
- * and the directory fsynced. A reader sees the old file or the new one, never a mix.
+ * so a sweep removes it if this process dies) and renamed over cache/<key>.bin. A reader
+ * sees the old file or the new one, never a mix (see saveStoreFile for a crash).
  */
 export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buffer, write: WriteCache): void {
   saveStoreFile(sys, storeFd, tmpFd, CACHE_DIR, statCacheName(key), write);
 }
 
 /**
- * Replaces `<dir>/<name>` in the store (dir made 0700 when missing) crash-safe: a new
- * file in the directory open at tmpFd (named like a build, so a sweep of tmp/ removes it
- * if this process dies), written, fsynced, renamed over the name, and the directory
- * fsynced. A reader sees the old file or the new one, never a mix. `locked`: under the
- * store's shared lock (needed when tmpFd is tmp/, which an open sweeps under the
- * exclusive one; a tmpFd that no one sweeps needs none, nor a lock file).
+ * Replaces `<dir>/<name>` in the store (dir made 0700 when missing): a new file in the
+ * directory open at tmpFd (named like a build, so a sweep of tmp/ removes it if this
+ * process dies), written and renamed over the name. A reader sees the old file or the new
+ * one, never a mix. Not fsynced: both files written so (a stat cache, a clone's ledger)
+ * end with the sha256 of their bytes, so one a crash tore or emptied is refused as if
+ * there were none (a full capture, a diff by hash), and neither may outlast a crash that
+ * the snapshots and clones it describes, which are not fsynced either, do not (two fsyncs
+ * cost a capture of 5k files on XFS about 40 ms). `locked`: under the store's shared lock
+ * (needed when tmpFd is tmp/, which an open sweeps under the exclusive one; a tmpFd that
+ * no one sweeps needs none, nor a lock file).
  */
 export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true, stamp?: (fd: number) => void): void {
   mkdirIfMissing(sys, storeFd, dir);
@@ -122,7 +126,6 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       at += bytes.length;
     });
     stamp?.(file.fd);
-    sys.fsync(file.fd);
     try {
       sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
     } catch (err) {
@@ -130,7 +133,6 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       throw err;
     }
     renamed = true;
-    sys.fsync(dir.fd);
   } finally {
     if (!renamed) {
       try {

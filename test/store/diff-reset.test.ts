@@ -429,7 +429,9 @@ describe('reset', () => {
     const { work, store, snap } = fixture();
     const clone = join(work, 'clone2');
     mkdirSync(clone);
-    const { sys, injected } = failOnce('fsync', 'EIO');
+    // The ledger's rename into clones/ (its new file is written beside the others there).
+    const ledgerFails = () => failOnce('renameat2', 'EIO', (_from, name) => String(name).startsWith('build-clones-'));
+    const { sys, injected } = ledgerFails();
     expect(withSys(snap, sys).materializeSync(clone)).toMatchObject({ files: 5, reset: false });
     expect(injected()).toBeDefined();
     // The new ledger is written beside the others in clones/ and removed on failure; the clone keeps none.
@@ -440,7 +442,7 @@ describe('reset', () => {
     // Moving the clone to another snapshot drops the old ledger first: one whose new ledger fails keeps none.
     snap.materializeSync(clone);
     const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
-    expect(withSys(second, failOnce('fsync', 'EIO').sys).materializeSync(clone)).toMatchObject({ reset: false });
+    expect(withSys(second, ledgerFails().sys).materializeSync(clone)).toMatchObject({ reset: false });
     expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
     store.closeSync();
   });
