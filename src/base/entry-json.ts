@@ -61,11 +61,16 @@ function putInteger(out: Buffer, at: number, n: number): number {
 /** A byte a JSON string cannot hold as it is (a control, a quote, a backslash, or not ASCII). */
 const NEEDS_ESCAPE = /[^\x20\x21\x23-\x5b\x5d-\x7e]/;
 
-/** Whether no path of the table needs an escape: one native scan of all its path bytes, not a loop per path. */
+/** Path bytes scanned at once by plainPaths (a string of each window, never of the whole table, which may hold more than a string can). */
+const SCAN_BYTES = 1 << 20;
+
+/** Whether no path of the table needs an escape: native scans of its path bytes (as they were appended), not a loop per path. */
 function plainPaths(a: EntryArrays): boolean {
-  let used = 0;
-  for (let i = 0; i < a.count; i++) used = Math.max(used, a.ends[i]!);
-  return !NEEDS_ESCAPE.test(a.paths.toString('latin1', 0, used));
+  const used = a.count === 0 ? 0 : a.ends[a.count - 1]!;
+  for (let from = 0; from < used; from += SCAN_BYTES) {
+    if (NEEDS_ESCAPE.test(a.paths.toString('latin1', from, Math.min(used, from + SCAN_BYTES)))) return false;
+  }
+  return true;
 }
 
 /** A path's JSON string: its bytes copied when they need no escape (`plain`: none in the table does), else decoded and escaped. */

@@ -172,8 +172,8 @@ export const PULL: CommandSpec = {
 
 Pulls snapshot <digest> (all 64 digits) from an OCI registry repository into the store; or the
 snapshot a tag names, or the one whose image manifest has digest DIGEST (sha256:..., which the
-manifest's bytes must hash to). The snapshot digest (recomputed from the config), every blob and
-every file are checked before it is published; contents the store already holds are taken from
+manifest's bytes must hash to). The snapshot digest (recomputed from the config) and every
+file's bytes are checked before it is published; contents the store already holds are taken from
 local snapshots instead of downloaded. Pulls of one snapshot into one store at the same time
 download it once: the later ones wait, then find it published.
   --tag NAME          pull the snapshot tag NAME names

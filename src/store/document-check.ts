@@ -78,6 +78,9 @@ function checkMtime(e: ManifestEntry, timed: boolean | undefined): void {
   if (parseMtime(e.mtime_ns) === undefined) throw corrupt('bad mtime_ns', e.path);
 }
 
+/** The sha256 of no bytes: an empty file's. */
+const EMPTY_SHA256 = createHash('sha256').digest('hex');
+
 /** Checks one entry's own fields; returns the bytes it adds to total_bytes. */
 function checkFields(e: ManifestEntry, inMount: boolean): number {
   if (!Number.isSafeInteger(e.size) || e.size < 0 || !Number.isSafeInteger(e.mode) || e.mode < 0 || e.mode > 0o7777) throw corrupt('bad size or mode', e.path);
@@ -87,6 +90,8 @@ function checkFields(e: ManifestEntry, inMount: boolean): number {
   }
   if (e.kind === 'file') {
     if (!isSha256Hex(e.sha256) || e.link_target !== '') throw corrupt('bad file entry', e.path);
+    // An empty file is made, never read or hashed (capture, pull and materialize alike): its hash can only be the empty input's.
+    if (e.size === 0 && e.sha256 !== EMPTY_SHA256) throw corrupt('empty file whose sha256 is not that of no bytes', e.path);
     // Copy roots record mode 0, or (keepExecutable) the bits of an executable file.
     if (!inMount && e.mode !== 0 && (e.mode & 0o111) === 0) throw corrupt('bad file mode in a copy root', e.path);
     return e.size;

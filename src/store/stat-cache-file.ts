@@ -77,8 +77,8 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
  * process dies), written and renamed over the name. A reader sees the old file or the new
  * one, never a mix. Not fsynced: both files written so (a stat cache, a clone's ledger)
  * end with the sha256 of their bytes, so one a crash tore or emptied is refused as if
- * there were none (a full capture, a diff by hash), and neither may outlast a crash that
- * the snapshots and clones it describes, which are not fsynced either, do not (two fsyncs
+ * there were none (a full capture, a diff by hash); and the snapshots and clones they
+ * describe are not fsynced either, so making these durable would buy nothing (two fsyncs
  * cost a capture of 5k files on XFS about 40 ms). `locked`: under the store's shared lock
  * (needed when tmpFd is tmp/, which an open sweeps under the exclusive one; a tmpFd that
  * no one sweeps needs none, nor a lock file).

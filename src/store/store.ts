@@ -331,7 +331,7 @@ export class SnapshotStore {
    * 64 digits, from tag `ts-<digest>`), by `{ tag }` (a tag push set) or by `{ manifest }`
    * (its image manifest's digest, `sha256:…`, which the manifest's bytes must hash to).
    * Proves the snapshot digest from its metadata (by tag or manifest: the one the manifest
-   * claims), every blob and every file; contents the store already holds are reflinked or
+   * claims) and every file's bytes; contents the store already holds are reflinked or
    * copied from local snapshots instead of downloaded. Nothing is published unless
    * everything checks out. Concurrent pulls of one snapshot into one store (in this
    * process or others) download it once: each waits for the one before it, then finds

@@ -56,6 +56,14 @@ describe('EntryTable', () => {
     expect(text).toBe(canonicalJson(objects(sorted(entries)) as never));
   });
 
+  it('escapes a path that needs it wherever it was added: past the first MiB of path bytes, first in manifest order', () => {
+    const entries: ManifestEntry[] = [];
+    for (let i = 0; i < 9000; i++) entries.push({ kind: 'file', path: `plain/${String(i).padStart(120, '0')}`, size: i, sha256: sha256Hex(String(i)), mode: 0, link_target: '' });
+    for (const path of ['a\u00e9', 'b"q', 'c\u0001']) entries.push({ kind: 'file', path, size: 1, sha256: sha256Hex(path), mode: 0, link_target: '' });
+    const table = EntryTable.from(entries).sort();
+    expect(entriesText(table)).toBe(canonicalJson(objects(sorted(entries)) as never));
+  });
+
   it('keeps recorded mtimes only where entries have one, grown with the table, across threads, encoded as the objects are', async () => {
     const entries: ManifestEntry[] = [];
     // Untimed entries first (a copy root's implicit parents), then thousands with times, before 1970 and near int64's ends.

@@ -116,6 +116,7 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a copy-root entry its exclude patterns leave out', (d) => (d.exclude = ['a']), 'an excluded path is in the snapshot: src/a'],
   ['a mount entry its exclude patterns leave out (matched at its source path)', (d) => (d.exclude = ['/deps/*.js']), 'an excluded path is in the snapshot: payload/i.js'],
   ['a directory with a hash', (d) => (d.entries[0] = { ...dir('src'), sha256: EMPTY }), 'bad directory entry: src'],
+  ['an empty file whose hash is not that of no bytes (nothing reads an empty file to prove it)', (d) => (d.entries[1] = { ...file('src/a'), sha256: 'a'.repeat(64) }), 'empty file whose sha256 is not that of no bytes: src/a'],
   ['an mtime with a leading zero', fileTime('01'), 'bad mtime_ns: src/a'],
   ['an mtime of -0', fileTime('-0'), 'bad mtime_ns: src/a'],
   ['an mtime with a plus sign', fileTime('+1'), 'bad mtime_ns: src/a'],

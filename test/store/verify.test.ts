@@ -67,7 +67,20 @@ describe('verify', () => {
     writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE!');
     chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
     corrupt(1, 'copy/a/x');
-    writeFileSync(join(snapRoot, 'copy/a/x'), 'one', { flag: 'w' });
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
+    writeFileSync(join(snapRoot, 'copy/a/x'), 'one');
+    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    expect(walk()).toEqual({ entries: 6, bytes: 0 });
+    // A file where a directory was, and a directory where a file was.
+    chmodSync(join(snapRoot, 'copy/a'), 0o700);
+    renameSync(join(snapRoot, 'copy/a/y'), join(snapRoot, 'y-aside'));
+    mkdirSync(join(snapRoot, 'copy/a/y'), { mode: 0o500 });
+    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    corrupt(1, 'copy/a/y');
+    chmodSync(join(snapRoot, 'copy/a'), 0o700);
+    rmSync(join(snapRoot, 'copy/a/y'), { recursive: true });
+    renameSync(join(snapRoot, 'y-aside'), join(snapRoot, 'copy/a/y'));
+    chmodSync(join(snapRoot, 'copy/a'), 0o500);
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     chmodSync(join(snapRoot, 'copy/a'), 0o700);
     corrupt(1, 'copy/a');

@@ -264,12 +264,12 @@ async function heldLocally(target: PullTarget, digest: string, m: ManifestRead |
  * Pulls a snapshot from `remote` into the store: by its digest (`ts-<digest>`), by a tag
  * or by its image manifest's digest. Network-bound, so it runs on the caller's event
  * loop; the disk work that could block it (the build's directories, contents taken from
- * local snapshots, writing packs, the final verify and publish) runs as worker jobs, and
+ * local snapshots, writing packs, the final walk and publish) runs as worker jobs, and
  * large files are streamed with async writes. The snapshot manifest (assembled from the
  * root document and its pieces) must hash to the snapshot digest asked for (or, by tag
  * or manifest, the one the manifest claims; with options.source, it is then published
  * for that path under the digest a capture there gives), every blob must
- * have its size and sha256 and every file its sha256; then the build in tmp/ is
+ * have its size and every file its sha256 (see finishPull); then the build in tmp/ is
  * published by the no-replace rename. One download per host: the pulls of one snapshot
  * into one store take turns on its pull lock, and a pull that waited finds the snapshot
  * the one before it published and fetches nothing.

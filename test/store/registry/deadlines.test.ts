@@ -138,6 +138,7 @@ describe.skipIf(registry === undefined)('a registry that trickles or stalls', ()
     expect(await b.pull(snap.digest, remote, { timeouts: { headersMs: 5_000, idleMs: 5_000, minBytesPerSecond: 1024 } })).toMatchObject({ downloaded: 5 });
     const c = await SnapshotStore.open(join(work, 'c'));
     expect(await c.pull(snap.digest, remote)).toMatchObject({ downloaded: 5 });
+    expect(await b.get(snap.digest).verify()).toEqual(await c.get(snap.digest).verify());
 
     // A registry that stops reading an upload and never answers: push fails typed too.
     proxy.set('stall-uploads');
