@@ -72,14 +72,15 @@ describe('verify', () => {
     chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     // A file where a directory was, and a directory where a file was.
+    const aside = join(tempDir(), 'y');
     chmodSync(join(snapRoot, 'copy/a'), 0o700);
-    renameSync(join(snapRoot, 'copy/a/y'), join(snapRoot, 'y-aside'));
+    renameSync(join(snapRoot, 'copy/a/y'), aside);
     mkdirSync(join(snapRoot, 'copy/a/y'), { mode: 0o500 });
     chmodSync(join(snapRoot, 'copy/a'), 0o500);
     corrupt(1, 'copy/a/y');
     chmodSync(join(snapRoot, 'copy/a'), 0o700);
     rmSync(join(snapRoot, 'copy/a/y'), { recursive: true });
-    renameSync(join(snapRoot, 'y-aside'), join(snapRoot, 'copy/a/y'));
+    renameSync(aside, join(snapRoot, 'copy/a/y'));
     chmodSync(join(snapRoot, 'copy/a'), 0o500);
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     chmodSync(join(snapRoot, 'copy/a'), 0o700);

@@ -20,7 +20,7 @@ interface RegistryJobs {
   pushOpenFile: { args: [snapshotRoot: string, digest: string, content: Content]; result: number };
   pushPlan: { args: [push: number]; result: LayoutSummary };
   pushEnd: { args: [plan: number]; result: void };
-  pullDocBegin: { args: [root: RootDocument, sizes: [string, number][], maxBytes: number, where: string]; result: number };
+  pullDocBegin: { args: [storeRoot: string, root: RootDocument, sizes: [string, number][], maxBytes: number, where: string]; result: number };
   pullDocWhole: { args: [bytes: Uint8Array]; result: number };
   pullDocPut: { args: [document: number, digest: string, piece: Uint8Array]; result: void };
   pullDocDrop: { args: [document: number]; result: void };
@@ -56,7 +56,7 @@ const OPS: { [K in Name]: Op<[Sys, Args<K>], Result<K>> } = {
   pushOpenFile: job('pushOpenFile', (sys, [root, digest, content]) => openPushFile(sys, root, digest, content)),
   pushPlan: job('pushPlan', (_sys, [push]) => planPush(push)),
   pushEnd: job('pushEnd', (_sys, [plan]) => endPush(plan)),
-  pullDocBegin: job('pullDocBegin', (_sys, [root, sizes, maxBytes, where]) => beginDocument(root, sizes, maxBytes, where)),
+  pullDocBegin: job('pullDocBegin', (sys, [storeRoot, root, sizes, maxBytes, where]) => beginDocument(sys, storeRoot, root, sizes, maxBytes, where)),
   pullDocWhole: job('pullDocWhole', (_sys, [bytes]) => wholeDocument(bytes)),
   pullDocPut: job('pullDocPut', (_sys, [id, digest, piece]) => putPiece(id, digest, piece)),
   pullDocDrop: job('pullDocDrop', (_sys, [id]) => dropDocument(id)),

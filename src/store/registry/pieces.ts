@@ -219,23 +219,33 @@ export function readRoot(root: Buffer, where: string): RootDocument {
   return { parts, lists, distinct: [...new Set(lists.flat())] };
 }
 
+/** Where an assembly's bytes go: memory (a Buffer is one), or a file (pull-document.ts). */
+export interface AssemblyTarget {
+  /** Puts bytes at offset `at`. */
+  set(bytes: Uint8Array, at: number): void;
+}
+
+const latin1 = (text: string): Buffer => Buffer.from(text, 'latin1');
+
 /**
  * The manifest a root document and its pieces make (each list `[` + its pieces joined by
  * commas + `]`), built as the pieces arrive: the root's text is in place from the start,
  * each piece is copied to where it goes and need not be kept.
  */
-export class DocumentAssembly {
+export class DocumentAssembly<T extends AssemblyTarget = Buffer> {
   /** The document's bytes (complete once every piece is put). */
-  readonly bytes: Buffer;
+  readonly bytes: T;
+  /** Its length in bytes. */
+  readonly size: number;
   readonly #places = new Map<string, { size: number; at: number[] }>();
 
   /**
    * `sizeOf`: each piece's size in bytes, as its layer says (a piece of another size is
-   * refused). `bad`: the error for a document past `maxBytes`. `memory`: zeroed bytes for
-   * it (releasable() for a document whose end of use is known), so the bytes of a piece that
-   * never comes stay zero and fail every proof.
+   * refused). `bad`: the error for a document past `maxBytes`. `memory`: zeroed bytes of
+   * the document's size (releasable() for a document whose end of use is known, or a file
+   * of that size), so the bytes of a piece that never comes stay zero and fail every proof.
    */
-  constructor(root: RootDocument, sizeOf: (digest: string) => number, maxBytes: number, bad: (why: string) => SealError, memory: (size: number) => Buffer = Buffer.alloc) {
+  constructor(root: RootDocument, sizeOf: (digest: string) => number, maxBytes: number, bad: (why: string) => SealError, memory: (size: number) => T = Buffer.alloc as unknown as (size: number) => T) {
     let total = 0;
     const text = (t: string): number => (total += t.length);
     text(root.parts[0]!);
@@ -259,17 +269,40 @@ export class DocumentAssembly {
       text(root.parts[i + 1]!);
     });
     if (total > maxBytes) throw bad(`entry lists make a manifest of ${total} bytes (at most ${maxBytes})`);
+    this.size = total;
     this.bytes = memory(total);
-    let at = this.bytes.write(root.parts[0]!, 0, 'latin1');
+    // The root's own text, gathered run by run (a file target gets one write per list, not one per comma).
+    let at = 0;
+    let run: number[] = [];
+    let runAt = 0;
+    const flush = (): void => {
+      if (run.length > 0) this.bytes.set(Uint8Array.from(run), runAt);
+      run = [];
+    };
+    const put = (t: string): void => {
+      flush();
+      const bytes = latin1(t);
+      this.bytes.set(bytes, at);
+      at += bytes.length;
+      runAt = at;
+    };
+    const byte = (b: number): void => {
+      if (run.length === 0) runAt = at;
+      run.push(b);
+      at++;
+    };
+    put(root.parts[0]!);
     root.lists.forEach((digests, i) => {
-      this.bytes[at++] = 0x5b;
+      byte(0x5b);
       digests.forEach((d, k) => {
-        if (k > 0) this.bytes[at++] = 0x2c;
+        if (k > 0) byte(0x2c);
+        flush();
         at += this.#places.get(d)!.size;
       });
-      this.bytes[at++] = 0x5d;
-      at += this.bytes.write(root.parts[i + 1]!, at, 'latin1');
+      byte(0x5d);
+      put(root.parts[i + 1]!);
     });
+    flush();
   }
 
   /** Copies piece `digest` to every place the root names it. */

@@ -3,6 +3,8 @@ import { SealError } from '../../base/errors.js';
 import { asBuffer } from '../../base/transfer.js';
 import { documentText, type StoredSnapshot } from '../document.js';
 import { readDocumentBytes } from '../document-parse.js';
+import { readDocumentStream } from '../document-stream.js';
+import { DocumentFile } from './pull-document.js';
 import { expectLayers, type Artifact, type PackLayer } from './artifact.js';
 import { layoutWith, type Layout } from './mapping.js';
 
@@ -10,8 +12,8 @@ export interface Fetched {
   digest: string;
   /** `remote:tag`, for messages. */
   where: string;
-  /** The snapshot manifest: the config blob, or the document its root and pieces make (each blob's size and sha256 already proven). */
-  config: Uint8Array;
+  /** The snapshot manifest: the config blob, or the document its root and pieces make (each blob's size and sha256 already proven), in memory or in its file. */
+  config: Uint8Array | DocumentFile;
   artifact: Artifact;
   /** The local source path to publish the snapshot for (options.source), when it is not the one captured. */
   source?: string | undefined;
@@ -28,10 +30,16 @@ export interface FetchedRef extends Omit<Fetched, 'config'> {
  * are well formed (decodeDocument checks the whole document), and the manifest's layers are exactly the ones it implies.
  */
 export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layout; packLayers: PackLayer[] } {
-  const bytes = asBuffer(f.config);
   let read: { data: StoredSnapshot; canonical: boolean };
+  let bytes: Buffer | undefined;
+  // A document in its file is read through a window, never whole: in memory only to say what is wrong with one that is not canonical.
+  const streamed = f.config instanceof DocumentFile ? readDocumentStream(f.config.readAt, f.config.size, undefined) : undefined;
   try {
-    read = readDocumentBytes(bytes);
+    if (streamed !== undefined) read = { data: streamed.data, canonical: true };
+    else {
+      bytes = f.config instanceof DocumentFile ? f.config.whole() : asBuffer(f.config);
+      read = readDocumentBytes(bytes);
+    }
   } catch (err) {
     const path = err instanceof SealError ? err.path : undefined;
     throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, path === undefined ? { cause: err } : { cause: err, path });
@@ -40,7 +48,7 @@ export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layou
   if (data.digest !== f.digest) {
     throw new SealError('SEAL_CORRUPT', `${f.where} holds snapshot ${data.digest}, not ${f.digest} (the tag was moved or the registry lies)`);
   }
-  if (!read.canonical && documentText(data) !== bytes.toString('latin1')) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
+  if (!read.canonical && documentText(data) !== bytes!.toString('latin1')) throw new SealError('SEAL_CORRUPT', `${f.where} holds a snapshot manifest that is not in canonical form`);
   const layout = layoutWith(data, f.artifact.threshold, f.artifact.buckets);
   return { data, layout, packLayers: expectLayers(f.artifact, layout, f.where) };
 }

@@ -19,7 +19,7 @@ import { verifyAt } from '../verify.js';
 import { findLocal } from './local.js';
 import type { Content, Layout, Pack, Place } from './mapping.js';
 import { proveSnapshot, type Fetched, type FetchedRef } from './prove.js';
-import { takeDocument } from './pull-document.js';
+import { releaseDocument, takeDocument, type PulledDocument } from './pull-document.js';
 import type { PackLayer } from './artifact.js';
 import { openContent, openDeep, placeParts, tooLong } from './pack.js';
 import { packIndex } from './pack-index.js';
@@ -188,7 +188,7 @@ export function startPull(sys: Sys, storeRoot: string, ref: FetchedRef): PullSta
     proof = proveSnapshot(fetched);
   } finally {
     // Proven and held as tables (or refused): the bytes are not needed again (manifest.json is written from the tables).
-    release(fetched.config);
+    releaseDocument(fetched.config as PulledDocument);
   }
   const { data: proven, layout, packLayers } = proof;
   // Proven as the registry holds it; published, when asked, for the local source path.

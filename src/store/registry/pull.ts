@@ -142,10 +142,10 @@ async function fetchInto<D, R>(client: RegistryClient, m: ManifestRead, concurre
  * against its digest and handed to the worker as it comes: the document is assembled there,
  * where it is proven against `digest` and built, and never held whole on this thread.
  */
-export async function fetchConfig(client: RegistryClient, sys: Sys, m: ManifestRead, digest: string, concurrency: number): Promise<FetchedRef> {
+export async function fetchConfig(client: RegistryClient, sys: Sys, storeRoot: string, m: ManifestRead, digest: string, concurrency: number): Promise<FetchedRef> {
   const document = await fetchInto(client, m, concurrency, true, undefined, {
     whole: (bytes) => runJob(sys, 'pullDocWhole', [movable(bytes)]),
-    begin: (root, sizes) => runJob(sys, 'pullDocBegin', [root, [...sizes], MAX_CONFIG_BYTES, m.where]),
+    begin: (root, sizes) => runJob(sys, 'pullDocBegin', [storeRoot, root, [...sizes], MAX_CONFIG_BYTES, m.where]),
     put: (id, d, piece) => runJob(sys, 'pullDocPut', [id, d, movable(piece)]),
     end: async (id) => id,
     drop: (id) => runJob(sys, 'pullDocDrop', [id]),
@@ -308,7 +308,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
       // Another pull of this snapshot may have published it while this one waited.
       if (mayHold && (await heldLocally(target, digest, manifest))) return held(digest, manifest?.digest);
       manifest ??= await readManifest(client, ref, remote.text);
-      const fetched = { ...(await fetchConfig(client, target.sys, manifest, digest, checked.concurrency)), source };
+      const fetched = { ...(await fetchConfig(client, target.sys, target.storeRoot, manifest, digest, checked.concurrency)), source };
       const report = await download(target, client, fetched, checked.concurrency, options);
       return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, ...report, elapsedMs: performance.now() - started };
     } finally {

@@ -1,10 +1,11 @@
 // refusals.test.ts: push and pull when the kernel refuses a local call: SEAL_IO with the system error as cause, no fd left, nothing published.
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
 import { O_CREAT } from '../../../dist/sys/index.js';
-import { failOnce, storeLeftovers, tempDir } from '../../helpers.js';
+import { failOnce, storeLeftovers, tempDir, wrapSys } from '../../helpers.js';
 import { CAPTURE, writeSource } from './fixtures.js';
 import { checkNoFileFdLeaks, repoName, testRegistry } from './harness.js';
 
@@ -56,5 +57,37 @@ describe.skipIf(registry === undefined)('push and pull when the kernel refuses',
     await store.close();
     (await SnapshotStore.open(target)).closeSync();
     expect(storeLeftovers(target)).toEqual([]);
+  });
+
+  it("pull: a store whose tmp/ cannot take the snapshot manifest's unnamed file assembles it in memory instead, and the pull is whole", async () => {
+    const { root, digest } = await published();
+    const remote = `${registry!.address}/${repoName('document-in-memory')}`;
+    const source = await SnapshotStore.open(root);
+    await source.push(digest, remote);
+    await source.close();
+    // As a pull makes it: in tmp/, unlinked at once (so nothing is left whatever ends the pull), then written.
+    const seen: string[] = [];
+    const record = wrapSys({
+      openat: (orig) => (fd: number, path: string, ...rest: number[]) => {
+        if (String(path).startsWith('build-document-')) seen.push(`openat ${String(path).slice(0, 'build-document-'.length)}`);
+        return (orig as (...a: unknown[]) => number)(fd, path, ...rest);
+      },
+      unlinkat: (orig) => (fd: number, path: string, flags: number) => {
+        if (String(path).startsWith('build-document-')) seen.push(`unlinkat ${String(path).slice(0, 'build-document-'.length)}`);
+        return (orig as (...a: unknown[]) => void)(fd, path, flags);
+      },
+    } as never);
+    const first = await SnapshotStore.open(join(tempDir(), 'a'), { sys: record });
+    expect(await first.pull(digest, remote)).toMatchObject({ digest, existed: false });
+    expect(seen).toEqual(['openat build-document-', 'unlinkat build-document-']);
+    await first.close();
+    const fault = failOnce('openat', 'ENOSPC', (_fd, path) => String(path).startsWith('build-document-'));
+    const target = join(tempDir(), 'b');
+    const store = await SnapshotStore.open(target, { sys: fault.sys });
+    expect(await store.pull(digest, remote)).toMatchObject({ digest, existed: false });
+    expect(fault.injected()).toBeDefined();
+    expect(await store.get(digest).verify()).toMatchObject({ entries: expect.any(Number) });
+    await store.close();
+    expect(readdirSync(join(target, 'tmp'))).toEqual([]);
   });
 });
