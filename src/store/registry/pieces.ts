@@ -235,8 +235,6 @@ const latin1 = (text: string): Buffer => Buffer.from(text, 'latin1');
 export class DocumentAssembly<T extends AssemblyTarget = Buffer> {
   /** The document's bytes (complete once every piece is put). */
   readonly bytes: T;
-  /** Its length in bytes. */
-  readonly size: number;
   readonly #places = new Map<string, { size: number; at: number[] }>();
 
   /**
@@ -269,7 +267,6 @@ export class DocumentAssembly<T extends AssemblyTarget = Buffer> {
       text(root.parts[i + 1]!);
     });
     if (total > maxBytes) throw bad(`entry lists make a manifest of ${total} bytes (at most ${maxBytes})`);
-    this.size = total;
     this.bytes = memory(total);
     // The root's own text, gathered run by run (a file target gets one write per list, not one per comma).
     let at = 0;
