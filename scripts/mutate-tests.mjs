@@ -30,7 +30,7 @@ export const GUARD_MODULES = {
     skip: ['a real concurrent mutator'],
   },
   'src/capture/stat-cache.ts': { tests: ['test/capture/stat-cache.test.ts', 'test/store/recapture.test.ts'] },
-  'src/store/registry/pull-build.ts': { tests: ['test/store/registry/crafted.test.ts', 'test/store/registry/roundtrip.test.ts', 'test/store/registry/failures.test.ts', 'test/store/registry/cat-lazy.test.ts'] },
+  'src/store/registry/pull-build.ts': { tests: ['test/store/registry/crafted.test.ts', 'test/store/registry/roundtrip.test.ts', 'test/store/registry/failures.test.ts', 'test/store/registry/cat-lazy.test.ts', 'test/store/registry/transfers.test.ts', 'test/store/registry/refusals.test.ts'] },
   'src/store/registry/pack-index.ts': { tests: ['test/store/registry/cat-lazy.test.ts'] },
   'src/store/registry/cat-lazy.ts': { tests: ['test/store/registry/cat-lazy.test.ts'] },
   'src/store/document-parse.ts': { tests: ['test/store/document-parse.test.ts', 'test/store/document-stream.test.ts'] },
