@@ -196,8 +196,19 @@ function rootParts(path: string): string[] {
 /** Per-component O_NOFOLLOW walk from `/`, for kernels without openat2 (ENOSYS) or sandboxes that forbid it (EPERM). */
 function walkFromRoot(sys: Sys, parts: readonly string[]): number {
   using root = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
-  using dir = walkDown(sys, root.fd, parts);
-  return parts.length === 0 ? root.release() : dir.release();
+  if (parts.length === 0) return root.release();
+  // The directories on the way are only passed through (O_PATH: search permission, as a path lookup needs), the last one opened.
+  using parent = walkDown(sys, root.fd, parts.slice(0, -1), (dirfd, name) => openPathDir(sys, dirfd, name));
+  return openChildDir(sys, parent.fd, parts[parts.length - 1]!);
+}
+
+/**
+ * A directory dirfd/name opened only as a place to look names up in (O_PATH, never
+ * through a link): what a path lookup needs of a directory on its way, search
+ * permission, and not read permission (a 0711 home directory).
+ */
+function openPathDir(sys: Sys, dirfd: number, name: string): number {
+  return sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
 }
 
 /** mkdirat(0700) where nothing stands yet; an existing entry of any type is left to the open that follows. */
@@ -272,7 +283,7 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
   const made: { parent: Fd; name: string }[] = [];
   let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
   try {
-    for (const part of parts) {
+    for (const [i, part] of parts.entries()) {
       let createdHere = false;
       try {
         sys.mkdirat(current.fd, part, 0o700);
@@ -282,7 +293,8 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
       }
       // A parent that holds a directory made here stays open until the walk is done; another is closed (a failed close ignored, as the walk's).
       if (createdHere) made.push({ parent: current, name: part });
-      const next = own(sys, openChildDir(sys, current.fd, part));
+      // Directories on the way as paths only (search permission is all a lookup needs: a 0711 home), the store itself opened.
+      const next = own(sys, i < parts.length - 1 ? openPathDir(sys, current.fd, part) : openChildDir(sys, current.fd, part));
       if (!createdHere) current[Symbol.dispose]();
       current = next;
     }

@@ -76,8 +76,21 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable', 'traverse']) works[name] = workDir();
   }, 30_000);
+
+  it('a store made below a directory the user may pass through but not list (0311 here, as a 0711 home is to others) opens, captures and opens again (each directory on the way was opened for reading: EACCES)', () => {
+    const { repo, store } = works.traverse!;
+    const pass = join(dirname(store), 'pass');
+    mkdirSync(pass);
+    if (as !== undefined) chownTree(pass, as.uid, as.gid);
+    chmodSync(pass, 0o311);
+    const below = join(pass, 'deeper', 'store');
+    const first = op('capture', below, repo, 'tree');
+    expect(first).toMatchObject({ reused: false });
+    expect(op('capture', below, repo, 'tree')).toMatchObject({ digest: first.digest, reused: true });
+    chmodSync(pass, 0o755);
+  });
 
   it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
     const { repo, store } = works.reset!;
