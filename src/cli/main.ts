@@ -1,7 +1,7 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
-import { lstatSync } from 'node:fs';
+import { lstatSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { SealError, SnapshotStore, escapePath } from '../index.js';
@@ -92,6 +92,32 @@ function checkStoreExists(storeDir: string): void {
   }
 }
 
+/** Where the store's path came from, for a refusal of it. */
+function storeSource(option: unknown, env: NodeJS.ProcessEnv): string {
+  if (typeof option === 'string') return 'given by --store';
+  if (env.TREESEAL_STORE) return 'from $TREESEAL_STORE';
+  return xdgCacheHome(env) !== undefined ? 'from $XDG_CACHE_HOME' : 'from $HOME';
+}
+
+/**
+ * A store path that passes a symlink is refused (a link can be swapped to lead elsewhere):
+ * the refusal then says where the path came from and the same place without links, to give
+ * instead (a home under `/home -> /var/home`, a cache directory linked to another disk).
+ */
+function withRealPath(err: unknown, storeDir: string, from: string): unknown {
+  if (!(err instanceof SealError) || err.code !== 'SEAL_SYMLINK' || err.path !== storeDir) return err;
+  const below: string[] = [];
+  for (let existing = storeDir; ; existing = dirname(existing)) {
+    try {
+      const real = join(realpathSync(existing), ...below.reverse());
+      return new SealError('SEAL_SYMLINK', `${err.message} (${from}); the same place without links is ${escapePath(real)}: give that as --store or $TREESEAL_STORE`, { path: storeDir, cause: err });
+    } catch {
+      if (dirname(existing) === existing) return err;
+      below.push(basename(existing));
+    }
+  }
+}
+
 function isParseError(err: unknown): boolean {
   return err instanceof TypeError && String((err as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
 }
@@ -164,7 +190,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
         if (store === undefined && !MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
         // Every command but push and pull runs the library's sync calls: a command has no event
         // loop to keep free, so a worker thread would only add its start-up to the run.
-        return (store ??= SnapshotStore.openSync(storeDir));
+        try {
+          return (store ??= SnapshotStore.openSync(storeDir));
+        } catch (err) {
+          throw withRealPath(err, storeDir, storeSource(values.store, env));
+        }
       },
     };
     const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;

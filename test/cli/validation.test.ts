@@ -1,6 +1,6 @@
 // validation.test.ts: input the CLI and the library must refuse cleanly: repeated flags, missing stores, hostile names, wrong option types.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -80,6 +80,26 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     const empty = run(['ls', '--store', ''], {});
     expect(empty.status).toBe(2);
     expect(empty.stderr).toMatch(/^treeseal: --store needs a directory, not an empty string\nusage: treeseal ls/);
+  });
+
+  it('a store path that passes a symlink (a home under /home -> /var/home) is refused naming where it came from and the same place without links, and nothing is made there', () => {
+    const { work, repo } = setup();
+    const real = join(work, 'var-home');
+    mkdirSync(real);
+    symlinkSync(real, join(work, 'home'));
+    const run = (args: string[], env: Record<string, string | undefined>) =>
+      spawnSync(process.execPath, [CLI, ...args], { cwd: work, encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: undefined, XDG_CACHE_HOME: undefined, ...env } as NodeJS.ProcessEnv });
+    const why = (path: string, from: string, without: string) =>
+      `treeseal: SEAL_SYMLINK: store directory must not traverse symlinks: ${path} (${from}); the same place without links is ${without}: give that as --store or $TREESEAL_STORE\n`;
+    const byHome = run(['capture', repo, '--copy', 'src'], { HOME: join(work, 'home') });
+    expect([byHome.status, byHome.stderr]).toEqual([1, why(join(work, 'home/.cache/treeseal'), 'from $HOME', join(real, '.cache/treeseal'))]);
+    const byEnv = run(['capture', repo, '--copy', 'src'], { TREESEAL_STORE: join(work, 'home/store') });
+    expect([byEnv.status, byEnv.stderr]).toEqual([1, why(join(work, 'home/store'), 'from $TREESEAL_STORE', join(real, 'store'))]);
+    const byOption = run(['capture', repo, '--copy', 'src', '--store', join(work, 'home/a/b')], {});
+    expect([byOption.status, byOption.stderr]).toEqual([1, why(join(work, 'home/a/b'), 'given by --store', join(real, 'a/b'))]);
+    expect(readdirSync(real)).toEqual([]);
+    // The path it names is one that works.
+    expect(run(['capture', repo, '--copy', 'src', '--store', join(real, 'store')], {}).status).toBe(0);
   });
 
   it('show, ls and diff escape control characters in names', () => {
