@@ -1,5 +1,5 @@
 // fixtures.js: the trees, stores and clones the faulted operations run on, made with the real syscall layer.
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { SnapshotStore } from '../../dist/index.js';
@@ -70,7 +70,13 @@ export function makeStore(base, definitions) {
   const root = mkdtempSync(join(base, 'store-'));
   const store = SnapshotStore.openSync(root, SETTLED);
   try {
-    return { root, digests: definitions.map((d) => store.captureSync(d).digest) };
+    const digests = definitions.map((d) => store.captureSync(d).digest);
+    // Each one created a second apart, in order: two captured within one clock tick (a
+    // snapshot's creation is its directory's mtime, which the kernel keeps to a tick) would
+    // be ordered by digest, and a prune keeping the newest might keep the first one.
+    const now = Date.now() / 1000;
+    digests.forEach((digest, i) => utimesSync(join(root, 'snapshots', digest), now - (digests.length - i), now - (digests.length - i)));
+    return { root, digests };
   } finally {
     store.closeSync();
   }
