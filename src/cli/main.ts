@@ -109,7 +109,7 @@ function withRealPath(err: unknown, storeDir: string, from: string): unknown {
   const below: string[] = [];
   for (let existing = storeDir; ; existing = dirname(existing)) {
     try {
-      const real = join(realpathSync(existing), ...below.reverse());
+      const real = join(realpathSync(existing), ...[...below].reverse());
       return new SealError('SEAL_SYMLINK', `${err.message} (${from}); the same place without links is ${escapePath(real)}: give that as --store or $TREESEAL_STORE`, { path: storeDir, cause: err });
     } catch {
       if (dirname(existing) === existing) return err;
