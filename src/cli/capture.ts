@@ -1,7 +1,7 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
 import { resolve } from 'node:path';
 
-import type { MountDeclaration, Snapshot } from '../index.js';
+import type { CaptureReport, MountDeclaration, Snapshot } from '../index.js';
 import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
@@ -50,9 +50,10 @@ async function run(ctx: Context): Promise<void> {
   }
   line.done();
   const s = snap.summary();
-  const r = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
+  const r: CaptureReport = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
   const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
-  io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused }, [
+  const unsaved = r.statCacheNotSaved === undefined ? {} : { statCacheNotSaved: r.statCacheNotSaved };
+  io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused, ...unsaved }, [
     `${r.reused ? 'reused' : 'captured'} ${source}`,
     `  digest    ${s.digest}`,
     `  manifest  ${s.manifestDigest}`,
@@ -60,6 +61,7 @@ async function run(ctx: Context): Promise<void> {
     `  entries   ${String(s.entries)}`,
     `  bytes     ${s.totalBytes} (${bytes(s.totalBytes)})`,
     `  reused    ${cache}`,
+    ...(r.statCacheNotSaved === undefined ? [] : [`  cache     not saved (the next capture reads every file): ${r.statCacheNotSaved}`]),
     `  root      ${snap.root}`,
   ].join('\n'));
 }

@@ -5,6 +5,7 @@ import { DIR_FLAGS, makeLockedDir, openBeneath, openChildDir, openRealDir, own, 
 import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
 import { eachChunk, type Piece } from '../base/manifest-stream.js';
 import { SealError } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
@@ -39,6 +40,12 @@ export interface CaptureReport {
   built: boolean;
   /** The digest was published already (by this store, another process or an earlier run): the store holds nothing new. */
   reused: boolean;
+  /**
+   * Why the stat cache could not be written (no space, a cache directory this user may not
+   * write, an I/O error), when it could not: the capture is whole, but the next one of this
+   * source reads every file again.
+   */
+  statCacheNotSaved?: string;
 }
 
 /** A capture's snapshot and how it went. */
@@ -121,12 +128,16 @@ function countFiles(data: StoredSnapshot): number {
   return n;
 }
 
-/** Writes the stat cache; a cache that cannot be written only costs the next capture its reuse. */
-function saveQuietly(session: StatCacheSession, digest: string, data: StoredSnapshot): void {
+/**
+ * Writes the stat cache; a cache that cannot be written only costs the next capture its
+ * reuse, so the capture succeeds: what went wrong goes in its report, never silently.
+ */
+function saveQuietly(session: StatCacheSession, digest: string, data: StoredSnapshot): { statCacheNotSaved?: string } {
   try {
     session.save(digest, data);
-  } catch {
-    // the capture itself succeeded
+    return {};
+  } catch (err) {
+    return { statCacheNotSaved: escapePath(err instanceof Error ? err.message : String(err)) };
   }
 }
 
@@ -299,15 +310,14 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     if (session?.deferred) {
       // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
-        saveQuietly(session, data.digest, data);
-        return { data, report: { ...report, built: false, reused: true } };
+        return { data, report: { ...report, built: false, reused: true, ...saveQuietly(session, data.digest, data) } };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session, subvolumes);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data));
-    if (session !== undefined) saveQuietly(session, final.digest, data);
-    return { data: final, report: { ...report, reused: !build.published } };
+    const saved = session === undefined ? {} : saveQuietly(session, final.digest, data);
+    return { data: final, report: { ...report, reused: !build.published, ...saved } };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
     ctx?.close();

@@ -1,6 +1,6 @@
 // validation.test.ts: input the CLI and the library must refuse cleanly: repeated flags, missing stores, hostile names, wrong option types.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -100,6 +100,23 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(readdirSync(real)).toEqual([]);
     // The path it names is one that works.
     expect(run(['capture', repo, '--copy', 'src', '--store', join(real, 'store')], {}).status).toBe(0);
+  });
+
+  it('capture says when the stat cache could not be saved, and why (the next capture reads every file); --json has it as statCacheNotSaved', () => {
+    const { repo, store } = setup();
+    json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    const [name] = readdirSync(join(store, 'cache'));
+    rmSync(join(store, 'cache', name!));
+    mkdirSync(join(store, 'cache', name!, 'in-the-way'), { recursive: true });
+    writeFileSync(join(repo, 'src/new.ts'), 'new');
+    const text = cli(store, 'capture', repo, '--copy', 'src');
+    expect([text.status, text.stderr]).toEqual([0, '']);
+    expect(text.stdout).toMatch(new RegExp(`\\n  cache     not saved \\(the next capture reads every file\\): EISDIR: illegal operation on a directory, renameat2 'build-cache-[0-9a-f]{24}' -> '${name}'\\n  root      `));
+    writeFileSync(join(repo, 'src/newer.ts'), 'newer');
+    expect(json(cli(store, 'capture', repo, '--copy', 'src', '--json')).statCacheNotSaved).toMatch(/^EISDIR: /);
+    rmSync(join(store, 'cache', name!), { recursive: true });
+    const quiet = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
+    expect('statCacheNotSaved' in quiet).toBe(false);
   });
 
   it('show, ls and diff escape control characters in names', () => {

@@ -5,16 +5,18 @@ import {
   chmodSync,
   copyFileSync,
   linkSync,
+  mkdirSync,
   readFileSync,
   readdirSync,
   renameSync,
+  rmSync,
   statSync,
   truncateSync,
   unlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -118,7 +120,7 @@ function afterSubListing(step: () => void): Sys {
 }
 
 const repos: Record<string, { repo: string; store: string }> = {};
-const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'shared', 'concurrent', 'linked', 'untyped', 'back', 'modes', 'nolink', 'emlink'];
+const NAMES = ['unchanged', 'rewrite', 'rename', 'append', 'chmod', 'recreate', 'truncated', 'garbage', 'foreign', 'removed', 'missing', 'tampered', 'race', 'shared', 'concurrent', 'linked', 'untyped', 'back', 'modes', 'nolink', 'emlink', 'unsaved'];
 
 beforeAll(async () => {
   for (const n of NAMES) repos[n] = makeRepo();
@@ -266,6 +268,22 @@ describe('stat cache: a bad or stale cache is never trusted', () => {
     const file = cacheFile(store);
     truncateSync(file, Math.floor(statSync(file).size / 2));
     expect(capture(store, repo).captureReport?.reusedFiles).toBe(0);
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false, reused: true });
+  });
+
+  it('a cache that cannot be saved (a directory at its name) fails no capture, and its report says why; nothing is left in tmp/ (it was dropped without a word)', () => {
+    const { repo, store } = repos.unsaved!;
+    const file = cacheFile(store);
+    rmSync(file);
+    mkdirSync(join(file, 'in-the-way'), { recursive: true });
+    writeFileSync(join(repo, 'tree/a.txt'), 'ALPHA');
+    const snap = capture(store, repo);
+    expect(snap.captureReport?.statCacheNotSaved).toMatch(new RegExp(`^EISDIR: illegal operation on a directory, renameat2 'build-cache-[0-9a-f]{24}' -> '${basename(file)}'$`));
+    expect(snap.captureReport).toMatchObject({ files: FILES, reusedFiles: 0, built: true, reused: false });
+    expect(readdirSync(join(store, 'tmp'))).toEqual([]);
+    // Out of the way, the next capture saves it again, and says nothing.
+    rmSync(file, { recursive: true });
+    expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: 0, built: true, reused: true });
     expect(capture(store, repo).captureReport).toEqual({ files: FILES, reusedFiles: FILES, built: false, reused: true });
   });
 
