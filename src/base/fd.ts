@@ -205,7 +205,7 @@ function walkFromRoot(sys: Sys, parts: readonly string[]): number {
 /**
  * A directory dirfd/name opened only as a place to look names up in (O_PATH, never
  * through a link): what a path lookup needs of a directory on its way, search
- * permission, and not read permission (a 0711 home directory).
+ * permission, and not read permission (a root-owned 0711 directory).
  */
 function openPathDir(sys: Sys, dirfd: number, name: string): number {
   return sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
@@ -293,7 +293,7 @@ export function makeRealDir(sys: Sys, path: string, label: string): number {
       }
       // A parent that holds a directory made here stays open until the walk is done; another is closed (a failed close ignored, as the walk's).
       if (createdHere) made.push({ parent: current, name: part });
-      // Directories on the way as paths only (search permission is all a lookup needs: a 0711 home), the store itself opened.
+      // Directories on the way as paths only (search permission is all a lookup needs: a root-owned 0711 directory), the store itself opened.
       const next = own(sys, i < parts.length - 1 ? openPathDir(sys, current.fd, part) : openChildDir(sys, current.fd, part));
       if (!createdHere) current[Symbol.dispose]();
       current = next;

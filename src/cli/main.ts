@@ -1,5 +1,5 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
-import { lstatSync, realpathSync } from 'node:fs';
+import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -105,14 +105,19 @@ function storeSource(option: unknown, env: NodeJS.ProcessEnv): string {
  * instead (a home under `/home -> /var/home`, a cache directory linked to another disk).
  */
 function withRealPath(err: unknown, storeDir: string, from: string): unknown {
-  if (!(err instanceof SealError) || err.code !== 'SEAL_SYMLINK' || err.path !== storeDir) return err;
+  // The library names the path as it checked it: one trailing slash dropped.
+  const checked = storeDir.length > 1 && storeDir.endsWith('/') ? storeDir.slice(0, -1) : storeDir;
+  if (!(err instanceof SealError) || err.code !== 'SEAL_SYMLINK' || err.path !== checked) return err;
   const below: string[] = [];
-  for (let existing = storeDir; ; existing = dirname(existing)) {
+  for (let existing = checked; ; existing = dirname(existing)) {
     try {
       const real = join(realpathSync(existing), ...[...below].reverse());
+      // Nothing better to name: the same path back, or what a last link leads to is no directory.
+      if (real === checked || (below.length === 0 && !statSync(real).isDirectory())) return err;
       return new SealError('SEAL_SYMLINK', `${err.message} (${from}); the same place without links is ${escapePath(real)}: give that as --store or $TREESEAL_STORE`, { path: storeDir, cause: err });
     } catch {
-      if (dirname(existing) === existing) return err;
+      // A name that is itself a link (dangling, or a loop) cannot be climbed past: its place is unknown.
+      if (dirname(existing) === existing || lstatSync(existing, { throwIfNoEntry: false })?.isSymbolicLink() === true) return err;
       below.push(basename(existing));
     }
   }

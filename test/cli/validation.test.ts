@@ -97,6 +97,12 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([byEnv.status, byEnv.stderr]).toEqual([1, why(join(work, 'home/store'), 'from $TREESEAL_STORE', join(real, 'store'))]);
     const byOption = run(['capture', repo, '--copy', 'src', '--store', join(work, 'home/a/b')], {});
     expect([byOption.status, byOption.stderr]).toEqual([1, why(join(work, 'home/a/b'), 'given by --store', join(real, 'a/b'))]);
+    // A trailing slash is the same path; a dangling link has no place to name: the refusal alone.
+    const slashed = run(['capture', repo, '--copy', 'src', '--store', `${join(work, 'home/a/b')}/`], {});
+    expect([slashed.status, slashed.stderr]).toEqual([1, why(join(work, 'home/a/b'), 'given by --store', join(real, 'a/b'))]);
+    symlinkSync(join(work, 'nowhere'), join(work, 'dangling'));
+    const dangling = run(['capture', repo, '--copy', 'src', '--store', join(work, 'dangling/store')], {});
+    expect([dangling.status, dangling.stderr]).toEqual([1, `treeseal: SEAL_SYMLINK: store directory must not traverse symlinks: ${join(work, 'dangling/store')}\n`]);
     expect(readdirSync(real)).toEqual([]);
     // The path it names is one that works.
     expect(run(['capture', repo, '--copy', 'src', '--store', join(real, 'store')], {}).status).toBe(0);

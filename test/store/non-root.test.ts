@@ -79,7 +79,7 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable', 'traverse']) works[name] = workDir();
   }, 30_000);
 
-  it('a store made below a directory the user may pass through but not list (0311 here, as a 0711 home is to others) opens, captures and opens again (each directory on the way was opened for reading: EACCES)', () => {
+  it('a store made below a directory the user may pass through but not list (0311 here, as a root-owned 0711 directory is to others) opens, captures and opens again (each directory on the way was opened for reading: EACCES)', () => {
     const { repo, store } = works.traverse!;
     const pass = join(dirname(store), 'pass');
     mkdirSync(pass);
