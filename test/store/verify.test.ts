@@ -56,52 +56,51 @@ describe('verify', () => {
       }
     };
     const corrupt = (n: number, first: string) => expect(walk()).toMatchObject({ code: 'SEAL_CORRUPT', message: `snapshot ${snap.digest} is corrupt: ${n} ${n === 1 ? 'entry differs' : 'entries differ'} from its manifest, first: ${first}` });
+    /** Runs fn with `rel` (a frozen file or directory of the snapshot) writable, then freezes it to `mode`. */
+    const opened = (rel: string, mode: number, fn: () => void = () => {}): void => {
+      chmodSync(join(snapRoot, rel), 0o700);
+      fn();
+      chmodSync(join(snapRoot, rel), mode);
+    };
+    const x = join(snapRoot, 'copy/a/x');
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     // Same size, same mode, other bytes: not read, so not seen (verify() sees it).
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
-    writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE');
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    opened('copy/a/x', 0o400, () => writeFileSync(x, 'ONE'));
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
+    chmodSync(x, 0o600);
     corrupt(1, 'copy/a/x');
-    writeFileSync(join(snapRoot, 'copy/a/x'), 'ONE!');
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    opened('copy/a/x', 0o400, () => writeFileSync(x, 'ONE!'));
     corrupt(1, 'copy/a/x');
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
-    writeFileSync(join(snapRoot, 'copy/a/x'), 'one');
-    chmodSync(join(snapRoot, 'copy/a/x'), 0o400);
+    opened('copy/a/x', 0o400, () => writeFileSync(x, 'one'));
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     // A file where a directory was, and a directory where a file was.
     const aside = join(tempDir(), 'y');
-    chmodSync(join(snapRoot, 'copy/a'), 0o700);
-    renameSync(join(snapRoot, 'copy/a/y'), aside);
-    mkdirSync(join(snapRoot, 'copy/a/y'), { mode: 0o500 });
-    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    opened('copy/a', 0o500, () => {
+      renameSync(join(snapRoot, 'copy/a/y'), aside);
+      mkdirSync(join(snapRoot, 'copy/a/y'), { mode: 0o500 });
+    });
     corrupt(1, 'copy/a/y');
-    chmodSync(join(snapRoot, 'copy/a'), 0o700);
-    rmSync(join(snapRoot, 'copy/a/y'), { recursive: true });
-    renameSync(aside, join(snapRoot, 'copy/a/y'));
-    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    opened('copy/a', 0o500, () => {
+      rmSync(join(snapRoot, 'copy/a/y'), { recursive: true });
+      renameSync(aside, join(snapRoot, 'copy/a/y'));
+    });
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     chmodSync(join(snapRoot, 'copy/a'), 0o700);
     corrupt(1, 'copy/a');
-    writeFileSync(join(snapRoot, 'copy/a/planted'), '');
-    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    opened('copy/a', 0o500, () => writeFileSync(join(snapRoot, 'copy/a/planted'), ''));
     corrupt(1, 'copy/a/planted');
-    chmodSync(join(snapRoot, 'copy/a'), 0o700);
-    unlinkSync(join(snapRoot, 'copy/a/planted'));
-    unlinkSync(join(snapRoot, 'copy/a/y'));
-    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    opened('copy/a', 0o500, () => {
+      unlinkSync(join(snapRoot, 'copy/a/planted'));
+      unlinkSync(join(snapRoot, 'copy/a/y'));
+    });
     corrupt(1, 'copy/a/y');
-    chmodSync(join(snapRoot, 'copy/a'), 0o700);
-    writeFileSync(join(snapRoot, 'copy/a/y'), 'two', { mode: 0o400 });
-    chmodSync(join(snapRoot, 'copy/a'), 0o500);
+    opened('copy/a', 0o500, () => writeFileSync(join(snapRoot, 'copy/a/y'), 'two', { mode: 0o400 }));
     expect(walk()).toEqual({ entries: 6, bytes: 0 });
     const deps = join(snapRoot, 'mounts/00000/payload');
-    chmodSync(deps, 0o700);
-    unlinkSync(join(deps, 'l'));
-    symlinkSync('elsewhere', join(deps, 'l'));
-    chmodSync(deps, 0o500);
+    opened('mounts/00000/payload', 0o500, () => {
+      unlinkSync(join(deps, 'l'));
+      symlinkSync('elsewhere', join(deps, 'l'));
+    });
     corrupt(1, 'mounts/00000/payload/l');
     store.closeSync();
   });
