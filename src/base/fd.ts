@@ -32,6 +32,7 @@ import { sameObject } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
 
 export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+const PLACE_FLAGS = O_PATH | O_DIRECTORY | O_NOFOLLOW;
 const BENEATH = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const NO_SYMLINKS = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const OPENAT2_RETRIES = 8;
@@ -194,12 +195,12 @@ function rootParts(path: string): string[] {
 }
 
 /** Per-component O_NOFOLLOW walk from `/`, for kernels without openat2 (ENOSYS) or sandboxes that forbid it (EPERM). */
-function walkFromRoot(sys: Sys, parts: readonly string[]): number {
-  using root = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));
+function walkFromRoot(sys: Sys, parts: readonly string[], flags: number): number {
+  using root = own(sys, sys.openat(AT_FDCWD, '/', flags));
   if (parts.length === 0) return root.release();
   // The directories on the way are only passed through (O_PATH: search permission, as a path lookup needs), the last one opened.
   using parent = walkDown(sys, root.fd, parts.slice(0, -1), (dirfd, name) => openPathDir(sys, dirfd, name));
-  return openChildDir(sys, parent.fd, parts[parts.length - 1]!);
+  return sys.openat(parent.fd, parts[parts.length - 1]!, flags);
 }
 
 /**
@@ -208,7 +209,7 @@ function walkFromRoot(sys: Sys, parts: readonly string[]): number {
  * permission, and not read permission (a root-owned 0711 directory).
  */
 function openPathDir(sys: Sys, dirfd: number, name: string): number {
-  return sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+  return sys.openat(dirfd, name, PLACE_FLAGS);
 }
 
 /** mkdirat(0700) where nothing stands yet; an existing entry of any type is left to the open that follows. */
@@ -221,12 +222,12 @@ export function mkdirIfMissing(sys: Sys, dirfd: number, name: string): void {
 }
 
 /** openat2(RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) of an absolute path: the check and the open are one step. */
-function openNoSymlinks(sys: Sys, path: string): number {
+function openNoSymlinks(sys: Sys, path: string, flags: number): number {
   for (let attempt = 0; ; attempt++) {
     try {
-      return sys.openat2(AT_FDCWD, path, DIR_FLAGS, 0, NO_SYMLINKS);
+      return sys.openat2(AT_FDCWD, path, flags, 0, NO_SYMLINKS);
     } catch (err) {
-      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkFromRoot(sys, rootParts(path));
+      if (hasCode(err, 'ENOSYS', 'EPERM')) return walkFromRoot(sys, rootParts(path), flags);
       if (hasCode(err, 'EAGAIN') && attempt < OPENAT2_RETRIES) continue;
       throw err;
     }
@@ -264,9 +265,23 @@ function rootError(sys: Sys, err: unknown, path: string, label: string): SealErr
  * a symlink (the seed's real_directory). Errors name `label`.
  */
 export function openRealDir(sys: Sys, path: string, label: string): number {
+  return openReal(sys, path, label, DIR_FLAGS);
+}
+
+/**
+ * openRealDir for a directory only names are made, opened, renamed or removed in (the
+ * *at calls' dirfd): opened O_PATH, so search permission is all it needs, as a shell's
+ * `mkdir parent/name` (a directory of mode 0311 or a root-owned 0711 one). Not for
+ * listing, fsync, flock or an ioctl (EBADF).
+ */
+export function openRealPlace(sys: Sys, path: string, label: string): number {
+  return openReal(sys, path, label, PLACE_FLAGS);
+}
+
+function openReal(sys: Sys, path: string, label: string, flags: number): number {
   const checked = checkRootPath(path, label);
   try {
-    return openNoSymlinks(sys, checked);
+    return openNoSymlinks(sys, checked, flags);
   } catch (err) {
     throw rootError(sys, err, checked, label);
   }

@@ -2,7 +2,7 @@
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealPlace, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
@@ -16,7 +16,7 @@ import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
  * it made it (see removeMadeClone).
  */
 export function makeCloneDir(sys: Sys, clonePath: string): boolean {
-  using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
+  using parent = own(sys, openRealPlace(sys, dirname(clonePath), 'clone parent'));
   try {
     sys.mkdirat(parent.fd, basename(clonePath), 0o700);
     return true;
@@ -38,7 +38,7 @@ export function makeCloneDir(sys: Sys, clonePath: string): boolean {
  */
 export function removeMadeClone(sys: Sys, clonePath: string, made: Stat): void {
   try {
-    using parent = own(sys, openRealDir(sys, dirname(clonePath), 'clone parent'));
+    using parent = own(sys, openRealPlace(sys, dirname(clonePath), 'clone parent'));
     const st = sys.fstatat(parent.fd, basename(clonePath), AT_SYMLINK_NOFOLLOW);
     if (isDir(st.mode) && st.dev === made.dev && st.ino === made.ino) sys.unlinkat(parent.fd, basename(clonePath), AT_REMOVEDIR);
   } catch {

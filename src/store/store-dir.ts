@@ -5,7 +5,7 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { isRefusal, throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, openChildDir, openRealDir, own, removeAt, stillNamed, tryFlock, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, own, removeAt, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
@@ -139,7 +139,7 @@ export function closeStoreAt(sys: Sys, root: string, othersBusy = false): void {
     throw err;
   }
   own(sys, fd).close();
-  using parent = own(sys, openRealDir(sys, dirname(root), 'store parent'));
+  using parent = own(sys, openRealPlace(sys, dirname(root), 'store parent'));
   // Removed under the exclusive lock, and only when nothing else uses it: a snapshot a lease
   // holds (another process, another handle) or a build another call is making keeps the store whole.
   withStoreLock(sys, root, true, () => {

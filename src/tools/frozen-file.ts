@@ -1,9 +1,9 @@
 // frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
 import { basename, dirname } from 'node:path';
 
-import { checkFilePath, openRealDir, own, stillNamed, type Fd } from '../base/fd.js';
+import { checkFilePath, openRealDir, openRealPlace, own, stillNamed, type Fd } from '../base/fd.js';
 import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
-import { SealError } from '../base/errors.js';
+import { SealError, isSealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
@@ -63,6 +63,21 @@ function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, sh
   }
 }
 
+/**
+ * The new file's directory: opened for reading where the new name is fsynced in it (an O_PATH
+ * fd cannot be), else as a place only (search permission, as `cp` into a 0311 directory needs).
+ */
+function openParent(sys: Sys, dir: string, durable: boolean): number {
+  if (!durable) return openRealPlace(sys, dir, 'parent directory');
+  try {
+    return openRealDir(sys, dir, 'parent directory');
+  } catch (err) {
+    if (!isSealError(err, 'SEAL_IO') || !hasCode(err.cause, 'EACCES')) throw err;
+    const message = `${err.message} (fsync of the new name needs read permission on its directory; fsync: false needs search permission only)`;
+    throw new SealError('SEAL_IO', message, { path: dir, cause: err.cause });
+  }
+}
+
 /** Checks writeFrozenFile's arguments (types and values that are not about the path). */
 function checkArgs(path: unknown, bytes: unknown, options: WriteFrozenOptions): void {
   checkString('path', path);
@@ -85,7 +100,7 @@ const WRITE_FROZEN = defineOp('writeFrozenFile', {
     return { sys, args: [path, fixed, rest] as WriteArgs };
   },
   core: (sys, [path, bytes, options]) => {
-    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
+    using parent = own(sys, openParent(sys, dirname(path), options.fsync !== false));
     writeFrozenAt(sys, parent.fd, basename(path), bytes, options, path);
   },
 });

@@ -2,7 +2,7 @@
 import { constants } from 'node:buffer';
 import { dirname, basename } from 'node:path';
 
-import { checkFilePath, isPlainName, openRealDir, own } from '../base/fd.js';
+import { checkFilePath, isPlainName, openRealPlace, own } from '../base/fd.js';
 import { checkInteger, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 
 import { SealError } from '../base/errors.js';
@@ -56,7 +56,7 @@ const READ_STABLE = defineOp('readStable', {
     return { sys, args: [path, maxBytes] as [string, number] };
   },
   core: (sys, [path, maxBytes]): StableRead => {
-    using parent = own(sys, openRealDir(sys, dirname(path), 'parent directory'));
+    using parent = own(sys, openRealPlace(sys, dirname(path), 'parent directory'));
     return readAllAt(sys, parent.fd, basename(path), maxBytes, path);
   },
   // On the worker only: the bytes are moved to the calling thread, not copied (a copy doubled the memory and time of a

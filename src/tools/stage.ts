@@ -1,6 +1,6 @@
 // stage.ts: stageFiles, a private directory of read-only files under a root, that can prove it is unchanged.
 import { createHash, randomBytes } from 'node:crypto';
-import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, own, removeOwnDir, removeQuietly, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, openRealPlace, own, removeOwnDir, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
@@ -275,7 +275,7 @@ export function stageFiles(parent: string, files: readonly StageFile[], options:
 
 /** Creates the stage directory and its files; the caller owns the returned fds. */
 function openStage(sys: Sys, parentPath: string, prefix: string, planned: Planned[]): StageHandle {
-  using parentDir = own(sys, openRealDir(sys, parentPath, 'stage parent'));
+  using parentDir = own(sys, openRealPlace(sys, parentPath, 'stage parent'));
   const name = prefix + randomBytes(16).toString('hex');
   sys.mkdirat(parentDir.fd, name, 0o700);
   try {

@@ -1,8 +1,8 @@
 // as-user.mjs: one store operation a test runs in a child process (as an unprivileged uid); prints its result, or its error, as JSON.
-import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 
 const [dist, op, store, ...args] = process.argv.slice(2);
-const { SnapshotStore, thawSync } = await import(dist);
+const { SnapshotStore, readStable, stageFiles, thawSync, writeFrozenFile } = await import(dist);
 const trust = process.env.TREESEAL_TEST_TRUST;
 // The stat cache's recording clock moved ahead (the internal entry's test option) instead of a sleep past the racy window.
 const ahead = process.env.TREESEAL_TEST_CLOCK_AHEAD_NS;
@@ -86,6 +86,35 @@ const ops = {
     const second = await s.capture({ source, copy: [copy] });
     await s.close();
     return { digests: [first.digest, second.digest], reusedFiles: second.captureReport.reusedFiles, gone: !exists(store) };
+  },
+  /**
+   * place DIR SOURCE COPY: what a user does in a directory of theirs they may pass through and
+   * write but not list (DIR/f exists): read DIR/f, write frozen files into DIR, stage there, and an
+   * ephemeral store and a clone below it, closed again. What each returned, or its error.
+   */
+  async place(dir, source, copy) {
+    const outcome = async (f) => {
+      try {
+        return await f();
+      } catch (err) {
+        return { code: err.code, message: err.message };
+      }
+    };
+    const read = await outcome(async () => (await readStable(`${dir}/f`, { maxBytes: 64 })).bytes.toString());
+    const frozen = await outcome(() => writeFrozenFile(`${dir}/g`, Buffer.from('g'), { fsync: false }));
+    const synced = await outcome(() => writeFrozenFile(`${dir}/h`, Buffer.from('h')));
+    const staged = await outcome(async () => {
+      const stage = await stageFiles(dir, [{ target: 'in/s', bytes: Buffer.from('s') }]);
+      const held = readFileSync(`${stage.root}/in/s`, 'utf8');
+      stage.close();
+      return { held, after: exists(stage.root) };
+    });
+    const eph = await SnapshotStore.open(`${dir}/eph`, { ephemeral: true });
+    const snap = await eph.capture({ source, copy: [copy] });
+    const files = await outcome(async () => (await snap.materialize(`${dir}/clone`, { createClone: true })).files);
+    const ok = await outcome(async () => (await snap.diff(`${dir}/clone`)).ok);
+    const closed = await outcome(async () => (await eph.close()) ?? 'closed');
+    return { read, frozen: frozen ?? 'written', synced, staged, files, ok, closed, storeLeft: exists(`${dir}/eph`) };
   },
   async thaw(dir) {
     thawSync(dir);

@@ -1,5 +1,5 @@
 // non-root.test.ts: rm, gc, ephemeral close and thaw as a user without root: a snapshot sharing files by hard links keeps their modes and verifies.
-import { chmodSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -76,7 +76,7 @@ const works: Record<string, { repo: string; store: string }> = {};
 
 describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this process' : `uid ${NOBODY}`})`, () => {
   beforeAll(async () => {
-    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable', 'traverse']) works[name] = workDir();
+    for (const name of ['rm', 'cli', 'thaw', 'gc', 'ephemeral', 'reset', 'whole', 'foreign', 'unreadable', 'traverse', 'place']) works[name] = workDir();
   }, 30_000);
 
   it('a store made below a directory the user may pass through but not list (0311 here, as a root-owned 0711 directory is to others) opens, captures and opens again (each directory on the way was opened for reading: EACCES)', () => {
@@ -90,6 +90,33 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     expect(first).toMatchObject({ reused: false });
     expect(op('capture', below, repo, 'tree')).toMatchObject({ digest: first.digest, reused: true });
     chmodSync(pass, 0o755);
+  });
+
+  it('in a directory of their own the user may pass through and write but not list (0311), a file is read, frozen files written (fsync: false; with fsync the error says why), a stage made and removed, an ephemeral store and a clone made below it and the store closed (each parent was opened for reading: EACCES)', () => {
+    const { repo, store } = works.place!;
+    const dir = join(dirname(store), 'place');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'f'), 'listed nowhere');
+    if (as !== undefined) chownTree(dir, as.uid, as.gid);
+    chmodSync(dir, 0o311);
+    const result = op('place', store, dir, repo, 'tree');
+    chmodSync(dir, 0o755);
+    expect(result).toEqual({
+      read: 'listed nowhere',
+      frozen: 'written',
+      synced: {
+        code: 'SEAL_IO',
+        message: `parent directory cannot be opened: ${dir}: EACCES: permission denied, openat2 '${dir}' (fsync of the new name needs read permission on its directory; fsync: false needs search permission only)`,
+      },
+      staged: { held: 's', after: false },
+      files: 4,
+      ok: true,
+      closed: 'closed',
+      storeLeft: false,
+    });
+    expect(readdirSync(dir).sort()).toEqual(['clone', 'f', 'g']);
+    expect([statSync(join(dir, 'g')).mode & 0o7777, readFileSync(join(dir, 'g'), 'utf8')]).toEqual([0o444, 'g']);
+    expect(listTree(join(dir, 'clone')).sort()).toEqual(['tree/', 'tree/a.txt', 'tree/b.txt', 'tree/sub/', 'tree/sub/c.txt', 'tree/x.sh']);
   });
 
   it('reset --clean repairs directories the agent made unreadable (mode 0, 0100), in the copy roots, added and outside them (kills the EACCES repair in openRepairableDir)', () => {
