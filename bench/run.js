@@ -18,7 +18,7 @@ const opened = (r) => r.open + r.capture;
 /** TREESEAL_BENCH_FS=btrfs[,xfs,ext4]: only those filesystems' rows (RESULTS.md is not written). */
 const only = process.env.TREESEAL_BENCH_FS === undefined || process.env.TREESEAL_BENCH_FS === '' ? undefined : process.env.TREESEAL_BENCH_FS.split(',');
 
-function measureAll(log) {
+async function measureAll(log) {
   const ram = new RamMounts();
   const cleanup = () => ram.cleanup();
   process.once('SIGINT', () => (cleanup(), process.exit(130)));
@@ -57,8 +57,11 @@ function measureAll(log) {
       log(`bench: recapture ${fs} (${reps} reps)…`);
       extra.recapture.push(benchRecapture(fs, sourceTree(base, quick ? T5K : T50K), join(base, 'recapture'), log));
     }
-    log(`bench: four arms at once vs in series, xfs (RAM) (${reps} reps)…`);
-    extra.arms = benchArms('xfs (RAM)', xfs, quick ? T5K : T50K, log);
+    extra.arms = [];
+    for (const [fs, base] of [['xfs (RAM)', xfs], ['ext4 (RAM)', ext4]]) {
+      log(`bench: four arms at once vs in series, ${fs} (${reps} reps)…`);
+      extra.arms.push(await benchArms(fs, base, quick ? T5K : T50K, log));
+    }
     log(`bench: an arm's diff, reset and result capture, xfs (RAM) (${reps} reps)…`);
     extra.diffReset = benchDiffReset('xfs (RAM)', xfs, quick ? T5K : T50K, log);
     // Last: the throttled real disk is slow to settle and to delete on.
@@ -133,8 +136,10 @@ function targets(rows, e) {
   const cl = e.close.close / e.close.capture;
   c.push(['ephemeral close < 1/5 of its capture (5k tree, xfs RAM)', cl < 0.2, `${x(e.close.close, e.close.capture)} (${fmt(e.close.close)} vs ${fmt(e.close.capture)})`]);
   for (const r of e.recapture) c.push(...recaptureChecks(r));
-  const a = e.arms;
-  c.push([`${a.arms} arms of the ${a.tree} tree materialized at once ≤ ${ARMS_TARGET}× in series (${a.fs})`, a.met, `${a.ratio.toFixed(2)}× (${fmt(a.atOnce)} vs ${fmt(a.series)})`]);
+  for (const a of e.arms) {
+    const cp = `; 4 cp -a --reflink=auto at once ${a.cpRatio.toFixed(2)}× in series`;
+    c.push([`${a.arms} arms of the ${a.tree} tree materialized at once ≤ ${ARMS_TARGET}× in series (${a.fs})`, a.met, `${a.ratio.toFixed(2)}× (${fmt(a.atOnce)} vs ${fmt(a.series)}${cp})`]);
+  }
   c.push(...diffResetChecks(e.diffReset));
   return c;
 }
@@ -157,7 +162,9 @@ function report(rows, e, load) {
   lines.push('recapture (stat cache), each capture in a fresh node process (open, async capture, close), against a full capture without the cache and find:');
   for (const r of e.recapture) lines.push(recaptureLine(r));
   lines.push("an arm's diff, reset and result capture, each call in a fresh node process:", ...DIFF_RESET_HEADER, ...diffResetLines(e.diffReset));
-  lines.push(`arms: ${e.arms.arms} materializes of the ${e.arms.tree} tree into fresh clones (${e.arms.fs}), one process each way, store concurrency ${e.arms.arms}: in series ${fmt(e.arms.series)}, at once ${fmt(e.arms.atOnce)}`);
+  for (const a of e.arms) {
+    lines.push(`arms: ${a.arms} materializes of the ${a.tree} tree into fresh clones (${a.fs}), one process each way, store concurrency ${a.arms}: in series ${fmt(a.series)}, at once ${fmt(a.atOnce)}; the same ${a.arms} copies by cp -a --reflink=auto at once ${a.cpRatio.toFixed(2)}× in series`);
+  }
   lines.push('');
   const checks = targets(rows, e);
   for (const [name, ok, figure] of checks) lines.push(`${ok ? 'met    ' : 'NOT MET'}  ${name}: ${figure}`);
@@ -166,11 +173,11 @@ function report(rows, e, load) {
   return lines.join('\n');
 }
 
-function main() {
+async function main() {
   if (process.getuid?.() !== 0) throw new Error('bench: needs root (loop mounts on /dev/shm)');
   execFileSync('npm', ['run', 'build:ts'], { cwd: join(here, '..'), stdio: 'ignore' });
   const load = { before: loadavg() };
-  const { rows, extra } = measureAll((m) => console.error(m));
+  const { rows, extra } = await measureAll((m) => console.error(m));
   load.after = loadavg();
   const text = report(rows, extra, load);
   console.log(text);
@@ -183,4 +190,4 @@ function main() {
 }
 
 // Run as a script only: importing this file (to reuse a function) must not start a whole bench.
-if (process.argv[1] === fileURLToPath(import.meta.url)) main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
