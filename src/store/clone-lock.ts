@@ -6,6 +6,9 @@ import { O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants
 import type { Stat, Sys } from '../sys/native.js';
 import { TMP_DIR } from './layout.js';
 
+/** What holds a clone's lock. */
+const BUSY = 'clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one';
+
 /** Tries at a name whose file another holder removed between this call's open and flock. */
 const ATTEMPTS = 4;
 
@@ -22,7 +25,8 @@ export interface CloneLock extends Disposable {
 /**
  * Takes the lock of the clone whose directory fstat gave `cloneDir`, without waiting: a
  * second materialize or reset of the same clone meanwhile (another call, thread or
- * process) is SEAL_BUSY. The lock lives in the store (its tmp/, which every open makes):
+ * process), or one while a sandboxed command runs in it (spawnSandboxed holds the lock
+ * until the command ends), is SEAL_BUSY. The lock lives in the store (its tmp/, which every open makes):
  * the agent in the clone cannot take or plant it, and a caller's own `flock` on the clone
  * directory (a shell's `flock DIR treeseal reset …`) does not meet it. Its file is removed
  * while held; a holder whose file was removed meanwhile tries the new one.
@@ -38,7 +42,7 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
       try {
         const st = sys.fstat(file.fd);
         if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store clone lock is not a regular file: ${TMP_DIR}/${name}`);
-        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `clone is being materialized or reset by another call; wait for that one: ${escapePath(clone)}`, { path: clone, retryable: true });
+        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
         named = stillNamed(sys, tmp.fd, name, st);
       } catch (err) {
         file.close();

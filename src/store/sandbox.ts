@@ -15,6 +15,8 @@ import { sameObject } from '../sys/identity.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
+import { lockClone, type CloneLock } from './clone-lock.js';
+import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
 
 export interface SandboxOptions {
@@ -219,9 +221,12 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     dir.close();
     throw err;
   }
-  // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not its payloads emptied under the command.
+  // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not its payloads emptied under the command;
+  // and the clone's lock, so no materialize or reset of it (another run's, a retry's) rewrites it under the command.
   let lease: Lease | undefined;
+  let cloneLock: CloneLock | undefined;
   try {
+    cloneLock = sealed('spawnSandboxed', () => lockClone(sys, storeOf(snap.root), sys.fstat(dir.fd), clone));
     lease = await snap.leaseAsync();
     const mounts = await snap.mountPointsAsync(clone, { workspace: o.workspace });
     // The directory the mount points were made in is the one open: the path still names it.
@@ -243,7 +248,10 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
       });
     });
     const held = lease;
+    const locked = cloneLock;
     child.once('close', () => {
+      // The clone lock never throws on release (a file it cannot remove is left, empty, for the next holder).
+      locked.release();
       // The lease's flock ended with its fd; a file that cannot be removed now (its store moved) is gc's to sweep. Said, never thrown into the event loop.
       try {
         held.release();
@@ -252,9 +260,11 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
       }
     });
     lease = undefined;
+    cloneLock = undefined;
     return child;
   } finally {
     lease?.release();
+    cloneLock?.release();
     dir.close();
   }
 }

@@ -1,5 +1,5 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -70,6 +70,29 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     const reset = cli(store, 'run', digest, clone, '--reset', '--', 'ls', 'src');
     expect([reset.status, reset.stdout, reset.stderr]).toEqual([0, 'a.ts\n', '']);
     expect(json(cli(store, 'verify', digest, '--json')).ok).toBe(true);
+  });
+
+  it('a second run --reset into a clone whose command still runs is SEAL_BUSY and changes nothing there (it reset the clone under the first)', async () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    const first = spawn(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'echo work > src/out.txt; echo started; read line; cat src/out.txt'], {
+      env: { ...process.env, TREESEAL_STORE: store },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    let out = '';
+    first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    for (let i = 0; i < 500 && !out.includes('started'); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(out).toBe('started\n');
+    const second = cli(store, 'run', digest, clone, '--reset', '--', 'true');
+    const busy = `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`;
+    // Tried again twice (the CLI's default for a busy clone), then said.
+    expect([second.status, second.stdout, second.stderr]).toEqual([1, '', `${busy}; retrying in 100 ms (1 of 2)\n${busy}; retrying in 200 ms (2 of 2)\n${busy}\n`]);
+    first.stdin!.end('go\n');
+    const [code] = (await once(first, 'close')) as [number];
+    expect([code, out]).toEqual([0, 'started\nwork\n']);
+    // Free again once the first has ended.
+    expect(cli(store, 'run', digest, clone, '--reset', '--', 'ls', 'src').stdout).toBe('a.ts\n');
   });
 
   it('--network shares the host network; --workspace moves the clone; a signal shows as 128 + its number', () => {
@@ -187,7 +210,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
 });
 
 describe('spawnSandboxed', () => {
-  it('leases the snapshot while the command runs (rm is SEAL_BUSY, then removes), and checks stdio', async () => {
+  it('leases the snapshot and holds the clone while the command runs (rm, materialize, reset and another sandbox there are SEAL_BUSY; diff reads it), frees both when it ends, and checks stdio', async () => {
     if (!bwrapAvailable()) return;
     const work = tempDir();
     writeTree(work, { 'repo/src/a.ts': 'alpha' });
@@ -198,13 +221,24 @@ describe('spawnSandboxed', () => {
     for (const stdio of ['bogus', ['inherit', 'pipe'], ['inherit', 'pipe', -1]]) {
       await expectError(async () => spawnSandboxed(snap, clone, ['true'], { stdio: stdio as never }), { code: 'ERR_INVALID_ARG_VALUE' });
     }
-    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'read line; cat src/a.ts'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'read line; cat src/a.ts; echo agent > src/b.ts'], { stdio: ['pipe', 'pipe', 'inherit'] });
     expectError(() => store.remove(snap.digest), { code: 'SEAL_BUSY', fds: false });
+    // The clone is the command's while it runs: no materialize or reset of it (another run's, a retry's) rewrites it
+    // under the command; a second sandbox in it waits its turn too. Reading it (diff) is not held up.
+    const busy = { code: 'SEAL_BUSY', message: `clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`, path: clone, fds: false };
+    expectError(() => snap.materializeSync(clone), busy);
+    expectError(() => snap.resetSync(clone), busy);
+    await expectError(async () => spawnSandboxed(snap, clone, ['true'], { stdio: 'ignore' }), busy);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true });
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     child.stdin!.end('go\n');
     const [code] = (await once(child, 'close')) as [number];
     expect([code, out]).toEqual([0, 'alpha']);
+    // Once it has ended, the clone is free again: the reset takes back what the command wrote.
+    expect(snap.diffSync(clone)).toMatchObject({ ok: false, added: ['src/b.ts'] });
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/b.ts'] });
+    expect(readdirSync(join(clone, 'src'))).toEqual(['a.ts']);
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });

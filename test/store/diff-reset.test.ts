@@ -134,7 +134,7 @@ describe('diff', () => {
     const lockPath = join(store.root, 'tmp', `clone-${st.dev}-${st.ino}.lock`);
     const held = nativeSys.openat(AT_FDCWD, lockPath, O_RDONLY | O_CREAT, 0o600);
     nativeSys.flock(held, LOCK_EX | LOCK_NB);
-    const busy = { code: 'SEAL_BUSY', message: `clone is being materialized or reset by another call; wait for that one: ${clone}`, path: clone };
+    const busy = { code: 'SEAL_BUSY', message: `clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`, path: clone };
     // Retryable: the CLI tries again after a pause (--retries), as for a tree that was changing.
     expect(expectError(() => snap.resetSync(clone), busy)).toMatchObject({ retryable: true });
     await expectError(async () => snap.materialize(clone), busy);
