@@ -231,48 +231,26 @@ export class Gate {
 /** How long a stopping worker may take to end on its own before it is terminated. */
 const STOP_WAIT_MS = 5000;
 
-/** Workers told to stop that have not ended yet: stopIdleWorker waits for them too. */
-const ending = new Set<Promise<void>>();
-
-/** Tells an idle worker to stop (it stops its helper threads and ends); terminated if it has not ended in STOP_WAIT_MS. */
-function stop(lane: Lane): Promise<void> {
+async function stop(lane: Lane): Promise<void> {
   const w = lane.worker;
   lanes.splice(lanes.indexOf(lane), 1);
   w.removeAllListeners('exit');
   w.removeAllListeners('error');
   w.on('error', () => {});
-  // Neither the ending worker nor its timer keeps the process alive.
-  w.unref();
-  const timer = setTimeout(() => void w.terminate(), STOP_WAIT_MS).unref();
-  const exited = new Promise<void>((resolve) =>
-    w.once('exit', () => {
-      clearTimeout(timer);
-      ending.delete(exited);
-      resolve();
-    }),
-  );
-  ending.add(exited);
+  const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
   w.postMessage({ stop: true });
-  return exited;
+  const timer = setTimeout(() => void w.terminate(), STOP_WAIT_MS);
+  await exited;
+  clearTimeout(timer);
 }
 
 /**
  * Stops every worker thread that has no job pending (the next async call starts a new
  * one): each stops its helper threads and ends on its own; terminated if it does not.
- * Resolves once they (and any told to stop before) have ended.
  */
 export async function stopIdleWorker(): Promise<void> {
-  stopIdleWorkerSoon();
-  await Promise.all(ending);
-}
-
-/**
- * stopIdleWorker without waiting for the threads to end (what store.close() does: its work
- * is done once the store is; an ending thread holds nothing of it, and not the process).
- */
-export function stopIdleWorkerSoon(): void {
   if (queue.length > 0) return;
-  for (const lane of lanes.filter((l) => l.pending.size === 0)) void stop(lane);
+  await Promise.all(lanes.filter((l) => l.pending.size === 0).map(stop));
 }
 
 /** The first worker thread's id, or undefined when none runs (internal, for tests: which calls started one). */

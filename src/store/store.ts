@@ -3,7 +3,7 @@ import { SealError } from '../base/errors.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
-import { DEFAULT_CONCURRENCY, Gate, jobsInFlight, stopIdleWorkerSoon, type ToolOptions } from '../base/offload.js';
+import { DEFAULT_CONCURRENCY, Gate, jobsInFlight, stopIdleWorker, type ToolOptions } from '../base/offload.js';
 import { abortedBefore, checkSys, defineOp, readOnce, type OpCall } from '../base/op.js';
 import { sealed, sealedAsync } from '../base/refusal.js';
 import type { CaptureProgress } from '../capture/walk.js';
@@ -415,8 +415,8 @@ export class SnapshotStore {
 
   /**
    * closeSync's work, after every async call under way on the store (and its snapshots)
-   * has settled; the removal runs on the worker thread, which is then told to stop if nothing
-   * else uses it (not waited for: see stopIdleWorkerSoon). A second call while the first runs waits for the same result.
+   * has settled; the removal runs on the worker thread, which is then stopped if nothing
+   * else uses it. A second call while the first runs waits for the same result.
    */
   close(): Promise<void> {
     if (this.#closing !== undefined) return this.#closing;
@@ -428,7 +428,7 @@ export class SnapshotStore {
       await this.#settled();
       if (this.#removalDue) await SnapshotStore.#close.async(this);
       this.#removalDue = false;
-      stopIdleWorkerSoon();
+      await stopIdleWorker();
     })();
     this.#closing = closing;
     const done = (): void => {
