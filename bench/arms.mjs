@@ -51,7 +51,9 @@ export async function benchArms(fs, base, tree, log = () => {}) {
     const clones = Array.from({ length: ARMS }, (_, k) => join(base, `cp-${i}-${parallel ? 'p' : 's'}-${k}`));
     const one = (c) =>
       new Promise((resolve, reject) => {
-        spawn('cp', ['-a', '--reflink=auto', join(source, 'tree'), c], { stdio: 'inherit' }).on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`cp exited ${code}`))));
+        spawn('cp', ['-a', '--reflink=auto', join(source, 'tree'), c], { stdio: 'inherit' })
+          .on('error', reject)
+          .on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`cp exited ${code}`))));
       });
     execFileSync('sync');
     const t0 = performance.now();

@@ -272,7 +272,8 @@ export function openRealDir(sys: Sys, path: string, label: string): number {
  * openRealDir for a directory only names are made, opened, renamed or removed in (the
  * *at calls' dirfd): opened O_PATH, so search permission is all it needs, as a shell's
  * `mkdir parent/name` (a directory of mode 0311 or a root-owned 0711 one). Not for
- * listing, fsync, flock or an ioctl (EBADF).
+ * listing, fsync, flock or an ioctl (EBADF: removeAt given one as the parent of a read-only
+ * btrfs subvolume cannot destroy it whole, and clears its flag instead).
  */
 export function openRealPlace(sys: Sys, path: string, label: string): number {
   return openReal(sys, path, label, PLACE_FLAGS);

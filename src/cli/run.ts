@@ -72,7 +72,8 @@ namespace unshared and no network unless --network, in a new session; the clone 
 as the directory opened (its path is not resolved again), and no fd of this process
 reaches the command. The exit status is the command's (128 + the signal that killed it). The snapshot is leased while the command
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY; so is a materialize, reset or second run
-of <clone> (tried twice, then said), which would rewrite it under the command. With --keep-going, once the command
+of <clone> through the same store (retried twice, then said), which would rewrite it under
+the command. With --keep-going, once the command
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
 the exit status is still the command's. A diff that fails (the command made the clone

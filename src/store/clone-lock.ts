@@ -56,7 +56,7 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
     throw err;
   }
   tmp.close();
-  throw new SealError('SEAL_BUSY', `clone is being materialized or reset by other calls, one after another; try again: ${escapePath(clone)}`, { path: clone });
+  throw new SealError('SEAL_BUSY', `clone is in use by other calls, one after another (materializes or resets of it, or sandboxed commands running in it); try again: ${escapePath(clone)}`, { path: clone, retryable: true });
 }
 
 function held(sys: Sys, tmp: Fd, file: Fd, name: string): CloneLock {

@@ -6,7 +6,7 @@ import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base
 import { SealError, isSealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { checkSys, defineOp } from '../base/op.js';
@@ -73,6 +73,13 @@ function openParent(sys: Sys, dir: string, durable: boolean): number {
     return openRealDir(sys, dir, 'parent directory');
   } catch (err) {
     if (!isSealError(err, 'SEAL_IO') || !hasCode(err.cause, 'EACCES')) throw err;
+    // Said only where search permission is there (a lookup of `.` in it needs it), else fsync: false fails the same way.
+    try {
+      using place = own(sys, openRealPlace(sys, dir, 'parent directory'));
+      sys.fstatat(place.fd, '.', AT_SYMLINK_NOFOLLOW);
+    } catch {
+      throw err;
+    }
     const message = `${err.message} (fsync of the new name needs read permission on its directory; fsync: false needs search permission only)`;
     throw new SealError('SEAL_IO', message, { path: dir, cause: err.cause });
   }

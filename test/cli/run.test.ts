@@ -82,13 +82,17 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     });
     let out = '';
     first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    for (let i = 0; i < 500 && !out.includes('started'); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(out).toBe('started\n');
-    const second = cli(store, 'run', digest, clone, '--reset', '--', 'true');
-    const busy = `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`;
-    // Tried again twice (the CLI's default for a busy clone), then said.
-    expect([second.status, second.stdout, second.stderr]).toEqual([1, '', `${busy}; retrying in 100 ms (1 of 2)\n${busy}; retrying in 200 ms (2 of 2)\n${busy}\n`]);
-    first.stdin!.end('go\n');
+    try {
+      for (let i = 0; i < 500 && !out.includes('started'); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(out).toBe('started\n');
+      const second = cli(store, 'run', digest, clone, '--reset', '--', 'true');
+      const busy = `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`;
+      // Tried again twice (the CLI's default for a busy clone), then said.
+      expect([second.status, second.stdout, second.stderr]).toEqual([1, '', `${busy}; retrying in 100 ms (1 of 2)\n${busy}; retrying in 200 ms (2 of 2)\n${busy}\n`]);
+    } finally {
+      // Whatever failed above, the first run ends (its command waits for this line).
+      first.stdin!.end('go\n');
+    }
     const [code] = (await once(first, 'close')) as [number];
     expect([code, out]).toEqual([0, 'started\nwork\n']);
     // Free again once the first has ended.

@@ -103,6 +103,9 @@ const ops = {
     const read = await outcome(async () => (await readStable(`${dir}/f`, { maxBytes: 64 })).bytes.toString());
     const frozen = await outcome(() => writeFrozenFile(`${dir}/g`, Buffer.from('g'), { fsync: false }));
     const synced = await outcome(() => writeFrozenFile(`${dir}/h`, Buffer.from('h')));
+    // A directory this user may not search either (0200): no hint, as fsync: false fails there too.
+    const closed = await outcome(() => writeFrozenFile(`${dir}-closed/h`, Buffer.from('h')));
+    const closedNoSync = await outcome(() => writeFrozenFile(`${dir}-closed/h`, Buffer.from('h'), { fsync: false }));
     const staged = await outcome(async () => {
       const stage = await stageFiles(dir, [{ target: 'in/s', bytes: Buffer.from('s') }]);
       const held = readFileSync(`${stage.root}/in/s`, 'utf8');
@@ -113,8 +116,8 @@ const ops = {
     const snap = await eph.capture({ source, copy: [copy] });
     const files = await outcome(async () => (await snap.materialize(`${dir}/clone`, { createClone: true })).files);
     const ok = await outcome(async () => (await snap.diff(`${dir}/clone`)).ok);
-    const closed = await outcome(async () => (await eph.close()) ?? 'closed');
-    return { read, frozen: frozen ?? 'written', synced, staged, files, ok, closed, storeLeft: exists(`${dir}/eph`) };
+    const storeClosed = await outcome(async () => (await eph.close()) ?? 'closed');
+    return { read, frozen: frozen ?? 'written', synced, unsearchable: [closed.code, closed.message, closedNoSync.code], staged, files, ok, closed: storeClosed, storeLeft: exists(`${dir}/eph`) };
   },
   async thaw(dir) {
     thawSync(dir);

@@ -97,10 +97,13 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
     const dir = join(dirname(store), 'place');
     mkdirSync(dir);
     writeFileSync(join(dir, 'f'), 'listed nowhere');
-    if (as !== undefined) chownTree(dir, as.uid, as.gid);
+    mkdirSync(`${dir}-closed`);
+    if (as !== undefined) for (const d of [dir, `${dir}-closed`]) chownTree(d, as.uid, as.gid);
     chmodSync(dir, 0o311);
+    chmodSync(`${dir}-closed`, 0o200);
     const result = op('place', store, dir, repo, 'tree');
     chmodSync(dir, 0o755);
+    chmodSync(`${dir}-closed`, 0o700);
     expect(result).toEqual({
       read: 'listed nowhere',
       frozen: 'written',
@@ -108,6 +111,7 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
         code: 'SEAL_IO',
         message: `parent directory cannot be opened: ${dir}: EACCES: permission denied, openat2 '${dir}' (fsync of the new name needs read permission on its directory; fsync: false needs search permission only)`,
       },
+      unsearchable: ['SEAL_IO', `parent directory cannot be opened: ${dir}-closed: EACCES: permission denied, openat2 '${dir}-closed'`, 'SEAL_IO'],
       staged: { held: 's', after: false },
       files: 4,
       ok: true,
@@ -115,6 +119,7 @@ describe.runIf(runnable)(`as a user without root (${as === undefined ? 'this pro
       storeLeft: false,
     });
     expect(readdirSync(dir).sort()).toEqual(['clone', 'f', 'g']);
+    expect(readdirSync(`${dir}-closed`)).toEqual([]);
     expect([statSync(join(dir, 'g')).mode & 0o7777, readFileSync(join(dir, 'g'), 'utf8')]).toEqual([0o444, 'g']);
     expect(listTree(join(dir, 'clone')).sort()).toEqual(['tree/', 'tree/a.txt', 'tree/b.txt', 'tree/sub/', 'tree/sub/c.txt', 'tree/x.sh']);
   });
