@@ -16,14 +16,18 @@ export interface ByteRanges {
 
 /**
  * Members are indices into `ranges`; two members are equal when their bytes are.
- * The slots hold index + 1 (0: empty) and stay at most half full.
+ * The slots hold index + 1 (0: empty) and stay at most half full. Each member's hash is
+ * kept (4 bytes a member): growing re-places members without hashing their bytes again,
+ * and a probe compares bytes only where the hashes are equal.
  */
 export class PathIndex {
   #slots: Uint32Array;
+  /** Member i's hash at [i]. */
+  #hashes: Uint32Array;
   #count = 0;
   #probe = Buffer.alloc(4096);
 
-  /** `expected`: members it will hold, when known: slots for them from the start, so no member is hashed twice as they grow. */
+  /** `expected`: members it will hold, when known: slots for them from the start. */
   constructor(
     readonly ranges: ByteRanges,
     expected = 0,
@@ -31,16 +35,19 @@ export class PathIndex {
     let size = 1024;
     while (size < expected * 2) size *= 2;
     this.#slots = new Uint32Array(size);
+    this.#hashes = new Uint32Array(Math.max(expected, 512));
   }
 
   /** The member whose bytes equal bytes[start, end), or -1. */
   find(bytes: Uint8Array, start: number, end: number): number {
     const slots = this.#slots;
+    const hashes = this.#hashes;
     const mask = slots.length - 1;
-    for (let s = hashBytes(bytes, start, end) & mask; ; s = (s + 1) & mask) {
+    const h = hashBytes(bytes, start, end);
+    for (let s = h & mask; ; s = (s + 1) & mask) {
       const v = slots[s]!;
       if (v === 0) return -1;
-      if (this.#equals(v - 1, bytes, start, end)) return v - 1;
+      if (hashes[v - 1] === h && this.#equals(v - 1, bytes, start, end)) return v - 1;
     }
   }
 
@@ -53,15 +60,21 @@ export class PathIndex {
   /** Adds member i (not yet a member, and equal to none). */
   add(i: number): void {
     if ((this.#count + 1) * 2 > this.#slots.length) this.#grow();
-    this.#place(i);
+    if (i >= this.#hashes.length) {
+      const more = new Uint32Array(Math.max(i + 1, this.#hashes.length * 2));
+      more.set(this.#hashes);
+      this.#hashes = more;
+    }
+    const h = hashBytes(this.ranges.bytes, this.ranges.start(i), this.ranges.end(i));
+    this.#hashes[i] = h;
+    this.#place(i, h);
     this.#count++;
   }
 
-  #place(i: number): void {
-    const { bytes } = this.ranges;
+  #place(i: number, h: number): void {
     const slots = this.#slots;
     const mask = slots.length - 1;
-    let s = hashBytes(bytes, this.ranges.start(i), this.ranges.end(i)) & mask;
+    let s = h & mask;
     while (slots[s] !== 0) s = (s + 1) & mask;
     slots[s] = i + 1;
   }
@@ -69,7 +82,7 @@ export class PathIndex {
   #grow(): void {
     const old = this.#slots;
     this.#slots = new Uint32Array(old.length * 2);
-    for (const v of old) if (v !== 0) this.#place(v - 1);
+    for (const v of old) if (v !== 0) this.#place(v - 1, this.#hashes[v - 1]!);
   }
 
   #equals(i: number, bytes: Uint8Array, start: number, end: number): boolean {

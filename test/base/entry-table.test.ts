@@ -37,6 +37,17 @@ describe('EntryTable', () => {
     expect([...table.sort()]).toEqual(sorted(entries));
   });
 
+  it('finds every path and refuses every duplicate as its index grows past its first slots, many times over (kills a grow that re-places members under another hash)', () => {
+    const t = new EntryTable();
+    const n = 20_000;
+    const path = (i: number): string => `d${i % 97}/f${i}`;
+    for (let i = 0; i < n; i++) expect(t.add({ kind: 'file', path: path(i), size: i, sha256: '', mode: 0, link_target: '' }).added).toBe(true);
+    for (let i = 0; i < n; i += 7) expect(t.add({ kind: 'file', path: path(i), size: 0, sha256: '', mode: 0, link_target: '' })).toEqual({ index: i, added: false });
+    for (let i = 0; i < n; i += 3) expect(t.find(path(i))).toBe(i);
+    for (const missing of ['d0/f20000', 'd0', '', 'd1/f0']) expect(t.find(missing)).toBe(-1);
+    expect(t.length).toBe(n);
+  });
+
   it('encodes as canonicalJson of the entry objects, and digests the same as the array', () => {
     const entries = sorted(awkward());
     const table = EntryTable.from(awkward()).sort();
