@@ -5,7 +5,7 @@ import { basename, dirname } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
 import { isRefusal, throwIfRefused } from '../base/refusal.js';
-import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, own, removeAt, stillNamed, tryFlock, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, own, removeAt, removeOwnDir, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
@@ -103,18 +103,33 @@ function checkOnlyStoreParts(sys: Sys, dirFd: number, root: string): void {
   );
 }
 
+/** The store directory a handle opened: what its path must still name when an ephemeral store is removed. */
+export interface StoreIdentity {
+  dev: bigint;
+  ino: bigint;
+}
+
+export interface OpenedStore {
+  /** Builds and half-removed snapshots swept. */
+  swept: number;
+  identity: StoreIdentity;
+}
+
 /**
  * Opens a store directory (the directory itself must exist or be creatable), checks
  * that only users it trusts (see trust.ts) can have written it, its snapshots/,
  * tmp/, leases/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
  * builds no live process holds. Returns how many it swept.
  */
-export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): number {
+export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): OpenedStore {
   let rule: TrustRule;
+  let identity: StoreIdentity;
   {
     const opened = openTrustedRoot(sys, root, trust);
     rule = opened.rule;
     using dir = opened.dir;
+    const st = sys.fstat(dir.fd);
+    identity = { dev: st.dev, ino: st.ino };
     checkOnlyStoreParts(sys, dir.fd, root);
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
     // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
@@ -122,15 +137,19 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
     for (const name of [CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), rule.group !== undefined);
   }
   const lock = { mode: rule.group === undefined ? 0o600 : 0o660, check: (st: Stat, shown: string) => checkPart(st, rule, shown) };
-  return withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root), lock);
+  return { swept: withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root), lock), identity };
 }
 
 /**
- * Removes a whole (ephemeral) store directory; a store already gone is fine. No thaw
- * pass: removal opens each directory up through its own fd before emptying it, and
- * a frozen file needs no mode change to be unlinked.
+ * Removes a whole (ephemeral) store directory; a store already gone is fine. Only the
+ * directory the handle opened (`identity`): one its path names now that is another (the
+ * store moved away, another directory made there) is SEAL_CHANGED and nothing is removed.
+ * It is emptied through its own fd, and its name removed only while it still names it. No
+ * thaw pass: removal opens each directory up through its own fd before emptying it, and a
+ * frozen file needs no mode change to be unlinked. A store a failed close already emptied
+ * (its rmdir refused) is removed again without its parts.
  */
-export function closeStoreAt(sys: Sys, root: string, othersBusy = false): void {
+export function closeStoreAt(sys: Sys, root: string, othersBusy = false, identity?: StoreIdentity): void {
   let fd: number;
   try {
     fd = openRealDir(sys, root, 'store directory');
@@ -138,8 +157,18 @@ export function closeStoreAt(sys: Sys, root: string, othersBusy = false): void {
     if (isSealError(err, 'SEAL_UNAVAILABLE')) return;
     throw err;
   }
-  own(sys, fd).close();
+  using store = own(sys, fd);
+  const st = sys.fstat(store.fd);
+  if (identity !== undefined && (st.dev !== identity.dev || st.ino !== identity.ino)) {
+    throw new SealError('SEAL_CHANGED', `ephemeral store is no longer the directory at its path (moved or replaced since it was opened); nothing was removed: ${escapePath(root)}`, { path: root });
+  }
   using parent = own(sys, openRealPlace(sys, dirname(root), 'store parent'));
+  const name = basename(root);
+  const names = new Set(sys.readdir(store.fd).map((e) => String(e.name)));
+  if (!names.has(TMP_DIR) && !names.has(SNAPSHOTS_DIR)) {
+    removeOwnDir(sys, parent.fd, name, store.fd);
+    return;
+  }
   // Removed under the exclusive lock, and only when nothing else uses it: a snapshot a lease
   // holds (another process, another handle) or a build another call is making keeps the store whole.
   withStoreLock(sys, root, true, () => {
@@ -150,7 +179,7 @@ export function closeStoreAt(sys: Sys, root: string, othersBusy = false): void {
       if (isSealError(err, 'SEAL_BUSY')) throw new SealError('SEAL_BUSY', `ephemeral store is left in place: ${escapePath(root)}: ${err.message}`);
       throw err;
     }
-    removeAt(sys, parent.fd, basename(root));
+    removeOwnDir(sys, parent.fd, name, store.fd);
   });
 }
 

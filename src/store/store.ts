@@ -25,7 +25,7 @@ import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
 import { STORE_TRUSTS, checkPathAbove, checkUmask, openSharedRoot, type StoreTrust } from './trust.js';
-import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds } from './store-dir.js';
+import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds, type OpenedStore, type StoreIdentity } from './store-dir.js';
 import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
 
 export interface StoreOptions extends ToolOptions {
@@ -84,6 +84,8 @@ export class SnapshotStore {
   /** The close() under way. */
   #closing: Promise<void> | undefined;
   #sweptAtOpen = 0;
+  /** The directory opened: an ephemeral store's close removes only that one. */
+  #identity: StoreIdentity | undefined;
 
   private constructor(root: string, options: StoreOptions) {
     this.root = root;
@@ -113,10 +115,11 @@ export class SnapshotStore {
       else own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
       return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
     },
-    core: (sys, [root, trust]): number => openStoreAt(sys, root, trust),
-    finish: (swept, call, _dir, options = {}) => {
+    core: (sys, [root, trust]): OpenedStore => openStoreAt(sys, root, trust),
+    finish: (opened, call, _dir, options = {}) => {
       const store = new SnapshotStore(call.args[0], options);
-      store.#sweptAtOpen = swept;
+      store.#sweptAtOpen = opened.swept;
+      store.#identity = opened.identity;
       return store;
     },
   });
@@ -268,8 +271,8 @@ export class SnapshotStore {
   static readonly #close = defineOp('closeStore', {
     // Whether another call of this process (another store's, another handle's) is under way: then a build this
     // process holds may be that call's, not a lock a dead worker thread left (see closeStoreAt).
-    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root, jobsInFlight() > 0] as [string, boolean] }),
-    core: (sys, [root, othersBusy]) => closeStoreAt(sys, root, othersBusy),
+    validate: (store: SnapshotStore) => ({ sys: store.#sys, gate: store.#gate, args: [store.root, jobsInFlight() > 0, store.#identity] as [string, boolean, StoreIdentity | undefined] }),
+    core: (sys, [root, othersBusy, identity]) => closeStoreAt(sys, root, othersBusy, identity),
   });
 
   /** A published snapshot by its full digest or a unique prefix of it (none: SEAL_UNAVAILABLE; several: SEAL_AMBIGUOUS). */

@@ -1,13 +1,13 @@
 // close.test.ts: closing a store: async calls under way complete first, and an ephemeral store is removed only when nothing else holds it.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
 import { LOCK_EX, LOCK_NB, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, isRoot, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -150,6 +150,54 @@ describe('an ephemeral store something else holds', () => {
       expect(existsSync(root)).toBe(false);
     } finally {
       sys.close(fd);
+    }
+  });
+});
+
+describe('an ephemeral store that is no longer where it was opened', () => {
+  it('close() removes nothing when its path names another directory now (the store moved away, a directory of the user made there): SEAL_CHANGED, both left whole (it removed whatever stood at the path)', async () => {
+    const src = source(20);
+    const root = join(tempDir(), 'eph');
+    const store = await SnapshotStore.open(root, { ephemeral: true });
+    const snap = await store.capture({ source: src, copy: ['a'] });
+    renameSync(root, `${root}.moved`);
+    writeTree(root, { 'tmp/x': '', 'snapshots/y': '', 'src/main.c': 'precious' });
+    const message = `ephemeral store is no longer the directory at its path (moved or replaced since it was opened); nothing was removed: ${root}`;
+    await expectError(async () => store.close(), { code: 'SEAL_CHANGED', message, path: root });
+    expect(readFileSync(join(root, 'src/main.c'), 'utf8')).toBe('precious');
+    expect(readdirSync(root).sort()).toEqual(['snapshots', 'src', 'tmp']);
+    expect(readdirSync(join(`${root}.moved`, 'snapshots'))).toEqual([snap.digest]);
+    // Tried again by the next close, with the same answer; back at its path, the store is removed.
+    expectError(() => store.closeSync(), { code: 'SEAL_CHANGED', message });
+    rmSync(root, { recursive: true });
+    renameSync(`${root}.moved`, root);
+    await store.close();
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('a close that emptied the store but could not remove its directory (a mount point: EBUSY) says so again when tried again, recreating nothing; unmounted, the directory below is not the store and is left alone', async () => {
+    if (!isRoot) return;
+    const src = source(20);
+    const root = join(tempDir(), 'eph');
+    mkdirSync(root);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=0700', 'tmpfs', root]);
+    let mounted = true;
+    try {
+      const store = await SnapshotStore.open(root, { ephemeral: true });
+      await store.capture({ source: src, copy: ['a'] });
+      const busy = { code: 'SEAL_IO', message: new RegExp(`EBUSY`) };
+      await expectError(async () => store.close(), busy);
+      expect(readdirSync(root)).toEqual([]);
+      await expectError(async () => store.close(), busy);
+      // Nothing made again (the second close once made lock and failed SEAL_UNAVAILABLE on the missing tmp/).
+      expect(readdirSync(root)).toEqual([]);
+      // Unmounted, the path names the directory below it: not the store this handle opened, and left alone.
+      execFileSync('umount', [root]);
+      mounted = false;
+      await expectError(async () => store.close(), { code: 'SEAL_CHANGED', path: root });
+      expect(readdirSync(root)).toEqual([]);
+    } finally {
+      if (mounted) execFileSync('umount', [root]);
     }
   });
 });
