@@ -450,8 +450,13 @@ function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, d
   // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
   const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);
   if (whole) {
-    if (ledger !== undefined && ledger.digest !== data.digest) dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
-    return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+    if (ledger === undefined || ledger.digest === data.digest) return materializeInto(sys, snapshotRoot, data, dir.fd, options);
+    // Another snapshot's ledger goes once the clone's lock is held: a call refused (SEAL_BUSY) leaves the store as it was.
+    const checked = (): void => {
+      options.checked?.();
+      dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+    };
+    return materializeInto(sys, snapshotRoot, data, dir.fd, { ...options, checked });
   }
   const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
   return report;

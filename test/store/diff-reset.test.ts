@@ -2,7 +2,7 @@
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
@@ -138,6 +138,10 @@ describe('diff', () => {
     // Retryable: the CLI tries again after a pause (--retries), as for a tree that was changing.
     expect(expectError(() => snap.resetSync(clone), busy)).toMatchObject({ retryable: true });
     await expectError(async () => snap.materialize(clone), busy);
+    // Another snapshot's materialize, refused, leaves the store as it was: the clone's ledger (it was dropped before the lock).
+    const other = store.captureSync({ source: join(dirname(clone), 'repo'), copy: ['src'], revision: 'other' });
+    expectError(() => other.materializeSync(clone), busy);
+    expect(snap.diffSync(clone)).toMatchObject({ method: 'ledger', changed: ['src/a.ts'] });
     expect(listTree(clone)).toEqual(was);
     expect(readFileSync(join(clone, 'src/a.ts'), 'utf8')).toBe('edited');
     expect(snap.diffSync(clone).changed).toEqual(['src/a.ts']);
