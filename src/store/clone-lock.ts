@@ -2,7 +2,8 @@
 import { SealError } from '../base/errors.js';
 import { openChildDir, openRealDir, own, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { TMP_DIR } from './layout.js';
 
@@ -12,9 +13,14 @@ const BUSY = 'clone is in use by another call (a materialize or reset of it, or 
 /** Tries at a name whose file another holder removed between this call's open and flock. */
 const ATTEMPTS = 4;
 
-/** The lock file's name in tmp/: the clone directory's device and inode (no build's or removal's prefix: no sweep takes it). */
+/** The lock file's name in tmp/: the clone directory's device and inode (no build's or removal's prefix). */
 function lockName(cloneDir: Stat): string {
   return `clone-${cloneDir.dev}-${cloneDir.ino}.lock`;
+}
+
+/** Whether a name in tmp/ is a clone lock's: one no call holds is swept with the store's leftovers (a holder killed left it). */
+export function isCloneLockName(name: string): boolean {
+  return /^clone-\d+-\d+\.lock$/.test(name);
 }
 
 /** A held clone lock: released (its file removed while still held, then closed) once the call is done. */
@@ -36,12 +42,17 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
   const tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
   const name = lockName(cloneDir);
   try {
+    // In a shared store (tmp/ the group's), the group's: a lock file a member left (killed while holding it) must not
+    // lock another member out of a clone that came to have the same inode.
+    const mode = (sys.fstat(tmp.fd).mode & 0o070) !== 0 ? 0o660 : 0o600;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      const file = own(sys, sys.openat(tmp.fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600));
+      const file = own(sys, openLockFile(sys, tmp.fd, name, mode, clone));
       let named: boolean;
       try {
         const st = sys.fstat(file.fd);
         if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store clone lock is not a regular file: ${TMP_DIR}/${name}`);
+        // The umask may have taken the group's bits off a new one: its owner puts them back.
+        if ((st.mode & 0o777) !== mode && mode === 0o660 && st.uid === process.geteuid!()) sys.fchmod(file.fd, mode);
         if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
         named = stillNamed(sys, tmp.fd, name, st);
       } catch (err) {
@@ -57,6 +68,22 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
   }
   tmp.close();
   throw new SealError('SEAL_BUSY', `clone is in use by other calls, one after another (materializes or resets of it, or sandboxed commands running in it); try again: ${escapePath(clone)}`, { path: clone, retryable: true });
+}
+
+/** Opens (making it) the lock file; one another user made that this one may not open is SEAL_IO naming its owner. */
+function openLockFile(sys: Sys, tmpFd: number, name: string, mode: number, clone: string): number {
+  try {
+    return sys.openat(tmpFd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode);
+  } catch (err) {
+    if (!hasCode(err, 'EACCES')) throw err;
+    let owner = 'another user';
+    try {
+      owner = `uid ${sys.fstatat(tmpFd, name, AT_SYMLINK_NOFOLLOW).uid}`;
+    } catch {
+      // gone meanwhile: the message names no owner
+    }
+    throw new SealError('SEAL_IO', `clone lock ${TMP_DIR}/${name} in the store belongs to ${owner}, who made it before shared locks were made group-writable; its owner or an admin removes it: ${escapePath(clone)}`, { path: clone, cause: err });
+  }
 }
 
 function held(sys: Sys, tmp: Fd, file: Fd, name: string): CloneLock {

@@ -17,6 +17,7 @@ import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LO
 import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
+import { isCloneLockName } from './clone-lock.js';
 import { checkPart, checkSnapshot, checkPathAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
@@ -297,6 +298,11 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
     const name = entry.name;
     if (typeof name === 'string' && name.startsWith(PULL_LOCK_PREFIX)) {
       if (removeUnheld(sys, tmp.fd, name)) swept++;
+      continue;
+    }
+    // A clone's lock no call holds (its holder was killed, or the clone is gone): swept; another member's is theirs.
+    if (typeof name === 'string' && isCloneLockName(name)) {
+      if (ownedHere(sys, tmp.fd, name) && removeUnheld(sys, tmp.fd, name)) swept++;
       continue;
     }
     if (typeof name !== 'string' || !(name.startsWith(REMOVING_PREFIX) || name.startsWith(BUILD_PREFIX))) continue;

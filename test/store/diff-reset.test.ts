@@ -2,7 +2,7 @@
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
@@ -154,6 +154,27 @@ describe('diff', () => {
     nativeSys.close(own);
     // Each call's lock file goes with it.
     expect(readdirSync(join(store.root, 'tmp'))).toEqual([]);
+    store.closeSync();
+  });
+
+  it('a clone lock no call holds (its holder was killed) is swept by the next open and by gc; one held is left (they were never swept)', () => {
+    const { store, snap, clone } = fixture();
+    const tmp = join(store.root, 'tmp');
+    const st = statSync(clone, { bigint: true });
+    const left = join(tmp, 'clone-1-2.lock');
+    writeFileSync(left, '');
+    const heldPath = join(tmp, `clone-${st.dev}-${st.ino}.lock`);
+    const held = nativeSys.openat(AT_FDCWD, heldPath, O_RDONLY | O_CREAT, 0o600);
+    nativeSys.flock(held, LOCK_EX | LOCK_NB);
+    const again = SnapshotStore.openSync(store.root);
+    expect([again.sweptAtOpen, readdirSync(tmp)]).toEqual([1, [basename(heldPath)]]);
+    expectError(() => snap.resetSync(clone), { code: 'SEAL_BUSY', path: clone, fds: false });
+    nativeSys.close(held);
+    writeFileSync(left, '');
+    expect(again.gc()).toBe(2);
+    expect(readdirSync(tmp)).toEqual([]);
+    expect(snap.resetSync(clone)).toMatchObject({ changed: [] });
+    again.closeSync();
     store.closeSync();
   });
 

@@ -1,6 +1,6 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
 import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -460,6 +460,37 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     chmodSync(join(planted, 'x'), 0o500);
     chmodSync(planted, 0o500);
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: ['build-0123456789abcdef0123456789abcdef'] });
+  });
+
+  it("a shared store: a clone lock another member left in tmp/ (killed holding it, her clone's inode now yours) locks you out of nothing when it is the group's (0660), and one of hers only she can open (0600) is SEAL_IO naming her, not a bare EACCES; gc leaves hers", () => {
+    const base = ownedDir(0);
+    writeTree(join(base, 'one'), { 'app/f': 'one\n' });
+    const dir = sharedStore(base, 0);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    const a = asUser(NOBODY, 'capture', dir, [join(base, 'one'), 'app'], [GROUP], env);
+    const clone = join(base, 'clone');
+    mkdirSync(clone);
+    chownSync(clone, NOBODY, NOBODY);
+    const st = statSync(clone, { bigint: true });
+    const lock = join(dir, 'tmp', `clone-${st.dev}-${st.ino}.lock`);
+    writeFileSync(lock, '');
+    chownSync(lock, SOMEONE, GROUP);
+    chmodSync(lock, 0o660);
+    expect(asUser(NOBODY, 'materialize', dir, [a.digest, clone], [GROUP], env)).toEqual({ files: 1 });
+    // Taken and let go: removed with the lock (tmp/ is this member's here). Hers again, only she may open it:
+    writeFileSync(lock, '');
+    chownSync(lock, SOMEONE, GROUP);
+    chmodSync(lock, 0o600);
+    expect(asUser(NOBODY, 'materialize', dir, [a.digest, clone], [GROUP], env)).toEqual({
+      error: {
+        code: 'SEAL_IO',
+        message: `clone lock tmp/${basename(lock)} in the store belongs to uid ${SOMEONE}, who made it before shared locks were made group-writable; its owner or an admin removes it: ${clone}`,
+      },
+    });
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toMatchObject({ swept: 0, tmp: [basename(lock)] });
+    // Root sweeps it (unheld).
+    expect(SnapshotStore.openSync(dir, { trust: 'group' }).sweptAtOpen).toBe(1);
+    expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
   });
 
   it("a shared store: another member's files in leases/ pin nothing of yours, held, unreadable or stale, and one you cannot remove fails no gc (one planted such files and pinned a member's snapshot for good, and every gc failed EPERM)", () => {
