@@ -36,6 +36,8 @@ const PLACE_FLAGS = O_PATH | O_DIRECTORY | O_NOFOLLOW;
 const BENEATH = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const NO_SYMLINKS = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 const OPENAT2_RETRIES = 8;
+/** The longest path one call takes, with its NUL (Linux's PATH_MAX). */
+const PATH_MAX = 4096;
 
 export { Fd };
 
@@ -295,6 +297,12 @@ function openReal(sys: Sys, path: string, label: string, flags: number): number 
  */
 export function makeRealDir(sys: Sys, path: string, label: string): number {
   const checked = checkRootPath(path, label);
+  // A path one call cannot take (PATH_MAX: 4096 bytes with its NUL) could be made a component at a time, but
+  // never opened again by it: refused before anything is made.
+  const bytes = Buffer.byteLength(checked);
+  if (bytes >= PATH_MAX) {
+    throw new SealError('SEAL_LIMIT', `${label} path is longer than one system call takes (${bytes} bytes, at most ${PATH_MAX - 1}): ${escapePath(checked)}`, { path: checked });
+  }
   const parts = rootParts(checked);
   const made: { parent: Fd; name: string }[] = [];
   let current = own(sys, sys.openat(AT_FDCWD, '/', DIR_FLAGS));

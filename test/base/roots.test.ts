@@ -89,4 +89,14 @@ describe.each(LAYERS)('root paths (%s)', (_name, sys) => {
     writeFileSync(join(work, 'plain/file'), 'x');
     expectError(() => SnapshotStore.openSync(join(work, 'plain/file/store'), opts), { code: 'SEAL_BAD_PATH', unchanged: join(work, 'plain') });
   });
+
+  it('a store path past what one call takes (4096 bytes) is SEAL_LIMIT, and nothing is made on the way (its first components were, and stayed)', () => {
+    const { work } = linked();
+    let deep = join(work, 'long');
+    while (deep.length < 3800) deep = join(deep, 'x'.repeat(200));
+    mkdirSync(deep, { recursive: true });
+    const store = join(deep, 'n'.repeat(200), 'm'.repeat(100), 'eph');
+    const message = `store directory path is longer than one system call takes (${Buffer.byteLength(store)} bytes, at most 4095): ${store}`;
+    expectError(() => SnapshotStore.openSync(store, { ...opts, ephemeral: true }), { code: 'SEAL_LIMIT', message, path: store, unchanged: deep });
+  });
 });
