@@ -6,7 +6,7 @@ import { changedRecently, waitPastWrites } from './in-flight.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -201,8 +201,22 @@ function openToRead(sys: Sys, dirfd: number, name: string, shown: string): Fd {
     return own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   } catch (err) {
     if (hasCode(err, 'ELOOP')) throw new SealError('SEAL_SYMLINK', `file must not be a symlink: ${escapePath(shown)}`, { path: shown, cause: err });
+    // A socket (ENXIO), or a device with no driver behind it (ENXIO, ENODEV): not a regular file, as a FIFO is not.
+    if (hasCode(err, 'ENXIO', 'ENODEV') && isSpecialAt(sys, dirfd, name)) {
+      throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown, cause: err });
+    }
     throwIfRefused(err, `file cannot be read: ${escapePath(shown)}`, shown);
     throw new SealError('SEAL_UNAVAILABLE', `file is unavailable: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
+  }
+}
+
+/** Whether dirfd/name (not followed) is neither a regular file, a directory nor a symlink. */
+function isSpecialAt(sys: Sys, dirfd: number, name: string): boolean {
+  try {
+    const { mode } = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    return !isReg(mode) && !isDir(mode) && !isLink(mode);
+  } catch {
+    return false;
   }
 }
 

@@ -1,4 +1,5 @@
 // stable-read.test.ts: readStable: bounded, race-checked reads that never follow a link or block.
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, chmodSync, mkdirSync, renameSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -46,6 +47,10 @@ describe('readStable', () => {
     symlinkSync('real', join(dir, 'link'));
     mkdirSync(join(dir, 'd'));
     expectError(() => readStableSync(join(dir, 'pipe'), { maxBytes: 10 }), { code: 'SEAL_SPECIAL_FILE', message: `must be a regular file: ${join(dir, 'pipe')}` });
+    // A socket cannot be opened at all (ENXIO): a special file too, not an unavailable one.
+    const server = spawnSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(join(dir, 'sock'))}, () => process.exit(0))`]);
+    expect(server.status).toBe(0);
+    expectError(() => readStableSync(join(dir, 'sock'), { maxBytes: 10 }), { code: 'SEAL_SPECIAL_FILE', message: `must be a regular file: ${join(dir, 'sock')}` });
     expectError(() => readStableSync(join(dir, 'link'), { maxBytes: 10 }), { code: 'SEAL_SYMLINK', message: `file must not be a symlink: ${join(dir, 'link')}` });
     expectError(() => readStableSync(join(dir, 'd'), { maxBytes: 10 }), { code: 'SEAL_BAD_PATH' });
     expectError(() => readStableSync(join(dir, 'missing'), { maxBytes: 10 }), { code: 'SEAL_UNAVAILABLE' });
