@@ -182,10 +182,20 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
 /** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
 const CLONE_FD = 3;
 
+/** SEAL_LIMIT for arguments and an environment past what one exec takes (E2BIG, thrown by spawn or emitted); undefined for anything else. */
+function tooBigToExec(err: unknown, argv: readonly string[]): SealError | undefined {
+  if ((err as NodeJS.ErrnoException)?.code !== 'E2BIG') return undefined;
+  return new SealError('SEAL_LIMIT', `the command's arguments and environment are more than one exec takes (E2BIG): ${escapePath(argv[0]!)}`, { cause: err });
+}
+
 function checkCommand(command: unknown): string[] {
   if (!Array.isArray(command)) throw invalidArgType('command', 'Array', command);
   if (command.length === 0) throw invalidArgValue('command', command, 'must name a program');
-  command.forEach((arg, i) => checkString(`command[${i}]`, arg));
+  command.forEach((arg, i) => {
+    checkString(`command[${i}]`, arg);
+    // As spawn says it, but naming the command's own argument (spawn would name its place in bwrap's arguments).
+    if ((arg as string).includes('\0')) throw invalidArgValue(`command[${i}]`, arg, 'must be a string without null bytes');
+  });
   return [...(command as string[])];
 }
 
@@ -235,16 +245,21 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     now.close();
     if (!same) throw new SealError('SEAL_CHANGED', `clone was replaced while the sandbox was prepared: ${escapePath(clone)}`, { path: clone });
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
-    const child = spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
-      stdio: [...three, dir.fd],
-      ...(options.env === undefined ? {} : { env: options.env }),
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
+        stdio: [...three, dir.fd],
+        ...(options.env === undefined ? {} : { env: options.env }),
+      });
+    } catch (err) {
+      throw tooBigToExec(err, argv) ?? err;
+    }
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {
         // Removed since it was found.
         if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', NO_BWRAP, { cause: err }));
-        else failed(err);
+        else failed(tooBigToExec(err, argv) ?? err);
       });
     });
     const held = lease;

@@ -331,6 +331,14 @@ describe('sandboxArgs', () => {
     expectError(() => sandboxArgs(snap, clone, { system: '/usr' as unknown as string[] }), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
     expectError(() => sandboxArgs(snap, clone, { system: ['usr'] }), { code: 'SEAL_BAD_PATH', message: 'system directory options.system[0] must be an absolute path: usr', unchanged: clone });
     await expectError(async () => sandboxArgsAsync(snap, 3 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
+    // A null byte in the command is named as its own argument (spawn named its place among bwrap's: args[41]).
+    await expectError(async () => spawnSandboxed(snap, clone, ['echo', 'a\0b']), { code: 'ERR_INVALID_ARG_VALUE', message: /^The property 'command\[1\]' must be a string without null bytes/, unchanged: clone });
+    if (bwrapAvailable()) {
+      // More than one exec takes (E2BIG): SEAL_LIMIT, not the raw spawn error.
+      const other = join(work, 'arm-2');
+      mkdirSync(other);
+      await expectError(async () => spawnSandboxed(snap, other, ['echo', 'x'.repeat(200_000)], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
+    }
     writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
     expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });
     store.closeSync();
