@@ -1,6 +1,6 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
-import { accessSync, constants as fsConstants, lstatSync, readlinkSync, statSync } from 'node:fs';
+import { accessSync, existsSync, constants as fsConstants, lstatSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
@@ -257,8 +257,9 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {
-        // Removed since it was found.
-        if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', NO_BWRAP, { cause: err }));
+        // Removed since it was found; or still there, but naming an interpreter that is not (a wrapper script).
+        if (err.code === 'ENOENT' && existsSync(bwrap)) failed(new SealError('SEAL_UNAVAILABLE', `bubblewrap at ${escapePath(bwrap)} cannot be run: ENOENT (an interpreter its first line names is missing?)`, { cause: err }));
+        else if (err.code === 'ENOENT') failed(new SealError('SEAL_UNAVAILABLE', NO_BWRAP, { cause: err }));
         else failed(tooBigToExec(err, argv) ?? err);
       });
     });

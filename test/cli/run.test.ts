@@ -277,6 +277,17 @@ describe('spawnSandboxed', () => {
       unchanged: untouched,
     });
     expect(readdirSync(untouched)).toEqual([]);
+    // A bwrap on PATH that cannot run (a wrapper script whose interpreter is missing): said as such, not as no bwrap.
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'bwrap'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
+    const other = join(work, 'arm-2');
+    mkdirSync(other);
+    await expectError(async () => spawnSandboxed(snap, other, ['true'], { stdio: 'ignore', env: { PATH: bin } }), {
+      code: 'SEAL_UNAVAILABLE',
+      message: `bubblewrap at ${join(bin, 'bwrap')} cannot be run: ENOENT (an interpreter its first line names is missing?)`,
+      fds: false,
+    });
     // The lookup itself: the first executable bwrap on PATH, as spawn finds it.
     expect(findBubblewrap()).toMatch(/^\/.*\/bwrap$/);
     expect(() => findBubblewrap({ PATH: join(work, 'empty') })).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
