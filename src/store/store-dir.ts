@@ -120,7 +120,7 @@ export interface OpenedStore {
  * Opens a store directory (the directory itself must exist or be creatable), checks
  * that only users it trusts (see trust.ts) can have written it, its snapshots/,
  * tmp/, leases/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
- * builds no live process holds. Returns how many it swept.
+ * builds no live process holds. Returns how many it swept, and which directory it opened.
  */
 export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): OpenedStore {
   let rule: TrustRule;

@@ -78,6 +78,10 @@ function inGroup(gid: number): boolean {
 /** Refuses a part of a store (`shown`: its escaped path) that someone the rule does not trust can have written. */
 export function checkPart(st: Stat, rule: TrustRule, shown: string): void {
   const mode = st.mode & 0o7777;
+  const trustedOwner = rule.owners.has(st.uid) || (rule.group !== undefined && st.gid === rule.group);
+  // In a store of your own, another user's part is said first: its modes are not yours to fix (a 0777 directory planted
+  // at your store's path once said `chmod go-w`). A shared store's is judged by its group and modes first, as an admin fixes them.
+  if (!trustedOwner && rule.group === undefined) throw ownedByAnother(st, rule, shown);
   if (mode & OTHER_WRITE) throw untrusted(`untrusted store: ${shown} is writable by other users (mode ${octal(mode)}); fix: chmod go-w ${shown}`);
   if (mode & GROUP_WRITE) {
     if (rule.group === undefined) {
@@ -89,9 +93,11 @@ export function checkPart(st: Stat, rule: TrustRule, shown: string): void {
     // build's name, drop a lease): with it, only an entry's owner (and the directory's, and root) can.
     if (isDir(st.mode) && !(mode & S_ISVTX)) throw untrusted(`untrusted shared store: ${shown} is group-writable but not sticky (mode ${octal(mode)}): another member could rename or remove what is yours in it; fix: chmod +t ${shown}`);
   }
-  if (rule.owners.has(st.uid)) return;
-  if (rule.group !== undefined && st.gid === rule.group) return;
-  throw untrusted(`untrusted store: ${shown} is owned by uid ${st.uid}, not you (uid ${rule.uid}); use a store you own`);
+  if (!trustedOwner) throw ownedByAnother(st, rule, shown);
+}
+
+function ownedByAnother(st: Stat, rule: TrustRule, shown: string): SealError {
+  return untrusted(`untrusted store: ${shown} is owned by uid ${st.uid}, not you (uid ${rule.uid}); use a store you own`);
 }
 
 /**
