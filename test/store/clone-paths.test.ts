@@ -1,7 +1,7 @@
 // clone-paths.test.ts: the clone-side path checks (src/store/clone-paths.ts): createClone makes only the clone itself, below a
 // real parent; a special file on the way to a copy root is refused as a parent; a mount target's parent swapped for a symlink,
 // a file or a special file after the checks and before it is opened is still refused. Each title names the mutation it kills.
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -78,6 +78,17 @@ describe('createClone', () => {
     mkdirSync(clone);
     expectError(() => withSys(snap, failOnce('openat', 'EIO', (_dirfd, name, flags) => name === 'a' && (flags & O_CREAT) !== 0).sys).materializeSync(clone, { createClone: true }), { code: 'SEAL_IO' });
     expect(readdirSync(clone)).toEqual([]);
+    rmSync(clone, { recursive: true });
+    // Replaced meanwhile (moved away, another empty directory made at its name, as the copy fails): neither is
+    // removed, the one there now not being the one made (kills removeMadeClone's identity check replaced by true).
+    const swapping = failOnce('openat', 'EIO', (_dirfd, name, flags) => {
+      if (name !== 'a' || (flags & O_CREAT) === 0) return false;
+      renameSync(clone, `${clone}.moved`);
+      mkdirSync(clone);
+      return true;
+    }).sys;
+    expectError(() => withSys(snap, swapping).materializeSync(clone, { createClone: true }), { code: 'SEAL_IO' });
+    expect(readdirSync(work).sort()).toEqual(['clone', 'clone.moved', 'repo', 'store']);
     store.closeSync();
   });
 
