@@ -80,4 +80,20 @@ describe('a clone apart from the source and the store', () => {
     }
     store.closeSync();
   });
+
+  it('a clone inside the store, or the store itself, under another name (a bind mount) is SEAL_OVERLAP by device and inode: the path comparison alone misses it', () => {
+    if (!rootOrSkip('bind mount')) return;
+    const { root, store, snap } = captured();
+    const bound = join(root, 'alias');
+    mkdirSync(bound);
+    execFileSync('mount', ['--bind', store.root, bound]);
+    try {
+      const inside = join(bound, 'tmp', 'clone');
+      expectError(() => snap.materializeSync(inside, { createClone: true }), { code: 'SEAL_OVERLAP', message: `clone overlaps the snapshot store: ${inside}`, unchanged: store.root });
+      expectError(() => snap.materializeSync(bound), { code: 'SEAL_OVERLAP', message: `clone overlaps the snapshot store: ${bound}`, unchanged: store.root });
+    } finally {
+      execFileSync('umount', [bound]);
+    }
+    store.closeSync();
+  });
 });
