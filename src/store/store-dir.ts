@@ -296,12 +296,9 @@ export function sweepStaleBuilds(sys: Sys, storeRoot: string): number {
   let swept = sweepLedgerFiles(sys, storeRoot);
   for (const entry of sys.readdir(tmp.fd)) {
     const name = entry.name;
-    if (typeof name === 'string' && name.startsWith(PULL_LOCK_PREFIX)) {
-      if (removeUnheld(sys, tmp.fd, name)) swept++;
-      continue;
-    }
-    // A clone's lock no call holds (its holder was killed, or the clone is gone): swept; another member's is theirs.
-    if (typeof name === 'string' && isCloneLockName(name)) {
+    // A pull's or a clone's lock no call holds (its holder was killed, or the clone is gone): swept; in a shared store
+    // another member's is theirs (tmp/ is sticky: removing it failed every open with EPERM).
+    if (typeof name === 'string' && (name.startsWith(PULL_LOCK_PREFIX) || isCloneLockName(name))) {
       if (ownedHere(sys, tmp.fd, name) && removeUnheld(sys, tmp.fd, name)) swept++;
       continue;
     }

@@ -463,6 +463,24 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: ['build-0123456789abcdef0123456789abcdef'] });
   });
 
+  it("a shared store: a pull's lock another member left in a root-prepared tmp/ (her pull killed) fails no other member's open or gc, and is left to her (removing it failed every open with EPERM); root sweeps it", () => {
+    const base = ownedDir(0);
+    writeTree(join(base, 'one'), { 'app/f': 'one\n' });
+    const dir = sharedStore(base, 0);
+    mkdirSync(join(dir, 'tmp'));
+    chownSync(join(dir, 'tmp'), 0, GROUP);
+    chmodSync(join(dir, 'tmp'), 0o3770);
+    const lock = join(dir, 'tmp', `pull-${'ab'.repeat(32)}`);
+    writeFileSync(lock, '');
+    chownSync(lock, SOMEONE, GROUP);
+    chmodSync(lock, 0o644);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    expect(asUser(NOBODY, 'capture', dir, [join(base, 'one'), 'app'], [GROUP], env)).toMatchObject({ reused: false });
+    expect(asUser(NOBODY, 'gc', dir, [], [GROUP], env)).toEqual({ swept: 0, tmp: [basename(lock)] });
+    expect(SnapshotStore.openSync(dir, { trust: 'group' }).sweptAtOpen).toBe(1);
+    expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
+  });
+
   it("a shared store: a clone lock another member left in tmp/ (killed holding it, her clone's inode now yours) locks you out of nothing when it is the group's (0660), and one of hers only she can open (0600) is SEAL_IO naming her, not a bare EACCES; gc leaves hers", () => {
     const base = ownedDir(0);
     writeTree(join(base, 'one'), { 'app/f': 'one\n' });
