@@ -132,7 +132,7 @@ function countFiles(data: StoredSnapshot): number {
  * Writes the stat cache; a cache that cannot be written only costs the next capture its
  * reuse, so the capture succeeds: what went wrong goes in its report, never silently.
  */
-function saveQuietly(session: StatCacheSession, digest: string, data: StoredSnapshot): { statCacheNotSaved?: string } {
+function saveOrSay(session: StatCacheSession, digest: string, data: StoredSnapshot): { statCacheNotSaved?: string } {
   try {
     session.save(digest, data);
     return {};
@@ -310,13 +310,13 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     if (session?.deferred) {
       // A digest names its manifest: a published one holds exactly these entries, so nothing is built.
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
-        return { data, report: { ...report, built: false, reused: true, ...saveQuietly(session, data.digest, data) } };
+        return { data, report: { ...report, built: false, reused: true, ...saveOrSay(session, data.digest, data) } };
       }
       assembleDeferred(sys, storeRoot, buildFd, data, session, subvolumes);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data));
-    const saved = session === undefined ? {} : saveQuietly(session, final.digest, data);
+    const saved = session === undefined ? {} : saveOrSay(session, final.digest, data);
     return { data: final, report: { ...report, reused: !build.published, ...saved } };
   } finally {
     // Helper threads finish what they hold (closing its fds) before the build can be removed.
