@@ -88,3 +88,19 @@ export class SealError extends Error {
 export function isSealError(err: unknown, code?: SealCode): err is SealError {
   return err instanceof SealError && (code === undefined || err.code === code);
 }
+
+/**
+ * SEAL_ABORTED for a call whose signal was aborted: its `cause` is the signal's reason (what
+ * `controller.abort(reason)` was given, or the TimeoutError of `AbortSignal.timeout`), so a
+ * caller can tell its own timeout from another cancel, as Node's own calls do.
+ */
+export function abortedError(op: string, signal?: AbortSignal): SealError {
+  return withAbortReason(new SealError('SEAL_ABORTED', `${op} was aborted`), signal);
+}
+
+/** err, given the signal's reason as its cause when it is a SEAL_ABORTED with none (one thrown where the signal itself is not at hand: a worker thread). */
+export function withAbortReason<E>(err: E, signal: AbortSignal | undefined): E {
+  if (!isSealError(err, 'SEAL_ABORTED') || signal?.aborted !== true || Object.hasOwn(err, 'cause')) return err;
+  Object.defineProperty(err, 'cause', { value: signal.reason as unknown, writable: true, enumerable: false, configurable: true });
+  return err;
+}

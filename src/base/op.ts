@@ -1,6 +1,6 @@
 // op.ts: defineOp, the one way to declare an operation: its sync call, its async twin and its worker job from one spec.
 import { checkSignal, invalidArgType, invalidArgValue } from './arg-errors.js';
-import { SealError } from './errors.js';
+import { abortedError, withAbortReason } from './errors.js';
 import type { JobContext } from './jobs.js';
 import { inline, offload, type Gate } from './offload.js';
 import type { Progress } from './progress.js';
@@ -71,7 +71,8 @@ export function jobHandler(name: string): JobHandler | undefined {
 
 /** Checks a call's signal (Node's TypeError for one that is not an AbortSignal); SEAL_ABORTED, before anything is done, when it is aborted already. */
 export function abortedBefore(op: string, signal: unknown): void {
-  if (checkSignal('options.signal', signal)?.aborted === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
+  const checked = checkSignal('options.signal', signal);
+  if (checked?.aborted === true) throw abortedError(op, checked);
 }
 
 /**
@@ -157,8 +158,12 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
     return call;
   };
   const local = (call: OpCall<A>, input: In): Out => {
-    if (call.signal?.aborted === true) throw new SealError('SEAL_ABORTED', `${name} was aborted`);
-    return finish(mapped(() => spec.core(call.sys, call.args, localContext(call as OpCall<unknown[]>))), call, ...input);
+    if (call.signal?.aborted === true) throw abortedError(name, call.signal);
+    try {
+      return finish(mapped(() => spec.core(call.sys, call.args, localContext(call as OpCall<unknown[]>))), call, ...input);
+    } catch (err) {
+      throw withAbortReason(err, call.signal);
+    }
   };
   HANDLERS.set(name, (sent, ctx) =>
     mapped(() => {
@@ -182,7 +187,12 @@ export function defineOp<In extends unknown[], A extends unknown[], R, Out = R, 
       }
       const hooks = { signal: call.signal, onProgress: call.onProgress, pinned: spec.pinned };
       const sent = send(call.args);
-      const result = await (call.gate === undefined ? offload(name, sent, hooks) : call.gate.run(() => offload(name, sent, hooks)));
+      let result: unknown;
+      try {
+        result = await (call.gate === undefined ? offload(name, sent, hooks) : call.gate.run(() => offload(name, sent, hooks)));
+      } catch (err) {
+        throw withAbortReason(err, call.signal);
+      }
       return finish(result as V, call, ...input);
     },
   };

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
+import { SealError, SnapshotStore } from '../../dist/index.js';
 import { checkNoFdLeaks, expectError, listTree, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -45,6 +45,15 @@ describe('a signal', () => {
     writeFileSync(join(work, 'clone/src/d1/f1'), 'changed');
     await expectError(async () => snap.reset(join(work, 'clone'), { signal }), { code: 'SEAL_ABORTED', message: 'reset was aborted', unchanged: work });
     expect(readFileSync(join(work, 'clone/src/d1/f1'), 'utf8')).toBe('changed');
+    // The signal's reason is the error's cause: a harness tells its own timeout from another cancel.
+    const reason = new Error('harness timeout');
+    const given = AbortSignal.abort(reason);
+    for (const call of [() => snap.materialize(join(work, 'y'), { createClone: true, signal: given }), () => snap.verify({ signal: given })]) {
+      const err = await call().catch((e: unknown) => e);
+      expect([(err as SealError).code, (err as SealError).cause]).toEqual(['SEAL_ABORTED', reason]);
+    }
+    expect(signal.reason).toBeInstanceOf(DOMException);
+    expect(((await snap.verify({ signal }).catch((e: unknown) => e)) as SealError).cause).toBe(signal.reason);
     for (const call of [() => snap.materializeSync(join(work, 'x'), { signal: 'no' as never }), () => snap.verifySync({ signal: {} as never })]) {
       expectError(call, { code: 'ERR_INVALID_ARG_TYPE', message: /^The "options.signal" property must be an instance of AbortSignal/ });
     }
@@ -59,8 +68,9 @@ describe('a signal', () => {
     const clone = join(work, 'clone');
     writeTree(clone, { 'src/old': 'the last task left this', 'notes.txt': 'outside the roots' });
     const snap = store.get(digest);
-    expectError(() => snap.materializeSync(clone, { signal: controller.signal }), { code: 'SEAL_ABORTED', message: 'materialize was aborted', unchanged: clone });
+    const err = expectError(() => snap.materializeSync(clone, { signal: controller.signal }), { code: 'SEAL_ABORTED', message: 'materialize was aborted', unchanged: clone });
     expect(controller.signal.aborted).toBe(true);
+    expect(err.cause).toBe(controller.signal.reason);
     expect(snap.materializeSync(clone).files).toBe(40);
     expect(listTree(clone)).toEqual(['notes.txt', 'src/', ...[0, 1, 2, 3].flatMap((d) => [`src/d${d}/`, ...Array.from({ length: 10 }, (_, k) => `src/d${d}/f${d + 4 * k}`).sort()])].sort());
     store.closeSync();
@@ -108,8 +118,10 @@ describe('a signal', () => {
     const snap = store.get(digest);
     const controller = new AbortController();
     const pending = snap.verify({ signal: controller.signal, parallelism: 0 });
-    controller.abort();
-    await expectError(async () => pending, { code: 'SEAL_ABORTED', message: 'verify was aborted', fds: false });
+    controller.abort('stop');
+    const err = await expectError(async () => pending, { code: 'SEAL_ABORTED', message: 'verify was aborted', fds: false });
+    // Thrown on the worker thread, where the signal is not: its reason is joined on the way back.
+    expect(err.cause).toBe('stop');
     expect(await snap.verify()).toMatchObject({ entries: 45 });
     await store.close();
   });

@@ -1,13 +1,13 @@
 // http.ts: one HTTP exchange with a registry: retries with backoff, deadlines, redirects by the transport rules, abort, bounded body reads, and SEAL_REMOTE errors.
 import type { ConnectionPool } from './network.js';
 
-import { SealError } from '../../base/errors.js';
+import { SealError, abortedError } from '../../base/errors.js';
 import { escapePath } from '../../base/paths.js';
 import { TimedOut, Watch, bufferBody, watchedResponse, watchedUpload, type BodySource, type Deadlines } from './deadline.js';
 import { checkDestination } from './rules.js';
 
 /** Network failures that will not heal by asking again right away. */
-const PERMANENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID', 'SELF_SIGNED_CERT_IN_CHAIN']);
+const PERMANENT = new Set(['bad port', 'ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID', 'SELF_SIGNED_CERT_IN_CHAIN']);
 
 /** Redirect statuses followed (by hand: each hop is checked against the transport rules first). */
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
@@ -101,7 +101,7 @@ export function responseUrl(res: Response): URL | undefined {
 }
 
 export function aborted(t: Transport): SealError {
-  return new SealError('SEAL_ABORTED', `${t.what} was aborted`);
+  return abortedError(t.what, t.signal);
 }
 
 /** undici's words for a proxy that refused the request or the tunnel (HTTP_PROXY / HTTPS_PROXY). */
@@ -142,6 +142,14 @@ export function isLost(err: unknown): boolean {
 export function lostConnection(t: Transport, err: unknown, doing: string): SealError {
   if (t.signal?.aborted) return aborted(t);
   if (err instanceof SealError) return err;
+  // fetch refuses the ports the Fetch standard blocks (6000, 6665–6669, 10080, …) before it connects: no retry changes that.
+  if (causeCode(err) === 'bad port') {
+    return new SealError(
+      'SEAL_REMOTE',
+      `${t.label} cannot be reached while ${doing}: Node's fetch refuses to connect to that port (one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve the registry, and its token realm, on another port`,
+      { cause: err },
+    );
+  }
   const e =
     err instanceof TimedOut
       ? new SealError('SEAL_REMOTE', `${t.label} timed out while ${doing}: ${err.message}`, { cause: err })

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { close, write } from 'node:fs';
 import { promisify } from 'node:util';
 
-import { SealError } from '../../base/errors.js';
+import { SealError, abortedError } from '../../base/errors.js';
 import { checkAbsolutePath } from '../../base/paths.js';
 import { movable } from '../../base/transfer.js';
 import type { Sys } from '../../sys/native.js';
@@ -247,7 +247,7 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
  */
 async function takePullLock(target: PullTarget, digest: string, signal: AbortSignal | undefined): Promise<number> {
   for (let wait = 5; ; wait = Math.min(wait * 2, 100)) {
-    if (signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
+    if (signal?.aborted) throw abortedError('pull', signal);
     const fd = await runJob(target.sys, 'pullLock', [target.storeRoot, digest]);
     if (fd >= 0) return fd;
     await sleep(wait, signal);
@@ -352,7 +352,7 @@ async function download(
       }),
     ];
     await eachLimited(tasks, concurrency, (t) => t());
-    if (options.signal?.aborted) throw new SealError('SEAL_ABORTED', 'pull was aborted');
+    if (options.signal?.aborted) throw abortedError('pull', options.signal);
     await runJob(target.sys, 'pullFinish', [start.id, start.files.map((f) => f.index)]);
   } catch (err) {
     await runJob(target.sys, 'pullAbort', [start.id]);

@@ -153,6 +153,34 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
     expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `registry 127.0.0.1:${port} is unreachable or dropped the connection while GET /v2/x/y/manifests/ts-${'a'.repeat(64)}: ECONNREFUSED`]);
   });
 
+  it('a registry on a port fetch refuses (6000) is said as such at once, not retried as unreachable', async () => {
+    // A listener there must see nothing: fetch refuses the port before it connects.
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      res.end();
+    });
+    const listening = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(6000, '127.0.0.1', () => resolve(true));
+    });
+    try {
+      const work = tempDir();
+      const retried: unknown[] = [];
+      const t = performance.now();
+      const err = await pullFails(await SnapshotStore.open(join(work, 's')), 'a'.repeat(64), '127.0.0.1:6000/x/y', { onRetry: (r: unknown) => retried.push(r) });
+      expect([err.code, err.message]).toEqual([
+        'SEAL_REMOTE',
+        `registry 127.0.0.1:6000 cannot be reached while GET /v2/x/y/manifests/ts-${'a'.repeat(64)}: Node's fetch refuses to connect to that port (one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve the registry, and its token realm, on another port`,
+      ]);
+      expect(retried).toEqual([]);
+      expect(performance.now() - t).toBeLessThan(2000);
+      if (listening) expect(seen).toEqual([]);
+    } finally {
+      if (listening) await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('an aborted pull is SEAL_ABORTED and leaves nothing', async () => {
     const proxy = await tokenProxy(registry!.address);
     const { snap, remote, fresh } = await pushed('abort', proxy.address);
@@ -162,7 +190,7 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
       return undefined;
     };
     const err = await pullFails(await fresh(), snap.digest, remote, { signal: controller.signal });
-    expect([err.code, err.message]).toEqual(['SEAL_ABORTED', 'pull was aborted']);
+    expect([err.code, err.message, err.cause]).toEqual(['SEAL_ABORTED', 'pull was aborted', controller.signal.reason]);
   });
 
   it('a pull killed mid-way (SIGKILL) leaves no partial snapshot; the next open sweeps its build', async () => {
