@@ -52,12 +52,12 @@ export interface SealErrorDetail {
 
 export interface SealErrorOptions {
   /** The relative path the error is about, unescaped. */
-  path?: string;
-  cause?: unknown;
+  path?: string | undefined;
+  cause?: unknown | undefined;
   /** Whether trying again may succeed (default: only for SEAL_CHANGED). */
-  retryable?: boolean;
+  retryable?: boolean | undefined;
   /** Every obstacle found (at most 100), the one the error is about first. */
-  details?: readonly SealErrorDetail[];
+  details?: readonly SealErrorDetail[] | undefined;
 }
 
 export class SealError extends Error {

@@ -278,7 +278,7 @@ export interface ToolOptions {
    * cannot cross to the worker thread, so the async twins then run their sync core on
    * the calling thread, after the current microtask, and capture starts no helper threads.
    */
-  sys?: import('../sys/native.js').Sys;
+  sys?: import('../sys/native.js').Sys | undefined;
 }
 
 /** Runs a sync core on the calling thread as an async call (for an injected syscall layer). */

@@ -33,53 +33,53 @@ export interface CaptureOptions {
    * are refused. Omitted: every top-level entry of the source that holds no mount source
    * and that `exclude` does not leave out (`[]`: no copy roots, only mounts).
    */
-  copy?: string[];
+  copy?: string[] | undefined;
   /**
    * gitignore patterns, relative to the source, for what the capture leaves out, inside
    * every copy root and mount source: `build/`, `*.log`, `__pycache__/` (at any depth), `/dist`
    * (anchored), `!keep.log` (negation; a later pattern wins). An entry left out is never
    * opened or read. The patterns are part of the snapshot, and of its digest.
    */
-  exclude?: string[];
-  mounts?: MountDeclaration[];
+  exclude?: string[] | undefined;
+  mounts?: MountDeclaration[] | undefined;
   /** Folded into the digest (e.g. a commit id). */
-  revision?: string;
+  revision?: string | undefined;
   /** Fail closed (SEAL_BINDING) unless the mounts captured have exactly these digests. */
-  expectMounts?: MountBinding;
-  limits?: Partial<Limits>;
+  expectMounts?: MountBinding | undefined;
+  limits?: Partial<Limits> | undefined;
   /**
    * Record the permission bits of executable files in copy roots (as mounts record
    * them), so they are frozen 0500 and materialized 0700. Off by default: it changes
    * the manifest (and the digests) of any tree that holds an executable, which then
    * no longer match the seed's, whose copy roots record mode 0.
    */
-  keepExecutable?: boolean;
+  keepExecutable?: boolean | undefined;
   /**
    * Record the mtime (nanoseconds) of every file and directory in copy roots, which
    * materialize then gives the clone. Off by default: the manifest then gains a field,
    * and the digests change with every mtime.
    */
-  keepTimes?: boolean;
+  keepTimes?: boolean | undefined;
   /** The sandbox workspace mounts are checked against (default /workspace). */
-  workspace?: string;
+  workspace?: string | undefined;
   /**
    * Symlinks inside copy roots: 'refuse' (the default: SEAL_SYMLINK), or 'contained':
    * kept when relative and resolving, in the clone, to an entry this snapshot captures
    * (else SEAL_ESCAPE). A tree without links gets the same digests either way.
    */
-  links?: LinkMode;
+  links?: LinkMode | undefined;
   /**
    * Helper threads that clone/copy and hash files while the walk goes on (default:
    * one per spare core, at most 4, started once the tree proves big enough); 0 keeps
    * the whole capture on one thread. The manifest and errors are the same either way.
    */
-  parallelism?: number;
+  parallelism?: number | undefined;
   /**
    * Use the store's stat cache (default true): a file whose identity is unchanged and
    * older than its cache entry reuses its hash without being read, and its bytes come
    * from the snapshot that holds them. false: every file is read, and no cache is kept.
    */
-  statCache?: boolean;
+  statCache?: boolean | undefined;
 }
 
 export interface PlannedMount {

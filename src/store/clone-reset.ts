@@ -37,9 +37,9 @@ import {
 
 export interface DiffOptions {
   /** Re-hash every file of the copy roots (as checkClone does) instead of comparing identities with the clone's ledger. */
-  verify?: boolean;
+  verify?: boolean | undefined;
   /** Also list what the clone holds outside its copy roots and mount targets (`outside`). */
-  all?: boolean;
+  all?: boolean | undefined;
 }
 
 export interface DiffReport extends CloneReport {
@@ -60,15 +60,15 @@ export interface ResetOptions {
    * As for materialize: how the files reset restores are made (default 'auto': a reflink
    * where the filesystem can). The files it keeps stay as they were made.
    */
-  reflink?: MaterializeOptions['reflink'];
+  reflink?: MaterializeOptions['reflink'] | undefined;
   /** As for materialize: the cap on bytes copied (not cloned) by one call. */
-  fallbackBytes?: number;
+  fallbackBytes?: number | undefined;
   /** Also remove what the clone holds outside its copy roots and mount targets (`outside`); materialize's own names stay. */
-  clean?: boolean;
+  clean?: boolean | undefined;
   /** Called now and then with the files and bytes restored so far. */
-  onProgress?: MaterializeOptions['onProgress'];
+  onProgress?: MaterializeOptions['onProgress'] | undefined;
   /** Stops the reset with SEAL_ABORTED between the files it restores: the clone is then part reset, as after a kill (a changed file may be gone, not yet restored; the next reset or materialize makes it whole). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ResetReport extends MaterializeReport {

@@ -7,13 +7,13 @@ export type ReflinkMode = 'auto' | 'always' | 'never';
 
 export interface MaterializeOptions {
   /** auto: clone, else an in-kernel (copy_file_range) or buffered copy within fallbackBytes; always: clone or fail; never: independent buffered copies. */
-  reflink?: ReflinkMode;
+  reflink?: ReflinkMode | undefined;
   /** Cap on the data bytes copied (not cloned) by one call, holes not counted (default 512 MiB). */
-  fallbackBytes?: number;
+  fallbackBytes?: number | undefined;
   /** Called now and then with the files and bytes materialized so far. */
-  onProgress?: ProgressFn;
+  onProgress?: ProgressFn | undefined;
   /** Make the clone directory when only its last component is missing (never through a symlink). */
-  createClone?: boolean;
+  createClone?: boolean | undefined;
   /**
    * Stops the call with SEAL_ABORTED while the roots are built (in the stage, which is
    * removed: the clone is left as it was) or, when the clone is reset instead, between the
@@ -21,7 +21,7 @@ export interface MaterializeOptions {
    * gone, not yet restored; the next reset or materialize makes it whole). Once the roots
    * are being swapped in, the call completes.
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What a materialize or reset runs with besides the caller's options: whether its call was aborted, and the call's name. */

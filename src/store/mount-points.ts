@@ -39,7 +39,7 @@ function hasEmptyDir(entries: Iterable<{ path: string; kind: string }>, name: st
 }
 
 export interface MountPointOptions {
-  workspace?: string;
+  workspace?: string | undefined;
 }
 
 /** Refuses a target that cannot be prepared (a symlink, special file or other type on its path), writing nothing. */

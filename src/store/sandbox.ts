@@ -21,15 +21,15 @@ import { Snapshot } from './snapshot.js';
 
 export interface SandboxOptions {
   /** Where the clone is bound inside the sandbox, and the working directory there (default /workspace). */
-  workspace?: string;
+  workspace?: string | undefined;
   /** Share the host's network (default false: bubblewrap unshares it, docker gets `--network none`). */
-  network?: boolean;
+  network?: boolean | undefined;
   /**
    * Host directories bound read-only at the same path in the bubblewrap sandbox (default
    * /usr and /etc; /bin, /sbin, /lib, /lib32, /lib64 and /libx32 follow as they are on the
    * host: the same symlink, or a read-only bind of a real directory).
    */
-  system?: string[];
+  system?: string[] | undefined;
 }
 
 export interface SandboxArgs {
@@ -150,9 +150,9 @@ export async function sandboxArgsAsync(snap: Snapshot, clone: string, given: San
 
 export interface SpawnSandboxedOptions extends SandboxOptions {
   /** The command's stdin, stdout and stderr (default 'inherit'), as `child_process.spawn` takes them. */
-  stdio?: 'inherit' | 'pipe' | 'ignore' | [StdioSpec, StdioSpec, StdioSpec];
+  stdio?: 'inherit' | 'pipe' | 'ignore' | [StdioSpec, StdioSpec, StdioSpec] | undefined;
   /** The command's environment (default: this process's); bubblewrap passes it through. */
-  env?: NodeJS.ProcessEnv;
+  env?: NodeJS.ProcessEnv | undefined;
 }
 
 type StdioSpec = StdioPipe | StdioNull | 'inherit' | number;

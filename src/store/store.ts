@@ -30,24 +30,24 @@ import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
 
 export interface StoreOptions extends ToolOptions {
   /** close() thaws and removes the whole store. */
-  ephemeral?: boolean;
+  ephemeral?: boolean | undefined;
   /**
    * Whom the store's contents are trusted from (see README "Store trust"): 'owner' (the
    * default) refuses a store that anyone but you (or root) owns or can write; 'group' opts
    * into a shared store: a setgid directory of a group you are in, group-writable.
    */
-  trust?: StoreTrust;
+  trust?: StoreTrust | undefined;
   /**
    * How many of this store's async calls (and its snapshots') run at once, each on a
    * worker thread of its own (1 to 64; default one per core, at least 2). More wait
    * their turn in the order they were made. Sync calls always run on the caller.
    */
-  concurrency?: number;
+  concurrency?: number | undefined;
 }
 
 export interface CaptureCallOptions extends CaptureOptions {
-  signal?: AbortSignal;
-  onProgress?: (p: CaptureProgress) => void;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((p: CaptureProgress) => void) | undefined;
 }
 
 /** Every option of capture (CaptureCallOptions). */
@@ -55,7 +55,7 @@ const CAPTURE_KEYS = ['source', 'copy', 'exclude', 'mounts', 'revision', 'expect
 
 export interface GcOptions {
   /** A clone whose stages left by materializes that died are swept too. */
-  clone?: string;
+  clone?: string | undefined;
 }
 
 function checkTrust(value: unknown): void {

@@ -13,10 +13,10 @@ import { checkSys, defineOp } from '../base/op.js';
 import { throwIfRefused } from '../base/refusal.js';
 
 export interface WriteFrozenOptions {
-  executable?: boolean;
+  executable?: boolean | undefined;
   /** fsync the file and its directory before returning (default true). */
-  fsync?: boolean;
-  sys?: Sys;
+  fsync?: boolean | undefined;
+  sys?: Sys | undefined;
 }
 
 /**

@@ -19,7 +19,7 @@ export type { StableRead };
 export interface ReadStableOptions {
   /** Largest file accepted; bigger is SEAL_LIMIT before a byte is read. */
   maxBytes: number;
-  sys?: Sys;
+  sys?: Sys | undefined;
 }
 
 /** The most bytes one read can return: a Buffer of size + 1 (the byte that tells a file grew) must be possible. */

@@ -23,9 +23,9 @@ export interface StageFile {
 
 export interface StageOptions {
   /** Name prefix of the stage directory (default `.treeseal-stage-`). */
-  prefix?: string;
-  maxPathBytes?: number;
-  sys?: Sys;
+  prefix?: string | undefined;
+  maxPathBytes?: number | undefined;
+  sys?: Sys | undefined;
 }
 
 export interface StagedFile {

@@ -46,6 +46,26 @@ const SYS_TS = `import { sys, type PathArg } from 'treeseal/sys';
 export const target = (dirfd: number, path: PathArg): string | Buffer => sys.readlinkat(dirfd, path);
 `;
 
+/**
+ * A harness's wrapper passes its own optional settings through, undefined where unset: with
+ * `exactOptionalPropertyTypes` on, every option must say `| undefined` (the calls take it).
+ */
+const EXACT_TS = `import { SnapshotStore, readStable, writeFrozenFile, type Snapshot } from 'treeseal';
+
+export async function arm(store: SnapshotStore, snap: Snapshot, clone: string, signal?: AbortSignal, reflink?: 'auto' | 'always' | 'never', clean?: boolean): Promise<void> {
+  await store.capture({ source: clone, revision: undefined, exclude: undefined, statCache: undefined, signal, onProgress: undefined });
+  await snap.materialize(clone, { signal, reflink, createClone: undefined, fallbackBytes: undefined, onProgress: undefined });
+  await snap.reset(clone, { signal, reflink, clean });
+  await snap.diff(clone, { verify: undefined, all: clean });
+  await snap.verify({ signal, parallelism: undefined });
+  await store.gc({ clone: undefined });
+  await store.push(snap.digest, 'registry.example/x', { signal, concurrency: undefined, tag: undefined, insecure: undefined });
+  readStable('/x', { maxBytes: 1, sys: undefined });
+  writeFrozenFile('/x', Buffer.from('y'), { executable: clean, fsync: undefined });
+  await SnapshotStore.open('/s', { ephemeral: clean, concurrency: undefined });
+}
+`;
+
 const WRONG_TS = `import { SnapshotStore } from 'treeseal';
 export const wrong = (s: SnapshotStore) => s.capture({ source: 42 });
 `;
@@ -111,6 +131,8 @@ describe('the packed package', () => {
     // The shipped declarations name Node's types (Buffer, NodeJS.*): the install brought them, once, beside treeseal.
     expect(existsSync(join(project, 'node_modules/@types/node/package.json'))).toBe(true);
     expect(existsSync(join(installed, 'node_modules/@types/node'))).toBe(false);
+    const exact = typeCheck(project, 'exact.ts', EXACT_TS, { ...PLAIN, exactOptionalPropertyTypes: true });
+    expect([exact.status, exact.stdout, exact.stderr]).toEqual([0, '', '']);
     const wrong = typeCheck(project, 'wrong.ts', WRONG_TS);
     expect(wrong.status).not.toBe(0);
     expect(wrong.stdout).toMatch(/wrong\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);

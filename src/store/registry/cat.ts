@@ -38,7 +38,7 @@ export interface CatOptions extends Omit<RemoteOptions, 'concurrency' | 'onProgr
    * buffer.constants.MAX_LENGTH). Without `output`, a larger file is SEAL_LIMIT before its
    * bytes are fetched; with it, a larger file goes through a temp file (see `output`).
    */
-  maxBytes?: number;
+  maxBytes?: number | undefined;
   /**
    * Where the file's bytes go instead of a Buffer: a file descriptor open for writing (written
    * with fs.write from its current offset, not closed) or a writable stream (each write's
@@ -46,7 +46,7 @@ export interface CatOptions extends Omit<RemoteOptions, 'concurrency' | 'onProgr
    * at most `maxBytes` is proven in memory, a larger one is first streamed into a temp file
    * in os.tmpdir() (unlinked as soon as it is made), proven, then copied from there.
    */
-  output?: number | NodeJS.WritableStream;
+  output?: number | NodeJS.WritableStream | undefined;
 }
 
 export interface CatReport {

@@ -20,35 +20,35 @@ export interface TransferProgress extends Progress {
 
 export interface RemoteOptions {
   /** Blobs moved at once (default 8, 1..64). */
-  concurrency?: number;
-  signal?: AbortSignal;
-  onProgress?: (p: TransferProgress) => void;
+  concurrency?: number | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((p: TransferProgress) => void) | undefined;
   /**
    * Told of each retry before its wait: what failed (a request, or reading or uploading a
    * blob), why (`HTTP 503`, a connection error's code), the retry's number of `retries`,
    * and the wait in ms. The CLI says each on stderr. A callback that throws is ignored.
    */
-  onRetry?: (r: RetryNotice) => void;
+  onRetry?: ((r: RetryNotice) => void) | undefined;
   /** Allows plain HTTP to a registry that is not on a loopback address. */
-  insecure?: boolean;
+  insecure?: boolean | undefined;
   /**
    * Else TREESEAL_REGISTRY_USER / TREESEAL_REGISTRY_PASSWORD, else ~/.docker/config.json
    * (its credential helpers, identity tokens and auths).
    */
-  credentials?: Credentials;
+  credentials?: Credentials | undefined;
   /**
    * A PEM file of CA certificates to trust besides Node's own (else TREESEAL_CA_FILE): for
    * a registry, token realm or HTTPS proxy whose certificate a private CA signed.
    */
-  caFile?: string;
+  caFile?: string | undefined;
   /** Further attempts after a 429, a 5xx, a dropped connection or a passed deadline (default 4, backoff from 200 ms doubling). */
-  retries?: number;
+  retries?: number | undefined;
   /**
    * Deadlines of every exchange with the registry (defaults: 30 s for the response headers,
    * 30 s without a byte of a body moving, and at least 1 KiB/s averaged over 30 s). A
    * deadline that passes counts as a dropped connection: retried, then SEAL_REMOTE.
    */
-  timeouts?: Timeouts;
+  timeouts?: Timeouts | undefined;
   /**
    * Whose connections the call uses. `own` (default): a connection pool of the call's own,
    * closed when it ends, so no socket outlives it. `shared`: Node's global one (what a bare
@@ -56,26 +56,26 @@ export interface RemoteOptions {
    * second HTTP client (about 100 ms and 5 MB in a fresh process; the `treeseal` command
    * uses it). With a proxy in the environment or a CA file the call has its own pool either way.
    */
-  connections?: 'own' | 'shared';
+  connections?: 'own' | 'shared' | undefined;
 }
 
 export interface PushOptions extends RemoteOptions {
   /** Repositories of the same registry to mount blobs from before uploading them. */
-  mountFrom?: string[];
+  mountFrom?: string[] | undefined;
   /** Bytes per PATCH of a chunked upload (default 4 MiB, 64 KiB to 1 GiB). */
-  chunkBytes?: number;
+  chunkBytes?: number | undefined;
   /**
    * The largest blob sent in one PUT (POST, then PUT with the whole body); a larger one
    * is uploaded in chunks of chunkBytes (default 32 MiB, 0 to 1 GiB; 0 chunks every blob).
    */
-  monolithicBytes?: number;
+  monolithicBytes?: number | undefined;
   /**
    * A tag of your own to point at the snapshot besides `ts-<digest>` (the OCI tag grammar,
    * `[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}`, not of the `ts-<64 hex digits>` form). Default: a
    * tag derived from the snapshot's revision (the revision itself when it is a tag), none
    * for a snapshot captured without one.
    */
-  tag?: string;
+  tag?: string | undefined;
 }
 
 export interface PullOptions extends RemoteOptions {
@@ -84,7 +84,7 @@ export interface PullOptions extends RemoteOptions {
    * as captured at this path, so its digest is the one a capture here would give. The
    * snapshot is proven as the registry holds it first. Default: the path it was captured at.
    */
-  source?: string;
+  source?: string | undefined;
 }
 
 export interface PushReport {
