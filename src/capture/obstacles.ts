@@ -85,6 +85,9 @@ function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: Obstac
   if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
   if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;
   if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
+  if (kind === 'root-link' && where.declaredBy === 'default') {
+    return `a top-level symlink (with no --copy every top-level entry is a copy root, and a copy root cannot be a link): ${exclude}, or name the copy roots with --copy`;
+  }
   if (kind === 'root-link') return `a declared root that is a symlink: declare what it points to, or ${exclude}`;
   return `a symlink on the way to a declared root: declare a path that does not pass through it`;
 }
