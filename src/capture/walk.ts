@@ -189,9 +189,10 @@ export class CaptureContext {
     this.entries++;
   }
 
-  checkBytes(extra: number): void {
+  /** Refuses the entry at rel whose `extra` bytes (a file's size, sparse or not; a link's target) would pass the total. */
+  checkBytes(extra: number, rel: string): void {
     if (this.totalBytes + extra > this.limits.maxTotalBytes) {
-      throw new SealError('SEAL_LIMIT', `capture exceeds the total byte limit (${this.limits.maxTotalBytes} bytes)`);
+      throw new SealError('SEAL_LIMIT', `capture exceeds the total byte limit (${this.limits.maxTotalBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
   }
 
@@ -558,7 +559,7 @@ export class TreeBuilder {
     if (st.size > limits.maxFileBytes) {
       throw new SealError('SEAL_LIMIT', `file exceeds the per-file limit (${limits.maxFileBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
-    this.ctx.checkBytes(st.size);
+    this.ctx.checkBytes(st.size, rel);
     const index = this.#record(entry);
     this.totalBytes += st.size;
     this.ctx.addBytes(st.size);
@@ -607,7 +608,7 @@ export class TreeBuilder {
     if (bytes > limits.maxPathBytes) {
       throw new SealError('SEAL_LIMIT', `symlink target exceeds the path limit (${limits.maxPathBytes} bytes): ${escapePath(rel)}`, { path: rel });
     }
-    this.ctx.checkBytes(bytes);
+    this.ctx.checkBytes(bytes, rel);
     if (!this.ctx.hook?.deferred) sys.symlinkat(target, destDirFd, destName);
     let after: Stat;
     try {

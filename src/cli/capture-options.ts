@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 
 import { DEFAULT_LIMITS, SealError, escapePath, type Limits } from '../index.js';
 import { countOption, listOption, type Context, type OptionSpec } from './command.js';
+import { sizeOption } from './usage.js';
 
 /** Each limit's flag. */
 const LIMIT_FLAGS: readonly [flag: string, key: keyof Limits, what: string][] = [
@@ -25,7 +26,7 @@ export const CAPTURE_OPTIONS_HELP = [
   '                       and mount (repeatable): build/, *.log, **/__pycache__/, /dist (anchored), !keep.log;',
   '                       what is left out is never opened; the patterns are part of the snapshot and its digest',
   '  --exclude-from FILE  patterns from FILE, one a line (blank lines and # comments skipped), before --exclude ones',
-  ...LIMIT_FLAGS.map(([flag, key, what]) => `  ${`--${flag} N`.padEnd(21)}${what} (default ${DEFAULT_LIMITS[key]})`),
+  ...LIMIT_FLAGS.map(([flag, key, what]) => `  ${`--${flag} N`.padEnd(21)}${what} (default ${DEFAULT_LIMITS[key]}${key === 'maxTotalBytes' || key === 'maxFileBytes' ? '; or a size: 3G, 500MiB' : ''})`),
   '                       (a capture past a limit fails with SEAL_LIMIT)',
 ].join('\n');
 
@@ -91,7 +92,8 @@ export function excludeLine(data: { exclude?: readonly string[] | undefined }, l
 export function limitOptions(ctx: Context): Partial<Limits> {
   const limits: Partial<Limits> = {};
   for (const [flag, key] of LIMIT_FLAGS) {
-    const n = countOption(ctx, flag, 'a count');
+    // The byte limits take a size as gc's --max-size does (3G, 500MiB), or a plain count.
+    const n = key === 'maxTotalBytes' || key === 'maxFileBytes' ? sizeOption(ctx, flag) : countOption(ctx, flag, 'a count');
     if (n !== undefined) limits[key] = n;
   }
   return limits;

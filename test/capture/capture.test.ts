@@ -200,7 +200,7 @@ describe('limits', () => {
     const { repo, store } = setup({ 'a/b/c/f1': '12345', 'a/b/c/f2': '67890' });
     const cases: [Record<string, number>, string[], string][] = [
       [{ maxEntries: 4 }, ['a/b/c'], 'capture exceeds the entry limit (4 entries)'],
-      [{ maxTotalBytes: 9 }, ['a'], 'capture exceeds the total byte limit (9 bytes)'],
+      [{ maxTotalBytes: 9 }, ['a'], 'capture exceeds the total byte limit (9 bytes): a/b/c/f2'],
       [{ maxFileBytes: 4 }, ['a'], 'file exceeds the per-file limit (4 bytes): a/b/c/f1'],
       [{ maxPathBytes: 7 }, ['a'], 'capture exceeds the path byte limit (7 bytes): a/b/c/f1'],
       [{ maxDepth: 3 }, ['a'], 'capture exceeds the depth limit (3 levels): a/b/c/f1'],

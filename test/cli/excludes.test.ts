@@ -114,7 +114,10 @@ describe('capture --max-*', { timeout: CLI_TIMEOUT_MS }, () => {
       return [r.status, r.stderr];
     };
     expect(refused('entries', '3')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the entry limit (3 entries)\n']);
-    expect(refused('bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (8 bytes)\n']);
+    expect(refused('bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (8 bytes): src/lib/b.ts\n']);
+    // The byte limits take a size as gc's --max-size does.
+    expect(refused('bytes', '0.001K')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (1 bytes): src/a.ts\n']);
+    expect(refused('file-bytes', '0.004KiB')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts\n']);
     expect(refused('file-bytes', '4')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts\n']);
     expect(refused('path-bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the path byte limit (8 bytes): src/lib/b.ts\n']);
     expect(refused('depth', '2')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the depth limit (2 levels): src/lib/b.ts\n']);
