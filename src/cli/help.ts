@@ -55,7 +55,7 @@ ${commands.map(commandLines).join('\n')}
 
 Digests may be abbreviated to any unique prefix.
 Exit status: 0 ok, 1 a treeseal error (its code and message on stderr), or a difference
-(diff) or corruption (verify) found, 2 a usage error.
+(diff, verify --clone) or corruption (verify) found, 2 a usage error.
 
 ${COMMON}`;
 }

@@ -27,6 +27,8 @@ const MAX_READ_BYTES = constants.MAX_LENGTH - 1;
 
 /** The options of `op` checked: its syscall layer and byte bound. */
 function checkReadOptions(given: ReadStableOptions, op = 'readStable'): { sys: Sys; maxBytes: number } {
+  // Left out: the error names what it must hold (options.maxBytes), not only that it is missing.
+  if (given === undefined) given = {} as ReadStableOptions;
   if (given === null || typeof given !== 'object') throw invalidArgType('options', 'object', given);
   // Read once (readStableAt is no defineOp call): the maxBytes checked is the one enforced.
   const options = readOnce(given) as ReadStableOptions;

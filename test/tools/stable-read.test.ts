@@ -38,6 +38,11 @@ describe('readStable', () => {
     expect(readStableSync(join(dir, 'empty'), { maxBytes: 0 }).bytes.length).toBe(0);
     expect(readStableSync(join(dir, 'ten'), { maxBytes: 10 }).bytes.toString()).toBe('0123456789');
     expectError(() => readStableSync(join(dir, 'ten'), { maxBytes: 9 }), { code: 'SEAL_LIMIT', message: `file exceeds the per-file limit (9 bytes): ${join(dir, 'ten')}` });
+    // The bound is required: left out, the error names it.
+    for (const call of [() => (readStableSync as (p: string) => unknown)(join(dir, 'ten')), () => readStableSync(join(dir, 'ten'), {} as never)]) {
+      expectError(call, { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.maxBytes" property must be of type number. Received undefined' });
+    }
+    expectError(() => readStableSync(join(dir, 'ten'), null as never), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options" argument must be of type object. Received null' });
   });
 
   it('a FIFO is SEAL_SPECIAL_FILE without blocking; a symlink is SEAL_SYMLINK; a directory and a missing file are refused', () => {
