@@ -87,3 +87,8 @@ export interface Run {
   /** Throws SEAL_ABORTED when the call was aborted. */
   checkAborted: () => void;
 }
+
+/** The entries a materialize has made so far (its progress counts them all, as capture's and verify's do). */
+export function madeEntries(report: Pick<MaterializeReport, 'files' | 'directories' | 'symlinks'>): number {
+  return report.files + report.directories + report.symlinks;
+}

@@ -7,7 +7,7 @@ import { BTRFS_SUBVOL_RDONLY } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import type { CloneLinks } from './clone-links.js';
 import type { Children } from './manifest-tree.js';
-import type { Run } from './materialize-run.js';
+import { madeEntries, type Run } from './materialize-run.js';
 import { isBelow } from './subvolumes.js';
 
 /** Why the stored copy root open at storeDir cannot be snapshotted into the clone, or undefined when it can be tried. */
@@ -70,6 +70,6 @@ export function snapshotRoot(run: Run, children: Children, stageDir: number, nam
   run.report.directories += subtree.directories;
   run.report.symlinks += subtree.links.length;
   run.bytes += subtree.bytes;
-  run.progress(run.report.files, run.bytes);
+  run.progress(madeEntries(run.report), run.bytes);
   return dir;
 }

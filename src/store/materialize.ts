@@ -27,7 +27,7 @@ import { readingSnapshot } from './lock.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { keepMtime } from '../base/times.js';
 import { keepRootMtimes } from './clone-times.js';
-import { DEFAULT_FALLBACK_BYTES, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run, type RunHooks } from './materialize-run.js';
+import { DEFAULT_FALLBACK_BYTES, madeEntries, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run, type RunHooks } from './materialize-run.js';
 import { snapshotRoot } from './materialize-subvolume.js';
 
 export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, RunHooks, SnapshotFallback } from './materialize-run.js';
@@ -125,7 +125,7 @@ export function materializeFile(run: Run, snapDir: number, stageDir: number, nam
   }
   run.report.files++;
   run.bytes += entry.size;
-  run.progress(run.report.files, run.bytes);
+  run.progress(madeEntries(run.report), run.bytes);
 }
 
 /** The snapshot's directory for a directory entry of the one open at snapDir, opened (never through a link). */
@@ -337,7 +337,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
   keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, data.entries, run);
-  run.progress(run.report.files, run.bytes, true);
+  run.progress(madeEntries(run.report), run.bytes, true);
   run.report.elapsedMs = performance.now() - started;
   return run.report;
 }
