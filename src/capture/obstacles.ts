@@ -13,10 +13,11 @@ const OBSTACLE_CODES: ReadonlySet<SealCode> = new Set(['SEAL_SYMLINK', 'SEAL_SPE
 /**
  * link: a symlink inside a copy root; root-link: a declared root that is one; special: a
  * FIFO, socket or device; escape: a mount link kept only when it stays inside;
- * link-escape: a copy-root link (links: 'contained') that does not; stop: one that stopped
- * the walk (a symlink on the way to a declared root).
+ * link-escape: a copy-root link (links: 'contained') that does not; bad-name: a name that
+ * is not valid UTF-8 (a manifest path cannot hold it); stop: one that stopped the walk (a
+ * symlink on the way to a declared root).
  */
-export type ObstacleKind = 'link' | 'root-link' | 'special' | 'escape' | 'link-escape' | 'stop';
+export type ObstacleKind = 'link' | 'root-link' | 'special' | 'escape' | 'link-escape' | 'bad-name' | 'stop';
 
 export interface ObstacleWhere {
   /** The source path a mount's area root (`payload`) stands for; undefined in the copy area. */
@@ -30,6 +31,8 @@ export interface ObstacleWhere {
    * mount's source, or `default`: every top-level entry), which says how to leave it out.
    */
   declaredBy?: 'copy' | 'mount' | 'default' | undefined;
+  /** A name that is not UTF-8: its path below the source as exclude patterns see it (each invalid sequence U+FFFD). */
+  matched?: string | undefined;
 }
 
 /** A path of a mount's area (`payload`, `payload/x`) as the user named it: below the mount's source path. */
@@ -74,6 +77,16 @@ function excludeHint(path: string): string {
   return escapePath(path) === path ? `--exclude ${shellWord(patternOf(path))} leaves it out` : '--exclude with a pattern for it leaves it out';
 }
 
+/**
+ * The exclude pattern for a name that is not UTF-8: patterns see each invalid sequence as
+ * U+FFFD (exclude.ts, matchedName), which `?` matches; shown only where the rest needs no escape.
+ */
+function badNameExclude(matched: string | undefined): string {
+  const pattern = matched?.replace(/\uFFFD/g, '?');
+  if (pattern === undefined || escapePath(pattern) !== pattern) return '--exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)';
+  return `--exclude ${shellWord(patternOf(pattern))} leaves it out`;
+}
+
 function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: ObstacleWhere): string {
   // A root named in copy or mounts cannot be excluded (a pattern that leaves out a declared root is refused): it is left out of the declaration.
   const exclude = where.declaredBy === 'copy' ? 'leaving it out of --copy leaves it out' : where.declaredBy === 'mount' ? 'leaving out its --mount leaves it out' : excludeHint(path);
@@ -85,6 +98,7 @@ function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: Obstac
   if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
   if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;
   if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
+  if (kind === 'bad-name') return `a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or ${badNameExclude(where.matched)}`;
   if (kind === 'root-link' && where.declaredBy === 'default') {
     return `a top-level symlink (with no --copy every top-level entry is a copy root, and a copy root cannot be a link): ${exclude}, or name the copy roots with --copy`;
   }

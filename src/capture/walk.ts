@@ -32,7 +32,7 @@ import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode, makeSubvolume } from '../base/subvolume.js';
 import { withMtime } from '../base/times.js';
 import { checkRelativeLink } from './links.js';
-import { keptEntries, type Excludes } from './exclude.js';
+import { keptEntries, matchedName, type Excludes } from './exclude.js';
 import { Obstacles, userPath, type ObstacleKind } from './obstacles.js';
 
 export type CaptureProgress = Progress;
@@ -283,12 +283,14 @@ function symlinkRefused(rel: string, copyRoot?: string): SealError {
   return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}${hint}`, { path: rel });
 }
 
-function nameOf(name: string | Buffer, parentRel: string): string {
-  if (typeof name !== 'string' || !isWellFormed(name)) {
-    const path = `${parentRel === '' ? '' : `${parentRel}/`}${nameText(name)}`;
-    throw new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(path)}`, { path });
-  }
-  return name;
+/** The refusal of a name that is not valid UTF-8 below parentRel (its path as text: each invalid sequence U+FFFD). */
+function badName(name: string | Buffer, parentRel: string): SealError {
+  const path = `${parentRel === '' ? '' : `${parentRel}/`}${nameText(name)}`;
+  return new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(path)}`, { path });
+}
+
+function isUtf8Name(name: string | Buffer): name is string {
+  return typeof name === 'string' && isWellFormed(name);
 }
 
 /**
@@ -532,17 +534,26 @@ export class TreeBuilder {
   }
 
   /** An obstacle (never opened or followed) is recorded and the walk goes on: the capture is refused once it is over. */
-  #obstacle(err: SealError, kind: ObstacleKind, mode?: number, atRoot = false): void {
+  #obstacle(err: SealError, kind: ObstacleKind, mode?: number, atRoot = false, matched?: string): void {
     const { payloadSource, defaultRoots } = this.options;
     const declaredBy = !atRoot ? undefined : payloadSource !== undefined ? 'mount' : defaultRoots === true ? 'default' : 'copy';
-    this.ctx.obstacles.add(err, kind, { payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }), declaredBy });
+    this.ctx.obstacles.add(err, kind, { payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }), declaredBy, matched });
   }
 
   /** Copies every child of the open source directory, then checks it did not change meanwhile. */
   copyDirContents(srcFd: number, destFd: number, rel: string, before: Stat, depth: number): void {
     const { sys } = this.ctx;
     const listed = keptEntries(sys, srcFd, userPath(rel, this.options.payloadSource), sys.readdir(srcFd), this.ctx.exclude);
-    const names = listed.map((e) => nameOf(e.name, rel)).sort(compareUtf8);
+    // A name that is not UTF-8 is stepped past and refused with the other obstacles, never opened.
+    const names: string[] = [];
+    const bad: Buffer[] = [];
+    for (const e of listed) {
+      if (isUtf8Name(e.name)) names.push(e.name);
+      else bad.push(Buffer.from(e.name));
+    }
+    const dir = userPath(rel, this.options.payloadSource);
+    for (const name of bad.sort(Buffer.compare)) this.#obstacle(badName(name, rel), 'bad-name', undefined, false, `${dir === '' ? '' : `${dir}/`}${matchedName(name)}`);
+    names.sort(compareUtf8);
     // Every name looked at first, in one call; a name the kernel refused fails in its turn.
     const stats = fstatatEach(sys, srcFd, names, AT_SYMLINK_NOFOLLOW);
     names.forEach((n, k) => this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats[k] }));

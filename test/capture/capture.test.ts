@@ -1,7 +1,7 @@
 // capture.test.ts: the guarded capture: contents, manifests, modes, declarations, limits, mounts and the store.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -191,6 +191,17 @@ describe('refusals', () => {
     const { repo, store } = setup({ 'd/ok': 'x' });
     writeFileSync(Buffer.concat([Buffer.from(join(repo, 'd') + '/'), Buffer.from([0xff, 0x0a])]), 'bad');
     expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_BAD_PATH', message: 'path is not valid UTF-8: d/\\xff\\x0a', unchanged: store.root });
+    // Stepped past, never opened, and refused with every other obstacle, each with its way out (a pattern matching its bad bytes with ?).
+    writeFileSync(Buffer.concat([Buffer.from(join(repo, 'd') + '/tr'), Buffer.from([0xe2, 0x82]), Buffer.from('.txt')]), 'cut');
+    mkfifo(join(repo, 'd/pipe'));
+    const err = expectError(() => store.captureSync({ source: repo, copy: ['d'] }), { code: 'SEAL_BAD_PATH', message: 'path is not valid UTF-8: d/tr\\xe2\\x82.txt, and 2 more obstacles', unchanged: store.root }) as SealError;
+    expect(err.details).toEqual([
+      { path: 'd/tr\udce2\udc82.txt', code: 'SEAL_BAD_PATH', hint: "a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or --exclude '/d/tr?.txt' leaves it out" },
+      { path: 'd/\udcff\n', code: 'SEAL_BAD_PATH', hint: 'a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or --exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)' },
+      { path: 'd/pipe', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: --exclude /d/pipe leaves it out' },
+    ]);
+    rmSync(Buffer.concat([Buffer.from(join(repo, 'd') + '/'), Buffer.from([0xff, 0x0a])]));
+    expect(store.captureSync({ source: repo, copy: ['d'], exclude: ['/d/tr?.txt', 'pipe'] }).entries.map((e) => e.path)).toEqual(['d', 'd/ok']);
     store.closeSync();
   });
 });
