@@ -188,6 +188,17 @@ function tooBigToExec(err: unknown, argv: readonly string[]): SealError | undefi
   return new SealError('SEAL_LIMIT', `the command's arguments and environment are more than one exec takes (E2BIG): ${escapePath(argv[0]!)}`, { cause: err });
 }
 
+/** The most bytes one string of an exec's arguments or environment holds, its NUL included (Linux's MAX_ARG_STRLEN: 32 pages). */
+const MAX_ARG_STRLEN = 32 * 4096;
+
+/** SEAL_LIMIT naming `what` when s, with its NUL, is longer than one exec string can be (E2BIG whatever the limits), before anything is made. */
+function checkExecString(what: string, s: string): void {
+  const bytes = Buffer.byteLength(s) + 1;
+  if (bytes > MAX_ARG_STRLEN) {
+    throw new SealError('SEAL_LIMIT', `${what} is ${bytes - 1} bytes: one argument or environment string of an exec holds at most ${MAX_ARG_STRLEN - 1} (pass it in a file or on stdin)`);
+  }
+}
+
 function checkCommand(command: unknown): string[] {
   if (!Array.isArray(command)) throw invalidArgType('command', 'Array', command);
   if (command.length === 0) throw invalidArgValue('command', command, 'must name a program');
@@ -195,8 +206,14 @@ function checkCommand(command: unknown): string[] {
     checkString(`command[${i}]`, arg);
     // As spawn says it, but naming the command's own argument (spawn would name its place in bwrap's arguments).
     if ((arg as string).includes('\0')) throw invalidArgValue(`command[${i}]`, arg, 'must be a string without null bytes');
+    checkExecString(`command[${i}]`, arg as string);
   });
   return [...(command as string[])];
+}
+
+/** Each `NAME=value` of the environment the command gets, as checkExecString checks the command's arguments. */
+function checkEnvironment(env: NodeJS.ProcessEnv): void {
+  for (const [name, value] of Object.entries(env)) if (value !== undefined) checkExecString(`environment variable ${name}`, `${name}=${value}`);
 }
 
 /**
@@ -221,6 +238,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore', or an array of three of those or fds");
   }
   if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
+  checkEnvironment(options.env ?? process.env);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));

@@ -344,11 +344,22 @@ describe('sandboxArgs', () => {
     await expectError(async () => sandboxArgsAsync(snap, 3 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
     // A null byte in the command is named as its own argument (spawn named its place among bwrap's: args[41]).
     await expectError(async () => spawnSandboxed(snap, clone, ['echo', 'a\0b']), { code: 'ERR_INVALID_ARG_VALUE', message: /^The property 'command\[1\]' must be a string without null bytes/, unchanged: clone });
+    // One string longer than an exec holds (MAX_ARG_STRLEN): SEAL_LIMIT naming it, before a mount point is made.
+    await expectError(async () => spawnSandboxed(snap, clone, ['echo', 'x'.repeat(200_000)], { stdio: 'ignore' }), {
+      code: 'SEAL_LIMIT',
+      message: 'command[1] is 200000 bytes: one argument or environment string of an exec holds at most 131071 (pass it in a file or on stdin)',
+      unchanged: clone,
+    });
+    await expectError(async () => spawnSandboxed(snap, clone, ['echo'], { stdio: 'ignore', env: { PATH: '/usr/bin', PROMPT: 'y'.repeat(131_065) } }), {
+      code: 'SEAL_LIMIT',
+      message: 'environment variable PROMPT is 131072 bytes: one argument or environment string of an exec holds at most 131071 (pass it in a file or on stdin)',
+      unchanged: clone,
+    });
     if (bwrapAvailable()) {
-      // More than one exec takes (E2BIG): SEAL_LIMIT, not the raw spawn error.
+      // More than one exec takes in all (E2BIG), each string short enough: SEAL_LIMIT, not the raw spawn error.
       const other = join(work, 'arm-2');
       mkdirSync(other);
-      await expectError(async () => spawnSandboxed(snap, other, ['echo', 'x'.repeat(200_000)], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
+      await expectError(async () => spawnSandboxed(snap, other, ['echo', ...Array.from({ length: 40 }, () => 'x'.repeat(100_000))], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
     }
     writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
     expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });
