@@ -18,6 +18,7 @@ import { forEachOutside } from './clone-outside.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
+import { madeEntries } from './materialize-run.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
@@ -65,7 +66,7 @@ export interface ResetOptions {
   fallbackBytes?: number | undefined;
   /** Also remove what the clone holds outside its copy roots and mount targets (`outside`); materialize's own names stay. */
   clean?: boolean | undefined;
-  /** Called now and then with the files and bytes restored so far. */
+  /** Called now and then with the entries (files, directories, links) and bytes restored so far. */
   onProgress?: MaterializeOptions['onProgress'] | undefined;
   /** Stops the reset with SEAL_ABORTED between the files it restores: the clone is then part reset, as after a kill (a changed file may be gone, not yet restored; the next reset or materialize makes it whole). */
   signal?: AbortSignal | undefined;
@@ -353,7 +354,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
       }
     });
     saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger);
-    run.progress(report.files, run.bytes, true);
+    run.progress(madeEntries(report), run.bytes, true);
   }
   if (clean === true) {
     forEachOutside(sys, cloneFd, data, (dirFd, name, path, type) => {

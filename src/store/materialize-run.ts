@@ -10,7 +10,7 @@ export interface MaterializeOptions {
   reflink?: ReflinkMode | undefined;
   /** Cap on the data bytes copied (not cloned) by one call, holes not counted (default 512 MiB). */
   fallbackBytes?: number | undefined;
-  /** Called now and then with the files and bytes materialized so far. */
+  /** Called now and then with the entries (files, directories, links) and bytes materialized so far. */
   onProgress?: ProgressFn | undefined;
   /** Make the clone directory when only its last component is missing (never through a symlink). */
   createClone?: boolean | undefined;

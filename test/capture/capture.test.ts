@@ -395,6 +395,11 @@ describe('async capture', () => {
     const made: { entries: number; bytes: number }[] = [];
     const m = await snap.materialize(join(repo, '..', 'arm'), { createClone: true, onProgress: (p) => made.push(p) });
     expect([m.files, m.directories, made.at(-1)]).toEqual([2, 1, { entries: 3, bytes: 16 << 20 }]);
+    // A reset that restores a directory counts it too, to the last report (that one once fell back to the files alone).
+    rmSync(join(repo, '..', 'arm', 'big'), { recursive: true });
+    const restored: { entries: number; bytes: number }[] = [];
+    const r = await snap.reset(join(repo, '..', 'arm'), { onProgress: (p) => restored.push(p) });
+    expect([r.removed, restored.at(-1)]).toEqual([['big', 'big/a', 'big/b'], { entries: 3, bytes: 16 << 20 }]);
     const controller = new AbortController();
     controller.abort();
     await expect(store.capture({ source: repo, copy: ['big'], revision: 'x', signal: controller.signal })).rejects.toMatchObject({
