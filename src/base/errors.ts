@@ -70,7 +70,7 @@ export class SealError extends Error {
    */
   readonly retryable: boolean;
   /**
-   * A capture refused for symlinks, special files or mount links that escape: every one
+   * A capture refused for symlinks, special files, names that are not UTF-8 or mount links that escape: every one
    * it found, up to 100, in the order found (the message names the first and the count).
    */
   readonly details: readonly SealErrorDetail[] | undefined;

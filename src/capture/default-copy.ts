@@ -1,7 +1,7 @@
 // default-copy.ts: the copy roots of a capture that names none (every top-level entry of the source that holds no mount source), and the rule that the store lies outside every declared root.
 import { checkClonePlaces } from '../base/clone-names.js';
 import { SealError } from '../base/errors.js';
-import { checkRelative, escapePath, isWellFormed, nameText } from '../base/paths.js';
+import { checkRelative, escapePath, isWellFormed } from '../base/paths.js';
 import type { Sys } from '../sys/native.js';
 import { keptEntries, type Excludes } from './exclude.js';
 import type { Plan } from './plan.js';
@@ -29,15 +29,26 @@ export function checkStoreOutside(storeRoot: string, source: string, declared: r
  * source and those the excludes leave out, in JavaScript's string order (UTF-16 code
  * units; the order the command always gave them in, so their digests stay the same).
  */
-export function topLevelRoots(sys: Sys, sourceFd: number, plan: Pick<Plan, 'mounts'>, excludes: Excludes | undefined): string[] {
-  const names = keptEntries(sys, sourceFd, '', sys.readdir(sourceFd), excludes).map(({ name }) => {
-    if (typeof name !== 'string' || !isWellFormed(name)) {
-      throw new SealError('SEAL_BAD_PATH', `source holds a name that is not valid UTF-8: ${escapePath(name)}`, { path: nameText(name) });
-    }
-    return name;
-  });
+export function topLevelRoots(sys: Sys, sourceFd: number, plan: Pick<Plan, 'mounts'>, excludes: Excludes | undefined): TopLevel {
+  const names: string[] = [];
+  const badNames: Buffer[] = [];
+  for (const { name } of keptEntries(sys, sourceFd, '', sys.readdir(sourceFd), excludes)) {
+    // One that is not UTF-8 cannot be a root: the capture refuses it with the walk's other obstacles.
+    if (typeof name === 'string' && isWellFormed(name)) names.push(name);
+    else badNames.push(Buffer.from(name));
+  }
   const mounted = new Set(plan.mounts.map((m) => m.sourceParts[0]));
-  return names.sort().filter((n) => !mounted.has(n));
+  return { roots: [...names].sort().filter((n) => !mounted.has(n)), names, badNames: badNames.sort(Buffer.compare) };
+}
+
+/** The source's top level as default copy roots see it. */
+export interface TopLevel {
+  /** The copy roots, in JavaScript's string order. */
+  roots: string[];
+  /** Every UTF-8 name kept (the roots and the mount sources' first components). */
+  names: string[];
+  /** Names that are not valid UTF-8, in byte order: obstacles of the capture. */
+  badNames: Buffer[];
 }
 
 /**
@@ -45,9 +56,11 @@ export function topLevelRoots(sys: Sys, sourceFd: number, plan: Pick<Plan, 'moun
  * entries, checked as given ones are (a name capture refuses, a place materialize keeps
  * for itself, a root holding the store).
  */
-export function withCopyRoots(sys: Sys, sourceFd: number, plan: Plan, storeRoot: string, excludes: Excludes | undefined): Plan {
+export function withCopyRoots(sys: Sys, sourceFd: number, plan: Plan, storeRoot: string, excludes: Excludes | undefined, onBadName: (name: Buffer, siblings: readonly string[]) => void): Plan {
   if (!plan.defaultCopy) return plan;
-  const declarations = topLevelRoots(sys, sourceFd, plan, excludes);
+  const top = topLevelRoots(sys, sourceFd, plan, excludes);
+  for (const name of top.badNames) onBadName(name, top.names);
+  const declarations = top.roots;
   const copyParts = declarations.map((name, i) => checkRelative(name, { label: 'copy root', name: `copy root ${i}`, maxPathBytes: plan.limits.maxPathBytes }));
   checkClonePlaces(
     copyParts,

@@ -1,8 +1,8 @@
-// obstacles.ts: what keeps a tree from being captured (symlinks, special files, mount links that escape), gathered over the whole walk and refused in one SealError; mount paths shown as the user named them.
+// obstacles.ts: what keeps a tree from being captured (symlinks, special files, mount links that escape, names that are not UTF-8), gathered over the whole walk and refused in one SealError; mount paths shown as the user named them.
 import { SealError, type SealCode, type SealErrorDetail } from '../base/errors.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, nameText } from '../base/paths.js';
 import { S_IFBLK, S_IFCHR, S_IFIFO, S_IFMT, S_IFSOCK } from '../sys/constants.js';
-import { patternOf } from './exclude.js';
+import { matchedName, patternOf } from './exclude.js';
 
 /** Obstacles listed in one error; the message counts the rest. */
 export const MAX_DETAILS = 100;
@@ -81,6 +81,21 @@ function excludeHint(path: string): string {
  * The exclude pattern for a name that is not UTF-8: patterns see each invalid sequence as
  * U+FFFD (exclude.ts, matchedName), which `?` matches; shown only where the rest needs no escape.
  */
+/**
+ * Records the name below dirRel that is not valid UTF-8 (the walk steps past it, never
+ * opening it): SEAL_BAD_PATH, its hint an exclude pattern with `?` for each invalid
+ * sequence, offered only when none of its UTF-8 siblings matches it too. `userDir` is
+ * dirRel as the patterns see it (a mount's source path).
+ */
+export function addBadName(obstacles: Obstacles, name: Buffer, dirRel: string, userDir: string, siblings: readonly string[], where: ObstacleWhere = {}): void {
+  const path = `${dirRel === '' ? '' : `${dirRel}/`}${nameText(name)}`;
+  const err = new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(path)}`, { path });
+  const seen = matchedName(name);
+  const like = new RegExp(`^${[...seen].map((c) => (c === '\uFFFD' ? '.' : c.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&'))).join('')}$`, 'u');
+  const matched = siblings.some((n) => like.test(n)) ? undefined : `${userDir === '' ? '' : `${userDir}/`}${seen}`;
+  obstacles.add(err, 'bad-name', { ...where, matched });
+}
+
 function badNameExclude(matched: string | undefined): string {
   const pattern = matched?.replace(/\uFFFD/g, '?');
   if (pattern === undefined || escapePath(pattern) !== pattern) return '--exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)';

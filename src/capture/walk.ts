@@ -8,7 +8,7 @@ import type { Limits } from '../base/limits.js';
 import { throttled, type Progress, type ProgressFn } from '../base/progress.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { EntryTable } from '../base/entry-table.js';
-import { compareUtf8, escapePath, isWellFormed, nameText, utf8Bytes } from '../base/paths.js';
+import { compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
 import {
   AT_SYMLINK_NOFOLLOW,
   O_CREAT,
@@ -32,8 +32,8 @@ import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode, makeSubvolume } from '../base/subvolume.js';
 import { withMtime } from '../base/times.js';
 import { checkRelativeLink } from './links.js';
-import { keptEntries, matchedName, type Excludes } from './exclude.js';
-import { Obstacles, userPath, type ObstacleKind } from './obstacles.js';
+import { keptEntries, type Excludes } from './exclude.js';
+import { Obstacles, addBadName, userPath, type ObstacleKind } from './obstacles.js';
 
 export type CaptureProgress = Progress;
 
@@ -283,12 +283,6 @@ function symlinkRefused(rel: string, copyRoot?: string): SealError {
   return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}${hint}`, { path: rel });
 }
 
-/** The refusal of a name that is not valid UTF-8 below parentRel (its path as text: each invalid sequence U+FFFD). */
-function badName(name: string | Buffer, parentRel: string): SealError {
-  const path = `${parentRel === '' ? '' : `${parentRel}/`}${nameText(name)}`;
-  return new SealError('SEAL_BAD_PATH', `path is not valid UTF-8: ${escapePath(path)}`, { path });
-}
-
 function isUtf8Name(name: string | Buffer): name is string {
   return typeof name === 'string' && isWellFormed(name);
 }
@@ -534,10 +528,10 @@ export class TreeBuilder {
   }
 
   /** An obstacle (never opened or followed) is recorded and the walk goes on: the capture is refused once it is over. */
-  #obstacle(err: SealError, kind: ObstacleKind, mode?: number, atRoot = false, matched?: string): void {
+  #obstacle(err: SealError, kind: ObstacleKind, mode?: number, atRoot = false): void {
     const { payloadSource, defaultRoots } = this.options;
     const declaredBy = !atRoot ? undefined : payloadSource !== undefined ? 'mount' : defaultRoots === true ? 'default' : 'copy';
-    this.ctx.obstacles.add(err, kind, { payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }), declaredBy, matched });
+    this.ctx.obstacles.add(err, kind, { payloadSource, copyRoot: this.#root, ...(mode === undefined ? {} : { mode }), declaredBy });
   }
 
   /** Copies every child of the open source directory, then checks it did not change meanwhile. */
@@ -551,12 +545,22 @@ export class TreeBuilder {
       if (isUtf8Name(e.name)) names.push(e.name);
       else bad.push(Buffer.from(e.name));
     }
-    const dir = userPath(rel, this.options.payloadSource);
-    for (const name of bad.sort(Buffer.compare)) this.#obstacle(badName(name, rel), 'bad-name', undefined, false, `${dir === '' ? '' : `${dir}/`}${matchedName(name)}`);
     names.sort(compareUtf8);
     // Every name looked at first, in one call; a name the kernel refused fails in its turn.
     const stats = fstatatEach(sys, srcFd, names, AT_SYMLINK_NOFOLLOW);
-    names.forEach((n, k) => this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats[k] }));
+    // Each bad name in its place in the walk's (byte) order among the others, so the first obstacle found is the first refused.
+    bad.sort(Buffer.compare);
+    const userDir = userPath(rel, this.options.payloadSource);
+    const where = { payloadSource: this.options.payloadSource, copyRoot: this.#root };
+    let b = 0;
+    names.forEach((n, k) => {
+      if (b < bad.length) {
+        const bytes = Buffer.from(n);
+        while (b < bad.length && Buffer.compare(bad[b]!, bytes) < 0) addBadName(this.ctx.obstacles, bad[b++]!, rel, userDir, names, where);
+      }
+      this.copyChild({ srcDirFd: srcFd, destDirFd: destFd, name: n, rel: rel === '' ? n : `${rel}/${n}`, depth: depth + 1, st: stats[k] });
+    });
+    while (b < bad.length) addBadName(this.ctx.obstacles, bad[b++]!, rel, userDir, names, where);
     if (!sameIdentity(before, sys.fstat(srcFd))) throw changed('directory', rel);
   }
 

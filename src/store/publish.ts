@@ -10,7 +10,7 @@ import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
 import { checkCopyLinks } from '../capture/links.js';
-import { asUserPath } from '../capture/obstacles.js';
+import { addBadName, asUserPath } from '../capture/obstacles.js';
 import { Excludes } from '../capture/exclude.js';
 import { withCopyRoots } from '../capture/default-copy.js';
 import { withStoreLock } from './lock.js';
@@ -275,7 +275,9 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
   using source = own(sys, openRealDir(sys, given.source, 'source'));
   const sourceFd = source.fd;
   const exclude = Excludes.of(given.exclude);
-  const plan = withCopyRoots(sys, sourceFd, given, storeRoot, exclude);
+  // Top-level names that are not UTF-8 (no copy roots named) join the walk's obstacles.
+  const badNames: [Buffer, readonly string[]][] = [];
+  const plan = withCopyRoots(sys, sourceFd, given, storeRoot, exclude, (name, siblings) => badNames.push([name, siblings]));
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   const storeFd = store.fd;
   let build: Build | undefined;
@@ -288,6 +290,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     const buildStat = sys.fstat(buildFd);
     const ownDirs = [sys.fstat(storeFd), buildStat];
     ctx = new CaptureContext({ sys, limits: plan.limits, buildDev: buildStat.dev, isAborted: hooks.isAborted, onProgress: hooks.onProgress, parallelism: plan.parallelism, exclude, ownDirs });
+    for (const [name, siblings] of badNames) addBadName(ctx.obstacles, name, '', '', siblings);
     if (plan.statCache) {
       session = new StatCacheSession({ sys, storeFd, tmpFd, snapshotsFd, buildFd, source: plan.source, sourceFd, recordNs: buildStat.ctimeNs + plan.clockAheadNs, fresh });
       ctx.hook = session;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, mkfifo, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -94,8 +94,23 @@ describe('copy omitted', () => {
     expectError(() => store.captureSync({ source: repo }), { code: 'SEAL_COLLISION', message: "copy root collides with materialize's own names in the clone: .treeseal-materializing", unchanged: store.root });
     // A name that is not UTF-8.
     writeFileSync(Buffer.from(`${repo}/f\xffo`, 'latin1'), '');
-    expectError(() => store.captureSync({ source: repo, exclude: ['/.treeseal-materializing'] }), { code: 'SEAL_BAD_PATH', message: 'source holds a name that is not valid UTF-8: f\\xffo', path: 'f\udcffo', unchanged: store.root });
+    // Refused with the walk's other obstacles (a FIFO inside a root), each with its way out; a sibling its pattern would match too gets none.
+    mkfifo(join(repo, 'src/pipe'));
+    const err = expectError(() => store.captureSync({ source: repo, exclude: ['/.treeseal-materializing'] }), {
+      code: 'SEAL_BAD_PATH',
+      message: 'path is not valid UTF-8: f\\xffo, and 1 more obstacle',
+      path: 'f\udcffo',
+      unchanged: store.root,
+    }) as SealError;
+    expect(err.details).toEqual([
+      { path: 'f\udcffo', code: 'SEAL_BAD_PATH', hint: 'a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or --exclude \'/f?o\' leaves it out' },
+      { path: 'src/pipe', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: --exclude /src/pipe leaves it out' },
+    ]);
+    writeFileSync(join(repo, 'fzo'), '');
+    const shadowed = expectError(() => store.captureSync({ source: repo, exclude: ['/.treeseal-materializing', '/src/pipe'] }), { code: 'SEAL_BAD_PATH', unchanged: store.root }) as SealError;
+    expect(shadowed.details![0]!.hint).toBe('a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or --exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)');
     expect(storeLeftovers(store.root)).toEqual([]);
+    expect(store.captureSync({ source: repo, exclude: ['/.treeseal-materializing', '/src/pipe', '/f?o', '!/fzo'] }).declarations).toEqual(['.cache', 'fzo', 'src']);
     store.closeSync();
   });
 });

@@ -140,7 +140,7 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     writeFileSync(Buffer.concat([Buffer.from(`${repo}/`), Buffer.from([0x66, 0xff, 0x6f])]), 'x');
     const r = cli(store, 'capture', repo);
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe('treeseal: SEAL_BAD_PATH: source holds a name that is not valid UTF-8: f\\xffo\n');
+    expect(r.stderr).toBe('treeseal: SEAL_BAD_PATH: path is not valid UTF-8: f\\xffo\n  f\\xffo: a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or --exclude \'/f?o\' leaves it out\n');
   });
 
   it('the library refuses a NUL or non-canonical workspace, a non-boolean ephemeral and a non-function onProgress', async () => {
