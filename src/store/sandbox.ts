@@ -1,6 +1,6 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
-import { accessSync, existsSync, constants as fsConstants, lstatSync, readlinkSync, statSync } from 'node:fs';
+import { accessSync, existsSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
@@ -188,14 +188,36 @@ function tooBigToExec(err: unknown, argv: readonly string[]): SealError | undefi
   return new SealError('SEAL_LIMIT', `the command's arguments and environment are more than one exec takes (E2BIG): ${escapePath(argv[0]!)}`, { cause: err });
 }
 
-/** The most bytes one string of an exec's arguments or environment holds, its NUL included (Linux's MAX_ARG_STRLEN: 32 pages). */
-const MAX_ARG_STRLEN = 32 * 4096;
+/** AT_PAGESZ: the auxiliary vector's entry for the kernel's page size. */
+const AT_PAGESZ = 6n;
 
-/** SEAL_LIMIT naming `what` when s, with its NUL, is longer than one exec string can be (E2BIG whatever the limits), before anything is made. */
+let pageBytes: number | undefined | null = null;
+
+/** The kernel's page size, from this process's auxiliary vector (64-bit pairs); undefined where it cannot be read. */
+function pageSize(): number | undefined {
+  if (pageBytes !== null) return pageBytes;
+  pageBytes = undefined;
+  try {
+    const auxv = readFileSync('/proc/self/auxv');
+    for (let at = 0; at + 16 <= auxv.length; at += 16) {
+      if (auxv.readBigUInt64LE(at) === AT_PAGESZ) pageBytes = Number(auxv.readBigUInt64LE(at + 8));
+    }
+  } catch {
+    // no /proc: the kernel's own E2BIG says it
+  }
+  return pageBytes;
+}
+
+/**
+ * SEAL_LIMIT naming `what` when s, with its NUL, is longer than one exec string can be
+ * (MAX_ARG_STRLEN, 32 pages: E2BIG whatever the stack limit), before anything is made.
+ */
 function checkExecString(what: string, s: string): void {
+  const page = pageSize();
+  if (page === undefined) return;
   const bytes = Buffer.byteLength(s) + 1;
-  if (bytes > MAX_ARG_STRLEN) {
-    throw new SealError('SEAL_LIMIT', `${what} is ${bytes - 1} bytes: one argument or environment string of an exec holds at most ${MAX_ARG_STRLEN - 1} (pass it in a file or on stdin)`);
+  if (bytes > 32 * page) {
+    throw new SealError('SEAL_LIMIT', `${what} is ${bytes - 1} bytes: one argument or environment string of an exec holds at most ${32 * page - 1} (pass it in a file or on stdin)`);
   }
 }
 
@@ -213,7 +235,11 @@ function checkCommand(command: unknown): string[] {
 
 /** Each `NAME=value` of the environment the command gets, as checkExecString checks the command's arguments. */
 function checkEnvironment(env: NodeJS.ProcessEnv): void {
-  for (const [name, value] of Object.entries(env)) if (value !== undefined) checkExecString(`environment variable ${name}`, `${name}=${value}`);
+  // Every key spawn passes on: inherited ones too (it reads them with for…in).
+  for (const name in env) {
+    const value = env[name];
+    if (value !== undefined) checkExecString(`environment variable ${escapePath(name)}`, `${name}=${String(value)}`);
+  }
 }
 
 /**

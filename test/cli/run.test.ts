@@ -359,7 +359,11 @@ describe('sandboxArgs', () => {
       // More than one exec takes in all (E2BIG), each string short enough: SEAL_LIMIT, not the raw spawn error.
       const other = join(work, 'arm-2');
       mkdirSync(other);
-      await expectError(async () => spawnSandboxed(snap, other, ['echo', ...Array.from({ length: 40 }, () => 'x'.repeat(100_000))], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
+      // Past 6 MiB: E2BIG whatever the stack limit (the kernel caps argument space there).
+      await expectError(async () => spawnSandboxed(snap, other, ['echo', ...Array.from({ length: 70 }, () => 'x'.repeat(100_000))], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
+      // One string of exactly the most an exec holds runs.
+      const longest = await spawnSandboxed(snap, join(work, 'arm-2'), ['true', 'x'.repeat(131_071)], { stdio: 'ignore' });
+      expect(await new Promise((resolve) => longest.on('close', resolve))).toBe(0);
     }
     writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
     expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });
