@@ -436,7 +436,7 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
   }
   let fd: number;
   try {
-    fd = openChildDir(sys, parentFd, name);
+    fd = openRemovedDir(sys, parentFd, name);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return undefined;
     if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN);
@@ -453,6 +453,20 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
     opened.close();
     if (hasCode(err, 'ENOENT')) return undefined;
     throw err;
+  }
+}
+
+/**
+ * Opens a directory removeAt empties: one this user may not list (an agent's `chmod 0300`
+ * in a clone, whose old tree a materialize swaps out) is given u+rwx through an O_PATH fd
+ * first, as openUp would once open; another user's is refused as before (EACCES).
+ */
+function openRemovedDir(sys: Sys, parentFd: number, name: string | Buffer): number {
+  try {
+    return openChildDir(sys, parentFd, name);
+  } catch (err) {
+    if (!hasCode(err, 'EACCES') || !openUpDir(sys, parentFd, name)) throw err;
+    return openChildDir(sys, parentFd, name);
   }
 }
 

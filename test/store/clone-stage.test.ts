@@ -108,6 +108,28 @@ describe('the materialize stage lives inside the clone', () => {
     store.closeSync();
   });
 
+  it('an old tree the agent locked itself out of (directories 0300, 0000, 0100) goes with the stage: nothing of it is left in the clone, nor in a stale stage a sweep meets', () => {
+    // As a user (the unprivileged pass): the stage's removal could not list those, left them, and the next task's arm held the last one's files.
+    const { work, store, snap } = fixture({ 'tree/a': 'alpha' }, ['tree']);
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['tree'], revision: 'B' });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeTree(clone, { 'tree/hide/leak.txt': 'TASK-1 SECRET', 'tree/none/deep/x': 'x', 'tree/search/y': 'y' });
+    chmodSync(join(clone, 'tree/none/deep'), 0o000);
+    chmodSync(join(clone, 'tree/none'), 0o000);
+    chmodSync(join(clone, 'tree/hide'), 0o300);
+    chmodSync(join(clone, 'tree/search'), 0o100);
+    expect(other.materializeSync(clone)).toMatchObject({ files: 1, reset: false });
+    expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    // A killed run's stage holding such a tree: the sweep removes it whole.
+    writeTree(clone, { [`${STAGE}dead/new/tree/hide/z`]: 'left' });
+    chmodSync(join(clone, `${STAGE}dead/new/tree/hide`), 0o300);
+    chmodSync(join(clone, `${STAGE}dead/new`), 0o000);
+    expect(store.gc({ clone })).toBe(1);
+    expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    store.closeSync();
+  });
+
   it.runIf(rootOrSkip('mounting a tmpfs'))('works when the clone is itself a mount point', () => {
     const { work, store, snap } = fixture({ 'src/a': 'alpha', other: 'o' }, ['src', 'other']);
     const clone = join(work, 'mounted');
