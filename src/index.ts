@@ -2,7 +2,7 @@
 // index.ts: the public API of treeseal.
 export { SealError, isSealError, SEAL_CODES, type SealCode, type SealErrorDetail } from './base/errors.js';
 export { escapePath } from './base/paths.js';
-export { DEFAULT_LIMITS, type Limits } from './base/limits.js';
+export { DEFAULT_LIMITS, type LimitOptions, type Limits } from './base/limits.js';
 export type { ManifestEntry, Json } from './base/manifest.js';
 export {
   checkedCanonicalJson as canonicalJson,

@@ -53,7 +53,7 @@ export interface SealErrorDetail {
 export interface SealErrorOptions {
   /** The relative path the error is about, unescaped. */
   path?: string | undefined;
-  cause?: unknown | undefined;
+  cause?: unknown;
   /** Whether trying again may succeed (default: only for SEAL_CHANGED). */
   retryable?: boolean | undefined;
   /** Every obstacle found (at most 100), the one the error is about first. */

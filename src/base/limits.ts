@@ -14,6 +14,9 @@ export interface Limits {
   maxDepth: number;
 }
 
+/** What `options.limits` takes: any of the limits, each left out or undefined for its default. */
+export type LimitOptions = { [K in keyof Limits]?: Limits[K] | undefined };
+
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxEntries: 100_000,
   maxTotalBytes: 2 * 1024 * 1024 * 1024,
@@ -23,7 +26,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 });
 
 /** The limits of `options.limits` over the defaults: an unknown key or a value that is not a non-negative integer is refused. */
-export function resolveLimits(given: Partial<Limits> | undefined): Limits {
+export function resolveLimits(given: LimitOptions | undefined): Limits {
   const limits: Limits = { ...DEFAULT_LIMITS };
   for (const [key, value] of Object.entries(checkOptions('options.limits', given))) {
     if (!(key in DEFAULT_LIMITS)) throw invalidArgValue(`options.limits.${key}`, value, `is not a known limit (${Object.keys(DEFAULT_LIMITS).join(', ')})`);

@@ -1,7 +1,7 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
-import { resolveLimits, type Limits } from '../base/limits.js';
+import { resolveLimits, type LimitOptions, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
 import { checkRelative, checkWorkspace } from '../base/paths.js';
 import { LINK_MODES, type LinkMode } from './links.js';
@@ -17,7 +17,7 @@ export interface MountDeclaration {
    * Default: `['.vite-temp']` when the target's last component is `node_modules`
    * and the payload is a directory (the seed's behaviour), else none.
    */
-  ensureDirs?: string[];
+  ensureDirs?: string[] | undefined;
 }
 
 export interface MountBinding {
@@ -46,7 +46,7 @@ export interface CaptureOptions {
   revision?: string | undefined;
   /** Fail closed (SEAL_BINDING) unless the mounts captured have exactly these digests. */
   expectMounts?: MountBinding | undefined;
-  limits?: Partial<Limits> | undefined;
+  limits?: LimitOptions | undefined;
   /**
    * Record the permission bits of executable files in copy roots (as mounts record
    * them), so they are frozen 0500 and materialized 0700. Off by default: it changes

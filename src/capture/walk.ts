@@ -182,9 +182,10 @@ export class CaptureContext {
     if (this.isAborted()) throw new SealError('SEAL_ABORTED', 'capture was aborted');
   }
 
-  addEntry(): void {
+  /** Counts the entry at rel, refused when it passes the limit (implicit parents count). */
+  addEntry(rel: string): void {
     if (this.entries >= this.limits.maxEntries) {
-      throw new SealError('SEAL_LIMIT', `capture exceeds the entry limit (${this.limits.maxEntries} entries)`);
+      throw new SealError('SEAL_LIMIT', `capture exceeds the entry limit (${this.limits.maxEntries} entries): ${escapePath(rel)}`, { path: rel });
     }
     this.entries++;
   }
@@ -429,7 +430,7 @@ export class TreeBuilder {
       throw new SealError('SEAL_COLLISION', `paths collide at ${escapePath(entry.path)}`, { path: entry.path });
     }
     // A capture past the limit fails as a whole: the entry just added goes with it.
-    this.ctx.addEntry();
+    this.ctx.addEntry(entry.path);
     return index;
   }
 

@@ -20,7 +20,8 @@ export function sizeOption(ctx: Context, name: string): number | undefined {
   const raw = stringOption(ctx, name);
   if (raw === undefined) return undefined;
   const m = /^(\d+(?:\.\d+)?)(?:([kmgt])(?:i?b)?|b)?$/i.exec(raw);
-  const n = m === null ? NaN : Math.floor(Number(m[1]) * SIZE_UNITS[(m[2] ?? '').toLowerCase()]!);
+  // A fraction needs a unit to scale it: `1.5` bytes is a slip, not 1.
+  const n = m === null || (m[2] === undefined && m[1]!.includes('.')) ? NaN : Math.floor(Number(m[1]) * SIZE_UNITS[(m[2] ?? '').toLowerCase()]!);
   if (!Number.isSafeInteger(n)) throw new UsageError(`--${name} takes a size such as 500M, 50G or 1TiB, not ${JSON.stringify(raw)}`, ctx.command);
   return n;
 }

@@ -32,14 +32,14 @@ export interface SnapshotUsage {
 
 export interface PrunePolicy {
   /** Remove snapshots published longer ago than this many milliseconds. */
-  olderThanMs?: number;
+  olderThanMs?: number | undefined;
   /**
    * Keep the newest N that load whatever else says (0: none kept for this reason); given
    * alone (at least 1 then), every other one goes, damaged ones included.
    */
-  keepLast?: number;
+  keepLast?: number | undefined;
   /** Then remove the oldest until the store's snapshots take at most this many bytes on disk. */
-  maxBytes?: number;
+  maxBytes?: number | undefined;
 }
 
 export interface PruneReport {

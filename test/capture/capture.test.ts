@@ -211,7 +211,7 @@ describe('limits', () => {
   it('entries (implicit parents count), total bytes, file bytes, path bytes and depth', () => {
     const { repo, store } = setup({ 'a/b/c/f1': '12345', 'a/b/c/f2': '67890' });
     const cases: [Record<string, number>, string[], string][] = [
-      [{ maxEntries: 4 }, ['a/b/c'], 'capture exceeds the entry limit (4 entries)'],
+      [{ maxEntries: 4 }, ['a/b/c'], 'capture exceeds the entry limit (4 entries): a/b/c/f2'],
       [{ maxTotalBytes: 9 }, ['a'], 'capture exceeds the total byte limit (9 bytes): a/b/c/f2'],
       [{ maxFileBytes: 4 }, ['a'], 'file exceeds the per-file limit (4 bytes): a/b/c/f1'],
       [{ maxPathBytes: 7 }, ['a'], 'capture exceeds the path byte limit (7 bytes): a/b/c/f1'],
@@ -485,7 +485,7 @@ describe('every capture walks the source', () => {
     store.captureSync({ source: repo, copy: ['a'] });
     expectError(() => store.captureSync({ source: repo, copy: ['a'], limits: { maxEntries: 1 } }), {
       code: 'SEAL_LIMIT',
-      message: 'capture exceeds the entry limit (1 entries)',
+      message: 'capture exceeds the entry limit (1 entries): a/f',
       unchanged: store.root,
     });
     await expect(store.capture({ source: repo, copy: ['a'], limits: { maxFileBytes: 0 } })).rejects.toMatchObject({ code: 'SEAL_LIMIT' });

@@ -113,7 +113,7 @@ describe('capture --max-*', { timeout: CLI_TIMEOUT_MS }, () => {
       const r = cli(store, 'capture', repo, '--copy', 'src', `--max-${flag}`, n);
       return [r.status, r.stderr];
     };
-    expect(refused('entries', '3')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the entry limit (3 entries)\n']);
+    expect(refused('entries', '3')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the entry limit (3 entries): src/lib/b.ts\n']);
     expect(refused('bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (8 bytes): src/lib/b.ts\n']);
     // The byte limits take a size as gc's --max-size does.
     expect(refused('bytes', '0.001K')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (1 bytes): src/a.ts\n']);

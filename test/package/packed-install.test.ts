@@ -53,13 +53,14 @@ export const target = (dirfd: number, path: PathArg): string | Buffer => sys.rea
 const EXACT_TS = `import { SnapshotStore, readStable, writeFrozenFile, type Snapshot } from 'treeseal';
 
 export async function arm(store: SnapshotStore, snap: Snapshot, clone: string, signal?: AbortSignal, reflink?: 'auto' | 'always' | 'never', clean?: boolean): Promise<void> {
-  await store.capture({ source: clone, revision: undefined, exclude: undefined, statCache: undefined, signal, onProgress: undefined });
+  await store.capture({ source: clone, revision: undefined, exclude: undefined, statCache: undefined, signal, onProgress: undefined, limits: { maxEntries: undefined }, mounts: [{ source: 'a', target: 'b', ensureDirs: undefined }] });
+  await store.prune({ olderThanMs: undefined, keepLast: 1, maxBytes: undefined });
   await snap.materialize(clone, { signal, reflink, createClone: undefined, fallbackBytes: undefined, onProgress: undefined });
   await snap.reset(clone, { signal, reflink, clean });
   await snap.diff(clone, { verify: undefined, all: clean });
   await snap.verify({ signal, parallelism: undefined });
   await store.gc({ clone: undefined });
-  await store.push(snap.digest, 'registry.example/x', { signal, concurrency: undefined, tag: undefined, insecure: undefined });
+  await store.push(snap.digest, 'registry.example/x', { signal, concurrency: undefined, tag: undefined, insecure: undefined, timeouts: { headersMs: undefined, idleMs: 1000 } });
   readStable('/x', { maxBytes: 1, sys: undefined });
   writeFrozenFile('/x', Buffer.from('y'), { executable: clean, fsync: undefined });
   await SnapshotStore.open('/s', { ephemeral: clean, concurrency: undefined });

@@ -149,6 +149,8 @@ describe('treeseal du, ls --long, gc policies', () => {
       // A bare number was taken as seconds: `gc --older-than 7` removed snapshots a few seconds old.
       ['--older-than', '7', 'treeseal: --older-than takes a duration with its unit, such as 90s, 30m, 12h, 7d or 2w, not "7"'],
       ['--max-size', '5 GB', 'treeseal: --max-size takes a size such as 500M, 50G or 1TiB, not "5 GB"'],
+      // A fraction without a unit was floored: 0.5 bytes removed everything.
+      ['--max-size', '0.5', 'treeseal: --max-size takes a size such as 500M, 50G or 1TiB, not "0.5"'],
       ['--keep-last', 'all', 'treeseal: --keep-last takes a count, not "all"'],
     ] as const) {
       const bad = cli(dir, 'gc', flag, value);

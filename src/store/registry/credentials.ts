@@ -5,7 +5,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 import { checkOptions, checkString } from '../../base/arg-errors.js';
-import { SealError } from '../../base/errors.js';
+import { SealError, abortedError } from '../../base/errors.js';
 
 export interface Credentials {
   username: string;
@@ -142,7 +142,7 @@ export function askHelper(h: HelperCredentials, signal?: AbortSignal): Promise<A
     const child = execFile(exe, ['get'], { env: h.env, timeout: HELPER_TIMEOUT_MS, maxBuffer: HELPER_MAX_OUTPUT, encoding: 'utf8', signal }, (err, stdout, stderr) => {
       if (err !== null) {
         const e = err as NodeJS.ErrnoException & { killed?: boolean };
-        if (e.name === 'AbortError') reject(new SealError('SEAL_ABORTED', `asking ${named} was aborted`, { cause: err }));
+        if (e.name === 'AbortError') reject(abortedError(`asking ${named}`, signal));
         else if (e.code === 'ENOENT') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH`, { cause: err }));
         // A directory on PATH this user may not search, or a helper found but not executable: execvp says EACCES.
         else if (e.code === 'EACCES') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH, or cannot be run (EACCES)`, { cause: err }));

@@ -4,17 +4,17 @@ import { checkInteger, checkOptions } from '../../base/arg-errors.js';
 /** How long a registry may keep push or pull waiting (see README "Deadlines"). */
 export interface Timeouts {
   /** Longest wait for a response's headers once the request is out: connect, TLS and the server's answer (ms, default 30 000). */
-  headersMs?: number;
+  headersMs?: number | undefined;
   /** Longest wait for the next chunk of a body, sent or received (ms, default 30 000). */
-  idleMs?: number;
+  idleMs?: number | undefined;
   /**
    * Slowest transfer accepted: bytes per second, averaged over each idleMs spent waiting on the
    * network for a body (default 1024; 0 turns the floor off).
    */
-  minBytesPerSecond?: number;
+  minBytesPerSecond?: number | undefined;
 }
 
-export type Deadlines = Required<Timeouts>;
+export type Deadlines = { [K in keyof Timeouts]-?: Exclude<Timeouts[K], undefined> };
 
 export const DEFAULT_TIMEOUTS: Readonly<Deadlines> = Object.freeze({ headersMs: 30_000, idleMs: 30_000, minBytesPerSecond: 1024 });
 

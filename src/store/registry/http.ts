@@ -146,7 +146,7 @@ export function lostConnection(t: Transport, err: unknown, doing: string): SealE
   if (causeCode(err) === 'bad port') {
     return new SealError(
       'SEAL_REMOTE',
-      `${t.label} cannot be reached while ${doing}: Node's fetch refuses to connect to that port (one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve the registry, and its token realm, on another port`,
+      `${t.label} cannot be reached while ${doing}: Node's fetch refuses to connect to the port asked (the registry's, its token realm's or a redirect's: one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve them on another port`,
       { cause: err },
     );
   }

@@ -171,7 +171,7 @@ describe.skipIf(registry === undefined)('pull refuses what the registry got wron
       const err = await pullFails(await SnapshotStore.open(join(work, 's')), 'a'.repeat(64), '127.0.0.1:6000/x/y', { onRetry: (r: unknown) => retried.push(r) });
       expect([err.code, err.message]).toEqual([
         'SEAL_REMOTE',
-        `registry 127.0.0.1:6000 cannot be reached while GET /v2/x/y/manifests/ts-${'a'.repeat(64)}: Node's fetch refuses to connect to that port (one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve the registry, and its token realm, on another port`,
+        `registry 127.0.0.1:6000 cannot be reached while GET /v2/x/y/manifests/ts-${'a'.repeat(64)}: Node's fetch refuses to connect to the port asked (the registry's, its token realm's or a redirect's: one the Fetch standard blocks, such as 6000, 5060, 6665–6669 or 10080); serve them on another port`,
       ]);
       expect(retried).toEqual([]);
       expect(performance.now() - t).toBeLessThan(2000);
