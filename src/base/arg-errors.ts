@@ -109,14 +109,31 @@ export interface KnownKeys {
  * (`copyy`, `createclone`) would otherwise be a call that silently does something else.
  */
 export function checkOptions<T extends object>(name: string, value: T | undefined, known?: KnownKeys): T {
-  if (value === undefined) return {} as T;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalidArgType(name, 'object', value);
+  if (value !== undefined && (value === null || typeof value !== 'object' || Array.isArray(value))) throw invalidArgType(name, 'object', value);
   if (known !== undefined) {
-    for (const key of Object.keys(value)) {
+    for (const key of value === undefined ? [] : Object.keys(value)) {
       if (!known.keys.includes(key)) throw invalidArgValue(`${name}.${key}`, (value as Record<string, unknown>)[key], `is not an option of ${known.op} (${known.keys.join(', ')})`);
     }
+    checkNotInherited(name, value, known.keys);
   }
-  return value;
+  return value ?? ({} as T);
+}
+
+/**
+ * An option is read from the options object itself: one a prototype supplies (a polluted
+ * `Object.prototype.clean`, or `ephemeral`, would turn a plain reset or open into one that
+ * removes what it was never asked to) is ERR_INVALID_ARG_VALUE, and so for options left
+ * out, whose defaults are plain objects too.
+ */
+function checkNotInherited(name: string, value: object | undefined, keys: readonly string[]): void {
+  const options = (value ?? {}) as Record<string, unknown>;
+  for (const key of keys) {
+    if (Object.hasOwn(options, key)) continue;
+    const inherited = options[key];
+    if (inherited !== undefined) {
+      throw invalidArgValue(`${name}.${key}`, inherited, 'is inherited (a prototype supplies it, not the options object itself: is Object.prototype polluted?)');
+    }
+  }
 }
 
 /** An optional AbortSignal (Node's validateAbortSignal): anything else, an object that only looks like one included, is ERR_INVALID_ARG_TYPE. */

@@ -1,5 +1,5 @@
 // public-args.test.ts: the exported helpers and the `sys` option refuse a wrong argument with Node's TypeError or RangeError naming it, never a bare JavaScript error.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -107,6 +107,46 @@ describe('option keys a call does not take', () => {
     });
     expect(store.list()).toEqual([snap.digest]);
     store.closeSync();
+  });
+});
+
+describe('options a prototype supplies', () => {
+  it('are refused, never taken: a polluted Object.prototype.ephemeral made a plain open remove the whole store at close, .clean made a plain reset remove what lies outside the copy roots', async () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'src'), { 'a/f': 'x' });
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    const snap = store.captureSync({ source: join(dir, 'src'), copy: ['a'] });
+    const clone = join(dir, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeFileSync(join(clone, 'precious'), 'outside the copy roots');
+    const inherited = (key: string, shown: string) => ({
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: `The property '${key}' is inherited (a prototype supplies it, not the options object itself: is Object.prototype polluted?). Received ${shown}`,
+    });
+    const polluted = <T>(key: string, value: unknown, call: () => T): T => {
+      (Object.prototype as Record<string, unknown>)[key] = value;
+      try {
+        return call();
+      } finally {
+        delete (Object.prototype as Record<string, unknown>)[key];
+      }
+    };
+    for (const given of [undefined, {}]) {
+      polluted('ephemeral', true, () => expectError(() => SnapshotStore.openSync(join(dir, 'store'), given), inherited('options.ephemeral', 'true')));
+      polluted('clean', true, () => expectError(() => snap.resetSync(clone, given), inherited('options.clean', 'true')));
+      polluted('createClone', true, () => expectError(() => snap.materializeSync(join(dir, 'other'), given), inherited('options.createClone', 'true')));
+      polluted('exclude', ['f'], () => expectError(() => store.captureSync({ source: join(dir, 'src'), copy: ['a'], ...given }), inherited('options.exclude', "[ 'f' ]")));
+      polluted('clone', clone, () => expectError(() => store.gc(given), inherited('options.clone', `'${clone}'`)));
+    }
+    // The async call checks its options on the calling thread, as it is made.
+    const pending = polluted('clean', true, () => snap.reset(clone));
+    await expectError(async () => pending, inherited('options.clean', 'true'));
+    // An options object of another prototype (Object.create(defaults)) says the same.
+    expectError(() => snap.resetSync(clone, Object.create({ clean: true }) as never), inherited('options.clean', 'true'));
+    expect(readFileSync(join(clone, 'precious'), 'utf8')).toBe('outside the copy roots');
+    expect(existsSync(join(dir, 'other'))).toBe(false);
+    store.closeSync();
+    expect(existsSync(join(dir, 'store', 'snapshots', snap.digest))).toBe(true);
   });
 });
 
