@@ -136,6 +136,18 @@ function checkNotInherited(name: string, value: object | undefined, keys: readon
   }
 }
 
+/** The most items a list option holds (copy roots, mounts, staged files, a command's arguments): a longer one is refused before it is walked. */
+export const MAX_LIST_ITEMS = 1 << 20;
+
+/**
+ * ERR_OUT_OF_RANGE for a list longer than max, checked by its length before any item is
+ * read: an array whose length was set to 2^32 - 1 held the call for minutes, then failed
+ * with V8's own TypeError.
+ */
+export function checkListLength(name: string, list: readonly unknown[], max = MAX_LIST_ITEMS): void {
+  if (list.length > max) throw outOfRange(`${name}.length`, `<= ${max}`, list.length);
+}
+
 /** An optional AbortSignal (Node's validateAbortSignal): anything else, an object that only looks like one included, is ERR_INVALID_ARG_TYPE. */
 export function checkSignal(name: string, value: unknown): AbortSignal | undefined {
   if (value !== undefined && !(value instanceof AbortSignal)) throw invalidArgType(name, 'AbortSignal', value);

@@ -2,7 +2,7 @@
 import { createRequire } from 'node:module';
 import type { Ignore, Options } from 'ignore';
 
-import { invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkListLength, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import type { DirEntry, Sys } from '../sys/native.js';
@@ -68,9 +68,14 @@ export function patternProblem(pattern: string, source: string): string | undefi
 }
 
 /** The `exclude` option: an array of gitignore patterns (undefined: none). Wrong types and bad patterns are Node's TypeErrors. */
+/** The most exclude patterns one capture takes. */
+export const MAX_PATTERNS = 10_000;
+
 export function checkExcludes(value: unknown, source: string): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalidArgType('options.exclude', 'Array', value);
+  // Every path the walk meets is matched against every pattern (and a million compiled ones filled V8's heap).
+  checkListLength('options.exclude', value, MAX_PATTERNS);
   return value.map((p: unknown, i) => {
     const name = `options.exclude[${i}]`;
     if (typeof p !== 'string') throw invalidArgType(name, 'string', p);

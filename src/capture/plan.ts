@@ -1,5 +1,5 @@
 // plan.ts: turns capture options into a checked plan before any file is touched.
-import { checkBoolean, checkInteger, checkOneOf, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkBoolean, checkInteger, checkListLength, checkOneOf, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkRootPath } from '../base/fd.js';
 import { resolveLimits, type LimitOptions, type Limits } from '../base/limits.js';
 import { checkClonePlaces } from '../base/clone-names.js';
@@ -120,6 +120,7 @@ export function checkParallelism(parallelism: unknown): number | undefined {
 function list(value: unknown, name: string): unknown[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalidArgType(name, 'Array', value);
+  checkListLength(name, value);
   return value;
 }
 

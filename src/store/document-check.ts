@@ -7,7 +7,7 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { checkRelative, compareUtf8, escapePath, isWellFormed, utf8Bytes } from '../base/paths.js';
 import { checkCopyLinks, checkMountLinks, isRelativeTarget } from '../capture/links.js';
 import { parseMtime } from '../base/times.js';
-import { Excludes, patternProblem } from '../capture/exclude.js';
+import { Excludes, MAX_PATTERNS, patternProblem } from '../capture/exclude.js';
 import { userPath } from '../capture/obstacles.js';
 import type { StoredSnapshot } from './document.js';
 
@@ -172,6 +172,8 @@ function checkMount(m: StoredSnapshot['mounts'][number], targetParts: string[]):
 function checkExcluded(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'exclude' | 'entries' | 'mounts'>, roots: readonly string[][], sources: readonly string[][]): void {
   if (d.exclude === undefined) return;
   if (d.exclude.length === 0) throw corrupt('exclude is an empty list');
+  // More than a capture takes: a crafted document's million patterns would fill the heap as they compile.
+  if (d.exclude.length > MAX_PATTERNS) throw corrupt(`exclude holds ${d.exclude.length} patterns, more than a capture takes (${MAX_PATTERNS})`);
   for (const p of d.exclude) {
     const why = patternProblem(p, d.source);
     if (why !== undefined) throw corrupt(`exclude pattern ${why}`, p);

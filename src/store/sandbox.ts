@@ -3,7 +3,7 @@ import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:c
 import { accessSync, existsSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
-import { checkBoolean, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
+import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
 import { readOnce } from '../base/op.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
@@ -59,6 +59,7 @@ function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: '
   const network = checkBoolean('options.network', options.network) ?? false;
   const system = options.system === undefined ? ['/usr', '/etc'] : options.system;
   if (!Array.isArray(system)) throw invalidArgType('options.system', 'Array', system);
+  checkListLength('options.system', system);
   system.forEach((p, i) => checkAbsolutePath(p, `options.system[${i}]`, `system directory options.system[${i}]`));
   return { workspace, network, system: [...system] };
 }
@@ -223,6 +224,7 @@ function checkExecString(what: string, s: string): void {
 
 function checkCommand(command: unknown): string[] {
   if (!Array.isArray(command)) throw invalidArgType('command', 'Array', command);
+  checkListLength('command', command);
   if (command.length === 0) throw invalidArgValue('command', command, 'must name a program');
   command.forEach((arg, i) => {
     checkString(`command[${i}]`, arg);

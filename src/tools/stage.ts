@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { DIR_FLAGS, checkRootPath, mkdirIfMissing, openChildDir, openRealDir, openRealPlace, own, removeOwnDir, removeQuietly, walkDown, type Fd } from '../base/fd.js';
 import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
-import { checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
+import { checkInteger, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -83,6 +83,7 @@ function planStage(parent: unknown, files: readonly StageFile[], options: StageO
     throw invalidArgValue('options.prefix', prefix, 'must be a plain name');
   }
   if (!Array.isArray(files)) throw invalidArgType('files', 'Array', files);
+  checkListLength('files', files);
   const maxPathBytes = options.maxPathBytes === undefined ? 4096 : checkInteger('options.maxPathBytes', options.maxPathBytes, 1);
   const planned = files.map((f: unknown, i): Planned => {
     if (f === null || typeof f !== 'object') throw invalidArgType(`files[${i}]`, 'object', f);

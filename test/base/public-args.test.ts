@@ -110,6 +110,25 @@ describe('option keys a call does not take', () => {
   });
 });
 
+describe('lists past their bound', () => {
+  it('are ERR_OUT_OF_RANGE by their length, before an item is read (a copy list whose length was set to 2^32 - 1 held the call 90 s, then threw V8\'s own TypeError; a million exclude patterns filled the heap)', () => {
+    const dir = tempDir();
+    writeTree(join(dir, 'src'), { 'a/f': 'x' });
+    const store = SnapshotStore.openSync(join(dir, 'store'));
+    const huge = ['a'];
+    huge.length = 2 ** 32 - 1;
+    const t = performance.now();
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copy: huge }), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "options.copy.length" is out of range. It must be <= 1048576. Received 4294967295' });
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copy: ['a'], mounts: huge as never }), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "options.mounts.length" is out of range. It must be <= 1048576. Received 4294967295' });
+    expectError(() => stageFilesSync(dir, huge as never), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "files.length" is out of range. It must be <= 1048576. Received 4294967295' });
+    expect(performance.now() - t).toBeLessThan(5000);
+    const patterns = Array.from({ length: 10_001 }, (_, i) => `p${i}`);
+    expectError(() => store.captureSync({ source: join(dir, 'src'), copy: ['a'], exclude: patterns }), { code: 'ERR_OUT_OF_RANGE', message: 'The value of "options.exclude.length" is out of range. It must be <= 10000. Received 10001' });
+    expect(store.captureSync({ source: join(dir, 'src'), copy: ['a'], exclude: patterns.slice(1) }).entries.map((e) => e.path)).toEqual(['a', 'a/f']);
+    store.closeSync();
+  });
+});
+
 describe('options a prototype supplies', () => {
   it('are refused, never taken: a polluted Object.prototype.ephemeral made a plain open remove the whole store at close, .clean made a plain reset remove what lies outside the copy roots', async () => {
     const dir = tempDir();

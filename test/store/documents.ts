@@ -107,6 +107,7 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['a name longer than NAME_MAX', (d) => d.entries.push(file(`src/${'n'.repeat(300)}`)), `a path component is longer than 255 bytes: src/${'n'.repeat(300)}`],
   ['a relative source', (d) => (d.source = 'repo'), 'source is not a canonical absolute path: repo'],
   ['an exclude list that is empty', (d) => (d.exclude = []), 'exclude is an empty list'],
+  ['an exclude list longer than a capture takes', (d) => (d.exclude = Array.from({ length: 10_001 }, (_, i) => `p${i}`)), 'exclude holds 10001 patterns, more than a capture takes (10000)'],
   ['an exclude list that is not a list of patterns', (d) => (d.exclude = [1] as never), 'exclude is not a list of patterns'],
   ['an exclude pattern that cannot be parsed', (d) => (d.exclude = ['[abc']), 'exclude pattern is not a valid pattern: it has an unclosed [ (write \\[ for a literal [): [abc'],
   ['an exclude pattern that climbs', (d) => (d.exclude = ['../x']), "exclude pattern must not hold '..' as a path component (patterns are relative to the source): ../x"],

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { close, read } from 'node:fs';
 import { promisify } from 'node:util';
 
-import { invalidArgType } from '../../base/arg-errors.js';
+import { checkListLength, invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { release } from '../../base/growable.js';
 import { asBuffer } from '../../base/transfer.js';
@@ -256,6 +256,7 @@ export interface PushTarget {
 function checkMountFrom(o: PushOptions, insecure: boolean): string[] {
   if (o.mountFrom === undefined) return [];
   if (!Array.isArray(o.mountFrom)) throw invalidArgType('options.mountFrom', 'Array', o.mountFrom);
+  checkListLength('options.mountFrom', o.mountFrom);
   return o.mountFrom.map((r) => parseRemote(`localhost/${String(r)}`, insecure).repository);
 }
 
