@@ -1,6 +1,6 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
-import { accessSync, existsSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
@@ -265,6 +265,15 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   if (!Array.isArray(three) || three.length !== 3 || !three.every(one)) {
     throw invalidArgValue('options.stdio', stdio, "must be 'inherit', 'pipe', 'ignore', or an array of three of those or fds");
   }
+  // An fd that is not open fails here, named, not as spawn's bare EBADF once the mount points are made.
+  three.forEach((s, i) => {
+    if (typeof s !== 'number') return;
+    try {
+      fstatSync(s);
+    } catch {
+      throw invalidArgValue(`options.stdio[${i}]`, s, 'must be an open file descriptor');
+    }
+  });
   if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
   checkEnvironment(options.env ?? process.env);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.

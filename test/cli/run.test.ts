@@ -344,6 +344,12 @@ describe('sandboxArgs', () => {
     await expectError(async () => sandboxArgsAsync(snap, 3 as unknown as string), { code: 'ERR_INVALID_ARG_TYPE', unchanged: clone });
     // A null byte in the command is named as its own argument (spawn named its place among bwrap's: args[41]).
     await expectError(async () => spawnSandboxed(snap, clone, ['echo', 'a\0b']), { code: 'ERR_INVALID_ARG_VALUE', message: /^The property 'command\[1\]' must be a string without null bytes/, unchanged: clone });
+    // An fd that is not open: named, before a mount point is made (it was spawn's bare EBADF).
+    await expectError(async () => spawnSandboxed(snap, clone, ['true'], { stdio: ['ignore', 99_999, 'ignore'] }), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: "The property 'options.stdio[1]' must be an open file descriptor. Received 99999",
+      unchanged: clone,
+    });
     // One string longer than an exec holds (MAX_ARG_STRLEN): SEAL_LIMIT naming it, before a mount point is made.
     await expectError(async () => spawnSandboxed(snap, clone, ['echo', 'x'.repeat(200_000)], { stdio: 'ignore' }), {
       code: 'SEAL_LIMIT',
