@@ -115,8 +115,10 @@ function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: Obstac
   if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
   if (kind === 'bad-name') return `a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or ${badNameExclude(where.matched)}`;
   if (kind === 'root-link' && where.declaredBy === 'default') {
-    return `a top-level symlink (with no --copy every top-level entry is a copy root, and a copy root cannot be a link): ${exclude}, or name the copy roots with --copy`;
+    return `a top-level symlink (with no --copy every top-level entry is a copy root): --links contained keeps it, ${exclude}, or name the copy roots with --copy`;
   }
+  // A copy root may be a link where links are kept; a mount source never.
+  if (kind === 'root-link' && where.declaredBy === 'copy') return `a declared root that is a symlink: --links contained keeps it, declare what it points to, or ${exclude}`;
   if (kind === 'root-link') return `a declared root that is a symlink: declare what it points to, or ${exclude}`;
   return `a symlink on the way to a declared root: declare a path that does not pass through it`;
 }

@@ -494,8 +494,8 @@ export class TreeBuilder {
       this.#sealed = false;
     }
     if (isLink(st.mode)) {
-      // A declared root (a copy root or a mount source) is never a link, even where links inside are kept.
-      if (declared) return this.#obstacle(symlinkRefused(rel), 'root-link', undefined, true);
+      // A mount source is never a link; a copy root may be one where links are kept (links: 'contained'), held to the same containment rule.
+      if (declared && (!this.options.allowSymlinks || this.options.payloadSource !== undefined)) return this.#obstacle(symlinkRefused(rel), 'root-link', undefined, true);
       if (!this.options.allowSymlinks) return this.#obstacle(symlinkRefused(rel, this.#root), 'link');
       this.#copySymlink(srcDirFd, destDirFd, name, destName, rel, st);
       return;

@@ -22,7 +22,7 @@ import { madeEntries } from './materialize-run.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
+import { isLinkRoot, makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -323,7 +323,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   const { clean, ...materializeOptions } = options;
   const roots = rootsOf(data);
   // A link or a special file at a root or above one is refused before anything is written.
-  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
+  for (const parts of roots) preflightRoot(sys, cloneFd, parts, 'copy', isLinkRoot(data.entries, parts));
   const interrupted = checkMarker(sys, cloneFd);
   using trash = new Trash(sys, cloneFd);
   let report: ResetReport;

@@ -4,7 +4,7 @@ import { chmodSync, lstatSync, lutimesSync, mkdirSync, readFileSync, readdirSync
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, snapshotDigest, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
+import { SnapshotStore, snapshotDigest, type CaptureCallOptions, type SealError, type Snapshot } from '../../dist/index.js';
 import { materializeSnapshot, sha256Hex } from '../../dist/internal.js';
 import { sys as nativeSys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, listTree, storeLeftovers, tempDir, wrapSys } from '../helpers.js';
@@ -390,5 +390,64 @@ describe('the links option', () => {
     await expectError(async () => store.capture(options), { code: 'ERR_INVALID_ARG_VALUE', message });
     expect(storeLeftovers(store.root)).toEqual([]);
     await store.close();
+  });
+});
+
+describe("a copy root that is itself a link (links: 'contained')", () => {
+  const TOP: Tree = { 'AGENTS.md': 'agents', 'docs/README.md': 'readme', 'CLAUDE.md': { link: 'AGENTS.md' }, 'README.md': { link: 'docs/README.md' } };
+
+  it('is kept as a link where links are kept (top-level links of a repo, the default roots or named), refused by default, and held to the containment rule', () => {
+    const { repo, store } = world(TOP);
+    // With links kept, the default roots take the top-level links as the links they are.
+    const snap = store.captureSync({ source: repo, links: 'contained' });
+    expect(snap.declarations).toEqual(['AGENTS.md', 'CLAUDE.md', 'README.md', 'docs']);
+    expect(linksOf(snap)).toEqual(['CLAUDE.md -> AGENTS.md', 'README.md -> docs/README.md']);
+    expect(readlinkSync(join(snap.root, 'copy/CLAUDE.md'))).toBe('AGENTS.md');
+    expect(store.captureSync({ source: repo, copy: ['AGENTS.md', 'CLAUDE.md'], links: 'contained' }).entries.map((e) => `${e.kind} ${e.path}`)).toEqual(['file AGENTS.md', 'symlink CLAUDE.md']);
+    // By default a root is never a link, and the hint says how to keep it.
+    const refused = expectError(() => store.captureSync({ source: repo }), { code: 'SEAL_SYMLINK', message: 'capture must not traverse a symlink: CLAUDE.md, and 1 more obstacle' }) as SealError;
+    expect(refused.details![0]!.hint).toBe('a top-level symlink (with no --copy every top-level entry is a copy root): --links contained keeps it, --exclude /CLAUDE.md leaves it out, or name the copy roots with --copy');
+    // A root link to what the snapshot does not capture (its target left out of the roots, or outside the source) is SEAL_ESCAPE.
+    expectError(() => store.captureSync({ source: repo, copy: ['CLAUDE.md'], links: 'contained' }), { code: 'SEAL_ESCAPE', message: 'symlink points at something the snapshot does not capture: CLAUDE.md -> AGENTS.md' });
+    symlinkSync('../outside', join(repo, 'up'));
+    expectError(() => store.captureSync({ source: repo, links: 'contained' }), { code: 'SEAL_ESCAPE', path: 'up' });
+    // A mount source is never a link.
+    expectError(() => store.captureSync({ source: repo, copy: ['docs'], mounts: [{ source: 'CLAUDE.md', target: 'c' }], links: 'contained' }), { code: 'SEAL_SYMLINK', path: 'CLAUDE.md' });
+    store.closeSync();
+  });
+
+  it('materializes as the link itself, verifies, is materialized again over the link it made, and diff and reset repair it unfollowed whatever the agent put there', async () => {
+    const { base, repo, store } = world(TOP);
+    const snap = await store.capture({ source: repo, links: 'contained' });
+    const arm = join(base, 'arm');
+    expect(await snap.materialize(arm, { createClone: true })).toMatchObject({ files: 2, directories: 1, symlinks: 2 });
+    expect([readlinkSync(join(arm, 'CLAUDE.md')), readFileSync(join(arm, 'CLAUDE.md'), 'utf8')]).toEqual(['AGENTS.md', 'agents']);
+    expect(await snap.verify()).toMatchObject({ entries: 5 });
+    expect(await snap.checkClone(arm)).toMatchObject({ ok: true });
+    // Again over the links it made: a link root replaces the link at its place (a file or directory root still refuses one).
+    expect(snap.materializeSync(arm)).toMatchObject({ reset: true });
+    expect(snap.diffSync(arm)).toMatchObject({ ok: true, method: 'ledger' });
+    // The agent: a file in place of one link, the other retargeted at a file of the caller's.
+    const secret = join(base, 'secret');
+    writeFileSync(secret, 'the caller\'s');
+    unlinkSync(join(arm, 'CLAUDE.md'));
+    writeFileSync(join(arm, 'CLAUDE.md'), 'replaced');
+    unlinkSync(join(arm, 'README.md'));
+    symlinkSync(secret, join(arm, 'README.md'));
+    expect(snap.diffSync(arm)).toMatchObject({ ok: false, changed: ['CLAUDE.md', 'README.md'] });
+    expect(snap.resetSync(arm)).toMatchObject({ method: 'reset', changed: ['CLAUDE.md', 'README.md'] });
+    expect([readlinkSync(join(arm, 'CLAUDE.md')), readlinkSync(join(arm, 'README.md'))]).toEqual(['AGENTS.md', 'docs/README.md']);
+    expect(readFileSync(secret, 'utf8')).toBe('the caller\'s');
+    expect(snap.diffSync(arm)).toMatchObject({ ok: true });
+    // A directory the agent made at a link root's place goes whole with a whole materialize.
+    unlinkSync(join(arm, 'CLAUDE.md'));
+    write(arm, { 'CLAUDE.md/x': 'dir' });
+    snap.materializeSync(join(base, 'fresh'), { createClone: true });
+    await store.close();
+    const again = SnapshotStore.openSync(join(base, 'store2'), { ephemeral: true });
+    const other = again.captureSync({ source: repo, links: 'contained', revision: 'r2' });
+    expect(other.materializeSync(arm)).toMatchObject({ reset: false, symlinks: 2 });
+    expect(listTree(arm)).toEqual(['AGENTS.md', 'CLAUDE.md@', 'README.md@', 'docs/', 'docs/README.md']);
+    again.closeSync();
   });
 });

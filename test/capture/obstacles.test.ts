@@ -110,7 +110,7 @@ describe('every obstacle in one error', () => {
   it('declared roots that are links, and a link on the way to a declared root that stops the walk, join those found before', async () => {
     // With no copy roots named, a top-level link is one only because copy was left out: the hint says so, and names --copy.
     const TOP_LEVEL = (name: string): string =>
-      `a top-level symlink (with no --copy every top-level entry is a copy root, and a copy root cannot be a link): --exclude /${name} leaves it out, or name the copy roots with --copy`;
+      `a top-level symlink (with no --copy every top-level entry is a copy root): --links contained keeps it, --exclude /${name} leaves it out, or name the copy roots with --copy`;
     const { base, repo } = repoWith({ 'app/a.js': 'a', 'real/y': 'y' });
     symlinkSync('a.js', join(repo, 'app/link'));
     symlinkSync('real', join(repo, 'alias'));
@@ -127,7 +127,7 @@ describe('every obstacle in one error', () => {
     mkfifo(join(repo, 'real/fifo'));
     const named = await refusal(repo, store, { copy: ['alias', 'real/fifo'] });
     expect(named.details).toEqual([
-      { path: 'alias', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: declare what it points to, or leaving it out of --copy leaves it out' },
+      { path: 'alias', code: 'SEAL_SYMLINK', hint: 'a declared root that is a symlink: --links contained keeps it, declare what it points to, or leaving it out of --copy leaves it out' },
       { path: 'real/fifo', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: leaving it out of --copy leaves it out' },
     ]);
     rmSync(join(repo, 'real/fifo'));

@@ -1,7 +1,7 @@
 // roundtrip.test.ts: push and pull against a real registry: exact round trip, what goes over the wire, deltas, skopeo, the CLI.
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -85,6 +85,24 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     await copy.materialize(clone, { createClone: true });
     expect(copy.entries.map((e) => [e.path, String(lstatSync(join(clone, e.path), { bigint: true }).mtimeNs)])).toEqual(copy.entries.map((e) => [e.path, e.mtime_ns]));
     expect(copy.entries.map((e) => e.mtime_ns)).toEqual(copy.entries.map((e) => String(lstatSync(join(source, e.path), { bigint: true }).mtimeNs)));
+    await a.close();
+    await b.close();
+  });
+
+  it("round-trips copy roots that are links themselves (links: 'contained'): pulled, verified and materialized as the links", async () => {
+    const { source, remote, a, b } = await setup('link-roots');
+    writeFileSync(join(source, 'AGENTS.md'), 'agents');
+    symlinkSync('AGENTS.md', join(source, 'CLAUDE.md'));
+    const snap = await a.capture({ source, copy: ['AGENTS.md', 'CLAUDE.md', 'src'], links: 'contained' });
+    await a.push(snap.digest, remote);
+    await b.pull(snap.digest, remote);
+    const copy = b.get(snap.digest);
+    expect(describeTree(copy.root)).toEqual(describeTree(snap.root));
+    expect(describeTree(copy.root)).toContain('l copy/CLAUDE.md -> AGENTS.md');
+    expect(await copy.verify()).toEqual(await snap.verify());
+    const arm = join(b.root, '..', 'arm');
+    await copy.materialize(arm, { createClone: true });
+    expect([readlinkSync(join(arm, 'CLAUDE.md')), readFileSync(join(arm, 'CLAUDE.md'), 'utf8')]).toEqual(['AGENTS.md', 'agents']);
     await a.close();
     await b.close();
   });
