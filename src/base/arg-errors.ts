@@ -120,18 +120,20 @@ export function checkOptions<T extends object>(name: string, value: T | undefine
 }
 
 /**
- * An option is read from the options object itself: one a prototype supplies (a polluted
- * `Object.prototype.clean`, or `ephemeral`, would turn a plain reset or open into one that
- * removes what it was never asked to) is ERR_INVALID_ARG_VALUE, and so for options left
- * out, whose defaults are plain objects too.
+ * An option Object.prototype supplies is ERR_INVALID_ARG_VALUE, for options left out too
+ * (their defaults are plain objects): a polluted `Object.prototype.clean`, or `ephemeral`,
+ * would turn a plain reset or open into one that removes what it was never asked to. One
+ * an options object inherits from its own prototype (a class's getter, defaults under
+ * `Object.create`) is the caller's, and taken; nothing on the way is read.
  */
 function checkNotInherited(name: string, value: object | undefined, keys: readonly string[]): void {
-  const options = (value ?? {}) as Record<string, unknown>;
   for (const key of keys) {
-    if (Object.hasOwn(options, key)) continue;
-    const inherited = options[key];
-    if (inherited !== undefined) {
-      throw invalidArgValue(`${name}.${key}`, inherited, 'is inherited (a prototype supplies it, not the options object itself: is Object.prototype polluted?)');
+    if (!Object.hasOwn(Object.prototype, key)) continue;
+    let own = false;
+    for (let o: object | null = value ?? null; o !== null && o !== Object.prototype && !own; o = Object.getPrototypeOf(o) as object | null) own = Object.hasOwn(o, key);
+    const polluted = (Object.prototype as unknown as Record<string, unknown>)[key];
+    if (!own && polluted !== undefined) {
+      throw invalidArgValue(`${name}.${key}`, polluted, 'is set on Object.prototype, not on the options object (is Object.prototype polluted?)');
     }
   }
 }

@@ -125,14 +125,18 @@ export function statsOrUndefined(sys: Sys, dirfd: number, names: readonly string
   return fstatatEach(sys, dirfd, names, AT_SYMLINK_NOFOLLOW).map((st) => (st instanceof Error ? undefined : st));
 }
 
-/** Rejects symlink and special-file hazards on the way to a root, writing nothing; `linkRoot`: the root is itself a link, which may replace one at its place. */
-export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy', linkRoot = false): void {
+/**
+ * Rejects symlink and special-file hazards on the way to a root, writing nothing. A link at
+ * a copy root's own place is no hazard: the swap renames it out whole (never following it),
+ * as one a materialize made there for a root that was a link; at a mount target it is.
+ */
+export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy'): void {
   const rel = parts.join('/');
   // Walks down while the path exists as directories, checking each component.
   using _ = walkDown(sys, cloneFd, parts, (dirfd, name, i) => {
     const st = statOrNull(sys, dirfd, name);
     const last = i === parts.length - 1;
-    if (last && linkRoot && st !== null && isLink(st.mode)) return null;
+    if (last && label === 'copy' && st !== null && isLink(st.mode)) return null;
     if (st !== null && isLink(st.mode)) {
       throw new SealError('SEAL_SYMLINK', `${label} target ${last ? 'cannot be a symlink' : 'has a symlink parent'}: ${escapePath(rel)}`, { path: rel });
     }

@@ -22,7 +22,7 @@ import { madeEntries } from './materialize-run.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import type { StoredSnapshot } from './document.js';
-import { isLinkRoot, makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
+import { makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
 import {
   buildInto,
   materializeFile,
@@ -320,10 +320,13 @@ function emptyReport(method: ResetReport['method']): ResetReport {
  */
 function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions & RunHooks): ResetReport {
   const started = performance.now();
-  const { clean, ...materializeOptions } = options;
+  const { ...materializeOptions } = options;
+  // Only the options' own: a polluted prototype never turns a reset into one that cleans.
+  const clean = Object.hasOwn(options, 'clean') && options.clean === true;
+  delete materializeOptions.clean;
   const roots = rootsOf(data);
-  // A link or a special file at a root or above one is refused before anything is written.
-  for (const parts of roots) preflightRoot(sys, cloneFd, parts, 'copy', isLinkRoot(data.entries, parts));
+  // A link above a root, or a special file at or above one, is refused before anything is written (a link at a root's place is replaced, unfollowed).
+  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   const interrupted = checkMarker(sys, cloneFd);
   using trash = new Trash(sys, cloneFd);
   let report: ResetReport;
@@ -459,7 +462,8 @@ function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, d
     };
     return materializeInto(sys, snapshotRoot, data, dir.fd, { ...options, checked });
   }
-  const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
+  // A materialize never cleans: said as its own key, so no prototype can say otherwise.
+  const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, { ...rest, clean: false });
   return report;
 }
 

@@ -43,9 +43,9 @@ export class CloneSwap {
     return own(this.sys, parts.length === 0 ? this.sys.openat(fd, '.', DIR_FLAGS) : openBeneath(this.sys, fd, parts, DIR_FLAGS));
   }
 
-  /** fstatat (no follow) of <base>/<parent>/<name> (default the clone), or null when it does not exist. */
-  #stat(parent: readonly string[], name: string, base: Base = 'clone'): Stat | null {
-    using dir = this.#open(base, parent);
+  /** fstatat (no follow) of clone/<parent>/<name>, or null when it does not exist. */
+  #stat(parent: readonly string[], name: string): Stat | null {
+    using dir = this.#open('clone', parent);
     return statOrNull(this.sys, dir.fd, name);
   }
 
@@ -94,10 +94,8 @@ export class CloneSwap {
     try {
       this.#parents(parent, rel);
       const existing = this.#stat(parent, name);
-      // A link where a file or directory root goes is refused; a root that is itself a link (links: 'contained') replaces the one a materialize made, or the agent's, unfollowed.
-      const linkRoot = existing !== null && isLink(existing.mode) && isLink(this.#stat(parent, name, 'new')?.mode ?? 0);
-      if (existing !== null && isLink(existing.mode) && !linkRoot) throw new SealError('SEAL_SYMLINK', `copy target cannot be a symlink: ${escapePath(rel)}`, { path: rel });
-      if (existing !== null && !linkRoot && !isDir(existing.mode) && !isReg(existing.mode)) {
+      // A link at the root's own place (one a materialize made for a root that was a link, or the agent's) is exchanged out whole, never followed.
+      if (existing !== null && !isLink(existing.mode) && !isDir(existing.mode) && !isReg(existing.mode)) {
         throw new SealError('SEAL_SPECIAL_FILE', `copy target has an unsupported type: ${escapePath(rel)}`, { path: rel });
       }
       if (existing !== null) this.#exchange(parent, name);

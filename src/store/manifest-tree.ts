@@ -134,13 +134,6 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
   }
 }
 
-/** Whether the copy root at `parts` is itself a link (a root kept with links: 'contained'): a link may stand at its place in a clone. */
-export function isLinkRoot(entries: Entries, parts: readonly string[]): boolean {
-  const reader = new EntryReader(entries);
-  const n = reader.indexOf(parts.join('/'));
-  return n >= 0 && reader.kind(n) === 'symlink';
-}
-
 /** The manifest index of `path` in entries (in manifest order: sorted by path, as a checked document is), or -1. */
 export function indexOfPath(entries: Entries, path: string): number {
   return new EntryReader(entries).indexOf(path);

@@ -13,7 +13,7 @@ import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY,
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
-import { buildTree, childrenOf, indexOfPath, isLinkRoot, makeDir, type Children } from './manifest-tree.js';
+import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
@@ -321,7 +321,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   const cloneSt = sys.fstat(cloneFd);
   const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', data.entries.length));
   const roots = rootsOf(data);
-  for (const parts of roots) preflightRoot(sys, cloneFd, parts, 'copy', isLinkRoot(data.entries, parts));
+  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   // A marker planted in the clone is refused before anything is written (and checked again when replaced).
   checkMarker(sys, cloneFd);

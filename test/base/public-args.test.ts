@@ -129,7 +129,7 @@ describe('lists past their bound', () => {
   });
 });
 
-describe('options a prototype supplies', () => {
+describe('options Object.prototype supplies', () => {
   it('are refused, never taken: a polluted Object.prototype.ephemeral made a plain open remove the whole store at close, .clean made a plain reset remove what lies outside the copy roots', async () => {
     const dir = tempDir();
     writeTree(join(dir, 'src'), { 'a/f': 'x' });
@@ -140,7 +140,7 @@ describe('options a prototype supplies', () => {
     writeFileSync(join(clone, 'precious'), 'outside the copy roots');
     const inherited = (key: string, shown: string) => ({
       code: 'ERR_INVALID_ARG_VALUE',
-      message: `The property '${key}' is inherited (a prototype supplies it, not the options object itself: is Object.prototype polluted?). Received ${shown}`,
+      message: `The property '${key}' is set on Object.prototype, not on the options object (is Object.prototype polluted?). Received ${shown}`,
     });
     const polluted = <T>(key: string, value: unknown, call: () => T): T => {
       (Object.prototype as Record<string, unknown>)[key] = value;
@@ -160,8 +160,16 @@ describe('options a prototype supplies', () => {
     // The async call checks its options on the calling thread, as it is made.
     const pending = polluted('clean', true, () => snap.reset(clone));
     await expectError(async () => pending, inherited('options.clean', 'true'));
-    // An options object of another prototype (Object.create(defaults)) says the same.
-    expectError(() => snap.resetSync(clone, Object.create({ clean: true }) as never), inherited('options.clean', 'true'));
+    // A materialize into a clone holding its ledger resets it: a polluted clean never makes it clean.
+    polluted('clean', true, () => expect(snap.materializeSync(clone)).toMatchObject({ reset: true }));
+    // Options an object inherits from a prototype of the caller's (defaults under Object.create, a class's getter) are taken.
+    expect(snap.diffSync(clone, Object.create({ verify: true }) as never)).toMatchObject({ ok: true, method: 'hash' });
+    class Diff {
+      get all(): boolean {
+        return true;
+      }
+    }
+    expect(snap.diffSync(clone, new Diff() as never)).toMatchObject({ outside: ['precious'] });
     expect(readFileSync(join(clone, 'precious'), 'utf8')).toBe('outside the copy roots');
     expect(existsSync(join(dir, 'other'))).toBe(false);
     store.closeSync();

@@ -424,7 +424,7 @@ describe("a copy root that is itself a link (links: 'contained')", () => {
     expect([readlinkSync(join(arm, 'CLAUDE.md')), readFileSync(join(arm, 'CLAUDE.md'), 'utf8')]).toEqual(['AGENTS.md', 'agents']);
     expect(await snap.verify()).toMatchObject({ entries: 5 });
     expect(await snap.checkClone(arm)).toMatchObject({ ok: true });
-    // Again over the links it made: a link root replaces the link at its place (a file or directory root still refuses one).
+    // Again over the links it made (a reset, by its ledger).
     expect(snap.materializeSync(arm)).toMatchObject({ reset: true });
     expect(snap.diffSync(arm)).toMatchObject({ ok: true, method: 'ledger' });
     // The agent: a file in place of one link, the other retargeted at a file of the caller's.
@@ -448,6 +448,12 @@ describe("a copy root that is itself a link (links: 'contained')", () => {
     const other = again.captureSync({ source: repo, links: 'contained', revision: 'r2' });
     expect(other.materializeSync(arm)).toMatchObject({ reset: false, symlinks: 2 });
     expect(listTree(arm)).toEqual(['AGENTS.md', 'CLAUDE.md@', 'README.md@', 'docs/', 'docs/README.md']);
+    // The repository turns the link into a file: the next snapshot's file root replaces the link the last one left.
+    unlinkSync(join(repo, 'CLAUDE.md'));
+    writeFileSync(join(repo, 'CLAUDE.md'), 'a file now');
+    const third = again.captureSync({ source: repo, links: 'contained', revision: 'r3' });
+    expect(third.materializeSync(arm)).toMatchObject({ reset: false, symlinks: 1 });
+    expect([lstatSync(join(arm, 'CLAUDE.md')).isFile(), readFileSync(join(arm, 'CLAUDE.md'), 'utf8'), readFileSync(join(repo, 'AGENTS.md'), 'utf8')]).toEqual([true, 'a file now', 'agents']);
     again.closeSync();
   });
 });
