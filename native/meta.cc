@@ -1,4 +1,4 @@
-// meta.cc: fchmod, fchmodat (fchmodat2, never following a link), fchown, futimens, utimensat and flock.
+// meta.cc: fchmod, fchmodat (fchmodat2 for its flags: never following a link), fchown, futimens, utimensat and flock.
 #include <errno.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -19,7 +19,9 @@ namespace treeseal {
 // mode is read as a uint32 (mode_t), the flock operation as an int32 (kUint32Range, kInt32Range below).
 static int DoFchmod(int fd, int64_t mode) { return RetryEintr([=] { return ::fchmod(fd, static_cast<mode_t>(mode)); }); }
 
+// No flags: the fchmodat syscall every kernel has; flags (AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH): fchmodat2 (6.6+).
 static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
+  if (flags == 0) return RetryEintr([=] { return ::fchmodat(dirfd, path, mode, 0); });
   return static_cast<int>(RetryEintr([=] { return ::syscall(SYS_fchmodat2, dirfd, path, mode, flags); }));
 }
 
@@ -84,7 +86,7 @@ static Napi::Value Fchown(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW is honoured (ENOSYS on kernels before 6.6)
+// fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW and AT_EMPTY_PATH are honoured (ENOSYS on kernels before 6.6); no flags works everywhere
 static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
   int dirfd, flags;
   uint32_t mode;

@@ -57,14 +57,22 @@ export function openChildDir(sys: Sys, dirfd: number, name: string | Buffer): nu
 /**
  * Gives the directory dirfd/name u+rwx, never following a link: the name is opened as a
  * path only (O_PATH, a directory or nothing, and no hard link names a directory) and
- * chmodded through that fd (fchmodat2 with AT_EMPTY_PATH), so a name swapped meanwhile
+ * chmodded through that fd (fchmodat2 with AT_EMPTY_PATH; before kernel 6.6, fchmodat of
+ * the fd's own /proc/self/fd link), so a name swapped meanwhile
  * changes nothing elsewhere. Returns false, having changed nothing, where this user may
  * not chmod it (EPERM: another user's).
  */
 export function openUpDir(sys: Sys, dirfd: number, name: string | Buffer): boolean {
   using path = own(sys, sys.openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+  const mode = (sys.fstat(path.fd).mode & 0o7777) | 0o700;
   try {
-    sys.fchmodat(path.fd, '', (sys.fstat(path.fd).mode & 0o7777) | 0o700, AT_EMPTY_PATH);
+    try {
+      sys.fchmodat(path.fd, '', mode, AT_EMPTY_PATH);
+    } catch (err) {
+      // No fchmodat2 (kernels before 6.6): the fd's own link in /proc names that directory, never a path walked again.
+      if (!hasCode(err, 'ENOSYS')) throw err;
+      sys.fchmodat(AT_FDCWD, `/proc/self/fd/${path.fd}`, mode, 0);
+    }
     return true;
   } catch (err) {
     if (hasCode(err, 'EPERM')) return false;

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
-import { LOCK_EX, LOCK_NB, O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, listTree, mkfifo, rootOrSkip, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { AT_EMPTY_PATH, LOCK_EX, LOCK_NB, O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
+import { checkNoFdLeaks, expectError, listTree, mkfifo, rootOrSkip, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -127,6 +127,21 @@ describe('the materialize stage lives inside the clone', () => {
     chmodSync(join(clone, `${STAGE}dead/new`), 0o000);
     expect(store.gc({ clone })).toBe(1);
     expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    // A kernel before 6.6 (no fchmodat2, ENOSYS): opened up through the fd's /proc link instead, never a path walked again.
+    const calls: string[] = [];
+    const oldKernel = wrapSys({
+      fchmodat: (orig) => (dirfd, path, mode, flags) => {
+        calls.push(String(path).replace(/\/\d+$/, '/N'));
+        if ((flags & AT_EMPTY_PATH) !== 0) throw systemError('ENOSYS', 'fchmodat');
+        return orig(dirfd, path, mode, flags);
+      },
+    });
+    writeTree(clone, { 'tree/hide/leak.txt': 'TASK-2 SECRET' });
+    chmodSync(join(clone, 'tree/hide'), 0o300);
+    expect(withSys(snap, oldKernel).materializeSync(clone)).toMatchObject({ reset: false });
+    expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    // As a user it had to open that directory up; as root nothing is refused, and nothing is asked.
+    if (process.geteuid?.() !== 0) expect(calls).toEqual(['', '/proc/self/fd/N']);
     store.closeSync();
   });
 
