@@ -78,10 +78,6 @@ function excludeHint(path: string): string {
 }
 
 /**
- * The exclude pattern for a name that is not UTF-8: patterns see each invalid sequence as
- * U+FFFD (exclude.ts, matchedName), which `?` matches; shown only where the rest needs no escape.
- */
-/**
  * Records the name below dirRel that is not valid UTF-8 (the walk steps past it, never
  * opening it): SEAL_BAD_PATH, its hint an exclude pattern with `?` for each invalid
  * sequence, offered only when none of its UTF-8 siblings matches it too. `userDir` is
@@ -96,6 +92,10 @@ export function addBadName(obstacles: Obstacles, name: Buffer, dirRel: string, u
   obstacles.add(err, 'bad-name', { ...where, matched });
 }
 
+/**
+ * The exclude pattern for a name that is not UTF-8: patterns see each invalid sequence as
+ * U+FFFD (exclude.ts, matchedName), which `?` matches; shown only where the rest needs no escape.
+ */
 function badNameExclude(matched: string | undefined): string {
   const pattern = matched?.replace(/\uFFFD/g, '?');
   if (pattern === undefined || escapePath(pattern) !== pattern) return '--exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)';
