@@ -117,11 +117,16 @@ function modeText(mode: number): string {
  * user's): lockedDirError, naming it as `shown` (default: its name).
  */
 export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer, shown?: string): number {
+  return openOpenedUp(sys, dirfd, name, (err) => lockedDirError(sys, dirfd, name, err, shown));
+}
+
+/** openChildDir, giving a directory refused with EACCES u+rwx (openUpDir) and opening it again; one this user may not chmod throws `refused(err)`. */
+function openOpenedUp(sys: Sys, dirfd: number, name: string | Buffer, refused: (err: unknown) => unknown): number {
   try {
     return openChildDir(sys, dirfd, name);
   } catch (err) {
     if (!hasCode(err, 'EACCES')) throw err;
-    if (!openUpDir(sys, dirfd, name)) throw lockedDirError(sys, dirfd, name, err, shown);
+    if (!openUpDir(sys, dirfd, name)) throw refused(err);
     return openChildDir(sys, dirfd, name);
   }
 }
@@ -444,7 +449,9 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
   }
   let fd: number;
   try {
-    fd = openRemovedDir(sys, parentFd, name);
+    // One this user may not list (an agent's `chmod 0300` in a clone, whose old tree a materialize swaps out) is opened
+    // up first, as openUp would once open; another user's is refused as before (EACCES).
+    fd = openOpenedUp(sys, parentFd, name, (err) => err);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return undefined;
     if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN);
@@ -461,20 +468,6 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
     opened.close();
     if (hasCode(err, 'ENOENT')) return undefined;
     throw err;
-  }
-}
-
-/**
- * Opens a directory removeAt empties: one this user may not list (an agent's `chmod 0300`
- * in a clone, whose old tree a materialize swaps out) is given u+rwx through an O_PATH fd
- * first, as openUp would once open; another user's is refused as before (EACCES).
- */
-function openRemovedDir(sys: Sys, parentFd: number, name: string | Buffer): number {
-  try {
-    return openChildDir(sys, parentFd, name);
-  } catch (err) {
-    if (!hasCode(err, 'EACCES') || !openUpDir(sys, parentFd, name)) throw err;
-    return openChildDir(sys, parentFd, name);
   }
 }
 

@@ -6,7 +6,7 @@ import { changedRecently, waitPastWrites } from './in-flight.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isReg, isSpecial } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -214,7 +214,7 @@ function openToRead(sys: Sys, dirfd: number, name: string, shown: string): Fd {
 function isSpecialAt(sys: Sys, dirfd: number, name: string): boolean {
   try {
     const { mode } = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-    return !isReg(mode) && !isDir(mode) && !isLink(mode);
+    return isSpecial(mode);
   } catch {
     return false;
   }

@@ -320,10 +320,9 @@ function emptyReport(method: ResetReport['method']): ResetReport {
  */
 function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd: number, old: Ledger | undefined, options: ResetOptions & RunHooks): ResetReport {
   const started = performance.now();
-  const { ...materializeOptions } = options;
-  // Only the options' own: a polluted prototype never turns a reset into one that cleans.
+  const { clean: _clean, ...materializeOptions } = options;
+  // Only the options' own: a polluted prototype never turns a reset (or a materialize's) into one that cleans.
   const clean = Object.hasOwn(options, 'clean') && options.clean === true;
-  delete materializeOptions.clean;
   const roots = rootsOf(data);
   // A link above a root, or a special file at or above one, is refused before anything is written (a link at a root's place is replaced, unfollowed).
   for (const parts of roots) preflightRoot(sys, cloneFd, parts);
@@ -462,8 +461,7 @@ function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, d
     };
     return materializeInto(sys, snapshotRoot, data, dir.fd, { ...options, checked });
   }
-  // A materialize never cleans: said as its own key, so no prototype can say otherwise.
-  const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, { ...rest, clean: false });
+  const { method: _m, added: _a, removed: _r, changed: _c, outside: _o, ...report } = resetInto(sys, snapshotRoot, data, dir.fd, ledger, rest);
   return report;
 }
 
