@@ -587,14 +587,14 @@ async function oneTrial(lane, attack, mode, t) {
     if (how === 'reset-clean' && attack !== 'swap-mid-reset' && extra.length > 0) bad.push(`reset clean left beside the roots: ${extra.slice(0, 3).join(', ')}`);
   } else {
     refusedCode = rep.error?.code ?? 'hang';
-    // Refused by design: a copy root that is a link (SEAL_SYMLINK), a marker materialize did not make (SEAL_COLLISION).
+    // Refused by design: a marker materialize did not make (SEAL_COLLISION). (A link at a copy root's place is renamed
+    // out and unlinked, never followed: a refusal of it is a violation.)
     // (A directory the agent made unreadable, mode 0 or 100, is not refused, with root or without: reset opens its
     // modes up through an O_PATH fd and goes on.) The harness then removes that one name, and the next reset must
     // repair the rest.
-    const expected = { 'root-symlink': 'SEAL_SYMLINK', 'planted-marker': 'SEAL_COLLISION' }[attack];
+    const expected = { 'planted-marker': 'SEAL_COLLISION' }[attack];
     if (refusedCode !== expected) bad.push(`${how} refused a clone it should repair: ${refusedCode} ${rep.error?.message ?? ''}`);
     else {
-      if (attack === 'root-symlink') for (const root of ROOTS) if (lstatSync(join(clone, root)).isSymbolicLink()) unlinkSync(join(clone, root));
       if (attack === 'planted-marker') rmSync(join(clone, '.treeseal-materializing'), { recursive: true });
       const again = await call(lane, driver, 'reset', { clone });
       bad.push(...replyViolations('reset once unblocked', again, lane.canary));

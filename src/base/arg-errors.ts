@@ -101,6 +101,8 @@ export function checkFunction(name: string, value: unknown): void {
 export interface KnownKeys {
   op: string;
   keys: readonly string[];
+  /** More to say of an unknown key (where the option a caller meant lives instead), appended after a colon. */
+  hint?: ((key: string) => string | undefined) | undefined;
 }
 
 /**
@@ -112,7 +114,9 @@ export function checkOptions<T extends object>(name: string, value: T | undefine
   if (value !== undefined && (value === null || typeof value !== 'object' || Array.isArray(value))) throw invalidArgType(name, 'object', value);
   if (known !== undefined) {
     for (const key of value === undefined ? [] : Object.keys(value)) {
-      if (!known.keys.includes(key)) throw invalidArgValue(`${name}.${key}`, (value as Record<string, unknown>)[key], `is not an option of ${known.op} (${known.keys.join(', ')})`);
+      if (known.keys.includes(key)) continue;
+      const hint = known.hint?.(key);
+      throw invalidArgValue(`${name}.${key}`, (value as Record<string, unknown>)[key], `is not an option of ${known.op} (${known.keys.join(', ')})${hint === undefined ? '' : `: ${hint}`}`);
     }
     checkNotInherited(name, value, known.keys);
   }

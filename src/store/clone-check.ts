@@ -197,12 +197,14 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
     const path = parts.slice(0, i + 1).join('/');
     const st = statOrNull(c.sys, fd, name);
     if (st === null) return null;
+    // Found: not removed, whatever it is; a link or a file in its place is changed, once however many roots lie below it.
+    const index = c.entries.indexOf(path);
+    const first = index < 0 || c.seen[index] !== 1;
+    if (index >= 0) c.seen[index] = 1;
     if (!isDir(st.mode)) {
-      c.report.changed.push(path);
+      if (first) c.report.changed.push(path);
       return null;
     }
-    const index = c.entries.indexOf(path);
-    if (index >= 0) c.seen[index] = 1;
     const next = openListable(c, fd, name, path);
     if (next === undefined) return null;
     reached = i + 1;
@@ -236,7 +238,10 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
     using parent = openRootParent(c, cloneDir.fd, parts);
     if (parent === undefined) continue;
     const path = parts.join('/');
-    checkEntry(c, parent.fd, parts[parts.length - 1]!, path, c.entries.indexOf(path));
+    const index = c.entries.indexOf(path);
+    if (parts.length === 1) checkEntry(c, parent.fd, path, path, index);
+    // A directory above the root that is listed but not searchable (0600): unreadable, as one inside a root is.
+    else if (!checkNamed(c, parent.fd, parts[parts.length - 1]!, path, index, undefined)) unreadable(c, parts.slice(0, -1).join('/'));
   }
   for (let i = 0; i < entries.length; i++) {
     if (c.seen[i] === 1) continue;

@@ -1,4 +1,4 @@
-// clone-paths.ts: the clone-side path checks materialize and mount points share: no symlink, no special file on the way.
+// clone-paths.ts: the clone-side path checks materialize and mount points share: the clone apart from source and store, no symlink or special file on the way to a mount target.
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
@@ -126,22 +126,21 @@ export function statsOrUndefined(sys: Sys, dirfd: number, names: readonly string
 }
 
 /**
- * Rejects symlink and special-file hazards on the way to a root, writing nothing. A link at
- * a copy root's own place is no hazard: the swap renames it out whole (never following it),
- * as one a materialize made there for a root that was a link; at a mount target it is.
+ * Rejects symlink and special-file hazards on the way to a mount target, writing nothing:
+ * a bind mount there would follow them. (A copy root needs no such check: whatever stands
+ * at or above it that is not a directory is renamed out whole, never followed.)
  */
-export function preflightRoot(sys: Sys, cloneFd: number, parts: readonly string[], label = 'copy'): void {
+export function preflightMount(sys: Sys, cloneFd: number, parts: readonly string[]): void {
   const rel = parts.join('/');
   // Walks down while the path exists as directories, checking each component.
   using _ = walkDown(sys, cloneFd, parts, (dirfd, name, i) => {
     const st = statOrNull(sys, dirfd, name);
     const last = i === parts.length - 1;
-    if (last && label === 'copy' && st !== null && isLink(st.mode)) return null;
     if (st !== null && isLink(st.mode)) {
-      throw new SealError('SEAL_SYMLINK', `${label} target ${last ? 'cannot be a symlink' : 'has a symlink parent'}: ${escapePath(rel)}`, { path: rel });
+      throw new SealError('SEAL_SYMLINK', `mount target ${last ? 'cannot be a symlink' : 'has a symlink parent'}: ${escapePath(rel)}`, { path: rel });
     }
     if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
-      throw new SealError('SEAL_SPECIAL_FILE', `${label} target ${last ? '' : 'parent '}has an unsupported type: ${escapePath(rel)}`, { path: rel });
+      throw new SealError('SEAL_SPECIAL_FILE', `mount target ${last ? '' : 'parent '}has an unsupported type: ${escapePath(rel)}`, { path: rel });
     }
     return st === null || last || isReg(st.mode) ? null : openChildDir(sys, dirfd, name);
   });

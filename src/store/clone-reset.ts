@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, openSearchableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -15,7 +15,7 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, preflightRoot, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
@@ -280,13 +280,25 @@ function resetDir(r: Reset, fd: number, rel: string): void {
   }
 }
 
-/** Opens the clone directory holding a root: missing directories above it made (0700), a file in the way replaced by one (preflightRoot refused links and special files). */
-function openRootParent(sys: Sys, cloneFd: number, parents: readonly string[]): Fd {
+/**
+ * Opens the clone directory holding a root: a missing directory above it made (0700) and
+ * reported removed, anything else in the way (a file, a link, a FIFO: never followed)
+ * unlinked, a directory made in its place and reported changed, each once however many
+ * roots lie below it, as diff reports them.
+ */
+function openRootParent(r: Reset, cloneFd: number, parents: readonly string[]): Fd {
+  const { sys } = r.run;
   return walkDown(sys, cloneFd, parents, (dirfd, name, i) => {
+    const path = parents.slice(0, i + 1).join('/');
     const st = statOrNull(sys, dirfd, name);
-    if (st !== null && !isDir(st.mode)) removeAt(sys, dirfd, name, DT_REG);
-    if (st === null || !isDir(st.mode)) sys.mkdirat(dirfd, name, 0o700);
-    return openRepairableDir(sys, dirfd, name, parents.slice(0, i + 1).join('/'));
+    const index = r.entries.indexOf(path);
+    if (st === null || !isDir(st.mode)) {
+      if (st !== null) removeAt(sys, dirfd, name, DT_REG);
+      sys.mkdirat(dirfd, name, 0o700);
+      if (index >= 0 && r.seen[index] !== 1) (st === null ? r.report.removed : r.report.changed).push(path);
+    }
+    if (index >= 0) r.seen[index] = 1;
+    return openSearchableDir(sys, dirfd, name, path);
   });
 }
 
@@ -324,8 +336,6 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   // Only the options' own: a polluted prototype never turns a reset (or a materialize's) into one that cleans.
   const clean = Object.hasOwn(options, 'clean') && options.clean === true;
   const roots = rootsOf(data);
-  // A link above a root, or a special file at or above one, is refused before anything is written (a link at a root's place is replaced, unfollowed).
-  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   const interrupted = checkMarker(sys, cloneFd);
   using trash = new Trash(sys, cloneFd);
   let report: ResetReport;
@@ -351,7 +361,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         report,
       };
       for (const parts of roots) {
-        using parent = openRootParent(sys, cloneFd, parts.slice(0, -1));
+        using parent = openRootParent(r, cloneFd, parts.slice(0, -1));
         resetEntry(r, parent.fd, parts[parts.length - 1]!, r.entries.indexOf(parts.join('/')));
       }
     });

@@ -1,9 +1,9 @@
 // clone-swap.ts: moves built roots from the stage into the clone as one undoable transaction: nothing is deleted until the last swap.
 import { SealError, isSealError } from '../base/errors.js';
-import { DIR_FLAGS, openBeneath, own, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openSearchableDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { ioError, isRefusal } from '../base/refusal.js';
-import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { statOrNull } from './clone-paths.js';
@@ -68,17 +68,22 @@ export class CloneSwap {
     this.#steps.push({ kind: 'displaced', parent, name, slot });
   }
 
-  /** Opens the clone directories above a root, making missing ones and displacing a regular file in the way. */
-  #parents(parts: readonly string[], rel: string): void {
+  /**
+   * Makes the clone directories above a root: a missing one made (0700); anything else
+   * that is not a directory (a file, a link, a FIFO, a device node the agent left there)
+   * displaced whole, never followed, and a directory made; one of this user's that it may
+   * not search (an agent's `chmod 0`, `0600`) given u+rwx through its own fd, never by path.
+   */
+  #parents(parts: readonly string[]): void {
     for (let i = 0; i < parts.length; i++) {
       const parent = parts.slice(0, i);
       const name = parts[i]!;
       const st = this.#stat(parent, name);
-      if (st !== null && isLink(st.mode)) throw new SealError('SEAL_SYMLINK', `copy target cannot traverse a symlink: ${escapePath(rel)}`, { path: rel });
-      if (st !== null && !isDir(st.mode) && !isReg(st.mode)) {
-        throw new SealError('SEAL_SPECIAL_FILE', `copy target parent has an unsupported type: ${escapePath(rel)}`, { path: rel });
+      if (st !== null && isDir(st.mode)) {
+        using above = this.#open('clone', parent);
+        using _ = own(this.sys, openSearchableDir(this.sys, above.fd, name, parts.slice(0, i + 1).join('/')));
+        continue;
       }
-      if (st !== null && isDir(st.mode)) continue;
       if (st !== null) this.#displace(parent, name);
       using again = this.#open('clone', parent);
       this.sys.mkdirat(again.fd, name, 0o700);
@@ -92,13 +97,10 @@ export class CloneSwap {
     const parent = parts.slice(0, -1);
     const name = parts[parts.length - 1]!;
     try {
-      this.#parents(parent, rel);
-      const existing = this.#stat(parent, name);
-      // A link at the root's own place (one a materialize made for a root that was a link, or the agent's) is exchanged out whole, never followed.
-      if (existing !== null && !isLink(existing.mode) && !isDir(existing.mode) && !isReg(existing.mode)) {
-        throw new SealError('SEAL_SPECIAL_FILE', `copy target has an unsupported type: ${escapePath(rel)}`, { path: rel });
-      }
-      if (existing !== null) this.#exchange(parent, name);
+      this.#parents(parent);
+      // Whatever stands at the root's own place (the old tree; a link a materialize made for a root that was a link, or
+      // the agent's; a FIFO or a device node) is exchanged out whole, never followed or opened.
+      if (this.#stat(parent, name) !== null) this.#exchange(parent, name);
       else {
         this.#move(['new', parent, name], ['clone', parent, name]);
         this.#steps.push({ kind: 'renamed', parent, name });

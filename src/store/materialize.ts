@@ -12,7 +12,7 @@ import { fsOf } from '../base/fs-types.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
-import { checkCloneApart, makeCloneDir, preflightRoot, statOrNull } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
@@ -214,11 +214,19 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
   try {
     parent = parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS);
   } catch (err) {
-    if (hasCode(err, 'ENOENT', 'ENOTDIR')) return;
+    // Nothing there, or a link or a file above the root: the swap renames that out whole, nothing below it looked at.
+    // A directory above it this user may not search is passed over, as checkRemovable passes one over (the swap opens it up).
+    if (hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES')) return;
     throw err;
   }
   using dir = own(sys, parent);
-  if (statOrNull(sys, dir.fd, parts[parts.length - 1]!) !== null) checkRemovable(sys, dir.fd, parts[parts.length - 1]!, parts.join('/'));
+  try {
+    if (statOrNull(sys, dir.fd, parts[parts.length - 1]!) === null) return;
+  } catch (err) {
+    if (hasCode(err, 'EACCES')) return;
+    throw err;
+  }
+  checkRemovable(sys, dir.fd, parts[parts.length - 1]!, parts.join('/'));
 }
 
 /**
@@ -321,7 +329,6 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   const cloneSt = sys.fstat(cloneFd);
   const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', data.entries.length));
   const roots = rootsOf(data);
-  for (const parts of roots) preflightRoot(sys, cloneFd, parts);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   // A marker planted in the clone is refused before anything is written (and checked again when replaced).
   checkMarker(sys, cloneFd);

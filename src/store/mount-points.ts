@@ -4,7 +4,7 @@ import type { StoredSnapshot } from './document.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { openMountParent, parentCollision, preflightRoot, statOrNull, targetCollision } from './clone-paths.js';
+import { openMountParent, parentCollision, preflightMount, statOrNull, targetCollision } from './clone-paths.js';
 import { checkRelative, checkWorkspace, escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
@@ -45,7 +45,7 @@ export interface MountPointOptions {
 /** Refuses a target that cannot be prepared (a symlink, special file or other type on its path), writing nothing. */
 function checkTarget(sys: Sys, cloneFd: number, parts: readonly string[], directory: boolean): void {
   const rel = parts.join('/');
-  preflightRoot(sys, cloneFd, parts, 'mount');
+  preflightMount(sys, cloneFd, parts);
   using _ = walkDown(sys, cloneFd, parts, (dirfd, name, i) => {
     const st = statOrNull(sys, dirfd, name);
     if (st === null) return null;

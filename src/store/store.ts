@@ -227,12 +227,9 @@ export class SnapshotStore {
   static readonly #gc = defineOp('gc', {
     validate: (store: SnapshotStore, options: GcOptions = {}) => {
       store.#checkOpen();
-      checkOptions('options', options);
       // gc sweeps; removing snapshots by a policy is prune's: a policy given here would be ignored without a word.
-      for (const key of Object.keys(options)) {
-        if (key !== 'clone') throw invalidArgValue(`options.${key}`, (options as Record<string, unknown>)[key], `is not an option of gc (clone)${['olderThanMs', 'keepLast', 'maxBytes'].includes(key) ? ': snapshots are removed by a policy with prune()' : ''}`);
-      }
-      const clone = checkOptions('options', options, { op: 'gc', keys: ['clone'] }).clone;
+      const hint = (key: string): string | undefined => (['olderThanMs', 'keepLast', 'maxBytes'].includes(key) ? 'snapshots are removed by a policy with prune()' : undefined);
+      const clone = checkOptions('options', options, { op: 'gc', keys: ['clone'], hint }).clone;
       if (clone !== undefined) checkString('options.clone', clone);
       return store.#call(store.root, clone);
     },

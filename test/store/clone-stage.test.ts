@@ -145,6 +145,32 @@ describe('the materialize stage lives inside the clone', () => {
     store.closeSync();
   });
 
+  it('a directory above a nested root the agent made unsearchable (0000, 0600) is opened up through its own fd, by a whole materialize and by a reset, and is unreadable to diff (as a user, the walk above the root was EACCES)', async () => {
+    const { work, store, snap } = fixture({ 'deps/lib/a': 'alpha', 'deps/lib/b': 'beta' }, ['deps/lib']);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeFileSync(join(clone, 'deps/lib/a'), 'changed');
+    chmodSync(join(clone, 'deps'), 0o000);
+    expect(await snap.reset(clone)).toMatchObject({ reset: true, changed: ['deps/lib/a'] });
+    expect(listTree(clone)).toEqual(['deps/', 'deps/lib/', 'deps/lib/a', 'deps/lib/b']);
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    // Without a ledger (another snapshot's clone): the whole materialize's swap walks down to the root.
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['deps/lib'], revision: 'B' });
+    chmodSync(join(clone, 'deps'), 0o600);
+    // Listed but not searchable: diff and checkClone say so (as a user; root searches it anyway), and reset opens it up.
+    const asUser = process.geteuid?.() !== 0;
+    const blind = asUser ? { unreadable: ['deps'], changed: ['deps'], removed: [] } : { ok: true };
+    expect(await snap.diff(clone)).toMatchObject(blind);
+    expect(snap.checkCloneSync(clone)).toMatchObject(blind);
+    expect(snap.resetSync(clone)).toMatchObject({ reset: true, changed: [] });
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true });
+    chmodSync(join(clone, 'deps'), 0o600);
+    expect(other.materializeSync(clone)).toMatchObject({ reset: false, files: 2 });
+    expect(listTree(clone)).toEqual(['deps/', 'deps/lib/', 'deps/lib/a', 'deps/lib/b']);
+    expect(other.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
   it.runIf(rootOrSkip('mounting a tmpfs'))('works when the clone is itself a mount point', () => {
     const { work, store, snap } = fixture({ 'src/a': 'alpha', other: 'o' }, ['src', 'other']);
     const clone = join(work, 'mounted');

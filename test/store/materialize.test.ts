@@ -168,7 +168,7 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     store.closeSync();
   });
 
-  it('refuses a symlinked clone root, a symlink parent or target, and a special file at the target, writing nothing', () => {
+  it('refuses a symlinked clone root, writing nothing; renames out whole, never followed, a link or a FIFO standing above a root or at its place', () => {
     const { snap, store, work } = fixture(undefined, { 'a/b/c': 'x', 'z': 'z' }, ['a/b', 'z']);
     const real = clone(work);
     const link = join(work, 'clone-link');
@@ -178,11 +178,19 @@ describe('materialize on this filesystem (buffered fallback)', () => {
 
     const outside = join(work, 'outside');
     mkdirSync(outside);
+    // A link above a root (the agent's `rm -rf a && ln -s /elsewhere a`): renamed out and unlinked, a directory made in its place.
     const withParentLink = clone(work);
     symlinkSync(outside, join(withParentLink, 'a'));
-    expectError(() => snap.materializeSync(withParentLink), { code: 'SEAL_SYMLINK', message: 'copy target has a symlink parent: a/b', path: 'a/b', unchanged: dirname(withParentLink) });
-    expect(readdirSync(outside)).toEqual([]);
-    expect(tree(withParentLink)).toEqual(['a@']);
+    mkdirSync(join(outside, 'b'));
+    writeFileSync(join(outside, 'b/c'), 'the caller\'s');
+    expect(snap.materializeSync(withParentLink)).toMatchObject({ files: 2, reset: false });
+    expect(tree(withParentLink)).toEqual(['a/', 'a/b/', 'a/b/c', 'z']);
+    expect(readFileSync(join(withParentLink, 'a/b/c'), 'utf8')).toBe('x');
+    expect(tree(outside)).toEqual(['b/', 'b/c']);
+    expect(readFileSync(join(outside, 'b/c'), 'utf8')).toBe('the caller\'s');
+    expect(stagesLeft(withParentLink)).toEqual([]);
+    expect(snap.checkCloneSync(withParentLink)).toMatchObject({ ok: true });
+    rmSync(join(outside, 'b'), { recursive: true });
 
     // A link at a root's own place is renamed out whole and removed, never followed (one a materialize of a root that was a link left there, say).
     const withTargetLink = clone(work, { 'a/keep': 'k' });
@@ -194,10 +202,14 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     expect(snap.checkCloneSync(withTargetLink)).toMatchObject({ ok: true });
     unlinkSync(join(outside, 'mine'));
 
+    // A FIFO at a root's place and one above a root: renamed out whole, never opened (an open would block).
     const withFifo = clone(work);
     mkfifo(join(withFifo, 'z'));
-    expectError(() => snap.materializeSync(withFifo), { code: 'SEAL_SPECIAL_FILE', message: 'copy target has an unsupported type: z', unchanged: dirname(withFifo) });
-    expect(tree(withFifo)).toEqual(['z']);
+    mkfifo(join(withFifo, 'a'));
+    expect(snap.materializeSync(withFifo)).toMatchObject({ files: 2 });
+    expect(tree(withFifo)).toEqual(['a/', 'a/b/', 'a/b/c', 'z']);
+    expect(readFileSync(join(withFifo, 'z'), 'utf8')).toBe('z');
+    expect(stagesLeft(withFifo)).toEqual([]);
 
     const notDir = join(work, 'plain-file');
     writeFileSync(notDir, '');
