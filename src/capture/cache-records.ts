@@ -3,7 +3,7 @@ import type { EntryTable } from '../base/entry-table.js';
 import { MAX_GROWABLE_BYTES, ensureBytes, growablePrivate } from '../base/growable.js';
 import type { Stat } from '../sys/native.js';
 import { MAX_CACHE_ENTRIES, frameStatCache, writeLocation, type CacheSizes, type ChunkWriter, type StatCache } from './stat-cache.js';
-import { HELD, HELD_BYTES, HELD_IDENTITY_BYTES, HELD_U32, HELD_WORDS, ID_U32, ID_WORDS, NOT_REUSED, RECORD, RECORD_BYTES } from './stat-cache-layout.js';
+import { HELD, HELD_BYTES, HELD_IDENTITY_BYTES, HELD_U32, HELD_WORDS, ID_U32, ID_WORDS, NOT_REUSED, RECORD, RECORD_BYTES, RECORD_U64 } from './stat-cache-layout.js';
 
 /**
  * Records of files hashed or reused by one capture, each pointing at the entry that
@@ -15,8 +15,10 @@ export class CacheRecords {
   // memory's bytes as they stand, made again when it grows (one that follows a growable
   // buffer's length costs several times as much per element).
   readonly #memory = growablePrivate(MAX_GROWABLE_BYTES);
-  #bytes = Buffer.from(this.#memory);
   #words = new Uint32Array(this.#memory, 0, 0);
+  // dev and ino; mtime and ctime: typed-array stores, not Buffer's writeBig*64LE (JavaScript BigInt shifts, ≈1 µs a call cold).
+  #u64 = new BigUint64Array(this.#memory, 0, 0);
+  #i64 = new BigInt64Array(this.#memory, 0, 0);
   #count = 0;
 
   get length(): number {
@@ -26,12 +28,13 @@ export class CacheRecords {
   /** A file hashed now: its identity (at the read) and its entry. */
   hashed(st: Stat, table: number, index: number): void {
     const at = this.#next(NOT_REUSED, table, index);
-    const b = this.#bytes;
-    b.writeBigUInt64LE(st.dev, at + HELD.IDENTITY + RECORD.DEV);
-    b.writeBigUInt64LE(st.ino, at + HELD.IDENTITY + RECORD.INO);
-    b.writeBigInt64LE(st.mtimeNs, at + HELD.IDENTITY + RECORD.MTIME);
-    b.writeBigInt64LE(st.ctimeNs, at + HELD.IDENTITY + RECORD.CTIME);
-    b.writeUInt32LE(st.mode, at + HELD.MODE);
+    // Held records are 8-byte aligned (HELD_BYTES 48); the views are little-endian, as the file's records are read back.
+    const w = (at + HELD.IDENTITY) / 8;
+    this.#u64[w + RECORD_U64.DEV] = st.dev;
+    this.#u64[w + RECORD_U64.INO] = st.ino;
+    this.#i64[w + RECORD_U64.MTIME] = st.mtimeNs;
+    this.#i64[w + RECORD_U64.CTIME] = st.ctimeNs;
+    this.#words[(at + HELD.MODE) / 4] = st.mode;
   }
 
   /** Entry i of the loaded cache, reused by this capture, now at its entry. */
@@ -58,27 +61,29 @@ export class CacheRecords {
   }
 
   /** Writes record i as the file holds it (but its snapshot and location: writeLocation) to out at `at`. */
-  write(i: number, out: Buffer, at: number, from: { loaded: StatCache; recordNs: bigint; table: EntryTable }): void {
-    const held = i * HELD_BYTES;
-    const reused = this.#words[i * HELD_WORDS + HELD_U32.REUSED]!;
+  write(i: number, w: ChunkWriter, at: number, from: { loaded: StatCache; recordNs: bigint; table: EntryTable }): void {
+    const held = i * HELD_WORDS;
+    const reused = this.#words[held + HELD_U32.REUSED]!;
     if (reused !== NOT_REUSED) {
-      from.loaded.copyRecord(reused, out, at);
+      from.loaded.copyRecord(reused, w.chunk, at);
       return;
     }
-    const index = this.word(i, HELD_U32.ENTRY);
-    // dev, ino, mtime and ctime are laid out as in the file's record.
-    this.#bytes.copy(out, at + RECORD.DEV, held + HELD.IDENTITY, held + HELD.IDENTITY + HELD_IDENTITY_BYTES);
-    out.writeBigInt64LE(from.recordNs, at + RECORD.RECORD_TIME);
-    out.writeDoubleLE(from.table.size(index), at + RECORD.SIZE);
-    out.writeUInt32LE(this.#bytes.readUInt32LE(held + HELD.MODE), at + RECORD.MODE);
-    from.table.copyDigest(index, out, at + RECORD.SHA256);
+    const index = this.#words[held + HELD_U32.ENTRY]!;
+    const out = w.view;
+    // dev, ino, mtime and ctime are laid out as in the file's record: copied a 32-bit word at a time.
+    for (let k = 0; k < HELD_IDENTITY_BYTES / 4; k++) out.setUint32(at + RECORD.DEV + 4 * k, this.#words[held + HELD.IDENTITY / 4 + k]!, true);
+    out.setBigInt64(at + RECORD.RECORD_TIME, from.recordNs, true);
+    out.setFloat64(at + RECORD.SIZE, from.table.size(index), true);
+    out.setUint32(at + RECORD.MODE, this.#words[held + HELD.MODE / 4]!, true);
+    from.table.copyDigest(index, w.chunk, at + RECORD.SHA256);
   }
 
   #next(reused: number, table: number, index: number): number {
     const at = this.#count * HELD_BYTES;
     if (ensureBytes(this.#memory, at + HELD_BYTES)) {
-      this.#bytes = Buffer.from(this.#memory);
       this.#words = new Uint32Array(this.#memory, 0, this.#memory.byteLength / 4);
+      this.#u64 = new BigUint64Array(this.#memory, 0, this.#memory.byteLength / 8);
+      this.#i64 = new BigInt64Array(this.#memory, 0, this.#memory.byteLength / 8);
     }
     const w = at / 4;
     this.#words[w + HELD_U32.REUSED] = reused;
@@ -101,6 +106,42 @@ function compareIds(word: (id: number, k: number) => number, a: number, b: numbe
   return word(a, DEV_HIGH) - word(b, DEV_HIGH) || word(a, DEV_LOW) - word(b, DEV_LOW) || word(a, INO_HIGH) - word(b, INO_HIGH) || word(a, INO_LOW) - word(b, INO_LOW);
 }
 
+/** Ids above this do not fit a packed key (PACKED_IDS positions beside a 32-bit inode number in a double's 53 bits). */
+const PACKED_IDS = 2 ** 21;
+
+/**
+ * Sorts ids (below `limit`; the first n the capture's own) by (dev, ino), the capture's own
+ * before the loaded and the last of its own first. Where every id has one dev and an inode
+ * number below 2^32 (a capture on one filesystem, as nearly all are), each is packed into a
+ * double (inode, then its place in that order) and the doubles sorted natively: a comparator
+ * sort of 50,000 records reads 16 words a comparison, ≈10 ms cold. Else the comparator.
+ */
+export function sortIds(order: Uint32Array, word: (id: number, k: number) => number, n: number, limit: number): void {
+  const { DEV_HIGH, DEV_LOW, INO_HIGH, INO_LOW } = ID_U32;
+  // The capture's own before the loaded, and the last of its own first.
+  const place = (id: number): number => (id < n ? n - 1 - id : id);
+  if (order.length > 0 && limit <= PACKED_IDS) {
+    const devHigh = word(order[0]!, DEV_HIGH);
+    const devLow = word(order[0]!, DEV_LOW);
+    const keys = new Float64Array(order.length);
+    let s = 0;
+    for (; s < order.length; s++) {
+      const id = order[s]!;
+      if (word(id, DEV_HIGH) !== devHigh || word(id, DEV_LOW) !== devLow || word(id, INO_HIGH) !== 0) break;
+      keys[s] = word(id, INO_LOW) * PACKED_IDS + place(id);
+    }
+    if (s === order.length) {
+      keys.sort();
+      for (let k = 0; k < keys.length; k++) {
+        const at = keys[k]! % PACKED_IDS;
+        order[k] = at < n ? n - 1 - at : at;
+      }
+      return;
+    }
+  }
+  order.sort((a, b) => compareIds(word, a, b) || place(a) - place(b));
+}
+
 /**
  * Which records the next cache keeps, one per (dev, ino): the last of the capture's
  * own (fresh[i] = 1), else the loaded one (old[j] = 1, loaded entries with a live
@@ -114,9 +155,7 @@ function choose(records: CacheRecords, loaded: StatCache, live: (j: number) => b
   for (let i = 0; i < n; i++) order[i] = i;
   for (let j = 0, at = n; j < loaded.size; j++) if (live(j)) order[at++] = n + j;
   const word = (id: number, k: number): number => (id < n ? records.word(id, k) : loaded.word(id - n, k));
-  // The capture's own before the loaded, and the last of its own first.
-  const rank = (id: number): number => (id < n ? -id : id);
-  order.sort((a, b) => compareIds(word, a, b) || rank(a) - rank(b));
+  sortIds(order, word, n, n + loaded.size);
   const fresh = new Uint8Array(n);
   const old = new Uint8Array(loaded.size);
   const counts = [0, 0];
@@ -207,14 +246,14 @@ export function writeNextCache(c: NextCache, sink: (bytes: Buffer) => void): voi
   frameStatCache(c.key, chosen.digests, chosen.sizes, sink, (w) => {
     let str = 0;
     const record = (len: number, snapshot: number, at: number): void => {
-      writeLocation(w.chunk, at, snapshot, str, len);
+      writeLocation(w.view, at, snapshot, str, len);
       str += len;
     };
     for (let i = 0; i < fresh.length; i++) {
       if (fresh[i] === 0) continue;
       const at = w.room(RECORD_BYTES);
       const area = c.areas[records.word(i, HELD_U32.TABLE)]!;
-      records.write(i, w.chunk, at, { loaded, recordNs: c.recordNs, table: area.table });
+      records.write(i, w, at, { loaded, recordNs: c.recordNs, table: area.table });
       record(Buffer.byteLength(area.prefix) + 1 + area.table.pathBytes(records.word(i, HELD_U32.ENTRY)), 0, at);
     }
     for (let j = 0; j < old.length; j++) {

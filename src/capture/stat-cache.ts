@@ -92,6 +92,12 @@ export function writebackOf(fsType: number): Writeback {
  */
 export class ChunkWriter {
   readonly chunk: Buffer;
+  /**
+   * The chunk's bytes for fixed-width little-endian fields: a DataView store is one
+   * instruction where Buffer's writeUInt32LE and writeBigInt64LE are JavaScript (BigInt
+   * shifts), cold in a fresh process, and cost a capture of 50,000 files about 0.1 s.
+   */
+  readonly view: DataView;
   #used = 0;
   readonly #hash = createHash('sha256');
 
@@ -100,6 +106,7 @@ export class ChunkWriter {
     size = 1 << 20,
   ) {
     this.chunk = Buffer.alloc(size);
+    this.view = new DataView(this.chunk.buffer, this.chunk.byteOffset, this.chunk.length);
   }
 
   /** Where in `chunk` the next n bytes (at most its size) go. */
@@ -161,11 +168,11 @@ function writeIdentity(out: Buffer, at: number, e: Pick<CacheEntry, 'dev' | 'ino
   out.writeUInt32LE(e.mode, at + RECORD.MODE);
 }
 
-/** Writes one record's snapshot index and the place and length of its location string. */
-export function writeLocation(out: Buffer, at: number, snapshot: number, locationAt: number, locationBytes: number): void {
-  out.writeUInt32LE(snapshot, at + RECORD.SNAPSHOT);
-  out.writeUInt32LE(locationAt, at + RECORD.LOCATION_AT);
-  out.writeUInt32LE(locationBytes, at + RECORD.LOCATION_BYTES);
+/** Writes one record's snapshot index and the place and length of its location string (into a ChunkWriter's view). */
+export function writeLocation(out: DataView, at: number, snapshot: number, locationAt: number, locationBytes: number): void {
+  out.setUint32(at + RECORD.SNAPSHOT, snapshot, true);
+  out.setUint32(at + RECORD.LOCATION_AT, locationAt, true);
+  out.setUint32(at + RECORD.LOCATION_BYTES, locationBytes, true);
 }
 
 /** The binary form of these entries (see frameStatCache). */
@@ -180,7 +187,7 @@ export function encodeStatCache(key: Buffer, entries: readonly CacheEntry[]): Bu
     entries.forEach((e, i) => {
       const at = w.room(RECORD_BYTES);
       writeIdentity(w.chunk, at, e);
-      writeLocation(w.chunk, at, digestIndex.get(e.snapshot)!, strOff, locations[i]!.length);
+      writeLocation(w.view, at, digestIndex.get(e.snapshot)!, strOff, locations[i]!.length);
       w.chunk.write(e.sha256, at + RECORD.SHA256, 'hex');
       strOff += locations[i]!.length;
     });

@@ -2,7 +2,7 @@
 import { workerData } from 'node:worker_threads';
 
 import { CHUNK_BYTES } from '../base/io.js';
-import { H, SLOT, SLOTS, STATE, receiveSlots, runSlot, slotBase, type SharedSlots } from './pool.js';
+import { H, SLOT, SLOTS, STATE, receiveSlots, runSlot, slotBase, waitCounted, type SharedSlots } from './pool.js';
 import { sys } from '../sys/native.js';
 
 const m = receiveSlots(workerData as SharedSlots);
@@ -21,7 +21,7 @@ try {
       }
     }
     if (Atomics.load(m.ctrl, H.STOP) !== 0) break;
-    if (!ran) Atomics.wait(m.ctrl, H.SEQ, seq, 1000);
+    if (!ran) waitCounted(m.ctrl, H.SEQ, seq, H.SEQ_WAITERS, 1000);
   }
 } finally {
   Atomics.add(m.ctrl, H.EXITED, 1);

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
-import { GRANULARITY_NS, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from '../../dist/internal.js';
+import { GRANULARITY_NS, StatCache, decodeStatCache, encodeStatCache, isRacy, sortIds, type CacheEntry } from '../../dist/internal.js';
 import type { Stat } from '../../dist/sys/index.js';
 
 const KEY = Buffer.alloc(32, 7);
@@ -75,5 +75,57 @@ describe('racy rule', () => {
     // Decoded in place at any buffer offset (a small file may sit anywhere in Node's pool).
     const shifted = Buffer.concat([Buffer.alloc(3), encodeStatCache(KEY, [e])]).subarray(3);
     expect(StatCache.decode(shifted, KEY)!.entry(0)).toEqual(e);
+  });
+});
+
+describe('the next cache\'s record order (sortIds)', () => {
+  /** Ids 0..n-1 the capture's own, n..n+m-1 loaded; each id's (dev high, dev low, ino high, ino low) words. */
+  function records(n: number, m: number, pick: (id: number) => [number, number, number, number]): { order: Uint32Array; word: (id: number, k: number) => number } {
+    const words = Array.from({ length: n + m }, (_, id) => pick(id));
+    // ID_U32: dev low, dev high, ino low, ino high, as a record's 32-bit words hold them.
+    const word = (id: number, k: number): number => {
+      const [devHigh, devLow, inoHigh, inoLow] = words[id]!;
+      return [devLow, devHigh, inoLow, inoHigh][k]!;
+    };
+    return { order: Uint32Array.from({ length: n + m }, (_, i) => i), word };
+  }
+
+  /** The order by definition: (dev, ino) ascending, the capture's own before the loaded, the last of its own first. */
+  function expected(order: Uint32Array, word: (id: number, k: number) => number, n: number): number[] {
+    const key = (id: number): bigint => (BigInt(word(id, 1)) << 96n) | (BigInt(word(id, 0)) << 64n) | (BigInt(word(id, 3)) << 32n) | BigInt(word(id, 2));
+    const place = (id: number): number => (id < n ? n - 1 - id : id);
+    return [...order].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : place(a) - place(b)));
+  }
+
+  const random = (seed: number): (() => number) => () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+
+  it('packs one device\'s 32-bit inode numbers into doubles and sorts them natively in the same order as the comparator, hard links and loaded twins included (kills a packed key whose place is the id, or the last own one put last)', () => {
+    const r = random(7);
+    const n = 3000;
+    const m = 2000;
+    // Few distinct inodes (hard links, and loaded records of the same files), near 2^32 too.
+    const { order, word } = records(n, m, () => [0, 2049, 0, r() < 0.5 ? Math.floor(r() * 500) : 2 ** 32 - 1 - Math.floor(r() * 500)]);
+    const want = expected(order, word, n);
+    const packed = Uint32Array.from(order);
+    sortIds(packed, word, n, n + m);
+    expect([...packed]).toEqual(want);
+    const compared = Uint32Array.from(order);
+    sortIds(compared, word, n, 2 ** 22);
+    expect([...compared]).toEqual(want);
+  });
+
+  it('falls back to the comparator for two devices, an inode number past 32 bits, or more ids than a key holds', () => {
+    const r = random(11);
+    for (const pick of [
+      (): [number, number, number, number] => [0, r() < 0.5 ? 2049 : 2050, 0, Math.floor(r() * 100)],
+      (): [number, number, number, number] => [0, 2049, r() < 0.1 ? 1 : 0, Math.floor(r() * 100)],
+      (): [number, number, number, number] => [r() < 0.5 ? 1 : 0, 7, 0, Math.floor(r() * 100)],
+    ]) {
+      const { order, word } = records(400, 300, pick);
+      const want = expected(order, word, 400);
+      sortIds(order, word, 400, 700);
+      expect([...order]).toEqual(want);
+    }
+    expect(() => sortIds(new Uint32Array(0), () => 0, 0, 0)).not.toThrow();
   });
 });

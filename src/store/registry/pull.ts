@@ -1,6 +1,6 @@
 // pull.ts: store.pull: a snapshot from an OCI registry, proven against its digest, built in tmp/ and published by rename.
 import { createHash } from 'node:crypto';
-import { close, write } from 'node:fs';
+import { close, ftruncate, write } from 'node:fs';
 import { promisify } from 'node:util';
 
 import { SealError, abortedError } from '../../base/errors.js';
@@ -21,6 +21,7 @@ import type { FileToPull } from './pull-build.js';
 
 const writeAt = promisify(write);
 const closeFd = promisify(close);
+const truncateFd = promisify(ftruncate);
 
 /** The largest snapshot manifest accepted (a config blob, or the pieces of a root document together). */
 export const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
@@ -153,12 +154,38 @@ export async function fetchConfig(client: RegistryClient, sys: Sys, storeRoot: s
   return { digest, where: m.where, document, artifact: m.artifact };
 }
 
-/** Writes all of block at position to fd (async). */
-async function writeFully(fd: number, block: Buffer, position: number): Promise<void> {
-  for (let done = 0; done < block.length; ) {
-    const { bytesWritten } = await writeAt(fd, block, done, block.length - done, position + done);
+/** Writes block[from, to) at position + from to fd (async). */
+async function writeFully(fd: number, block: Buffer, position: number, from = 0, to = block.length): Promise<void> {
+  for (let done = from; done < to; ) {
+    const { bytesWritten } = await writeAt(fd, block, done, to - done, position + done);
     done += bytesWritten;
   }
+}
+
+/** The page a pulled file's zeros are left unwritten by (a hole), as a capture's copy leaves a source's holes. */
+const PAGE_BYTES = 4096;
+const ZERO_PAGE = Buffer.alloc(PAGE_BYTES);
+
+/**
+ * Writes block at position to a file made empty for it, leaving each page of zeros
+ * unwritten: a sparse file pulled stays sparse, as it was captured (a 4 GiB file of holes
+ * was written whole, and its snapshot then refused to materialize on a filesystem that
+ * cannot reflink, past the buffered budget). What is not written reads as zeros: the file
+ * was empty, a restart empties it again, and the caller sets its size at the end.
+ */
+async function writeSparse(fd: number, block: Buffer, position: number): Promise<void> {
+  let run = -1;
+  for (let at = 0; at < block.length; ) {
+    const end = Math.min(block.length, at + PAGE_BYTES - ((position + at) % PAGE_BYTES));
+    const zero = block.compare(ZERO_PAGE, 0, end - at, at, end) === 0;
+    if (!zero && run < 0) run = at;
+    if (zero && run >= 0) {
+      await writeFully(fd, block, position, run, at);
+      run = -1;
+    }
+    at = end;
+  }
+  if (run >= 0) await writeFully(fd, block, position, run, block.length);
 }
 
 /**
@@ -188,17 +215,18 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
       pending.length = 0;
       pendingBytes = 0;
       hash.update(block);
-      await writeFully(fd, block, written);
+      await writeSparse(fd, block, written);
       written += block.length;
     };
     const budget = new RetryBudget(client.transport.retries);
     for (;;) {
       const { res, start } = await client.openBlob(digest, size, undefined, budget);
       if (start !== size) {
-        // The whole blob again: start over (the bytes written so far are overwritten in place).
+        // The whole blob again: start over on an empty file (zeros are not written, so nothing of the last try may stay).
         hash = createHash('sha256');
         size = 0;
         written = 0;
+        await truncateFd(fd, 0);
       }
       // A failed write is the disk's failure (a system error), not the connection's.
       let writing = false;
@@ -235,6 +263,8 @@ async function streamFile(client: RegistryClient, sys: Sys, buildId: number, con
       throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent ${over ? 'more' : 'fewer'} than the ${content.size} bytes of blob ${digest}`);
     }
     if (hash.digest('hex') !== content.sha256) throw new SealError('SEAL_CORRUPT', `${client.transport.label} sent blob ${digest} with other content`);
+    // Trailing zeros were not written: the size, without blocks.
+    await truncateFd(fd, content.size);
   } finally {
     await closeFd(fd);
   }

@@ -146,14 +146,14 @@ export function repoName(label: string): string {
 
 /**
  * A fault for one request: 'truncate' cuts the answer's body at its half, `{ cut: n }`
- * after n bytes (the connection then drops); 'stall' never answers; a number answers that
+ * after n bytes (the connection then drops; with `garble`, each of those bytes is 0xff); 'stall' never answers; a number answers that
  * status without passing the request on; 'lose-answer' passes it on, lets the registry
  * finish it, then drops the connection unanswered; `{ replace: status }` passes it on and,
  * once the registry has answered, answers that status instead; 'ignore-range' passes it
  * on without its Range header (as a registry that ignores Range would answer); `{ hold }`
  * passes it on once the promise settles.
  */
-export type Fault = 'truncate' | 'stall' | number | { cut: number } | 'lose-answer' | { replace: number } | 'ignore-range' | { hold: Promise<unknown> } | { status: number };
+export type Fault = 'truncate' | 'stall' | number | { cut: number; garble?: boolean } | 'lose-answer' | { replace: number } | 'ignore-range' | { hold: Promise<unknown> } | { status: number };
 
 export interface ProxyHooks {
   /** Called for each proxied request (its method, path and whole URL); returns the fault to inject, if any. */
@@ -204,7 +204,8 @@ function forward(upstream: string, self: string, req: IncomingMessage, res: Serv
     let sent = 0;
     up.on('data', (chunk: Buffer) => {
       if (sent >= cutAt) return;
-      const part = chunk.subarray(0, cutAt - sent);
+      const cut = chunk.subarray(0, cutAt - sent);
+      const part = typeof action === 'object' && 'garble' in action && action.garble === true ? Buffer.alloc(cut.length, 0xff) : cut;
       sent += part.length;
       // Every byte before the cut reaches the client; then the connection drops.
       if (sent >= cutAt) res.write(part, () => res.socket?.destroy());

@@ -1,7 +1,7 @@
 // roundtrip.test.ts: push and pull against a real registry: exact round trip, what goes over the wire, deltas, skopeo, the CLI.
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, ftruncateSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -105,6 +105,48 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect([readlinkSync(join(arm, 'CLAUDE.md')), readFileSync(join(arm, 'CLAUDE.md'), 'utf8')]).toEqual(['AGENTS.md', 'agents']);
     await a.close();
     await b.close();
+  });
+
+  it('a sparse file pulled stays sparse (its zero pages left unwritten), with exactly its bytes, and materializes within a small buffered budget (it came down whole, and past the budget was SEAL_NO_REFLINK)', async () => {
+    const { work, remote, proxy, a, b } = await setup('sparse', 0);
+    const source = join(work, 'sparse-source');
+    mkdirSync(join(source, 'data'), { recursive: true });
+    const MiB = 1 << 20;
+    const fd = openSync(join(source, 'data/disk.img'), 'w');
+    // data at 0 (a page, then zeros inside the same 4 MiB write), 20 bytes straddling two pages at 33 MiB - 10, a byte
+    // ending a page at 64 MiB, then a hole to the end (left by the last write: the size is set after)
+    writeSync(fd, Buffer.alloc(4096, 1), 0, 4096, 0);
+    writeSync(fd, Buffer.alloc(20, 2), 0, 20, 33 * MiB - 10);
+    writeSync(fd, Buffer.from('z'), 0, 1, 64 * MiB - 1);
+    ftruncateSync(fd, 96 * MiB);
+    closeSync(fd);
+    const snap = await a.capture({ source, copy: ['data'] });
+    await a.push(snap.digest, remote);
+    await b.pull(snap.digest, remote);
+    const pulled = join(b.get(snap.digest).root, 'copy/data/disk.img');
+    const st = statSync(pulled);
+    expect(st.size).toBe(96 * MiB);
+    // 4 pages of data (at most a filesystem's block each, and its metadata), not 96 MiB
+    expect(st.blocks * 512).toBeLessThan(MiB);
+    const want = readFileSync(join(source, 'data/disk.img'));
+    expect(createHash('sha256').update(readFileSync(pulled)).digest('hex')).toBe(createHash('sha256').update(want).digest('hex'));
+    expect(await b.get(snap.digest).verify()).toEqual({ entries: 2, bytes: 96 * MiB });
+    const arm = join(work, 'arm');
+    expect(await b.get(snap.digest).materialize(arm, { createClone: true, fallbackBytes: MiB })).toMatchObject({ files: 1 });
+    expect(statSync(join(arm, 'data/disk.img')).blocks * 512).toBeLessThan(MiB);
+    // A registry that sends other bytes, drops the connection, then ignores the Range of the retry: the file starts over
+    // empty, so none of the first answer's bytes stays in the pages of zeros the second leaves unwritten.
+    const blob = `sha256:${createHash('sha256').update(want).digest('hex')}`;
+    let gets = 0;
+    proxy.hooks.onRequest = (method, path) => (method === 'GET' && path.endsWith(blob) ? (++gets === 1 ? { cut: 40 * MiB, garble: true } : 'ignore-range') : undefined);
+    const c = await SnapshotStore.open(join(work, 'c'));
+    await c.pull(snap.digest, remote);
+    expect(gets).toBe(2);
+    expect(createHash('sha256').update(readFileSync(join(c.get(snap.digest).root, 'copy/data/disk.img'))).digest('hex')).toBe(blob.slice(7));
+    expect(await c.get(snap.digest).verify()).toEqual({ entries: 2, bytes: 96 * MiB });
+    await a.close();
+    await b.close();
+    await c.close();
   });
 
   it('re-push uploads nothing; a one-file change uploads the root, one piece and at most two packs; a pull next to a sibling downloads only the metadata and the difference', async () => {
