@@ -1,10 +1,12 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { mkdirIfMissing, openChildDir, own, removeAt, tryFlock } from '../base/fd.js';
+import { mkdirIfMissing, openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
+import { sameObject } from '../sys/identity.js';
 import { readAllAt, writeAll } from '../base/io.js';
-import { StatCache } from '../capture/stat-cache.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDWR, O_WRONLY, isDir } from '../sys/constants.js';
+import { STAT_CACHE_VERSION, StatCache } from '../capture/stat-cache.js';
+import { DIGEST_BYTES, HEADER, HEADER_BYTES, MAGIC } from '../capture/stat-cache-layout.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { BUILD_PREFIX, CACHE_DIR, LOCK_NAME } from './layout.js';
@@ -142,4 +144,57 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       }
     }
   }
+}
+
+/** The most snapshot digests a cache's header is read for when gc weighs it (a cache names the few its entries are in). */
+const MAX_SWEPT_DIGESTS = 4096;
+
+/**
+ * Removes the stat caches (cache/<key>.bin) none of whose snapshots the store still holds:
+ * every entry of such a cache points at bytes that are gone, so it can never be used again,
+ * and a runner that captures a new arm directory each time (a new key each time) would grow
+ * cache/ without bound. A cache of another format version, one torn or another member's
+ * (this user may not read it) is left as it is. Run under the store's exclusive lock (no
+ * capture is writing one). Returns how many it removed.
+ */
+export function sweepStatCaches(sys: Sys, storeRoot: string, hasSnapshot: (digest: string) => boolean): number {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  let opened: number;
+  try {
+    opened = openChildDir(sys, store.fd, CACHE_DIR);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return 0;
+    throw err;
+  }
+  using dir = own(sys, opened);
+  const head = Buffer.alloc(HEADER_BYTES + MAX_SWEPT_DIGESTS * DIGEST_BYTES);
+  let swept = 0;
+  for (const entry of sys.readdir(dir.fd)) {
+    if (typeof entry.name !== 'string' || !/^[0-9a-f]{64}\.bin$/.test(entry.name)) continue;
+    let fd: number;
+    try {
+      fd = sys.openat(dir.fd, entry.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (hasCode(err, 'ENOENT', 'EACCES', 'ELOOP', 'ENXIO')) continue;
+      throw err;
+    }
+    using file = own(sys, fd);
+    const st = sys.fstat(file.fd);
+    if (!isReg(st.mode) || !isPrivate(st)) continue;
+    const n = sys.pread(file.fd, head, 0, head.length, 0);
+    if (n < HEADER_BYTES || !head.subarray(HEADER.MAGIC, HEADER.MAGIC + MAGIC.length).equals(MAGIC) || head.readUInt32LE(HEADER.VERSION) !== STAT_CACHE_VERSION) continue;
+    const count = head.readUInt32LE(HEADER.DIGEST_COUNT);
+    if (count > MAX_SWEPT_DIGESTS || n < HEADER_BYTES + count * DIGEST_BYTES) continue;
+    let live = false;
+    for (let k = 0; k < count && !live; k++) live = hasSnapshot(head.toString('hex', HEADER_BYTES + k * DIGEST_BYTES, HEADER_BYTES + (k + 1) * DIGEST_BYTES));
+    if (live) continue;
+    try {
+      if (!sameObject(st, sys.fstatat(dir.fd, entry.name, AT_SYMLINK_NOFOLLOW))) continue;
+      sys.unlinkat(dir.fd, entry.name, 0);
+      swept++;
+    } catch (err) {
+      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES')) throw err;
+    }
+  }
+  return swept;
 }

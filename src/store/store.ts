@@ -15,6 +15,7 @@ import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 import { sweepCloneAt } from './clone-stage.js';
 import { sweepLedgers } from './clone-ledger.js';
+import { sweepStatCaches } from './stat-cache-file.js';
 import { buildSnapshot, type CaptureReport } from './publish.js';
 import { pullSnapshot } from './registry/pull.js';
 import { pushSnapshot } from './registry/push.js';
@@ -236,7 +237,8 @@ export class SnapshotStore {
     core: (sys, [root, clone]) => {
       const swept = withStoreLock(sys, root, true, () => {
         const held = new Set(listDigests(sys, root));
-        return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, (digest) => held.has(digest));
+        const has = (digest: string): boolean => held.has(digest);
+        return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, has) + sweepStatCaches(sys, root, has);
       });
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
     },

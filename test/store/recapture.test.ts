@@ -643,3 +643,37 @@ describe('the stat cache clock option (tests only)', () => {
     expect(readdirSync(dirname(dir))).toEqual([]);
   });
 });
+
+describe('gc and stat caches', () => {
+  it('removes a cache none of whose snapshots the store holds, keeps one with a live snapshot and what is not a cache of this format (a runner capturing a new arm directory each round grew cache/ without bound)', () => {
+    const { repo, store } = makeRepo();
+    const root = dirname(store);
+    const s = SnapshotStore.openSync(store, SETTLED);
+    // Three arm directories, each captured once (a new key each) and then removed with its snapshot, as a harness does.
+    const gone: string[] = [];
+    for (const name of ['arm1', 'arm2', 'arm3']) {
+      const arm = join(root, name);
+      writeTree(arm, { 'tree/x': name });
+      gone.push(s.captureSync({ source: arm, copy: ['tree'] }).digest);
+      rmSync(arm, { recursive: true });
+    }
+    const kept = s.captureSync({ source: repo, ...DEFINITION });
+    const caches = join(store, 'cache');
+    expect(readdirSync(caches)).toHaveLength(4);
+    const keptCache = readdirSync(caches).find((n) => readFileSync(join(caches, n)).toString('hex', 64, 96) === kept.digest)!;
+    // Another format's file, a stray name, and a cache torn short of its digests: never touched.
+    writeFileSync(join(caches, `${'e'.repeat(64)}.bin`), Buffer.concat([Buffer.from('TSSTATC\0', 'latin1'), Buffer.alloc(56)]));
+    writeFileSync(join(caches, 'notes'), 'mine');
+    for (const d of gone.slice(0, 2)) s.remove(d);
+    expect(s.gc()).toBe(2);
+    expect(readdirSync(caches).length).toBe(4);
+    expect(readdirSync(caches)).toContain(keptCache);
+    s.remove(gone[2]!);
+    expect(s.gc()).toBe(1);
+    expect(readdirSync(caches).sort()).toEqual([`${'e'.repeat(64)}.bin`, keptCache, 'notes'].sort());
+    // The kept cache still serves: an unchanged recapture reads nothing.
+    expect(s.captureSync({ source: repo, ...DEFINITION }).captureReport).toMatchObject({ files: FILES, reusedFiles: FILES });
+    expect(s.gc()).toBe(0);
+    s.closeSync();
+  });
+});
