@@ -1,8 +1,8 @@
 // clone-outside.ts: the entries of a clone outside its copy roots and mount targets (diff's `all`, reset's `clean`), found without following a link.
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';
-import { openChildDir, own } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, own, tryFlock } from '../base/fd.js';
 import { nameText } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_LNK, DT_UNKNOWN, isDir, isLink } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_LNK, DT_UNKNOWN, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { partsOf } from './clone-links.js';
@@ -12,19 +12,27 @@ import type { StoredSnapshot } from './document.js';
 export type OutsideVisit = (dirFd: number, name: string | Buffer, path: string, type: number) => void;
 
 /**
- * Whether a top-level entry of the clone is materialize's own: its marker, or a stage (a
- * directory). Anything else under a stage's name (a file, a link, a FIFO an agent put
- * there) is the agent's: outside, reported by diff's `all` and removed by reset's `clean`.
+ * Whether a top-level entry of the clone is materialize's own: its marker, or the stage (a
+ * directory) of a materialize running now, which holds its flock. Anything else under a
+ * stage's name (a file, a link, a FIFO an agent put there) is the agent's, and a stage whose
+ * lock is free is what a killed materialize left (its half-built roots, hundreds of MB
+ * hidden under a dot-name): outside, reported by diff's `all` and removed by reset's `clean`
+ * (and by the next materialize or reset, and gc given the clone).
  */
 function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
   if (name === CLONE_MARKER) return true;
   if (!name.startsWith(CLONE_STAGE_PREFIX)) return false;
-  if (type !== DT_UNKNOWN) return type === DT_DIR;
+  if (type !== DT_UNKNOWN && type !== DT_DIR) return false;
+  let fd: number;
   try {
-    return isDir(sys.fstatat(cloneFd, name, AT_SYMLINK_NOFOLLOW).mode);
-  } catch {
-    return true;
+    fd = sys.openat(cloneFd, name, DIR_FLAGS);
+  } catch (err) {
+    // Gone meanwhile (a sweep): nothing to report. Not a directory: the agent's.
+    return !hasCode(err, 'ENOTDIR', 'ELOOP');
   }
+  using stage = own(sys, fd);
+  // Free: no materialize holds it (taken for this look only, and let go with the fd).
+  return !tryFlock(sys, stage.fd);
 }
 
 /**
@@ -83,9 +91,9 @@ export function forEachOutside(
       } catch (err) {
         if (hasCode(err, 'ENOENT')) continue;
         // A link or a file where a directory on the way must be (an agent's `vendor -> /home/…` above a mount target):
-        // not the snapshot's, so outside too (a copy root's own check refuses a link above it before this runs).
+        // not the snapshot's, so outside too.
         if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
-          // Above a copy root, the root's own check reports it (changed, removed): not twice.
+          // Above a copy root, the root's own check reports it (changed; a reset makes a directory there): not twice.
           if (!toRoots.has(path)) visit(fd, item.name, path, item.type);
           continue;
         }

@@ -1,7 +1,7 @@
 // diff-reset.test.ts: the clone ledger, diff and reset: what an agent changed in a materialized clone, found by identity
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -223,13 +223,23 @@ describe('reset', () => {
     store.closeSync();
   });
 
-  it('clean removes what lies outside the copy roots, keeping materialize\'s own names and the roots\' parents (kills forEachOutside skipping nothing)', () => {
+  it('clean removes what lies outside the copy roots, keeping materialize\'s own names and the roots\' parents; diff\'s all names a stage a killed materialize left, never one a live one holds (kills forEachOutside skipping nothing, and isOwn taking a free stage)', () => {
     const { work, store, snap, clone } = fixture(['src/lib', 'src/a.ts'], 3);
-    writeTree(clone, { 'top.txt': 't', 'src/b.ts': 'not a root', 'build/out': 'o', '.treeseal-materialize-0123456789abcdef01234567/x': 'stage' });
-    expect(snap.diffSync(clone, { all: true }).outside).toEqual(['build', 'src/b.ts', 'top.txt']);
-    const report = snap.resetSync(clone, { clean: true });
-    expect(report.outside).toEqual(['build', 'src/b.ts', 'top.txt']);
-    expect(listTree(clone)).toEqual(['src/', 'src/a.ts', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    const dead = '.treeseal-materialize-0123456789abcdef01234567';
+    const live = '.treeseal-materialize-fedcba9876543210fedcba98';
+    writeTree(clone, { 'top.txt': 't', 'src/b.ts': 'not a root', 'build/out': 'o', [`${dead}/new/src/x`]: 'half a root', [`${live}/x`]: 'building' });
+    const held = openSync(join(clone, live), 'r');
+    try {
+      nativeSys.flock(held, LOCK_EX | LOCK_NB);
+      // The dead stage (its lock free: the materialize that made it was killed) is outside; the live one is not.
+      expect(snap.diffSync(clone, { all: true }).outside).toEqual([dead, 'build', 'src/b.ts', 'top.txt']);
+      // A reset sweeps the dead stage first (as every materialize does), then clean removes the rest.
+      const report = snap.resetSync(clone, { clean: true });
+      expect(report.outside).toEqual(['build', 'src/b.ts', 'top.txt']);
+      expect(listTree(clone)).toEqual([`${live}/`, `${live}/x`, 'src/', 'src/a.ts', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    } finally {
+      closeSync(held);
+    }
     expect(listTree(join(work, 'repo'))).toContain('src/b.ts');
     store.closeSync();
   });
