@@ -11,6 +11,7 @@ import { Io } from './io.js';
 import { checkArgumentBytes, checkEnvironmentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
+import { unknownCommand, unknownOption } from './suggest.js';
 import { version } from './version.js';
 
 /** Every option any command takes (parseArgs needs them all before it knows the command). */
@@ -142,7 +143,9 @@ function obstacleLines(err: SealError): string {
 function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
   if (err instanceof UsageError || isParseError(err) || isArgumentError(err)) {
     const which = err instanceof UsageError && err.command !== undefined ? findCommand(err.command) : spec;
-    io.warn(`treeseal: ${(err as Error).message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
+    const takes = Object.keys({ ...COMMON_OPTIONS, ...(which?.options ?? {}) });
+    const message = isParseError(err) && (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? unknownOption((err as Error).message, which, takes) : (err as Error).message;
+    io.warn(`treeseal: ${message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }
   if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}${obstacleLines(err)}`);
@@ -176,7 +179,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       return 0;
     }
     spec = findCommand(first);
-    if (spec === undefined) throw new UsageError(`unknown command: ${first}`);
+    if (spec === undefined) throw new UsageError(unknownCommand(first, COMMANDS));
     if (values.help === true) {
       io.out(`${commandHelp(spec)}\n`);
       return 0;

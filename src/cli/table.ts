@@ -10,6 +10,7 @@ import { GC, RM } from './remove.js';
 import { CAT, PULL, PUSH } from './remote.js';
 import { RESET } from './reset.js';
 import { RUN } from './run.js';
+import { unknownCommand } from './suggest.js';
 import { DU } from './usage.js';
 import { VERIFY } from './verify.js';
 
@@ -21,7 +22,7 @@ function help(ctx: Context): void {
     return;
   }
   const spec = findCommand(name);
-  if (spec === undefined) throw new UsageError(`unknown command: ${name}`, '');
+  if (spec === undefined) throw new UsageError(unknownCommand(name, COMMANDS), '');
   ctx.io.out(`${commandHelp(spec)}\n`);
 }
 

@@ -99,7 +99,18 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     r = cli(store, 'capture', repo, '--bogus');
     expect(r.status).toBe(2);
     // The parser's refusal comes with the command's usage, the command found past an option's value too.
-    expect(r.stderr).toMatch(/^treeseal: Unknown option '--bogus'.*\nusage: treeseal capture <source>/);
+    expect(r.stderr).toMatch(/^treeseal: unknown option --bogus\nusage: treeseal capture <source>/);
+    // A typo of an option or a command names the one meant; an option after run's command, where that command goes.
+    r = cli(store, 'capture', repo, '--copyy', 'src');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option --copyy (did you mean --copy?)']);
+    r = cli(store, 'materialise', 'abc', join(work, 'arm'));
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: materialise (did you mean materialize?)']);
+    r = cli(store, 'prune', '--keep-last', '1');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: prune (snapshots are removed by a policy with gc --keep-last N, --older-than AGE or --max-size SIZE)']);
+    r = cli(store, 'run', 'abc', join(work, 'arm'), 'sh', '-c', 'true');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option -c: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> -c ...']);
+    r = cli(store, 'help', 'materialise');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: materialise (did you mean materialize?)']);
     r = cli(store, '--timeout', '5', 'gc', '--keep-last', '-1');
     expect([r.status, r.stderr.split('\n').find((l) => l.startsWith('usage:'))]).toEqual([2, 'usage: treeseal gc [--clone DIR] [--older-than AGE] [--keep-last N] [--max-size SIZE]']);
     r = cli(store, 'ls', '--copy', 'x');
