@@ -1,5 +1,7 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
-import { SealError } from '../base/errors.js';
+import { dirname } from 'node:path';
+
+import { SealError, isSealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
 import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, openSearchableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
@@ -7,7 +9,7 @@ import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
+import { AT_FDCWD, DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
@@ -379,6 +381,16 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   return report;
 }
 
+/** openRealDir of the clone; `makes`: a missing one is said with the option that makes it (a materialize's createClone). */
+function openCloneDir(sys: Sys, clone: string, makes: boolean): number {
+  try {
+    return openRealDir(sys, clone, 'clone');
+  } catch (err) {
+    if (!makes || !isSealError(err, 'SEAL_UNAVAILABLE') || !hasCode(err.cause, 'ENOENT') || statOrNull(sys, AT_FDCWD, dirname(clone)) === null) throw err;
+    throw new SealError('SEAL_UNAVAILABLE', `${err.message} (createClone: true makes it)`, { path: clone, cause: err.cause });
+  }
+}
+
 /**
  * Opens the clone after checking it apart from the source and the store; its fstat and its
  * ledger (undefined: none of this clone in this store). `lock` (materialize, reset): a
@@ -392,13 +404,14 @@ function openClone(
   data: StoredSnapshot,
   clone: string,
   lock: boolean,
-  create = false,
+  /** A materialize's createClone (undefined: not a materialize). */
+  create?: boolean,
 ): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   // Nothing is made below a directory another user could rename it in.
   if (lock) checkPathAbove(sys, clone, undefined, 'clone');
-  const making = create && makeCloneDir(sys, clone);
-  const dir = own(sys, openRealDir(sys, clone, 'clone'));
+  const making = create === true && makeCloneDir(sys, clone);
+  const dir = own(sys, openCloneDir(sys, clone, create === false));
   let made: Stat | undefined;
   try {
     const st = sys.fstat(dir.fd);

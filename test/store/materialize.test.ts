@@ -215,6 +215,10 @@ describe('materialize on this filesystem (buffered fallback)', () => {
     writeFileSync(notDir, '');
     expectError(() => snap.materializeSync(notDir), { code: 'SEAL_BAD_PATH', unchanged: dirname(notDir) });
     expectError(() => snap.materializeSync(join(work, 'missing')), { code: 'SEAL_UNAVAILABLE', unchanged: dirname(join(work, 'missing')) });
+    // A missing clone is said with the option that makes it (not by reset, which has none; nor below a missing parent, which it would not make).
+    expect(() => snap.materializeSync(join(work, 'missing'))).toThrow(/^clone is unavailable: .*\/missing: ENOENT: .* \(createClone: true makes it\)$/);
+    expect(() => snap.resetSync(join(work, 'missing'))).toThrow(/ENOENT: [^(]*$/);
+    expect(() => snap.materializeSync(join(work, 'no/missing'))).toThrow(/ENOENT: [^(]*$/);
     store.closeSync();
   });
 
