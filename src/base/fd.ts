@@ -120,31 +120,6 @@ export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer
   return openOpenedUp(sys, dirfd, name, (err) => lockedDirError(sys, dirfd, name, err, shown));
 }
 
-/**
- * openRepairableDir for a directory names are looked up in (one above a copy root): one
- * this user may list but not search (an agent's `chmod 0600`, `0400`) is given u+rwx through
- * its fd too; another user's is refused as openRepairableDir refuses it.
- */
-export function openSearchableDir(sys: Sys, dirfd: number, name: string, shown?: string): number {
-  const fd = openRepairableDir(sys, dirfd, name, shown);
-  try {
-    sys.fstatat(fd, '.', AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    try {
-      if (!hasCode(err, 'EACCES')) throw err;
-      try {
-        sys.fchmod(fd, (sys.fstat(fd).mode & 0o7777) | 0o700);
-      } catch (chmodErr) {
-        throw hasCode(chmodErr, 'EPERM') ? lockedDirError(sys, dirfd, name, err, shown) : chmodErr;
-      }
-    } catch (failed) {
-      sys.close(fd);
-      throw failed;
-    }
-  }
-  return fd;
-}
-
 /** openChildDir, giving a directory refused with EACCES u+rwx (openUpDir) and opening it again; one this user may not chmod throws `refused(err)`. */
 function openOpenedUp(sys: Sys, dirfd: number, name: string | Buffer, refused: (err: unknown) => unknown): number {
   try {

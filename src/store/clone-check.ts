@@ -1,7 +1,7 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
-import { statOrNull, statsOrUndefined } from './clone-paths.js';
+import { keepsParentRule, statOrNull, statsOrUndefined } from './clone-paths.js';
 import { compareUtf8, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -52,6 +52,8 @@ interface Check {
   excludes: Excludes | undefined;
   /** The directories in report.unreadable. */
   unreadable: Set<string>;
+  /** The clone directory's owner: whose the directories above a root must be. */
+  owner: number;
 }
 
 /** Checks manifest entry `index`, named `name` in the directory at dirfd; st: what stands there (undefined: looked at here; null: nothing). */
@@ -205,6 +207,8 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
       if (first) c.report.changed.push(path);
       return null;
     }
+    // A directory above a root under another rule than materialize's (another user's, not u+rwx, writable by others): changed.
+    if (first && !keepsParentRule(st, c.owner)) c.report.changed.push(path);
     const next = openListable(c, fd, name, path);
     if (next === undefined) return null;
     reached = i + 1;
@@ -230,7 +234,7 @@ export function compareClone(sys: Sys, data: StoredSnapshot, cloneFd: number, le
   const report: CloneReport = { ok: false, marker: false, added: [], removed: [], changed: [], unreadable: [], files: 0, bytes: 0 };
   const entries = new EntryReader(data.entries);
   const children = namedChildrenOf(data.entries);
-  const c: Check = { sys, ledger, entries, children, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set() };
+  const c: Check = { sys, ledger, entries, children, seen: new Uint8Array(entries.length), report, buffer: Buffer.allocUnsafe(CHUNK_BYTES), excludes: Excludes.of(data.exclude ?? []), unreadable: new Set(), owner: sys.fstat(cloneFd).uid };
   const cloneDir = { fd: cloneFd };
   report.marker = hasMarker(sys, cloneDir.fd);
   for (const declared of data.declarations) {

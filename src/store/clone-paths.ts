@@ -2,7 +2,7 @@
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, openRealPlace, own, walkDown } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealPlace, openRepairableDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
@@ -178,4 +178,37 @@ export function targetCollision(target: string): SealError {
 /** A mount target whose parent path holds something that is not a directory. */
 export function parentCollision(target: string): SealError {
   return new SealError('SEAL_COLLISION', `mount target parent exists with another type: ${escapePath(target)}`, { path: target });
+}
+
+/**
+ * Whether a directory above a copy root in a clone keeps the rule a materialize makes it by
+ * (0700): the clone owner's, u+rwx, writable by no one else. An agent's `chmod 0`, `0555`
+ * or `0777` of it, or one another user made there, breaks it: `diff` and `checkClone` call it
+ * changed, and a materialize or reset puts it back (openRootParentDir).
+ */
+export function keepsParentRule(st: Stat, owner: number): boolean {
+  return st.uid === owner && (st.mode & 0o700) === 0o700 && (st.mode & 0o022) === 0;
+}
+
+/**
+ * Opens the directory dirfd/name above a copy root for a materialize or a reset, put back
+ * under the parent rule through its own fd, never by path: u+rwx (one this user may not
+ * list is opened up first), and go-w. Another user's is SEAL_UNTRUSTED: what it holds could
+ * be swapped by them. Returns the fd (the caller's) and whether its mode was changed.
+ */
+export function openRootParentDir(sys: Sys, dirfd: number, name: string, path: string, owner: number): { fd: number; changed: boolean } {
+  const was = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  const fd = openRepairableDir(sys, dirfd, name, path);
+  try {
+    const now = sys.fstat(fd);
+    if (now.uid !== owner) {
+      throw new SealError('SEAL_UNTRUSTED', `untrusted clone: ${escapePath(path)}, above a copy root, is owned by uid ${now.uid}, not by the clone's owner (uid ${owner}); fix: remove it`, { path });
+    }
+    const mode = ((now.mode & 0o7777) | 0o700) & ~0o022;
+    if ((now.mode & 0o7777) !== mode) sys.fchmod(fd, mode);
+    return { fd, changed: (was.mode & 0o7777) !== mode || !isDir(was.mode) };
+  } catch (err) {
+    sys.close(fd);
+    throw err;
+  }
 }

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { SealError, isSealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, openSearchableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
@@ -17,7 +17,7 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, openRootParentDir, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
@@ -238,7 +238,9 @@ function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, index: number, 
   if ((st.mode & 0o7777) !== mode || (now.mode & 0o7777) !== mode || mtimeDiffers(now, want)) r.report.changed.push(want.path);
   resetDir(r, fd, want.path);
   if (mtimeDiffers(sys.fstat(fd), want)) keepMtime(sys, fd, want);
-  r.run.ledger.record(index, sys.fstat(fd));
+  // The mode reset set, not the one it finds now: an agent's chmod during the reset is then a difference the next diff sees.
+  const after = sys.fstat(fd);
+  r.run.ledger.record(index, { ...after, mode: (after.mode & ~0o7777) | mode });
 }
 
 /**
@@ -285,22 +287,24 @@ function resetDir(r: Reset, fd: number, rel: string): void {
 /**
  * Opens the clone directory holding a root: a missing directory above it made (0700) and
  * reported removed, anything else in the way (a file, a link, a FIFO: never followed)
- * unlinked, a directory made in its place and reported changed, each once however many
- * roots lie below it, as diff reports them.
+ * unlinked, a directory made in its place and reported changed, a directory put back under
+ * the parent rule (openRootParentDir) reported changed when its mode was not; each once
+ * however many roots lie below it, as diff reports them.
  */
 function openRootParent(r: Reset, cloneFd: number, parents: readonly string[]): Fd {
   const { sys } = r.run;
+  const owner = sys.fstat(cloneFd).uid;
   return walkDown(sys, cloneFd, parents, (dirfd, name, i) => {
     const path = parents.slice(0, i + 1).join('/');
     const st = statOrNull(sys, dirfd, name);
     const index = r.entries.indexOf(path);
-    if (st === null || !isDir(st.mode)) {
-      if (st !== null) removeAt(sys, dirfd, name, DT_REG);
-      sys.mkdirat(dirfd, name, 0o700);
-      if (index >= 0 && r.seen[index] !== 1) (st === null ? r.report.removed : r.report.changed).push(path);
-    }
+    const first = index < 0 || r.seen[index] !== 1;
     if (index >= 0) r.seen[index] = 1;
-    return openSearchableDir(sys, dirfd, name, path);
+    if (st !== null && !isDir(st.mode)) removeAt(sys, dirfd, name, DT_REG);
+    if (st === null || !isDir(st.mode)) sys.mkdirat(dirfd, name, 0o700);
+    const opened = openRootParentDir(sys, dirfd, name, path, owner);
+    if (first && (st === null || !isDir(st.mode) || opened.changed)) (st === null ? r.report.removed : r.report.changed).push(path);
+    return opened.fd;
   });
 }
 

@@ -1,12 +1,12 @@
 // clone-swap.ts: moves built roots from the stage into the clone as one undoable transaction: nothing is deleted until the last swap.
 import { SealError, isSealError } from '../base/errors.js';
-import { DIR_FLAGS, openBeneath, openSearchableDir, own, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openBeneath, openRepairableDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { ioError, isRefusal } from '../base/refusal.js';
 import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
-import { statOrNull } from './clone-paths.js';
+import { openRootParentDir, statOrNull } from './clone-paths.js';
 import type { CloneStage } from './clone-stage.js';
 
 type Base = 'clone' | 'new' | 'old';
@@ -31,11 +31,16 @@ export class CloneSwap {
   readonly #steps: Step[] = [];
   #slots = 0;
 
+  /** The clone directory's owner: whose the directories above a root must be. */
+  readonly #owner: number;
+
   constructor(
     readonly sys: Sys,
     readonly cloneFd: number,
     readonly stage: CloneStage,
-  ) {}
+  ) {
+    this.#owner = sys.fstat(cloneFd).uid;
+  }
 
   /** The directory at parts below a base, owned by the caller. */
   #open(base: Base, parts: readonly string[]): Fd {
@@ -71,8 +76,8 @@ export class CloneSwap {
   /**
    * Makes the clone directories above a root: a missing one made (0700); anything else
    * that is not a directory (a file, a link, a FIFO, a device node the agent left there)
-   * displaced whole, never followed, and a directory made; one of this user's that it may
-   * not search (an agent's `chmod 0`, `0600`) given u+rwx through its own fd, never by path.
+   * displaced whole, never followed, and a directory made; a directory put back under the
+   * parent rule through its own fd (openRootParentDir: u+rwx, go-w; another user's refused).
    */
   #parents(parts: readonly string[]): void {
     for (let i = 0; i < parts.length; i++) {
@@ -81,7 +86,7 @@ export class CloneSwap {
       const st = this.#stat(parent, name);
       if (st !== null && isDir(st.mode)) {
         using above = this.#open('clone', parent);
-        using _ = own(this.sys, openSearchableDir(this.sys, above.fd, name, parts.slice(0, i + 1).join('/')));
+        using _ = own(this.sys, openRootParentDir(this.sys, above.fd, name, parts.slice(0, i + 1).join('/'), this.#owner).fd);
         continue;
       }
       if (st !== null) this.#displace(parent, name);
@@ -99,8 +104,12 @@ export class CloneSwap {
     try {
       this.#parents(parent);
       // Whatever stands at the root's own place (the old tree; a link a materialize made for a root that was a link, or
-      // the agent's; a FIFO or a device node) is exchanged out whole, never followed or opened.
-      if (this.#stat(parent, name) !== null) this.#exchange(parent, name);
+      // the agent's; a FIFO or a device node) is exchanged out whole, never followed or opened. An old tree of this
+      // user's that the agent made read-only (0555, 0000) is given u+rwx through its own fd first: moving a directory
+      // to another parent rewrites its `..`.
+      const existing = this.#stat(parent, name);
+      if (existing !== null && isDir(existing.mode) && existing.uid === this.#owner && (existing.mode & 0o700) !== 0o700) this.#openUp(parent, name, rel);
+      if (existing !== null) this.#exchange(parent, name);
       else {
         this.#move(['new', parent, name], ['clone', parent, name]);
         this.#steps.push({ kind: 'renamed', parent, name });
@@ -108,6 +117,12 @@ export class CloneSwap {
     } catch (err) {
       throw swapError(err, rel);
     }
+  }
+
+  #openUp(parent: string[], name: string, rel: string): void {
+    using above = this.#open('clone', parent);
+    using dir = own(this.sys, openRepairableDir(this.sys, above.fd, name, rel));
+    this.sys.fchmod(dir.fd, (this.sys.fstat(dir.fd).mode & 0o7777) | 0o700);
   }
 
   #exchange(parent: string[], name: string): void {

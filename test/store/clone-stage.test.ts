@@ -1,6 +1,6 @@
 // clone-stage.test.ts: materialize writes only inside the clone: a locked stage there, swept when stale; failures leave the clone as it was.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -151,7 +151,8 @@ describe('the materialize stage lives inside the clone', () => {
     snap.materializeSync(clone, { createClone: true });
     writeFileSync(join(clone, 'deps/lib/a'), 'changed');
     chmodSync(join(clone, 'deps'), 0o000);
-    expect(await snap.reset(clone)).toMatchObject({ reset: true, changed: ['deps/lib/a'] });
+    // The parent's mode put back (0700) is a change reset names, as diff named it.
+    expect(await snap.reset(clone)).toMatchObject({ reset: true, changed: ['deps', 'deps/lib/a'] });
     expect(listTree(clone)).toEqual(['deps/', 'deps/lib/', 'deps/lib/a', 'deps/lib/b']);
     expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
     // Without a ledger (another snapshot's clone): the whole materialize's swap walks down to the root.
@@ -159,15 +160,77 @@ describe('the materialize stage lives inside the clone', () => {
     chmodSync(join(clone, 'deps'), 0o600);
     // Listed but not searchable: diff and checkClone say so (as a user; root searches it anyway), and reset opens it up.
     const asUser = process.geteuid?.() !== 0;
-    const blind = asUser ? { unreadable: ['deps'], changed: ['deps'], removed: [] } : { ok: true };
+    const blind = { unreadable: asUser ? ['deps'] : [], changed: ['deps'], removed: [] };
     expect(await snap.diff(clone)).toMatchObject(blind);
     expect(snap.checkCloneSync(clone)).toMatchObject(blind);
-    expect(snap.resetSync(clone)).toMatchObject({ reset: true, changed: [] });
+    expect(snap.resetSync(clone)).toMatchObject({ reset: true, changed: ['deps'] });
     expect(snap.diffSync(clone)).toMatchObject({ ok: true });
     chmodSync(join(clone, 'deps'), 0o600);
     expect(other.materializeSync(clone)).toMatchObject({ reset: false, files: 2 });
     expect(listTree(clone)).toEqual(['deps/', 'deps/lib/', 'deps/lib/a', 'deps/lib/b']);
     expect(other.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
+  it('a directory above a root put under another rule (0777, 0555) is named changed by diff and checkClone and put back to u+rwx, go-w by reset and by a whole materialize; a read-only root is swapped out; another user\'s is SEAL_UNTRUSTED (it was kept, world-writable, and reset failed EACCES under a 0555 one)', async () => {
+    const { work, store, snap } = fixture({ 'deps/lib/a': 'alpha', 'deps/lib/b': 'beta' }, ['deps/lib']);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    const mode = (p: string): number => statSync(join(clone, p)).mode & 0o7777;
+    chmodSync(join(clone, 'deps'), 0o777);
+    expect(await snap.diff(clone)).toMatchObject({ changed: ['deps'], removed: [], added: [] });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ changed: ['deps'] });
+    expect(snap.resetSync(clone)).toMatchObject({ changed: ['deps'], removed: [] });
+    // Writable by no one else again; what else its mode allows is left as the agent set it.
+    expect(mode('deps')).toBe(0o755);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true });
+    // The root replaced by a file under a parent made read-only: as a user its unlink was EACCES.
+    rmSync(join(clone, 'deps/lib'), { recursive: true });
+    writeFileSync(join(clone, 'deps/lib'), 'the agent\'s');
+    chmodSync(join(clone, 'deps'), 0o555);
+    expect(await snap.reset(clone)).toMatchObject({ changed: ['deps', 'deps/lib'], removed: ['deps/lib/a', 'deps/lib/b'] });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    // A whole materialize (another snapshot): a read-only parent and a read-only old root (its `..` is rewritten by the move).
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['deps/lib'], revision: 'B' });
+    chmodSync(join(clone, 'deps/lib'), 0o555);
+    chmodSync(join(clone, 'deps'), 0o500);
+    expect(other.materializeSync(clone)).toMatchObject({ reset: false, files: 2 });
+    expect([mode('deps'), mode('deps/lib')]).toEqual([0o700, 0o700]);
+    expect(other.checkCloneSync(clone)).toMatchObject({ ok: true });
+    if (process.geteuid?.() === 0) {
+      chownSync(join(clone, 'deps'), 999, 999);
+      expect(other.diffSync(clone)).toMatchObject({ changed: ['deps'] });
+      const untrusted = { code: 'SEAL_UNTRUSTED', message: "untrusted clone: deps, above a copy root, is owned by uid 999, not by the clone's owner (uid 0); fix: remove it", unchanged: clone };
+      expectError(() => other.resetSync(clone), untrusted);
+      expectError(() => snap.materializeSync(clone), untrusted);
+    }
+    store.closeSync();
+  });
+
+  it('a chmod of a root the agent makes while a reset walks it is a difference the next diff sees: the ledger records the mode reset set, not the one it found after (it recorded the agent\'s 0777, and diff and reset then kept it)', () => {
+    const { work, store, snap } = fixture({ 'deps/lib/a': 'alpha', 'deps/lib/b': 'beta' }, ['deps/lib']);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeFileSync(join(clone, 'deps/lib/a'), 'changed');
+    let agent = false;
+    const sys = wrapSys({
+      readdir: (orig) => (fd) => {
+        const out = orig(fd);
+        // The root is being reset (its mode already set): the agent widens it now.
+        if (!agent && out.some((e) => e.name === 'a')) {
+          agent = true;
+          chmodSync(join(clone, 'deps/lib'), 0o777);
+        }
+        return out;
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ changed: ['deps/lib/a'] });
+    expect(agent).toBe(true);
+    expect(statSync(join(clone, 'deps/lib')).mode & 0o7777).toBe(0o777);
+    expect(snap.diffSync(clone)).toMatchObject({ changed: ['deps/lib'] });
+    expect(snap.resetSync(clone)).toMatchObject({ changed: ['deps/lib'] });
+    expect(statSync(join(clone, 'deps/lib')).mode & 0o7777).toBe(0o700);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true });
     store.closeSync();
   });
 
