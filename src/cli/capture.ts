@@ -1,7 +1,8 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
-import { resolve } from 'node:path';
+import { existsSync, lstatSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 
-import type { CaptureReport, MountDeclaration, Snapshot } from '../index.js';
+import { SealError, escapePath, type CaptureReport, type MountDeclaration, type Snapshot } from '../index.js';
 import { UsageError, choiceOption, flag, listOption, need, plural, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 import { CAPTURE_OPTIONS, CAPTURE_OPTIONS_HELP, excludeLine, excludeOptions, limitOptions, namingOrigin } from './capture-options.js';
@@ -16,6 +17,36 @@ function parseMount(spec: string): MountDeclaration {
 
 const LINKS = ['refuse', 'contained'] as const;
 
+/** path made real: its deepest existing ancestor's realpath, then the rest as given. */
+function realOf(path: string): string {
+  const rest: string[] = [];
+  for (let at = path; ; at = dirname(at)) {
+    if (existsSync(at)) return join(realpathSync(at), ...rest.reverse());
+    if (dirname(at) === at) return path;
+    rest.push(basename(at));
+  }
+}
+
+/**
+ * A store the command would make inside a copy root of what it captures is refused before
+ * it is made, with the library's own words: the library refuses it too, but only once the
+ * store is open, and the store it made (lock, snapshots/, tmp/) was left in the user's
+ * source, where the next capture took it in. Only where the roots follow from the words
+ * alone (--copy given, or the default roots without --exclude); otherwise the library says.
+ */
+function checkNewStoreOutside(storeDir: string, source: string, copy: readonly string[], mounts: readonly MountDeclaration[], excluding: boolean): void {
+  if (lstatSync(storeDir, { throwIfNoEntry: false }) !== undefined) return;
+  const src = realOf(source);
+  const store = realOf(storeDir);
+  if (!store.startsWith(`${src}/`)) return;
+  const rel = store.slice(src.length + 1).split('/');
+  const mounted = new Set(mounts.map((m) => m.source.split('/').find((p) => p !== '' && p !== '.')));
+  const roots = copy.length > 0 ? copy.map((c) => c.split('/').filter((p) => p !== '' && p !== '.')) : excluding || mounted.has(rel[0]) ? [] : [[rel[0]!]];
+  for (const root of roots) {
+    if (root.length > 0 && root.every((p, i) => rel[i] === p)) throw new SealError('SEAL_OVERLAP', `the store lies inside what is being captured: ${escapePath(root.join('/'))}`);
+  }
+}
+
 async function run(ctx: Context): Promise<void> {
   need(ctx, 1, 'one <source> directory');
   const { io } = ctx;
@@ -27,6 +58,7 @@ async function run(ctx: Context): Promise<void> {
   const links = choiceOption(ctx, 'links', LINKS, 'refuse');
   const excludes = excludeOptions(ctx);
   const limits = limitOptions(ctx);
+  checkNewStoreOutside(ctx.storeDir, source, copy, mounts, excludes.patterns.length > 0);
   const store = await ctx.store();
   const line = io.progress('capturing');
   let snap: Snapshot;

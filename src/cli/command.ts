@@ -31,6 +31,8 @@ export interface Context {
   readonly options: Readonly<Record<string, OptionValue>>;
   /** The store (`--store`, `$TREESEAL_STORE`, …), opened (sync) on first use and closed after the command. */
   store(): Promise<SnapshotStore>;
+  /** The store's directory, as the command names it (not opened, maybe not made yet). */
+  readonly storeDir: string;
 }
 
 export interface CommandSpec {

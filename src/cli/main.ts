@@ -193,6 +193,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       command: spec.name,
       args,
       io,
+      storeDir,
       options: values,
       store: async () => {
         if (store === undefined && !MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);

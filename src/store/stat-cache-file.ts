@@ -163,7 +163,8 @@ export function sweepStatCaches(sys: Sys, storeRoot: string, hasSnapshot: (diges
   try {
     opened = openChildDir(sys, store.fd, CACHE_DIR);
   } catch (err) {
-    if (hasCode(err, 'ENOENT')) return 0;
+    // None yet, or a shared store's that another member made and this one may not list: not this gc's.
+    if (hasCode(err, 'ENOENT', 'EACCES')) return 0;
     throw err;
   }
   using dir = own(sys, opened);

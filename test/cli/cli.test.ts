@@ -1,6 +1,6 @@
 // cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -194,5 +194,30 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     });
     expect(tty).toMatch(/\r\x1b\[2Kcapturing \d+ entries, [\d.]+ (B|KiB|MiB)/);
     expect(tty).toContain('captured ');
+  });
+});
+
+describe('a store inside what is captured', () => {
+  it('a store the command would make inside a copy root is SEAL_OVERLAP before it is made: nothing is left in the source (the refused capture left the store\'s lock, snapshots/ and tmp/ there, and the next capture took them in)', () => {
+    const { work, repo } = setup();
+    const before = readdirSync(repo).sort();
+    for (const [store, extra, root] of [
+      [join(repo, 'sub/dir/store'), [], 'sub'],
+      [join(repo, 'src/.store'), [], 'src'],
+      [join(repo, 'src/deep/store'), ['--copy', 'src'], 'src'],
+    ] as const) {
+      const r = cli(store, 'capture', repo, ...extra);
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_OVERLAP: the store lies inside what is being captured: ${root}\n`]);
+      expect(readdirSync(repo).sort()).toEqual(before);
+      expect(existsSync(join(repo, 'src/.store'))).toBe(false);
+      expect(existsSync(join(repo, 'src/deep'))).toBe(false);
+    }
+    // Outside every root (another root named), and through a link to the source: the first is taken, the second refused.
+    expect(json(cli(join(repo, 'sub/store'), 'capture', repo, '--copy', 'src', '--json')).entries).toBeGreaterThan(0);
+    rmSync(join(repo, 'sub'), { recursive: true });
+    symlinkSync(repo, join(work, 'repo-link'));
+    const linked = cli(join(work, 'repo-link/src/s'), 'capture', repo, '--copy', 'src');
+    expect([linked.status, linked.stderr]).toEqual([1, 'treeseal: SEAL_OVERLAP: the store lies inside what is being captured: src\n']);
+    expect(readdirSync(join(repo, 'src')).includes('s')).toBe(false);
   });
 });
