@@ -71,6 +71,7 @@ export function excludeOptions(ctx: Context): Excludes {
  * one of a copy root or mount source the patterns leave out names its --copy or --mount.
  */
 export function namingOrigin(err: unknown, excludes: Excludes): unknown {
+  if (err instanceof SealError && err.code === 'SEAL_LIMIT') return withLimitFlag(err);
   if (!(err instanceof TypeError)) return err;
   const root = /^The property 'options\.(copy|mounts)\[\d+\](?:\.source)?' (is left out by the exclude pattern [^]*)\. Received ([^]*)$/.exec(err.message);
   if (root !== null) {
@@ -97,4 +98,20 @@ export function limitOptions(ctx: Context): Partial<Limits> {
     if (n !== undefined) limits[key] = n;
   }
   return limits;
+}
+
+/** The flag that raises each capture limit, by the words of its SEAL_LIMIT. */
+const RAISED_BY: [RegExp, string][] = [
+  [/^capture exceeds the entry limit /, '--max-entries N'],
+  [/^capture exceeds the total byte limit /, '--max-bytes SIZE'],
+  [/^(capture exceeds the path byte limit|symlink target exceeds the path limit) /, '--max-path-bytes N'],
+  [/^capture exceeds the depth limit /, '--max-depth N'],
+  [/^file exceeds the per-file limit /, '--max-file-bytes SIZE'],
+];
+
+/** A capture's SEAL_LIMIT with the way out: the flag that raises that limit, or --exclude to leave what passed it out. */
+function withLimitFlag(err: SealError): SealError {
+  const flag = RAISED_BY.find(([words]) => words.test(err.message))?.[1];
+  if (flag !== undefined) err.message = `${err.message} (raise it with ${flag}, or leave paths out with --exclude)`;
+  return err;
 }

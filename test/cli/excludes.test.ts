@@ -113,14 +113,14 @@ describe('capture --max-*', { timeout: CLI_TIMEOUT_MS }, () => {
       const r = cli(store, 'capture', repo, '--copy', 'src', `--max-${flag}`, n);
       return [r.status, r.stderr];
     };
-    expect(refused('entries', '3')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the entry limit (3 entries): src/lib/b.ts\n']);
-    expect(refused('bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (8 bytes): src/lib/b.ts\n']);
+    expect(refused('entries', '3')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the entry limit (3 entries): src/lib/b.ts (raise it with --max-entries N, or leave paths out with --exclude)\n']);
+    expect(refused('bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (8 bytes): src/lib/b.ts (raise it with --max-bytes SIZE, or leave paths out with --exclude)\n']);
     // The byte limits take a size as gc's --max-size does.
-    expect(refused('bytes', '0.001K')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (1 bytes): src/a.ts\n']);
-    expect(refused('file-bytes', '0.004KiB')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts\n']);
-    expect(refused('file-bytes', '4')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts\n']);
-    expect(refused('path-bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the path byte limit (8 bytes): src/lib/b.ts\n']);
-    expect(refused('depth', '2')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the depth limit (2 levels): src/lib/b.ts\n']);
+    expect(refused('bytes', '0.001K')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the total byte limit (1 bytes): src/a.ts (raise it with --max-bytes SIZE, or leave paths out with --exclude)\n']);
+    expect(refused('file-bytes', '0.004KiB')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts (raise it with --max-file-bytes SIZE, or leave paths out with --exclude)\n']);
+    expect(refused('file-bytes', '4')).toEqual([1, 'treeseal: SEAL_LIMIT: file exceeds the per-file limit (4 bytes): src/a.ts (raise it with --max-file-bytes SIZE, or leave paths out with --exclude)\n']);
+    expect(refused('path-bytes', '8')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the path byte limit (8 bytes): src/lib/b.ts (raise it with --max-path-bytes N, or leave paths out with --exclude)\n']);
+    expect(refused('depth', '2')).toEqual([1, 'treeseal: SEAL_LIMIT: capture exceeds the depth limit (2 levels): src/lib/b.ts (raise it with --max-depth N, or leave paths out with --exclude)\n']);
     const ok = cli(store, 'capture', repo, '--copy', 'src', '--max-entries', '4', '--max-bytes', '9', '--max-file-bytes', '5', '--max-path-bytes', '12', '--max-depth', '3', '--json');
     expect(json(ok).entries).toBe(4);
     const bad = cli(store, 'capture', repo, '--max-depth', 'deep');
