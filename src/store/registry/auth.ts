@@ -98,7 +98,8 @@ export class Authorizer {
       if (isIdentityToken(credentials)) {
         throw new SealError('SEAL_REMOTE', `registry ${this.#o.remote.host} asks for Basic authentication, and its credentials are an identity token (a token realm's refresh token)`);
       }
-      if (sent !== undefined && sent.startsWith('Basic ')) throw refused;
+      // Sent and refused: the user or the password is wrong (said, the password not).
+      if (sent !== undefined && sent.startsWith('Basic ')) throw new SealError('SEAL_REMOTE', `${refused.message}: the registry rejected the credentials sent (user ${JSON.stringify(credentials.username)})`, { cause: refused });
       this.#header = basicHeader(credentials);
       return true;
     }
