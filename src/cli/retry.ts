@@ -1,4 +1,4 @@
-// retry.ts: a command run again after a retryable failure (SEAL_CHANGED, or a root renamed away mid-capture), with a short backoff, each retry said on stderr.
+// retry.ts: a command run again after a retryable failure (SEAL_CHANGED, a root renamed away mid-capture, a clone busy with another call), with a short backoff, each retry said on stderr.
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { SealError } from '../index.js';
