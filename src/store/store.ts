@@ -1,5 +1,8 @@
 // store.ts: SnapshotStore: a directory of published snapshots, the capture entry point, and its lifetime.
-import { SealError } from '../base/errors.js';
+import { SealError, isSealError } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
+import { hasCode } from '../sys/errno.js';
+import { ioError } from '../base/refusal.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, checkString, invalidArgType, invalidArgValue, outOfRange } from '../base/arg-errors.js';
 import { STAT_CLOCK_AHEAD } from '../capture/stat-cache.js';
 import { checkRootPath, makeRealDir, openRealDir, own } from '../base/fd.js';
@@ -69,6 +72,16 @@ function checkTrust(value: unknown): void {
 
 /** A published snapshot as an operation returns it: its data on this thread, or packed from the worker. */
 type Found = StoredSnapshot | PackedSnapshot;
+
+/**
+ * A capture's SEAL_IO for a full or over-quota filesystem says it is the store's (what a
+ * capture writes goes there): it named only the source file being copied, which is not at fault.
+ */
+function storeFull(err: unknown, root: string): unknown {
+  const io = isSealError(err) ? err : hasCode(err, 'ENOSPC', 'EDQUOT') ? ioError('capture', err) : undefined;
+  if (io === undefined || io.code !== 'SEAL_IO' || !hasCode(io.cause, 'ENOSPC', 'EDQUOT')) return err;
+  return new SealError('SEAL_IO', `${io.message} (the store's filesystem is full or over quota: ${escapePath(root)})`, { ...(io.path === undefined ? {} : { path: io.path }), cause: io.cause });
+}
 
 export class SnapshotStore {
   readonly root: string;
@@ -180,7 +193,13 @@ export class SnapshotStore {
       signal: options.signal,
       onProgress: options.onProgress,
     }),
-    core: (sys, [root, plan], ctx) => buildSnapshot(sys, root, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress }),
+    core: (sys, [root, plan], ctx) => {
+      try {
+        return buildSnapshot(sys, root, plan, { isAborted: ctx.isAborted, onProgress: ctx.onProgress });
+      } catch (err) {
+        throw storeFull(err, root);
+      }
+    },
     // The worker keeps what it built for the materialize that usually follows; its entries cross packed.
     reply: ({ data, report }, [root]): { data: Found; report: CaptureReport } => ({
       data: holdPacked(`${root}/${SNAPSHOTS_DIR}/${data.digest}`, data),

@@ -129,12 +129,12 @@ describe.skipIf(!isRoot).each(['ext4', 'xfs'] as const)('a full %s filesystem', 
     const sys = before('pwrite', (_fd, _buf, _off, length) => length > MiB / 2, () => fs.fill());
     const store = SnapshotStore.openSync(root, { sys });
     const err = sealError(() => store.captureSync(definition(dir)));
-    // The file being written is named (it was a bare "capture: ENOSPC: …, pwrite").
+    // The file being written is named (it was a bare "capture: ENOSPC: …, pwrite"), and the store's filesystem as the one full.
     expect([err.name, err.code, (err.cause as { code?: string }).code, err.message, err.path]).toEqual([
       'SealError',
       'SEAL_IO',
       'ENOSPC',
-      'file cannot be captured: src/big/0.bin: ENOSPC: no space left on device, pwrite',
+      `file cannot be captured: src/big/0.bin: ENOSPC: no space left on device, pwrite (the store's filesystem is full or over quota: ${root})`,
       'src/big/0.bin',
     ]);
     expectCleanStore(root, [kept]);
@@ -142,6 +142,7 @@ describe.skipIf(!isRoot).each(['ext4', 'xfs'] as const)('a full %s filesystem', 
     const real = await SnapshotStore.open(root);
     const async = await sealErrorAsync(real.capture({ ...definition(dir), parallelism: 2 }));
     expect([async.name, async.code, (async.cause as { code?: string }).code]).toEqual(['SealError', 'SEAL_IO', 'ENOSPC']);
+    expect(async.message).toMatch(/ \(the store's filesystem is full or over quota: .*\/store\)$/);
     expectCleanStore(root, [kept]);
     fs.free();
     const snap = await real.capture(definition(dir));
