@@ -566,6 +566,13 @@ export function makeLockedDir(sys: Sys, parentFd: number, prefix: string, hexByt
       throw err;
     }
     if (fd >= 0) return { name, fd };
+    // Its lock was taken first (a sweep, which removes it; or a look that lets go at once, as diff's at a stage):
+    // the empty directory this call made goes too, not left for a later sweep.
+    try {
+      sys.unlinkat(parentFd, name, AT_REMOVEDIR);
+    } catch {
+      // removed by the sweep, or no longer empty (someone else's now): left
+    }
   }
   throw new SealError('SEAL_UNAVAILABLE', `a private directory could not be made: each new one was swept at once (${prefix}*)`);
 }

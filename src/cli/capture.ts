@@ -1,5 +1,5 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
-import { existsSync, lstatSync, realpathSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, realpathSync, rmdirSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 
 import { SealError, escapePath, type CaptureReport, type MountDeclaration, type Snapshot } from '../index.js';
@@ -27,6 +27,45 @@ function realOf(path: string): string {
   }
 }
 
+/** The highest directory on the way to path (path included) that does not exist yet, or undefined when path exists. */
+function firstMissing(path: string): string | undefined {
+  let missing: string | undefined;
+  try {
+    for (let at = path; lstatSync(at, { throwIfNoEntry: false }) === undefined && dirname(at) !== at; at = dirname(at)) missing = at;
+  } catch {
+    return undefined;
+  }
+  return missing;
+}
+
+/** The store's own names, each left empty by a store that holds nothing. */
+const STORE_PARTS = new Set(['lock', 'snapshots', 'tmp', 'leases', 'cache', 'clones']);
+
+/**
+ * Removes the store at storeDir, which this command made, and the directories above it it
+ * made (up to `made`), while it holds nothing but its own empty parts; anything else found
+ * (a snapshot, a build, a name it does not make) leaves it all in place. Never follows a link.
+ */
+function dropEmptyStore(storeDir: string, made: string): void {
+  try {
+    const names = readdirSync(storeDir);
+    for (const name of names) {
+      const st = lstatSync(join(storeDir, name));
+      if (!STORE_PARTS.has(name) || (st.isDirectory() && readdirSync(join(storeDir, name)).length > 0) || st.isSymbolicLink()) return;
+    }
+    for (const name of names) {
+      if (lstatSync(join(storeDir, name)).isDirectory()) rmdirSync(join(storeDir, name));
+      else unlinkSync(join(storeDir, name));
+    }
+    for (let at = storeDir; ; at = dirname(at)) {
+      rmdirSync(at);
+      if (at === made) break;
+    }
+  } catch {
+    // Something else is there now, or it went: left as it is.
+  }
+}
+
 /**
  * A store the command would make inside a copy root of what it captures is refused before
  * it is made, with the library's own words: the library refuses it too, but only once the
@@ -35,9 +74,16 @@ function realOf(path: string): string {
  * alone (--copy given, or the default roots without --exclude); otherwise the library says.
  */
 function checkNewStoreOutside(storeDir: string, source: string, copy: readonly string[], mounts: readonly MountDeclaration[], excluding: boolean): void {
-  if (lstatSync(storeDir, { throwIfNoEntry: false }) !== undefined) return;
-  const src = realOf(source);
-  const store = realOf(storeDir);
+  let src: string;
+  let store: string;
+  try {
+    if (lstatSync(storeDir, { throwIfNoEntry: false }) !== undefined) return;
+    src = realOf(source);
+    store = realOf(storeDir);
+  } catch {
+    // A path the system refuses to resolve (a file on the way, no search permission): the library says what is wrong with it.
+    return;
+  }
   if (!store.startsWith(`${src}/`)) return;
   const rel = store.slice(src.length + 1).split('/');
   const mounted = new Set(mounts.map((m) => m.source.split('/').find((p) => p !== '' && p !== '.')));
@@ -59,6 +105,7 @@ async function run(ctx: Context): Promise<void> {
   const excludes = excludeOptions(ctx);
   const limits = limitOptions(ctx);
   checkNewStoreOutside(ctx.storeDir, source, copy, mounts, excludes.patterns.length > 0);
+  const made = firstMissing(ctx.storeDir);
   const store = await ctx.store();
   const line = io.progress('capturing');
   let snap: Snapshot;
@@ -78,6 +125,12 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
     });
   } catch (err) {
+    // Refused as inside what it captures where the words could not tell (an exclude, a bind mount): the store this
+    // command made there goes again, while it holds nothing.
+    if (made !== undefined && err instanceof SealError && err.code === 'SEAL_OVERLAP') {
+      await store.close();
+      dropEmptyStore(ctx.storeDir, made);
+    }
     throw namingOrigin(err, excludes);
   }
   line.done();

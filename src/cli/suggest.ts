@@ -24,16 +24,17 @@ export function nearest(word: string, candidates: readonly string[]): string | u
 }
 
 /** Commands other tools call what treeseal calls otherwise. */
-const ALIASES: Record<string, string> = {
-  prune: 'snapshots are removed by a policy with gc --keep-last N, --older-than AGE or --max-size SIZE',
-  remove: 'did you mean rm?',
-  list: 'did you mean ls?',
-  restore: 'did you mean reset (an arm back to its snapshot) or materialize?',
-};
+const ALIASES: ReadonlyMap<string, string> = new Map([
+  ['prune', 'snapshots are removed by a policy with gc --keep-last N, --older-than AGE or --max-size SIZE'],
+  ['remove', 'did you mean rm?'],
+  ['list', 'did you mean ls?'],
+  ['restore', 'did you mean reset (an arm back to its snapshot) or materialize?'],
+]);
 
 /** The message for an unknown command: its nearest command, or what it is called here. */
 export function unknownCommand(word: string, commands: readonly CommandSpec[]): string {
-  const hint = ALIASES[word] ?? (nearest(word, commands.map((c) => c.name)) === undefined ? undefined : `did you mean ${nearest(word, commands.map((c) => c.name))}?`);
+  const near = nearest(word, commands.map((c) => c.name));
+  const hint = ALIASES.get(word) ?? (near === undefined ? undefined : `did you mean ${near}?`);
   return `unknown command: ${word}${hint === undefined ? '' : ` (${hint})`}`;
 }
 
@@ -45,7 +46,8 @@ export function unknownCommand(word: string, commands: readonly CommandSpec[]): 
 export function unknownOption(message: string, spec: CommandSpec | undefined, options: readonly string[]): string {
   const option = /^Unknown option '([^']*)'/.exec(message)?.[1];
   if (option === undefined) return message;
-  if (spec?.name === 'run') return `unknown option ${option}: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> ${option} ...`;
   const near = option.startsWith('--') ? nearest(option.slice(2), options) : undefined;
-  return `unknown option ${option}${near === undefined ? '' : ` (did you mean --${near}?)`}`;
+  if (near !== undefined) return `unknown option ${option} (did you mean --${near}?)`;
+  if (spec?.name === 'run') return `unknown option ${option}: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> ${option} ...`;
+  return `unknown option ${option}`;
 }

@@ -197,7 +197,15 @@ function openRootParent(c: Check, cloneFd: number, parts: readonly string[]): Fd
   let reached = 0;
   const dir = walkDown(c.sys, cloneFd, parents, (fd, name, i) => {
     const path = parts.slice(0, i + 1).join('/');
-    const st = statOrNull(c.sys, fd, name);
+    let st: Stat | null;
+    try {
+      st = statOrNull(c.sys, fd, name);
+    } catch (err) {
+      // The directory above is listed but not searchable (0600, two or more levels above the root): unreadable.
+      if (i === 0 || !hasCode(err, 'EACCES') || !notSearchable(c, fd)) throw err;
+      unreadable(c, parts.slice(0, i).join('/'));
+      return null;
+    }
     if (st === null) return null;
     // Found: not removed, whatever it is; a link or a file in its place is changed, once however many roots lie below it.
     const index = c.entries.indexOf(path);

@@ -89,6 +89,11 @@ export class Ledger {
     return new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
   }
 
+  /** Holds no record of manifest entry i: whatever stands there is changed to the next diff, and restored by the next reset. */
+  forget(i: number): void {
+    if (i >= 0 && i < this.count) this.#view.setUint8(i * RECORD_BYTES, 0);
+  }
+
   /** Records manifest entry i as st shows it now (nothing for a kind a materialize never makes). */
   record(i: number, st: Stat): void {
     const kind = kindOf(st.mode);

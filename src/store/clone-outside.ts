@@ -27,12 +27,16 @@ function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
   try {
     fd = sys.openat(cloneFd, name, DIR_FLAGS);
   } catch (err) {
-    // Gone meanwhile (a sweep): nothing to report. Not a directory: the agent's.
-    return !hasCode(err, 'ENOTDIR', 'ELOOP');
+    // Gone meanwhile (a sweep): nothing to report. Not a directory, or one this user may not open (a stage is 0700
+    // and its maker's; an agent's `chmod 0` of a stage-named directory hid it): the agent's.
+    if (hasCode(err, 'ENOENT')) return true;
+    if (hasCode(err, 'ENOTDIR', 'ELOOP', 'EACCES')) return false;
+    throw err;
   }
   using stage = own(sys, fd);
-  // Free: no materialize holds it (taken for this look only, and let go with the fd).
-  return !tryFlock(sys, stage.fd);
+  const st = sys.fstat(stage.fd);
+  // A stage is the clone owner's, mode 0700, and held (its lock taken here for this look only, let go with the fd).
+  return st.uid === sys.fstat(cloneFd).uid && (st.mode & 0o7777) === 0o700 && !tryFlock(sys, stage.fd);
 }
 
 /**

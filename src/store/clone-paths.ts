@@ -197,13 +197,15 @@ export function keepsParentRule(st: Stat, owner: number): boolean {
  * be swapped by them. Returns the fd (the caller's) and whether its mode was changed.
  */
 export function openRootParentDir(sys: Sys, dirfd: number, name: string, path: string, owner: number): { fd: number; changed: boolean } {
+  const notOwners = (uid: number): SealError =>
+    new SealError('SEAL_UNTRUSTED', `untrusted clone: ${escapePath(path)}, above a copy root, is owned by uid ${uid}, not by the clone's owner (uid ${owner}); fix: remove it`, { path });
   const was = sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  // Said before it is opened: another user's this user may not open (0000) is theirs all the same.
+  if (isDir(was.mode) && was.uid !== owner) throw notOwners(was.uid);
   const fd = openRepairableDir(sys, dirfd, name, path);
   try {
     const now = sys.fstat(fd);
-    if (now.uid !== owner) {
-      throw new SealError('SEAL_UNTRUSTED', `untrusted clone: ${escapePath(path)}, above a copy root, is owned by uid ${now.uid}, not by the clone's owner (uid ${owner}); fix: remove it`, { path });
-    }
+    if (now.uid !== owner) throw notOwners(now.uid);
     const mode = ((now.mode & 0o7777) | 0o700) & ~0o022;
     if ((now.mode & 0o7777) !== mode) sys.fchmod(fd, mode);
     return { fd, changed: (was.mode & 0o7777) !== mode || !isDir(was.mode) };

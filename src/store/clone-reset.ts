@@ -152,6 +152,39 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry, ind
 }
 
 /**
+ * The agent can open a file while reset fills it (the clone and the file are its user's):
+ * a write it made before the identity was recorded would be recorded as reset's own. So
+ * each file reset made is read back under the identity recorded for it; one whose bytes
+ * differ, or that changed while it was read, is left unrecorded: the next diff names it
+ * and the next reset restores it. (What is written after the read moves the identity.)
+ */
+function checkMadeFiles(run: Run, cloneFd: number, entries: EntryReader, made: readonly number[]): void {
+  const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+  for (const index of made) {
+    const parts = entries.path(index).split('/');
+    let intact = false;
+    try {
+      using dir = parts.length === 1 ? own(run.sys, run.sys.openat(cloneFd, '.', DIR_FLAGS)) : own(run.sys, openBeneath(run.sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
+      intact = holdsRecorded(run, dir.fd, parts[parts.length - 1]!, index, entries, buffer);
+    } catch {
+      // Gone, or swapped for a link or a directory: not what was recorded.
+    }
+    if (!intact) run.ledger.forget(index);
+  }
+}
+
+/** Whether dirFd/name is the file recorded for entry index, holding its bytes, unchanged while they were read. */
+function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): boolean {
+  const { sys, ledger } = run;
+  const before = statOrNull(sys, dirFd, name);
+  if (before === null || !ledger.same(index, before)) return false;
+  const got = hashAt(sys, buffer, dirFd, name);
+  const after = statOrNull(sys, dirFd, name);
+  const want = entries.at(index);
+  return got.size === want.size && got.sha256 === want.sha256 && after !== null && ledger.same(index, after);
+}
+
+/**
  * Removes what stands at dirFd/name (never followed: a link is unlinked, a directory emptied
  * through its own fd) and restores want there. A directory restored where something else
  * stood brings back everything below it: each of those is reported removed, as diff reports them.
@@ -353,6 +386,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
     const cloneSt = sys.fstat(cloneFd);
     const children = namedChildrenOf(data.entries);
     const run = newRun(sys, materializeOptions, old.derive(old.independent && materializeOptions.reflink === 'never'));
+    run.madeFiles = [];
     report = Object.assign(run.report, emptyReport('reset'));
     readingCopyArea(sys, snapshotRoot, data.digest, (copyDir) => {
       const r: Reset = {
@@ -371,6 +405,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
         resetEntry(r, parent.fd, parts[parts.length - 1]!, r.entries.indexOf(parts.join('/')));
       }
     });
+    checkMadeFiles(run, cloneFd, new EntryReader(data.entries), run.madeFiles);
     saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger);
     run.progress(madeEntries(report), run.bytes, true);
   }

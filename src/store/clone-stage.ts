@@ -1,6 +1,6 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
 import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, makeLockedDir, openChildDir, openRealDir, own, removeOwnDir, type Fd } from '../base/fd.js';
+import { makeLockedDir, openChildDir, openRealDir, openRepairableDir, own, removeOwnDir, type Fd } from '../base/fd.js';
 import { escapePath, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -94,7 +94,8 @@ export function sweepCloneStages(sys: Sys, cloneFd: number, planted = false): nu
     if (typeof entry.name !== 'string' || !entry.name.startsWith(CLONE_STAGE_PREFIX)) continue;
     let fd: number;
     try {
-      fd = sys.openat(cloneFd, entry.name, DIR_FLAGS);
+      // One the agent made unreadable (`chmod 0` of a stage-named directory) is opened up first, as removal opens up.
+      fd = openRepairableDir(sys, cloneFd, entry.name);
     } catch (err) {
       // Not a directory (a file, a link, a FIFO put under a stage's name, never one of ours): unlinked, not followed.
       if (planted && hasCode(err, 'ENOTDIR', 'ELOOP')) swept += unlinkPlanted(sys, cloneFd, entry.name);

@@ -86,6 +86,8 @@ export interface Run {
   ledger: Ledger;
   /** Throws SEAL_ABORTED when the call was aborted. */
   checkAborted: () => void;
+  /** A reset's: the manifest index of each file it made, read back before its ledger is saved (see clone-reset.ts). */
+  madeFiles?: number[] | undefined;
 }
 
 /** The entries a materialize has made so far (its progress counts them all, as capture's and verify's do). */

@@ -118,6 +118,7 @@ export function materializeFile(run: Run, snapDir: number, stageDir: number, nam
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
     run.ledger.record(index, sys.fstat(dst.fd));
+    run.madeFiles?.push(index);
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
   if (!sameStoredIdentity(st, sys.fstat(src))) {

@@ -174,6 +174,8 @@ export function sweepStatCaches(sys: Sys, storeRoot: string, hasSnapshot: (diges
     if (typeof entry.name !== 'string' || !/^[0-9a-f]{64}\.bin$/.test(entry.name)) continue;
     let fd: number;
     try {
+      // A regular file only: a FIFO or a device under a cache's name is not opened.
+      if (!isReg(sys.fstatat(dir.fd, entry.name, AT_SYMLINK_NOFOLLOW).mode)) continue;
       fd = sys.openat(dir.fd, entry.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (err) {
       if (hasCode(err, 'ENOENT', 'EACCES', 'ELOOP', 'ENXIO')) continue;

@@ -109,6 +109,14 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: prune (snapshots are removed by a policy with gc --keep-last N, --older-than AGE or --max-size SIZE)']);
     r = cli(store, 'run', 'abc', join(work, 'arm'), 'sh', '-c', 'true');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option -c: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> -c ...']);
+    // An option run takes, misspelt: the option meant, not the sandbox hint; a word Object.prototype has is no command.
+    r = cli(store, 'run', 'abc', join(work, 'arm'), '--resett', '--', 'true');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option --resett (did you mean --reset?)']);
+    r = cli(store, 'constructor');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: constructor']);
+    // A store path the system cannot resolve is the library's to judge (it was a bare ENOTDIR from the command's own check).
+    r = cli(join(repo, 'README/store'), 'capture', repo);
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([1, expect.stringMatching(/^treeseal: SEAL_(BAD_PATH|UNAVAILABLE): /)]);
     r = cli(store, 'help', 'materialise');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: materialise (did you mean materialize?)']);
     r = cli(store, '--timeout', '5', 'gc', '--keep-last', '-1');
@@ -211,6 +219,18 @@ describe('a store inside what is captured', () => {
       expect(readdirSync(repo).sort()).toEqual(before);
       expect(existsSync(join(repo, 'src/.store'))).toBe(false);
       expect(existsSync(join(repo, 'src/deep'))).toBe(false);
+    }
+    // Where the words cannot tell (an exclude pattern; a mount source): the library refuses, and the store the command made
+    // there goes again with the parents it made.
+    for (const [store, extra, root] of [
+      [join(repo, 'src/new/st'), ['--exclude', '*.log'], 'src'],
+      [join(repo, 'node_modules/st'), ['--mount', 'node_modules'], 'node_modules'],
+    ] as const) {
+      const r = cli(store, 'capture', repo, ...extra);
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_OVERLAP: the store lies inside what is being captured: ${root}\n`]);
+      expect(readdirSync(repo).sort()).toEqual(before);
+      expect(existsSync(join(repo, 'src/new'))).toBe(false);
+      expect(existsSync(join(repo, 'node_modules/st'))).toBe(false);
     }
     // Outside every root (another root named), and through a link to the source: the first is taken, the second refused.
     expect(json(cli(join(repo, 'sub/store'), 'capture', repo, '--copy', 'src', '--json')).entries).toBeGreaterThan(0);

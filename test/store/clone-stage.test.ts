@@ -203,7 +203,22 @@ describe('the materialize stage lives inside the clone', () => {
       const untrusted = { code: 'SEAL_UNTRUSTED', message: "untrusted clone: deps, above a copy root, is owned by uid 999, not by the clone's owner (uid 0); fix: remove it", unchanged: clone };
       expectError(() => other.resetSync(clone), untrusted);
       expectError(() => snap.materializeSync(clone), untrusted);
+      // Theirs and shut (0000): theirs all the same, said before it is opened (it was SEAL_IO, EACCES).
+      chmodSync(join(clone, 'deps'), 0o000);
+      expectError(() => other.resetSync(clone), untrusted);
+      chmodSync(join(clone, 'deps'), 0o700);
+      chownSync(join(clone, 'deps'), 0, 0);
     }
+    // Listed but not searchable two levels above a root: diff and checkClone name it unreadable (as a user; root searches
+    // it), not SEAL_IO.
+    const deep = store.captureSync({ source: join(work, 'repo'), copy: ['deps/lib/a'] });
+    deep.materializeSync(join(work, 'deep'), { createClone: true });
+    chmodSync(join(work, 'deep/deps'), 0o600);
+    const seen = { changed: ['deps'], unreadable: process.geteuid?.() === 0 ? [] : ['deps'], removed: [] };
+    expect(deep.diffSync(join(work, 'deep'))).toMatchObject(seen);
+    expect(deep.checkCloneSync(join(work, 'deep'))).toMatchObject(seen);
+    expect(deep.resetSync(join(work, 'deep'))).toMatchObject({ changed: ['deps'] });
+    expect(deep.checkCloneSync(join(work, 'deep'))).toMatchObject({ ok: true });
     store.closeSync();
   });
 

@@ -1,7 +1,7 @@
 // diff-reset.test.ts: the clone ledger, diff and reset: what an agent changed in a materialized clone, found by identity
 // (unchanged files never opened) and undone without touching the rest; the clone treated as hostile throughout.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -228,6 +228,8 @@ describe('reset', () => {
     const dead = '.treeseal-materialize-0123456789abcdef01234567';
     const live = '.treeseal-materialize-fedcba9876543210fedcba98';
     writeTree(clone, { 'top.txt': 't', 'src/b.ts': 'not a root', 'build/out': 'o', [`${dead}/new/src/x`]: 'half a root', [`${live}/x`]: 'building' });
+    // As a materialize makes its stage: 0700, its own, flocked.
+    chmodSync(join(clone, live), 0o700);
     const held = openSync(join(clone, live), 'r');
     try {
       nativeSys.flock(held, LOCK_EX | LOCK_NB);
@@ -269,6 +271,82 @@ describe('reset', () => {
       expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/vendor/deps']);
       expect(lstatSync(join(clone, 'vendor')).isDirectory()).toBe(true);
     }
+    store.closeSync();
+  });
+
+  it('a write the agent makes into a file while reset fills it (into a hole the copy never writes) is not recorded as reset\'s: the next diff names it and the next reset restores it (the ledger took the agent\'s bytes as its own)', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'src/a.ts': 'alpha' });
+    const big = openSync(join(repo, 'src/big'), 'w');
+    writeSync(big, Buffer.alloc(4096, 1), 0, 4096, 0);
+    writeSync(big, Buffer.alloc(4096, 2), 0, 4096, 8 << 20);
+    closeSync(big);
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: repo, copy: ['src'] });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    unlinkSync(join(clone, 'src/big'));
+    let wrote = false;
+    const sys = wrapSys({
+      fstat: (orig) => (fd) => {
+        // Reset has filled the new file and takes its identity: the agent, holding it open, writes into its hole first.
+        if (!wrote && String(nativeSys.readlinkat(AT_FDCWD, `/proc/self/fd/${fd}`)) === join(clone, 'src/big')) {
+          wrote = true;
+          const agent = openSync(join(clone, 'src/big'), 'r+');
+          writeSync(agent, Buffer.from('EVIL'), 0, 4, 1 << 20);
+          closeSync(agent);
+        }
+        return orig(fd);
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ removed: ['src/big'] });
+    expect(wrote).toBe(true);
+    expect(readFileSync(join(clone, 'src/big')).subarray(1 << 20, (1 << 20) + 4).toString()).toBe('EVIL');
+    expect(snap.diffSync(clone)).toMatchObject({ changed: ['src/big'] });
+    expect(snap.resetSync(clone)).toMatchObject({ changed: ['src/big'] });
+    expect(snap.checkCloneSync(clone)).toMatchObject(ok);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
+  it("a stage-named directory the agent made unreadable (chmod 0) or gave another mode is the agent's: diff's all lists it, clean and gc remove it (isOwn took any directory it could not open for a stage, and the sweep passed it over: it hid across resets)", () => {
+    const { store, snap, clone } = fixture();
+    const hidden = '.treeseal-materialize-aaaaaaaaaaaaaaaaaaaaaaaa';
+    const open = '.treeseal-materialize-bbbbbbbbbbbbbbbbbbbbbbbb';
+    const plant = (): void => {
+      writeTree(clone, { [`${hidden}/answer.txt`]: 'TASK-1 SECRET', [`${open}/x`]: 'x' });
+      chmodSync(join(clone, hidden), 0o000);
+      chmodSync(join(clone, open), 0o755);
+    };
+    plant();
+    expect(snap.diffSync(clone, { all: true }).outside).toEqual([hidden, open]);
+    expect(snap.resetSync(clone, { clean: true })).toMatchObject({ outside: [] });
+    expect(listTree(clone).filter((p) => p.startsWith('.'))).toEqual([]);
+    plant();
+    expect(store.gc({ clone })).toBe(2);
+    expect(listTree(clone).filter((p) => p.startsWith('.'))).toEqual([]);
+    store.closeSync();
+  });
+
+  it('a stage whose lock a look took between its mkdir and its flock is removed, not left empty beside the one made instead (a diff --all at that moment left an empty stage in the clone)', () => {
+    const { store, snap, clone } = fixture();
+    writeFileSync(join(clone, 'src/a.ts'), 'changed');
+    let taken = 0;
+    const sys = wrapSys({
+      flock: (orig) => (fd, op) => {
+        // The first flock of a new stage: another process holds it for a moment.
+        if (taken === 0 && (op & LOCK_NB) !== 0 && String(nativeSys.readlinkat(AT_FDCWD, `/proc/self/fd/${fd}`)).includes('.treeseal-materialize-')) {
+          taken++;
+          throw Object.assign(new Error('EWOULDBLOCK: injected, flock'), { code: 'EWOULDBLOCK', errno: -11, syscall: 'flock' });
+        }
+        return orig(fd, op);
+      },
+    });
+    const other = store.captureSync({ source: join(dirname(clone), 'repo'), copy: ['src'], revision: 'other' });
+    expect(withSys(other, sys).materializeSync(clone)).toMatchObject({ reset: false });
+    expect(taken).toBe(1);
+    expect(readdirSync(clone).filter((n) => n.startsWith('.'))).toEqual([]);
     store.closeSync();
   });
 
