@@ -168,7 +168,7 @@ describe('kernel refusals', () => {
     const fault = failOnce('renameat2', 'ENOSPC', (_a, _b, _c, _d, flags) => flags === RENAME_NOREPLACE);
     const store = SnapshotStore.openSync(join(tempDir(), 'store'), { sys: fault.sys });
     const err = expectError(() => store.captureSync({ source, copy: ['src'] }), { code: 'SEAL_IO' });
-    expect([err.code, err.message, err.cause]).toEqual(['SEAL_IO', 'capture: ENOSPC: injected, renameat2', fault.injected()]);
+    expect([err.code, err.message, err.cause]).toEqual(['SEAL_IO', `capture: ENOSPC: injected, renameat2 (the store's filesystem is full or over quota: ${store.root})`, fault.injected()]);
     expect(storeLeftovers(store.root)).toEqual([]);
   });
 });
