@@ -151,6 +151,17 @@ function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry, ind
   }
 }
 
+/** Whether anything stands at a root's place in the clone (a look only: what it is, reset judges; a path that fails, yes). */
+function rootPresent(sys: Sys, cloneFd: number, parts: readonly string[]): boolean {
+  try {
+    if (parts.length === 1) return statOrNull(sys, cloneFd, parts[0]!) !== null;
+    using parent = own(sys, openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
+    return statOrNull(sys, parent.fd, parts[parts.length - 1]!) !== null;
+  } catch (err) {
+    return !hasCode(err, 'ENOENT');
+  }
+}
+
 /**
  * The agent can open a file while reset fills it (the clone and the file are its user's):
  * a write it made before the identity was recorded would be recorded as reset's own. So
@@ -513,7 +524,14 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
 function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, dir: Fd, ledger: Ledger | undefined, options: MaterializeOptions & RunHooks): MaterializeReport {
   const { createClone: _create, ...rest } = options;
   // reflink 'never' promises files that share no extent with the store: kept files only when the ledger's were made so too.
-  const whole = ledger === undefined || ledger.digest !== data.digest || hasMarker(sys, dir.fd) || (options.reflink === 'never' && !ledger.independent);
+  // A clone holding none of the roots (a new directory that took a removed arm's inode, and with it its ledger) has
+  // nothing to keep: a whole materialize makes it, without a reset's read-back of every file it makes.
+  const whole =
+    ledger === undefined ||
+    ledger.digest !== data.digest ||
+    hasMarker(sys, dir.fd) ||
+    (options.reflink === 'never' && !ledger.independent) ||
+    rootsOf(data).every((parts) => !rootPresent(sys, dir.fd, parts));
   if (whole) {
     if (ledger === undefined || ledger.digest === data.digest) return materializeInto(sys, snapshotRoot, data, dir.fd, options);
     // Another snapshot's ledger goes once the clone's lock is held: a call refused (SEAL_BUSY) leaves the store as it was.

@@ -310,6 +310,20 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  it('a materialize into a clone holding its ledger but none of its roots (a new directory that took a removed arm\'s inode) makes them whole, not by a reset that reads back every file it made (four arms at once took twice as long)', () => {
+    const { store, snap, clone } = fixture();
+    rmSync(join(clone, 'src'), { recursive: true });
+    expect(snap.materializeSync(clone)).toMatchObject({ reset: false, files: 5 });
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    // One root left: a reset (which names what it brings back).
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    expect(snap.materializeSync(clone)).toMatchObject({ reset: true });
+    expect(snap.resetSync(clone)).toMatchObject({ removed: [] });
+    rmSync(join(clone, 'src'), { recursive: true });
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', removed: ['src', 'src/a.ts', 'src/b.ts', 'src/lib', 'src/lib/c.ts', 'src/lib/d.ts', 'src/run.sh'] });
+    store.closeSync();
+  });
+
   it("a stage-named directory the agent made unreadable (chmod 0) or gave another mode is the agent's: diff's all lists it, clean and gc remove it (isOwn took any directory it could not open for a stage, and the sweep passed it over: it hid across resets)", () => {
     const { store, snap, clone } = fixture();
     const hidden = '.treeseal-materialize-aaaaaaaaaaaaaaaaaaaaaaaa';
