@@ -1,7 +1,7 @@
 // clone-paths.test.ts: the clone-side path checks (src/store/clone-paths.ts): createClone makes only the clone itself, below a
 // real parent; a special file on the way to a copy root is renamed out; a mount target's parent swapped for a symlink,
 // a file or a special file after the checks and before it is opened is still refused. Each title names the mutation it kills.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -290,6 +290,65 @@ describe('more clone checks', () => {
     const clone = join(work, 'clone');
     writeTree(clone, { node_modules: 'a file' });
     expectError(() => snap.mountPoints(clone), { code: 'SEAL_COLLISION', message: 'mount target exists with another type: node_modules', path: 'node_modules', unchanged: clone });
+    store.closeSync();
+  });
+
+  it('a FIFO at a mount target or at its parent is SEAL_SPECIAL_FILE naming the target, and nothing is opened or made (kills preflightMount\'s type check, its message and its { path })', () => {
+    const { work, store, snap } = fixture({ 'lib/deps/p/i.js': '1' }, { mounts: ['lib/deps'] });
+    const atTarget = join(work, 'at-target');
+    mkdirSync(join(atTarget, 'lib'), { recursive: true });
+    mkfifo(join(atTarget, 'lib/deps'));
+    expectError(() => snap.mountPoints(atTarget), { code: 'SEAL_SPECIAL_FILE', message: 'mount target has an unsupported type: lib/deps', path: 'lib/deps', unchanged: atTarget });
+    const atParent = join(work, 'at-parent');
+    mkdirSync(atParent);
+    mkfifo(join(atParent, 'lib'));
+    expectError(() => snap.mountPoints(atParent), { code: 'SEAL_SPECIAL_FILE', message: 'mount target parent has an unsupported type: lib/deps', path: 'lib/deps', unchanged: atParent });
+    store.closeSync();
+  });
+
+  it('a symlink two levels up a mount target is SEAL_SYMLINK naming the target, and nothing is made through it; a regular file there is a parent collision (kills preflightMount\'s walk stopping at the first level, and its { path })', () => {
+    const { work, store, snap } = fixture({ 'a/b/deps/p/i.js': '1' }, { mounts: ['a/b/deps'] });
+    const clone = join(work, 'clone');
+    mkdirSync(join(clone, 'a'), { recursive: true });
+    mkdirSync(join(work, 'outside'));
+    symlinkSync(join(work, 'outside'), join(clone, 'a/b'));
+    expectError(() => snap.mountPoints(clone), { code: 'SEAL_SYMLINK', message: 'mount target has a symlink parent: a/b/deps', path: 'a/b/deps', unchanged: work });
+    expect(readdirSync(join(work, 'outside'))).toEqual([]);
+    rmSync(join(clone, 'a/b'));
+    writeFileSync(join(clone, 'a/b'), 'a file');
+    expectError(() => snap.mountPoints(clone), { code: 'SEAL_COLLISION', message: 'mount target parent exists with another type: a/b/deps', path: 'a/b/deps', unchanged: clone });
+    store.closeSync();
+  });
+
+  it('a clone whose path runs through a regular file is refused as that, not as an overlap check\'s raw ENOTDIR (kills identityAt\'s ENOTDIR escape)', async () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, { copy: ['src'] });
+    writeFileSync(join(work, 'file'), 'f');
+    const clone = join(work, 'file/clone');
+    expectError(() => snap.materializeSync(clone, { createClone: true }), { code: 'SEAL_BAD_PATH', message: `clone parent must be a real directory: ${join(work, 'file')}`, unchanged: work });
+    await expect(snap.materialize(clone, { createClone: true })).rejects.toMatchObject({ code: 'SEAL_BAD_PATH', message: `clone parent must be a real directory: ${join(work, 'file')}` });
+    expectError(() => snap.diffSync(clone), { code: 'SEAL_BAD_PATH', message: `clone must be a real directory: ${clone}` });
+    expect(readdirSync(work).sort()).toEqual(['file', 'repo', 'store']);
+    store.closeSync();
+  });
+
+  it.skipIf(process.geteuid?.() !== 0)('a directory above a copy root given to another user between its stat and its open is SEAL_UNTRUSTED, checked again on the open fd, which is closed (kills openRootParentDir\'s second owner check and its close on the way out)', () => {
+    const { work, store, snap } = fixture({ 'deps/lib/a': 'alpha' }, { copy: ['deps/lib'] });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeFileSync(join(clone, 'deps/lib/a'), 'changed');
+    let given = false;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, name, flags, mode) => {
+        if (!given && name === 'deps') {
+          given = true;
+          chownSync(join(clone, 'deps'), 999, 999);
+        }
+        return orig(dirfd, name, flags, mode);
+      },
+    });
+    expectError(() => withSys(snap, sys).resetSync(clone), { code: 'SEAL_UNTRUSTED', message: "untrusted clone: deps, above a copy root, is owned by uid 999, not by the clone's owner (uid 0); fix: remove it", path: 'deps' });
+    expect(given).toBe(true);
+    expect(readFileSync(join(clone, 'deps/lib/a'), 'utf8')).toBe('changed');
     store.closeSync();
   });
 });
