@@ -1,5 +1,5 @@
 // capture.ts: `treeseal capture`: a source directory into a snapshot (or the one already in the store).
-import { existsSync, lstatSync, readdirSync, realpathSync, rmdirSync, unlinkSync } from 'node:fs';
+import { existsSync, lstatSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 
 import { SealError, escapePath, type CaptureReport, type MountDeclaration, type Snapshot } from '../index.js';
@@ -24,45 +24,6 @@ function realOf(path: string): string {
     if (existsSync(at)) return join(realpathSync(at), ...rest.reverse());
     if (dirname(at) === at) return path;
     rest.push(basename(at));
-  }
-}
-
-/** The highest directory on the way to path (path included) that does not exist yet, or undefined when path exists. */
-function firstMissing(path: string): string | undefined {
-  let missing: string | undefined;
-  try {
-    for (let at = path; lstatSync(at, { throwIfNoEntry: false }) === undefined && dirname(at) !== at; at = dirname(at)) missing = at;
-  } catch {
-    return undefined;
-  }
-  return missing;
-}
-
-/** The store's own names, each left empty by a store that holds nothing. */
-const STORE_PARTS = new Set(['lock', 'snapshots', 'tmp', 'leases', 'cache', 'clones']);
-
-/**
- * Removes the store at storeDir, which this command made, and the directories above it it
- * made (up to `made`), while it holds nothing but its own empty parts; anything else found
- * (a snapshot, a build, a name it does not make) leaves it all in place. Never follows a link.
- */
-function dropEmptyStore(storeDir: string, made: string): void {
-  try {
-    const names = readdirSync(storeDir);
-    for (const name of names) {
-      const st = lstatSync(join(storeDir, name));
-      if (!STORE_PARTS.has(name) || (st.isDirectory() && readdirSync(join(storeDir, name)).length > 0) || st.isSymbolicLink()) return;
-    }
-    for (const name of names) {
-      if (lstatSync(join(storeDir, name)).isDirectory()) rmdirSync(join(storeDir, name));
-      else unlinkSync(join(storeDir, name));
-    }
-    for (let at = storeDir; ; at = dirname(at)) {
-      rmdirSync(at);
-      if (at === made) break;
-    }
-  } catch {
-    // Something else is there now, or it went: left as it is.
   }
 }
 
@@ -105,7 +66,6 @@ async function run(ctx: Context): Promise<void> {
   const excludes = excludeOptions(ctx);
   const limits = limitOptions(ctx);
   checkNewStoreOutside(ctx.storeDir, source, copy, mounts, excludes.patterns.length > 0);
-  const made = firstMissing(ctx.storeDir);
   const store = await ctx.store();
   const line = io.progress('capturing');
   let snap: Snapshot;
@@ -125,12 +85,8 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
     });
   } catch (err) {
-    // Refused as inside what it captures where the words could not tell (an exclude, a bind mount): the store this
-    // command made there goes again, while it holds nothing.
-    if (made !== undefined && err instanceof SealError && err.code === 'SEAL_OVERLAP') {
-      await store.close();
-      dropEmptyStore(ctx.storeDir, made);
-    }
+    // A store this command made goes again while it holds nothing (main.ts): one refused as inside what it captures
+    // where the words could not tell (an exclude, a bind mount) is not left in the user's source.
     throw namingOrigin(err, excludes);
   }
   line.done();

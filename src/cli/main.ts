@@ -8,6 +8,7 @@ import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
+import { dropEmptyStore, firstMissing } from './made-store.js';
 import { checkArgumentBytes, checkEnvironmentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
@@ -160,6 +161,9 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = new Io(), raw?: readonly Buffer[]): Promise<number> {
   let spec: CommandSpec | undefined;
   let store: SnapshotStore | undefined;
+  // The store this command made (capture and pull make a missing one): its path and the highest directory made for it.
+  let made: { storeDir: string; top: string } | undefined;
+  let failed = false;
   try {
     checkArgumentBytes(raw);
     // The command, as far as the words say before they are parsed: an option the parser
@@ -197,6 +201,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       options: values,
       store: async () => {
         if (store === undefined && !MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
+        if (store === undefined && made === undefined && MAKES_STORE.has(spec!.name)) {
+          const top = firstMissing(storeDir);
+          if (top !== undefined) made = { storeDir, top };
+        }
         // Every command but push and pull runs the library's sync calls: a command has no event
         // loop to keep free, so a worker thread would only add its start-up to the run.
         try {
@@ -210,8 +218,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     const run = spec.run;
     return (await withRetries(async () => run(ctx), retries, io)) ?? 0;
   } catch (err) {
+    failed = true;
     return report(err, spec, io);
   } finally {
     await store?.close().catch(() => {});
+    // A capture or pull that failed leaves no empty store behind where there was none (a bad source path, a registry
+    // that refused): one that holds anything (a download to resume) stays.
+    if (failed && made !== undefined) dropEmptyStore(made.storeDir, made.top);
   }
 }

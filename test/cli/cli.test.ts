@@ -91,6 +91,11 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     const { repo, store, work } = setup();
     let r = cli(store, 'capture', repo, '--copy', '../escape');
     expect([r.status, r.stdout, r.stderr]).toEqual([1, '', "treeseal: SEAL_BAD_PATH: copy root must not contain '..': ../escape\n"]);
+    // The store that capture made goes again with it: nothing to materialize from.
+    expect(existsSync(store)).toBe(false);
+    r = cli(store, 'materialize', 'abc', join(work, 'nowhere'));
+    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${store}\n`]);
+    expect(cli(store, 'capture', repo, '--copy', 'src').status).toBe(0);
     r = cli(store, 'materialize', 'abc', join(work, 'nowhere'));
     expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: no such snapshot: abc\n']);
     r = cli(store, 'frobnicate');
@@ -203,6 +208,34 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(tty).toMatch(/\r\x1b\[2Kcapturing \d+ entries, [\d.]+ (B|KiB|MiB)/);
     expect(tty).toContain('captured ');
   });
+});
+
+describe('a failed command and the store it made', () => {
+  it('a capture or pull that fails leaves no store where there was none, nor the directories made for it; an existing store, and a directory that was there, stay (a bad source path left an empty store behind)', () => {
+    const { work, repo } = setup();
+    const before = readdirSync(work).sort();
+    const made = join(work, 'new/deeper/store');
+    const missing = cli(made, 'capture', join(work, 'absent'));
+    expect([missing.status, missing.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: source is unavailable: ${join(work, 'absent')}: ENOENT: no such file or directory, openat2 '${join(work, 'absent')}'\n`]);
+    expect(readdirSync(work).sort()).toEqual(before);
+    const root = cli(made, 'capture', repo, '--copy', 'nothere');
+    expect([root.status, root.stderr]).toEqual([1, "treeseal: SEAL_UNAVAILABLE: path is unavailable: nothere: ENOENT: no such file or directory, fstatat 'nothere'\n"]);
+    expect(readdirSync(work).sort()).toEqual(before);
+    // Pull: a registry that answers nothing (a port no one listens on), asked once.
+    const pulled = cli(made, 'pull', 'a'.repeat(64), '127.0.0.1:9/none/here', '--timeout', '2');
+    expect(pulled.status).toBe(1);
+    expect(pulled.stderr).toMatch(/^treeseal: SEAL_REMOTE: /);
+    expect(readdirSync(work).sort()).toEqual(before);
+    // A directory that was there stays; only the store made in it goes.
+    mkdirSync(join(work, 'kept'));
+    expect(cli(join(work, 'kept/store'), 'capture', join(work, 'absent')).status).toBe(1);
+    expect(readdirSync(join(work, 'kept'))).toEqual([]);
+    // A store that was there stays, with what it holds.
+    const store = join(work, 'store');
+    const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--json')).digest as string;
+    expect(cli(store, 'capture', join(work, 'absent')).status).toBe(1);
+    expect(json(cli(store, 'ls', '--json')).map((r: { digest: string }) => r.digest)).toEqual([digest]);
+  }, CLI_TIMEOUT_MS);
 });
 
 describe('a store inside what is captured', () => {
