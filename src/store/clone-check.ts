@@ -1,11 +1,12 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
-import { keepsParentRule, statOrNull, statsOrUndefined } from './clone-paths.js';
+import { keepsParentRule, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
 import { compareUtf8, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+import type { StatBlocks } from '../sys/stat-each.js';
 import { hasMarker } from './clone-stage.js';
 import type { StoredSnapshot } from './document.js';
 import { mtimeDiffers, sameMtime } from '../base/times.js';
@@ -133,7 +134,8 @@ function excluded(c: Check, fd: number, name: string | Buffer, path: string): bo
 
 /**
  * Checks the entries of the clone's directory for rel (open at fd). The ones the snapshot
- * has are looked at first, all at once (fstatatEach), then each is checked in turn.
+ * has are looked at first, all at once (statBlocksOf), then each is checked in turn: an
+ * unchanged file (by its ledger) from its stat block alone, the rest by checkNamed.
  */
 function checkDir(c: Check, fd: number, rel: string): void {
   const items = c.sys.readdir(fd);
@@ -145,14 +147,41 @@ function checkDir(c: Check, fd: number, rel: string): void {
     indices[k] = index;
     if (index !== undefined) known.push(name as string);
   }
-  const stats = statsOrUndefined(c.sys, fd, known);
+  const stats = statBlocksOf(c.sys, fd, known);
   let n = 0;
   for (let k = 0; k < items.length; k++) {
     const name = items[k]!.name;
     const index = indices[k];
-    const shown = nameText(name);
-    if (!checkNamed(c, fd, name, `${rel}/${shown}`, index, index === undefined ? undefined : stats[n++])) return unreadable(c, rel);
+    let st: Stat | null | undefined;
+    if (index !== undefined) {
+      const j = n++;
+      if (unchangedFile(c, index, stats, j)) {
+        c.seen[index] = 1;
+        continue;
+      }
+      st = statOrUndefinedAt(stats, j);
+    }
+    if (!checkNamed(c, fd, name, `${rel}/${nameText(name)}`, index, st)) return unreadable(c, rel);
   }
+}
+
+/**
+ * Whether manifest entry `index`, a file, is what its ledger record says, its bytes
+ * trusted, read from its stat block alone: checkEntry's common case of a diff, made
+ * without a Stat, a BigInt or its path (checkEntry decides every other case).
+ */
+function unchangedFile(c: Check, index: number, stats: StatBlocks, k: number): boolean {
+  const ledger = c.ledger;
+  return (
+    ledger !== undefined &&
+    stats.ok(k) &&
+    c.entries.kind(index) === 'file' &&
+    c.entries.mtimeNs(index) === undefined &&
+    isReg(stats.mode(k)) &&
+    stats.size(k) === c.entries.size(index) &&
+    ledger.sameAt(index, stats, k) &&
+    ledger.trustsBytes(index)
+  );
 }
 
 

@@ -8,6 +8,7 @@ import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, UTIME_
 import { sameObject } from '../sys/identity.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+import type { StatBlocks } from '../sys/stat-each.js';
 import { isPrivate } from './trust.js';
 import { CLONES_DIR } from './layout.js';
 import { saveStoreFile } from './stat-cache-file.js';
@@ -62,7 +63,23 @@ export class Ledger {
    * gives a write in the same tick the same ctime): such a file is racy, and hashed.
    * 0 (every record racy) until a load sets it.
    */
-  recordedNs = 0n;
+  get recordedNs(): bigint {
+    return this.#recordedNs;
+  }
+
+  set recordedNs(ns: bigint) {
+    this.#recordedNs = ns;
+    this.#recordedHigh = Number(BigInt.asIntN(32, ns >> 32n));
+    this.#recordedLow = Number(BigInt.asUintN(32, ns));
+  }
+
+  #recordedNs = 0n;
+  /** recordedNs as a signed high and an unsigned low 32-bit half (trustsBytes compares halves: no BigInt made per file). */
+  #recordedHigh = 0;
+  #recordedLow = 0;
+  /** dev's halves, as sameAt compares them. */
+  readonly #devHigh: number;
+  readonly #devLow: number;
 
   private constructor(
     /** The snapshot materialized. */
@@ -77,6 +94,8 @@ export class Ledger {
   ) {
     this.#kinds = records;
     this.#view = new DataView(records.buffer, records.byteOffset, records.byteLength);
+    this.#devHigh = Number(BigInt.asUintN(32, dev >> 32n));
+    this.#devLow = Number(BigInt.asUintN(32, dev));
   }
 
   /** An empty ledger to record a materialize of `digest` (of `count` entries) in. */
@@ -114,7 +133,11 @@ export class Ledger {
    * ledger (not racy, see recordedNs). Otherwise the caller hashes it.
    */
   trustsBytes(i: number): boolean {
-    return this.bytesTrusted && this.#view.getBigInt64(i * RECORD_BYTES + 32, true) < this.recordedNs;
+    if (!this.bytesTrusted) return false;
+    // The record's ctime against recordedNs, signed 64-bit, by halves: the high ones signed, then the low ones unsigned.
+    const at = i * RECORD_BYTES + 32;
+    const high = this.#view.getInt32(at + 4, true);
+    return high !== this.#recordedHigh ? high < this.#recordedHigh : this.#view.getUint32(at, true) < this.#recordedLow;
   }
 
   /** The newest ctime any record holds (0 for none). */
@@ -140,6 +163,28 @@ export class Ledger {
       st.ino === v.getBigUint64(at + 16, true) &&
       st.ctimeNs === v.getBigInt64(at + 32, true) &&
       st.mtimeNs === v.getBigInt64(at + 24, true)
+    );
+  }
+
+  /**
+   * same(i, blocks.at(k)) for a filled block (blocks.ok(k)), read from the block field by
+   * field: no Stat and no BigInt made, so a diff of an untouched clone allocates nothing per file.
+   */
+  sameAt(i: number, blocks: StatBlocks, k: number): boolean {
+    const at = i * RECORD_BYTES;
+    const v = this.#view;
+    return (
+      this.#kinds[at] !== 0 &&
+      blocks.low(k, 0) === this.#devLow &&
+      blocks.high(k, 0) === this.#devHigh &&
+      blocks.mode(k) === v.getUint32(at + 4, true) &&
+      blocks.size(k) === v.getFloat64(at + 8, true) &&
+      blocks.low(k, 1) === v.getUint32(at + 16, true) &&
+      blocks.high(k, 1) === v.getUint32(at + 20, true) &&
+      blocks.low(k, 3) === v.getUint32(at + 32, true) &&
+      blocks.high(k, 3) === v.getUint32(at + 36, true) &&
+      blocks.low(k, 2) === v.getUint32(at + 24, true) &&
+      blocks.high(k, 2) === v.getUint32(at + 28, true)
     );
   }
 

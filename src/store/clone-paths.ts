@@ -7,7 +7,8 @@ import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { fstatatEach, type Stat, type Sys } from '../sys/native.js';
+import type { Stat, Sys } from '../sys/native.js';
+import { fstatatBlocks, type StatBlocks } from '../sys/stat-each.js';
 
 /**
  * Makes the directory `clonePath` (0700: the clone is the caller's own, as the check of it requires) when its
@@ -116,13 +117,19 @@ export function statOrNull(sys: Sys, dirfd: number, name: string | Buffer): Stat
   }
 }
 
+/** The fstatat(no-follow) of each name below dirfd, all at once, as blocks read without making a Stat (see StatBlocks). */
+export function statBlocksOf(sys: Sys, dirfd: number, names: readonly string[]): StatBlocks {
+  return fstatatBlocks(sys, dirfd, names, AT_SYMLINK_NOFOLLOW);
+}
+
 /**
- * statOrNull of each name below dirfd, all at once (fstatatEach): undefined where one failed
- * otherwise than missing, so that one is looked at alone (statOrNull), meeting its failure
- * in its turn.
+ * Name k's result of statBlocksOf as statOrNull gives it: a Stat, or null where it does not
+ * exist; undefined where it failed otherwise, so that one is looked at alone (statOrNull),
+ * meeting its failure in its turn.
  */
-export function statsOrUndefined(sys: Sys, dirfd: number, names: readonly string[]): (Stat | null | undefined)[] {
-  return fstatatEach(sys, dirfd, names, AT_SYMLINK_NOFOLLOW).map((st) => (st instanceof Error ? undefined : st));
+export function statOrUndefinedAt(blocks: StatBlocks, k: number): Stat | null | undefined {
+  const st = blocks.at(k);
+  return st instanceof Error ? undefined : st;
 }
 
 /**

@@ -12,12 +12,13 @@ import { keepMtime, mtimeDiffers } from '../base/times.js';
 import { AT_FDCWD, DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
+import type { StatBlocks } from '../sys/stat-each.js';
 import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
 import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, openRootParentDir, removeMadeClone, statOrNull, statsOrUndefined } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, openRootParentDir, removeMadeClone, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
@@ -287,10 +288,15 @@ function resetOpenDir(r: Reset, fd: number, want: ManifestEntry, index: number, 
   r.run.ledger.record(index, { ...after, mode: (after.mode & ~0o7777) | mode });
 }
 
+/** Whether manifest entry `index`, a file, is kept as resetEntry would keep it without reading it: its stat block is its record, bytes trusted. */
+function keptFile(r: Reset, index: number, stats: StatBlocks, k: number): boolean {
+  return stats.ok(k) && r.entries.kind(index) === 'file' && isReg(stats.mode(k)) && r.old.sameAt(index, stats, k) && r.old.trustsBytes(index);
+}
+
 /**
  * Resets the entries of the clone's directory for rel (open at fd): removes what the
  * snapshot lacks, resets the rest, restores what is missing. The entries the snapshot has
- * are looked at first, all at once (fstatatEach); what the snapshot lacks is not looked at.
+ * are looked at first, all at once (statBlocksOf); what the snapshot lacks is not looked at.
  */
 function resetDir(r: Reset, fd: number, rel: string): void {
   const { sys } = r.run;
@@ -304,7 +310,7 @@ function resetDir(r: Reset, fd: number, rel: string): void {
     if (index !== undefined) known.push(name as string);
   }
   // A name that failed otherwise than missing is looked at alone, meeting its failure in its turn.
-  const stats = statsOrUndefined(sys, fd, known);
+  const stats = statBlocksOf(sys, fd, known);
   let n = 0;
   for (let k = 0; k < items.length; k++) {
     const item = items[k]!;
@@ -316,7 +322,10 @@ function resetDir(r: Reset, fd: number, rel: string): void {
       continue;
     }
     r.seen[index] = 1;
-    resetEntry(r, fd, item.name as string, index, stats[n++]);
+    const j = n++;
+    // The common case, a file kept as it is (its record in the new ledger stays), read from its stat block alone.
+    if (keptFile(r, index, stats, j)) continue;
+    resetEntry(r, fd, item.name as string, index, statOrUndefinedAt(stats, j));
   }
   for (const i of r.children.indices(rel) ?? []) {
     if (r.seen[i] === 1) continue;

@@ -1,10 +1,8 @@
 // native.ts: loads the compiled addon and describes the syscall layer it provides.
 import { createRequire } from 'node:module';
-import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 import revisionFile from '../../native/revision.json' with { type: 'json' };
-import { systemError } from './errno.js';
 
 /** fstat/fstatat result; nanosecond times, dev and ino are bigints. */
 export interface Stat {
@@ -175,61 +173,6 @@ function readdir(fd: number): DirEntry[] {
 
 function readBlock(): Stat {
   return { dev: ids[0]!, ino: ids[1]!, mode: nums[0]!, nlink: nums[1]!, uid: nums[2]!, gid: nums[3]!, size: nums[4]!, blocks: nums[5]!, mtimeNs: times[0]!, ctimeNs: times[1]! };
-}
-
-/** Blocks for fstatat_each (BLOCK_SLOTS slots each, laid out as `block`), grown as a call needs more. */
-const BLOCK_SLOTS = 10;
-let blocks = new ArrayBuffer(64 * BLOCK_SLOTS * 8);
-let blockViews = viewsOf(blocks);
-
-function viewsOf(buffer: ArrayBuffer): { bytes: Uint8Array; u64: BigUint64Array; i64: BigInt64Array; f64: Float64Array } {
-  return { bytes: new Uint8Array(buffer), u64: new BigUint64Array(buffer), i64: new BigInt64Array(buffer), f64: new Float64Array(buffer) };
-}
-
-function readBlockAt(k: number): Stat {
-  const { u64, i64, f64 } = blockViews;
-  const s = k * BLOCK_SLOTS;
-  // The same keys in the same order as readBlock's: one shape for every Stat.
-  return { dev: u64[s]!, ino: u64[s + 1]!, mode: f64[s + 4]!, nlink: f64[s + 5]!, uid: f64[s + 6]!, gid: f64[s + 7]!, size: f64[s + 8]!, blocks: f64[s + 9]!, mtimeNs: i64[s + 2]!, ctimeNs: i64[s + 3]! };
-}
-
-/**
- * fstatat(dirfd, name, flags) of every name, all of them before anything is returned: a
- * Stat each, null where the name does not exist (ENOENT), and where another failure met
- * it the error fstatat would have thrown (system-shaped: code, errno, syscall 'fstatat',
- * path the name), so one name the kernel refuses leaves the others' results standing.
- * The real layer stats them in one call into the addon, back to back (one directory's
- * names: the kernel's lookup paths stay warm, nothing crosses into JavaScript between
- * them); an injected layer is asked once per name, in order, so a test that wraps fstatat
- * sees each of them, and what it throws for a name is that name's result.
- */
-export function fstatatEach(layer: Sys, dirfd: number, names: readonly string[], flags: number): (Stat | null | Error)[] {
-  const out = new Array<Stat | null | Error>(names.length);
-  if (layer !== sys) {
-    for (let k = 0; k < names.length; k++) {
-      try {
-        out[k] = layer.fstatat(dirfd, names[k]!, flags);
-      } catch (err) {
-        out[k] = (err as { code?: unknown }).code === 'ENOENT' ? null : (err as Error);
-      }
-    }
-    return out;
-  }
-  if (names.length === 0) return out;
-  for (const name of names) {
-    // The names travel joined by '/': one holding it would shift every name after it.
-    if (name === '' || name.includes('/')) throw Object.assign(new TypeError(`The argument 'names' must hold names without '/', each not empty. Received ${JSON.stringify(name)}`), { code: 'ERR_INVALID_ARG_VALUE' });
-  }
-  if (blocks.byteLength < names.length * BLOCK_SLOTS * 8) {
-    blocks = new ArrayBuffer(names.length * 2 * BLOCK_SLOTS * 8);
-    blockViews = viewsOf(blocks);
-  }
-  const failed = addon.fstatat_each(dirfd, names.join('/'), flags, blockViews.bytes);
-  for (let k = 0; k < names.length; k++) out[k] = readBlockAt(k);
-  for (const [k, errno] of failed) {
-    out[k] = errno === constants.errno.ENOENT ? null : systemError(-errno, 'fstatat', names[k]);
-  }
-  return out;
 }
 
 /** The real syscall layer, without the constants table. */

@@ -1,7 +1,7 @@
 // clone-ledger.test.ts: the ledger file the store keeps of a clone, re-sealed with each field of its header changed in turn: any that
 // does not name this store, this clone, its device, a snapshot digest and its record count is ignored (diff re-hashes), never trusted.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -90,6 +90,11 @@ describe('the clone ledger file', () => {
       ['ino', (st) => ({ ...st, ino: st.ino + 1n })],
       ['mtime', (st) => ({ ...st, mtimeNs: st.mtimeNs + 1n })],
       ['ctime', (st) => ({ ...st, ctimeNs: st.ctimeNs + 1n })],
+      // The high 32 bits alone of each 64-bit field (diff and reset compare them by halves, from the stat block).
+      ['dev, high half', (st) => ({ ...st, dev: st.dev + (1n << 32n) })],
+      ['ino, high half', (st) => ({ ...st, ino: st.ino + (1n << 32n) })],
+      ['mtime, high half', (st) => ({ ...st, mtimeNs: st.mtimeNs + (1n << 32n) })],
+      ['ctime, high half', (st) => ({ ...st, ctimeNs: st.ctimeNs - (1n << 32n) })],
     ];
     for (const [field, tweak] of tweaks) {
       const sys = wrapSys({ fstatat: (orig) => (dirfd, name, flags) => (name === 'a.ts' ? tweak(orig(dirfd, name, flags)) : orig(dirfd, name, flags)) });
@@ -97,6 +102,54 @@ describe('the clone ledger file', () => {
       expect([field, lied.diffSync(clone)]).toMatchObject([field, { changed: ['src/a.ts'], method: 'ledger' }]);
     }
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    // A reset asked through the lying layer replaces that file, and keeps the other (its block is its record).
+    for (const [field, tweak] of tweaks) {
+      const sys = wrapSys({ fstatat: (orig) => (dirfd, name, flags) => (name === 'a.ts' ? tweak(orig(dirfd, name, flags)) : orig(dirfd, name, flags)) });
+      const lied = new Snapshot(snap.root, snap.toJSON(), { sys });
+      expect([field, lied.resetSync(clone)]).toMatchObject([field, { changed: ['src/a.ts'], files: 1, method: 'reset' }]);
+      // The new ledger records what the layer said of the file it made: the real one then sees that one record differ.
+      expect(snap.diffSync(clone)).toMatchObject({ changed: ['src/a.ts'], method: 'ledger' });
+      expect(snap.resetSync(clone)).toMatchObject({ changed: ['src/a.ts'], files: 1 });
+      expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
+    }
+    store.closeSync();
+  });
+
+  it("a file's bytes are trusted only while its recorded ctime is before the ledger's mtime, compared as signed 64-bit nanoseconds (by halves: the high signed, the low unsigned)", () => {
+    const { work, store, snap, clone } = materialized({ 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
+    const ledgers = join(work, 'store/clones');
+    const path = join(ledgers, readdirSync(ledgers)[0]!);
+    const saved = readFileSync(path);
+    const HALF = 1n << 32n;
+    // Each case: the ctime a.ts (manifest index 1: its record at 40, its ctime at 40 + 32) has, relative to the ledger's
+    // mtime R, and whether diff hashes it (racy: not before R).
+    const cases: [string, (r: bigint) => bigint, boolean][] = [
+      ['R - 1', (r) => r - 1n, false],
+      ['R', (r) => r, true],
+      ['R + 1', (r) => r + 1n, true],
+      ['R - 2^32', (r) => r - HALF, false],
+      ['R - 2^32 + 1 (high half smaller, low half larger)', (r) => r - HALF + 1n, false],
+      ['R + 2^32 - 1 (high half larger, low half smaller)', (r) => r + HALF - 1n, true],
+      ['R with the low half at its top (2^32 - 1 above R\'s high half)', (r) => (r & ~(HALF - 1n)) + HALF - 1n, true],
+      ['-5 (a time before the epoch: the high half negative)', () => -5n, false],
+    ];
+    // The ledger's mtime set to R, a whole second (utimes takes seconds): R's low half is then none of the edge cases by chance.
+    const seconds = 1_800_000_000;
+    const R = BigInt(seconds) * 1_000_000_000n;
+    for (const [what, ctimeOf, hashed] of cases) {
+      const ctime = ctimeOf(R);
+      // The record and the file's stat both say `ctime` (the layer reports it), so the identity matches; the ledger's mtime decides.
+      writeFileSync(path, resealed(saved, () => {}, (rec) => {
+        const out = Buffer.from(rec);
+        out.writeBigInt64LE(ctime, 40 + 32);
+        return out;
+      }));
+      utimesSync(path, seconds, seconds);
+      expect(statSync(path, { bigint: true }).mtimeNs).toBe(R);
+      const sys = wrapSys({ fstatat: (orig) => (dirfd, name, flags) => (name === 'a.ts' ? { ...orig(dirfd, name, flags), ctimeNs: ctime } : orig(dirfd, name, flags)) });
+      const lied = new Snapshot(snap.root, snap.toJSON(), { sys });
+      expect([what, lied.diffSync(clone)]).toMatchObject([what, { ok: true, method: 'ledger', files: hashed ? 1 : 0 }]);
+    }
     store.closeSync();
   });
 
