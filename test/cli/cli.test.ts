@@ -267,6 +267,8 @@ describe('a store inside what is captured', () => {
     }
     // Outside every root (another root named), and through a link to the source: the first is taken, the second refused.
     expect(json(cli(join(repo, 'sub/store'), 'capture', repo, '--copy', 'src', '--json')).entries).toBeGreaterThan(0);
+    // The store's snapshot is read-only (as a user, its directories cannot be emptied until made writable).
+    execFileSync('chmod', ['-R', 'u+w', join(repo, 'sub')]);
     rmSync(join(repo, 'sub'), { recursive: true });
     symlinkSync(repo, join(work, 'repo-link'));
     const linked = cli(join(work, 'repo-link/src/s'), 'capture', repo, '--copy', 'src');
