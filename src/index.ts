@@ -25,6 +25,7 @@ export type { CaptureReport } from './store/publish.js';
 export { Snapshot, type SnapshotSummary } from './store/snapshot.js';
 export type { Lease } from './store/lease.js';
 export type { PrunePolicy, PruneReport, SnapshotUsage } from './store/usage.js';
+export type { PartUsage, StorePartsUsage } from './store/parts-usage.js';
 export { SnapshotStore, type StoreOptions, type CaptureCallOptions, type GcOptions } from './store/store.js';
 export type { StoreTrust } from './store/trust.js';
 export { freeze, thaw, freezeSync, thawSync } from './tools/freeze.js';

@@ -1,4 +1,5 @@
 // usage.ts: `treeseal du` and the age and size arguments of gc: what each snapshot costs, durations and byte sizes as a user writes them.
+import type { PartUsage } from '../index.js';
 import { UsageError, stringOption, type CommandSpec, type Context } from './command.js';
 import { bytes } from './format.js';
 
@@ -28,11 +29,17 @@ export function sizeOption(ctx: Context, name: string): number | undefined {
 
 async function du(ctx: Context): Promise<void> {
   if (ctx.args.length !== 0) throw new UsageError('du takes no arguments', 'du');
-  const usage = (await ctx.store()).usage();
+  const store = await ctx.store();
+  const usage = store.usage();
+  const parts = store.partsUsage();
   const total = usage.reduce((n, u) => n + u.diskBytes, 0);
   const lines = usage.map((u) => `${u.digest.slice(0, 12)}  ${new Date(u.createdMs).toISOString()}  ${u.error === undefined ? bytes(u.logicalBytes).padStart(10) : `${u.error.code}: ${u.error.message}`}  ${bytes(u.diskBytes).padStart(10)} on disk`);
   lines.push(`${usage.length} snapshot${usage.length === 1 ? '' : 's'}, ${bytes(total)} on disk`);
-  ctx.io.emit({ snapshots: usage.map((u) => ({ ...u, created: new Date(u.createdMs).toISOString() })), diskBytes: total }, lines.join('\n'));
+  const part = (p: PartUsage, what: string): string => `${what} ${p.unreadable ? 'not readable' : `${bytes(p.diskBytes)} (${p.entries})`}`;
+  const besides = parts.statCaches.diskBytes + parts.cloneLedgers.diskBytes + parts.builds.diskBytes;
+  lines.push(`besides the snapshots: ${part(parts.statCaches, 'stat caches')}, ${part(parts.cloneLedgers, 'clone ledgers')}, ${part(parts.builds, 'unfinished builds and downloads')}`);
+  lines.push(`store: ${bytes(total + besides)} on disk`);
+  ctx.io.emit({ snapshots: usage.map((u) => ({ ...u, created: new Date(u.createdMs).toISOString() })), diskBytes: total, parts, storeDiskBytes: total + besides }, lines.join('\n'));
 }
 
 export const DU: CommandSpec = {
@@ -44,6 +51,9 @@ export const DU: CommandSpec = {
 Lists every snapshot, oldest first: its digest, when it was published, its bytes (files and
 link targets, as its manifest counts them) and the bytes it takes on disk (st_blocks; a file
 snapshots share by a hard link counts once, for the first in digest order; extents shared
-by reflinks count in each), then the total on disk.`,
+by reflinks count in each), then the total on disk; then what the store holds besides:
+its stat caches (cache/, one per source captured with the stat cache), clone ledgers
+(clones/, one per clone materialized) and unfinished builds and downloads (tmp/), and the
+store's whole total. gc drops the caches and ledgers no snapshot or clone needs any more.`,
   run: du,
 };

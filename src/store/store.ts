@@ -28,6 +28,7 @@ import { Snapshot } from './snapshot.js';
 import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
+import { storePartsUsage, type StorePartsUsage } from './parts-usage.js';
 import { STORE_TRUSTS, checkPathAbove, checkUmask, openSharedRoot, type StoreTrust } from './trust.js';
 import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds, type OpenedStore, type StoreIdentity } from './store-dir.js';
 import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
@@ -268,6 +269,11 @@ export class SnapshotStore {
     core: (sys, [root]) => storeUsage(sys, root),
   });
 
+  static readonly #partsUsage = defineOp('partsUsage', {
+    validate: (store: SnapshotStore) => store.#call(store.root),
+    core: (sys, [root]) => storePartsUsage(sys, root),
+  });
+
   static readonly #prune = defineOp('prune', {
     validate: (store: SnapshotStore, policy: PrunePolicy) => {
       store.#checkOpen();
@@ -393,6 +399,16 @@ export class SnapshotStore {
   /** usage on the worker thread. */
   usageAsync(): Promise<SnapshotUsage[]> {
     return SnapshotStore.#usage.async(this);
+  }
+
+  /** What the store holds besides its snapshots: its stat caches, clone ledgers and unfinished builds (`treeseal du` adds them up). */
+  partsUsage(): StorePartsUsage {
+    return SnapshotStore.#partsUsage.sync(this);
+  }
+
+  /** partsUsage on the worker thread. */
+  partsUsageAsync(): Promise<StorePartsUsage> {
+    return SnapshotStore.#partsUsage.async(this);
   }
 
   /**

@@ -55,7 +55,7 @@ export interface PruneReport {
  * The walk keeps its own stack (an fd and a listing a level), not the thread's: a snapshot
  * any thread could capture is measured on any thread.
  */
-function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number {
+export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number {
   let total = 0;
   const count = (st: Stat): void => {
     const key = `${st.dev}:${st.ino}`;

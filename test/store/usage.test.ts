@@ -1,5 +1,5 @@
 // usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
-import { chmodSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -54,6 +54,67 @@ describe('usage', () => {
     const [one, two] = [...store.usage()].sort((p, q) => (p.digest < q.digest ? -1 : 1));
     expect(one!.diskBytes + two!.diskBytes).toBeLessThan(2 * 256 * 1024);
     store.closeSync();
+  });
+});
+
+/** st_blocks × 512 of path and everything below it (no link followed), each inode once: what du counts, by Node's own lstat. */
+function blocksBelow(path: string, seen = new Set<string>()): number {
+  const st = lstatSync(path, { bigint: true });
+  const key = `${st.dev}:${st.ino}`;
+  let total = seen.has(key) ? 0 : Number(st.blocks) * 512;
+  seen.add(key);
+  if (st.isDirectory()) for (const name of readdirSync(path)) total += blocksBelow(join(path, name), seen);
+  return total;
+}
+
+describe('partsUsage', () => {
+  it('counts the stat caches, clone ledgers and unfinished builds a store holds besides its snapshots, each as du counts it; a part the store does not have yet is none; one replaced by a link is SEAL_CORRUPT', async () => {
+    const root = tempDir();
+    writeTree(root, { 'repo/a/big': Buffer.alloc(96 * 1024, 3), 'repo/a/x': 'x' });
+    const dir = join(root, 'store');
+    const store = SnapshotStore.openSync(dir);
+    const snap = store.captureSync({ source: join(root, 'repo'), copy: ['a'] });
+    snap.materializeSync(join(root, 'arm-1'), { createClone: true });
+    snap.materializeSync(join(root, 'arm-2'), { createClone: true });
+    // What a capture that died left: a build directory with a file in it.
+    mkdirSync(join(dir, 'tmp/build-dead/copy/a'), { recursive: true });
+    writeFileSync(join(dir, 'tmp/build-dead/copy/a/big'), Buffer.alloc(40 * 1024, 1));
+    const parts = store.partsUsage();
+    expect(parts).toEqual({
+      statCaches: { entries: 1, diskBytes: blocksBelow(join(dir, 'cache')) },
+      cloneLedgers: { entries: 2, diskBytes: blocksBelow(join(dir, 'clones')) },
+      builds: { entries: 1, diskBytes: blocksBelow(join(dir, 'tmp')) },
+    });
+    expect(parts.builds.diskBytes).toBeGreaterThanOrEqual(40 * 1024);
+    expect(await store.partsUsageAsync()).toEqual(parts);
+    // The CLI adds them to the snapshots' total, once it has swept what a dead capture left (as every command does).
+    const du = json(cli(dir, 'du', '--json'));
+    expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
+    expect(du.parts).toEqual({ ...parts, builds: { entries: 0, diskBytes: blocksBelow(join(dir, 'tmp')) } });
+    expect(du.parts).toEqual(store.partsUsage());
+    expect(du.storeDiskBytes).toBe(du.diskBytes + du.parts.statCaches.diskBytes + du.parts.cloneLedgers.diskBytes + du.parts.builds.diskBytes);
+    expect(cli(dir, 'du').stdout.trimEnd().split('\n').at(-2)).toMatch(/^besides the snapshots: stat caches [\d.]+ KiB \(1\), clone ledgers [\d.]+ KiB \(2\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
+    mkdirSync(join(dir, 'tmp/build-dead'));
+    // A store made before ledgers existed has no clones/: none.
+    rmSync(join(dir, 'clones'), { recursive: true });
+    expect(store.partsUsage().cloneLedgers).toEqual({ entries: 0, diskBytes: 0 });
+    // cache/ replaced by a link to a directory elsewhere: not followed, the store is damaged.
+    mkdirSync(join(root, 'elsewhere'));
+    writeFileSync(join(root, 'elsewhere/f'), 'x');
+    rmSync(join(dir, 'cache'), { recursive: true });
+    symlinkSync(join(root, 'elsewhere'), join(dir, 'cache'));
+    expectError(() => store.partsUsage(), { code: 'SEAL_CORRUPT', message: 'store part is not a real directory: cache', path: 'cache' });
+    rmSync(join(dir, 'cache'));
+    mkdirSync(join(dir, 'cache'), { mode: 0o700 });
+    // A part this user may not list (another member's, in a shared store): named so, not counted (root lists it all).
+    chmodSync(join(dir, 'tmp'), 0o000);
+    try {
+      expect(store.partsUsage().builds).toEqual(process.geteuid?.() === 0 ? { entries: 1, diskBytes: blocksBelow(join(dir, 'tmp')) } : { entries: 0, diskBytes: 0, unreadable: true });
+    } finally {
+      chmodSync(join(dir, 'tmp'), 0o700);
+    }
+    store.closeSync();
+    expectError(() => store.partsUsage(), { code: 'SEAL_CLOSED' });
   });
 });
 
@@ -138,7 +199,12 @@ describe('treeseal du, ls --long, gc policies', () => {
     expect(du.snapshots.map((s: { digest: string }) => s.digest)).toEqual(digests);
     expect(du.snapshots[0].created).toBe(new Date(du.snapshots[0].createdMs).toISOString());
     const text = cli(dir, 'du');
-    expect(text.stdout.trimEnd().split('\n').at(-1)).toMatch(/^3 snapshots, [\d.]+ KiB on disk$/);
+    const lines = text.stdout.trimEnd().split('\n');
+    expect(lines.at(-3)).toMatch(/^3 snapshots, [\d.]+ KiB on disk$/);
+    // statCache: false: no cache; never materialized: no ledger.
+    expect(lines.at(-2)).toMatch(/^besides the snapshots: stat caches [\d.]+ K?i?B \(0\), clone ledgers [\d.]+ K?i?B \(0\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
+    expect(lines.at(-1)).toBe(`store: ${lines.at(-1)!.slice('store: '.length)}`);
+    expect(du.storeDiskBytes).toBe(du.diskBytes + du.parts.statCaches.diskBytes + du.parts.cloneLedgers.diskBytes + du.parts.builds.diskBytes);
     const long = cli(dir, 'ls', '--long');
     expect(long.stdout).toMatch(new RegExp(`^${digests[0]!.slice(0, 12)}  \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z .* on disk `, 'm'));
     const gc = cli(dir, 'gc', '--older-than', '20d');
