@@ -95,7 +95,7 @@ async function run(ctx: Context): Promise<void> {
   const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';
   const unsaved = r.statCacheNotSaved === undefined ? {} : { statCacheNotSaved: r.statCacheNotSaved };
   io.emit({ ...s, root: snap.root, files: r.files, reusedFiles: r.reusedFiles, built: r.built, reused: r.reused, ...unsaved }, [
-    `${r.reused ? 'reused' : 'captured'} ${source}`,
+    `${r.reused ? 'reused' : 'captured'} ${escapePath(source)}`,
     `  digest    ${s.digest}`,
     `  manifest  ${s.manifestDigest}`,
     ...excludeLine(s, '  exclude   '),
@@ -103,7 +103,7 @@ async function run(ctx: Context): Promise<void> {
     `  bytes     ${s.totalBytes} (${bytes(s.totalBytes)})`,
     `  reused    ${cache}`,
     ...(r.statCacheNotSaved === undefined ? [] : [`  cache     not saved (the next capture reads every file): ${r.statCacheNotSaved}`]),
-    `  root      ${snap.root}`,
+    `  root      ${escapePath(snap.root)}`,
   ].join('\n'));
 }
 

@@ -1,7 +1,7 @@
 // freeze.ts: `treeseal freeze` and `thaw`: a tree made read-only, or writable again.
 import { resolve } from 'node:path';
 
-import { freezeSync, thawSync } from '../index.js';
+import { escapePath, freezeSync, thawSync } from '../index.js';
 import { need, type CommandSpec, type Context } from './command.js';
 
 async function run(ctx: Context): Promise<void> {
@@ -10,7 +10,7 @@ async function run(ctx: Context): Promise<void> {
   const dir = resolve(ctx.args[0]!);
   if (thawing) thawSync(dir);
   else freezeSync(dir);
-  ctx.io.emit({ [thawing ? 'thawed' : 'frozen']: dir }, `${thawing ? 'thawed' : 'froze'} ${dir}`);
+  ctx.io.emit({ [thawing ? 'thawed' : 'frozen']: dir }, `${thawing ? 'thawed' : 'froze'} ${escapePath(dir)}`);
 }
 
 export const FREEZE: CommandSpec = {

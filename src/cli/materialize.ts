@@ -30,10 +30,10 @@ async function run(ctx: Context): Promise<void> {
   }
   io.emit(
     { digest: snap.digest, clone, ...report },
-    `${report.reset ? 'reset (the clone held its ledger: only what differed was made again)' : 'materialized'} ${snap.digest.slice(0, 12)} into ${clone}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
+    `${report.reset ? 'reset (the clone held its ledger: only what differed was made again)' : 'materialized'} ${snap.digest.slice(0, 12)} into ${escapePath(clone)}: ${plural(report.files, 'file')}, ${plural(report.directories, 'directory', 'directories')}${report.symlinks === 0 ? '' : `, ${plural(report.symlinks, 'symlink')}`} ` +
       `(${report.snapshotted === 0 ? '' : `${plural(report.snapshotted, 'root')} snapshotted, `}${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
       report.fallbacks.map((f) => `\nnot snapshotted: ${escapePath(f.root)}: ${f.reason}`).join('') +
-      (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${clone}`),
+      (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${escapePath(clone)}`),
   );
 }
 

@@ -1,6 +1,6 @@
 // reset.ts: `treeseal reset`: a materialized clone made exactly its snapshot again, restoring only what differs from its ledger.
 import { resolve } from 'node:path';
-
+import { escapePath } from '../index.js';
 import { choiceOption, countOption, flag, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 import { REFLINK } from './materialize.js';
@@ -22,7 +22,7 @@ async function run(ctx: Context): Promise<void> {
   const undone = report.method === 'reset' ? `${report.added.length} removed as added, ${report.removed.length + report.changed.length} restored` : 'what differed is not known';
   const snapshotted = report.snapshotted > 0 ? `, ${plural(report.snapshotted, 'root')} snapshotted` : '';
   lines.push(
-    `${how} ${snap.digest.slice(0, 12)} in ${clone}: ${undone}` +
+    `${how} ${snap.digest.slice(0, 12)} in ${escapePath(clone)}: ${undone}` +
       `${report.outside.length === 0 ? '' : `, ${report.outside.length} outside removed`}; ${plural(report.files, 'file')} made ` +
       `(${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered${snapshotted}) in ${ms(report.elapsedMs)}`,
   );

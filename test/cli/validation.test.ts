@@ -135,6 +135,36 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(shown.split('\n').filter((l) => l.includes('evil'))).toHaveLength(1);
   });
 
+  it('capture, materialize, reset, freeze and thaw escape control characters in the source, store and clone paths they print (a terminal escape or a newline there was printed raw: a forged line, a retitled terminal)', () => {
+    const { work } = setup();
+    const evil = 'ev\x1b[31mil\nforged line \x1b]0;TITLE\x07';
+    const shownEvil = 'ev\\x1b[31mil\\x0aforged line \\x1b]0;TITLE\\x07';
+    const repo = join(work, `repo-${evil}`);
+    writeTree(repo, { 'src/a.ts': 'alpha' });
+    const store = join(work, `store-${evil}`);
+    const clone = join(work, `clone-${evil}`);
+    const outputs: string[] = [];
+    const run = (...args: string[]): string => {
+      const r = cli(store, ...args);
+      expect([args[0], r.status, r.stderr]).toEqual([args[0], 0, '']);
+      outputs.push(r.stdout);
+      return r.stdout;
+    };
+    const captured = run('capture', repo, '--copy', 'src');
+    expect(captured.split('\n')[0]).toBe(`captured ${join(work, 'repo-')}${shownEvil}`);
+    expect(captured).toContain(`  root      ${join(work, 'store-')}${shownEvil}/snapshots/`);
+    const digest = /digest {4}([0-9a-f]{64})/.exec(captured)![1]!;
+    expect(run('materialize', digest, clone, '--reflink', 'never')).toContain(` into ${join(work, 'clone-')}${shownEvil}: 1 file`);
+    writeFileSync(join(clone, 'src/a.ts'), 'changed');
+    expect(run('reset', digest, clone, '--reflink', 'never')).toContain(` in ${join(work, 'clone-')}${shownEvil}: `);
+    expect(run('freeze', clone)).toBe(`froze ${join(work, 'clone-')}${shownEvil}\n`);
+    expect(run('thaw', clone)).toBe(`thawed ${join(work, 'clone-')}${shownEvil}\n`);
+    for (const out of outputs) {
+      // No control character but the newlines that end lines.
+      expect(out).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f]/);
+    }
+  });
+
   it('a top-level name that is not UTF-8 is SEAL_BAD_PATH in a whole-source capture', () => {
     const { repo, store } = setup();
     writeFileSync(Buffer.concat([Buffer.from(`${repo}/`), Buffer.from([0x66, 0xff, 0x6f])]), 'x');
