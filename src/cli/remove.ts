@@ -30,8 +30,16 @@ async function rm(ctx: Context): Promise<void> {
   if (ctx.args.length === 0) throw new UsageError('rm takes one or more <digest>', 'rm');
   const wait = flag(ctx, 'wait');
   const store = await ctx.store();
+  // Every digest named before any is removed: a typo in the third leaves the first two in place, not half the list gone unsaid.
+  const digests = [...new Set(ctx.args.map((d) => store.resolveDigest(d)))];
   const removed: string[] = [];
-  for (const d of ctx.args) removed.push(wait ? await removeWhenFree(store, d, ctx.io) : store.remove(d));
+  try {
+    for (const d of digests) removed.push(wait ? await removeWhenFree(store, d, ctx.io) : store.remove(d));
+  } catch (err) {
+    // One refused (leased, or the kernel would not): those removed before it are said, then the refusal.
+    if (removed.length > 0) ctx.io.warn(removed.map((d) => `treeseal: removed ${d} before the failure below`).join('\n'));
+    throw err;
+  }
   ctx.io.emit({ removed }, removed.map((d) => `removed ${d}`).join('\n'));
 }
 
@@ -73,9 +81,11 @@ export const RM: CommandSpec = {
   summary: 'remove snapshots',
   help: `usage: treeseal rm [--wait] <digest>...
 
-Removes snapshots from the store (under the store lock). A snapshot a lease holds (treeseal
-run, or a library lease) is refused with SEAL_BUSY naming the holder; with --wait, rm says
-so once and removes it as soon as no lease holds it.`,
+Removes snapshots from the store (under the store lock). Every <digest> is resolved first:
+one the store does not hold (or an ambiguous prefix) removes nothing. A snapshot a lease
+holds (treeseal run, or a library lease) is refused with SEAL_BUSY naming the holder, those
+removed before it said on stderr; with --wait, rm says so once and removes it as soon as no
+lease holds it.`,
   options: { wait: { type: 'boolean' } },
   run: rm,
 };

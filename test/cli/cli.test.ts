@@ -210,6 +210,54 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
   });
 });
 
+describe('rm of several snapshots', () => {
+  it('resolves every digest before it removes any: one the store does not hold removes nothing; one leased stops it with those removed before it said (rm A 0000 B removed A and said nothing)', () => {
+    const { repo, store } = setup();
+    const digests = ['a', 'b', 'c'].map((v) => json(cli(store, 'capture', repo, '--copy', 'src', '--revision', v, '--json')).digest as string).sort();
+    const [a, b, c] = digests as [string, string, string];
+    const listed = (): string[] => json(cli(store, 'ls', '--json')).map((s: { digest: string }) => s.digest).sort();
+    const missing = cli(store, 'rm', a, '0000', b);
+    expect([missing.status, missing.stdout, missing.stderr]).toEqual([1, '', 'treeseal: SEAL_UNAVAILABLE: no such snapshot: 0000\n']);
+    expect(listed()).toEqual(digests);
+    // A prefix given twice, and the same snapshot by two prefixes: removed once.
+    expect(cli(store, 'rm', a.slice(0, 12), a.slice(0, 12), a)).toMatchObject({ status: 0, stdout: `removed ${a}\n`, stderr: '' });
+    expect(listed()).toEqual([b, c]);
+    // The second leased (by this process): the first is removed and said, then the refusal.
+    const s = SnapshotStore.openSync(store);
+    const lease = s.get(c).lease();
+    try {
+      const busy = cli(store, 'rm', b, c);
+      expect(busy.status).toBe(1);
+      expect(busy.stderr.split('\n')[0]).toBe(`treeseal: removed ${b} before the failure below`);
+      expect(busy.stderr.split('\n')[1]).toMatch(/^treeseal: SEAL_BUSY: /);
+      expect(listed()).toEqual([c]);
+    } finally {
+      lease.release();
+      s.closeSync();
+    }
+  }, CLI_TIMEOUT_MS);
+
+  it('store.resolveDigest names the full digest of a digest or unique prefix without loading the snapshot; none is SEAL_UNAVAILABLE, several SEAL_AMBIGUOUS, a bad one TypeError', () => {
+    const { repo, store: dir } = setup();
+    const store = SnapshotStore.openSync(dir);
+    const digests = ['a', 'b'].map((v) => store.captureSync({ source: repo, copy: ['src'], revision: v }).digest).sort();
+    const [a] = digests as [string, string];
+    expect(store.resolveDigest(a)).toBe(a);
+    expect(store.resolveDigest(a.slice(0, 10))).toBe(a);
+    expect(() => store.resolveDigest('0'.repeat(64))).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE', message: `no such snapshot: ${'0'.repeat(64)}` }));
+    // A second name sharing all but a's last digit (listed, never loaded): that prefix names two.
+    const twin = join(dir, 'snapshots', `${a.slice(0, 63)}${a[63] === '0' ? '1' : '0'}`);
+    mkdirSync(twin, { mode: 0o700 });
+    expect(() => store.resolveDigest(a.slice(0, 63))).toThrow(expect.objectContaining({ code: 'SEAL_AMBIGUOUS', message: `digest prefix is ambiguous: ${a.slice(0, 63)} (2 snapshots)` }));
+    expect(store.resolveDigest(a)).toBe(a);
+    rmSync(twin, { recursive: true });
+    expect(() => store.resolveDigest('XYZ')).toThrow(expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' }));
+    expect(() => store.resolveDigest(7 as never)).toThrow(expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' }));
+    store.closeSync();
+    expect(() => store.resolveDigest(a)).toThrow(expect.objectContaining({ code: 'SEAL_CLOSED' }));
+  });
+});
+
 describe('a failed command and the store it made', () => {
   it('a capture or pull that fails leaves no store where there was none, nor the directories made for it; an existing store, and a directory that was there, stay (a bad source path left an empty store behind)', () => {
     const { work, repo } = setup();
