@@ -2,7 +2,7 @@
 import { CLONE_MARKER, CLONE_STAGE_PREFIX } from '../base/clone-names.js';
 import { DIR_FLAGS, openChildDir, own, tryFlock } from '../base/fd.js';
 import { nameText } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_LNK, DT_UNKNOWN, isLink } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, S_IFDIR, S_IFREG, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { partsOf } from './clone-links.js';
@@ -44,7 +44,8 @@ function isOwn(sys: Sys, cloneFd: number, name: string, type: number): boolean {
  * copy root, nor a mount target, nor on the way to one, nor one of materialize's own
  * names: what is outside the copy roots but inside the clone. Only the directories on
  * the way to a root or a target are entered, each opened without following a link (one
- * that is a link or a file is outside too, but above a copy root, whose own check reports it; so is a link at a mount target), by `openDir` (reset passes
+ * that is a link or a file is outside too, but above a copy root, whose own check reports it; so is anything at a mount target
+ * that its mount point cannot be: a link, a FIFO, a file for a directory), by `openDir` (reset passes
  * one that repairs an unreadable directory of its own; one that returns null passes the
  * directory over).
  */
@@ -56,31 +57,38 @@ export function forEachOutside(
   openDir: (sys: Sys, dirfd: number, name: string, shown: string) => number | null = openChildDir,
 ): void {
   const places = new Set<string>();
-  const targets = new Set<string>();
+  /** Each mount target, and the kind its mount point must be. */
+  const targets = new Map<string, 'file' | 'directory'>();
   const onTheWay = new Set<string>();
   const toRoots = new Set<string>();
+  for (const m of data.mounts) targets.set(partsOf(m.target).join('/'), m.kind);
   for (const [parts, root] of [...data.declarations.map((d) => [partsOf(d), true] as const), ...data.mounts.map((m) => [partsOf(m.target), false] as const)]) {
     places.add(parts.join('/'));
-    if (!root) targets.add(parts.join('/'));
     for (let i = 1; i < parts.length; i++) {
       onTheWay.add(parts.slice(0, i).join('/'));
       if (root) toRoots.add(parts.slice(0, i).join('/'));
     }
   }
-  // A link at a mount target is never one (mount points refuse it, SEAL_SYMLINK): an agent's, outside.
-  const isLinkAt = (fd: number, name: string, type: number): boolean => {
-    if (type !== DT_UNKNOWN) return type === DT_LNK;
-    try {
-      return isLink(sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW).mode);
-    } catch {
-      return false;
+  // What stands at a mount target and is not what its mount point must be (a link, a FIFO, a file where a directory is
+  // bound, a directory where a file is): never a mount point (mount points refuse it); an agent's, outside.
+  const wrongAt = (fd: number, name: string, type: number, kind: 'file' | 'directory'): boolean => {
+    let mode: number;
+    if (type !== DT_UNKNOWN) mode = type === DT_DIR ? S_IFDIR : type === DT_REG ? S_IFREG : 0;
+    else {
+      try {
+        mode = sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW).mode;
+      } catch {
+        return false;
+      }
     }
+    return kind === 'directory' ? !isDir(mode) : !isReg(mode);
   };
   const walk = (fd: number, rel: string): void => {
     for (const item of sys.readdir(fd)) {
       const shown = nameText(item.name);
       const path = rel === '' ? shown : `${rel}/${shown}`;
-      if (typeof item.name === 'string' && targets.has(path) && isLinkAt(fd, item.name, item.type)) {
+      const target = typeof item.name === 'string' ? targets.get(path) : undefined;
+      if (target !== undefined && wrongAt(fd, item.name as string, item.type, target)) {
         visit(fd, item.name, path, item.type);
         continue;
       }

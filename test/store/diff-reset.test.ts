@@ -259,8 +259,11 @@ describe('reset', () => {
     const plants: [string, () => void][] = [
       ['vendor', () => symlinkSync(outside, join(clone, 'vendor'))],
       ['vendor', () => writeFileSync(join(clone, 'vendor'), 'file')],
-      // At the target itself: a link is never a mount point.
+      // At the target itself: a link is never a mount point; nor a file or a FIFO where a directory is bound (diff --all
+      // called such an arm clean, no reset removed it, and every later run failed SEAL_COLLISION or SEAL_SPECIAL_FILE).
       ['vendor/deps', () => (mkdirSync(join(clone, 'vendor')), symlinkSync(outside, join(clone, 'vendor/deps')))],
+      ['vendor/deps', () => writeTree(clone, { 'vendor/deps': 'the agent\'s file' })],
+      ['vendor/deps', () => (mkdirSync(join(clone, 'vendor')), mkfifo(join(clone, 'vendor/deps')))],
     ];
     for (const [where, plant] of plants) {
       rmSync(join(clone, 'vendor'), { recursive: true, force: true });
@@ -270,6 +273,34 @@ describe('reset', () => {
       expect(listTree(outside)).toEqual(['keep.txt']);
       expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/vendor/deps']);
       expect(lstatSync(join(clone, 'vendor')).isDirectory()).toBe(true);
+      expect(lstatSync(join(clone, 'vendor/deps')).isDirectory()).toBe(true);
+    }
+    // An empty directory there is the mount point itself: not outside.
+    expect(snap.diffSync(clone, { all: true }).outside).toEqual([]);
+    store.closeSync();
+  });
+
+  it('a single-file mount\'s target holding a directory, a link or a FIFO is outside (diff\'s all, reset\'s clean), and the mount point is made again; the empty file there is the mount point', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'a', 'cfg/app.json': '{}' });
+    const store = SnapshotStore.openSync(join(work, 'store'), { ephemeral: true });
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'cfg/app.json', target: 'etc/app.json' }] });
+    const clone = join(work, 'clone');
+    const outside = join(work, 'outside');
+    writeTree(outside, { 'keep.txt': 'keep' });
+    snap.materializeSync(clone, { createClone: true });
+    expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/etc/app.json']);
+    expect(lstatSync(join(clone, 'etc/app.json')).isFile()).toBe(true);
+    expect(snap.diffSync(clone, { all: true }).outside).toEqual([]);
+    for (const plant of [() => writeTree(clone, { 'etc/app.json/x': 'x' }), () => symlinkSync(join(outside, 'keep.txt'), join(clone, 'etc/app.json')), () => mkfifo(join(clone, 'etc/app.json'))]) {
+      rmSync(join(clone, 'etc/app.json'), { recursive: true, force: true });
+      plant();
+      expect(snap.diffSync(clone, { all: true }).outside).toEqual(['etc/app.json']);
+      expect(snap.resetSync(clone, { clean: true }).outside).toEqual(['etc/app.json']);
+      expect(listTree(outside)).toEqual(['keep.txt']);
+      expect(readFileSync(join(outside, 'keep.txt'), 'utf8')).toBe('keep');
+      expect(snap.mountPoints(clone).map((m) => m.target)).toEqual(['/workspace/etc/app.json']);
+      expect(lstatSync(join(clone, 'etc/app.json')).isFile()).toBe(true);
     }
     store.closeSync();
   });
