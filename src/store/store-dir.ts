@@ -8,7 +8,7 @@ import { isRefusal, throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, own, removeAt, removeOwnDir, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
@@ -67,6 +67,11 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
     fd = openChildDir(sys, dirFd, name);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return;
+    // A link (or a file) planted under a part's name: never followed, and said as such with its path.
+    if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
+      const link = isLink(statOrNull(sys, dirFd, name)?.mode ?? 0);
+      throw new SealError(link ? 'SEAL_SYMLINK' : 'SEAL_CORRUPT', `store part must be a real directory, not ${link ? 'a symlink' : 'a file'}: ${shown}`, { cause: err });
+    }
     if (!hasCode(err, 'EACCES')) throw err;
     const st = statOrNull(sys, dirFd, name);
     // Gone since (or never there: a refused open says nothing of what stands): nothing to check.

@@ -2,7 +2,7 @@
 // (a symlink, a directory, a FIFO, a socket) is refused typed, never followed and never blocks; the kernel's refusals are
 // SEAL_IO; a reader of a store without a lock file runs unlocked. Each title names the mutation it kills.
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -149,6 +149,33 @@ describe('a store without a lock file', () => {
     store.gc();
     expect(existsSync(lock)).toBe(true);
     store.closeSync();
+  });
+});
+
+describe('what stands at a store part\'s name is refused, never followed', () => {
+  it('a symlink at snapshots/, tmp/, leases/, cache/ or clones/ is SEAL_SYMLINK naming it, a file there SEAL_CORRUPT; the link\'s target untouched (it was SEAL_UNAVAILABLE, ENOTDIR, naming only the part)', () => {
+    const { work, store } = stored();
+    const root = store.root;
+    store.closeSync();
+    const outside = join(work, 'outside');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'keep'), 'keep');
+    for (const part of ['snapshots', 'tmp', 'leases', 'cache', 'clones']) {
+      const saved = join(work, `saved-${part}`);
+      // clones/ is made by the first materialize: made here.
+      mkdirSync(join(root, part), { recursive: true, mode: 0o700 });
+      renameSync(join(root, part), saved);
+      symlinkSync(outside, join(root, part));
+      const err = expectError(() => SnapshotStore.openSync(root), { code: 'SEAL_SYMLINK', message: `store part must be a real directory, not a symlink: ${join(root, part)}` });
+      expect((err as Error & { cause?: { code?: string } }).cause?.code).toMatch(/^(ELOOP|ENOTDIR)$/);
+      rmSync(join(root, part));
+      writeFileSync(join(root, part), 'a file');
+      expectError(() => SnapshotStore.openSync(root), { code: 'SEAL_CORRUPT', message: `store part must be a real directory, not a file: ${join(root, part)}` });
+      rmSync(join(root, part));
+      renameSync(saved, join(root, part));
+    }
+    expect(readdirSync(outside)).toEqual(['keep']);
+    SnapshotStore.openSync(root).closeSync();
   });
 });
 
