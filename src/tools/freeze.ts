@@ -1,7 +1,7 @@
 // freeze.ts: freeze (files 0400/0500, dirs 0500) and thaw (0600/0700) through fds, never following a link.
 import { randomBytes } from 'node:crypto';
 
-import { openChildDir, openRealDir, own, removeQuietly } from '../base/fd.js';
+import { openChildDir, openRealDir, openRepairableDir, own, removeQuietly } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillBytes } from '../files/copy-file.js';
 import { checkOptions, checkString } from '../base/arg-errors.js';
@@ -169,8 +169,10 @@ interface TreeVisit {
   left?(fd: number, rel: string): void;
   /** Whether a directory's entries matter for files at all (false: regular files by d_type are skipped unseen). */
   files: boolean;
-  /** A directory that cannot be listed (EACCES) is passed over instead of failing the walk. */
+  /** A directory that cannot be opened or listed (EACCES) is passed over instead of failing the walk. */
   skipUnlisted?: boolean;
+  /** Opens the directory dirfd/name (rel: its path in the tree); default openChildDir. */
+  openDir?(dirfd: number, name: string | Buffer, rel: string): number;
 }
 
 interface Level {
@@ -220,7 +222,15 @@ function walkTree(sys: Sys, fd: number, visit: TreeVisit): void {
       const rel = top.rel === '' ? String(entry.name) : `${top.rel}/${String(entry.name)}`;
       const st = vanished(rel, () => sys.fstatat(top.fd, entry.name, AT_SYMLINK_NOFOLLOW));
       if (isDir(st.mode)) {
-        const child = own(sys, vanished(rel, () => openChildDir(sys, top.fd, entry.name)));
+        let childFd: number;
+        try {
+          childFd = vanished(rel, () => (visit.openDir === undefined ? openChildDir(sys, top.fd, entry.name) : visit.openDir(top.fd, entry.name, rel)));
+        } catch (err) {
+          // One this user may not open (0000), where the walk passes such directories over.
+          if (visit.skipUnlisted === true && hasCode(err, 'EACCES')) continue;
+          throw err;
+        }
+        const child = own(sys, childFd);
         enter(child.fd, child, rel);
       } else visit.other(top.fd, entry.name, rel, st);
     }
@@ -246,6 +256,9 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
   const opens = (policy.dir & 0o200) !== 0;
   walkTree(sys, fd, {
     files: policy.files,
+    // A directory of the tree this user may not open (0000, 0300) is given u+rwx first: its mode is the policy's once
+    // the walk is done. One this user may not chmod (another user's) is SEAL_IO naming it, its owner and its mode.
+    openDir: (dirfd, name, rel) => openRepairableDir(sys, dirfd, name, escapePath(rel)),
     entered: opens ? (dirFd, rel) => at(policy, rel, () => openUp(sys, dirFd, policy.dir, rel)) : undefined,
     left: opens ? undefined : (dirFd, rel) => at(policy, rel, () => sys.fchmod(dirFd, policy.dir)),
     other: (dirfd, name, rel, st) => {

@@ -32,6 +32,30 @@ describe('freeze and thaw', () => {
     expect(statSync(outside).mode & 0o7777).toBe(0o644);
   });
 
+  it('a directory of the tree this user may not open (0000, 0300) is opened up and given the policy\'s mode, by freeze and by thaw, its files too (it was SEAL_IO, EACCES, naming only its last name)', async () => {
+    const work = tempDir();
+    const dir = join(work, 't');
+    writeTree(dir, { 'a/b/f': 'x', 'c/b/g': 'y' });
+    const mode = (p: string): number => statSync(join(dir, p)).mode & 0o7777;
+    for (const shut of [0o000, 0o300, 0o100]) {
+      chmodSync(join(dir, 'c/b'), shut);
+      freezeSync(dir);
+      expect([mode('c/b'), mode('c/b/g'), mode('a/b'), mode('a/b/f')]).toEqual([0o500, 0o400, 0o500, 0o400]);
+      chmodSync(join(dir, 'c/b'), shut);
+      await thaw(dir);
+      expect([mode('c/b'), mode('c/b/g'), mode('a/b'), mode('a/b/f')]).toEqual([0o700, 0o600, 0o700, 0o600]);
+    }
+    // As root, another user's shut directory opens all the same, and takes the policy's mode.
+    if (process.geteuid?.() === 0) {
+      chownSync(join(dir, 'c/b'), 4242, 4242);
+      chmodSync(join(dir, 'c/b'), 0o000);
+      freezeSync(dir);
+      expect(mode('c/b')).toBe(0o500);
+      thawSync(dir);
+      chownSync(join(dir, 'c/b'), 0, 0);
+    }
+  });
+
   it('refuses special files and symlinked roots', () => {
     const work = tempDir();
     const dir = join(work, 't');
