@@ -134,6 +134,22 @@ export function sweepCloneAt(sys: Sys, clone: string): number {
 const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
 
 /**
+ * What a removal of dirfd/name refused with EPERM says: SEAL_IO naming its clone path
+ * (`rel`; `shown`: where it is now, escaped) as immutable or append-only where statx says so (what stopped a reset, which
+ * changes the clone in place: what it did before stands, and the next reset goes on
+ * from there), else the system's error as it was.
+ */
+export function pinnedError(sys: Sys, dirfd: number, name: string | Buffer, rel: string, err: unknown, shown = escapePath(rel)): unknown {
+  if (!hasCode(err, 'EPERM')) return err;
+  try {
+    if ((sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW).attributes & PINNED) === 0) return err;
+  } catch {
+    return err;
+  }
+  return new SealError('SEAL_IO', `clone entry cannot be removed: ${shown} is immutable or append-only (chattr -i or -a as root, then reset again)`, { path: rel, cause: err });
+}
+
+/**
  * Refuses (SEAL_IO, before anything is written) a tree that could not be removed once
  * swapped out: an immutable or append-only inode anywhere in it, the root included. What
  * this user may not look into (a directory an agent left mode 0, 0100 or 0400) is passed

@@ -4,7 +4,7 @@ import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_N
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { escapePath } from '../base/paths.js';
-import { openCloneStage, type CloneStage } from './clone-stage.js';
+import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
 
 /**
  * Removes entries from a clone without following a link, in a bounded stack and a bounded
@@ -28,9 +28,9 @@ export class Trash implements Disposable {
   /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN), whose clone path is `path` (for messages). */
   remove(dirFd: number, name: string | Buffer, type: number, path: string): void {
     const { sys } = this;
-    if (type !== DT_DIR && type !== DT_UNKNOWN) return removeAt(sys, dirFd, name, type);
+    if (type !== DT_DIR && type !== DT_UNKNOWN) return this.#unlink(dirFd, name, type, path);
     // Not known (DT_UNKNOWN): what is not a directory is unlinked as it is.
-    if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return removeAt(sys, dirFd, name, DT_REG);
+    if (type === DT_UNKNOWN && !isDir(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode)) return this.#unlink(dirFd, name, DT_REG, path);
     this.#stage ??= openCloneStage(sys, this.cloneFd);
     const trash = this.#stage.oldFd;
     const first = this.#moveAside(dirFd, name, path);
@@ -60,7 +60,7 @@ export class Trash implements Disposable {
         }
         for (const item of sys.readdir(dir.fd)) {
           if (item.type !== DT_DIR) {
-            removeAt(sys, dir.fd, item.name, item.type);
+            this.#unlink(dir.fd, item.name, item.type, `${at}/${escapePath(item.name)}`, `${at}/${escapePath(item.name)} (moved to ${this.#stage.name}/old/${slot}/${escapePath(item.name)} in the clone)`);
             continue;
           }
           const next = this.#moveAside(dir.fd, item.name, `${at}/${escapePath(item.name)}`);
@@ -83,7 +83,7 @@ export class Trash implements Disposable {
     try {
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     } catch (err) {
-      if (!hasCode(err, 'EACCES')) throw err;
+      if (!hasCode(err, 'EACCES')) throw pinnedError(this.sys, dirFd, name, path, err);
       if (!openUpDir(this.sys, dirFd, name)) {
         if (this.#removeEmpty(dirFd, name)) return undefined;
         throw lockedDirError(this.sys, dirFd, name, err, path);
@@ -92,6 +92,15 @@ export class Trash implements Disposable {
     }
     this.#paths.set(slot, path);
     return slot;
+  }
+
+  /** removeAt of what is not a directory: one the kernel will not remove (immutable, append-only) named by its clone path. */
+  #unlink(dirFd: number, name: string | Buffer, type: number, path: string, shown?: string): void {
+    try {
+      removeAt(this.sys, dirFd, name, type);
+    } catch (err) {
+      throw pinnedError(this.sys, dirFd, name, path, err, shown);
+    }
   }
 
   /** Removes the directory dirFd/name where it is if it is empty (true), else leaves it (false). */

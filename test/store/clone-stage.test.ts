@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import { AT_EMPTY_PATH, LOCK_EX, LOCK_NB, O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
@@ -284,6 +284,43 @@ describe('the materialize stage lives inside the clone', () => {
     });
     expect(contents(clone)).toEqual(before);
     expect(readdirSync(work).sort()).toEqual(beside);
+    store.closeSync();
+  });
+
+  it.runIf(rootOrSkip('chattr +i'))('a reset (or a materialize that resets) meeting an immutable file it must remove stops there with a typed error naming its clone path (and where it was moved to); the next reset, once the flag is cleared, makes the clone whole (it was SEAL_IO, EPERM, unlinkat naming only its last name)', () => {
+    const { work, store, snap } = fixture({ 'r/ro/g': 'g', 's/h': 'h' }, ['r', 's']);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    const whole = contents(clone);
+    // However the test ends, nothing pinned is left for the temp directory's removal.
+    onTestFinished(() => {
+      try {
+        execFileSync('chattr', ['-R', '-i', clone], { stdio: 'ignore' });
+      } catch {
+        // Gone already.
+      }
+    });
+    // An added file in a root's directory.
+    writeFileSync(join(clone, 's/h'), 'AGENT');
+    writeFileSync(join(clone, 'r/imm'), 'pinned');
+    execFileSync('chattr', ['+i', join(clone, 'r/imm')]);
+    for (const call of [() => snap.resetSync(clone), () => snap.materializeSync(clone)]) {
+      const err = expectError(call, { code: 'SEAL_IO', message: 'clone entry cannot be removed: r/imm is immutable or append-only (chattr -i or -a as root, then reset again)', path: 'r/imm' });
+      expect((err as Error & { cause?: { code?: string } }).cause?.code).toBe('EPERM');
+    }
+    execFileSync('chattr', ['-i', join(clone, 'r/imm')]);
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', added: ['r/imm'] });
+    expect(contents(clone)).toEqual(whole);
+    // One in an added directory, which reset moves aside into its stage before emptying it: both places named.
+    writeTree(clone, { 'r/deep/imm': 'pinned', 'r/deep/plain': 'p' });
+    execFileSync('chattr', ['+i', join(clone, 'r/deep/imm')]);
+    const err = expectError(() => snap.resetSync(clone), { code: 'SEAL_IO', path: 'r/deep/imm' }) as Error;
+    const moved = /^clone entry cannot be removed: r\/deep\/imm \(moved to (\.treeseal-[^ ]+\/old\/0\/imm) in the clone\) is immutable or append-only \(chattr -i or -a as root, then reset again\)$/.exec(err.message);
+    expect(moved).not.toBeNull();
+    execFileSync('chattr', ['-i', join(clone, moved![1]!)]);
+    snap.resetSync(clone);
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    expect(contents(clone)).toEqual(whole);
     store.closeSync();
   });
 
