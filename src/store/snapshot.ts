@@ -19,6 +19,7 @@ import type { CaptureReport } from './publish.js';
 import { checkParallelism } from '../capture/plan.js';
 import { checkCloneOutsideStore } from './clone-paths.js';
 import { checkCloneAt, type CloneReport } from './clone-check.js';
+import { whileCloneChanges } from './clone-changing.js';
 import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
 import { Lease, takeLease, type LeaseHandle } from './lease.js';
 
@@ -165,7 +166,10 @@ export class Snapshot {
       abortedBefore('materialize', signal);
       return { ...snap.#call<MaterializeArgs>(snap.#ref, clone, rest), onProgress, signal };
     },
-    core: (sys, [ref, clone, options], ctx) => materializeClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'materialize' }),
+    core: (sys, [ref, clone, options], ctx) => {
+      const data = dataOf(sys, ref);
+      return whileCloneChanges('materialized', () => materializeClone(sys, ref.root, data, clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'materialize' }));
+    },
     send: ([ref, clone, options]): MaterializeArgs => [sendRef(ref), clone, options],
   });
 
@@ -177,7 +181,10 @@ export class Snapshot {
       const all = checkBoolean('options.all', options.all);
       return snap.#call<[SnapshotRef, string, DiffOptions]>(snap.#ref, clone, { verify, all });
     },
-    core: (sys, [ref, clone, options]) => diffClone(sys, ref.root, dataOf(sys, ref), clone, options),
+    core: (sys, [ref, clone, options]) => {
+      const data = dataOf(sys, ref);
+      return whileCloneChanges('compared', () => diffClone(sys, ref.root, data, clone, options));
+    },
     send: ([ref, clone, options]): [SnapshotRef, string, DiffOptions] => [sendRef(ref), clone, options],
   });
 
@@ -193,7 +200,10 @@ export class Snapshot {
       abortedBefore('reset', signal);
       return { ...snap.#call<[SnapshotRef, string, Omit<ResetOptions, 'onProgress' | 'signal'>]>(snap.#ref, clone, rest), onProgress, signal };
     },
-    core: (sys, [ref, clone, options], ctx) => resetClone(sys, ref.root, dataOf(sys, ref), clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'reset' }),
+    core: (sys, [ref, clone, options], ctx) => {
+      const data = dataOf(sys, ref);
+      return whileCloneChanges('reset', () => resetClone(sys, ref.root, data, clone, { ...options, onProgress: ctx.onProgress, isAborted: ctx.isAborted, op: 'reset' }));
+    },
     send: ([ref, clone, options]): [SnapshotRef, string, Omit<ResetOptions, 'onProgress' | 'signal'>] => [sendRef(ref), clone, options],
   });
 
@@ -227,7 +237,10 @@ export class Snapshot {
       checkRootPath(clone, 'clone');
       return snap.#call(snap.#ref, clone);
     },
-    core: (sys, [ref, clone]) => checkCloneAt(sys, dataOf(sys, ref), clone),
+    core: (sys, [ref, clone]) => {
+      const data = dataOf(sys, ref);
+      return whileCloneChanges('checked', () => checkCloneAt(sys, data, clone));
+    },
     send: ([ref, clone]): [SnapshotRef, string] => [sendRef(ref), clone],
   });
 

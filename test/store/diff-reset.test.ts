@@ -637,6 +637,41 @@ describe('reset', () => {
   });
 });
 
+describe('a clone that changes under a call (the agent still at work)', () => {
+  it('a directory removed between its stat and its open (diff, checkClone), or made again between reset\'s look and its mkdir, is SEAL_CHANGED, which a caller may retry; run again, the call sees the clone as it is (these were SEAL_UNAVAILABLE, not retryable)', () => {
+    const { store, snap, clone } = fixture();
+    const agentAt = (name: string, call: 'openat' | 'mkdirat', act: () => void): Snapshot => {
+      let done = false;
+      const sys = wrapSys({
+        [call]: (orig: (...a: unknown[]) => unknown) =>
+          (...args: unknown[]) => {
+            if (!done && args[1] === name) {
+              done = true;
+              act();
+            }
+            return orig(...args);
+          },
+      } as never);
+      return withSys(snap, sys);
+    };
+    const changed = (what: string, code: string): { code: string; message: RegExp } => ({ code: 'SEAL_CHANGED', message: new RegExp(`^clone changed while it was ${what}: ${code}: no such file or directory|^clone changed while it was ${what}: ${code}: file already exists`) });
+    // The agent removes lib just as diff (and checkClone) opens it.
+    const removeLib = (): void => rmSync(join(clone, 'src/lib'), { recursive: true });
+    const err = expectError(() => agentAt('lib', 'openat', removeLib).diffSync(clone), changed('compared', 'ENOENT'));
+    expect((err as Error & { cause?: { code?: string }; retryable?: boolean })).toMatchObject({ retryable: true, cause: { code: 'ENOENT' } });
+    expect(snap.diffSync(clone)).toMatchObject({ removed: ['src/lib', 'src/lib/c.ts', 'src/lib/d.ts'] });
+    snap.resetSync(clone);
+    expectError(() => agentAt('lib', 'openat', removeLib).checkCloneSync(clone), changed('checked', 'ENOENT'));
+    snap.resetSync(clone);
+    // The agent makes lib again just as reset restores it.
+    removeLib();
+    expectError(() => agentAt('lib', 'mkdirat', () => mkdirSync(join(clone, 'src/lib'))).resetSync(clone), changed('reset', 'EEXIST'));
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+});
+
 describe('times 64-bit nanoseconds cannot hold', () => {
   it('entries dated after 2262 or before 1677 (each stat holds the time at its bound): a file so dated is changed and reset puts it back, one added is removed, a directory so dated is no change, and the clone itself so dated is an arm like any other', () => {
     const { store, snap, clone } = fixture(['src'], 5, '/dev/shm');

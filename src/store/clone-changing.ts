@@ -1,0 +1,21 @@
+// clone-changing.ts: a system error saying a clone's names changed under a call (an agent still at work in it) becomes SEAL_CHANGED, which a caller may retry.
+import { SealError } from '../base/errors.js';
+import { escapePath } from '../base/paths.js';
+import { hasCode } from '../sys/errno.js';
+
+/**
+ * Runs fn, a walk of a clone (diff, reset, materialize, checkClone): a system error no
+ * layer below made into a SealError, and that says a name changed between two looks at
+ * it (gone: ENOENT; made a file or a link: ENOTDIR, ELOOP; made meanwhile: EEXIST; filled
+ * meanwhile: ENOTEMPTY), is SEAL_CHANGED, `cause` the system's error. The clone is an
+ * agent's: such an error says it was at work, never that the store is damaged, and the
+ * call run again sees the clone as it is then.
+ */
+export function whileCloneChanges<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof SealError || !hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP', 'EEXIST', 'ENOTEMPTY')) throw err;
+    throw new SealError('SEAL_CHANGED', `clone changed while it was ${what}: ${escapePath((err as Error).message)}`, { cause: err });
+  }
+}
