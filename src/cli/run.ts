@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
-import { SealError, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
+import { SealError, checkSandboxArgs, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
 
@@ -20,6 +20,7 @@ async function run(ctx: Context): Promise<number> {
   const workspace = stringOption(ctx, 'workspace');
   // Before the clone is made: a run that cannot start leaves nothing behind.
   findBubblewrap();
+  checkSandboxArgs({ network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   const snap = (await ctx.store()).get(digest);
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
   const lease = snap.lease();

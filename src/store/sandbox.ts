@@ -7,7 +7,7 @@ import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgTyp
 import { readOnce } from '../base/op.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
-import { checkAbsolutePath, checkWorkspace, escapePath } from '../base/paths.js';
+import { checkAbsolutePath, checkWorkspace, escapePath, overlaps } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
@@ -61,7 +61,25 @@ function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: '
   if (!Array.isArray(system)) throw invalidArgType('options.system', 'Array', system);
   checkListLength('options.system', system);
   system.forEach((p, i) => checkAbsolutePath(p, `options.system[${i}]`, `system directory options.system[${i}]`));
+  checkWorkspaceApart(workspace, system);
   return { workspace, network, system: [...system] };
+}
+
+/**
+ * Refuses (SEAL_BAD_PATH) a workspace the clone bound there would hide something the
+ * sandbox needs by, or lie inside: a system directory (/usr, /etc, or those given), a root
+ * link (/bin, /lib, ...), /dev or /proc, any of them or above one (`/` included); or /tmp
+ * itself (the clone would be the command's /tmp). Below /tmp is fine: bound over the tmpfs.
+ */
+function checkWorkspaceApart(workspace: string, system: readonly string[]): void {
+  const parts = (p: string): string[] => p.split('/').filter((c) => c !== '');
+  const ws = parts(workspace);
+  for (const p of [...system, ...ROOT_LINKS, '/dev', '/proc']) {
+    if (overlaps(ws, parts(p))) {
+      throw new SealError('SEAL_BAD_PATH', `workspace ${escapePath(workspace)} would ${ws.length <= parts(p).length ? 'hide' : 'lie inside'} ${escapePath(p)}, which the sandbox binds: give one of its own, as /workspace`);
+    }
+  }
+  if (workspace === '/tmp') throw new SealError('SEAL_BAD_PATH', `workspace /tmp would hide the sandbox's own /tmp: give one of its own, as /workspace`);
 }
 
 /** The host's root links and directories as bubblewrap recreates them: a link as the same link, a directory bound read-only. */
@@ -138,6 +156,15 @@ export function sandboxArgs(snap: Snapshot, clone: string, given: SandboxOptions
   checkString('clone', clone);
   const o = checkSandboxOptions(options);
   return argsFor(clone, snap.mountPoints(clone, { workspace: o.workspace }), o);
+}
+
+/**
+ * Throws what sandboxArgs would throw for these options (a wrong type, a workspace not
+ * absolute or one that would hide what the sandbox binds), touching nothing: for checking
+ * a harness's configuration, or a command's flags, before a clone is made.
+ */
+export function checkSandboxArgs(given: SandboxOptions = {}): void {
+  checkSandboxOptions(readOnce(given) as SandboxOptions);
 }
 
 /** sandboxArgs with the mount points made on the worker thread. */

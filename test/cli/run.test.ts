@@ -1,11 +1,11 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
 import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
+import { SnapshotStore, checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
 import { expectError, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
@@ -103,6 +103,10 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
     const clone = join(work, 'arm');
+    // A workspace that would hide what the sandbox binds: refused before the clone is made.
+    const hidden = cli(store, 'run', digest, clone, '--workspace', '/usr', '--', 'true');
+    expect([hidden.status, hidden.stderr]).toEqual([1, 'treeseal: SEAL_BAD_PATH: workspace /usr would hide /usr, which the sandbox binds: give one of its own, as /workspace\n']);
+    expect(existsSync(clone)).toBe(false);
     const hostInterfaces = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2;
     const shared = cli(store, 'run', digest, clone, '--network', '--workspace', '/w', '--', 'sh', '-c', "pwd; grep -c : /proc/net/dev | tr -d ' '");
     expect([shared.status, shared.stdout]).toEqual([0, `/w\n${hostInterfaces}\n`]);
@@ -373,6 +377,27 @@ describe('sandboxArgs', () => {
     }
     writeFileSync(join(clone, 'dep'), 'a file where the mount goes');
     expectError(() => sandboxArgs(snap, clone), { code: 'SEAL_COLLISION' });
+    rmSync(join(clone, 'dep'));
+    // A workspace the clone bound there would hide what the sandbox needs by, or lie inside (sh was not found, or the
+    // command's /tmp was the clone): refused before a mount point is made, and by checkSandboxArgs alone.
+    const cases: [string, string, string[]?][] = [
+      ['/', 'workspace / would hide /usr, which the sandbox binds: give one of its own, as /workspace'],
+      ['/usr', 'workspace /usr would hide /usr, which the sandbox binds: give one of its own, as /workspace'],
+      ['/usr/bin', 'workspace /usr/bin would lie inside /usr, which the sandbox binds: give one of its own, as /workspace'],
+      ['/etc/app', 'workspace /etc/app would lie inside /etc, which the sandbox binds: give one of its own, as /workspace'],
+      ['/dev', 'workspace /dev would hide /dev, which the sandbox binds: give one of its own, as /workspace'],
+      ['/proc/x', 'workspace /proc/x would lie inside /proc, which the sandbox binds: give one of its own, as /workspace'],
+      ['/lib', 'workspace /lib would hide /lib, which the sandbox binds: give one of its own, as /workspace'],
+      ['/tmp', "workspace /tmp would hide the sandbox's own /tmp: give one of its own, as /workspace"],
+      ['/opt/tools', 'workspace /opt/tools would lie inside /opt, which the sandbox binds: give one of its own, as /workspace', ['/usr', '/etc', '/opt']],
+    ];
+    for (const [workspace, message, dirs] of cases) {
+      const system = dirs === undefined ? {} : { system: dirs };
+      expectError(() => sandboxArgs(snap, clone, { workspace, ...system }), { code: 'SEAL_BAD_PATH', message, unchanged: clone });
+      expectError(() => checkSandboxArgs({ workspace, ...system }), { code: 'SEAL_BAD_PATH', message });
+      await expectError(async () => spawnSandboxed(snap, clone, ['true'], { workspace, ...system }), { code: 'SEAL_BAD_PATH', message, unchanged: clone });
+    }
+    for (const workspace of ['/tmp/ws', '/w', '/home/arm', '/srv/x']) expect(() => checkSandboxArgs({ workspace })).not.toThrow();
     store.closeSync();
   });
 });
