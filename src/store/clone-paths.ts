@@ -1,8 +1,8 @@
 // clone-paths.ts: the clone-side path checks materialize and mount points share: the clone apart from source and store, no symlink or special file on the way to a mount target.
 import { basename, dirname, resolve } from 'node:path';
 
-import { SealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, openRealPlace, openRepairableDir, own, walkDown } from '../base/fd.js';
+import { SealError, isSealError } from '../base/errors.js';
+import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, openRepairableDir, openUpDir, own, walkDown } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
@@ -219,5 +219,39 @@ export function openRootParentDir(sys: Sys, dirfd: number, name: string, path: s
   } catch (err) {
     sys.close(fd);
     throw err;
+  }
+}
+
+/** openRealDir of the clone; `makes`: a missing one is said with the option that makes it (a materialize's createClone). */
+export function openCloneDir(sys: Sys, clone: string, makes: boolean): number {
+  try {
+    return openRealDir(sys, clone, 'clone');
+  } catch (err) {
+    if (!makes || !isSealError(err, 'SEAL_UNAVAILABLE') || !hasCode(err.cause, 'ENOENT') || statOrNull(sys, AT_FDCWD, dirname(clone)) === null) throw err;
+    throw new SealError('SEAL_UNAVAILABLE', `${err.message} (createClone: true makes it)`, { path: clone, cause: err.cause });
+  }
+}
+
+/**
+ * openCloneDir for a materialize or a reset: a clone directory this user owns but may not
+ * open (an agent's `chmod 0 /workspace`, the clone bound there) is given u+rwx through an
+ * O_PATH fd of it (openUpDir: never by path, never through a link) and opened again;
+ * another user's stays refused (SEAL_IO), as does anything else.
+ */
+export function openRepairableClone(sys: Sys, clone: string, makes: boolean): number {
+  try {
+    return openCloneDir(sys, clone, makes);
+  } catch (err) {
+    if (!isSealError(err, 'SEAL_IO') || !hasCode(err.cause, 'EACCES')) throw err;
+    let opened = false;
+    try {
+      using parent = own(sys, openRealPlace(sys, dirname(clone), 'clone parent'));
+      const st = sys.fstatat(parent.fd, basename(clone), AT_SYMLINK_NOFOLLOW);
+      opened = isDir(st.mode) && st.uid === process.geteuid?.() && openUpDir(sys, parent.fd, basename(clone));
+    } catch {
+      // What stands there cannot be looked at either: the first refusal says it.
+    }
+    if (!opened) throw err;
+    return openCloneDir(sys, clone, makes);
   }
 }

@@ -1,15 +1,13 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
-import { dirname } from 'node:path';
-
-import { SealError, isSealError } from '../base/errors.js';
+import { SealError } from '../base/errors.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { DIR_FLAGS, isLockedDir, openBeneath, openRealDir, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, isLockedDir, openBeneath, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { keepMtime, mtimeDiffers } from '../base/times.js';
-import { AT_FDCWD, DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
+import { DT_DIR, DT_REG, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { StatBlocks } from '../sys/stat-each.js';
@@ -18,7 +16,7 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, openRootParentDir, removeMadeClone, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, openCloneDir, openRepairableClone, openRootParentDir, removeMadeClone, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
@@ -440,16 +438,6 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
   return report;
 }
 
-/** openRealDir of the clone; `makes`: a missing one is said with the option that makes it (a materialize's createClone). */
-function openCloneDir(sys: Sys, clone: string, makes: boolean): number {
-  try {
-    return openRealDir(sys, clone, 'clone');
-  } catch (err) {
-    if (!makes || !isSealError(err, 'SEAL_UNAVAILABLE') || !hasCode(err.cause, 'ENOENT') || statOrNull(sys, AT_FDCWD, dirname(clone)) === null) throw err;
-    throw new SealError('SEAL_UNAVAILABLE', `${err.message} (createClone: true makes it)`, { path: clone, cause: err.cause });
-  }
-}
-
 /**
  * Opens the clone after checking it apart from the source and the store; its fstat and its
  * ledger (undefined: none of this clone in this store). `lock` (materialize, reset): a
@@ -470,7 +458,7 @@ function openClone(
   // Nothing is made below a directory another user could rename it in.
   if (lock) checkPathAbove(sys, clone, undefined, 'clone');
   const making = create === true && makeCloneDir(sys, clone);
-  const dir = own(sys, openCloneDir(sys, clone, create === false));
+  const dir = own(sys, lock ? openRepairableClone(sys, clone, create === false) : openCloneDir(sys, clone, create === false));
   let made: Stat | undefined;
   try {
     const st = sys.fstat(dir.fd);
