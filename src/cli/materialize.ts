@@ -2,8 +2,9 @@
 import { resolve } from 'node:path';
 
 import { escapePath } from '../index.js';
-import { choiceOption, countOption, need, plural, type CommandSpec, type Context } from './command.js';
+import { choiceOption, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
+import { sizeOption } from './usage.js';
 
 /** The values of --reflink (materialize and reset). */
 export const REFLINK = ['auto', 'always', 'never'] as const;
@@ -12,7 +13,7 @@ async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');
   const { io } = ctx;
   const reflink = choiceOption(ctx, 'reflink', REFLINK, 'auto');
-  const fallbackBytes = countOption(ctx, 'fallback-bytes', 'a byte count');
+  const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
   const snap = (await ctx.store()).get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
   const files = snap.entries.filter((e) => e.kind === 'file');
@@ -41,13 +42,13 @@ export const MATERIALIZE: CommandSpec = {
   name: 'materialize',
   synopsis: 'materialize <digest> <clone>',
   summary: "replace the snapshot's copy roots inside a clone",
-  help: `usage: treeseal materialize <digest> <clone> [--reflink auto|always|never] [--fallback-bytes N]
+  help: `usage: treeseal materialize <digest> <clone> [--reflink auto|always|never] [--fallback-bytes SIZE]
 
 Replaces each copy root of a snapshot inside the directory <clone>, copy-on-write where the filesystem can.
 <clone> is created when only its last component is missing. Mounts are not touched: see \`treeseal mounts\`.
 A clone this snapshot was materialized into before is reset instead (see \`treeseal reset\`).
   --reflink MODE        auto (default): clone, else copy within the fallback budget; always: clone or fail; never: copy
-  --fallback-bytes N    most bytes to copy without cloning (default 536870912)`,
+  --fallback-bytes SIZE most bytes to copy without cloning (default 512M; a count or a size such as 2G)`,
   options: {
     reflink: { type: 'string' },
     'fallback-bytes': { type: 'string' },

@@ -1,15 +1,16 @@
 // reset.ts: `treeseal reset`: a materialized clone made exactly its snapshot again, restoring only what differs from its ledger.
 import { resolve } from 'node:path';
 import { escapePath } from '../index.js';
-import { choiceOption, countOption, flag, need, plural, type CommandSpec, type Context } from './command.js';
+import { choiceOption, flag, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
+import { sizeOption } from './usage.js';
 import { REFLINK } from './materialize.js';
 import { differenceLines } from './verify.js';
 
 async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');
   const reflink = choiceOption(ctx, 'reflink', REFLINK, 'auto');
-  const fallbackBytes = countOption(ctx, 'fallback-bytes', 'a byte count');
+  const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
   const snap = (await ctx.store()).get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
   const report = await snap.reset(clone, { reflink, clean: flag(ctx, 'clean'), ...(fallbackBytes === undefined ? {} : { fallbackBytes }) });
@@ -33,7 +34,7 @@ export const RESET: CommandSpec = {
   name: 'reset',
   synopsis: 'reset <digest> <clone>',
   summary: 'make a materialized clone exactly its snapshot again, touching only what changed',
-  help: `usage: treeseal reset <digest> <clone> [--clean] [--reflink auto|always|never] [--fallback-bytes N]
+  help: `usage: treeseal reset <digest> <clone> [--clean] [--reflink auto|always|never] [--fallback-bytes SIZE]
 
 Makes the copy roots of <clone> exactly the snapshot again: what was added is removed (+),
 what was removed (-) or changed (~) since materialize (by the ledger the store keeps of
@@ -43,7 +44,7 @@ the store holds no ledger of is materialized whole; a ledger of another snapshot
 SEAL_BINDING, nothing changed.
   --clean               also remove what the clone holds outside its copy roots and mount targets (o)
   --reflink MODE        as for materialize
-  --fallback-bytes N    as for materialize`,
+  --fallback-bytes SIZE as for materialize`,
   options: {
     clean: { type: 'boolean' },
     reflink: { type: 'string' },

@@ -165,6 +165,22 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     }
   });
 
+  it('--fallback-bytes takes a byte count or a size (2G), as --max-bytes does; anything else is a usage error', () => {
+    const { work, repo, store } = setup();
+    const digest = json(cli(store, 'capture', repo, '--copy', 'src', '--json')).digest as string;
+    // The clone on the store's filesystem here (ext4 or tmpfs: no reflink): every byte is copied, 9 in all.
+    const over = cli(store, 'materialize', digest, join(work, 'one'), '--fallback-bytes', '8');
+    expect([over.status, over.stderr.split('\n')[0]]).toEqual([1, expect.stringMatching(/^treeseal: SEAL_NO_REFLINK: .*the buffered fallback limit would be exceeded \(8 bytes; /)]);
+    for (const size of ['9', '1K', '1KiB', '2G', '0.5k']) {
+      const r = cli(store, 'materialize', digest, join(work, `arm-${size}`), '--fallback-bytes', size, '--reflink', 'auto');
+      expect([size, r.status]).toEqual([size, 0]);
+    }
+    for (const bad of ['2GB?', '-1', '1.5', 'lots']) {
+      const r = cli(store, 'reset', digest, join(work, 'arm-9'), `--fallback-bytes=${bad}`);
+      expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, `treeseal: --fallback-bytes takes a size such as 500M, 50G or 1TiB, not ${JSON.stringify(bad)}`]);
+    }
+  });
+
   it('a top-level name that is not UTF-8 is SEAL_BAD_PATH in a whole-source capture', () => {
     const { repo, store } = setup();
     writeFileSync(Buffer.concat([Buffer.from(`${repo}/`), Buffer.from([0x66, 0xff, 0x6f])]), 'x');
