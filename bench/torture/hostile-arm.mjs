@@ -326,6 +326,12 @@ async function plant(attack, w, clone, r) {
           // a parent made unsearchable by an earlier pick (unprivileged)
         }
       }
+      // Now and then the clone itself, last (the workspace root the agent is bound at): reset and materialize open it up.
+      if (r.chance(0.25)) {
+        const mode = r.pick([0o000, 0o100, 0o500]);
+        chmodSync(clone, mode);
+        picks.push(`the clone ${mode.toString(8)}`);
+      }
       return picks.join(', ');
     }
     case 'deep-tree': {

@@ -469,6 +469,8 @@ function openClone(
       // directory another user could rename it in, is refused.
       checkCloneOwner(st, escapePath(clone), clone);
       checkPathAbove(sys, clone, dir.fd, 'clone');
+      // This user's clone made read-only (or shut) by the agent: u+rwx again, through its fd, before anything is made in it.
+      if ((st.mode & 0o700) !== 0o700 && st.uid === process.geteuid?.()) sys.fchmod(dir.fd, (st.mode & 0o7777) | 0o700);
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
