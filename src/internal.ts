@@ -30,3 +30,5 @@ export { findInIndex, footerCount, indexBytes, packIndex } from './store/registr
 export { checkDocument } from './store/document-check.js';
 export { verifyAt } from './store/verify.js';
 export { materializeSnapshot } from './store/materialize.js';
+export { Ledger } from './store/clone-ledger.js';
+export { StatBlocks, fstatatBlocks } from './sys/stat-each.js';

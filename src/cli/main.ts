@@ -8,7 +8,7 @@ import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
-import { dropEmptyStore, firstMissing } from './made-store.js';
+import { dropEmptyStore, firstMissing, madeStore, type MadeStore } from './made-store.js';
 import { checkArgumentBytes, checkEnvironmentBytes } from './raw-argv.js';
 import { DEFAULT_RETRIES, withRetries } from './retry.js';
 import { COMMANDS, findCommand } from './table.js';
@@ -161,8 +161,8 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = new Io(), raw?: readonly Buffer[]): Promise<number> {
   let spec: CommandSpec | undefined;
   let store: SnapshotStore | undefined;
-  // The store this command made (capture and pull make a missing one): its path and the highest directory made for it.
-  let made: { storeDir: string; top: string } | undefined;
+  // The store this command made (capture and pull make a missing one), once the library has opened it.
+  let made: MadeStore | undefined;
   let failed = false;
   try {
     checkArgumentBytes(raw);
@@ -200,18 +200,19 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       storeDir,
       options: values,
       store: async () => {
-        if (store === undefined && !MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
-        if (store === undefined && made === undefined && MAKES_STORE.has(spec!.name)) {
-          const top = firstMissing(storeDir);
-          if (top !== undefined) made = { storeDir, top };
-        }
+        if (store !== undefined) return store;
+        if (!MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
+        const top = MAKES_STORE.has(spec!.name) ? firstMissing(storeDir) : undefined;
         // Every command but push and pull runs the library's sync calls: a command has no event
         // loop to keep free, so a worker thread would only add its start-up to the run.
         try {
-          return (store ??= SnapshotStore.openSync(storeDir));
+          store = SnapshotStore.openSync(storeDir);
         } catch (err) {
           throw withRealPath(err, storeDir, storeSource(values.store, env));
         }
+        // Made by this open (none of it was there), and opened: what a failure of the command takes away again.
+        if (top !== undefined) made = madeStore(storeDir, top);
+        return store;
       },
     };
     const retries = countOption(ctx, 'retries', 'a count') ?? DEFAULT_RETRIES;
@@ -224,6 +225,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     await store?.close().catch(() => {});
     // A capture or pull that failed leaves no empty store behind where there was none (a bad source path, a registry
     // that refused): one that holds anything (a download to resume) stays.
-    if (failed && made !== undefined) dropEmptyStore(made.storeDir, made.top);
+    if (failed && made !== undefined) dropEmptyStore(made);
   }
 }

@@ -53,7 +53,8 @@ link targets, as its manifest counts them) and the bytes it takes on disk (st_bl
 snapshots share by a hard link counts once, for the first in digest order; extents shared
 by reflinks count in each), then the total on disk; then what the store holds besides:
 its stat caches (cache/, one per source captured with the stat cache), clone ledgers
-(clones/, one per clone materialized) and unfinished builds and downloads (tmp/), and the
-store's whole total. gc drops the caches and ledgers no snapshot or clone needs any more.`,
+(clones/, one per clone materialized) and unfinished builds and downloads (tmp/), and their
+sum with the snapshots' (a file a build shares with a snapshot by a hard link counts in
+both). gc drops the caches and ledgers no snapshot or clone needs any more.`,
   run: du,
 };

@@ -1,6 +1,7 @@
-// clone-changing.ts: a system error saying a clone's names changed under a call (an agent still at work in it) becomes SEAL_CHANGED, which a caller may retry.
+// clone-changing.ts: a system error saying a clone's names changed under a call (an agent still at work in it) becomes SEAL_CHANGED, which a caller may retry; one from the store's side of such a call never does.
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
+import { throwIfRefused } from '../base/refusal.js';
 import { hasCode } from '../sys/errno.js';
 
 /**
@@ -17,5 +18,24 @@ export function whileCloneChanges<T>(what: string, fn: () => T): T {
   } catch (err) {
     if (err instanceof SealError || !hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP', 'EEXIST', 'ENOTEMPTY')) throw err;
     throw new SealError('SEAL_CHANGED', `clone changed while it was ${what}: ${escapePath((err as Error).message)}`, { cause: err });
+  }
+}
+
+/**
+ * Runs fn, work a clone call does in the store (the clone's lock in tmp/, its ledger in
+ * clones/), so that what fails there is said as the store's, typed, and never reaches
+ * whileCloneChanges as a change of the clone: a refusal is SEAL_IO; a name there that is
+ * not what the store made (a link, a file, one gone or made meanwhile) SEAL_CORRUPT.
+ */
+export function inStore<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof SealError) throw err;
+    throwIfRefused(err, `store ${what}`);
+    if (hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP', 'EEXIST', 'ENOTEMPTY')) {
+      throw new SealError('SEAL_CORRUPT', `store ${what}: ${escapePath((err as Error).message)}`, { cause: err });
+    }
+    throw err;
   }
 }

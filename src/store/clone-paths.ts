@@ -235,10 +235,12 @@ export function openCloneDir(sys: Sys, clone: string, makes: boolean): number {
 /**
  * openCloneDir for a materialize or a reset: a clone directory this user owns but may not
  * open (an agent's `chmod 0 /workspace`, the clone bound there) is given u+rwx through an
- * O_PATH fd of it (openUpDir: never by path, never through a link) and opened again;
- * another user's stays refused (SEAL_IO), as does anything else.
+ * O_PATH fd of it (openUpDir: never by path, never through a link) and opened again, when
+ * `knows` says the store materialized it (by the identity the name shows, before it is
+ * opened); another user's, or a directory the store never made a clone of (one the user
+ * shut on purpose), stays refused (SEAL_IO), as does anything else.
  */
-export function openRepairableClone(sys: Sys, clone: string, makes: boolean): number {
+export function openRepairableClone(sys: Sys, clone: string, makes: boolean, knows: (st: Stat) => boolean): number {
   try {
     return openCloneDir(sys, clone, makes);
   } catch (err) {
@@ -247,11 +249,22 @@ export function openRepairableClone(sys: Sys, clone: string, makes: boolean): nu
     try {
       using parent = own(sys, openRealPlace(sys, dirname(clone), 'clone parent'));
       const st = sys.fstatat(parent.fd, basename(clone), AT_SYMLINK_NOFOLLOW);
-      opened = isDir(st.mode) && st.uid === process.geteuid?.() && openUpDir(sys, parent.fd, basename(clone));
+      opened = isDir(st.mode) && st.uid === process.geteuid?.() && knows(st) && openUpDir(sys, parent.fd, basename(clone));
     } catch {
       // What stands there cannot be looked at either: the first refusal says it.
     }
     if (!opened) throw err;
     return openCloneDir(sys, clone, makes);
   }
+}
+
+/**
+ * Gives this user's clone directory, open at fd, u+rwx again through that fd where an agent
+ * took it away (`chmod 0500 /workspace`: nothing could be made in it), once a materialize
+ * or reset has passed its checks and holds the clone. Another user's is left to the trust
+ * checks, which refused it before this.
+ */
+export function openUpCloneDir(sys: Sys, fd: number): void {
+  const st = sys.fstat(fd);
+  if ((st.mode & 0o700) !== 0o700 && st.uid === process.geteuid?.()) sys.fchmod(fd, (st.mode & 0o7777) | 0o700);
 }

@@ -16,12 +16,13 @@ import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-led
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
-import { checkCloneApart, makeCloneDir, openCloneDir, openRepairableClone, openRootParentDir, removeMadeClone, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
+import { checkCloneApart, makeCloneDir, openCloneDir, openRepairableClone, openRootParentDir, openUpCloneDir, removeMadeClone, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
+import { inStore } from './clone-changing.js';
 import type { StoredSnapshot } from './document.js';
 import { makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
 import {
@@ -424,7 +425,7 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
       }
     });
     checkMadeFiles(run, cloneFd, new EntryReader(data.entries), run.madeFiles);
-    saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger);
+    inStore('clone ledger cannot be saved', () => saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger));
     run.progress(madeEntries(report), run.bytes, true);
   }
   if (clean === true) {
@@ -453,12 +454,17 @@ function openClone(
   lock: boolean,
   /** A materialize's createClone (undefined: not a materialize). */
   create?: boolean,
-): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined } {
+): { dir: Fd; ledger: Ledger | undefined; made: Stat | undefined; known: boolean } {
   checkCloneApart(sys, clone, data.source, snapshotRoot);
   // Nothing is made below a directory another user could rename it in.
   if (lock) checkPathAbove(sys, clone, undefined, 'clone');
   const making = create === true && makeCloneDir(sys, clone);
-  const dir = own(sys, lock ? openRepairableClone(sys, clone, create === false) : openCloneDir(sys, clone, create === false));
+  // Opened up where shut only when this store made a clone there (a reset: of this snapshot), never a directory it does not know.
+  const knows = (st: Stat): boolean => {
+    const known = loadLedger(sys, storeOf(snapshotRoot), st);
+    return known !== undefined && (create !== undefined || known.digest === data.digest);
+  };
+  const dir = own(sys, lock ? openRepairableClone(sys, clone, create === false, knows) : openCloneDir(sys, clone, create === false));
   let made: Stat | undefined;
   try {
     const st = sys.fstat(dir.fd);
@@ -469,13 +475,12 @@ function openClone(
       // directory another user could rename it in, is refused.
       checkCloneOwner(st, escapePath(clone), clone);
       checkPathAbove(sys, clone, dir.fd, 'clone');
-      // This user's clone made read-only (or shut) by the agent: u+rwx again, through its fd, before anything is made in it.
-      if ((st.mode & 0o700) !== 0o700 && st.uid === process.geteuid?.()) sys.fchmod(dir.fd, (st.mode & 0o7777) | 0o700);
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
     if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
-    return { dir, made, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
+    // known: this store made a clone here (it holds a ledger of it, of any snapshot).
+    return { dir, made, known: ledger !== undefined, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };
   } catch (err) {
     if (made !== undefined) removeMadeClone(sys, clone, made);
     dir[Symbol.dispose]();
@@ -488,7 +493,7 @@ function lockWhenChecked(sys: Sys, snapshotRoot: string, cloneFd: number, clone:
   let held: CloneLock | undefined;
   return {
     take: () => {
-      held ??= lockClone(sys, storeOf(snapshotRoot), sys.fstat(cloneFd), clone);
+      held ??= inStore('clone lock cannot be taken', () => lockClone(sys, storeOf(snapshotRoot), sys.fstat(cloneFd), clone));
     },
     [Symbol.dispose]: () => held?.release(),
   };
@@ -496,11 +501,12 @@ function lockWhenChecked(sys: Sys, snapshotRoot: string, cloneFd: number, clone:
 
 /** reset: the clone made exactly data's copy roots again; a ledger of another snapshot is SEAL_BINDING, nothing changed. */
 export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: ResetOptions & RunHooks): ResetReport {
-  const { dir, ledger } = openClone(sys, snapshotRoot, data, clone, true);
+  const { dir, ledger, known } = openClone(sys, snapshotRoot, data, clone, true);
   using _ = dir;
   if (ledger !== undefined && ledger.digest !== data.digest) throw bindingError(ledger, data.digest, clone);
   using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
-  return resetInto(sys, snapshotRoot, data, dir.fd, ledger, { ...options, checked: lock.take });
+  // Once the checks have passed and the clone is held: a clone this store made, made read-only by the agent, u+rwx again.
+  return resetInto(sys, snapshotRoot, data, dir.fd, ledger, { ...options, checked: () => (lock.take(), known && openUpCloneDir(sys, dir.fd)) });
 }
 
 /**
@@ -509,11 +515,11 @@ export function resetClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot,
  * materialize fails and leaves it empty.
  */
 export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSnapshot, clone: string, options: MaterializeOptions & RunHooks): MaterializeReport {
-  const { dir, ledger, made } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
+  const { dir, ledger, made, known } = openClone(sys, snapshotRoot, data, clone, true, options.createClone === true);
   using _ = dir;
   using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
   try {
-    return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, checked: lock.take });
+    return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, checked: () => (lock.take(), known && openUpCloneDir(sys, dir.fd)) });
   } catch (err) {
     if (made !== undefined) removeMadeClone(sys, clone, made);
     throw err;
@@ -536,7 +542,7 @@ function materializeOpen(sys: Sys, snapshotRoot: string, data: StoredSnapshot, d
     // Another snapshot's ledger goes once the clone's lock is held: a call refused (SEAL_BUSY) leaves the store as it was.
     const checked = (): void => {
       options.checked?.();
-      dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd));
+      inStore('clone ledger cannot be dropped', () => dropLedger(sys, storeOf(snapshotRoot), sys.fstat(dir.fd)));
     };
     return materializeInto(sys, snapshotRoot, data, dir.fd, { ...options, checked });
   }

@@ -3,7 +3,7 @@ import { isLockedDir, lockedDirError, openRepairableDir, openUpDir, own, removeA
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, nameText } from '../base/paths.js';
 import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
 
 /**
@@ -17,7 +17,7 @@ import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
 export class Trash implements Disposable {
   #stage: CloneStage | undefined;
   #slots = 0;
-  /** The clone path each slot's directory had, for messages. */
+  /** The clone path each slot's directory had (as reports give it, unescaped), for messages. */
   readonly #paths = new Map<string, string>();
 
   constructor(
@@ -25,7 +25,7 @@ export class Trash implements Disposable {
     readonly cloneFd: number,
   ) {}
 
-  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN), whose clone path is `path` (for messages). */
+  /** Removes dirFd/name (d_type `type`, or DT_UNKNOWN), whose clone path is `path` (as reports give it, unescaped: for messages). */
   remove(dirFd: number, name: string | Buffer, type: number, path: string): void {
     const { sys } = this;
     if (type !== DT_DIR && type !== DT_UNKNOWN) return this.#unlink(dirFd, name, type, path);
@@ -40,7 +40,7 @@ export class Trash implements Disposable {
       this.#paths.delete(slot);
       let fd: number;
       try {
-        fd = openRepairableDir(sys, trash, slot, `${at} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
+        fd = openRepairableDir(sys, trash, slot, `${escapePath(at)} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
         if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
@@ -60,10 +60,11 @@ export class Trash implements Disposable {
         }
         for (const item of sys.readdir(dir.fd)) {
           if (item.type !== DT_DIR) {
-            this.#unlink(dir.fd, item.name, item.type, `${at}/${escapePath(item.name)}`, `${at}/${escapePath(item.name)} (moved to ${this.#stage.name}/old/${slot}/${escapePath(item.name)} in the clone)`);
+            const below = `${at}/${nameText(item.name)}`;
+            this.#unlink(dir.fd, item.name, item.type, below, `${escapePath(below)} (moved to ${this.#stage.name}/old/${slot}/${escapePath(item.name)} in the clone)`);
             continue;
           }
-          const next = this.#moveAside(dir.fd, item.name, `${at}/${escapePath(item.name)}`);
+          const next = this.#moveAside(dir.fd, item.name, `${at}/${nameText(item.name)}`);
           if (next !== undefined) pending.push(next);
         }
       }
@@ -86,7 +87,7 @@ export class Trash implements Disposable {
       if (!hasCode(err, 'EACCES')) throw pinnedError(this.sys, dirFd, name, path, err);
       if (!openUpDir(this.sys, dirFd, name)) {
         if (this.#removeEmpty(dirFd, name)) return undefined;
-        throw lockedDirError(this.sys, dirFd, name, err, path);
+        throw lockedDirError(this.sys, dirFd, name, err, escapePath(path));
       }
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     }

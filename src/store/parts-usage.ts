@@ -1,6 +1,8 @@
 // parts-usage.ts: what a store holds besides its snapshots (stat caches, clone ledgers, unfinished builds), as du counts it.
 import { SealError } from '../base/errors.js';
 import { openChildDir, openRealDir, own } from '../base/fd.js';
+import { escapePath } from '../base/paths.js';
+import { AT_SYMLINK_NOFOLLOW, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CACHE_DIR, CLONES_DIR, TMP_DIR } from './layout.js';
@@ -30,7 +32,7 @@ export interface StorePartsUsage {
   builds: PartUsage;
 }
 
-function partUsage(sys: Sys, storeFd: number, name: string): PartUsage {
+function partUsage(sys: Sys, storeFd: number, storeRoot: string, name: string): PartUsage {
   let fd: number;
   try {
     fd = openChildDir(sys, storeFd, name);
@@ -38,7 +40,16 @@ function partUsage(sys: Sys, storeFd: number, name: string): PartUsage {
     // A store made before the part existed has none: nothing held there.
     if (hasCode(err, 'ENOENT')) return { entries: 0, diskBytes: 0 };
     if (hasCode(err, 'EACCES')) return { entries: 0, diskBytes: 0, unreadable: true };
-    if (hasCode(err, 'ELOOP', 'ENOTDIR')) throw new SealError('SEAL_CORRUPT', `store part is not a real directory: ${name}`, { path: name, cause: err });
+    // As the store's open says it: a link there is SEAL_SYMLINK, a file SEAL_CORRUPT, neither ever followed.
+    if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
+      let link = false;
+      try {
+        link = isLink(sys.fstatat(storeFd, name, AT_SYMLINK_NOFOLLOW).mode);
+      } catch {
+        // Gone meanwhile: said as what the open met.
+      }
+      throw new SealError(link ? 'SEAL_SYMLINK' : 'SEAL_CORRUPT', `store part must be a real directory, not ${link ? 'a symlink' : 'a file'}: ${escapePath(`${storeRoot}/${name}`)}`, { cause: err });
+    }
     throw err;
   }
   using dir = own(sys, fd);
@@ -57,5 +68,5 @@ function partUsage(sys: Sys, storeFd: number, name: string): PartUsage {
 /** The store's parts besides its snapshots: its stat caches, clone ledgers and unfinished builds. */
 export function storePartsUsage(sys: Sys, storeRoot: string): StorePartsUsage {
   using store = own(sys, openRealDir(sys, storeRoot, 'store'));
-  return { statCaches: partUsage(sys, store.fd, CACHE_DIR), cloneLedgers: partUsage(sys, store.fd, CLONES_DIR), builds: partUsage(sys, store.fd, TMP_DIR) };
+  return { statCaches: partUsage(sys, store.fd, storeRoot, CACHE_DIR), cloneLedgers: partUsage(sys, store.fd, storeRoot, CLONES_DIR), builds: partUsage(sys, store.fd, storeRoot, TMP_DIR) };
 }

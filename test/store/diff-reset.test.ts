@@ -651,6 +651,19 @@ describe('a clone the agent shut', () => {
       expect(snap.materializeSync(clone)).toMatchObject({ reset: true });
       expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
     }
+    // A directory this store never made a clone of, shut by its owner (a frozen tree, another store's snapshot): left as
+    // it is, as a user refused (root is refused nothing).
+    if (process.geteuid?.() !== 0) {
+      for (const shut of [0o000, 0o500]) {
+        const other = join(dirname(clone), `other-${shut.toString(8)}`);
+        writeTree(other, { 'src/mine': 'mine' });
+        chmodSync(other, shut);
+        expectError(() => snap.materializeSync(other), { code: 'SEAL_IO' });
+        expect(statSync(other).mode & 0o777).toBe(shut);
+        chmodSync(other, 0o700);
+        expect(listTree(other)).toEqual(['src/', 'src/mine']);
+      }
+    }
     store.closeSync();
   });
 });
@@ -686,6 +699,29 @@ describe('a clone that changes under a call (the agent still at work)', () => {
     expectError(() => agentAt('lib', 'mkdirat', () => mkdirSync(join(clone, 'src/lib'))).resetSync(clone), changed('reset', 'EEXIST'));
     expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
     expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
+  it('what fails on the store\'s side of a reset (its clones/ replaced by a link meanwhile) is the store\'s, SEAL_CORRUPT, not retryable, and nothing is written through the link (it would have been SEAL_CHANGED, retried as the clone\'s)', () => {
+    const { work, store, snap, clone, outside } = fixture();
+    const clones = join(work, 'store/clones');
+    writeFileSync(join(clone, 'src/a.ts'), 'changed');
+    // The ledger read (the first open of clones/), then clones/ a link before the reset saves its new ledger there.
+    let opens = 0;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, name, flags, mode) => {
+        if (name === 'clones' && ++opens === 2) {
+          renameSync(clones, join(work, 'clones-aside'));
+          symlinkSync(outside, clones);
+        }
+        return orig(dirfd, name, flags, mode);
+      },
+    });
+    const err = expectError(() => withSys(snap, sys).resetSync(clone), { code: 'SEAL_CORRUPT', message: /^store clone ledger cannot be saved: (ELOOP|ENOTDIR): / }) as Error & { retryable?: boolean };
+    expect(err.retryable).toBe(false);
+    expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
+    rmSync(clones);
+    renameSync(join(work, 'clones-aside'), clones);
     store.closeSync();
   });
 });

@@ -68,7 +68,7 @@ function blocksBelow(path: string, seen = new Set<string>()): number {
 }
 
 describe('partsUsage', () => {
-  it('counts the stat caches, clone ledgers and unfinished builds a store holds besides its snapshots, each as du counts it; a part the store does not have yet is none; one replaced by a link is SEAL_CORRUPT', async () => {
+  it('counts the stat caches, clone ledgers and unfinished builds a store holds besides its snapshots, each as du counts it; a part the store does not have yet is none; one replaced by a link is SEAL_SYMLINK, a file SEAL_CORRUPT', async () => {
     const root = tempDir();
     writeTree(root, { 'repo/a/big': Buffer.alloc(96 * 1024, 3), 'repo/a/x': 'x' });
     const dir = join(root, 'store');
@@ -103,7 +103,10 @@ describe('partsUsage', () => {
     writeFileSync(join(root, 'elsewhere/f'), 'x');
     rmSync(join(dir, 'cache'), { recursive: true });
     symlinkSync(join(root, 'elsewhere'), join(dir, 'cache'));
-    expectError(() => store.partsUsage(), { code: 'SEAL_CORRUPT', message: 'store part is not a real directory: cache', path: 'cache' });
+    expectError(() => store.partsUsage(), { code: 'SEAL_SYMLINK', message: `store part must be a real directory, not a symlink: ${join(dir, 'cache')}` });
+    rmSync(join(dir, 'cache'));
+    writeFileSync(join(dir, 'cache'), 'a file');
+    expectError(() => store.partsUsage(), { code: 'SEAL_CORRUPT', message: `store part must be a real directory, not a file: ${join(dir, 'cache')}` });
     rmSync(join(dir, 'cache'));
     mkdirSync(join(dir, 'cache'), { mode: 0o700 });
     // A part this user may not list (another member's, in a shared store): named so, not counted (root lists it all).
