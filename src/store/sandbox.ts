@@ -164,7 +164,7 @@ export function sandboxArgs(snap: Snapshot, clone: string, given: SandboxOptions
  * a harness's configuration, or a command's flags, before a clone is made.
  */
 export function checkSandboxArgs(given: SandboxOptions = {}): void {
-  checkSandboxOptions(readOnce(given) as SandboxOptions);
+  checkSandboxOptions(readOnce(given) as SandboxOptions, { op: 'checkSandboxArgs', keys: ['workspace', 'network', 'system'] });
 }
 
 /** sandboxArgs with the mount points made on the worker thread. */

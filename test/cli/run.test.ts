@@ -398,6 +398,7 @@ describe('sandboxArgs', () => {
       await expectError(async () => spawnSandboxed(snap, clone, ['true'], { workspace, ...system }), { code: 'SEAL_BAD_PATH', message, unchanged: clone });
     }
     for (const workspace of ['/tmp/ws', '/w', '/home/arm', '/srv/x']) expect(() => checkSandboxArgs({ workspace })).not.toThrow();
+    expect(() => checkSandboxArgs({ workspce: '/w' } as never)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE', message: "The property 'options.workspce' is not an option of checkSandboxArgs (workspace, network, system). Received '/w'" }));
     store.closeSync();
   });
 });
