@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { makeLockedDir, openChildDir, openRealDir, openRepairableDir, own, removeOwnDir, type Fd } from '../base/fd.js';
 import { escapePath, nameText } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_STAGE_PREFIX } from './layout.js';
@@ -141,12 +141,22 @@ const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
  */
 export function pinnedError(sys: Sys, dirfd: number, name: string | Buffer, rel: string, err: unknown, shown = escapePath(rel)): unknown {
   if (!hasCode(err, 'EPERM')) return err;
-  try {
-    if ((sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW).attributes & PINNED) === 0) return err;
-  } catch {
-    return err;
+  const pinned = (at: () => number): boolean => {
+    try {
+      return (at() & PINNED) !== 0;
+    } catch {
+      return false;
+    }
+  };
+  const fix = '(chattr -i or -a as root, then reset again)';
+  if (pinned(() => sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW).attributes)) {
+    return new SealError('SEAL_IO', `clone entry cannot be removed: ${shown} is immutable or append-only ${fix}`, { path: rel, cause: err });
   }
-  return new SealError('SEAL_IO', `clone entry cannot be removed: ${shown} is immutable or append-only (chattr -i or -a as root, then reset again)`, { path: rel, cause: err });
+  // Its directory pinned instead (no name in it may go): that directory, reached by its fd's own link in /proc, never a path.
+  if (pinned(() => sys.statx(AT_FDCWD, `/proc/self/fd/${dirfd}`, 0).attributes)) {
+    return new SealError('SEAL_IO', `clone entry cannot be removed: ${shown} is in an immutable or append-only directory ${fix}`, { path: rel, cause: err });
+  }
+  return err;
 }
 
 /**

@@ -295,7 +295,7 @@ describe('the materialize stage lives inside the clone', () => {
     // However the test ends, nothing pinned is left for the temp directory's removal.
     onTestFinished(() => {
       try {
-        execFileSync('chattr', ['-R', '-i', clone], { stdio: 'ignore' });
+        execFileSync('chattr', ['-R', '-i', '-a', clone], { stdio: 'ignore' });
       } catch {
         // Gone already.
       }
@@ -310,6 +310,13 @@ describe('the materialize stage lives inside the clone', () => {
     }
     execFileSync('chattr', ['-i', join(clone, 'r/imm')]);
     expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', added: ['r/imm'] });
+    expect(contents(clone)).toEqual(whole);
+    // An added file in a directory the agent's root made append-only: the directory is what is pinned, said so.
+    writeFileSync(join(clone, 's/extra'), 'x');
+    execFileSync('chattr', ['+a', join(clone, 's')]);
+    expectError(() => snap.resetSync(clone), { code: 'SEAL_IO', message: 'clone entry cannot be removed: s/extra is in an immutable or append-only directory (chattr -i or -a as root, then reset again)', path: 's/extra' });
+    execFileSync('chattr', ['-a', join(clone, 's')]);
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['s/extra'] });
     expect(contents(clone)).toEqual(whole);
     // One in an added directory, which reset moves aside into its stage before emptying it: both places named.
     writeTree(clone, { 'r/deep/imm': 'pinned', 'r/deep/plain': 'p' });
