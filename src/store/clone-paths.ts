@@ -1,4 +1,4 @@
-// clone-paths.ts: the clone-side path checks materialize and mount points share: the clone apart from source and store, no symlink or special file on the way to a mount target.
+// clone-paths.ts: the clone-side path checks materialize, reset and mount points share: the clone apart from source and store, opened (and opened up) without a link, no symlink or special file on the way to a mount target.
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
