@@ -1,11 +1,10 @@
 // parts-usage.ts: what a store holds besides its snapshots (stat caches, clone ledgers, unfinished builds), as du counts it.
-import { SealError } from '../base/errors.js';
 import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CACHE_DIR, CLONES_DIR, TMP_DIR } from './layout.js';
+import { partNotDirectory } from './store-dir.js';
 import { diskBytesAt } from './usage.js';
 
 /** One part of a store: how many names it holds, and the bytes they take on disk. */
@@ -41,15 +40,7 @@ function partUsage(sys: Sys, storeFd: number, storeRoot: string, name: string): 
     if (hasCode(err, 'ENOENT')) return { entries: 0, diskBytes: 0 };
     if (hasCode(err, 'EACCES')) return { entries: 0, diskBytes: 0, unreadable: true };
     // As the store's open says it: a link there is SEAL_SYMLINK, a file SEAL_CORRUPT, neither ever followed.
-    if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
-      let link = false;
-      try {
-        link = isLink(sys.fstatat(storeFd, name, AT_SYMLINK_NOFOLLOW).mode);
-      } catch {
-        // Gone meanwhile: said as what the open met.
-      }
-      throw new SealError(link ? 'SEAL_SYMLINK' : 'SEAL_CORRUPT', `store part must be a real directory, not ${link ? 'a symlink' : 'a file'}: ${escapePath(`${storeRoot}/${name}`)}`, { cause: err });
-    }
+    if (hasCode(err, 'ELOOP', 'ENOTDIR')) throw partNotDirectory(sys, storeFd, name, escapePath(`${storeRoot}/${name}`), err);
     throw err;
   }
   using dir = own(sys, fd);

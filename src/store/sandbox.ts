@@ -53,7 +53,10 @@ interface Checked {
   system: string[];
 }
 
-function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: 'sandboxArgs', keys: ['workspace', 'network', 'system'] }): Checked {
+/** The options sandboxArgs and checkSandboxArgs take. */
+const SANDBOX_KEYS = ['workspace', 'network', 'system'];
+
+function checkSandboxOptions(options: SandboxOptions, known: KnownKeys = { op: 'sandboxArgs', keys: SANDBOX_KEYS }): Checked {
   checkOptions('options', options, known);
   const workspace = checkWorkspace(options.workspace, 'options.workspace');
   const network = checkBoolean('options.network', options.network) ?? false;
@@ -75,8 +78,9 @@ function checkWorkspaceApart(workspace: string, system: readonly string[]): void
   const parts = (p: string): string[] => p.split('/').filter((c) => c !== '');
   const ws = parts(workspace);
   for (const p of [...system, ...ROOT_LINKS, '/dev', '/proc']) {
-    if (overlaps(ws, parts(p))) {
-      throw new SealError('SEAL_BAD_PATH', `workspace ${escapePath(workspace)} would ${ws.length <= parts(p).length ? 'hide' : 'lie inside'} ${escapePath(p)}, which the sandbox binds: give one of its own, as /workspace`);
+    const bound = parts(p);
+    if (overlaps(ws, bound)) {
+      throw new SealError('SEAL_BAD_PATH', `workspace ${escapePath(workspace)} would ${ws.length <= bound.length ? 'hide' : 'lie inside'} ${escapePath(p)}, which the sandbox binds: give one of its own, as /workspace`);
     }
   }
   if (workspace === '/tmp') throw new SealError('SEAL_BAD_PATH', `workspace /tmp would hide the sandbox's own /tmp: give one of its own, as /workspace`);
@@ -164,7 +168,7 @@ export function sandboxArgs(snap: Snapshot, clone: string, given: SandboxOptions
  * a harness's configuration, or a command's flags, before a clone is made.
  */
 export function checkSandboxArgs(given: SandboxOptions = {}): void {
-  checkSandboxOptions(readOnce(given) as SandboxOptions, { op: 'checkSandboxArgs', keys: ['workspace', 'network', 'system'] });
+  checkSandboxOptions(readOnce(given) as SandboxOptions, { op: 'checkSandboxArgs', keys: SANDBOX_KEYS });
 }
 
 /** sandboxArgs with the mount points made on the worker thread. */
@@ -285,7 +289,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   checkSnapshot(snap);
   checkString('clone', clone);
   const argv = checkCommand(readOnce(command));
-  const o = checkSandboxOptions(options, { op: 'spawnSandboxed', keys: ['workspace', 'network', 'system', 'stdio', 'env'] });
+  const o = checkSandboxOptions(options, { op: 'spawnSandboxed', keys: [...SANDBOX_KEYS, 'stdio', 'env'] });
   const stdio = options.stdio === undefined ? 'inherit' : options.stdio;
   const three = typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio;
   const one = (s: unknown): boolean => s === 'inherit' || s === 'pipe' || s === 'ignore' || (typeof s === 'number' && Number.isInteger(s) && s >= 0);

@@ -51,6 +51,21 @@ function openTrustedRoot(sys: Sys, root: string, trust: StoreTrust): { dir: Fd; 
  * shared store) is checked by its name's fstatat: you cannot use it, but who can write it
  * must still be trusted.
  */
+/**
+ * What the open of a store part dirFd/name (`shown`: its path, escaped) refused with ELOOP
+ * or ENOTDIR says: a link planted under the part's name (SEAL_SYMLINK) or a file
+ * (SEAL_CORRUPT), never followed; a name gone meanwhile is said as what the open met.
+ */
+export function partNotDirectory(sys: Sys, dirFd: number, name: string, shown: string, err: unknown): SealError {
+  let link = false;
+  try {
+    link = isLink(sys.fstatat(dirFd, name, AT_SYMLINK_NOFOLLOW).mode);
+  } catch {
+    // Gone meanwhile.
+  }
+  return new SealError(link ? 'SEAL_SYMLINK' : 'SEAL_CORRUPT', `store part must be a real directory, not ${link ? 'a symlink' : 'a file'}: ${shown}`, { cause: err });
+}
+
 function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, shown: string, make: boolean): void {
   const mode = rule.group === undefined ? 0o700 : 0o3770;
   let made = false;
@@ -67,11 +82,7 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
     fd = openChildDir(sys, dirFd, name);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return;
-    // A link (or a file) planted under a part's name: never followed, and said as such with its path.
-    if (hasCode(err, 'ELOOP', 'ENOTDIR')) {
-      const link = isLink(statOrNull(sys, dirFd, name)?.mode ?? 0);
-      throw new SealError(link ? 'SEAL_SYMLINK' : 'SEAL_CORRUPT', `store part must be a real directory, not ${link ? 'a symlink' : 'a file'}: ${shown}`, { cause: err });
-    }
+    if (hasCode(err, 'ELOOP', 'ENOTDIR')) throw partNotDirectory(sys, dirFd, name, shown, err);
     if (!hasCode(err, 'EACCES')) throw err;
     const st = statOrNull(sys, dirFd, name);
     // Gone since (or never there: a refused open says nothing of what stands): nothing to check.
