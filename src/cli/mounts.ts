@@ -12,9 +12,23 @@ function plan(snap: Snapshot, clone: string, workspace: string | undefined): Pla
   return snap.mountPoints(clone, workspace === undefined ? {} : { workspace });
 }
 
-/** One word for sh: left bare when it is safe, else single-quoted. */
+/**
+ * One word for sh: left bare when it is safe, else single-quoted; a control character
+ * (C0, DEL, C1) never printed raw but as an ANSI-C `$'\ooo'` word beside the quoted
+ * runs (bash, zsh, ksh, busybox sh and POSIX.1-2024 sh read it back as the same byte).
+ */
 export function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return word
+    .split(/([\u0000-\u001f\u007f-\u009f]+)/u)
+    .filter((run, i) => run !== '' || (i === 0 && word === ''))
+    .map((run) => (/^[\u0000-\u001f\u007f-\u009f]/u.test(run) ? ansiC(run) : `'${run.replace(/'/g, `'\\''`)}'`))
+    .join('');
+}
+
+/** Control characters as one `$'…'` word: each UTF-8 byte as a 3-digit octal escape. */
+function ansiC(run: string): string {
+  return `$'${[...Buffer.from(run, 'utf8')].map((b) => `\\${b.toString(8).padStart(3, '0')}`).join('')}'`;
 }
 
 /** One field of docker's comma-separated --mount value, quoted as CSV when it holds a comma or a quote. */

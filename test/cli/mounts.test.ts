@@ -66,6 +66,28 @@ describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(cli(store, 'mounts', digest, join(work, 'missing')).stderr).toMatch(/^treeseal: SEAL_UNAVAILABLE: clone is unavailable: /);
   });
 
+  it("prints a path holding control characters as $'\\ooo' words, never raw, that the shell reads back byte for byte", () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'src/a.ts': 'alpha', 'node_modules/p/index.js': '1' });
+    const store = join(work, "s\x1b]0;owned\x07 'x'\nline\u0085");
+    const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json'));
+    const clone = join(work, 'arm');
+    cli(store, 'materialize', snap.digest, clone);
+    const payload = join(snap.root, 'mounts/00000/payload');
+    const quoted = `/s'$'\\033'']0;owned'$'\\007'' '\\''x'\\'''$'\\012''line'$'\\302\\205''/snapshots/`;
+    for (const format of ['bwrap', 'docker']) {
+      const printed = cli(store, 'mounts', snap.digest, clone, '--format', format);
+      expect([printed.status, printed.stderr]).toEqual([0, '']);
+      expect(printed.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/u);
+      expect(printed.stdout.split('\n')).toHaveLength(2);
+      expect(printed.stdout).toContain(quoted);
+      const source = format === 'bwrap' ? payload : `src=${payload}`;
+      expect(words(printed.stdout).filter((w) => w.includes(source))).toHaveLength(1);
+    }
+    expect(words(cli(store, 'mounts', snap.digest, clone, '--format', 'bwrap').stdout)).toEqual(['--ro-bind', payload, '/workspace/node_modules', '--tmpfs', '/workspace/node_modules/.vite-temp']);
+  });
+
   it('prints bubblewrap arguments that mount the payload read-only, with a writable .vite-temp', () => {
     const { store, clone, digest, payload } = setup();
     const printed = cli(store, 'mounts', digest, clone, '--format', 'bwrap');
