@@ -45,6 +45,8 @@ export const GUARD_MODULES = {
   'src/store/registry/pieces.ts': { tests: ['test/store/registry/pieces.test.ts', 'test/store/registry/mapping.test.ts', 'test/store/document-stream.test.ts'] },
   'src/store/clone-ledger.ts': { tests: ['test/store/clone-ledger.test.ts', 'test/store/diff-reset.test.ts', 'test/store/arm-capture.test.ts', 'test/store/clone-stage.test.ts', 'test/store/mapped-writes.test.ts'] },
   'src/store/trust.ts': { tests: ['test/store/store-trust.test.ts', 'test/store/non-root.test.ts', 'test/store/clone-stage.test.ts'] },
+  'src/store/summary-record.ts': { tests: ['test/store/summary-record.test.ts'] },
+  'src/store/snapshot-summary.ts': { tests: ['test/store/summary-record.test.ts'] },
 };
 
 /** The mutant switch Stryker's instrumenter writes around mutant `id` (mutation switching). */

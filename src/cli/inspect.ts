@@ -15,7 +15,7 @@ async function ls(ctx: Context): Promise<void> {
   const lines: string[] = [];
   for (const digest of store.list()) {
     try {
-      const s = store.get(digest).summary();
+      const s = store.summary(digest);
       const u = long?.get(digest);
       const when = u === undefined ? '' : `${new Date(u.createdMs).toISOString()}  `;
       const disk = u === undefined ? '' : `  ${bytes(u.diskBytes).padStart(10)} on disk`;

@@ -37,7 +37,7 @@ async function du(ctx: Context): Promise<void> {
   lines.push(`${usage.length} snapshot${usage.length === 1 ? '' : 's'}, ${bytes(total)} on disk`);
   const part = (p: PartUsage, what: string): string => `${what} ${p.unreadable ? 'not readable' : `${bytes(p.diskBytes)} (${p.entries})`}`;
   const besides = parts.statCaches.diskBytes + parts.cloneLedgers.diskBytes + parts.builds.diskBytes;
-  lines.push(`besides the snapshots: ${part(parts.statCaches, 'stat caches')}, ${part(parts.cloneLedgers, 'clone ledgers')}, ${part(parts.builds, 'unfinished builds and downloads')}`);
+  lines.push(`besides the snapshots: ${part(parts.statCaches, 'caches')}, ${part(parts.cloneLedgers, 'clone ledgers')}, ${part(parts.builds, 'unfinished builds and downloads')}`);
   lines.push(`store: ${bytes(total + besides)} on disk`);
   ctx.io.emit({ snapshots: usage.map((u) => ({ ...u, created: new Date(u.createdMs).toISOString() })), diskBytes: total, parts, storeDiskBytes: total + besides }, lines.join('\n'));
 }
@@ -52,7 +52,7 @@ Lists every snapshot, oldest first: its digest, when it was published, its bytes
 link targets, as its manifest counts them) and the bytes it takes on disk (st_blocks; a file
 snapshots share by a hard link counts once, for the first in digest order; extents shared
 by reflinks count in each), then the total on disk; then what the store holds besides:
-its stat caches (cache/, one per source captured with the stat cache), clone ledgers
+its caches (cache/: a stat cache per source captured with it, a summary per snapshot listed), clone ledgers
 (clones/, one per clone materialized) and unfinished builds and downloads (tmp/), and their
 sum with the snapshots' (a file a build shares with a snapshot by a hard link counts in
 both). gc drops the caches and ledgers no snapshot or clone needs any more.`,

@@ -1,4 +1,4 @@
-// parts-usage.ts: what a store holds besides its snapshots (stat caches, clone ledgers, unfinished builds), as du counts it.
+// parts-usage.ts: what a store holds besides its snapshots (stat caches and summary records, clone ledgers, unfinished builds), as du counts it.
 import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { hasCode } from '../sys/errno.js';
@@ -19,7 +19,7 @@ export interface PartUsage {
 
 /** What a store holds besides its published snapshots (which `usage()` counts). */
 export interface StorePartsUsage {
-  /** `cache/`: one stat cache per source captured with the stat cache on; gc drops those no snapshot of the store uses. */
+  /** `cache/`: one stat cache per source captured with the stat cache on, and each user's summary record of each snapshot (see `summary`); gc drops those no snapshot of the store uses. */
   statCaches: PartUsage;
   /** `clones/`: one ledger per clone materialized from the store; gc drops those whose clone or snapshot is gone. */
   cloneLedgers: PartUsage;

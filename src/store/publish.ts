@@ -16,6 +16,8 @@ import { withCopyRoots } from '../capture/default-copy.js';
 import { withStoreLock } from './lock.js';
 import { EntryTable } from '../base/entry-table.js';
 import { loadSnapshotAt } from './store-dir.js';
+import { summaryOf } from './snapshot-summary.js';
+import { recordPublished } from './summary-record.js';
 import { checkDocument } from './document-check.js';
 import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSHOTS_DIR, TMP_DIR, mountDir } from './layout.js';
 import { assembleAreas } from './assemble.js';
@@ -228,7 +230,9 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
       return loadSnapshotAt(sys, build.snapshotsFd, data.digest);
     }
   });
-  return reused ?? data;
+  if (reused !== undefined) return reused;
+  recordPublished(sys, build.storeRoot, build.fd, summaryOf(data));
+  return data;
 }
 
 /**

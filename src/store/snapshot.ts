@@ -6,7 +6,6 @@ import { checkRootPath } from '../base/fd.js';
 import { checkWorkspace } from '../base/paths.js';
 import { unpackSnapshot, type PackedSnapshot, type SnapshotData, type StoredSnapshot } from './document.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
-import type { PackedEntries } from '../base/entry-table.js';
 import { checkMaterializeOptions, type MaterializeOptions, type MaterializeReport } from './materialize.js';
 import { diffClone, materializeClone, resetClone, type DiffOptions, type DiffReport, type ResetOptions, type ResetReport } from './clone-reset.js';
 import { mountPointsOf, type MountPoint, type MountPointOptions } from './mount-points.js';
@@ -22,24 +21,11 @@ import { checkCloneAt, type CloneReport } from './clone-check.js';
 import { whileCloneChanges } from './clone-changing.js';
 import { dataOf, sendRef, type SnapshotRef } from './snapshot-ref.js';
 import { Lease, takeLease, type LeaseHandle } from './lease.js';
+import { summaryOf, type SnapshotSummary } from './snapshot-summary.js';
+
+export type { SnapshotSummary };
 
 type MaterializeArgs = [snapshot: SnapshotRef, clone: string, options: Omit<MaterializeOptions, 'onProgress' | 'signal'>];
-
-/** A snapshot without its entries (Snapshot.summary): each entry list's count in its place. */
-export interface SnapshotSummary {
-  digest: string;
-  manifestDigest: string;
-  source: string;
-  revision: string;
-  declarations: string[];
-  /** The capture's exclude patterns ([] when it had none). */
-  exclude: string[];
-  mounts: { source: string; target: string; kind: 'directory' | 'file'; entries: number }[];
-  /** Entries of the copy roots and every mount. */
-  entries: number;
-  totalBytes: number;
-  mountBinding: { contentDigest: string; manifestDigest: string };
-}
 
 export class Snapshot {
   /** Absolute path of `<store>/snapshots/<digest>`. */
@@ -121,22 +107,7 @@ export class Snapshot {
    * for any tree: no entry is made into an object (`entries` and `toJSON` make them all).
    */
   summary(): SnapshotSummary {
-    const d = this.#data ?? this.#packed!;
-    const count = (list: Entries | PackedEntries): number => ('used' in list ? list.count : list.length);
-    const mounts = 'packedEntries' in d ? d.mounts.map((m) => ({ ...m, n: count(m.packedEntries) })) : d.mounts.map((m) => ({ ...m, n: count(m.entries) }));
-    const own = 'packedEntries' in d ? count(d.packedEntries) : count(d.entries);
-    return {
-      digest: d.digest,
-      manifestDigest: d.manifestDigest,
-      source: d.source,
-      revision: d.revision,
-      declarations: [...d.declarations],
-      exclude: [...(d.exclude ?? [])],
-      mounts: mounts.map((m) => ({ source: m.source, target: m.target, kind: m.kind, entries: m.n })),
-      entries: own + mounts.reduce((n, m) => n + m.n, 0),
-      totalBytes: d.totalBytes,
-      mountBinding: { ...d.mountBinding },
-    };
+    return summaryOf(this.#data ?? this.#packed!);
   }
 
   /** The stored form (what manifest.json holds). */

@@ -10,6 +10,7 @@ import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
+import type { FileIdentity } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { decodeDocument, type StoredSnapshot } from './document.js';
 import { decodeDocumentBytes } from './document-parse.js';
@@ -258,11 +259,17 @@ const OBJECTS_UP_TO = 2 * 1024 * 1024;
 
 /** Reads and proves the manifest.json of a published snapshot directory. */
 export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): StoredSnapshot {
+  return readSnapshotAt(sys, snapshotsFd, digest).data;
+}
+
+/** loadSnapshotAt, with the identity manifest.json had, unchanged, while the bytes proven were read. */
+export function readSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): { data: StoredSnapshot; identity: FileIdentity } {
   using dir = openSnapshotDir(sys, snapshotsFd, digest);
   let text: Buffer;
+  let identity: FileIdentity;
   try {
     // decodeDocumentBytes proves the text against the digest: a torn read is never taken for the snapshot.
-    text = readAllAt(sys, dir.fd, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME, { selfProving: true }).bytes;
+    ({ bytes: text, identity } = readAllAt(sys, dir.fd, DOCUMENT_NAME, MAX_DOCUMENT_BYTES, DOCUMENT_NAME, { selfProving: true }));
   } catch (err) {
     // The kernel refusing the read (SEAL_IO, its cause the system error) says nothing about the snapshot.
     if (isSealError(err, 'SEAL_IO')) throw err;
@@ -271,7 +278,7 @@ export function loadSnapshotAt(sys: Sys, snapshotsFd: number, digest: string): S
     if (!stillPublished(sys, snapshotsFd, digest, dir.fd)) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot (removed while it was read): ${digest}`, { cause: err });
     throw new SealError('SEAL_CORRUPT', `snapshot has no readable manifest: ${digest}`, { cause: err });
   }
-  return text.length <= OBJECTS_UP_TO ? decodeDocument(text.toString('utf8'), digest) : decodeDocumentBytes(text, digest);
+  return { data: text.length <= OBJECTS_UP_TO ? decodeDocument(text.toString('utf8'), digest) : decodeDocumentBytes(text, digest), identity };
 }
 
 /** Whether snapshots/<digest> still names the directory open at dirFd (false too when that cannot be told). */
@@ -284,7 +291,7 @@ function stillPublished(sys: Sys, snapshotsFd: number, digest: string, dirFd: nu
 }
 
 /** Opens a published snapshot's directory: one someone you do not trust made or can write is SEAL_UNTRUSTED (see trust.ts). */
-function openSnapshotDir(sys: Sys, snapshotsFd: number, digest: string): Fd {
+export function openSnapshotDir(sys: Sys, snapshotsFd: number, digest: string): Fd {
   let dir: Fd;
   try {
     dir = own(sys, openChildDir(sys, snapshotsFd, digest));

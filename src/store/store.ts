@@ -25,6 +25,8 @@ import { pushSnapshot } from './registry/push.js';
 import type { PullOptions, PullReport, PushOptions, PushReport } from './registry/options.js';
 import { checkReference, type SnapshotRef } from './registry/reference.js';
 import { Snapshot } from './snapshot.js';
+import type { SnapshotSummary } from './snapshot-summary.js';
+import { SummaryRecords, sweepSummaryRecords } from './summary-record.js';
 import { holdPacked } from './snapshot-ref.js';
 import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
@@ -231,6 +233,16 @@ export class SnapshotStore {
     finish: (data, _call, store) => store.#snapshot(data),
   });
 
+  static readonly #summary = defineOp('summary', {
+    validate: (store: SnapshotStore, digestOrPrefix: string) => store.#call(store.root, checkDigestPrefix(digestOrPrefix)),
+    core: (sys, [root, prefix]): SnapshotSummary => {
+      const digest = resolveDigestIn(sys, root, prefix);
+      using snapshots = own(sys, openRealDir(sys, `${root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+      using records = new SummaryRecords(sys, root);
+      return records.summaryAt(snapshots.fd, digest);
+    },
+  });
+
   static readonly #list = defineOp('list', {
     validate: (store: SnapshotStore) => store.#call(store.root),
     core: (sys, [root]) => listDigests(sys, root),
@@ -258,6 +270,7 @@ export class SnapshotStore {
       const swept = withStoreLock(sys, root, true, () => {
         const held = new Set(listDigests(sys, root));
         const has = (digest: string): boolean => held.has(digest);
+        sweepSummaryRecords(sys, root, has);
         return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, has) + sweepStatCaches(sys, root, has);
       });
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
@@ -308,6 +321,22 @@ export class SnapshotStore {
   /** get on the worker thread (the sync form keeps the plain name): a big manifest is read and proven off the event loop. */
   getAsync(digestOrPrefix: string): Promise<Snapshot> {
     return SnapshotStore.#get.async(this, digestOrPrefix);
+  }
+
+  /**
+   * A published snapshot's summary (as `get(d).summary()` gives it) by its full digest or
+   * a unique prefix, without loading its entries when this user recorded it before: from a
+   * record kept in the store beside the identity of the manifest.json it was proven from,
+   * used only while that identity is unchanged (any write, chmod, rename or link of the
+   * file moves its ctime). Errors as `get`'s.
+   */
+  summary(digestOrPrefix: string): SnapshotSummary {
+    return SnapshotStore.#summary.sync(this, digestOrPrefix);
+  }
+
+  /** summary on the worker thread (the sync form keeps the plain name). */
+  summaryAsync(digestOrPrefix: string): Promise<SnapshotSummary> {
+    return SnapshotStore.#summary.async(this, digestOrPrefix);
   }
 
   /** Digests of every published snapshot, sorted. */

@@ -7,7 +7,8 @@ import type { Stat, Sys } from '../sys/native.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { listDigests } from './digests.js';
 import { withStoreLock } from './lock.js';
-import { removeSnapshot, loadSnapshotAt } from './store-dir.js';
+import { removeSnapshot } from './store-dir.js';
+import { SummaryRecords } from './summary-record.js';
 
 export interface SnapshotUsage {
   digest: string;
@@ -92,12 +93,13 @@ export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number 
 export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
   return withStoreLock(sys, storeRoot, false, () => {
     using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+    using records = new SummaryRecords(sys, storeRoot);
     const seen = new Set<string>();
     const out: SnapshotUsage[] = [];
     for (const digest of listDigests(sys, storeRoot)) {
       let logical: { logicalBytes: number; error?: SnapshotUsage['error'] };
       try {
-        logical = { logicalBytes: loadSnapshotAt(sys, snapshots.fd, digest).totalBytes };
+        logical = { logicalBytes: records.summaryAt(snapshots.fd, digest).totalBytes };
       } catch (err) {
         // Removed since the listing: it takes nothing now.
         if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;

@@ -81,7 +81,8 @@ describe('partsUsage', () => {
     writeFileSync(join(dir, 'tmp/build-dead/copy/a/big'), Buffer.alloc(40 * 1024, 1));
     const parts = store.partsUsage();
     expect(parts).toEqual({
-      statCaches: { entries: 1, diskBytes: blocksBelow(join(dir, 'cache')) },
+      // The source's stat cache and the snapshot's summary record.
+      statCaches: { entries: 2, diskBytes: blocksBelow(join(dir, 'cache')) },
       cloneLedgers: { entries: 2, diskBytes: blocksBelow(join(dir, 'clones')) },
       builds: { entries: 1, diskBytes: blocksBelow(join(dir, 'tmp')) },
     });
@@ -93,7 +94,7 @@ describe('partsUsage', () => {
     expect(du.parts).toEqual({ ...parts, builds: { entries: 0, diskBytes: blocksBelow(join(dir, 'tmp')) } });
     expect(du.parts).toEqual(store.partsUsage());
     expect(du.storeDiskBytes).toBe(du.diskBytes + du.parts.statCaches.diskBytes + du.parts.cloneLedgers.diskBytes + du.parts.builds.diskBytes);
-    expect(cli(dir, 'du').stdout.trimEnd().split('\n').at(-2)).toMatch(/^besides the snapshots: stat caches [\d.]+ KiB \(1\), clone ledgers [\d.]+ KiB \(2\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
+    expect(cli(dir, 'du').stdout.trimEnd().split('\n').at(-2)).toMatch(/^besides the snapshots: caches [\d.]+ KiB \(2\), clone ledgers [\d.]+ KiB \(2\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
     mkdirSync(join(dir, 'tmp/build-dead'));
     // A store made before ledgers existed has no clones/: none.
     rmSync(join(dir, 'clones'), { recursive: true });
@@ -204,8 +205,8 @@ describe('treeseal du, ls --long, gc policies', () => {
     const text = cli(dir, 'du');
     const lines = text.stdout.trimEnd().split('\n');
     expect(lines.at(-3)).toMatch(/^3 snapshots, [\d.]+ KiB on disk$/);
-    // statCache: false: no cache; never materialized: no ledger.
-    expect(lines.at(-2)).toMatch(/^besides the snapshots: stat caches [\d.]+ K?i?B \(0\), clone ledgers [\d.]+ K?i?B \(0\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
+    // statCache: false: no stat cache, only the three snapshots' summary records; never materialized: no ledger.
+    expect(lines.at(-2)).toMatch(/^besides the snapshots: caches [\d.]+ K?i?B \(3\), clone ledgers [\d.]+ K?i?B \(0\), unfinished builds and downloads [\d.]+ K?i?B \(0\)$/);
     expect(lines.at(-1)).toBe(`store: ${lines.at(-1)!.slice('store: '.length)}`);
     expect(du.storeDiskBytes).toBe(du.diskBytes + du.parts.statCaches.diskBytes + du.parts.cloneLedgers.diskBytes + du.parts.builds.diskBytes);
     const long = cli(dir, 'ls', '--long');
