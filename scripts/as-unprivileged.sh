@@ -61,7 +61,7 @@ echo "as-unprivileged: $user (uid $uid) in $work/repo; copied in $(($(date +%s) 
 # and the command's own suites but `run`: the command calls the same library calls the store suites run here) runs as
 # root only: what it tests is the same for any user, and the pass runs beside the torture suite in CI's budget.
 if [ "$#" -eq 0 ]; then
-  for s in arm-capture btrfs clone-ledger clone-paths clone-stage diff-reset full-disk lease materialize non-root recapture store-lock store-trust usage verify; do
+  for s in arm-capture btrfs clone-ledger clone-paths clone-stage diff-reset full-disk lease materialize non-root recapture store-lock store-trust summary-record usage verify; do
     set -- "$@" "test/store/$s.test.ts"
   done
   for s in push refusals roundtrip; do set -- "$@" "test/store/registry/$s.test.ts"; done
