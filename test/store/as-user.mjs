@@ -31,6 +31,13 @@ const ops = {
     await s.close();
     return { method: report.method, ok: report.ok };
   },
+  /** summary DIGEST: the snapshot's summary as store.summary gives it (from this user's record, or proven). */
+  async summary(digest) {
+    const s = await open();
+    const { totalBytes, revision, entries } = s.summary(digest);
+    await s.close();
+    return { totalBytes, revision, entries };
+  },
   async verify(digest) {
     const s = await open();
     const report = await s.get(digest).verify();

@@ -1,5 +1,5 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
-import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -410,6 +410,33 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
       error: { code: 'SEAL_UNTRUSTED', message: `untrusted shared store: ${join(dir, 'tmp')} is writable by gid ${SOMEONE}, not the store's group ${GROUP}; fix: chgrp ${GROUP} ${join(dir, 'tmp')}` },
     });
     expect(listTree(dir)).toEqual(tree);
+  });
+
+  it("a shared store: each member keeps its own summary record; another member's snapshot is not listed from any; a record another planted under your name is never read, and your listing goes on", () => {
+    const base = ownedDir(0);
+    writeTree(join(base, 'repo'), { 'a.txt': 'shared' });
+    // Prepared by root, as a fleet's is: the members write their records into its sticky cache/, not a store of their own.
+    const dir = sharedStore(base, 0);
+    const env = { TREESEAL_TEST_TRUST: 'group' };
+    const { digest } = asUser(SOMEONE, 'capture', dir, [join(base, 'repo'), 'a.txt'], [GROUP], env);
+    const mine = join(dir, 'cache', `${digest}.${SOMEONE}.summary`);
+    expect([statSync(mine).uid, mode(mine)]).toEqual([SOMEONE, 0o600]);
+    expect(asUser(SOMEONE, 'summary', dir, [digest], [GROUP], env)).toEqual({ totalBytes: 6, revision: '', entries: 1 });
+    // Another member's snapshot: refused as get refuses it (its directory is its owner's alone), whatever the records say; nothing written for it.
+    const refused = asUser(NOBODY, 'summary', dir, [digest], [GROUP], env).error;
+    expect(refused).toEqual(asUser(NOBODY, 'verify', dir, [digest], [GROUP], env).error);
+    expect(refused.code).toBe('SEAL_IO');
+    expect(readdirSync(join(dir, 'cache')).filter((n) => n.endsWith('.summary'))).toEqual([`${digest}.${SOMEONE}.summary`]);
+    // The other member plants a forged record under the owner's name (the owner's own gone): never read, and, in the
+    // sticky cache/, not replaceable by the owner's listing either, which proves the manifest each time instead.
+    // (With the manifest's true identity, as root reads it here: only whose record it is refuses it.)
+    const forged = readFileSync(mine, 'utf8').replace('"totalBytes":6', '"totalBytes":12345');
+    expect(forged).toContain('"totalBytes":12345');
+    rmSync(mine);
+    const plant = `import { writeFileSync } from 'node:fs'; writeFileSync(process.argv.at(-2), process.argv.at(-1), { mode: 0o644 });`;
+    expect(runScriptAs({ uid: NOBODY, gid: NOBODY, groups: [GROUP] }, plant, [mine, forged]).status).toBe(0);
+    expect(asUser(SOMEONE, 'summary', dir, [digest], [GROUP], env)).toEqual({ totalBytes: 6, revision: '', entries: 1 });
+    expect([statSync(mine).uid, readFileSync(mine, 'utf8')]).toEqual([NOBODY, forged]);
   });
 
   it("a shared store: another member's snapshot is neither reused nor materialized, whatever its modes (one published forged bytes under the digest another's capture made, which it reused and materialized)", () => {

@@ -156,6 +156,20 @@ describe('store.summary', () => {
     store.closeSync();
   });
 
+  it('a snapshot whose manifest is gone or is a directory is SEAL_CORRUPT, its record notwithstanding', () => {
+    const { store, digest, manifest, record } = setup();
+    expect(existsSync(record)).toBe(true);
+    chmodSync(join(manifest, '..'), 0o700);
+    renameSync(manifest, `${manifest}.away`);
+    expectError(() => store.summary(digest), { code: 'SEAL_CORRUPT', message: `snapshot has no readable manifest: ${digest}` });
+    mkdirSync(manifest);
+    expectError(() => store.summary(digest), { code: 'SEAL_CORRUPT' });
+    rmSync(manifest, { recursive: true });
+    renameSync(`${manifest}.away`, manifest);
+    chmodSync(join(manifest, '..'), 0o500);
+    store.closeSync();
+  });
+
   rootPassOnly('root listing another user\'s store writes nothing into it: no cache/ of root\'s, no record in the owner\'s', () => {
     const { storeRoot, store, digest } = setup();
     store.closeSync();
@@ -197,9 +211,12 @@ describe('store.summary', () => {
     // A store without cache/ (removed by hand): gc, summary and usage go on, and the listing records again.
     rmSync(cache, { recursive: true });
     expect(store.gc()).toBe(0);
+    writeTree(root, { 'repo/src/a.ts': 'third' });
+    const third = store.captureSync({ source: join(root, 'repo'), copy: ['src'], mounts: [{ source: 'deps', target: 'deps' }], revision: 'r3' });
     const fds = openFds().length;
     expect(store.summary(second.digest).revision).toBe('r2');
-    expect(store.usage().map((u) => u.digest)).toEqual([second.digest]);
+    // Two snapshots listed from their records through one open cache/, closed after.
+    expect(store.usage().map((u) => u.digest).sort()).toEqual([second.digest, third.digest].sort());
     expect(openFds().length).toBe(fds);
     store.closeSync();
   });
