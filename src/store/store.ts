@@ -327,8 +327,8 @@ export class SnapshotStore {
    * A published snapshot's summary (as `get(d).summary()` gives it) by its full digest or
    * a unique prefix, without loading its entries when this user recorded it before: from a
    * record kept in the store beside the identity of the manifest.json it was proven from,
-   * used only while that identity is unchanged (any write, chmod, rename or link of the
-   * file moves its ctime). Errors as `get`'s.
+   * used only while that identity is unchanged (a chmod, a write, a rename or a link of
+   * the file moves its ctime; docs/security.md says what it cannot see). Errors as `get`'s.
    */
   summary(digestOrPrefix: string): SnapshotSummary {
     return SnapshotStore.#summary.sync(this, digestOrPrefix);

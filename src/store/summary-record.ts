@@ -20,12 +20,12 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 const MAX_READ_MS = 1000;
 
 /** This user's record of one snapshot's summary: members of a shared store each keep their own. */
-export function summaryRecordName(digest: string): string {
+function summaryRecordName(digest: string): string {
   return `${digest}.${process.geteuid!()}.summary`;
 }
 
 /** Any user's record name: the digest it is of, or undefined for another name. */
-export function recordedDigest(name: string): string | undefined {
+function recordedDigest(name: string): string | undefined {
   return /^([0-9a-f]{64})\.\d+\.summary$/.exec(name)?.[1];
 }
 
