@@ -11,11 +11,11 @@ if (argv.length === 1 && argv[0] === '--version') {
   process.stdout.write(`treeseal ${version()}\n`);
   code = 0;
 } else {
-  let main: typeof import('./cli/main.js').main;
-  let rawArguments: typeof import('./cli/raw-argv.js').rawArguments;
+  let main: typeof import('./cli/commands.js').main;
+  let rawArguments: typeof import('./cli/commands.js').rawArguments;
   try {
-    ({ main } = await import('./cli/main.js'));
-    ({ rawArguments } = await import('./cli/raw-argv.js'));
+    // By its URL: the bundler leaves it a file of its own (see scripts/bundle.mjs), read whole at once.
+    ({ main, rawArguments } = (await import(new URL('./cli/commands.js', import.meta.url).href)) as typeof import('./cli/commands.js'));
   } catch (err) {
     // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
     const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');

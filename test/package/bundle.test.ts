@@ -16,6 +16,9 @@ interface Meta {
   outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown>; imports: { path: string; kind: string; external?: boolean }[] }>;
 }
 const META = JSON.parse(readFileSync(join(REPO, 'tsc-out/bundle-meta.json'), 'utf8')) as Meta;
+/** The command's side, bundled apart into one file (dist/cli/commands.js), which cli.js imports by URL. */
+const COMMANDS = JSON.parse(readFileSync(join(REPO, 'tsc-out/commands-meta.json'), 'utf8')) as Meta;
+const COMMANDS_FILE = 'dist/cli/commands.js';
 const OUTPUTS = Object.keys(META.outputs).filter((o) => o.endsWith('.js'));
 /** The entry points (a module imported dynamically is an entry of its own, but a chunk). */
 const ENTRIES = OUTPUTS.filter((o) => META.outputs[o]!.entryPoint !== undefined && !o.startsWith('dist/chunks/'));
@@ -38,17 +41,27 @@ function staticGraph(entry: string): string[] {
 }
 
 describe('the bundled package', () => {
-  it('puts every module tsc compiled in exactly one bundled file', () => {
+  it('puts every module tsc compiled in exactly one file of the library, or, the command\'s own, only in the command\'s file, which holds all it needs', () => {
     const counts = new Map<string, number>(jsFiles('tsc-out').map((m) => [m, 0]));
     for (const o of OUTPUTS) for (const input of Object.keys(META.outputs[o]!.inputs)) counts.set(input, (counts.get(input) ?? 0) + 1);
-    expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);
+    const commands = COMMANDS.outputs[COMMANDS_FILE]!;
+    const inCommands = new Set(Object.keys(commands.inputs));
+    // Only in the command's file: main and the commands (what cli.js reaches only through it).
+    const commandsOnly = [...counts].filter(([, n]) => n === 0).map(([m]) => m);
+    expect(commandsOnly.length).toBeGreaterThan(10);
+    expect(commandsOnly.filter((m) => !inCommands.has(m) || !m.startsWith('tsc-out/cli/'))).toEqual([]);
+    expect([...counts].filter(([, n]) => n > 1)).toEqual([]);
+    // One file, whole: it imports no chunk (a process running a command loads each module once).
+    expect(Object.keys(COMMANDS.outputs).filter((o) => o.endsWith('.js'))).toEqual([COMMANDS_FILE]);
+    expect(commands.imports.filter((i) => i.external !== true)).toEqual([]);
+    expect(inCommands.has('tsc-out/store/store.js')).toBe(true);
   });
 
   it('marks where each module starts in its bundled file (the fault injection names call sites by these marks)', () => {
     const unmarked: string[] = [];
-    for (const o of OUTPUTS) {
+    for (const [o, meta] of [...OUTPUTS.map((o) => [o, META] as const), [COMMANDS_FILE, COMMANDS] as const]) {
       const text = readFileSync(join(REPO, o), 'utf8');
-      for (const [input, { bytesInOutput }] of Object.entries(META.outputs[o]!.inputs as Record<string, { bytesInOutput: number }>)) {
+      for (const [input, { bytesInOutput }] of Object.entries(meta.outputs[o]!.inputs as Record<string, { bytesInOutput: number }>)) {
         if (bytesInOutput > 0 && !`\n${text}`.includes(`\n// ${input}\n`)) unmarked.push(`${input} in ${o}`);
       }
     }
@@ -56,11 +69,12 @@ describe('the bundled package', () => {
   });
 
   it('holds in dist/ only its entry points and their shared chunks; the exports, bin and thread entries are entry points', () => {
-    expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/'))).toEqual([]);
+    expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/') && f !== COMMANDS_FILE)).toEqual([]);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { main: string; exports: Record<string, { default: string }>; bin: Record<string, string> };
     const named = [pkg.main, ...Object.values(pkg.exports).map((e) => e.default), ...Object.values(pkg.bin)].map((p) => relative('.', p));
-    // The thread entries are found from import.meta.url (base/offload, files/pool) and the tests' internal entry.
-    expect(ENTRIES.sort()).toEqual([...new Set([...named, 'dist/worker.js', 'dist/files/pool-worker.js', 'dist/internal.js'])].sort());
+    // The thread entries are found from import.meta.url (base/offload, files/pool), the tests' internal entry, and the
+    // command's --version (which reads package.json from where it lands).
+    expect(ENTRIES.sort()).toEqual([...new Set([...named, 'dist/worker.js', 'dist/files/pool-worker.js', 'dist/internal.js', 'dist/cli/version.js'])].sort());
     for (const entry of ENTRIES) expect(staticGraph(entry).every((f) => f === entry || f.startsWith('dist/chunks/'))).toBe(true);
   });
 
@@ -82,6 +96,28 @@ export async function load(url, context, next) {
     const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
     expect(loaded.sort()).toEqual(staticGraph('dist/index.js'));
     expect(loaded.length).toBeLessThanOrEqual(12);
+  });
+
+  it('runs a command from cli.js, its chunk and the command\'s one file, each read once, none of the library\'s chunks', () => {
+    const dir = tempDir();
+    const log = join(dir, 'loaded.txt');
+    writeFileSync(log, '');
+    writeFileSync(
+      join(dir, 'hooks.mjs'),
+      `import { appendFileSync } from 'node:fs';
+export async function load(url, context, next) {
+  if (url.startsWith('file:')) appendFileSync(${JSON.stringify(log)}, url + '\\n');
+  return next(url, context);
+}`,
+    );
+    writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+    SnapshotStore.openSync(join(dir, 'store')).closeSync();
+    const out = execFileSync(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, join(REPO, 'dist/cli.js'), '--store', join(dir, 'store'), 'ls'], { encoding: 'utf8' });
+    expect(out).toBe('no snapshots\n');
+    const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
+    const fromDist = loaded.filter((f) => f.startsWith('dist/'));
+    expect(fromDist.sort()).toEqual([...staticGraph('dist/cli.js'), COMMANDS_FILE].sort());
+    expect(new Set(loaded).size).toBe(loaded.length);
   });
 
   it('shares one copy of each module between the entries: an error from the worker is the public SealError', async () => {

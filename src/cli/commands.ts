@@ -1,0 +1,3 @@
+// commands.ts: what the command loads once it is past `--version`: main and the raw arguments, bundled into one file of its own (one module to resolve and read, not a dozen chunks).
+export { main } from './main.js';
+export { rawArguments } from './raw-argv.js';
