@@ -146,11 +146,12 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
     const which = err instanceof UsageError && err.command !== undefined ? findCommand(err.command) : spec;
     const takes = Object.keys({ ...COMMON_OPTIONS, ...(which?.options ?? {}) });
     const message = isParseError(err) && (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? unknownOption((err as Error).message, which, takes) : (err as Error).message;
-    io.warn(`treeseal: ${message}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
+    // The words quoted are the user's: a control character in one is shown escaped, never sent to the terminal.
+    io.warn(`treeseal: ${escapePath(message)}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }
   if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}${obstacleLines(err)}`);
-  else io.warn(`treeseal: ${err instanceof Error ? err.message : String(err)}`);
+  else io.warn(`treeseal: ${escapePath(err instanceof Error ? err.message : String(err))}`);
   return 1;
 }
 

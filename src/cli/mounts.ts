@@ -1,7 +1,7 @@
 // mounts.ts: `treeseal mounts`: a snapshot's mount points made inside a clone, printed as JSON, bwrap or docker arguments.
 import { resolve } from 'node:path';
 
-import type { MountPoint, Snapshot } from '../index.js';
+import { SealError, escapePath, type MountPoint, type Snapshot } from '../index.js';
 import { choiceOption, need, stringOption, type CommandSpec, type Context } from './command.js';
 
 const FORMATS = ['json', 'bwrap', 'docker'] as const;
@@ -13,22 +13,22 @@ function plan(snap: Snapshot, clone: string, workspace: string | undefined): Pla
 }
 
 /**
- * One word for sh: left bare when it is safe, else single-quoted; a control character
- * (C0, DEL, C1) never printed raw but as an ANSI-C `$'\ooo'` word beside the quoted
- * runs (bash, zsh, ksh, busybox sh and POSIX.1-2024 sh read it back as the same byte).
+ * Refuses (SEAL_BAD_PATH) a word holding a control character (C0, DEL, C1): raw, it would
+ * reach a terminal (an escape retitles it, a newline forges a line); as `$'\ooo'` it reads
+ * back as itself in bash but as other bytes in dash, Debian's sh (another path, one another
+ * user may own).
  */
-export function shellQuote(word: string): string {
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-  return word
-    .split(/([\u0000-\u001f\u007f-\u009f]+)/u)
-    .filter((run, i) => run !== '' || (i === 0 && word === ''))
-    .map((run) => (/^[\u0000-\u001f\u007f-\u009f]/u.test(run) ? ansiC(run) : `'${run.replace(/'/g, `'\\''`)}'`))
-    .join('');
+function refuseControls(word: string): void {
+  if (/[\u0000-\u001f\u007f-\u009f]/u.test(word)) {
+    throw new SealError('SEAL_BAD_PATH', `a path holding a control character cannot be printed as shell words that every sh reads back as itself: use --format json (or --json): ${escapePath(word)}`);
+  }
 }
 
-/** Control characters as one `$'…'` word: each UTF-8 byte as a 3-digit octal escape. */
-function ansiC(run: string): string {
-  return `$'${[...Buffer.from(run, 'utf8')].map((b) => `\\${b.toString(8).padStart(3, '0')}`).join('')}'`;
+/** One word for sh: left bare when it is safe, else single-quoted (a control character refused). */
+export function shellQuote(word: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  refuseControls(word);
+  return `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** One field of docker's comma-separated --mount value, quoted as CSV when it holds a comma or a quote. */
@@ -52,13 +52,17 @@ async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');
   const format = choiceOption(ctx, 'format', FORMATS, 'json');
   const snap = (await ctx.store()).get(ctx.args[0]!);
-  const mounts = plan(snap, resolve(ctx.args[1]!), stringOption(ctx, 'workspace'));
+  const workspace = stringOption(ctx, 'workspace');
+  // Every word printed holds one of these: refused before a mount point is made.
+  if (format !== 'json' && !ctx.io.json) for (const part of [workspace ?? '', snap.root, ...snap.mounts.map((m) => m.target)]) refuseControls(part);
+  const mounts = plan(snap, resolve(ctx.args[1]!), workspace);
   if (format === 'json') {
     ctx.io.out(`${JSON.stringify(mounts, null, 2)}\n`);
     return;
   }
   const args = format === 'bwrap' ? bwrapArgs(mounts) : dockerArgs(mounts);
-  ctx.io.emit(args, args.map(shellQuote).join(' '));
+  // As JSON the words are printed escaped, whatever they hold; as shell words only when each reads back as itself.
+  ctx.io.emit(args, ctx.io.json ? '' : args.map(shellQuote).join(' '));
 }
 
 export const MOUNTS: CommandSpec = {

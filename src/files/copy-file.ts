@@ -148,11 +148,15 @@ function streamSegments(sys: Sys, buffer: Buffer, fd: number, out: number, size:
  * Returns 'changed' when it was not.
  *
  * A clone is a point-in-time copy: FICLONE takes both inodes' locks, so it waits
- * out a write in progress and no write can interleave with it. After a clone or an
- * in-kernel copy, the bytes hashed are read from the source's (cached) pages; as
- * no write began between the fstat before the copy and the fstat after the read
- * (identity unchanged), they are exactly the bytes copied, and reading cached source
- * pages is far cheaper than reading the fresh copy back.
+ * out a write in progress and no write can interleave with it; it writes the source's
+ * dirty pages back first, which write-protects them, so a write through a shared
+ * mapping after it faults and moves the source's ctime, which the identity check after
+ * sees. After a clone, the bytes hashed are read from the source's (cached) pages:
+ * reading the clone back would read every byte from the disk again. After an in-kernel
+ * copy, the bytes hashed are the copy's own, read back from the pages it just wrote: a
+ * write through a shared mapping whose page is already dirty moves no time stamp, so
+ * between the copy and a second read of the source it could change the bytes unseen
+ * (the store then held one thing and the manifest another).
  */
 export function fillFile(
   sys: Sys,
@@ -176,7 +180,8 @@ export function fillFile(
   const recent = before.size > 0 && changedRecently(before);
   // A method that does not work leaves the copy to the stream below, which hashes as it writes.
   if (before.size > 0 && destFd >= 0) how = fillBytes(sys, buffer, srcFd, destFd, before.size, methods) ?? HOW.COPIED;
-  const [sha256, copied] = stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
+  // A buffered copy writes the very bytes it hashes; a kernel copy is hashed from what it wrote.
+  const [sha256, copied] = how === HOW.RANGED ? stream(sys, buffer, destFd, -1, before.size) : stream(sys, buffer, srcFd, how === HOW.COPIED ? destFd : -1, before.size);
   if (copied !== before.size || !same(before, sys.fstat(srcFd))) return 'changed';
   if (recent && how !== HOW.CLONED && !provenAfterWrites(sys, buffer, srcFd, how === HOW.RANGED ? destFd : -1, before, sha256, same)) return 'changed';
   return { sha256, how };

@@ -149,12 +149,13 @@ export class SummaryRecords {
 /** A proof too close in time to the manifest's last change to be recorded. */
 class Racy extends Error {}
 
-/** The shared parts of a shared store are sticky (see trust.ts). */
+/** A shared store's parts are group-writable and sticky (see trust.ts). */
 const S_ISVTX = 0o1000;
+const GROUP_WRITE = 0o020;
 
 /**
  * Writes this user's record, only into a store of this user's or into a shared store's
- * cache/ (sticky, made when the store was prepared): root listing a user's store, or
+ * cache/ (group-writable and sticky): root listing a user's store, or
  * another user reading one, leaves nothing in it (a cache/ made by root would be one its
  * owner could not write a stat cache into, nor remove).
  */
@@ -162,7 +163,7 @@ function writeRecord(sys: Sys, storeRoot: string, digest: string, st: FileIdenti
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   if (sys.fstat(store.fd).uid !== process.geteuid!()) {
     const cache = sys.fstatat(store.fd, CACHE_DIR, AT_SYMLINK_NOFOLLOW);
-    if (!isDir(cache.mode) || !(cache.mode & S_ISVTX)) return;
+    if (!isDir(cache.mode) || !(cache.mode & S_ISVTX) || !(cache.mode & GROUP_WRITE)) return;
   }
   using tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
   const bytes = recordBytes(digest, st, summary);

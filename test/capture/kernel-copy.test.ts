@@ -144,6 +144,40 @@ describe.skipIf(ext4 === undefined)('kernel copies on ext4', () => {
     expect([caught.code, caught.message]).toEqual(['SEAL_CHANGED', 'file changed while snapshotting: tree/big']);
   });
 
+  it('hashes what copy_file_range wrote, not a second read of the source: bytes changed unseen between the two (a write through a shared mapping moves no time) never make a snapshot its own verify refuses', () => {
+    const work = tempDir(ext4);
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    writeTree(repo, { 'tree/big': Buffer.alloc(3 * MiB, 7), 'tree/small': 'small' });
+    // Past the in-flight window (a file changed in the last 250 ms is read again once it is over).
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400);
+    // After the copy, every read of the source sees other bytes, as a mapped write would leave them: no timestamp moved.
+    const copiedFrom = new Set<number>();
+    const sys = wrapSys({
+      copy_file_range: (orig) => (fdIn, offIn, fdOut, offOut, len) => {
+        copiedFrom.add(fdIn);
+        return orig(fdIn, offIn, fdOut, offOut, len);
+      },
+      pread: (orig) => (fd, buf, off, len, pos) => {
+        const n = orig(fd, buf, off, len, pos);
+        if (copiedFrom.has(fd)) buf.fill(0x78, off, off + n);
+        return n;
+      },
+      close: (orig) => (fd) => {
+        copiedFrom.delete(fd);
+        return orig(fd);
+      },
+    });
+    const store = SnapshotStore.openSync(join(work, 'store'), { sys });
+    const snap = store.captureSync({ source: repo, copy: ['tree'], statCache: false });
+    expect(copiedFrom.size).toBe(0);
+    const big = snap.entries.find((e) => e.path === 'tree/big')!;
+    expect(big.sha256).toBe(createHash('sha256').update(Buffer.alloc(3 * MiB, 7)).digest('hex'));
+    expect(readFileSync(join(snap.root, 'copy/tree/big')).equals(Buffer.alloc(3 * MiB, 7))).toBe(true);
+    expect(snap.verifySync().entries).toBe(snap.entries.length);
+    store.closeSync();
+  });
+
   it('capture reads only the data of a sparse file (its holes hashed as zeros) and a buffered copy keeps the holes', () => {
     const work = tempDir(ext4);
     const repo = join(work, 'repo');

@@ -1,6 +1,6 @@
 // mounts.test.ts: `treeseal mounts`: mount points made in the clone; JSON, docker and bubblewrap forms; the bwrap form run for real.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -66,7 +66,7 @@ describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(cli(store, 'mounts', digest, join(work, 'missing')).stderr).toMatch(/^treeseal: SEAL_UNAVAILABLE: clone is unavailable: /);
   });
 
-  it("prints a path holding control characters as $'\\ooo' words, never raw, that the shell reads back byte for byte", () => {
+  it('refuses a path holding a control character as shell words (raw it reaches the terminal; $\'\\ooo\' is other bytes in dash), before making anything; JSON prints it escaped', () => {
     const work = tempDir();
     const repo = join(work, 'repo');
     writeTree(repo, { 'src/a.ts': 'alpha', 'node_modules/p/index.js': '1' });
@@ -74,18 +74,25 @@ describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
     const snap = json(cli(store, 'capture', repo, '--copy', 'src', '--mount', 'node_modules', '--json'));
     const clone = join(work, 'arm');
     cli(store, 'materialize', snap.digest, clone);
-    const payload = join(snap.root, 'mounts/00000/payload');
-    const quoted = `/s'$'\\033'']0;owned'$'\\007'' '\\''x'\\'''$'\\012''line'$'\\302\\205''/snapshots/`;
+    const shown = `${work}/s\\x1b]0;owned\\x07 'x'\\x0aline\\x85/snapshots/${snap.digest}`;
     for (const format of ['bwrap', 'docker']) {
       const printed = cli(store, 'mounts', snap.digest, clone, '--format', format);
-      expect([printed.status, printed.stderr]).toEqual([0, '']);
-      expect(printed.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/u);
-      expect(printed.stdout.split('\n')).toHaveLength(2);
-      expect(printed.stdout).toContain(quoted);
-      const source = format === 'bwrap' ? payload : `src=${payload}`;
-      expect(words(printed.stdout).filter((w) => w.includes(source))).toHaveLength(1);
+      expect([printed.status, printed.stdout, printed.stderr]).toEqual([
+        1,
+        '',
+        `treeseal: SEAL_BAD_PATH: a path holding a control character cannot be printed as shell words that every sh reads back as itself: use --format json (or --json): ${shown}\n`,
+      ]);
+      expect(readdirSync(clone)).toEqual(['src']);
     }
-    expect(words(cli(store, 'mounts', snap.digest, clone, '--format', 'bwrap').stdout)).toEqual(['--ro-bind', payload, '/workspace/node_modules', '--tmpfs', '/workspace/node_modules/.vite-temp']);
+    const words = json(cli(store, 'mounts', snap.digest, clone, '--format', 'bwrap', '--json'));
+    expect(words).toEqual(['--ro-bind', join(snap.root, 'mounts/00000/payload'), '/workspace/node_modules', '--tmpfs', '/workspace/node_modules/.vite-temp']);
+    expect(json(cli(store, 'mounts', snap.digest, clone))[0].source).toBe(join(snap.root, 'mounts/00000/payload'));
+    // A workspace holding one: the same, before anything is made.
+    rmSync(join(clone, 'node_modules'), { recursive: true });
+    const ws = cli(store, 'mounts', snap.digest, clone, '--format', 'docker', '--workspace', '/w\tx');
+    expect([ws.status, ws.stderr.split(': ').slice(0, 2)]).toEqual([1, ['treeseal', 'SEAL_BAD_PATH']]);
+    expect(ws.stderr).toContain(': /w\\x09x\n');
+    expect(readdirSync(clone)).toEqual(['src']);
   });
 
   it('prints bubblewrap arguments that mount the payload read-only, with a writable .vite-temp', () => {

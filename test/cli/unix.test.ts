@@ -49,6 +49,12 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(r.stderr).toMatch(/^treeseal: a command is required\nusage: treeseal <command>/);
     r = cli(store, 'ls', '--retries', 'many');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --retries takes a count, not "many"']);
+    // The words quoted back are the user's: a control character in one reaches the terminal escaped.
+    r = cli(store, 'ls', '--\x1b]0;owned\x07red');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option --\\x1b]0;owned\\x07red']);
+    r = cli(store, '\x1b[31mls');
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: \\x1b[31mls']);
+    expect(r.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/u);
   });
 });
 

@@ -186,6 +186,10 @@ describe('store.summary', () => {
     expect(cli(storeRoot, 'du').status).toBe(0);
     expect(readdirSync(cache)).toEqual([]);
     expect(json(cli(storeRoot, 'ls', '--json'))[0].digest).toBe(digest);
+    // Sticky but the owner's alone (not a shared store's group-writable part): still nothing of root's.
+    chmodSync(cache, 0o1700);
+    expect(cli(storeRoot, 'ls').status).toBe(0);
+    expect(readdirSync(cache)).toEqual([]);
   });
 
   it('gc removes the records of removed snapshots and keeps the others', () => {
