@@ -140,6 +140,11 @@ function obstacleLines(err: SealError): string {
   return (err.details ?? []).map((d) => `\n  ${escapePath(d.path)}: ${d.hint}`).join('');
 }
 
+/** A message as it is, unless it holds a control character (from a word the user gave): then escaped whole, as a path is. */
+function shownControls(message: string): string {
+  return /[\u0000-\u001f\u007f-\u009f]/u.test(message) ? escapePath(message) : message;
+}
+
 /** Reports a failure on stderr; returns the exit status. */
 function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
   if (err instanceof UsageError || isParseError(err) || isArgumentError(err)) {
@@ -147,11 +152,11 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
     const takes = Object.keys({ ...COMMON_OPTIONS, ...(which?.options ?? {}) });
     const message = isParseError(err) && (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? unknownOption((err as Error).message, which, takes) : (err as Error).message;
     // The words quoted are the user's: a control character in one is shown escaped, never sent to the terminal.
-    io.warn(`treeseal: ${escapePath(message)}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
+    io.warn(`treeseal: ${shownControls(message)}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }
   if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}${obstacleLines(err)}`);
-  else io.warn(`treeseal: ${escapePath(err instanceof Error ? err.message : String(err))}`);
+  else io.warn(`treeseal: ${shownControls(err instanceof Error ? err.message : String(err))}`);
   return 1;
 }
 
