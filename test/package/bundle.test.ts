@@ -117,6 +117,8 @@ export async function load(url, context, next) {
     const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
     const fromDist = loaded.filter((f) => f.startsWith('dist/'));
     expect(fromDist.sort()).toEqual([...staticGraph('dist/cli.js'), COMMANDS_FILE].sort());
+    // What cli.js loads before it: itself, its output and --version, no module of the library.
+    expect(staticGraph('dist/cli.js').flatMap((f) => Object.keys(META.outputs[f]!.inputs)).sort()).toEqual(['tsc-out/cli.js', 'tsc-out/cli/io.js', 'tsc-out/cli/version.js']);
     expect(new Set(loaded).size).toBe(loaded.length);
   });
 
