@@ -40,6 +40,27 @@ function staticGraph(entry: string): string[] {
   return [...seen].sort();
 }
 
+/** A fresh `node` whose module loads are logged: run it with args, then read which files it loaded (relative to the repository). */
+function loadLog(): { dir: string; node: (args: string[]) => string; loaded: () => string[] } {
+  const dir = tempDir();
+  const log = join(dir, 'loaded.txt');
+  writeFileSync(log, '');
+  writeFileSync(
+    join(dir, 'hooks.mjs'),
+    `import { appendFileSync } from 'node:fs';
+export async function load(url, context, next) {
+  if (url.startsWith('file:')) appendFileSync(${JSON.stringify(log)}, url + '\\n');
+  return next(url, context);
+}`,
+  );
+  writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+  return {
+    dir,
+    node: (args) => execFileSync(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, ...args], { encoding: 'utf8' }),
+    loaded: () => readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url))),
+  };
+}
+
 describe('the bundled package', () => {
   it('puts every module tsc compiled in exactly one file of the library, or, the command\'s own, only in the command\'s file, which holds all it needs', () => {
     const counts = new Map<string, number>(jsFiles('tsc-out').map((m) => [m, 0]));
@@ -79,47 +100,22 @@ describe('the bundled package', () => {
   });
 
   it('is loaded by a fresh `node` from the files of its static graph, each once, nothing from tsc-out/', () => {
-    const dir = tempDir();
-    const log = join(dir, 'loaded.txt');
-    writeFileSync(log, '');
-    writeFileSync(
-      join(dir, 'hooks.mjs'),
-      `import { appendFileSync } from 'node:fs';
-export async function load(url, context, next) {
-  if (url.startsWith('file:')) appendFileSync(${JSON.stringify(log)}, url + '\\n');
-  return next(url, context);
-}`,
-    );
-    writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+    const { node, loaded } = loadLog();
     const script = `await import(${JSON.stringify(pathToFileURL(join(REPO, 'dist/index.js')).href)});`;
-    execFileSync(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, '--input-type=module', '-e', script], { encoding: 'utf8' });
-    const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
-    expect(loaded.sort()).toEqual(staticGraph('dist/index.js'));
-    expect(loaded.length).toBeLessThanOrEqual(12);
+    node(['--input-type=module', '-e', script]);
+    expect(loaded().sort()).toEqual(staticGraph('dist/index.js'));
+    expect(loaded().length).toBeLessThanOrEqual(12);
   });
 
   it('runs a command from cli.js, its chunk and the command\'s one file, each read once, none of the library\'s chunks', () => {
-    const dir = tempDir();
-    const log = join(dir, 'loaded.txt');
-    writeFileSync(log, '');
-    writeFileSync(
-      join(dir, 'hooks.mjs'),
-      `import { appendFileSync } from 'node:fs';
-export async function load(url, context, next) {
-  if (url.startsWith('file:')) appendFileSync(${JSON.stringify(log)}, url + '\\n');
-  return next(url, context);
-}`,
-    );
-    writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+    const { dir, node, loaded } = loadLog();
     SnapshotStore.openSync(join(dir, 'store')).closeSync();
-    const out = execFileSync(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, join(REPO, 'dist/cli.js'), '--store', join(dir, 'store'), 'ls'], { encoding: 'utf8' });
-    expect(out).toBe('no snapshots\n');
-    const loaded = readFileSync(log, 'utf8').trim().split('\n').map((url) => relative(REPO, fileURLToPath(url)));
-    const fromDist = loaded.filter((f) => f.startsWith('dist/'));
+    expect(node([join(REPO, 'dist/cli.js'), '--store', join(dir, 'store'), 'ls'])).toBe('no snapshots\n');
+    const fromDist = loaded().filter((f) => f.startsWith('dist/'));
     expect(fromDist.sort()).toEqual([...staticGraph('dist/cli.js'), COMMANDS_FILE].sort());
     // What cli.js loads before it: itself, its output and --version, no module of the library.
     expect(staticGraph('dist/cli.js').flatMap((f) => Object.keys(META.outputs[f]!.inputs)).sort()).toEqual(['tsc-out/cli.js', 'tsc-out/cli/io.js', 'tsc-out/cli/version.js']);
-    expect(new Set(loaded).size).toBe(loaded.length);
+    expect(new Set(loaded()).size).toBe(loaded().length);
   });
 
   it('shares one copy of each module between the entries: an error from the worker is the public SealError', async () => {
