@@ -1,8 +1,13 @@
-// format.ts: human-readable sizes, durations and the progress line the CLI draws on a terminal.
+// format.ts: human-readable sizes, durations, the progress line the CLI draws on a terminal, and what a terminal must not be sent raw.
 import type { CaptureProgress as Progress } from '../index.js';
 
 /** What a progress line counts towards (entries and bytes). */
 export type Totals = Progress;
+
+/** Whether s holds a control character (C0, DEL, C1): sent raw, a terminal may act on it (an escape retitles it, a newline forges a line). */
+export function hasControl(s: string): boolean {
+  return /[\u0000-\u001f\u007f-\u009f]/u.test(s);
+}
 
 export function bytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 
 import { SealError, SnapshotStore, escapePath } from '../index.js';
 import { UsageError, countOption, type CommandSpec, type Context, type OptionSpec, type OptionValue } from './command.js';
+import { hasControl } from './format.js';
 import { COMMON_OPTIONS, commandHelp, mainHelp } from './help.js';
 import { Io } from './io.js';
 import { dropEmptyStore, firstMissing, madeStore, type MadeStore } from './made-store.js';
@@ -142,7 +143,7 @@ function obstacleLines(err: SealError): string {
 
 /** A message as it is, unless it holds a control character (from a word the user gave): then escaped whole, as a path is. */
 function shownControls(message: string): string {
-  return /[\u0000-\u001f\u007f-\u009f]/u.test(message) ? escapePath(message) : message;
+  return hasControl(message) ? escapePath(message) : message;
 }
 
 /** Reports a failure on stderr; returns the exit status. */

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 
 import { SealError, escapePath, type MountPoint, type Snapshot } from '../index.js';
 import { choiceOption, need, stringOption, type CommandSpec, type Context } from './command.js';
+import { hasControl } from './format.js';
 
 const FORMATS = ['json', 'bwrap', 'docker'] as const;
 
@@ -19,7 +20,7 @@ function plan(snap: Snapshot, clone: string, workspace: string | undefined): Pla
  * user may own).
  */
 function refuseControls(word: string): void {
-  if (/[\u0000-\u001f\u007f-\u009f]/u.test(word)) {
+  if (hasControl(word)) {
     throw new SealError('SEAL_BAD_PATH', `a path holding a control character cannot be printed as shell words that every sh reads back as itself: use --format json (or --json): ${escapePath(word)}`);
   }
 }

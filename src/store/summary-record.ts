@@ -50,8 +50,7 @@ function recordBytes(digest: string, st: FileIdentity, summary: SnapshotSummary)
 function sameManifest(recorded: unknown, st: Stat): boolean {
   if (typeof recorded !== 'object' || recorded === null) return false;
   const r = recorded as Record<string, unknown>;
-  const now = manifestStatOf(st);
-  return r.dev === now.dev && r.ino === now.ino && r.mode === now.mode && r.size === now.size && r.mtimeNs === now.mtimeNs && r.ctimeNs === now.ctimeNs;
+  return Object.entries(manifestStatOf(st)).every(([field, now]) => r[field] === now);
 }
 
 /**
