@@ -66,7 +66,7 @@ function isCloneArgument(arg: string): boolean {
 /** diff <digest> <clone>: the clone compared with the snapshot by its ledger (or re-hashed); exit 1 on any difference. */
 async function diffClone(ctx: Context): Promise<number> {
   const clone = resolve(ctx.args[1]!);
-  const report = await (await ctx.store()).get(ctx.args[0]!).diff(clone, { verify: flag(ctx, 'verify'), all: flag(ctx, 'all') });
+  const report = (await ctx.store()).get(ctx.args[0]!).diffSync(clone, { verify: flag(ctx, 'verify'), all: flag(ctx, 'all') });
   const differs = !report.ok || report.outside.length > 0;
   ctx.io.emit({ clone, ...report }, cloneLines(report, clone, `${differs ? 'DIFFERS' : 'same'} (${report.method})`).join('\n'));
   return differs ? 1 : 0;

@@ -16,7 +16,7 @@ const LAST_POLL_MS = 1000;
 async function removeWhenFree(store: SnapshotStore, digest: string, io: Io): Promise<string> {
   for (let wait = FIRST_POLL_MS, said = false; ; wait = Math.min(wait * 2, LAST_POLL_MS)) {
     try {
-      return await store.removeAsync(digest);
+      return store.remove(digest);
     } catch (err) {
       if (!(err instanceof SealError) || err.code !== 'SEAL_BUSY') throw err;
       if (!said) io.warn(`treeseal: ${err.message}; waiting (--wait)`);

@@ -13,7 +13,7 @@ async function run(ctx: Context): Promise<void> {
   const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
   const snap = (await ctx.store()).get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
-  const report = await snap.reset(clone, { reflink, clean: flag(ctx, 'clean'), ...(fallbackBytes === undefined ? {} : { fallbackBytes }) });
+  const report = snap.resetSync(clone, { reflink, clean: flag(ctx, 'clean'), ...(fallbackBytes === undefined ? {} : { fallbackBytes }) });
   const how =
     report.method === 'reset'
       ? 'reset'

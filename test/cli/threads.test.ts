@@ -1,4 +1,4 @@
-// threads.test.ts: the command runs on its own thread: no worker thread for any command but push and pull, and no helper thread for a small tree.
+// threads.test.ts: the command runs on its own thread: no worker thread for any command but push, pull and run, and no helper thread for a small tree.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -29,12 +29,13 @@ function threadsOf(store: string, ...args: string[]): { status: number; stdout: 
 }
 
 describe('the command', { timeout: CLI_TIMEOUT_MS }, () => {
-  it('starts no worker thread to capture, materialize, list or verify a small tree', () => {
+  it('starts no worker thread to capture, materialize, list, verify, diff, reset or remove a small tree', () => {
     const { work, repo, store } = setup();
     const captured = threadsOf(store, 'capture', repo, '--json');
     expect([captured.status, captured.threads]).toEqual([0, []]);
     const digest = (JSON.parse(captured.stdout) as { digest: string }).digest;
-    for (const args of [['materialize', digest, join(work, 'clone')], ['ls'], ['verify', digest]]) {
+    const clone = join(work, 'clone');
+    for (const args of [['materialize', digest, clone], ['ls'], ['verify', digest], ['diff', digest, clone], ['reset', digest, clone], ['rm', '--wait', digest]]) {
       expect(threadsOf(store, ...args), args.join(' ')).toMatchObject({ status: 0, threads: [] });
     }
   });
