@@ -33,13 +33,21 @@ async function child({ store, source, clone, op }) {
   const ms = performance.now() - t0;
   await s.close();
   const { added, removed, changed, ok, method, reset, files, reusedFiles } = report;
-  process.stdout.write(JSON.stringify({ ms, ok, method, reset, files, reusedFiles, added: added?.length, removed: removed?.length, changed: changed?.length }));
+  process.stdout.write(JSON.stringify({ ms, digest: snap.digest, ok, method, reset, files, reusedFiles, added: added?.length, removed: removed?.length, changed: changed?.length }));
 }
 
 
 function runChild(args) {
   const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--child', JSON.stringify(args)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   return JSON.parse(out);
+}
+
+/** `treeseal <args>` as a user runs it (the bin, a whole process); its wall time, and its exit status checked. */
+function timeCommand(args, status = 0) {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+  if (r.status !== status) throw new Error(`treeseal ${args.join(' ')} exited ${r.status}`);
+  return performance.now() - t0;
 }
 
 /** find over the clone as the issue names it, output discarded; its wall time (a fresh process too). */
@@ -67,10 +75,13 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
   const store = join(base, 'diff-reset-store');
   const clone = join(base, 'diff-reset-arm');
   const materialize = [];
+  let digest;
   for (let i = 0; i < reps; i++) {
     const target = i === 0 ? clone : `${clone}-${i}`;
     execFileSync('sync');
-    materialize.push(runChild({ store, source, clone: target, op: 'materialize' }).ms);
+    const m = runChild({ store, source, clone: target, op: 'materialize' });
+    digest = m.digest;
+    materialize.push(m.ms);
     if (i > 0) dropDir(target);
     log(`diff-reset: materialize ${materialize.at(-1).toFixed(0)} ms`);
   }
@@ -78,13 +89,15 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
   const find = [];
   const diff = [];
   const diffSync = [];
+  const diffCommand = [];
   for (let i = 0; i < reps; i++) {
     find.push(timeFind(clone));
     const d = runChild({ store, source, clone, op: 'diff' });
     if (!d.ok || d.method !== 'ledger') throw new Error(`diff of an untouched arm: ${JSON.stringify(d)}`);
     diff.push(d.ms);
     diffSync.push(runChild({ store, source, clone, op: 'diffSync' }).ms);
-    log(`diff-reset: find ${find.at(-1).toFixed(0)} ms, diff ${diff.at(-1).toFixed(0)} ms (sync ${diffSync.at(-1).toFixed(0)} ms)`);
+    diffCommand.push(timeCommand(['diff', '--store', store, digest, clone]));
+    log(`diff-reset: find ${find.at(-1).toFixed(0)} ms, diff ${diff.at(-1).toFixed(0)} ms (sync ${diffSync.at(-1).toFixed(0)} ms, command ${diffCommand.at(-1).toFixed(0)} ms)`);
   }
   const reset = [];
   for (let i = 0; i < reps; i++) {
@@ -94,6 +107,14 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
     if (r.method !== 'reset' || r.changed !== CHANGED || r.files !== CHANGED) throw new Error(`reset after ${CHANGED} changes: ${JSON.stringify(r)}`);
     reset.push(r.ms);
     log(`diff-reset: reset ${reset.at(-1).toFixed(0)} ms`);
+  }
+  // The same reset by the command (a whole process: it loads and proves the manifest the library call above had in hand).
+  const resetCommand = [];
+  for (let i = 0; i < reps; i++) {
+    for (let k = 0; k < CHANGED; k++) writeFileSync(files[(i * CHANGED + k * 983 + 3) % files.length], `changed again ${i} ${k}\n`);
+    execFileSync('sync');
+    resetCommand.push(timeCommand(['reset', '--store', store, digest, clone]));
+    log(`diff-reset: treeseal reset ${resetCommand.at(-1).toFixed(0)} ms`);
   }
   const check = runChild({ store, source, clone, op: 'check' });
   if (!check.ok) throw new Error(`reset arm does not verify: ${JSON.stringify(check)}`);
@@ -112,7 +133,17 @@ export function benchDiffReset(fs, base, tree, log = () => {}) {
   }
   dropDir(clone);
   dropDir(store);
-  const m = { materialize: median(materialize), find: median(find), diff: median(diff), diffSync: median(diffSync), reset: median(reset), armCapture: median(armCapture), armFull: median(armFull) };
+  const m = {
+    materialize: median(materialize),
+    find: median(find),
+    diff: median(diff),
+    diffSync: median(diffSync),
+    diffCommand: median(diffCommand),
+    reset: median(reset),
+    resetCommand: median(resetCommand),
+    armCapture: median(armCapture),
+    armFull: median(armFull),
+  };
   return {
     fs,
     tree: tree.name,
@@ -133,6 +164,8 @@ export function diffResetLines(r) {
     `| ${r.fs} | ${r.tree} | diff (async, fresh process) vs find | ${fmt(r.diff)} (sync ${fmt(r.diffSync)}) | ${fmt(r.find)} | ${(r.diff / r.find).toFixed(2)}× | ≤ ${DIFF_VS_FIND}× | ${verdict(r.diffMet)} |`,
     `| ${r.fs} | ${r.tree} | reset after ${CHANGED} changed files vs fresh materialize | ${fmt(r.reset)} | ${fmt(r.materialize)} | ${(r.reset / r.materialize).toFixed(3)}× | ≤ ${RESET_VS_MATERIALIZE}× | ${verdict(r.resetVsMaterializeMet)} |`,
     `| ${r.fs} | ${r.tree} | reset after ${CHANGED} changed files vs find | ${fmt(r.reset)} | ${fmt(r.find)} | ${(r.reset / r.find).toFixed(2)}× | ≤ ${RESET_VS_FIND}× | ${verdict(r.resetVsFindMet)} |`,
+    `| ${r.fs} | ${r.tree} | \`treeseal diff <digest> <clone>\` (whole process, manifest proven) vs find | ${fmt(r.diffCommand)} | ${fmt(r.find)} | ${(r.diffCommand / r.find).toFixed(2)}× | — | |`,
+    `| ${r.fs} | ${r.tree} | \`treeseal reset <digest> <clone>\` after ${CHANGED} changed files (whole process) vs find | ${fmt(r.resetCommand)} | ${fmt(r.find)} | ${(r.resetCommand / r.find).toFixed(2)}× | — | |`,
     `| ${r.fs} | ${r.tree} | capture of the arm after ${CHANGED} changed files (by its ledger) vs one trusting nothing | ${fmt(r.armCapture)} | ${fmt(r.armFull)} | ${(r.armCapture / r.armFull).toFixed(3)}× | ≤ ${ARM_CAPTURE_VS_FULL}× | ${verdict(r.armCaptureMet)} |`,
   ];
 }
