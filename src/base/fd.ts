@@ -532,6 +532,22 @@ export function tryFlock(sys: Sys, fd: number): boolean {
   }
 }
 
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * tryFlock, tried again each millisecond while another holds the flock, for up to `ms`: a
+ * store's sweep takes a lock file's flock to learn whether its holder is gone, and lets go
+ * within microseconds; a live holder keeps it past the wait. False once `ms` is over.
+ */
+export function tryFlockAwhile(sys: Sys, fd: number, ms: number): boolean {
+  const end = performance.now() + ms;
+  for (;;) {
+    if (tryFlock(sys, fd)) return true;
+    if (performance.now() >= end) return false;
+    Atomics.wait(pause, 0, 0, 1);
+  }
+}
+
 const LOCKED_DIR_ATTEMPTS = 8;
 
 /** Opens and flocks parentFd/name; -1 when a sweep took or removed it between mkdir and flock. */

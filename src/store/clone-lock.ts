@@ -1,6 +1,6 @@
 // clone-lock.ts: the lock a materialize or reset holds on its clone for its whole run: a flocked file in the store's tmp/, never in the clone.
 import { SealError } from '../base/errors.js';
-import { openChildDir, openRealDir, own, stillNamed, tryFlock, type Fd } from '../base/fd.js';
+import { openChildDir, openRealDir, own, stillNamed, tryFlockAwhile, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -12,6 +12,8 @@ const BUSY = 'clone is in use by another call (a materialize or reset of it, or 
 
 /** Tries at a name whose file another holder removed between this call's open and flock. */
 const ATTEMPTS = 4;
+/** How long a lock another holds is tried again before SEAL_BUSY: a store's sweep testing the lock file holds it for microseconds. */
+const SWEEP_HOLD_MS = 20;
 
 /** The lock file's name in tmp/: the clone directory's device and inode (no build's or removal's prefix). */
 function lockName(cloneDir: Stat): string {
@@ -53,7 +55,7 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
         if (!isReg(st.mode)) throw new SealError('SEAL_CORRUPT', `store clone lock is not a regular file: ${TMP_DIR}/${name}`);
         // The umask may have taken the group's bits off a new one: its owner puts them back.
         if ((st.mode & 0o777) !== mode && mode === 0o660 && st.uid === process.geteuid!()) sys.fchmod(file.fd, mode);
-        if (!tryFlock(sys, file.fd)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
+        if (!tryFlockAwhile(sys, file.fd, SWEEP_HOLD_MS)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
         named = stillNamed(sys, tmp.fd, name, st);
       } catch (err) {
         file.close();

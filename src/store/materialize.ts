@@ -285,8 +285,8 @@ export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][
 
 /**
  * Saves the clone's ledger once its roots are in place. It only makes the next diff and
- * reset cheaper: when it cannot be recorded or saved (an I/O error), the ledger is dropped
- * instead, so diff re-hashes and reset materializes whole, and the materialize, which is
+ * reset cheaper: when it cannot be recorded or saved (an I/O error, or its new file taken
+ * again and again by other opens' sweeps: SEAL_BUSY), the ledger is dropped instead, so diff re-hashes and reset materializes whole, and the materialize, which is
  * done, succeeds. A snapshotted root's entries were made by the kernel, not one by one: the
  * ledger cannot record them, so a clone holding one keeps none either.
  */
@@ -299,7 +299,7 @@ function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: St
       return;
     }
   } catch (err) {
-    if (!isSystemError(err) && !(err instanceof SealError && err.code === 'SEAL_IO')) throw err;
+    if (!isSystemError(err) && !(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY'))) throw err;
   }
   try {
     dropLedger(sys, store, cloneSt);

@@ -1,6 +1,7 @@
 // stat-cache-file.ts: where a source's stat cache lives in the store (cache/<key>.bin), loading it and replacing it crash-safe.
 import { createHash, randomBytes } from 'node:crypto';
 
+import { SealError } from '../base/errors.js';
 import { mkdirIfMissing, openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
 import { sameObject } from '../sys/identity.js';
 import { readAllAt, writeAll } from '../base/io.js';
@@ -96,14 +97,20 @@ export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: str
 }
 
 /** Tries of a write whose new file a sweep took (it was created, then swept before its flock was taken). */
-const WRITE_TRIES = 3;
+const WRITE_TRIES = 5;
 
 function writeStoreFile(sys: Sys, storeFd: number, tmpFd: number, dirName: string, name: string, write: WriteCache, stamp?: (fd: number) => void): void {
   for (let tries = 1; ; tries++) {
     try {
       return writeOnce(sys, storeFd, tmpFd, dirName, name, write, stamp);
     } catch (err) {
-      if (!(err instanceof SweptAway) || tries >= WRITE_TRIES) throw err instanceof SweptAway ? err.cause : err;
+      if (!(err instanceof SweptAway)) throw err;
+      if (tries >= WRITE_TRIES) {
+        throw new SealError('SEAL_BUSY', `${dirName}/${name} in the store could not be written: a sweep by another process opening the store took its new file ${WRITE_TRIES} times; try again`, {
+          retryable: true,
+          cause: err.cause ?? err,
+        });
+      }
     }
   }
 }

@@ -401,7 +401,13 @@ function removeUnheld(sys: Sys, dirFd: number, name: string): boolean {
     throw err;
   }
   if (now.dev !== st.dev || now.ino !== st.ino) return false;
-  sys.unlinkat(dirFd, name, 0);
+  try {
+    sys.unlinkat(dirFd, name, 0);
+  } catch (err) {
+    // Its writer, refused the flock this sweep held, removed its own file meanwhile: nothing left to sweep.
+    if (hasCode(err, 'ENOENT')) return false;
+    throw err;
+  }
   return true;
 }
 

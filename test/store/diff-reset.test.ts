@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import { AT_FDCWD, LOCK_EX, LOCK_NB, O_CREAT, O_RDONLY, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, failOnce, listTree, mkfifo, rootPassOnly, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, failOnce, listTree, mkfifo, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -153,6 +153,36 @@ describe('diff', () => {
     expect(snap.materializeSync(clone).reset).toBe(true);
     nativeSys.close(own);
     // Each call's lock file goes with it.
+    expect(readdirSync(join(store.root, 'tmp'))).toEqual([]);
+    store.closeSync();
+  });
+
+  it("a clone lock a store's sweep holds for a moment (testing whether its holder is gone) does not make a materialize or reset SEAL_BUSY (it did, naming a call that did not exist)", () => {
+    const { store, snap, clone } = fixture();
+    writeFileSync(join(clone, 'src/a.ts'), 'edited');
+    // The sweep's test of the lock file: its flock taken (and let go at once) just as this call's flock is tried.
+    const lockFds = new Set<number>();
+    let refused = 0;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        const fd = orig(dirfd, path, flags, mode);
+        if (/^clone-\d+-\d+\.lock$/.test(String(path))) lockFds.add(fd);
+        return fd;
+      },
+      flock: (orig) => (fd, op) => {
+        if (lockFds.has(fd) && refused < 2) {
+          refused++;
+          throw systemError('EAGAIN', 'flock');
+        }
+        return orig(fd, op);
+      },
+    });
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({ method: 'reset', changed: ['src/a.ts'] });
+    expect(refused).toBe(2);
+    refused = 0;
+    expect(withSys(snap, sys).materializeSync(clone)).toMatchObject({ reset: true });
+    expect(refused).toBe(2);
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
     expect(readdirSync(join(store.root, 'tmp'))).toEqual([]);
     store.closeSync();
   });
@@ -787,6 +817,66 @@ describe('ledger files a writer left', () => {
       nativeSys.close(held);
       store.closeSync();
     }
+  });
+});
+
+describe('a ledger write and the sweeps of other opens', () => {
+  it("a new ledger file its writer removes while an open's sweep holds it (the writer lost the flock to the sweep) fails no open (the sweep's unlink met ENOENT: SEAL_UNAVAILABLE naming build-clones-…)", () => {
+    const { work, store } = fixture();
+    const clones = join(work, 'store/clones');
+    const racing = join(clones, 'build-clones-0123456789abcdef01234567');
+    writeFileSync(racing, 'a ledger being written');
+    // Between the sweep's checks and its unlink, the writer (refused its flock) removes its own file.
+    const sys = wrapSys({
+      unlinkat: (orig) => (dirfd, path, flags) => {
+        if (String(path).startsWith('build-clones-')) rmSync(racing, { force: true });
+        return orig(dirfd, path, flags);
+      },
+    });
+    const again = SnapshotStore.openSync(join(work, 'store'), { sys });
+    expect(again.sweptAtOpen).toBe(0);
+    expect(readdirSync(clones).filter((n) => n.startsWith('build-'))).toEqual([]);
+    again.closeSync();
+    store.closeSync();
+  });
+
+  it("a ledger write whose new file a sweep takes every time: a reset is SEAL_BUSY, retryable, a materialize (done) keeps no ledger; no file is left (both threw undefined)", () => {
+    const { work, store, snap, clone } = fixture();
+    const clones = join(work, 'store/clones');
+    const newFiles = new Set<number>();
+    let taken = 0;
+    const sys = wrapSys({
+      openat: (orig) => (dirfd, path, flags, mode) => {
+        const fd = orig(dirfd, path, flags, mode);
+        if (String(path).startsWith('build-clones-')) newFiles.add(fd);
+        return fd;
+      },
+      flock: (orig) => (fd, op) => {
+        if (newFiles.has(fd)) {
+          taken++;
+          throw systemError('EAGAIN', 'flock');
+        }
+        return orig(fd, op);
+      },
+    });
+    writeFileSync(join(clone, 'src/a.ts'), 'edited');
+    const { dev, ino } = statSync(clone, { bigint: true });
+    const err = expectError(() => withSys(snap, sys).resetSync(clone), {
+      code: 'SEAL_BUSY',
+      message: `clones/${dev}-${ino}.ledger in the store could not be written: a sweep by another process opening the store took its new file 5 times; try again`,
+    });
+    expect(err).toMatchObject({ retryable: true });
+    expect(taken).toBe(5);
+    expect(readdirSync(clones).filter((n) => n.startsWith('build-'))).toEqual([]);
+    // The bytes were restored before the save: the old ledger finds the restored file changed (another inode), never the reverse.
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    taken = 0;
+    const other = join(work, 'clone-2');
+    expect(withSys(snap, sys).materializeSync(other, { createClone: true })).toMatchObject({ files: 5 });
+    expect(taken).toBe(5);
+    expect(snap.diffSync(other)).toMatchObject({ ok: true, method: 'hash' });
+    expect(readdirSync(clones).filter((n) => n.startsWith('build-'))).toEqual([]);
+    store.closeSync();
   });
 });
 
