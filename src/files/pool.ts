@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 import { own } from '../base/fd.js';
+import { spareFds } from '../base/fd-budget.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
 import { asBuffer } from '../base/transfer.js';
@@ -205,6 +206,8 @@ export class FilePool {
   readonly #sys: Sys;
   readonly #buffer: Buffer;
   #inFlight = 0;
+  /** Jobs let into flight at once (at most SLOTS): fewer where the process may open few files. */
+  #limit = SLOTS;
   #firstError: unknown;
   readonly helpers: number;
 
@@ -218,6 +221,11 @@ export class FilePool {
       worker.unref();
       this.#workers.push(worker);
     }
+  }
+
+  /** Lets at most n jobs (at least 1, at most SLOTS) be in flight at once from now on. */
+  limitInFlight(n: number): void {
+    this.#limit = Math.max(1, Math.min(SLOTS, Math.floor(n)));
   }
 
   /** Blocks until every helper is running (its thread and event loop set up), at most EXIT_WAIT_MS. */
@@ -334,6 +342,7 @@ export class FilePool {
   }
 
   #freeSlot(): number {
+    if (this.#inFlight >= this.#limit) return -1;
     for (let s = 0; s < SLOTS; s++) if (this.#pending[s] === undefined) return s;
     return -1;
   }
@@ -451,6 +460,14 @@ function keptPool(sys: Sys, parallelism: number | undefined): FilePool | undefin
 /** Files seen before a call starts helper threads of its own (a small tree is not worth them). */
 const AUTO_POOL_FILES = 128;
 
+/** Descriptors a call keeps beside its jobs' (the walk's directories, the store's, a module a thread loads). */
+const FD_RESERVE = 32;
+
+/** How many jobs may be in flight within the files this process may still open: a file job holds two (its source and destination). */
+function jobsWithinFds(): number {
+  return Math.floor((spareFds() - FD_RESERVE) / 2);
+}
+
 /**
  * The file jobs of one call (a capture, a verify): run on this thread's kept pool
  * when it has one, else on a pool of the call's own once AUTO_POOL_FILES files were
@@ -480,6 +497,8 @@ export class FileJobs {
     const kept = keptPool(this.sys, this.parallelism);
     this.#kept = kept !== undefined;
     this.#pool = kept ?? new FilePool(this.sys, this.buffer, this.#helpers);
+    // A low open-files limit (ulimit -n 128) bounds the jobs in flight, not the call: it once failed EMFILE past 64 files.
+    this.#pool.limitInFlight(jobsWithinFds());
     return this.#pool;
   }
 

@@ -1,11 +1,13 @@
 // pool.test.ts: captures with helper threads give the serial manifest and the serial errors, leaving nothing behind.
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, type CaptureCallOptions } from '../../dist/index.js';
-import { expectError, mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, writeTree } from '../helpers.js';
+import { CLI } from '../cli/run-cli.js';
+import { DIST_INDEX, expectError, mkfifo, openFds, reflinkMount, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 const bases: [string, string | undefined][] = [
   ['this filesystem', undefined],
@@ -122,5 +124,34 @@ describe('parallelism option', () => {
     });
     store.closeSync();
     appendFileSync(join(work, 'unused'), '');
+  });
+});
+
+describe('a low open-files limit', () => {
+  it('bounds the jobs in flight, not the call: 300 files of one directory captured and verified under ulimit -n 96, through the async API and the command, with the digest of an unlimited capture (past 64 files in flight it failed EMFILE)', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 300; i++) tree[`app/f${i}`] = `file ${i}\n`;
+    writeTree(repo, tree);
+    const unlimited = SnapshotStore.openSync(join(work, 'unlimited'), { ephemeral: true });
+    const want = unlimited.captureSync({ source: repo, copy: ['app'] }).digest;
+    unlimited.closeSync();
+    const script = `
+      const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)});
+      const store = await SnapshotStore.open(process.argv[1]);
+      const snap = await store.capture({ source: process.argv[2], copy: ['app'] });
+      await snap.verify();
+      await store.close();
+      process.stdout.write(snap.digest);`;
+    const limited = (args: string[]): { status: number | null; stdout: string; stderr: string } =>
+      spawnSync('bash', ['-c', 'ulimit -n 96 && exec "$@"', 'bash', process.execPath, ...args], { encoding: 'utf8' });
+    const lib = limited(['--input-type=module', '-e', script, join(work, 'lib-store'), repo]);
+    expect([lib.status, lib.stderr, lib.stdout]).toEqual([0, '', want]);
+    const cli = limited([CLI, 'capture', '--store', join(work, 'cli-store'), repo, '--copy', 'app', '--json']);
+    expect([cli.status, cli.stderr]).toEqual([0, '']);
+    expect((JSON.parse(cli.stdout) as { digest: string }).digest).toBe(want);
+    const verified = limited([CLI, 'verify', '--store', join(work, 'cli-store'), want]);
+    expect([verified.status, verified.stderr]).toEqual([0, '']);
   });
 });
