@@ -17,9 +17,10 @@ if (argv.length === 1 && argv[0] === '--version') {
     // By its URL: the bundler leaves it a file of its own (see scripts/bundle.mjs), read whole at once.
     ({ main, rawArguments } = (await import(new URL('./cli/commands.js', import.meta.url).href)) as typeof import('./cli/commands.js'));
   } catch (err) {
-    // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here.
-    const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
-    process.stderr.write(`treeseal: cannot load the library: ${first} (is the addon built? npm rebuild treeseal)\n`);
+    // The library loads the native addon: a missing build (a checkout mid-rebuild, an install that skipped its script) ends here,
+    // its message saying the way out.
+    const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+    process.stderr.write(`treeseal: cannot load the library: ${first}\n`);
     process.exit(1);
   }
   code = await main(argv, process.env, undefined, rawArguments(argv.length));

@@ -129,6 +129,24 @@ interface Addon extends Omit<Sys, 'fstat' | 'fstatat' | 'readdir'> {
  */
 export const ADDON_REVISION: number = revisionFile.revision;
 
+/**
+ * The error an import meets when the addon cannot be loaded: one line with the way out (an
+ * install that skipped or was refused its script leaves it unbuilt), Node's code kept, or
+ * MODULE_NOT_FOUND where none was built; the loader's own error (its paths tried) as cause.
+ */
+function notLoaded(root: string, err: unknown): Error {
+  const reason = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/ Tried:$/, '');
+  const code = (err as { code?: unknown } | null)?.code;
+  return Object.assign(
+    new Error(
+      `treeseal's native addon cannot be loaded from ${root}: ${reason} Is it built? \`npm rebuild treeseal\` builds it ` +
+        '(where npm asks for install scripts to be approved: `npm install-scripts approve treeseal` first)',
+      { cause: err },
+    ),
+    { code: typeof code === 'string' ? code : 'MODULE_NOT_FOUND' },
+  );
+}
+
 function load(): Addon {
   if (process.platform !== 'linux') {
     throw new Error(`treeseal supports Linux only; this platform is ${process.platform}`);
@@ -136,7 +154,12 @@ function load(): Addon {
   const require = createRequire(import.meta.url);
   const bindings = require('bindings') as (opts: { bindings: string; module_root: string }) => Addon;
   const root = fileURLToPath(new URL('../..', import.meta.url));
-  const addon = bindings({ bindings: 'treeseal.node', module_root: root });
+  let addon: Addon;
+  try {
+    addon = bindings({ bindings: 'treeseal.node', module_root: root });
+  } catch (err) {
+    throw notLoaded(root, err);
+  }
   if (addon.revision !== ADDON_REVISION) {
     throw new Error(
       `treeseal's native addon in ${root} is revision ${String(addon.revision ?? 'unknown')}, this code needs ${ADDON_REVISION}: ` +

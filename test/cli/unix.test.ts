@@ -59,13 +59,22 @@ describe('version and help', { timeout: CLI_TIMEOUT_MS }, () => {
 });
 
 describe('an addon that is not built', { timeout: CLI_TIMEOUT_MS }, () => {
-  it('is said in one line with the way out, not a stack trace', () => {
+  it('is said in one line with the way out, not a stack trace, by the command and to an import of the library (a bare Error without a code, its 13 paths tried)', () => {
     const root = tempDir();
     cpSync(new URL('../../dist', import.meta.url), join(root, 'dist'), { recursive: true });
     cpSync(new URL('../../package.json', import.meta.url), join(root, 'package.json'));
     symlinkSync(new URL('../../node_modules', import.meta.url).pathname, join(root, 'node_modules'));
+    const why =
+      `treeseal's native addon cannot be loaded from ${root}/: Could not locate the bindings file. Is it built? \`npm rebuild treeseal\` builds it ` +
+      '(where npm asks for install scripts to be approved: `npm install-scripts approve treeseal` first)';
     const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), 'ls'], { encoding: 'utf8' });
-    expect([r.status, r.stdout, r.stderr]).toEqual([1, '', 'treeseal: cannot load the library: Could not locate the bindings file. (is the addon built? npm rebuild treeseal)\n']);
+    expect([r.status, r.stdout, r.stderr]).toEqual([1, '', `treeseal: cannot load the library: ${why}\n`]);
+    const imported = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', `try { await import(${JSON.stringify(join(root, 'dist/index.js'))}); } catch (e) { console.log(JSON.stringify([e.code, e.message, e.cause instanceof Error])); }`],
+      { encoding: 'utf8' },
+    );
+    expect([imported.status, imported.stderr, JSON.parse(imported.stdout)]).toEqual([0, '', ['MODULE_NOT_FOUND', why, true]]);
     // --version alone loads neither the library nor its addon.
     const v = spawnSync(process.execPath, [join(root, 'dist/cli.js'), '--version'], { encoding: 'utf8' });
     expect([v.status, v.stdout, v.stderr]).toEqual([0, `treeseal ${VERSION}\n`, '']);
