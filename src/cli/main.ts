@@ -1,6 +1,6 @@
 // main.ts: one run of the treeseal command: options parsed and checked, the subcommand run (with retries), failures mapped to exit statuses.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { userInfo } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -47,13 +47,33 @@ function xdgCacheHome(env: NodeJS.ProcessEnv): string | undefined {
   return env.XDG_CACHE_HOME !== undefined && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : undefined;
 }
 
+/** $HOME when it is an absolute path; an empty or relative one names no place (as a relative $XDG_CACHE_HOME does not). */
+function absoluteHome(env: NodeJS.ProcessEnv): string | undefined {
+  return env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : undefined;
+}
+
+/** The user's home for the default store: $HOME, else (unset, empty or relative) the password database's. */
+function homeOf(env: NodeJS.ProcessEnv): string {
+  const home = absoluteHome(env);
+  if (home !== undefined) return home;
+  let entry: string | undefined;
+  try {
+    entry = userInfo().homedir;
+  } catch {
+    // No entry for this uid (a container's arbitrary user): said below.
+  }
+  if (entry !== undefined && isAbsolute(entry)) return entry;
+  const why = env.HOME === undefined ? '$HOME is not set' : `$HOME is not an absolute path (${JSON.stringify(env.HOME)})`;
+  throw new SealError('SEAL_BAD_PATH', `no default store: ${why} and the password database gives this user no home: give --store or $TREESEAL_STORE`);
+}
+
 /** The store's directory: `--store` or $TREESEAL_STORE (a relative one from the current directory, as every path argument is), else the cache's. */
 function storeDirOf(option: string | undefined, env: NodeJS.ProcessEnv): string {
   const given = option ?? (env.TREESEAL_STORE || undefined);
   // Resolved, an empty one would be the current directory.
   if (option === '') throw new UsageError('--store needs a directory, not an empty string');
   if (given !== undefined) return isAbsolute(given) ? given : resolve(given);
-  return join(xdgCacheHome(env) ?? join(homedir(), '.cache'), 'treeseal');
+  return join(xdgCacheHome(env) ?? join(homeOf(env), '.cache'), 'treeseal');
 }
 
 function checkCommandTakes(spec: CommandSpec, values: Record<string, OptionValue>): void {
@@ -81,8 +101,8 @@ function checkRepeats(tokens: readonly { kind: string; name?: string }[], option
  * nothing is written. Anything else (a file, a directory holding other things) is left to
  * the store's open, which names what is wrong.
  */
-function checkStoreExists(storeDir: string): void {
-  const noStore = (err: unknown): SealError => new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)}`, { cause: err });
+function checkStoreExists(storeDir: string, from: string): void {
+  const noStore = (err: unknown): SealError => new SealError('SEAL_UNAVAILABLE', `no store at ${escapePath(storeDir)} (${from})`, { cause: err });
   try {
     lstatSync(storeDir);
   } catch (err) {
@@ -99,7 +119,9 @@ function checkStoreExists(storeDir: string): void {
 function storeSource(option: unknown, env: NodeJS.ProcessEnv): string {
   if (typeof option === 'string') return 'given by --store';
   if (env.TREESEAL_STORE) return 'from $TREESEAL_STORE';
-  return xdgCacheHome(env) !== undefined ? 'from $XDG_CACHE_HOME' : 'from $HOME';
+  if (xdgCacheHome(env) !== undefined) return 'from $XDG_CACHE_HOME';
+  if (absoluteHome(env) !== undefined) return 'from $HOME';
+  return `from the password database's home: $HOME is ${env.HOME === undefined ? 'not set' : 'not an absolute path'}`;
 }
 
 /**
@@ -124,6 +146,11 @@ function withRealPath(err: unknown, storeDir: string, from: string): unknown {
       below.push(basename(existing));
     }
   }
+}
+
+/** The failure of process.cwd() (a relative path resolved from a removed directory): Node's bare `ENOENT … uv_cwd`. */
+function isCwdGone(err: unknown): boolean {
+  return (err as { syscall?: unknown } | null)?.syscall === 'uv_cwd';
 }
 
 function isParseError(err: unknown): boolean {
@@ -156,6 +183,7 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
     io.warn(`treeseal: ${shownControls(message)}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }
+  if (isCwdGone(err)) err = new SealError('SEAL_UNAVAILABLE', 'the working directory no longer exists (it was removed after the shell entered it): cd to one that does, or give absolute paths', { cause: err });
   if (err instanceof SealError) io.warn(`treeseal: ${err.code}: ${err.message}${obstacleLines(err)}`);
   else io.warn(`treeseal: ${shownControls(err instanceof Error ? err.message : String(err))}`);
   return 1;
@@ -208,9 +236,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       options: values,
       store: async () => {
         if (store !== undefined) return store;
-        if (!MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir);
+        if (!MAKES_STORE.has(spec!.name)) checkStoreExists(storeDir, storeSource(values.store, env));
         const top = MAKES_STORE.has(spec!.name) ? firstMissing(storeDir) : undefined;
-        // Every command but push and pull runs the library's sync calls: a command has no event
+        // Every command but push, pull and run runs the library's sync calls: a command has no event
         // loop to keep free, so a worker thread would only add its start-up to the run.
         try {
           store = SnapshotStore.openSync(storeDir);

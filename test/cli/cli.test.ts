@@ -94,7 +94,7 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     // The store that capture made goes again with it: nothing to materialize from.
     expect(existsSync(store)).toBe(false);
     r = cli(store, 'materialize', 'abc', join(work, 'nowhere'));
-    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${store}\n`]);
+    expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${store} (from $TREESEAL_STORE)\n`]);
     expect(cli(store, 'capture', repo, '--copy', 'src').status).toBe(0);
     r = cli(store, 'materialize', 'abc', join(work, 'nowhere'));
     expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: no such snapshot: abc\n']);

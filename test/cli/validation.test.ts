@@ -1,6 +1,7 @@
 // validation.test.ts: input the CLI and the library must refuse cleanly: repeated flags, missing stores, hostile names, wrong option types.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -46,7 +47,7 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
       const store = join(work, 'missing/deep/store');
       const r = cli(store, ...args);
       expect(r.status).toBe(1);
-      expect(r.stderr).toBe(`treeseal: SEAL_UNAVAILABLE: no store at ${store}\n`);
+      expect(r.stderr).toBe(`treeseal: SEAL_UNAVAILABLE: no store at ${store} (from $TREESEAL_STORE)\n`);
       expect(existsSync(join(work, 'missing'))).toBe(false);
     }
     // An empty directory is no store either: opening it would make one, which a read-only command must not.
@@ -54,7 +55,7 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     mkdirSync(empty);
     for (const args of [['ls'], ['verify'], ['show', 'abc'], ['mounts', 'abc', join(work, 'clone')]]) {
       const r = cli(empty, ...args);
-      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${empty}\n`]);
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${empty} (from $TREESEAL_STORE)\n`]);
       expect(readdirSync(empty)).toEqual([]);
     }
   });
@@ -80,6 +81,33 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     const empty = run(['ls', '--store', ''], {});
     expect(empty.status).toBe(2);
     expect(empty.stderr).toMatch(/^treeseal: --store needs a directory, not an empty string\nusage: treeseal ls/);
+    // An empty or relative $HOME names no place either: the password database's home is used, and said (it was taken from the current directory).
+    const passwdStore = join(userInfo().homedir, '.cache/treeseal');
+    for (const HOME of ['', 'rel-home']) {
+      const r = run(['ls', '--store', join(work, 'nowhere'), '--json'], { HOME });
+      expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${join(work, 'nowhere')} (given by --store)\n`]);
+      const byHome = run(['ls'], { HOME });
+      if (existsSync(join(passwdStore, 'snapshots'))) expect([byHome.status, byHome.stderr]).toEqual([0, '']);
+      else expect([byHome.status, byHome.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: no store at ${passwdStore} (from the password database's home: $HOME is not an absolute path)\n`]);
+      expect(existsSync(join(work, HOME, '.cache'))).toBe(false);
+    }
+  });
+
+  it('a working directory removed under the shell is said as such, not as a bare ENOENT … uv_cwd; absolute paths still work there', () => {
+    const { work, repo } = setup();
+    const gone = join(work, 'gone');
+    const inGone = (...args: string[]) => {
+      mkdirSync(gone, { recursive: true });
+      return spawnSync('bash', ['-c', 'cd "$1" && rmdir "$1" && shift && exec "$@"', 'bash', gone, process.execPath, CLI, ...args], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: undefined } });
+    };
+    const said = 'treeseal: SEAL_UNAVAILABLE: the working directory no longer exists (it was removed after the shell entered it): cd to one that does, or give absolute paths\n';
+    for (const args of [['capture', './x', '--store', join(work, 'store')], ['ls', '--store', 'rel']]) {
+      const r = inGone(...args);
+      expect([r.status, r.stdout, r.stderr], args.join(' ')).toEqual([1, '', said]);
+    }
+    expect(existsSync(join(work, 'store'))).toBe(false);
+    const absolute = inGone('capture', repo, '--copy', 'src', '--store', join(work, 'store'), '--json');
+    expect([absolute.status, absolute.stderr]).toEqual([0, '']);
   });
 
   it('a store path that passes a symlink (a home under /home -> /var/home) is refused naming where it came from and the same place without links, and nothing is made there', () => {
