@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
-import { hasCode } from '../sys/errno.js';
+import { hasCode, isSystemError } from '../sys/errno.js';
 
 /**
  * Runs fn, a walk of a clone (diff, reset, materialize, checkClone): a system error no
@@ -17,8 +17,36 @@ export function whileCloneChanges<T>(what: string, fn: () => T): T {
     return fn();
   } catch (err) {
     if (err instanceof SealError || !hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP', 'EEXIST', 'ENOTEMPTY')) throw err;
-    throw new SealError('SEAL_CHANGED', `clone changed while it was ${what}: ${escapePath((err as Error).message)}`, { cause: err });
+    const path = placeOf(err);
+    const at = path === undefined ? '' : `${escapePath(path)}: `;
+    throw new SealError('SEAL_CHANGED', `clone changed while it was ${what}: ${at}${escapePath((err as Error).message)}`, { cause: err, ...(path === undefined ? {} : { path }) });
   }
+}
+
+/** Where in the clone a system error happened: the directory being walked (set once, by the innermost). */
+const WHERE = Symbol('treeseal.cloneDir');
+
+/**
+ * Runs fn, the walk of the clone's directory `rel` (relative to the clone): a system
+ * error from it is marked with that directory, once (the innermost one walked), so that
+ * whileCloneChanges can name the path, not only the last name the syscall was given.
+ */
+export function inCloneDir<T>(rel: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (isSystemError(err) && !Object.hasOwn(err, WHERE)) Object.defineProperty(err, WHERE, { value: rel });
+    throw err;
+  }
+}
+
+/** The clone-relative path a marked system error names: its directory, and the name an *at call was given there (a name alone). */
+function placeOf(err: unknown): string | undefined {
+  const dir = (err as { [WHERE]?: unknown })[WHERE];
+  if (typeof dir !== 'string') return undefined;
+  const name = (err as { path?: unknown }).path;
+  if (typeof name !== 'string' || name === '' || name.includes('/')) return dir === '' ? undefined : dir;
+  return dir === '' ? name : `${dir}/${name}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 // clone-check.ts: checkClone: re-hashes a clone's copy roots against a manifest and names every difference, and the in-progress marker.
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
 import { openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
+import { inCloneDir } from './clone-changing.js';
 import { keepsParentRule, statBlocksOf, statOrNull, statOrUndefinedAt } from './clone-paths.js';
 import { compareUtf8, nameText } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
@@ -138,6 +139,10 @@ function excluded(c: Check, fd: number, name: string | Buffer, path: string): bo
  * unchanged file (by its ledger) from its stat block alone, the rest by checkNamed.
  */
 function checkDir(c: Check, fd: number, rel: string): void {
+  inCloneDir(rel, () => checkDirEntries(c, fd, rel));
+}
+
+function checkDirEntries(c: Check, fd: number, rel: string): void {
   const items = c.sys.readdir(fd);
   const indices = new Array<number | undefined>(items.length);
   const known: string[] = [];

@@ -22,7 +22,7 @@ import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
-import { inStore } from './clone-changing.js';
+import { inCloneDir, inStore } from './clone-changing.js';
 import type { StoredSnapshot } from './document.js';
 import { makeDir, namedChildrenOf, EntryReader, type Children } from './manifest-tree.js';
 import {
@@ -298,6 +298,10 @@ function keptFile(r: Reset, index: number, stats: StatBlocks, k: number): boolea
  * are looked at first, all at once (statBlocksOf); what the snapshot lacks is not looked at.
  */
 function resetDir(r: Reset, fd: number, rel: string): void {
+  inCloneDir(rel, () => resetDirEntries(r, fd, rel));
+}
+
+function resetDirEntries(r: Reset, fd: number, rel: string): void {
   const { sys } = r.run;
   const items = sys.readdir(fd);
   const indices = new Array<number | undefined>(items.length);

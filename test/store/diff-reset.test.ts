@@ -699,7 +699,7 @@ describe('a clone the agent shut', () => {
 });
 
 describe('a clone that changes under a call (the agent still at work)', () => {
-  it('a directory removed between its stat and its open (diff, checkClone), or made again between reset\'s look and its mkdir, is SEAL_CHANGED, which a caller may retry; run again, the call sees the clone as it is (these were SEAL_UNAVAILABLE, not retryable)', () => {
+  it('a directory removed between its stat and its open (diff, checkClone), or made again between reset\'s look and its mkdir, is SEAL_CHANGED naming its path in the clone, which a caller may retry; run again, the call sees the clone as it is (these were SEAL_UNAVAILABLE, not retryable; then named only the last name, with no path)', () => {
     const { store, snap, clone } = fixture();
     const agentAt = (name: string, call: 'openat' | 'mkdirat', act: () => void): Snapshot => {
       let done = false;
@@ -715,7 +715,11 @@ describe('a clone that changes under a call (the agent still at work)', () => {
       } as never);
       return withSys(snap, sys);
     };
-    const changed = (what: string, code: string): { code: string; message: RegExp } => ({ code: 'SEAL_CHANGED', message: new RegExp(`^clone changed while it was ${what}: ${code}: no such file or directory|^clone changed while it was ${what}: ${code}: file already exists`) });
+    const changed = (what: string, code: string, path = 'src/lib'): { code: string; message: RegExp; path: string } => ({
+      code: 'SEAL_CHANGED',
+      message: new RegExp(`^clone changed while it was ${what}: ${path}: ${code}: (no such file or directory|file already exists), [a-z]+ '${path.split('/').pop()}'$`),
+      path,
+    });
     // The agent removes lib just as diff (and checkClone) opens it.
     const removeLib = (): void => rmSync(join(clone, 'src/lib'), { recursive: true });
     const err = expectError(() => agentAt('lib', 'openat', removeLib).diffSync(clone), changed('compared', 'ENOENT'));
@@ -729,6 +733,11 @@ describe('a clone that changes under a call (the agent still at work)', () => {
     expectError(() => agentAt('lib', 'mkdirat', () => mkdirSync(join(clone, 'src/lib'))).resetSync(clone), changed('reset', 'EEXIST'));
     expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
     expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    // A file two levels down (its size unchanged, so its bytes are read) removed just as a re-hashing diff opens it: named by its path, not 'c.ts' alone.
+    writeFileSync(join(clone, 'src/lib/c.ts'), 'GAMMA');
+    const removeC = (): void => rmSync(join(clone, 'src/lib/c.ts'));
+    expectError(() => agentAt('c.ts', 'openat', removeC).diffSync(clone, { verify: true }), changed('compared', 'ENOENT', 'src/lib/c.ts'));
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
     store.closeSync();
   });
 
