@@ -82,9 +82,28 @@ const commands = await build({
   metafile: true,
   logLevel: 'warning',
 });
+/**
+ * Makes each output file ASCII: esbuild escapes what is not ASCII in strings, regexps and
+ * names, but leaves comments as written (a `…` or `≈` in a doc comment), and one such
+ * character makes the whole file a two-byte string to decode and parse: about 5 ms more
+ * for the command's 0.8 MB file on every start. Left only in comments, each is written
+ * `\u{…}` there, inert.
+ */
+function asciiOnly(metafile) {
+  for (const out of Object.keys(metafile.outputs)) {
+    if (!out.endsWith('.js')) continue;
+    const path = join(ROOT, out);
+    const text = readFileSync(path, 'utf8');
+    if (/^[\x00-\x7f]*$/.test(text)) continue;
+    writeFileSync(path, text.replace(/[^\x00-\x7f]/gu, (ch) => `\\u{${ch.codePointAt(0).toString(16)}}`));
+  }
+}
+
 // Checked once both are written: cli.js names the command's file by URL.
 checkPlacement(result.metafile);
 checkPlacement(commands.metafile);
+asciiOnly(result.metafile);
+asciiOnly(commands.metafile);
 chmodSync(join(ROOT, TO, 'cli.js'), 0o755);
 writeFileSync(join(ROOT, FROM, 'bundle-meta.json'), JSON.stringify(result.metafile));
 writeFileSync(join(ROOT, FROM, 'commands-meta.json'), JSON.stringify(commands.metafile));
