@@ -1,8 +1,9 @@
 // offload.ts: async twins: a bounded pool of long-lived, reused worker threads runs the sync cores so the event loop stays free.
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 
 import { SealError } from './errors.js';
+import { workerThreads } from './lazy-builtins.js';
 import { reviveError, type JobReply, type JobRequest } from './jobs.js';
 import type { Progress } from './progress.js';
 import { transferList } from './transfer.js';
@@ -69,7 +70,7 @@ function settle(lane: Lane, msg: JobReply): void {
 function start(): Lane {
   // No inherited execArgv: `node -e`, --input-type, loaders or inspector flags of the
   // host process must not apply to (or break) the worker.
-  const worker = new Worker(WORKER_URL, { execArgv: [], stdout: false, stderr: false, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
+  const worker = new (workerThreads().Worker)(WORKER_URL, { execArgv: [], stdout: false, stderr: false, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
   const lane: Lane = { worker, pending: new Map() };
   worker.on('message', (msg: JobReply) => settle(lane, msg));
   const lost = (why: string): void => {

@@ -1,6 +1,5 @@
 // remote.ts: `treeseal push`, `pull` and `cat`: a snapshot to or from an OCI registry repository, or one file of it.
 import { resolve } from 'node:path';
-import { Writable } from 'node:stream';
 
 import { catRemote, escapePath, type CatReport, type PullReport, type PushReport, type RetryNotice, type SnapshotRef } from '../index.js';
 import { UsageError, flag, listOption, need, stringOption, type CommandSpec, type Context } from './command.js';
@@ -125,7 +124,8 @@ async function pull(ctx: Context): Promise<void> {
 async function cat(ctx: Context): Promise<void> {
   const { ref, args } = snapshotRef(ctx, ['<remote>', '<path>'], 1);
   // --json: the report instead of the bytes (fetched and proven all the same).
-  const output = ctx.io.json ? new Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
+  // node:stream only here: loaded by the command that uses it, not by every command's start.
+  const output = ctx.io.json ? new (await import('node:stream')).Writable({ write: (_chunk, _encoding, done) => done() }) : ctx.io.stdout;
   const r: CatReport = await catRemote(args[0]!, ref, args[1]!, { ...timeout(ctx), ...connectionOptions(ctx), insecure: flag(ctx, 'insecure'), output, ...sayRetries(ctx, 'cat') });
   if (ctx.io.json) ctx.io.emit(r, '');
 }

@@ -1,9 +1,10 @@
 // pool.ts: FilePool, helper threads that clone/copy and hash files handed over as fds, or hash batches of files below a directory fd, in shared-memory slots.
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 
 import { own } from '../base/fd.js';
 import { spareFds } from '../base/fd-budget.js';
+import { workerThreads } from '../base/lazy-builtins.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import { fillOwned, type Filled, type FillMethods, type How } from './copy-file.js';
 import { asBuffer } from '../base/transfer.js';
@@ -217,7 +218,7 @@ export class FilePool {
     this.helpers = helpers;
     for (let i = 0; i < helpers; i++) {
       // No inherited execArgv: a host run with `node -e`, --input-type or a loader must not break the helpers.
-      const worker = new Worker(new URL('../files/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
+      const worker = new (workerThreads().Worker)(new URL('../files/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
       worker.unref();
       this.#workers.push(worker);
     }

@@ -1,5 +1,5 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
-import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
+import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -7,6 +7,7 @@ import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgTyp
 import { readOnce } from '../base/op.js';
 import { SealError } from '../base/errors.js';
 import { openRealDir, own } from '../base/fd.js';
+import { childProcess } from '../base/lazy-builtins.js';
 import { checkAbsolutePath, checkWorkspace, escapePath, overlaps } from '../base/paths.js';
 import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
@@ -333,7 +334,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
     let child: ChildProcess;
     try {
-      child = spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
+      child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
         stdio: [...three, dir.fd],
         ...(options.env === undefined ? {} : { env: options.env }),
       });

@@ -96,6 +96,13 @@ describe('the bundled package', () => {
     expect(jsFiles('dist').filter((f) => /[^\x00-\x7f]/.test(readFileSync(join(REPO, f), 'utf8')))).toEqual([]);
   });
 
+  it('imports threads, child processes, sockets and TLS only where a call uses them: no file but the thread entries names them in a static import (each cost every start 2-6 ms; an ls about 11 ms in all at load 2)', () => {
+    const lazy = /^import [^;]* from "node:(worker_threads|child_process|net|tls|stream)";$/m;
+    const threadEntries = ['dist/worker.js', 'dist/files/pool-worker.js'];
+    expect(jsFiles('dist').filter((f) => !threadEntries.includes(f) && lazy.test(readFileSync(join(REPO, f), 'utf8')))).toEqual([]);
+    for (const entry of threadEntries) expect(readFileSync(join(REPO, entry), 'utf8')).toMatch(lazy);
+  });
+
   it('holds in dist/ only its entry points and their shared chunks; the exports, bin and thread entries are entry points', () => {
     expect(jsFiles('dist').filter((f) => !ENTRIES.includes(f) && !f.startsWith('dist/chunks/') && f !== COMMANDS_FILE)).toEqual([]);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { main: string; exports: Record<string, { default: string }>; bin: Record<string, string> };

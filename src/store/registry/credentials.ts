@@ -1,11 +1,11 @@
 // credentials.ts: where a registry's credentials come from: options, the environment, or the docker config (auths, identity tokens, credential helpers).
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 import { checkOptions, checkString } from '../../base/arg-errors.js';
 import { SealError, abortedError } from '../../base/errors.js';
+import { childProcess } from '../../base/lazy-builtins.js';
 
 export interface Credentials {
   username: string;
@@ -139,7 +139,7 @@ export function askHelper(h: HelperCredentials, signal?: AbortSignal): Promise<A
   const exe = `docker-credential-${h.helper}`;
   const named = `credential helper ${exe} (${h.setting} in ${h.configFile})`;
   return new Promise((resolve, reject) => {
-    const child = execFile(exe, ['get'], { env: h.env, timeout: HELPER_TIMEOUT_MS, maxBuffer: HELPER_MAX_OUTPUT, encoding: 'utf8', signal }, (err, stdout, stderr) => {
+    const child = childProcess().execFile(exe, ['get'], { env: h.env, timeout: HELPER_TIMEOUT_MS, maxBuffer: HELPER_MAX_OUTPUT, encoding: 'utf8', signal }, (err, stdout, stderr) => {
       if (err !== null) {
         const e = err as NodeJS.ErrnoException & { killed?: boolean };
         if (e.name === 'AbortError') reject(abortedError(`asking ${named}`, signal));

@@ -1,10 +1,10 @@
 // network.ts: the connection pool of one push or pull: proxies from the environment (undici's EnvHttpProxyAgent), loopback hosts direct, and extra trusted CAs.
 import { readFile } from 'node:fs/promises';
-import { rootCertificates } from 'node:tls';
 
 import type * as Undici from 'undici';
 
 import { SealError } from '../../base/errors.js';
+import { tls } from '../../base/lazy-builtins.js';
 import type { ProxyEnv } from './proxy-env.js';
 import { isLoopback } from './remote.js';
 
@@ -56,7 +56,7 @@ async function certificates(file: string, what: string): Promise<string[]> {
 export async function trustedCas(caFile: string | undefined, env: NodeJS.ProcessEnv): Promise<string[] | undefined> {
   if (caFile === undefined) return undefined;
   const extra = env.NODE_EXTRA_CA_CERTS ? await certificates(env.NODE_EXTRA_CA_CERTS, 'NODE_EXTRA_CA_CERTS').catch(() => []) : [];
-  return [...rootCertificates, ...extra, ...(await certificates(caFile, 'CA file'))];
+  return [...tls().rootCertificates, ...extra, ...(await certificates(caFile, 'CA file'))];
 }
 
 /**

@@ -1,8 +1,8 @@
 // remote.ts: a remote (`host[:port]/repository`): its parts, its transport (HTTPS unless loopback or insecure), and a snapshot's tag.
-import { isIP } from 'node:net';
 
 import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
+import { net } from '../../base/lazy-builtins.js';
 import { escapePath } from '../../base/paths.js';
 
 export interface Remote {
@@ -38,8 +38,9 @@ function hostname(host: string): string {
 export function isLoopback(host: string): boolean {
   const name = hostname(host);
   if (name === 'localhost' || name.endsWith('.localhost')) return true;
-  if (isIP(name) === 4) return name.startsWith('127.');
-  if (isIP(name) === 6) return name === '::1' || name === '0:0:0:0:0:0:0:1';
+  const ip = net().isIP(name);
+  if (ip === 4) return name.startsWith('127.');
+  if (ip === 6) return name === '::1' || name === '0:0:0:0:0:0:0:1';
   return false;
 }
 
