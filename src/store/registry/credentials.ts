@@ -124,8 +124,13 @@ const HELPER_TIMEOUT_MS = 60_000;
 const HELPER_MAX_OUTPUT = 1024 * 1024;
 
 /** The helper's first line of complaint, for the message. */
-function complaint(stdout: string, stderr: string): string {
-  const text = (stderr.trim() || stdout.trim()).split('\n')[0] ?? '';
+/**
+ * What a failed helper said: the first line of its stderr, at most 200 characters. Never
+ * its stdout, which may hold its answer, Secret and all (a helper that printed the
+ * credentials and then failed, or whose answer passed the size it may have).
+ */
+function complaint(stderr: string): string {
+  const text = stderr.trim().split('\n')[0] ?? '';
   return text.length > 200 ? `${text.slice(0, 200)}...` : text;
 }
 
@@ -148,7 +153,8 @@ export function askHelper(h: HelperCredentials, signal?: AbortSignal): Promise<A
         else if (e.code === 'EACCES') reject(new SealError('SEAL_REMOTE', `${named} is not on PATH, or cannot be run (EACCES)`, { cause: err }));
         else if (stdout.trim() === NOT_FOUND) resolve(undefined);
         else if (e.killed === true) reject(new SealError('SEAL_REMOTE', `${named} did not answer for ${h.serverUrl} in ${HELPER_TIMEOUT_MS / 1000} s`, { cause: err }));
-        else reject(new SealError('SEAL_REMOTE', `${named} failed for ${h.serverUrl}: ${complaint(stdout, stderr) || `exit status ${String(e.code)}`}`, { cause: err }));
+        else if (e.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') reject(new SealError('SEAL_REMOTE', `${named} answered more than ${HELPER_MAX_OUTPUT} bytes for ${h.serverUrl}`, { cause: err }));
+        else reject(new SealError('SEAL_REMOTE', `${named} failed for ${h.serverUrl}: ${complaint(stderr) || `exit status ${String(e.code)} (nothing on stderr)`}`, { cause: err }));
         return;
       }
       let out: { Username?: unknown; Secret?: unknown };

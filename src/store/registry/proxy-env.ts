@@ -32,5 +32,12 @@ function checkProxy(name: string, value: string | undefined): string | undefined
   if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
     throw new SealError('SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${hideUserinfo(value)}`);
   }
+  // The proxy's user and password are percent-decoded when it is used: a bare '%' (a password `50%off`) would fail there, untyped.
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    throw new SealError('SEAL_BAD_PATH', `${name} holds a user or password that is not percent-encoded (write a '%' in it as %25, an '@' as %40): ${hideUserinfo(value)}`);
+  }
   return value;
 }

@@ -34,10 +34,14 @@ function hostname(host: string): string {
   return cut < 0 ? host : host.slice(0, cut);
 }
 
-/** 127.0.0.0/8, ::1 and localhost: the only hosts spoken to over plain HTTP without `insecure`. */
+/**
+ * 127.0.0.0/8, ::1 and `localhost`: the only hosts spoken to over plain HTTP without
+ * `insecure`. A name below `.localhost` (`registry.localhost`) is not one: the system's
+ * resolver may send it to DNS, whose answer can be any address.
+ */
 export function isLoopback(host: string): boolean {
   const name = hostname(host);
-  if (name === 'localhost' || name.endsWith('.localhost')) return true;
+  if (name === 'localhost') return true;
   const ip = net().isIP(name);
   if (ip === 4) return name.startsWith('127.');
   if (ip === 6) return name === '::1' || name === '0:0:0:0:0:0:0:1';

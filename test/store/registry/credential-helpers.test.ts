@@ -61,6 +61,9 @@ function helpers(answers: Record<string, Record<string, { Username: string; Secr
     write(name, `case "$server" in\n${cases.join('\n')}\n  *) echo 'credentials not found in native keychain'; exit 1 ;;\nesac`);
   }
   write('broken', "echo 'the keyring is locked' >&2\nexit 3");
+  // Its answer (the secret in it) printed, then a failure, with nothing on stderr; and an answer past the size a helper may print.
+  write('leaky', `printf '%s\\n' '${JSON.stringify({ ServerURL: 'any', Username: 'ciuser', Secret: 'leaked-secret' })}'\nexit 3`);
+  write('huge', `printf '%s\\n' '${JSON.stringify({ ServerURL: 'any', Username: 'ciuser', Secret: 'leaked-secret' })}'\nhead -c 2000000 /dev/zero | tr '\\0' x`);
   process.env.PATH = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
   process.env.DOCKER_CONFIG = join(dir, 'docker');
   const config = join(dir, 'docker', 'config.json');
@@ -135,6 +138,13 @@ describe.skipIf(basic === undefined || plain === undefined)('docker credential h
     h.configure({ credsStore: 'broken' });
     err = await fails(a.push(snap.digest, remote));
     expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `credential helper docker-credential-broken (credsStore in ${h.config}) failed for ${host}: the keyring is locked`]);
+    // Never its stdout, which holds the secret of an answer: the status, or the size it passed.
+    h.configure({ credsStore: 'leaky' });
+    err = await fails(a.push(snap.digest, remote));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `credential helper docker-credential-leaky (credsStore in ${h.config}) failed for ${host}: exit status 3 (nothing on stderr)`]);
+    h.configure({ credsStore: 'huge' });
+    err = await fails(a.push(snap.digest, remote));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `credential helper docker-credential-huge (credsStore in ${h.config}) answered more than 1048576 bytes for ${host}`]);
     h.configure({ credHelpers: { [host]: 'missing' } });
     const b = await SnapshotStore.open(join(work, 'b'));
     err = await fails(b.pull(snap.digest, remote));

@@ -75,7 +75,8 @@ describe.skipIf(registry === undefined)('proxies from the environment', () => {
       process.env.HTTP_PROXY = `http://${proxy.address}`;
       process.env.NO_PROXY = noProxy;
       const before = proxy.seen.length;
-      const pushed = store.push(snap.digest, `${host}:${port}/${repo}`, { retries: 0 });
+      // A name below .localhost is no loopback host (DNS may answer it): plain HTTP to it needs insecure.
+      const pushed = store.push(snap.digest, `${host}:${port}/${repo}`, { retries: 0, insecure: host === 'reg.localhost' });
       if (host === 'reg.localhost') await pushed.catch(() => undefined);
       else expect(await pushed).toMatchObject({ existed: true });
       return proxy.seen.length > before;
@@ -141,6 +142,16 @@ describe('a proxy variable that is not an HTTP proxy URL', () => {
       try {
         const err = await fails(store.pull('0'.repeat(64), '127.0.0.1:9/none/x', { retries: 0 }));
         expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', `${name} is not an http:// or https:// proxy URL (SOCKS proxies are not supported): ${shown}`]);
+      } finally {
+        clearProxyEnv();
+      }
+    }
+    // A user or password with a bare '%' (it is percent-decoded when the proxy is used): it was an untyped URIError, 'URI malformed'.
+    for (const name of ['https_proxy', 'HTTP_PROXY']) {
+      process.env[name] = 'http://ciproxy:50%off@127.0.0.1:3128';
+      try {
+        const err = await fails(store.pull('0'.repeat(64), '127.0.0.1:9/none/x', { retries: 0 }));
+        expect([err.code, err.message]).toEqual(['SEAL_BAD_PATH', `${name} holds a user or password that is not percent-encoded (write a '%' in it as %25, an '@' as %40): http://***@127.0.0.1:3128`]);
       } finally {
         clearProxyEnv();
       }

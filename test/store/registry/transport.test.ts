@@ -52,6 +52,24 @@ describe('the Bearer token realm', () => {
   });
 });
 
+describe('loopback hosts', () => {
+  it("a name below .localhost is none: plain HTTP to it, and so the registry's Basic credentials, need insecure (it was spoken to in clear by its spelling, and the system's resolver may send it to DNS, which can answer any address)", async () => {
+    const store = await SnapshotStore.open(join(tempDir(), 's'));
+    const digest = 'a'.repeat(64);
+    for (const host of ['reg.localhost:5999', 'k3d-registry.localhost:5999']) {
+      const err = await fails(store.pull(digest, `http://${host}/team/x`, { credentials }));
+      expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `plain HTTP to ${host} needs --insecure (only loopback registries are spoken to without TLS)`]);
+    }
+    // Bare, it is spoken to over HTTPS (the guard stops it before it connects).
+    const bare = await fails(store.pull(digest, 'reg.localhost:5999/team/x', { credentials, retries: 0 }));
+    expect(bare.code).toBe('SEAL_REMOTE');
+    expect(guard.refused).toEqual([`https://reg.localhost:5999/v2/team/x/manifests/ts-${digest}`]);
+    guard.refused.length = 0;
+    expect(storeLeftovers(store.root)).toEqual([]);
+    await store.close();
+  });
+});
+
 describe.skipIf(registry === undefined)('redirects from a loopback registry', () => {
   it('follows one to another loopback origin without the Authorization header; refuses plain HTTP elsewhere before connecting', async () => {
     const { digest, repo, work } = await pushedSnapshot('redirect');
