@@ -378,7 +378,9 @@ export class RegistryClient {
     await res.body?.cancel().catch(() => {});
     if (res.status === 404) return undefined;
     const range = /^(?:bytes=)?0-(\d+)$/.exec(res.headers.get('range') ?? '');
-    const next = range === null ? 0 : Number(range[1]) + 1;
+    // `0-0` is what Docker Distribution says of a session holding nothing yet (a first PATCH
+    // lost before it arrived): nothing held, not one byte (no chunk of a push is one byte).
+    const next = range === null || range[1] === '0' ? 0 : Number(range[1]) + 1;
     const moved = res.headers.get('location');
     return { next, location: moved === null ? location : new URL(moved, this.remote.origin).toString() };
   }

@@ -138,6 +138,18 @@ describe.skipIf(registry === undefined)('uploads that finish', () => {
     await pullsBackAndCloses(s);
   });
 
+  it("a 503 on the first PATCH (nothing reached the registry): the empty session's `Range: 0-0` is nothing held, and the chunk goes again from byte 0 (it went on from byte 1, and the PUT failed DIGEST_INVALID for good)", async () => {
+    const s = await setup('first-patch-lost');
+    let patches = 0;
+    s.proxy.hooks.onRequest = (method) => (method === 'PATCH' && ++patches === 1 ? 503 : undefined);
+    const pushed = await s.a.push(s.snap.digest, s.remote, SIZES);
+    expect(pushed.uploaded).toBe(pushed.blobs);
+    expect(count(s.proxy.log, /^PATCH .* -> 503$/)).toBe(1);
+    expect(count(s.proxy.log, /^PATCH \S+$/)).toBe(6);
+    expect(count(s.proxy.log, POST)).toBe(pushed.blobs);
+    await pullsBackAndCloses(s);
+  });
+
   it('a session the registry no longer knows (404 on a PATCH and on its status) is started again with a new POST', async () => {
     const s = await setup('new-session');
     let patches = 0;
