@@ -1,11 +1,11 @@
 // credentials.ts: where a registry's credentials come from: options, the environment, or the docker config (auths, identity tokens, credential helpers).
-import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 import { checkOptions, checkString } from '../../base/arg-errors.js';
 import { SealError, abortedError } from '../../base/errors.js';
 import { childProcess } from '../../base/lazy-builtins.js';
+import { NotSettingFile, readSettingFile } from './setting-file.js';
 
 export interface Credentials {
   username: string;
@@ -66,8 +66,10 @@ function fromDockerConfig(host: string, env: NodeJS.ProcessEnv): CredentialSourc
   const file = join(env.DOCKER_CONFIG || join(homedir(), '.docker'), 'config.json');
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
-  } catch {
+    text = readSettingFile(file).toString('utf8');
+  } catch (err) {
+    // A FIFO or a device there is no config (read, it would block or fill memory): said; one missing or unreadable is none.
+    if (err instanceof NotSettingFile) throw new SealError('SEAL_REMOTE', `docker config is ${err.message}: ${file}`, { cause: err });
     return undefined;
   }
   let config: DockerConfig;

@@ -1,5 +1,4 @@
 // network.ts: the connection pool of one push or pull: proxies from the environment (undici's EnvHttpProxyAgent), loopback hosts direct, and extra trusted CAs.
-import { readFile } from 'node:fs/promises';
 
 import type * as Undici from 'undici';
 
@@ -7,6 +6,7 @@ import { SealError } from '../../base/errors.js';
 import { tls } from '../../base/lazy-builtins.js';
 import type { ProxyEnv } from './proxy-env.js';
 import { isLoopback } from './remote.js';
+import { NotSettingFile, readSettingFileAsync } from './setting-file.js';
 
 /**
  * Undici's Dispatcher and Agent, each loaded from its own module: the package's index
@@ -39,9 +39,10 @@ const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g
 async function certificates(file: string, what: string): Promise<string[]> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = (await readSettingFileAsync(file)).toString('utf8');
   } catch (err) {
-    throw new SealError('SEAL_REMOTE', `${what} cannot be read: ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
+    const why = err instanceof NotSettingFile ? err.message : ((err as NodeJS.ErrnoException).code ?? String(err));
+    throw new SealError('SEAL_REMOTE', `${what} cannot be read: ${file}: ${why}`, { cause: err });
   }
   const certs = text.match(PEM_CERT) ?? [];
   if (certs.length === 0) throw new SealError('SEAL_REMOTE', `${what} holds no PEM certificate: ${file}`);

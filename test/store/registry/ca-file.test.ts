@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
-import { storeLeftovers, tempDir } from '../../helpers.js';
+import { mkfifo, storeLeftovers, tempDir } from '../../helpers.js';
 import { captured } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, ownRegistry, repoName } from './harness.js';
 import { forwardProxy, privateCa } from './servers.js';
@@ -109,6 +109,13 @@ describe.skipIf(registry === undefined)('a registry signed by a private CA', () 
     process.env.TREESEAL_CA_FILE = join(dir, 'key.pem');
     err = await fails(store.pull(digest, remote));
     expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `CA file holds no PEM certificate: ${join(dir, 'key.pem')}`]);
+    delete process.env.TREESEAL_CA_FILE;
+    // A device or a FIFO is no CA file: refused at once (/dev/zero was read until the heap gave out, a FIFO waited for a writer for ever).
+    mkfifo(join(dir, 'fifo.pem'));
+    for (const file of ['/dev/zero', join(dir, 'fifo.pem')]) {
+      err = await fails(store.pull(digest, remote, { caFile: file }));
+      expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `CA file cannot be read: ${file}: not a regular file`]);
+    }
     await expect(store.pull(digest, remote, { caFile: 7 as never })).rejects.toMatchObject({
       name: 'TypeError',
       code: 'ERR_INVALID_ARG_TYPE',

@@ -2,13 +2,13 @@
 // docker-credential-* executables on PATH, and identity tokens (from a helper or auths[host].identitytoken) used as OAuth2
 // refresh tokens at the token realm.
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
-import { storeLeftovers, tempDir } from '../../helpers.js';
+import { mkfifo, storeLeftovers, tempDir } from '../../helpers.js';
 import { captured } from './fixtures.js';
 import { checkNoFileFdLeaks, expireTokensAtFirstBlob, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
@@ -155,6 +155,11 @@ describe.skipIf(basic === undefined || plain === undefined)('docker credential h
     h.configure({ credsStore: '../../bin/sh' });
     err = await fails(b.pull(snap.digest, remote));
     expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `docker config credsStore names no usable credential helper ("../../bin/sh"): ${h.config}`]);
+    // A FIFO as the config: said at once (it waited for a writer for ever, whatever --timeout said).
+    rmSync(h.config);
+    mkfifo(h.config);
+    err = await fails(b.pull(snap.digest, remote));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `docker config is not a regular file: ${h.config}`]);
     await a.close();
     await b.close();
   });
