@@ -125,7 +125,6 @@ const NOT_FOUND = 'credentials not found in native keychain';
 const HELPER_TIMEOUT_MS = 60_000;
 const HELPER_MAX_OUTPUT = 1024 * 1024;
 
-/** The helper's first line of complaint, for the message. */
 /**
  * What a failed helper said: the first line of its stderr, at most 200 characters. Never
  * its stdout, which may hold its answer, Secret and all (a helper that printed the

@@ -1,5 +1,4 @@
 // network.ts: the connection pool of one push or pull: proxies from the environment (undici's EnvHttpProxyAgent), loopback hosts direct, and extra trusted CAs.
-
 import type * as Undici from 'undici';
 
 import { SealError } from '../../base/errors.js';

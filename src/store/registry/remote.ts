@@ -1,5 +1,4 @@
 // remote.ts: a remote (`host[:port]/repository`): its parts, its transport (HTTPS unless loopback or insecure), and a snapshot's tag.
-
 import { invalidArgType } from '../../base/arg-errors.js';
 import { SealError } from '../../base/errors.js';
 import { net } from '../../base/lazy-builtins.js';

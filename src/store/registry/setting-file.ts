@@ -22,11 +22,10 @@ export function readSettingFile(path: string): Buffer {
   try {
     const st = fstatSync(fd);
     check(st);
-    // Read up to one byte past the limit: a file that grew since its stat is refused, not read without end.
-    const buffer = Buffer.allocUnsafe(st.size + 1);
+    // At most the size its stat gave: a file that grows meanwhile is not read without end.
+    const buffer = Buffer.allocUnsafe(st.size);
     let n = 0;
     for (let got = -1; got !== 0 && n < buffer.length; n += got) got = readSync(fd, buffer, n, buffer.length - n, null);
-    if (n > SETTING_FILE_BYTES) throw new NotSettingFile(`larger than ${SETTING_FILE_BYTES} bytes`);
     return buffer.subarray(0, n);
   } finally {
     closeSync(fd);
@@ -39,10 +38,9 @@ export async function readSettingFileAsync(path: string): Promise<Buffer> {
   try {
     const st = await file.stat();
     check(st);
-    const buffer = Buffer.allocUnsafe(st.size + 1);
+    const buffer = Buffer.allocUnsafe(st.size);
     let n = 0;
     for (let got = -1; got !== 0 && n < buffer.length; n += got) got = (await file.read(buffer, n, buffer.length - n, null)).bytesRead;
-    if (n > SETTING_FILE_BYTES) throw new NotSettingFile(`larger than ${SETTING_FILE_BYTES} bytes`);
     return buffer.subarray(0, n);
   } finally {
     await file.close();
