@@ -10,7 +10,7 @@ import { CACHE_DIR, DOCUMENT_NAME, TMP_DIR } from './layout.js';
 import { summaryOf, isSummaryOf, type SnapshotSummary } from './snapshot-summary.js';
 import { saveStoreFile } from './stat-cache-file.js';
 import { openSnapshotDir, readSnapshotAt } from './store-dir.js';
-import { isPrivate } from './trust.js';
+import { isPrivate, isSharedPart } from './trust.js';
 
 const FORMAT = 'treeseal-summary';
 const VERSION = 1;
@@ -148,10 +148,6 @@ export class SummaryRecords {
 /** A proof too close in time to the manifest's last change to be recorded. */
 class Racy extends Error {}
 
-/** A shared store's parts are group-writable and sticky (see trust.ts). */
-const S_ISVTX = 0o1000;
-const GROUP_WRITE = 0o020;
-
 /**
  * Writes this user's record, only into a store of this user's or into a shared store's
  * cache/ (group-writable and sticky): root listing a user's store, or
@@ -162,7 +158,7 @@ function writeRecord(sys: Sys, storeRoot: string, digest: string, st: FileIdenti
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   if (sys.fstat(store.fd).uid !== process.geteuid!()) {
     const cache = sys.fstatat(store.fd, CACHE_DIR, AT_SYMLINK_NOFOLLOW);
-    if (!isDir(cache.mode) || !(cache.mode & S_ISVTX) || !(cache.mode & GROUP_WRITE)) return;
+    if (!isDir(cache.mode) || !isSharedPart(cache.mode)) return;
   }
   using tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
   const bytes = recordBytes(digest, st, summary);

@@ -96,6 +96,11 @@ export function checkPart(st: Stat, rule: TrustRule, shown: string): void {
   if (!trustedOwner) throw ownedByAnother(st, rule, shown);
 }
 
+/** Whether a directory's mode is a shared store part's: group-writable and sticky (what checkPart asks of one). */
+export function isSharedPart(mode: number): boolean {
+  return (mode & GROUP_WRITE) !== 0 && (mode & S_ISVTX) !== 0;
+}
+
 function ownedByAnother(st: Stat, rule: TrustRule, shown: string): SealError {
   return untrusted(`untrusted store: ${shown} is owned by uid ${st.uid}, not you (uid ${rule.uid}); use a store you own`);
 }
