@@ -7,6 +7,7 @@ import { SealError } from './errors.js';
 import { escapePath, isWellFormed } from './paths.js';
 import { openUpSubvolume } from './subvolume.js';
 import { throwIfRefused } from './refusal.js';
+import { sleepSync } from './sleep.js';
 import {
   AT_EMPTY_PATH,
   AT_FDCWD,
@@ -532,8 +533,6 @@ export function tryFlock(sys: Sys, fd: number): boolean {
   }
 }
 
-const pause = new Int32Array(new SharedArrayBuffer(4));
-
 /**
  * tryFlock, tried again each millisecond while another holds the flock, for up to `ms`: a
  * store's sweep takes a lock file's flock to learn whether its holder is gone, and lets go
@@ -544,7 +543,7 @@ export function tryFlockAwhile(sys: Sys, fd: number, ms: number): boolean {
   for (;;) {
     if (tryFlock(sys, fd)) return true;
     if (performance.now() >= end) return false;
-    Atomics.wait(pause, 0, 0, 1);
+    sleepSync(1);
   }
 }
 

@@ -1,5 +1,6 @@
 // in-flight.ts: the window after a file's last change in which a write() that set its timestamps may still be copying bytes.
 import type { FileIdentity } from '../sys/identity.js';
+import { sleepSync } from './sleep.js';
 
 /**
  * How long one write() call may still be running after it set the file's timestamps,
@@ -7,8 +8,6 @@ import type { FileIdentity } from '../sys/identity.js';
  * write in flight from before the first fstat.
  */
 export const IN_FLIGHT_WINDOW_NS = 250_000_000n;
-
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 function nowNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
@@ -48,6 +47,6 @@ export function waitPastWrites(id: FileIdentity): void {
   for (;;) {
     const left = end - nowNs();
     if (left <= 0n) return;
-    Atomics.wait(sleeper, 0, 0, Number(left / 1_000_000n) + 1);
+    sleepSync(Number(left / 1_000_000n) + 1);
   }
 }

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 
 import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
+import { sleepSync } from '../base/sleep.js';
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, UTIME_NOW, UTIME_OMIT, isDir, isLink, isReg } from '../sys/constants.js';
 import { sameObject } from '../sys/identity.js';
 import { hasCode } from '../sys/errno.js';
@@ -240,8 +241,6 @@ export class Ledger {
   }
 }
 
-const tick = new Int32Array(new SharedArrayBuffer(4));
-
 /**
  * Waits until the new ledger file's mtime (the kernel's clock: its write set it) is past
  * `newest`, the newest ctime it records, touching it again each millisecond: a write to a
@@ -252,7 +251,7 @@ const tick = new Int32Array(new SharedArrayBuffer(4));
  */
 function stampPast(sys: Sys, fd: number, newest: bigint): void {
   for (let i = 0; i < 100 && sys.fstat(fd).mtimeNs <= newest; i++) {
-    Atomics.wait(tick, 0, 0, 1);
+    sleepSync(1);
     sys.futimens(fd, 0, UTIME_OMIT, 0, UTIME_NOW);
   }
 }

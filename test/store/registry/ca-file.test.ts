@@ -1,7 +1,7 @@
 // ca-file.test.ts: a registry whose certificate a private CA signed (docker-registry with http.tls): refused without the CA, trusted
 // through options.caFile, TREESEAL_CA_FILE and --ca-file, also through an HTTPS_PROXY tunnel (CONNECT); bad CA files and values.
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -116,6 +116,15 @@ describe.skipIf(registry === undefined)('a registry signed by a private CA', () 
       err = await fails(store.pull(digest, remote, { caFile: file }));
       expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `CA file cannot be read: ${file}: not a regular file`]);
     }
+    // Bounded at 16 MiB: one byte more is refused before a byte is read; exactly that much is read (and holds no certificate).
+    const big = join(dir, 'big.pem');
+    writeFileSync(big, '');
+    truncateSync(big, 16 * 1024 * 1024 + 1);
+    err = await fails(store.pull(digest, remote, { caFile: big }));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `CA file cannot be read: ${big}: larger than 16777216 bytes`]);
+    truncateSync(big, 16 * 1024 * 1024);
+    err = await fails(store.pull(digest, remote, { caFile: big }));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `CA file holds no PEM certificate: ${big}`]);
     await expect(store.pull(digest, remote, { caFile: 7 as never })).rejects.toMatchObject({
       name: 'TypeError',
       code: 'ERR_INVALID_ARG_TYPE',

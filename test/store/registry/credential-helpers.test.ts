@@ -2,7 +2,7 @@
 // docker-credential-* executables on PATH, and identity tokens (from a helper or auths[host].identitytoken) used as OAuth2
 // refresh tokens at the token realm.
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -160,6 +160,12 @@ describe.skipIf(basic === undefined || plain === undefined)('docker credential h
     mkfifo(h.config);
     err = await fails(b.pull(snap.digest, remote));
     expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `docker config is not a regular file: ${h.config}`]);
+    // Bounded at 16 MiB: one byte more is refused, not read.
+    rmSync(h.config);
+    writeFileSync(h.config, '');
+    truncateSync(h.config, 16 * 1024 * 1024 + 1);
+    err = await fails(b.pull(snap.digest, remote));
+    expect([err.code, err.message]).toEqual(['SEAL_REMOTE', `docker config is larger than 16777216 bytes: ${h.config}`]);
     await a.close();
     await b.close();
   });
