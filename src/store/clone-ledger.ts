@@ -203,8 +203,12 @@ export class Ledger {
     return this.#kinds[at] === 0 ? undefined : this.#view.getUint32(at + 4, true) & 0o7777;
   }
 
-  /** The bytes of the ledger file: a JSON header line (its owners, the snapshot, the record count), the records, then the sha256 of all that. */
-  encode(store: Stat, cloneDir: Stat, clonePath?: string): Buffer {
+  /**
+   * The bytes of the ledger file, in three parts written one after the other (the records
+   * are not copied): a JSON header line (its owners, the snapshot, the record count), the
+   * records, then the sha256 of the two.
+   */
+  encode(store: Stat, cloneDir: Stat, clonePath?: string): [Buffer, Uint8Array, Buffer] {
     const header = {
       v: LEDGER_VERSION,
       store: idText(store),
@@ -216,8 +220,8 @@ export class Ledger {
       // Where the clone was when this was saved: only gc reads it (a ledger of a clone no longer there is dropped).
       ...(clonePath === undefined ? {} : { path: clonePath }),
     };
-    const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), this.#kinds]);
-    return Buffer.concat([bytes, createHash('sha256').update(bytes).digest()]);
+    const head = Buffer.from(`${JSON.stringify(header)}\n`);
+    return [head, this.#kinds, createHash('sha256').update(head).update(this.#kinds).digest()];
   }
 
   /** The ledger in bytes, or undefined when it is torn, garbage, or another store's or another clone's. */
@@ -324,9 +328,10 @@ export function saveLedger(sys: Sys, storeRoot: string, cloneFd: number, cloneDi
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   mkdirIfMissing(sys, store.fd, CLONES_DIR);
   using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
-  const bytes = ledger.encode(sys.fstat(store.fd), cloneDir, pathOfFd(sys, cloneFd));
+  const parts = ledger.encode(sys.fstat(store.fd), cloneDir, pathOfFd(sys, cloneFd));
   const newest = ledger.newestCtimeNs();
-  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), (sink) => sink(bytes), false, (fd) => stampPast(sys, fd, newest));
+  const write = (sink: (bytes: Uint8Array) => void): void => parts.forEach((part) => sink(part));
+  saveStoreFile(sys, store.fd, clones.fd, CLONES_DIR, ledgerName(cloneDir), write, false, (fd) => stampPast(sys, fd, newest));
 }
 
 /** The absolute path the kernel gives an open directory (/proc/self/fd), or undefined where it cannot say. */

@@ -92,16 +92,31 @@ export class Children implements Iterable<[string, ManifestEntry[]]> {
     }
   }
 
+  /** The parent #add met last, and its group and names: entries in manifest order mostly share their parent with the one before. */
+  #lastParent: string | undefined;
+  #lastGroup: number[] = [];
+  #lastNames: Map<string, number> | undefined;
+
   #add(path: string, i: number): void {
     const cut = path.lastIndexOf('/');
+    const last = this.#lastParent;
+    // The same parent as the entry before: its group found without slicing and hashing the parent again.
+    if (last !== undefined && (cut < 0 ? last === '' : cut === last.length && path.startsWith(last))) {
+      this.#lastGroup.push(i);
+      this.#lastNames?.set(path.slice(cut + 1), i);
+      return;
+    }
     const parent = cut < 0 ? '' : path.slice(0, cut);
     let group = this.#groups.get(parent);
     if (group === undefined) this.#groups.set(parent, (group = []));
     group.push(i);
+    this.#lastParent = parent;
+    this.#lastGroup = group;
     if (this.#names === undefined) return;
     let names = this.#names.get(parent);
     if (names === undefined) this.#names.set(parent, (names = new Map()));
     names.set(path.slice(cut + 1), i);
+    this.#lastNames = names;
   }
 
   /** The index of the entry named `name` whose parent is `parent` (made `named`), or undefined. */

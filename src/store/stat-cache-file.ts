@@ -16,7 +16,7 @@ import { isPrivate } from './trust.js';
 const MAX_CACHE_BYTES = 512 * 1024 * 1024;
 
 /** Produces a cache file's bytes, in order, into sink (each chunk consumed before the next). */
-export type WriteCache = (sink: (bytes: Buffer) => void) => void;
+export type WriteCache = (sink: (bytes: Uint8Array) => void) => void;
 
 /**
  * The key of one source's cache in one store: sha256 of the store directory's
