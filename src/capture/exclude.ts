@@ -3,7 +3,8 @@ import { createRequire } from 'node:module';
 import type { Ignore, Options } from 'ignore';
 
 import { checkListLength, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
-import { isWellFormed } from '../base/paths.js';
+import { SealError } from '../base/errors.js';
+import { escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import type { DirEntry, Sys } from '../sys/native.js';
 import type { PlannedMount } from './plan.js';
@@ -122,13 +123,19 @@ export class Excludes {
     return this.#matcher.ignores(dir ? `${path}/` : path);
   }
 
-  /** The pattern that leaves `path` out whatever its kind (itself or a directory above it), or undefined. */
-  patternFor(path: string): string | undefined {
-    for (const p of [path, `${path}/`]) {
+  /**
+   * The pattern that leaves `path` out (itself or a directory above it) as a directory
+   * (`dir` true) or as anything else (false), as git matches an entry of that kind; with
+   * `dir` undefined, one that leaves it out whatever its kind (as both). Else undefined.
+   */
+  patternFor(path: string, dir?: boolean): string | undefined {
+    let pattern: string | undefined;
+    for (const p of dir === undefined ? [path, `${path}/`] : [dir ? `${path}/` : path]) {
       const r = this.#rules.test(p);
-      if (r.ignored) return r.rule?.pattern;
+      if (!r.ignored) return undefined;
+      pattern ??= r.rule?.pattern;
     }
-    return undefined;
+    return pattern;
   }
 }
 
@@ -165,24 +172,58 @@ export function matchedName(name: string | Buffer): string {
   return typeof name === 'string' ? name : name.toString('utf8');
 }
 
+/** The declared roots (copy roots, then mount sources), each with the option that names it. */
+function declaredRoots(declarations: readonly string[], copyParts: readonly string[][], mounts: readonly Pick<PlannedMount, 'source' | 'sourceParts'>[]): { name: string; raw: string | undefined; path: string }[] {
+  return [
+    ...copyParts.map((parts, i) => ({ name: `options.copy[${i}]`, raw: declarations[i], path: parts.join('/') })),
+    ...mounts.map((m, i) => ({ name: `options.mounts[${i}].source`, raw: m.source, path: m.sourceParts.join('/') })),
+  ];
+}
+
+/** A declared root the patterns leave out: ERR_INVALID_ARG_VALUE naming its option and the pattern. */
+function leftOut(root: { name: string; raw: string | undefined }, pattern: string): TypeError {
+  return invalidArgValue(root.name, root.raw, `is left out by the exclude pattern ${JSON.stringify(pattern)}`);
+}
+
 /**
- * The `exclude` option, checked (checkExcludes), and checked against the declared roots:
- * a copy root or mount source that the patterns leave out (as a file or as a directory,
- * or below a directory they leave out) is ERR_INVALID_ARG_VALUE, before anything is opened.
+ * The `exclude` option, checked (checkExcludes), and checked against the declared roots
+ * before anything is opened: a copy root or mount source that the patterns leave out
+ * whatever its kind (by name, or below a directory they leave out) is
+ * ERR_INVALID_ARG_VALUE. One they leave out only as a directory (`build/`) or only as
+ * anything else (`/*` then `!/src/`) is kept or refused by the kind it is captured as
+ * (checkCapturedRoots), as git keeps a file `build` under `build/`.
  */
 export function planExcludes(value: unknown, source: string, declarations: readonly string[], copyParts: readonly string[][], mounts: readonly PlannedMount[]): string[] {
   const patterns = checkExcludes(value, source);
   const excludes = Excludes.of(patterns);
   if (excludes === undefined) return patterns;
-  const declared = [
-    ...copyParts.map((parts, i) => ({ name: `options.copy[${i}]`, raw: declarations[i], parts })),
-    ...mounts.map((m, i) => ({ name: `options.mounts[${i}].source`, raw: m.source, parts: m.sourceParts })),
-  ];
-  for (const d of declared) {
-    const pattern = excludes.patternFor(d.parts.join('/'));
-    if (pattern !== undefined) throw invalidArgValue(d.name, d.raw, `is left out by the exclude pattern ${JSON.stringify(pattern)}`);
+  for (const root of declaredRoots(declarations, copyParts, mounts)) {
+    const pattern = excludes.patternFor(root.path);
+    if (pattern !== undefined) throw leftOut(root, pattern);
   }
   return patterns;
+}
+
+/**
+ * The declared roots against the patterns once captured, each by the kind it was captured
+ * as (`isDir(i)`: the i-th of the copy roots, then of the mount sources, is a directory):
+ * ERR_INVALID_ARG_VALUE for the first they leave out as that kind. With the copy roots
+ * chosen from the source's top level (`chosen`), which left out what the patterns do, one
+ * left out now changed its kind in between: SEAL_CHANGED.
+ */
+export function checkCapturedRoots(
+  excludes: Excludes | undefined,
+  plan: { declarations: readonly string[]; copyParts: readonly string[][]; mounts: readonly Pick<PlannedMount, 'source' | 'sourceParts'>[] },
+  isDir: (i: number) => boolean,
+  chosen: boolean,
+): void {
+  if (excludes === undefined) return;
+  declaredRoots(plan.declarations, plan.copyParts, plan.mounts).forEach((root, i) => {
+    const pattern = excludes.patternFor(root.path, isDir(i));
+    if (pattern === undefined) return;
+    if (chosen && i < plan.copyParts.length) throw new SealError('SEAL_CHANGED', `top-level entry changed while snapshotting (not the kind it was listed as): ${escapePath(root.path)}`, { path: root.path });
+    throw leftOut(root, pattern);
+  });
 }
 
 /** A gitignore pattern for exactly `path` (relative to the source): anchored, its special characters escaped. */

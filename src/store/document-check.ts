@@ -10,6 +10,7 @@ import { parseMtime } from '../base/times.js';
 import { Excludes, MAX_PATTERNS, patternProblem } from '../capture/exclude.js';
 import { userPath } from '../capture/obstacles.js';
 import type { StoredSnapshot } from './document.js';
+import { EntryReader } from './manifest-tree.js';
 
 /** The kernel's NAME_MAX: no directory entry can have a longer name. */
 const MAX_NAME_BYTES = 255;
@@ -179,9 +180,18 @@ function checkExcluded(d: Pick<StoredSnapshot, 'source' | 'declarations' | 'excl
     if (why !== undefined) throw corrupt(`exclude pattern ${why}`, p);
   }
   const excludes = Excludes.of(d.exclude)!;
-  for (const parts of [...roots, ...sources]) {
-    if (excludes.patternFor(parts.join('/')) !== undefined) throw corrupt('a declared root is excluded', parts.join('/'));
+  // Each root by the kind it was captured as (a copy root's entry, a mount's payload), as capture checks it; whatever its kind where none says.
+  const reader = new EntryReader(d.entries);
+  const rootDir = (path: string): boolean | undefined => {
+    const i = reader.indexOf(path);
+    return i < 0 ? undefined : reader.kind(i) === 'directory';
+  };
+  for (const parts of roots) {
+    if (excludes.patternFor(parts.join('/'), rootDir(parts.join('/'))) !== undefined) throw corrupt('a declared root is excluded', parts.join('/'));
   }
+  sources.forEach((parts, i) => {
+    if (excludes.patternFor(parts.join('/'), d.mounts[i]!.kind === 'directory') !== undefined) throw corrupt('a declared root is excluded', parts.join('/'));
+  });
   const check = (path: string, kind: ManifestEntry['kind'], shown: string): void => {
     if (excludes.excludes(path, kind === 'directory')) throw corrupt('an excluded path is in the snapshot', shown);
   };

@@ -11,7 +11,8 @@ import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
 import { checkCopyLinks } from '../capture/links.js';
 import { addBadName, asUserPath } from '../capture/obstacles.js';
-import { Excludes } from '../capture/exclude.js';
+import { Excludes, checkCapturedRoots } from '../capture/exclude.js';
+import { EntryReader, indexOfPath } from './manifest-tree.js';
 import { withCopyRoots } from '../capture/default-copy.js';
 import { withStoreLock } from './lock.js';
 import { EntryTable } from '../base/entry-table.js';
@@ -303,6 +304,10 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     const subvolumes = onBtrfs(sys, buildFd);
     const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes));
     ctx.reportDone();
+    // Each declared root against the patterns by the kind it was captured as (build/ leaves out a directory build, never a file).
+    const roots = plan.copyParts.map((parts) => indexOfPath(entries, parts.join('/')));
+    const reader = new EntryReader(entries);
+    checkCapturedRoots(exclude, plan, (i) => (i < roots.length ? roots[i]! >= 0 && reader.kind(roots[i]!) === 'directory' : mounts[i - roots.length]!.kind === 'directory'), plan.defaultCopy);
     const base = { source: plan.source, revision: plan.revision, declarations: plan.declarations, ...(plan.exclude.length > 0 ? { exclude: plan.exclude } : {}), entries, mounts };
     const data: StoredSnapshot = { ...base, ...computeDigests(base), totalBytes: ctx.totalBytes };
     const expect = plan.expectMounts;

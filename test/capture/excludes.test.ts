@@ -135,6 +135,63 @@ describe('what exclude patterns leave out', () => {
   });
 });
 
+describe('a declared or top-level root is matched by the kind it is, as git matches it', () => {
+  /** A repo with a build script file, a .github directory, a dot file, src/ and package.json (the shapes real .gitignore files meet). */
+  const ROOTS: Record<string, string | null> = {
+    build: '#!/bin/sh\nmake\n',
+    'lib/a.c': 'int a;\n',
+    '.github/ci.yml': 'on: push\n',
+    '.env': 'X=1\n',
+    'src/m.py': 'x\n',
+    'package.json': '{}\n',
+    'tmp/junk': 'j\n',
+  };
+  const roots = (exclude: string[]): string[] => {
+    const { repo, store } = setup(ROOTS);
+    const snap = store.captureSync({ source: repo, exclude });
+    const out = snap.declarations;
+    store.closeSync();
+    return out;
+  };
+
+  it('without copy: a directory-only pattern keeps a file of that name, a directory-only negation and the whitelist idiom bring directories back', async () => {
+    // Each was SEAL_CORRUPT "a declared root is excluded": the capture's own check matched the root as a file and as a directory.
+    expect(roots(['build/'])).toEqual(['.env', '.github', 'build', 'lib', 'package.json', 'src', 'tmp']);
+    expect(roots(['.*', '!/.github/'])).toEqual(['.github', 'build', 'lib', 'package.json', 'src', 'tmp']);
+    expect(roots(['/*', '!/src/', '!/package.json'])).toEqual(['package.json', 'src']);
+    expect(roots(['*', '!*/', '!*.py'])).toEqual(['.github', 'lib', 'src', 'tmp']);
+    // Through the worker thread, and read back from the store (its document check takes each root's kind from its entry).
+    const { repo, store } = setup(ROOTS);
+    const snap = await store.capture({ source: repo, exclude: ['/*', '!/src/', '!/package.json'] });
+    expect(snap.entries.map((e) => e.path)).toEqual(['package.json', 'src', 'src/m.py']);
+    expect(store.get(snap.digest).declarations).toEqual(['package.json', 'src']);
+    expect(await snap.verify()).toEqual({ entries: 3, bytes: 5 });
+    await store.close();
+  });
+
+  it('declared: a root left out only as the other kind is captured; one left out as its own kind is ERR_INVALID_ARG_VALUE once its kind is known, nothing left', async () => {
+    const { repo, store } = setup(ROOTS);
+    let snap = store.captureSync({ source: repo, copy: ['build', 'src'], exclude: ['build/', '/*', '!/src/', '!/build'] });
+    expect(snap.entries.map((e) => [e.path, e.kind])).toEqual([['build', 'file'], ['src', 'directory'], ['src/m.py', 'file']]);
+    snap = await store.capture({ source: repo, copy: ['lib'], mounts: [{ source: 'src', target: 'deps' }], exclude: ['/*', '!/lib/', '!/src/'] });
+    expect([snap.declarations, snap.mounts.map((m) => m.kind)]).toEqual([['lib'], ['directory']]);
+    const before = storeLeftovers(store.root);
+    const message = (name: string, pattern: string, raw: string): string => `The property '${name}' is left out by the exclude pattern ${JSON.stringify(pattern)}. Received '${raw}'`;
+    const cases: [CaptureCallOptions, string][] = [
+      [{ source: repo, copy: ['src'], exclude: ['src/'] }, message('options.copy[0]', 'src/', 'src')],
+      [{ source: repo, copy: ['lib', 'package.json'], exclude: ['/*', '!/lib/', '!*/'] }, message('options.copy[1]', '/*', 'package.json')],
+      [{ source: repo, copy: ['lib'], mounts: [{ source: 'src', target: 'deps' }], exclude: ['/src/'] }, message('options.mounts[0].source', '/src/', 'src')],
+    ];
+    for (const [options, msg] of cases) {
+      expect(expectError(() => store.captureSync(options), { code: 'ERR_INVALID_ARG_VALUE', message: msg, unchanged: store.root })).toBeInstanceOf(TypeError);
+      expect(await expectError(async () => store.capture(options), { code: 'ERR_INVALID_ARG_VALUE', message: msg, unchanged: store.root })).toBeInstanceOf(TypeError);
+      expect(storeLeftovers(store.root)).toEqual(before);
+    }
+    expect(store.list().length).toBe(2);
+    await store.close();
+  });
+});
+
 describe('what is left out is never opened', () => {
   it('a FIFO, a symlink in a copy root and an escaping mount link left out are never refused, opened or statted', async () => {
     const base = tempDir();
@@ -299,7 +356,8 @@ describe('patterns refused before anything is opened', () => {
     ['a .. component', ['src/../x'], 'ERR_INVALID_ARG_VALUE', "The property 'options.exclude[0]' must not hold '..' as a path component (patterns are relative to the source). Received 'src/../x'"],
     ['a negated .. component', ['!../x/'], 'ERR_INVALID_ARG_VALUE', "The property 'options.exclude[0]' must not hold '..' as a path component (patterns are relative to the source). Received '!../x/'"],
     ['the absolute path of a source entry', [`${source}/build/`], 'ERR_INVALID_ARG_VALUE', `The property 'options.exclude[0]' must be relative to the source, not absolute (write /build/ for ${source}/build/). Received '${source}/build/'`],
-    ['a copy root it leaves out', ['*.txt', 'src/'], 'ERR_INVALID_ARG_VALUE', `The property 'options.copy[0]' is left out by the exclude pattern "src/". Received 'src'`],
+    ['a copy root it leaves out whatever its kind', ['*.txt', 'src'], 'ERR_INVALID_ARG_VALUE', `The property 'options.copy[0]' is left out by the exclude pattern "src". Received 'src'`],
+    ['a copy root below a directory-only pattern', ['lib/'], 'ERR_INVALID_ARG_VALUE', `The property 'options.copy[1]' is left out by the exclude pattern "lib/". Received 'lib/x'`],
     ['a copy root below a directory it leaves out', ['/lib'], 'ERR_INVALID_ARG_VALUE', `The property 'options.copy[1]' is left out by the exclude pattern "/lib". Received 'lib/x'`],
     ['a mount source it leaves out', ['deps'], 'ERR_INVALID_ARG_VALUE', `The property 'options.mounts[0].source' is left out by the exclude pattern "deps". Received 'deps'`],
   ];

@@ -56,6 +56,10 @@ describe('capture --exclude', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, `treeseal: The exclude pattern from --exclude must be relative to the source, not absolute (write /src for ${repo}/src). Received '${repo}/src'`]);
     r = cli(store, 'capture', repo, '--copy', 'src', '--exclude', 'src/');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, `treeseal: --copy 'src' is left out by the exclude pattern "src/"`]);
+    // A directory-only pattern keeps a file of that name, declared or not (both were refused: exit 2, and SEAL_CORRUPT without --copy).
+    writeFileSync(join(repo, 'build'), '#!/bin/sh\n');
+    expect(json(cli(store, 'capture', repo, '--copy', 'build', '--exclude', 'build/', '--json')).declarations).toEqual(['build']);
+    expect(json(cli(store, 'capture', repo, '--exclude', 'build/', '--json')).declarations).toContain('build');
     r = cli(store, 'capture', repo, '--exclude-from', join(work, 'missing'));
     expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_UNAVAILABLE: cannot read --exclude-from file ${join(work, 'missing')}: ENOENT: no such file or directory, open '${join(work, 'missing')}'\n`]);
     writeFileSync(patterns, Buffer.from([0x62, 0xff, 0x0a]));

@@ -113,6 +113,7 @@ export const CASES: [string, (d: Doc) => void, string][] = [
   ['an exclude pattern that climbs', (d) => (d.exclude = ['../x']), "exclude pattern must not hold '..' as a path component (patterns are relative to the source): ../x"],
   ['an exclude pattern that spells out the source', (d) => (d.exclude = ['/tmp/repo/src/a']), 'exclude pattern must be relative to the source, not absolute (write /src/a for /tmp/repo/src/a): /tmp/repo/src/a'],
   ['an exclude pattern that leaves a copy root out', (d) => (d.exclude = ['/src']), 'a declared root is excluded: src'],
+  ['a directory-only exclude pattern that leaves a directory copy root out (the root matched as the kind its entry is)', (d) => (d.exclude = ['src/']), 'a declared root is excluded: src'],
   ['an exclude pattern that leaves a mount source out', (d) => (d.exclude = ['deps/']), 'a declared root is excluded: deps'],
   ['a copy-root entry its exclude patterns leave out', (d) => (d.exclude = ['a']), 'an excluded path is in the snapshot: src/a'],
   ['a mount entry its exclude patterns leave out (matched at its source path)', (d) => (d.exclude = ['/deps/*.js']), 'an excluded path is in the snapshot: payload/i.js'],
