@@ -37,6 +37,26 @@ function ledgerName(cloneDir: Stat): string {
   return `${cloneDir.dev}-${cloneDir.ino}.ledger`;
 }
 
+/**
+ * How far apart in time two writes may be on a filesystem that keeps whole seconds (ext3,
+ * ext4 with 128-byte inodes; vfat keeps two) and still leave one ctime: the clone's times
+ * may be that coarse while the ledger's, in the store, are not.
+ */
+const COARSE_NS = 2_000_000_000n;
+/** COARSE_NS in high halves (units of 2^32 ns), rounded up, plus one: a high half this far below recordedNs's is past it whatever the low halves. */
+const COARSE_HIGH = Number(COARSE_NS >> 32n) + 2;
+
+/**
+ * Whether a record's ctime, before the ledger's mtime `recordedNs`, may be a coarse
+ * filesystem's that a write after it could still have left as it is: a whole second (a
+ * filesystem with nanoseconds gives one once in a billion files, which are then only
+ * hashed) within COARSE_NS of recordedNs. The ledger's mtime passing the newest ctime
+ * (stampPast) tells nothing of a clone that rounds its times down to the second.
+ */
+function coarse(ctimeNs: bigint, recordedNs: bigint): boolean {
+  return ctimeNs % 1_000_000_000n === 0n && recordedNs - ctimeNs <= COARSE_NS;
+}
+
 /** One record's bytes: kind (u8) and 3 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
 const RECORD_BYTES = 40;
 const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
@@ -138,7 +158,9 @@ export class Ledger {
     // The record's ctime against recordedNs, signed 64-bit, by halves: the high ones signed, then the low ones unsigned.
     const at = i * RECORD_BYTES + 32;
     const high = this.#view.getInt32(at + 4, true);
-    return high !== this.#recordedHigh ? high < this.#recordedHigh : this.#view.getUint32(at, true) < this.#recordedLow;
+    if (high !== this.#recordedHigh ? high > this.#recordedHigh : this.#view.getUint32(at, true) >= this.#recordedLow) return false;
+    // Before it: trusted, unless the time is a whole second within COARSE_NS of it (see coarse).
+    return high < this.#recordedHigh - COARSE_HIGH || !coarse(this.#view.getBigInt64(at, true), this.#recordedNs);
   }
 
   /** The newest ctime any record holds (0 for none). */

@@ -115,7 +115,7 @@ describe('the clone ledger file', () => {
     store.closeSync();
   });
 
-  it("a file's bytes are trusted only while its recorded ctime is before the ledger's mtime, compared as signed 64-bit nanoseconds (by halves: the high signed, the low unsigned)", () => {
+  it("a file's bytes are trusted only while its recorded ctime is before the ledger's mtime, compared as signed 64-bit nanoseconds (by halves: the high signed, the low unsigned), and a whole second by more than 2 s", () => {
     const { work, store, snap, clone } = materialized({ 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
     const ledgers = join(work, 'store/clones');
     const path = join(ledgers, readdirSync(ledgers)[0]!);
@@ -132,6 +132,13 @@ describe('the clone ledger file', () => {
       ['R + 2^32 - 1 (high half larger, low half smaller)', (r) => r + HALF - 1n, true],
       ['R with the low half at its top (2^32 - 1 above R\'s high half)', (r) => (r & ~(HALF - 1n)) + HALF - 1n, true],
       ['-5 (a time before the epoch: the high half negative)', () => -5n, false],
+      // A whole second within 2 s before R: a clone that keeps whole seconds (ext4 with 128-byte inodes, ext3, vfat) gives a write
+      // later in that second the same ctime, however far the ledger's mtime (the store's, in nanoseconds) is past it.
+      ['R - 1 s, a whole second', (r) => r - 1_000_000_000n, true],
+      ['R - 2 s, a whole second', (r) => r - 2_000_000_000n, true],
+      ['R - 3 s, a whole second', (r) => r - 3_000_000_000n, false],
+      ['R - 1 s + 1 ns (not a whole second)', (r) => r - 999_999_999n, false],
+      ['R - 9 s, a whole second (the high half more than 2 below)', (r) => r - 9_000_000_000n, false],
     ];
     // The ledger's mtime set to R, a whole second (utimes takes seconds): R's low half is then none of the edge cases by chance.
     const seconds = 1_800_000_000;
