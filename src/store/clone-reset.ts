@@ -523,7 +523,9 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   using _ = dir;
   using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
   try {
-    return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, checked: () => (lock.take(), known && openUpCloneDir(sys, dir.fd)) });
+    // A clone this call made, or an empty directory: nothing is there for a process to have mapped or to be waiting in.
+    const newClone = made !== undefined || sys.readdir(dir.fd).length === 0;
+    return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, newClone, checked: () => (lock.take(), known && openUpCloneDir(sys, dir.fd)) });
   } catch (err) {
     if (made !== undefined) removeMadeClone(sys, clone, made);
     throw err;

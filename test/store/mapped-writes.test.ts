@@ -1,10 +1,10 @@
 // mapped-writes.test.ts: a write through a shared mapping moves no time on tmpfs; diff, reset and the arm's capture still see it there, and trust the ledger where it moves the ctime.
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore } from '../../dist/index.js';
+import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -72,6 +72,109 @@ describe('a write through a shared mapping', () => {
     writeThroughMapping(path, 'BACKDOOR');
     expect(statSync(path, { bigint: true }).ctimeNs).not.toBe(before.ctimeNs);
     expect(store.get(digest).diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'], files: 0 });
+    store.closeSync();
+  });
+});
+
+/** Blocks this thread until `file` exists (for up to 10 s). */
+function waitFor(file: string): void {
+  const end = Date.now() + 10_000;
+  const word = new Int32Array(new SharedArrayBuffer(4));
+  while (!existsSync(file)) {
+    if (Date.now() > end) throw new Error(`${file} did not appear`);
+    Atomics.wait(word, 0, 0, 2);
+  }
+}
+
+/**
+ * An agent still running in the clone: once `go1` exists it maps `path` shared and writes its
+ * first byte back as it is (the write fault stamps the times now, and leaves the page dirty
+ * and writable), says `ready`, and once `go2` exists writes another byte through that page.
+ */
+const LINGERING_AGENT = `
+import mmap, os, sys, time
+path, work = sys.argv[1], sys.argv[2]
+def wait(name):
+    while not os.path.exists(os.path.join(work, name)):
+        time.sleep(0.002)
+wait('go1')
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 0)
+m[0] = m[0]
+open(os.path.join(work, 'ready'), 'w').close()
+wait('go2')
+m[0] = ord('X')
+open(os.path.join(work, 'done'), 'w').close()
+`;
+
+describe('a process that maps a file while reset writes it', () => {
+  it("its later write through the page it made writable faults and moves the ctime: a copied file is written back before its identity is recorded (diff, reset and the arm's capture see the write)", () => {
+    const base = tempDir();
+    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
+    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+    const { work, store, clone, digest } = arm(base);
+    const path = join(clone, 'src/a.ts');
+    writeFileSync(path, 'the agent changed this\n');
+    const agent = spawn('python3', ['-c', LINGERING_AGENT, path, work], { stdio: 'ignore' });
+    try {
+      // The agent maps the restored file right after reset's copy wrote its bytes (reflink 'never': a buffered copy).
+      let fired = false;
+      const sys = wrapSys({
+        pwrite: (orig) => (fd, buffer, offset, length, position) => {
+          const n = orig(fd, buffer, offset, length, position);
+          if (!fired && readlinkSync(`/proc/self/fd/${fd}`) === path) {
+            fired = true;
+            writeFileSync(join(work, 'go1'), '');
+            waitFor(join(work, 'ready'));
+          }
+          return n;
+        },
+      });
+      const stored = store.get(digest);
+      const snap = new Snapshot(stored.root, stored.toJSON(), { sys });
+      expect(snap.resetSync(clone, { reflink: 'never' })).toMatchObject({ method: 'reset', changed: ['src/a.ts'] });
+      expect(fired).toBe(true);
+      expect(readFileSync(path, 'utf8')).toBe('export const a = 1;\n');
+      writeFileSync(join(work, 'go2'), '');
+      waitFor(join(work, 'done'));
+      expect(readFileSync(path, 'utf8')).toBe('Xxport const a = 1;\n');
+      expect(stored.diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'] });
+      const captured = store.captureSync({ source: clone, copy: ['src'] });
+      expect(captured.captureReport).toMatchObject({ files: 2, reusedFiles: 1 });
+      expect(captured.digest).not.toBe(digest);
+      expect(stored.resetSync(clone)).toMatchObject({ changed: ['src/a.ts'] });
+      expect(stored.checkCloneSync(clone).ok).toBe(true);
+    } finally {
+      agent.kill();
+      store.closeSync();
+    }
+  });
+
+  it('a whole materialize writes back each file it copies into a clone a process may be in (one holding anything), never into one it made or an empty one', () => {
+    const base = tempDir();
+    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
+    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+    const { work, store, digest } = arm(base);
+    let written = 0;
+    const sys = wrapSys({ sync_file_range: (orig) => (...args) => (written++, orig(...args)) });
+    const stored = store.get(digest);
+    const snap = new Snapshot(stored.root, stored.toJSON(), { sys });
+    const made = join(work, 'made');
+    const empty = join(work, 'empty');
+    const used = join(work, 'used');
+    mkdirSync(empty);
+    mkdirSync(used);
+    writeFileSync(join(used, 'notes.txt'), 'left here\n');
+    const cases: [string, () => void, number][] = [
+      ['made by the call', () => snap.materializeSync(made, { createClone: true, reflink: 'never' }), 0],
+      ['an empty directory', () => snap.materializeSync(empty, { reflink: 'never' }), 0],
+      ['a directory holding a file', () => snap.materializeSync(used, { reflink: 'never' }), 2],
+    ];
+    for (const [what, run, want] of cases) {
+      written = 0;
+      run();
+      expect([what, written]).toEqual([what, want]);
+    }
     store.closeSync();
   });
 });
