@@ -1,5 +1,6 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
+import type { Writable } from 'node:stream';
 import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -19,6 +20,7 @@ import type { Lease } from './lease.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
+import { seccompFilter } from './sandbox-seccomp.js';
 
 export interface SandboxOptions {
   /** Where the clone is bound inside the sandbox, and the working directory there (default /workspace). */
@@ -214,6 +216,8 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
 const CLONE_FD = 3;
+/** The fd bubblewrap reads the seccomp filter from (a pipe this process writes it into). */
+const SECCOMP_FD = 4;
 
 /** SEAL_LIMIT for arguments and an environment past what one exec takes (E2BIG, thrown by spawn or emitted); undefined for anything else. */
 function tooBigToExec(err: unknown, argv: readonly string[]): SealError | undefined {
@@ -334,13 +338,17 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
     let child: ChildProcess;
     try {
-      child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--', ...argv], {
-        stdio: [...three, dir.fd],
+      child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--seccomp', String(SECCOMP_FD), '--', ...argv], {
+        stdio: [...three, dir.fd, 'pipe'],
         ...(options.env === undefined ? {} : { env: options.env }),
       });
     } catch (err) {
       throw tooBigToExec(err, argv) ?? err;
     }
+    // bubblewrap reads the filter to its end before it runs the command; a bwrap that never starts closes the pipe (EPIPE, ignored).
+    const filter = child.stdio[SECCOMP_FD] as Writable | null;
+    filter?.on('error', () => {});
+    filter?.end(seccompFilter());
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {

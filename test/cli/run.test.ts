@@ -6,8 +6,24 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
-import { expectError, rootPassOnly, tempDir, writeTree } from '../helpers.js';
+import { expectError, reflinkMount, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
+
+/**
+ * XFS_IOC_SWAPEXT of argv[1] with argv[2] (same size): the request with the target's own mtime and ctime, which the kernel
+ * demands and leaves as they are. Prints `swapped`, or `refused <errno>`.
+ */
+const SWAPEXT_PY = [
+  'import fcntl, os, struct, sys',
+  't = os.open(sys.argv[1], os.O_RDWR); d = os.open(sys.argv[2], os.O_RDWR); st = os.fstat(t); b = bytearray(192)',
+  "struct.pack_into('<qqqqq', b, 0, 0, t, d, 0, st.st_size)",
+  "struct.pack_into('<qi', b, 112, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9)",
+  "struct.pack_into('<qi', b, 128, st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)",
+  'try:',
+  '    fcntl.ioctl(t, 0xc0c0586d, b); print(\'swapped\')',
+  'except OSError as e:',
+  "    print('refused', e.errno)",
+].join('\n');
 
 function bwrapAvailable(): boolean {
   const found = spawnSync('bwrap', ['--version']).status === 0;
@@ -201,6 +217,29 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     } finally {
       closeSync(fd);
     }
+  });
+
+  it("XFS's extent swap (XFS_IOC_SWAPEXT, no capability needed, times left as they were) is refused in the sandbox: diff would not see the bytes it changes", () => {
+    if (!bwrapAvailable()) return;
+    const xfs = reflinkMount('xfs');
+    if (xfs === undefined) return;
+    const work = tempDir(xfs);
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'A'.repeat(4096) });
+    const store = join(work, 'store');
+    const { digest } = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--json'));
+    const arm = join(work, 'arm');
+    const swap = `donor=$(mktemp -p src); printf '%4096s' '' | tr ' ' E > "$donor"; python3 -c "${SWAPEXT_PY}" src/a.ts "$donor"; rm -f "$donor"`;
+    const r = spawnSync(process.execPath, [CLI, 'run', digest, arm, '--', 'sh', '-c', swap], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
+    expect([r.status, r.stdout, r.stderr]).toEqual([0, 'refused 1\n', '']);
+    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('A'.repeat(4096));
+    // The premise: outside the sandbox the same call swaps the bytes and leaves the identity diff trusts.
+    writeFileSync(join(work, 'donor'), 'E'.repeat(4096));
+    const outside = spawnSync('python3', ['-c', SWAPEXT_PY, join(arm, 'src/a.ts'), join(work, 'donor')], { encoding: 'utf8' });
+    expect(outside.stdout).toBe('swapped\n');
+    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('E'.repeat(4096));
+    expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
+    const verified = cli(store, 'diff', digest, arm, '--verify', '--json');
+    expect([verified.status, JSON.parse(verified.stdout)]).toMatchObject([1, { ok: false, changed: ['src/a.ts'] }]);
   });
 
   it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
