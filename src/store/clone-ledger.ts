@@ -165,13 +165,22 @@ export class Ledger {
 
   /** The newest ctime any record holds (0 for none). */
   newestCtimeNs(): bigint {
-    let newest = 0n;
+    // Compared by halves (the high signed, the low unsigned), as trustsBytes does: no BigInt made per record.
+    let at = -1;
+    let high = 0;
+    let low = 0;
     for (let i = 0; i < this.count; i++) {
-      if (this.#kinds[i * RECORD_BYTES] === 0) continue;
-      const c = this.#view.getBigInt64(i * RECORD_BYTES + 32, true);
-      if (c > newest) newest = c;
+      const r = i * RECORD_BYTES;
+      if (this.#kinds[r] === 0) continue;
+      const h = this.#view.getInt32(r + 36, true);
+      const l = this.#view.getUint32(r + 32, true);
+      if (at >= 0 && (h < high || (h === high && l <= low))) continue;
+      at = r;
+      high = h;
+      low = l;
     }
-    return newest;
+    const newest = at < 0 ? 0n : this.#view.getBigInt64(at + 32, true);
+    return newest > 0n ? newest : 0n;
   }
 
   /** True when st is exactly the entry recorded for manifest entry i: the same inode, unchanged since. */

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import type { Stat } from '../../dist/sys/index.js';
+import { Ledger } from '../../dist/internal.js';
 import { checkNoFdLeaks, mkfifo, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -32,6 +33,27 @@ function materialized(files: Record<string, string>): { work: string; store: Sna
   snap.materializeSync(clone);
   return { work, store, snap, clone };
 }
+
+describe('Ledger.newestCtimeNs (what the ledger file waits to be stamped past)', () => {
+  it('is the newest ctime of the records made, compared as signed 64-bit nanoseconds by halves; 0 for none or none after the epoch', () => {
+    const st = (ctimeNs: bigint): Stat => ({ dev: 1n, ino: 2n, mode: 0o100600, nlink: 1, uid: 0, gid: 0, size: 0, blocks: 0, mtimeNs: 0n, ctimeNs }) as unknown as Stat;
+    const newest = (ctimes: (bigint | undefined)[]): bigint => {
+      const ledger = Ledger.empty('a'.repeat(64), 1n, false, ctimes.length);
+      ctimes.forEach((c, i) => c !== undefined && ledger.record(i, st(c)));
+      return ledger.newestCtimeNs();
+    };
+    const HALF = 1n << 32n;
+    expect(newest([])).toBe(0n);
+    expect(newest([undefined, undefined])).toBe(0n);
+    expect(newest([-5n, -HALF])).toBe(0n);
+    expect(newest([5n, HALF - 1n, 3n])).toBe(HALF - 1n);
+    // High halves decide first (one larger with a smaller low half), then the low halves unsigned.
+    expect(newest([HALF * 7n + 9n, HALF * 8n + 1n, HALF * 8n])).toBe(HALF * 8n + 1n);
+    expect(newest([HALF * 8n + (HALF - 1n), HALF * 8n + 2n])).toBe(HALF * 8n + (HALF - 1n));
+    // A record not made (kind 0) is not counted whatever its bytes, and the first record made may be the newest.
+    expect(newest([1_800_000_000_000_000_000n, undefined, 1_700_000_000_000_000_000n])).toBe(1_800_000_000_000_000_000n);
+  });
+});
 
 describe('the clone ledger file', () => {
   it('is trusted only when its header names this store, this clone, its device, a snapshot digest and its record count; re-sealed with any of them changed, diff re-hashes', () => {
