@@ -533,16 +533,20 @@ export function tryFlock(sys: Sys, fd: number): boolean {
   }
 }
 
+/** The tries tryFlockAwhile makes however long they take: a loaded machine can keep a thread off the CPU past the whole wait. */
+const FLOCK_TRIES = 5;
+
 /**
- * tryFlock, tried again each millisecond while another holds the flock, for up to `ms`: a
- * store's sweep takes a lock file's flock to learn whether its holder is gone, and lets go
- * within microseconds; a live holder keeps it past the wait. False once `ms` is over.
+ * tryFlock, tried again each millisecond while another holds the flock, for up to `ms` and
+ * at least FLOCK_TRIES times: a store's sweep takes a lock file's flock to learn whether
+ * its holder is gone, and lets go within microseconds; a live holder keeps it past the
+ * wait. False once both are over.
  */
 export function tryFlockAwhile(sys: Sys, fd: number, ms: number): boolean {
   const end = performance.now() + ms;
-  for (;;) {
+  for (let tries = 1; ; tries++) {
     if (tryFlock(sys, fd)) return true;
-    if (performance.now() >= end) return false;
+    if (tries >= FLOCK_TRIES && performance.now() >= end) return false;
     sleepSync(1);
   }
 }

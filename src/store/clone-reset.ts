@@ -20,6 +20,7 @@ import { checkCloneApart, makeCloneDir, openCloneDir, openRepairableClone, openR
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
+import { checkMadeFiles } from './clone-readback.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import { inCloneDir, inStore } from './clone-changing.js';
@@ -160,39 +161,6 @@ function rootPresent(sys: Sys, cloneFd: number, parts: readonly string[]): boole
   } catch (err) {
     return !hasCode(err, 'ENOENT');
   }
-}
-
-/**
- * The agent can open a file while reset fills it (the clone and the file are its user's):
- * a write it made before the identity was recorded would be recorded as reset's own. So
- * each file reset made is read back under the identity recorded for it; one whose bytes
- * differ, or that changed while it was read, is left unrecorded: the next diff names it
- * and the next reset restores it. (What is written after the read moves the identity.)
- */
-function checkMadeFiles(run: Run, cloneFd: number, entries: EntryReader, made: readonly number[]): void {
-  const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-  for (const index of made) {
-    const parts = entries.path(index).split('/');
-    let intact = false;
-    try {
-      using dir = parts.length === 1 ? own(run.sys, run.sys.openat(cloneFd, '.', DIR_FLAGS)) : own(run.sys, openBeneath(run.sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
-      intact = holdsRecorded(run, dir.fd, parts[parts.length - 1]!, index, entries, buffer);
-    } catch {
-      // Gone, or swapped for a link or a directory: not what was recorded.
-    }
-    if (!intact) run.ledger.forget(index);
-  }
-}
-
-/** Whether dirFd/name is the file recorded for entry index, holding its bytes, unchanged while they were read. */
-function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): boolean {
-  const { sys, ledger } = run;
-  const before = statOrNull(sys, dirFd, name);
-  if (before === null || !ledger.same(index, before)) return false;
-  const got = hashAt(sys, buffer, dirFd, name);
-  const after = statOrNull(sys, dirFd, name);
-  const want = entries.at(index);
-  return got.size === want.size && got.sha256 === want.sha256 && after !== null && ledger.same(index, after);
 }
 
 /**

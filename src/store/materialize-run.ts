@@ -32,10 +32,10 @@ export interface RunHooks {
   /** Called once the clone passed the checks made before anything is written (the clone's lock is taken there: a refusal writes nothing, in the store either). */
   checked?: (() => void) | undefined;
   /**
-   * The clone is a directory this call made, or an empty one: the files a copy writes are
-   * recorded without being written back first (see writeBack in materialize.ts, which costs
-   * a materialize of 50,000 files onto ext4 about a third more). A process left waiting in
-   * an arm emptied by hand is not seen: reset the arm instead.
+   * The clone is a directory this call made, or an empty one: the files a whole materialize
+   * makes are not read back before the ledger trusts them (checkMadeFiles, which reads every
+   * byte made). A process left waiting in an arm emptied by hand is not seen: reset the arm
+   * instead.
    */
   newClone?: boolean | undefined;
 }
@@ -94,9 +94,9 @@ export interface Run {
   ledger: Ledger;
   /** Throws SEAL_ABORTED when the call was aborted. */
   checkAborted: () => void;
-  /** A reset's: the manifest index of each file it made, read back before its ledger is saved (see clone-reset.ts). */
+  /** The manifest index of each file made, read back before the ledger is saved (a reset, a whole materialize where a process may be in the clone: see clone-readback.ts). */
   madeFiles?: number[] | undefined;
-  /** How the clone's filesystem writes back a copied file before it is recorded (learnt at the first copy). */
+  /** How the clone's filesystem writes back a file made before it is read back (learnt at the first). */
   writeback?: Writeback | undefined;
 }
 

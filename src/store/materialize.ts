@@ -9,12 +9,12 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE, isReg } from '../sys/constants.js';
-import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
+import { checkMadeFiles } from './clone-readback.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, statOrNull } from './clone-paths.js';
-import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
+import { EntryReader, buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
@@ -70,7 +70,7 @@ function checkBudget(run: Run, rel: string, dataBytes: number, pair: () => strin
  * reported. Each method that fails once is not tried again. A clone copies the whole
  * source, a kernel copy stops at its EOF: the identity check after proves the size.
  */
-function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): boolean {
+function fillFile(run: Run, src: number, dst: number, rel: string, entry: ManifestEntry): void {
   const clone = run.mode !== 'never' && run.cloneWorks !== false;
   const range = run.mode === 'auto' && run.rangeWorks !== false;
   let dataBytes = 0;
@@ -86,7 +86,7 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   if (clone) run.cloneWorks ??= how === HOW.CLONED;
   if (how === HOW.CLONED) {
     run.report.reflinked++;
-    return false;
+    return;
   }
   if (how === undefined) {
     throw new SealError('SEAL_NO_REFLINK', `filesystem cannot reflink the snapshot (${fsPair(run.sys, src, dst)}): ${escapePath(rel)}`, { path: rel });
@@ -98,22 +98,8 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   }
   run.report.copied++;
   run.report.bytesCopied += dataBytes;
-  return true;
 }
 
-/**
- * Puts a file materialize wrote (a copy, not a clone) under writeback before its identity
- * is recorded: its pages are then write-protected, so a write through a shared mapping
- * that a process still running in the clone made writable while the bytes went in (its
- * fault stamped the times before the record) faults again and moves the ctime the ledger
- * holds. A clone shares the snapshot's extents and has no page of its own to write back.
- * Nothing on a filesystem that never writes back (tmpfs: the ledger hashes its files).
- */
-function writeBack(run: Run, fd: number): void {
-  run.writeback ??= writebackOf(run.sys.fstatfs(fd));
-  if (run.writeback === WRITEBACK.RANGE) run.sys.sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
-  else if (run.writeback === WRITEBACK.FSYNC) run.sys.fdatasync(fd);
-}
 
 /** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
 export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry, index: number): void {
@@ -131,7 +117,7 @@ export function materializeFile(run: Run, snapDir: number, stageDir: number, nam
   if (!isReg(st.mode) || st.size !== entry.size) throw corrupt(entry.path);
   {
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, cloneFileMode(entry.mode)));
-    if (fillFile(run, source.fd, dst.fd, entry.path, entry)) writeBack(run, dst.fd);
+    fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
     run.ledger.record(index, sys.fstat(dst.fd));
     run.madeFiles?.push(index);
@@ -208,8 +194,7 @@ export function newRun(sys: Sys, options: MaterializeOptions & RunHooks, ledger:
     bytes: 0,
     snapshotRoots: new Set(),
     ledger,
-    // Nothing to write back where no process can have been in the clone (see RunHooks.newClone).
-    writeback: options.newClone === true ? WRITEBACK.NEVER : undefined,
+
     checkAborted: () => {
       if (isAborted?.() === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
     },
@@ -347,6 +332,8 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
   const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', data.entries.length));
+  // Read back before the ledger trusts them, where a process may be in the clone (see checkMadeFiles).
+  if (options.newClone !== true) run.madeFiles = [];
   const roots = rootsOf(data);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   // A marker planted in the clone is refused before anything is written (and checked again when replaced).
@@ -360,6 +347,7 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
+  if (run.madeFiles !== undefined) checkMadeFiles(run, cloneFd, new EntryReader(data.entries), run.madeFiles);
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
   keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, data.entries, run);

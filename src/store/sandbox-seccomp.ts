@@ -19,6 +19,10 @@ const ARCHES: readonly (readonly [arch: number, ioctls: readonly number[]])[] = 
   // aarch64, and arm (its 32-bit programs).
   [0xc00000b7, [29]],
   [0x40000028, [54]],
+  // riscv64, loongarch64 (the generic table), ppc64le. Little-endian all: the request's low half is at REQUEST.
+  [0xc00000f3, [29]],
+  [0xc0000102, [29]],
+  [0xc0000015, [54]],
 ];
 
 const BPF_LD_W_ABS = 0x20;

@@ -216,7 +216,7 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
 const CLONE_FD = 3;
-/** The fd bubblewrap reads the seccomp filter from (a pipe this process writes it into). */
+/** The fd bubblewrap reads the seccomp filter from (a socket this process writes it into, as spawn makes a stdio pipe). */
 const SECCOMP_FD = 4;
 
 /** SEAL_LIMIT for arguments and an environment past what one exec takes (E2BIG, thrown by spawn or emitted); undefined for anything else. */
@@ -345,8 +345,10 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     } catch (err) {
       throw tooBigToExec(err, argv) ?? err;
     }
-    // bubblewrap reads the filter to its end before it runs the command; a bwrap that never starts closes the pipe (EPIPE, ignored).
-    const filter = child.stdio[SECCOMP_FD] as Writable | null;
+    // bubblewrap reads the filter to its end before it runs the command (and exits, the command not run, when it cannot);
+    // a bwrap that never starts closes the socket (EPIPE, ignored). A spawn that failed at once (EMFILE) made no stdio:
+    // its 'error' is awaited below.
+    const filter = (child.stdio as (Writable | null)[] | undefined)?.[SECCOMP_FD];
     filter?.on('error', () => {});
     filter?.end(seccompFilter());
     await new Promise<void>((started, failed) => {

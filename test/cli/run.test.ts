@@ -1,6 +1,7 @@
 // run.test.ts: `treeseal run` and the library's sandboxArgs: a command in a clone inside real bubblewrap, payloads read-only, no network, its exit status passed through.
 import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -286,6 +287,41 @@ describe('spawnSandboxed', () => {
     expect(snap.diffSync(clone)).toMatchObject({ ok: false, added: ['src/b.ts'] });
     expect(snap.resetSync(clone)).toMatchObject({ added: ['src/b.ts'] });
     expect(readdirSync(join(clone, 'src'))).toEqual(['a.ts']);
+    expect(store.remove(snap.digest)).toBe(snap.digest);
+    store.closeSync();
+  });
+
+  it('a spawn that fails at once (no fd left: EMFILE) rejects with its error and frees the clone and the lease (it read the missing stdio of the child and crashed the process)', async () => {
+    if (!bwrapAvailable()) return;
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+    const clone = join(work, 'arm');
+    snap.materializeSync(clone, { createClone: true });
+    const cp = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
+    const spawnOf = cp.spawn;
+    // Every fd taken as the library spawns bubblewrap, given back as soon as spawn returns.
+    cp.spawn = ((...args: Parameters<typeof spawnOf>) => {
+      const held: number[] = [];
+      try {
+        for (;;) held.push(openSync('/dev/null', 'r'));
+      } catch {
+        // The table is full.
+      }
+      try {
+        return spawnOf(...args);
+      } finally {
+        held.forEach((fd) => closeSync(fd));
+      }
+    }) as typeof spawnOf;
+    try {
+      await expect(spawnSandboxed(snap, clone, ['true'], { stdio: 'ignore' })).rejects.toMatchObject({ code: 'EMFILE' });
+    } finally {
+      cp.spawn = spawnOf;
+    }
+    const child = await spawnSandboxed(snap, clone, ['true'], { stdio: 'ignore' });
+    expect((await once(child, 'close'))[0]).toBe(0);
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });

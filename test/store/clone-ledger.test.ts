@@ -55,6 +55,19 @@ describe('Ledger.newestCtimeNs (what the ledger file waits to be stamped past)',
   });
 });
 
+describe('Ledger.record on a clone that keeps whole seconds', () => {
+  it('a file recorded less than 2 s after its whole-second ctime is never trusted, however late the ledger is written (a write later in that second keeps the ctime)', () => {
+    const st = (ctimeNs: bigint): Stat => ({ dev: 1n, ino: 2n, mode: 0o100600, nlink: 1, uid: 0, gid: 0, size: 0, blocks: 0, mtimeNs: ctimeNs, ctimeNs }) as unknown as Stat;
+    const second = BigInt(Math.floor(Date.now() / 1000)) * 1_000_000_000n;
+    const ctimes = [second, second - 1_000_000_000n, second - 5_000_000_000n, second + 123n, second - 1_000_000_000n + 1n];
+    const ledger = Ledger.empty('c'.repeat(64), 1n, false, ctimes.length);
+    ctimes.forEach((c, i) => ledger.record(i, st(c)));
+    // The ledger written a minute later: past every ctime by far more than 2 s.
+    ledger.recordedNs = second + 60_000_000_000n;
+    expect(ctimes.map((_, i) => ledger.trustsBytes(i))).toEqual([false, false, true, true, true]);
+  });
+});
+
 describe('the clone ledger file', () => {
   it('is trusted only when its header names this store, this clone, its device, a snapshot digest and its record count; re-sealed with any of them changed, diff re-hashes', () => {
     const { work, store, snap, clone } = materialized({ 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
-import { checkNoFdLeaks, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, reflinkMount, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -88,8 +88,9 @@ function waitFor(file: string): void {
 
 /**
  * An agent still running in the clone: once `go1` exists it maps `path` shared and writes its
- * first byte back as it is (the write fault stamps the times now, and leaves the page dirty
- * and writable), says `ready`, and once `go2` exists writes another byte through that page.
+ * first byte back as it is (argv 3 `same`: the write fault stamps the times now, and leaves
+ * the page dirty and writable) or as `Y`, says `ready`, and once `go2` exists writes `X`
+ * through that page.
  */
 const LINGERING_AGENT = `
 import mmap, os, sys, time
@@ -100,7 +101,7 @@ def wait(name):
 wait('go1')
 fd = os.open(path, os.O_RDWR)
 m = mmap.mmap(fd, 0)
-m[0] = m[0]
+m[0] = m[0] if sys.argv[3] == 'same' else ord('Y')
 open(os.path.join(work, 'ready'), 'w').close()
 wait('go2')
 m[0] = ord('X')
@@ -108,49 +109,71 @@ open(os.path.join(work, 'done'), 'w').close()
 `;
 
 describe('a process that maps a file while reset writes it', () => {
-  it("its later write through the page it made writable faults and moves the ctime: a copied file is written back before its identity is recorded (diff, reset and the arm's capture see the write)", () => {
-    const base = tempDir();
-    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
-    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
-    const { work, store, clone, digest } = arm(base);
-    const path = join(clone, 'src/a.ts');
-    writeFileSync(path, 'the agent changed this\n');
-    const agent = spawn('python3', ['-c', LINGERING_AGENT, path, work], { stdio: 'ignore' });
-    try {
-      // The agent maps the restored file right after reset's copy wrote its bytes (reflink 'never': a buffered copy).
-      let fired = false;
-      const sys = wrapSys({
-        pwrite: (orig) => (fd, buffer, offset, length, position) => {
-          const n = orig(fd, buffer, offset, length, position);
-          if (!fired && readlinkSync(`/proc/self/fd/${fd}`) === path) {
-            fired = true;
-            writeFileSync(join(work, 'go1'), '');
-            waitFor(join(work, 'ready'));
-          }
-          return n;
-        },
-      });
-      const stored = store.get(digest);
-      const snap = new Snapshot(stored.root, stored.toJSON(), { sys });
-      expect(snap.resetSync(clone, { reflink: 'never' })).toMatchObject({ method: 'reset', changed: ['src/a.ts'] });
-      expect(fired).toBe(true);
-      expect(readFileSync(path, 'utf8')).toBe('export const a = 1;\n');
-      writeFileSync(join(work, 'go2'), '');
-      waitFor(join(work, 'done'));
-      expect(readFileSync(path, 'utf8')).toBe('Xxport const a = 1;\n');
-      expect(stored.diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'] });
-      const captured = store.captureSync({ source: clone, copy: ['src'] });
-      expect(captured.captureReport).toMatchObject({ files: 2, reusedFiles: 1 });
-      expect(captured.digest).not.toBe(digest);
-      expect(stored.resetSync(clone)).toMatchObject({ changed: ['src/a.ts'] });
-      expect(stored.checkCloneSync(clone).ok).toBe(true);
-    } finally {
-      agent.kill();
-      store.closeSync();
-    }
-  });
+  // Where the agent maps the restored file and faults its page writable: once the copy wrote its bytes, once FICLONE shared
+  // the snapshot's extents (a reflinked file has pages of its own once mapped), and right after reset's writeback (before the
+  // identity is recorded: the fault moves the ctime, and the file must then go unrecorded).
+  const cases: [string, () => string | undefined, 'never' | 'always', 'pwrite' | 'ficlone' | 'sync_file_range', 'same' | 'other'][] = [
+    ['copied, mapped as its bytes went in', () => tempDir(), 'never', 'pwrite', 'same'],
+    ['copied, mapped and written as its bytes went in (before its identity is recorded)', () => tempDir(), 'never', 'pwrite', 'other'],
+    ['reflinked on XFS, mapped once cloned', () => (reflinkMount('xfs') === undefined ? undefined : tempDir(reflinkMount('xfs'))), 'always', 'ficlone', 'same'],
+    ['copied, mapped right after the read-back wrote it back', () => tempDir(), 'never', 'sync_file_range', 'same'],
+  ];
+  for (const [what, baseOf, reflink, hooked, first] of cases) {
+    it(`${what}: its later write through that page is seen by diff, an arm's capture and the next reset (kills recording without writeback, or without looking again)`, () => {
+      const base = baseOf();
+      if (base === undefined) return;
+      const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
+      if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+      const { work, store, clone, digest } = arm(base);
+      const path = join(clone, 'src/a.ts');
+      writeFileSync(path, 'the agent changed this\n');
+      const agent = spawn('python3', ['-c', LINGERING_AGENT, path, work, first], { stdio: 'ignore' });
+      try {
+        let fired = false;
+        const agentMaps = (fd: number): void => {
+          if (fired || readlinkSync(`/proc/self/fd/${fd}`) !== path) return;
+          fired = true;
+          writeFileSync(join(work, 'go1'), '');
+          waitFor(join(work, 'ready'));
+        };
+        const sys = wrapSys({
+          pwrite: (orig) => (fd, ...rest) => {
+            const n = orig(fd, ...rest);
+            if (hooked === 'pwrite') agentMaps(fd);
+            return n;
+          },
+          ficlone: (orig) => (dest, src) => {
+            const cloned = orig(dest, src);
+            if (hooked === 'ficlone') agentMaps(dest);
+            return cloned;
+          },
+          sync_file_range: (orig) => (fd, ...rest) => {
+            orig(fd, ...rest);
+            if (hooked === 'sync_file_range') agentMaps(fd);
+          },
+        });
+        const stored = store.get(digest);
+        const snap = new Snapshot(stored.root, stored.toJSON(), { sys });
+        expect(snap.resetSync(clone, { reflink })).toMatchObject({ method: 'reset', changed: ['src/a.ts'] });
+        expect(fired).toBe(true);
+        expect(readFileSync(path, 'utf8')).toBe(first === 'same' ? 'export const a = 1;\n' : 'Yxport const a = 1;\n');
+        writeFileSync(join(work, 'go2'), '');
+        waitFor(join(work, 'done'));
+        expect(readFileSync(path, 'utf8')).toBe('Xxport const a = 1;\n');
+        expect(stored.diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/a.ts'] });
+        const captured = store.captureSync({ source: clone, copy: ['src'] });
+        expect(captured.captureReport).toMatchObject({ files: 2, reusedFiles: 1 });
+        expect(captured.digest).not.toBe(digest);
+        expect(stored.resetSync(clone)).toMatchObject({ changed: ['src/a.ts'] });
+        expect(stored.checkCloneSync(clone).ok).toBe(true);
+      } finally {
+        agent.kill();
+        store.closeSync();
+      }
+    });
+  }
 
-  it('a whole materialize writes back each file it copies into a clone a process may be in (one holding anything), never into one it made or an empty one', () => {
+  it('a whole materialize writes back each file it makes in a clone a process may be in (one holding anything), never in one it made or an empty one', () => {
     const base = tempDir();
     const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
     if (fsType === 'tmpfs' || fsType === 'ramfs') return;
