@@ -57,7 +57,7 @@ function coarse(ctimeNs: bigint, recordedNs: bigint): boolean {
   return ctimeNs % 1_000_000_000n === 0n && recordedNs - ctimeNs <= COARSE_NS;
 }
 
-/** One record's bytes: kind (u8), coarse (u8: recorded too soon after a whole-second ctime) and 2 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
+/** One record's bytes: kind (u8), untrusted (u8: recorded unverified, or too soon after a whole-second ctime) and 2 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
 const RECORD_BYTES = 40;
 const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
 
@@ -134,15 +134,20 @@ export class Ledger {
     if (i >= 0 && i < this.count) this.#view.setUint8(i * RECORD_BYTES, 0);
   }
 
-  /** Records manifest entry i as st shows it now (nothing for a kind a materialize never makes). */
-  record(i: number, st: Stat): void {
+  /**
+   * Records manifest entry i as st shows it now (nothing for a kind a materialize never
+   * makes); `verified` false: its bytes are not trusted (trustsBytes) until a reset reads
+   * them back and records it again.
+   */
+  record(i: number, st: Stat, verified = true): void {
     const kind = kindOf(st.mode);
     if (kind === undefined || i < 0 || i >= this.count) return;
     const at = i * RECORD_BYTES;
     const v = this.#view;
     v.setUint8(at, KIND_CODES[kind]);
-    // A whole-second ctime not yet COARSE_NS old: a write later in that second would leave it as it is (see coarse).
-    v.setUint8(at + 1, st.ctimeNs % 1_000_000_000n === 0n && BigInt(Date.now()) * 1_000_000n - st.ctimeNs < COARSE_NS ? 1 : 0);
+    // Untrusted: made where a process may have written it unseen (verified false), or a whole-second ctime not yet
+    // COARSE_NS old (a write later in that second would leave it as it is: see coarse).
+    v.setUint8(at + 1, !verified || (st.ctimeNs % 1_000_000_000n === 0n && BigInt(Date.now()) * 1_000_000n - st.ctimeNs < COARSE_NS) ? 1 : 0);
     v.setUint32(at + 4, st.mode, true);
     v.setFloat64(at + 8, st.size, true);
     v.setBigUint64(at + 16, st.ino, true);
@@ -156,7 +161,7 @@ export class Ledger {
    * ledger (not racy, see recordedNs). Otherwise the caller hashes it.
    */
   trustsBytes(i: number): boolean {
-    // Recorded within COARSE_NS of a whole-second ctime: never trusted (see record).
+    // Recorded unverified, or within COARSE_NS of a whole-second ctime: not trusted (see record).
     if (!this.bytesTrusted || this.#kinds[i * RECORD_BYTES + 1] !== 0) return false;
     // The record's ctime against recordedNs, signed 64-bit, by halves: the high ones signed, then the low ones unsigned.
     const at = i * RECORD_BYTES + 32;

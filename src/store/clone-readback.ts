@@ -33,7 +33,7 @@ export function checkMadeFiles(run: Run, cloneFd: number, entries: EntryReader, 
 }
 
 /** Whether dirFd/name is the file recorded for entry index, holding its bytes, unchanged while they were read (its pages written back first). */
-function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): boolean {
+export function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): boolean {
   const { sys, ledger } = run;
   writeBackAt(run, dirFd, name);
   const before = statOrNull(sys, dirFd, name);

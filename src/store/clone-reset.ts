@@ -1,6 +1,6 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
-import { CHUNK_BYTES, hashAt } from '../base/io.js';
+import { CHUNK_BYTES } from '../base/io.js';
 import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
 import { DIR_FLAGS, isLockedDir, openBeneath, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
@@ -20,7 +20,7 @@ import { checkCloneApart, makeCloneDir, openCloneDir, openRepairableClone, openR
 import { checkCloneOwner, checkPathAbove } from './trust.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { madeEntries } from './materialize-run.js';
-import { checkMadeFiles } from './clone-readback.js';
+import { checkMadeFiles, holdsRecorded } from './clone-readback.js';
 import { sweepCloneStages } from './clone-stage.js';
 import { Trash } from './clone-trash.js';
 import { inCloneDir, inStore } from './clone-changing.js';
@@ -185,10 +185,13 @@ function reportBelow(r: Reset, rel: string): void {
 
 /** Whether the file dirFd/name holds manifest entry index's bytes (hashed: the ledger's identity does not tell). */
 function holdsBytes(r: Reset, dirFd: number, name: string, index: number): boolean {
-  const want = r.entries.at(index);
   r.buffer ??= Buffer.allocUnsafe(CHUNK_BYTES);
-  const got = hashAt(r.run.sys, r.buffer, dirFd, name);
-  return got.size === want.size && got.sha256 === want.sha256;
+  // Read back as a file reset made is (its pages written back first, its identity the same before and after the read),
+  // then recorded again: trusted from now on where the time allows (see Ledger.record).
+  if (!holdsRecorded(r.run, dirFd, name, index, r.entries, r.buffer)) return false;
+  const st = statOrNull(r.run.sys, dirFd, name);
+  if (st !== null && r.run.ledger.same(index, st)) r.run.ledger.record(index, st);
+  return true;
 }
 
 /** Resets manifest entry `index`, named `name` in the clone's directory open at dirFd; st: what stands there (undefined: looked at here; null: nothing). */
@@ -491,8 +494,8 @@ export function materializeClone(sys: Sys, snapshotRoot: string, data: StoredSna
   using _ = dir;
   using lock = lockWhenChecked(sys, snapshotRoot, dir.fd, clone);
   try {
-    // A clone this call made, or an empty directory: nothing is there for a process to have mapped or to be waiting in.
-    const newClone = made !== undefined || sys.readdir(dir.fd).length === 0;
+    // A clone this call made, or an empty directory no ledger names (never an arm): no process can be waiting in it (see RunHooks.newClone).
+    const newClone = made !== undefined || (!known && sys.readdir(dir.fd).length === 0);
     return materializeOpen(sys, snapshotRoot, data, dir, ledger, { ...options, newClone, checked: () => (lock.take(), known && openUpCloneDir(sys, dir.fd)) });
   } catch (err) {
     if (made !== undefined) removeMadeClone(sys, clone, made);

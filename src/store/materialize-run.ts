@@ -32,10 +32,10 @@ export interface RunHooks {
   /** Called once the clone passed the checks made before anything is written (the clone's lock is taken there: a refusal writes nothing, in the store either). */
   checked?: (() => void) | undefined;
   /**
-   * The clone is a directory this call made, or an empty one: the files a whole materialize
-   * makes are not read back before the ledger trusts them (checkMadeFiles, which reads every
-   * byte made). A process left waiting in an arm emptied by hand is not seen: reset the arm
-   * instead.
+   * The clone is a directory this call made, or an empty one that no ledger of the store
+   * names (never an arm): no process can be waiting in it, so the ledger trusts the files a
+   * whole materialize makes there. Elsewhere (an arm, emptied or not, or a directory holding
+   * anything) it records them unverified, read back by the next reset (see clone-readback.ts).
    */
   newClone?: boolean | undefined;
 }
@@ -94,8 +94,10 @@ export interface Run {
   ledger: Ledger;
   /** Throws SEAL_ABORTED when the call was aborted. */
   checkAborted: () => void;
-  /** The manifest index of each file made, read back before the ledger is saved (a reset, a whole materialize where a process may be in the clone: see clone-readback.ts). */
+  /** A reset's: the manifest index of each file it made, read back before the ledger is saved (see clone-readback.ts). */
   madeFiles?: number[] | undefined;
+  /** RunHooks.newClone: the files made are recorded trusted without a read-back. */
+  newClone: boolean;
   /** How the clone's filesystem writes back a file made before it is read back (learnt at the first). */
   writeback?: Writeback | undefined;
 }

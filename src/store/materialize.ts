@@ -10,11 +10,10 @@ import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
-import { checkMadeFiles } from './clone-readback.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, statOrNull } from './clone-paths.js';
-import { EntryReader, buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
+import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
@@ -119,7 +118,8 @@ export function materializeFile(run: Run, snapDir: number, stageDir: number, nam
     using dst = own(sys, sys.openat(stageDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, cloneFileMode(entry.mode)));
     fillFile(run, source.fd, dst.fd, entry.path, entry);
     keepMtime(sys, dst.fd, entry);
-    run.ledger.record(index, sys.fstat(dst.fd));
+    // Read back before it is trusted where a process may be in the clone: by a reset at once (madeFiles), after a whole materialize by the next reset (unverified).
+    run.ledger.record(index, sys.fstat(dst.fd), run.madeFiles !== undefined || run.newClone);
     run.madeFiles?.push(index);
   }
   // Not its ctime: another capture linking this stored copy into its build moves it, not the bytes.
@@ -194,7 +194,7 @@ export function newRun(sys: Sys, options: MaterializeOptions & RunHooks, ledger:
     bytes: 0,
     snapshotRoots: new Set(),
     ledger,
-
+    newClone: options.newClone === true,
     checkAborted: () => {
       if (isAborted?.() === true) throw new SealError('SEAL_ABORTED', `${op} was aborted`);
     },
@@ -332,8 +332,6 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
   const started = performance.now();
   const cloneSt = sys.fstat(cloneFd);
   const run = newRun(sys, options, Ledger.empty(data.digest, cloneSt.dev, options.reflink === 'never', data.entries.length));
-  // Read back before the ledger trusts them, where a process may be in the clone (see checkMadeFiles).
-  if (options.newClone !== true) run.madeFiles = [];
   const roots = rootsOf(data);
   for (const parts of roots) checkRootRemovable(sys, cloneFd, parts);
   // A marker planted in the clone is refused before anything is written (and checked again when replaced).
@@ -347,7 +345,6 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
   }
-  if (run.madeFiles !== undefined) checkMadeFiles(run, cloneFd, new EntryReader(data.entries), run.madeFiles);
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).
   keepLedger(sys, snapshotRoot, cloneFd, cloneSt, roots, data.entries, run);

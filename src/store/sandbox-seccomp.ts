@@ -2,13 +2,15 @@
 
 /**
  * The ioctls refused, by their type and number (the low 16 bits of the request, whatever
- * size it encodes): XFS_IOC_SWAPEXT ('X', 109), which any process that can open a file for
- * writing may use to swap its extents with another file's while its mtime and ctime stay as
- * they were (so a clone's file would hold other bytes under the identity the ledger
- * recorded), and XFS_IOC_EXCHANGE_RANGE, XFS_IOC_START_COMMIT and XFS_IOC_COMMIT_RANGE
- * ('X', 129 to 131), its successors. Nothing a benchmark's command needs.
+ * size it encodes): the defragmenters' calls, which any process that can open a file for
+ * writing may use to change its bytes while its mtime and ctime stay as they were (so a
+ * clone's file would hold other bytes under the identity the ledger recorded):
+ * XFS_IOC_SWAPEXT ('X', 109, extents swapped with another file's), XFS_IOC_EXCHANGE_RANGE,
+ * XFS_IOC_START_COMMIT and XFS_IOC_COMMIT_RANGE ('X', 129 to 131, its successors), and
+ * ext4's EXT4_IOC_MOVE_EXT ('f', 15: the donor file's range left reading as zeros). Nothing
+ * a benchmark's command needs.
  */
-export const REFUSED_IOCTLS: readonly number[] = [0x586d, 0x5881, 0x5882, 0x5883];
+export const REFUSED_IOCTLS: readonly number[] = [0x586d, 0x5881, 0x5882, 0x5883, 0x660f];
 
 /** Each architecture the filter knows (AUDIT_ARCH_*) and its ioctl system call numbers. */
 const ARCHES: readonly (readonly [arch: number, ioctls: readonly number[]])[] = [

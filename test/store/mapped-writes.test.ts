@@ -1,6 +1,6 @@
 // mapped-writes.test.ts: a write through a shared mapping moves no time on tmpfs; diff, reset and the arm's capture still see it there, and trust the ledger where it moves the ctime.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -173,7 +173,7 @@ describe('a process that maps a file while reset writes it', () => {
     });
   }
 
-  it('a whole materialize writes back each file it makes in a clone a process may be in (one holding anything), never in one it made or an empty one', () => {
+  it('a whole materialize into an arm (emptied or not) or a directory holding anything records its files unverified: diff hashes them until a reset reads them back (written back first); into one it made, or an empty one that was never an arm, it trusts them', () => {
     const base = tempDir();
     const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
     if (fsType === 'tmpfs' || fsType === 'ramfs') return;
@@ -189,15 +189,22 @@ describe('a process that maps a file while reset writes it', () => {
     mkdirSync(empty);
     mkdirSync(used);
     writeFileSync(join(used, 'notes.txt'), 'left here\n');
-    const cases: [string, () => void, number][] = [
-      ['made by the call', () => snap.materializeSync(made, { createClone: true, reflink: 'never' }), 0],
-      ['an empty directory', () => snap.materializeSync(empty, { reflink: 'never' }), 0],
-      ['a directory holding a file', () => snap.materializeSync(used, { reflink: 'never' }), 2],
+    const emptied = join(work, 'clone');
+    rmSync(join(emptied, 'src'), { recursive: true });
+    const cases: [string, string, boolean, number][] = [
+      ['made by the call', made, true, 0],
+      ['an empty directory never an arm', empty, false, 0],
+      ['an arm emptied (by an agent that may still be waiting in it)', emptied, false, 2],
+      ['a directory holding a file', used, false, 2],
     ];
-    for (const [what, run, want] of cases) {
+    for (const [what, clone, create, hashed] of cases) {
+      snap.materializeSync(clone, { createClone: create, reflink: 'never' });
+      expect([what, snap.diffSync(clone)]).toMatchObject([what, { ok: true, method: 'ledger', files: hashed }]);
+      // A reset reads the unverified ones back, each written back first, and records them trusted.
       written = 0;
-      run();
-      expect([what, written]).toEqual([what, want]);
+      expect([what, snap.resetSync(clone)]).toMatchObject([what, { changed: [], added: [], removed: [] }]);
+      expect([what, written]).toEqual([what, hashed]);
+      expect([what, snap.diffSync(clone)]).toMatchObject([what, { ok: true, method: 'ledger', files: 0 }]);
     }
     store.closeSync();
   });
