@@ -26,6 +26,17 @@ const SWAPEXT_PY = [
   "    print('refused', e.errno)",
 ].join('\n');
 
+/** EXT4_IOC_MOVE_EXT of argv[1]'s blocks (the caller's own file, opened read-write) into argv[2] (the donor), whose cached pages are then dropped: prints `moved`, or `refused <errno>`. */
+const MOVEEXT_PY = [
+  'import fcntl, os, struct, sys',
+  'o = os.open(sys.argv[1], os.O_RDWR); d = os.open(sys.argv[2], os.O_WRONLY); os.fsync(o); os.fsync(d)',
+  "b = bytearray(struct.pack('<IIQQQQ', 0, d, 0, 0, (os.fstat(d).st_size + 4095) // 4096, 0))",
+  'try:',
+  '    fcntl.ioctl(o, 0xc028660f, b); os.posix_fadvise(d, 0, 0, os.POSIX_FADV_DONTNEED); print(\'moved\')',
+  'except OSError as e:',
+  "    print('refused', e.errno)",
+].join('\n');
+
 function bwrapAvailable(): boolean {
   const found = spawnSync('bwrap', ['--version']).status === 0;
   if (!found && process.env.CI === 'true') throw new Error('CI=true but bwrap is not installed (apt-get install -y bubblewrap; .ci/run does)');
@@ -241,6 +252,27 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
     const verified = cli(store, 'diff', digest, arm, '--verify', '--json');
     expect([verified.status, JSON.parse(verified.stdout)]).toMatchObject([1, { ok: false, changed: ['src/a.ts'] }]);
+  });
+
+  it("ext4's extent move (EXT4_IOC_MOVE_EXT, no capability needed: a clone file's range left reading as zeros, its times kept) is refused in the sandbox", () => {
+    if (!bwrapAvailable()) return;
+    const ext4 = reflinkMount('ext4');
+    if (ext4 === undefined) return;
+    const work = tempDir(ext4);
+    writeTree(join(work, 'repo'), { 'src/a.ts': 'A'.repeat(4096) });
+    const store = join(work, 'store');
+    const { digest } = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--json'));
+    const arm = join(work, 'arm');
+    const move = `printf '%4096s' '' | tr ' ' E > evil; python3 -c "${MOVEEXT_PY}" evil src/a.ts; rm -f evil`;
+    const r = spawnSync(process.execPath, [CLI, 'run', digest, arm, '--', 'sh', '-c', move], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
+    expect([r.status, r.stdout, r.stderr]).toEqual([0, 'refused 1\n', '']);
+    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('A'.repeat(4096));
+    // The premise: outside the sandbox the same call zeroes the file and leaves the identity diff trusts.
+    writeFileSync(join(work, 'evil'), 'E'.repeat(4096));
+    const outside = spawnSync('python3', ['-c', MOVEEXT_PY, join(work, 'evil'), join(arm, 'src/a.ts')], { encoding: 'utf8' });
+    expect(outside.stdout).toBe('moved\n');
+    expect(readFileSync(join(arm, 'src/a.ts'))).toEqual(Buffer.alloc(4096));
+    expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
   });
 
   it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
