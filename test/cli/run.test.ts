@@ -231,49 +231,48 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     }
   });
 
-  it("XFS's extent swap (XFS_IOC_SWAPEXT, no capability needed, times left as they were) is refused in the sandbox: diff would not see the bytes it changes", () => {
-    if (!bwrapAvailable()) return;
-    const xfs = reflinkMount('xfs');
-    if (xfs === undefined) return;
-    const work = tempDir(xfs);
-    writeTree(join(work, 'repo'), { 'src/a.ts': 'A'.repeat(4096) });
-    const store = join(work, 'store');
-    const { digest } = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--json'));
-    const arm = join(work, 'arm');
-    const swap = `donor=$(mktemp -p src); printf '%4096s' '' | tr ' ' E > "$donor"; python3 -c "${SWAPEXT_PY}" src/a.ts "$donor"; rm -f "$donor"`;
-    const r = spawnSync(process.execPath, [CLI, 'run', digest, arm, '--', 'sh', '-c', swap], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
-    expect([r.status, r.stdout, r.stderr]).toEqual([0, 'refused 1\n', '']);
-    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('A'.repeat(4096));
-    // The premise: outside the sandbox the same call swaps the bytes and leaves the identity diff trusts.
-    writeFileSync(join(work, 'donor'), 'E'.repeat(4096));
-    const outside = spawnSync('python3', ['-c', SWAPEXT_PY, join(arm, 'src/a.ts'), join(work, 'donor')], { encoding: 'utf8' });
-    expect(outside.stdout).toBe('swapped\n');
-    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('E'.repeat(4096));
-    expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
-    const verified = cli(store, 'diff', digest, arm, '--verify', '--json');
-    expect([verified.status, JSON.parse(verified.stdout)]).toMatchObject([1, { ok: false, changed: ['src/a.ts'] }]);
-  });
-
-  it("ext4's extent move (EXT4_IOC_MOVE_EXT, no capability needed: a clone file's range left reading as zeros, its times kept) is refused in the sandbox", () => {
-    if (!bwrapAvailable()) return;
-    const ext4 = reflinkMount('ext4');
-    if (ext4 === undefined) return;
-    const work = tempDir(ext4);
-    writeTree(join(work, 'repo'), { 'src/a.ts': 'A'.repeat(4096) });
-    const store = join(work, 'store');
-    const { digest } = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--json'));
-    const arm = join(work, 'arm');
-    const move = `printf '%4096s' '' | tr ' ' E > evil; python3 -c "${MOVEEXT_PY}" evil src/a.ts; rm -f evil`;
-    const r = spawnSync(process.execPath, [CLI, 'run', digest, arm, '--', 'sh', '-c', move], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
-    expect([r.status, r.stdout, r.stderr]).toEqual([0, 'refused 1\n', '']);
-    expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('A'.repeat(4096));
-    // The premise: outside the sandbox the same call zeroes the file and leaves the identity diff trusts.
-    writeFileSync(join(work, 'evil'), 'E'.repeat(4096));
-    const outside = spawnSync('python3', ['-c', MOVEEXT_PY, join(work, 'evil'), join(arm, 'src/a.ts')], { encoding: 'utf8' });
-    expect(outside.stdout).toBe('moved\n');
-    expect(readFileSync(join(arm, 'src/a.ts'))).toEqual(Buffer.alloc(4096));
-    expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
-  });
+  // The defragmenters' calls: any process that can open a clone file for writing changes its bytes and keeps its times.
+  const defrag: [string, 'xfs' | 'ext4', string, (work: string, file: string) => string[], string, Buffer][] = [
+    [
+      "XFS's extent swap (XFS_IOC_SWAPEXT: the file's extents swapped with another's)",
+      'xfs',
+      `donor=$(mktemp -p src); printf '%4096s' '' | tr ' ' E > "$donor"; python3 -c "${SWAPEXT_PY}" src/a.ts "$donor"; rm -f "$donor"`,
+      (work, file) => [SWAPEXT_PY, file, join(work, 'donor')],
+      'swapped\n',
+      Buffer.from('E'.repeat(4096)),
+    ],
+    [
+      "ext4's extent move (EXT4_IOC_MOVE_EXT: the file's range left reading as zeros)",
+      'ext4',
+      `printf '%4096s' '' | tr ' ' E > evil; python3 -c "${MOVEEXT_PY}" evil src/a.ts; rm -f evil`,
+      (work, file) => [MOVEEXT_PY, join(work, 'donor'), file],
+      'moved\n',
+      Buffer.alloc(4096),
+    ],
+  ];
+  for (const [what, kind, inside, outsideArgs, outsideSays, after] of defrag) {
+    it(`${what}, no capability needed, times left as they were, is refused in the sandbox; outside it, diff by the ledger would not see it`, () => {
+      if (!bwrapAvailable()) return;
+      const mount = reflinkMount(kind);
+      if (mount === undefined) return;
+      const work = tempDir(mount);
+      writeTree(join(work, 'repo'), { 'src/a.ts': 'A'.repeat(4096) });
+      const store = join(work, 'store');
+      const { digest } = json(cli(store, 'capture', join(work, 'repo'), '--copy', 'src', '--json'));
+      const arm = join(work, 'arm');
+      const r = spawnSync(process.execPath, [CLI, 'run', digest, arm, '--', 'sh', '-c', inside], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store } });
+      expect([r.status, r.stdout, r.stderr]).toEqual([0, 'refused 1\n', '']);
+      expect(readFileSync(join(arm, 'src/a.ts'), 'utf8')).toBe('A'.repeat(4096));
+      // The premise: outside the sandbox the same call changes the bytes and leaves the identity diff trusts.
+      writeFileSync(join(work, 'donor'), 'E'.repeat(4096));
+      const outside = spawnSync('python3', ['-c', ...outsideArgs(work, join(arm, 'src/a.ts'))], { encoding: 'utf8' });
+      expect(outside.stdout).toBe(outsideSays);
+      expect(readFileSync(join(arm, 'src/a.ts'))).toEqual(after);
+      expect(json(cli(store, 'diff', digest, arm, '--json'))).toMatchObject({ ok: true, changed: [] });
+      const verified = cli(store, 'diff', digest, arm, '--verify', '--json');
+      expect([verified.status, JSON.parse(verified.stdout)]).toMatchObject([1, { ok: false, changed: ['src/a.ts'] }]);
+    });
+  }
 
   it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
     const { work, store, digest } = setup();
@@ -289,15 +288,21 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
   });
 });
 
+/** A store holding a capture of src/a.ts ('alpha'), materialized into a new arm. */
+function armOfOneFile(): { work: string; store: SnapshotStore; snap: ReturnType<SnapshotStore['captureSync']>; clone: string } {
+  const work = tempDir();
+  writeTree(work, { 'repo/src/a.ts': 'alpha' });
+  const store = SnapshotStore.openSync(join(work, 'store'));
+  const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+  const clone = join(work, 'arm');
+  snap.materializeSync(clone, { createClone: true });
+  return { work, store, snap, clone };
+}
+
 describe('spawnSandboxed', () => {
   it('leases the snapshot and holds the clone while the command runs (rm, materialize, reset and another sandbox there are SEAL_BUSY; diff reads it), frees both when it ends, and checks stdio', async () => {
     if (!bwrapAvailable()) return;
-    const work = tempDir();
-    writeTree(work, { 'repo/src/a.ts': 'alpha' });
-    const store = SnapshotStore.openSync(join(work, 'store'));
-    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
-    const clone = join(work, 'arm');
-    snap.materializeSync(clone, { createClone: true });
+    const { store, snap, clone } = armOfOneFile();
     for (const stdio of ['bogus', ['inherit', 'pipe'], ['inherit', 'pipe', -1]]) {
       await expectError(async () => spawnSandboxed(snap, clone, ['true'], { stdio: stdio as never }), { code: 'ERR_INVALID_ARG_VALUE' });
     }
@@ -325,12 +330,7 @@ describe('spawnSandboxed', () => {
 
   it('a spawn that fails at once (no fd left: EMFILE) rejects with its error and frees the clone and the lease (it read the missing stdio of the child and crashed the process)', async () => {
     if (!bwrapAvailable()) return;
-    const work = tempDir();
-    writeTree(work, { 'repo/src/a.ts': 'alpha' });
-    const store = SnapshotStore.openSync(join(work, 'store'));
-    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
-    const clone = join(work, 'arm');
-    snap.materializeSync(clone, { createClone: true });
+    const { store, snap, clone } = armOfOneFile();
     const cp = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
     const spawnOf = cp.spawn;
     // Every fd taken as the library spawns bubblewrap, given back as soon as spawn returns.

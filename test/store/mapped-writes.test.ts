@@ -19,6 +19,12 @@ function writeThroughMapping(path: string, bytes: string): void {
   ]);
 }
 
+/** Whether the filesystem holding dir writes pages back (not tmpfs or ramfs, where a mapped write moves no time at all). */
+function writesBack(dir: string): boolean {
+  const fsType = execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim();
+  return fsType !== 'tmpfs' && fsType !== 'ramfs';
+}
+
 function arm(base: string): { work: string; store: SnapshotStore; clone: string; digest: string } {
   const work = tempDir(base);
   writeTree(join(work, 'repo'), { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'export const b = 2;\n' });
@@ -64,8 +70,7 @@ describe('a write through a shared mapping', () => {
 
   it('on a filesystem that writes back (here the temp dir): the write fault moves the ctime, and diff finds it without hashing', () => {
     const base = tempDir();
-    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
-    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+    if (!writesBack(base)) return;
     const { store, clone, digest } = arm(base);
     const path = join(clone, 'src/a.ts');
     const before = statSync(path, { bigint: true });
@@ -122,8 +127,7 @@ describe('a process that maps a file while reset writes it', () => {
     it(`${what}: its later write through that page is seen by diff, an arm's capture and the next reset (kills recording without writeback, or without looking again)`, () => {
       const base = baseOf();
       if (base === undefined) return;
-      const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
-      if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+      if (!writesBack(base)) return;
       const { work, store, clone, digest } = arm(base);
       const path = join(clone, 'src/a.ts');
       writeFileSync(path, 'the agent changed this\n');
@@ -175,8 +179,7 @@ describe('a process that maps a file while reset writes it', () => {
 
   it('a whole materialize into an arm (emptied or not) or a directory holding anything records its files unverified: diff hashes them until a reset reads them back (written back first); into one it made, or an empty one that was never an arm, it trusts them', () => {
     const base = tempDir();
-    const fsType = execFileSync('stat', ['-f', '-c', '%T', base], { encoding: 'utf8' }).trim();
-    if (fsType === 'tmpfs' || fsType === 'ramfs') return;
+    if (!writesBack(base)) return;
     const { work, store, digest } = arm(base);
     let written = 0;
     // sync_file_range, or fdatasync where the temp dir is on overlayfs (a container's).
