@@ -99,7 +99,6 @@ function fillFile(run: Run, src: number, dst: number, rel: string, entry: Manife
   run.report.bytesCopied += dataBytes;
 }
 
-
 /** Makes file entry `name` in the directory open at stageDir from the snapshot's directory open at snapDir, and records it in the run's ledger. */
 export function materializeFile(run: Run, snapDir: number, stageDir: number, name: string, entry: ManifestEntry, index: number): void {
   run.checkAborted();
