@@ -1,8 +1,8 @@
 // stat-cache.ts: the stat cache: file identity -> sha256 with its recording time, the racy and writeback rules, and its checksummed binary form.
 import { createHash } from 'node:crypto';
 
-import { OVERLAYFS_SUPER_MAGIC, RAMFS_MAGIC, TMPFS_MAGIC } from '../sys/constants.js';
-import type { Stat } from '../sys/native.js';
+import { OVERLAYFS_SUPER_MAGIC, RAMFS_MAGIC, SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE, TMPFS_MAGIC } from '../sys/constants.js';
+import type { Stat, Sys } from '../sys/native.js';
 import {
   DIGEST_BYTES,
   HEADER,
@@ -78,6 +78,12 @@ export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs
  */
 export const WRITEBACK = { NEVER: 0, RANGE: 1, FSYNC: 2 } as const;
 export type Writeback = (typeof WRITEBACK)[keyof typeof WRITEBACK];
+
+/** Puts fd's dirty pages under writeback as `rule` says (write-protecting every mapping of them): nothing for NEVER. */
+export function writeBack(sys: Sys, fd: number, rule: Writeback): void {
+  if (rule === WRITEBACK.RANGE) sys.sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
+  else if (rule === WRITEBACK.FSYNC) sys.fdatasync(fd);
+}
 
 /** The writeback rule for a filesystem by its statfs f_type. */
 export function writebackOf(fsType: number): Writeback {

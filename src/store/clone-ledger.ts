@@ -47,11 +47,12 @@ const COARSE_NS = 2_000_000_000n;
 const COARSE_HIGH = Number(COARSE_NS >> 32n) + 2;
 
 /**
- * Whether a record's ctime, before the ledger's mtime `recordedNs`, may be a coarse
- * filesystem's that a write after it could still have left as it is: a whole second (a
- * filesystem with nanoseconds gives one once in a billion files, which are then only
- * hashed) within COARSE_NS of recordedNs. The ledger's mtime passing the newest ctime
- * (stampPast) tells nothing of a clone that rounds its times down to the second.
+ * Whether a record's ctime, before `recordedNs` (the ledger's mtime, or the time the record
+ * is taken), may be a coarse filesystem's that a write after it could still have left as it
+ * is: a whole second (a filesystem with nanoseconds gives one once in a billion files,
+ * which are then only hashed) within COARSE_NS of recordedNs. The ledger's mtime passing
+ * the newest ctime (stampPast) tells nothing of a clone that rounds its times down to the
+ * second.
  */
 function coarse(ctimeNs: bigint, recordedNs: bigint): boolean {
   return ctimeNs % 1_000_000_000n === 0n && recordedNs - ctimeNs <= COARSE_NS;
@@ -147,7 +148,7 @@ export class Ledger {
     v.setUint8(at, KIND_CODES[kind]);
     // Untrusted: made where a process may have written it unseen (verified false), or a whole-second ctime not yet
     // COARSE_NS old (a write later in that second would leave it as it is: see coarse).
-    v.setUint8(at + 1, !verified || (st.ctimeNs % 1_000_000_000n === 0n && BigInt(Date.now()) * 1_000_000n - st.ctimeNs < COARSE_NS) ? 1 : 0);
+    v.setUint8(at + 1, !verified || coarse(st.ctimeNs, BigInt(Date.now()) * 1_000_000n) ? 1 : 0);
     v.setUint32(at + 4, st.mode, true);
     v.setFloat64(at + 8, st.size, true);
     v.setBigUint64(at + 16, st.ino, true);

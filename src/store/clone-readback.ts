@@ -1,9 +1,10 @@
 // clone-readback.ts: the files a reset or materialize made in a clone a process may be in, read back under their recorded identity before the ledger trusts them.
 import { DIR_FLAGS, openBeneath, own } from '../base/fd.js';
 import { CHUNK_BYTES, hashAt } from '../base/io.js';
-import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
-import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE, isReg } from '../sys/constants.js';
+import { writeBack, writebackOf } from '../capture/stat-cache.js';
+import { O_NOFOLLOW, O_NONBLOCK, O_RDONLY, isReg } from '../sys/constants.js';
 import { statOrNull } from './clone-paths.js';
+import type { Stat } from '../sys/native.js';
 import type { EntryReader } from './manifest-tree.js';
 import type { Run } from './materialize-run.js';
 
@@ -24,7 +25,7 @@ export function checkMadeFiles(run: Run, cloneFd: number, entries: EntryReader, 
     let intact = false;
     try {
       using dir = parts.length === 1 ? own(run.sys, run.sys.openat(cloneFd, '.', DIR_FLAGS)) : own(run.sys, openBeneath(run.sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
-      intact = holdsRecorded(run, dir.fd, parts[parts.length - 1]!, index, entries, buffer);
+      intact = holdsRecorded(run, dir.fd, parts[parts.length - 1]!, index, entries, buffer) !== undefined;
     } catch {
       // Gone, or swapped for a link or a directory: not what was recorded.
     }
@@ -32,16 +33,20 @@ export function checkMadeFiles(run: Run, cloneFd: number, entries: EntryReader, 
   }
 }
 
-/** Whether dirFd/name is the file recorded for entry index, holding its bytes, unchanged while they were read (its pages written back first). */
-export function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): boolean {
+/**
+ * The identity of dirFd/name after its read when it is the file recorded for entry index,
+ * holding its bytes, unchanged while they were read (its pages written back first); else
+ * undefined.
+ */
+export function holdsRecorded(run: Run, dirFd: number, name: string, index: number, entries: EntryReader, buffer: Buffer): Stat | undefined {
   const { sys, ledger } = run;
   writeBackAt(run, dirFd, name);
   const before = statOrNull(sys, dirFd, name);
-  if (before === null || !ledger.same(index, before)) return false;
+  if (before === null || !ledger.same(index, before)) return undefined;
   const got = hashAt(sys, buffer, dirFd, name);
   const after = statOrNull(sys, dirFd, name);
   const want = entries.at(index);
-  return got.size === want.size && got.sha256 === want.sha256 && after !== null && ledger.same(index, after);
+  return got.size === want.size && got.sha256 === want.sha256 && after !== null && ledger.same(index, after) ? after : undefined;
 }
 
 /**
@@ -55,6 +60,5 @@ function writeBackAt(run: Run, dirFd: number, name: string): void {
   using file = own(sys, sys.openat(dirFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   if (!isReg(sys.fstat(file.fd).mode)) return;
   run.writeback ??= writebackOf(sys.fstatfs(file.fd));
-  if (run.writeback === WRITEBACK.RANGE) sys.sync_file_range(file.fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
-  else if (run.writeback === WRITEBACK.FSYNC) sys.fdatasync(file.fd);
+  writeBack(sys, file.fd, run.writeback);
 }

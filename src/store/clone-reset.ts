@@ -188,9 +188,9 @@ function holdsBytes(r: Reset, dirFd: number, name: string, index: number): boole
   r.buffer ??= Buffer.allocUnsafe(CHUNK_BYTES);
   // Read back as a file reset made is (its pages written back first, its identity the same before and after the read),
   // then recorded again: trusted from now on where the time allows (see Ledger.record).
-  if (!holdsRecorded(r.run, dirFd, name, index, r.entries, r.buffer)) return false;
-  const st = statOrNull(r.run.sys, dirFd, name);
-  if (st !== null && r.run.ledger.same(index, st)) r.run.ledger.record(index, st);
+  const read = holdsRecorded(r.run, dirFd, name, index, r.entries, r.buffer);
+  if (read === undefined) return false;
+  r.run.ledger.record(index, read);
   return true;
 }
 

@@ -2,7 +2,7 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { MAX_CACHE_ENTRIES, StatCache, WRITEBACK, encodeStatCache, isRacy, writebackOf, type Writeback } from '../capture/stat-cache.js';
+import { MAX_CACHE_ENTRIES, StatCache, WRITEBACK, encodeStatCache, isRacy, writeBack, writebackOf, type Writeback } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
@@ -16,8 +16,6 @@ import {
   O_RDONLY,
   O_RDWR,
   RENAME_NOREPLACE,
-  SYNC_FILE_RANGE_WAIT_BEFORE,
-  SYNC_FILE_RANGE_WRITE,
   isReg,
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -136,9 +134,7 @@ export class StatCacheSession implements FileHook {
   settle(fd: number, st: Stat): void {
     if (isRacy({ mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, recordNs: this.#o.recordNs })) return;
     const { sys } = this.#o;
-    const rule = this.#writeback.get(st.dev) ?? this.#learn(st.dev, fd);
-    if (rule === WRITEBACK.RANGE) sys.sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
-    else if (rule === WRITEBACK.FSYNC) sys.fdatasync(fd);
+    writeBack(sys, fd, this.#writeback.get(st.dev) ?? this.#learn(st.dev, fd));
   }
 
   /** The writeback rule of device dev, learnt from fd (on dev). */
