@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { SnapshotStore, snapshotDigest, type CaptureCallOptions, type Snapshot } from '../../dist/index.js';
+import { DT_REG } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, mkfifo, storeLeftovers, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -166,6 +167,21 @@ describe('a declared or top-level root is matched by the kind it is, as git matc
     expect(snap.entries.map((e) => e.path)).toEqual(['package.json', 'src', 'src/m.py']);
     expect(store.get(snap.digest).declarations).toEqual(['package.json', 'src']);
     expect(await snap.verify()).toEqual({ entries: 3, bytes: 5 });
+    await store.close();
+  });
+
+  it('without copy: a top-level entry listed as a file but captured as a directory the patterns leave out (it changed in between) is SEAL_CHANGED naming it, nothing published', async () => {
+    const { repo, store } = setup({ 'build/out.o': 'obj', 'src/m.py': 'x\n' });
+    // The listing says build is a file (as a swap between the listing and the walk would have it): build/ keeps it as a root.
+    const listedAsFile = wrapSys({ readdir: (orig) => (fd) => orig(fd).map((e) => (e.name === 'build' ? { ...e, type: DT_REG } : e)) });
+    const options = { source: repo, exclude: ['build/'] };
+    const message = 'top-level entry changed while snapshotting (not the kind it was listed as): build';
+    const sysStore = SnapshotStore.openSync(store.root, { sys: listedAsFile });
+    expectError(() => sysStore.captureSync(options), { code: 'SEAL_CHANGED', message, path: 'build', unchanged: store.root });
+    expect(storeLeftovers(store.root)).toEqual([]);
+    sysStore.closeSync();
+    // Listed as it is: no root.
+    expect((await store.capture(options)).declarations).toEqual(['src']);
     await store.close();
   });
 
