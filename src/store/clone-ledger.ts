@@ -60,6 +60,9 @@ function coarse(ctimeNs: bigint, recordedNs: bigint): boolean {
 
 /** One record's bytes: kind (u8), untrusted (u8: recorded unverified, or too soon after a whole-second ctime) and 2 spare, mode (u32), size (f64), ino (u64), mtime and ctime (i64 ns). */
 const RECORD_BYTES = 40;
+/** The untrusted byte's bits: recorded unverified, recorded too soon after a whole-second ctime. */
+const UNVERIFIED = 1;
+const COARSE = 2;
 const KIND_CODES: Record<Kind, number> = { f: 1, d: 2, l: 3 };
 
 /**
@@ -130,6 +133,11 @@ export class Ledger {
     return new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
   }
 
+  /** Whether manifest entry i was recorded verified (see record): what recording it again keeps. */
+  verified(i: number): boolean {
+    return (this.#kinds[i * RECORD_BYTES + 1]! & UNVERIFIED) === 0;
+  }
+
   /** Holds no record of manifest entry i: whatever stands there is changed to the next diff, and restored by the next reset. */
   forget(i: number): void {
     if (i >= 0 && i < this.count) this.#view.setUint8(i * RECORD_BYTES, 0);
@@ -146,9 +154,9 @@ export class Ledger {
     const at = i * RECORD_BYTES;
     const v = this.#view;
     v.setUint8(at, KIND_CODES[kind]);
-    // Untrusted: made where a process may have written it unseen (verified false), or a whole-second ctime not yet
-    // COARSE_NS old (a write later in that second would leave it as it is: see coarse).
-    v.setUint8(at + 1, !verified || coarse(st.ctimeNs, BigInt(Date.now()) * 1_000_000n) ? 1 : 0);
+    // Untrusted: made where a process may have written it unseen (UNVERIFIED), or a whole-second ctime not yet
+    // COARSE_NS old (COARSE: a write later in that second would leave it as it is; see coarse).
+    v.setUint8(at + 1, (verified ? 0 : UNVERIFIED) | (coarse(st.ctimeNs, BigInt(Date.now()) * 1_000_000n) ? COARSE : 0));
     v.setUint32(at + 4, st.mode, true);
     v.setFloat64(at + 8, st.size, true);
     v.setBigUint64(at + 16, st.ino, true);

@@ -281,7 +281,9 @@ export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][
   for (const parts of roots) {
     using parent = own(sys, parts.length === 1 ? sys.openat(cloneFd, '.', DIR_FLAGS) : openBeneath(sys, cloneFd, parts.slice(0, -1), DIR_FLAGS));
     const st = statOrNull(sys, parent.fd, parts[parts.length - 1]!);
-    if (st !== null) ledger.record(indexOfPath(entries, parts.join('/')), st);
+    const i = indexOfPath(entries, parts.join('/'));
+    // As verified as its first record was (a whole materialize into an arm leaves its files unverified).
+    if (st !== null) ledger.record(i, st, ledger.verified(i));
   }
 }
 

@@ -213,6 +213,24 @@ describe('a process that maps a file while reset writes it', () => {
   });
 });
 
+describe('a whole materialize into a directory holding anything', () => {
+  it('leaves a file copy root unverified too (recorded again once swapped in, it was trusted)', () => {
+    const base = tempDir();
+    if (!writesBack(base)) return;
+    writeTree(join(base, 'repo'), { README: 'read me\n', 'src/a.ts': 'export const a = 1;\n' });
+    const store = SnapshotStore.openSync(join(base, 'store'));
+    const snap = store.captureSync({ source: join(base, 'repo'), copy: ['README', 'src'] });
+    const clone = join(base, 'clone');
+    mkdirSync(clone);
+    writeFileSync(join(clone, 'notes.txt'), 'left here\n');
+    snap.materializeSync(clone);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger', files: 2 });
+    snap.resetSync(clone);
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger', files: 0 });
+    store.closeSync();
+  });
+});
+
 describe('racy records', () => {
   it("the ledger is written in a later clock tick than every file it records: while its mtime is not past their ctimes it is touched again (kills stampPast)", () => {
     const work = tempDir();
