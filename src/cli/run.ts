@@ -1,17 +1,10 @@
 // run.ts: `treeseal run`: a snapshot materialized into a clone (once, or again with --reset) and a command run in it inside bubblewrap.
 import { existsSync } from 'node:fs';
-import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
 import { SealError, checkSandboxArgs, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
-
-/** bwrap's exit status as a shell reports a child's: 128 + the signal that killed it. */
-function statusOf(code: number | null, signal: NodeJS.Signals | null): number {
-  if (code !== null) return code;
-  return 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
-}
 
 async function run(ctx: Context): Promise<number> {
   if (ctx.args.length < 3) throw new UsageError('run takes <digest> <clone> -- <command> [<arg>...]', 'run');
@@ -40,7 +33,8 @@ async function runLeased(ctx: Context, snap: Snapshot, clone: string, command: s
   if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
   // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
   const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
-  const status = await new Promise<number>((done) => child.once('close', (code, signal) => done(statusOf(code, signal))));
+  // The command's status as bubblewrap reports it; bubblewrap failing before the command ran is SEAL_UNAVAILABLE, not a status the command never had.
+  const status = await child.commandExit;
   if (!flag(ctx, 'keep-going')) return status;
   // What the command changed: the clone against its ledger, printed after the command's own output. A diff that
   // fails (the command made the clone unreadable to this user) is said, and the status is still the command's.
@@ -71,7 +65,10 @@ the working directory there, each payload read-only at its target (with a writab
 on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
 namespace unshared and no network unless --network, in a new session; the clone is bound
 as the directory opened (its path is not resolved again), and no fd of this process
-reaches the command. The exit status is the command's (128 + the signal that killed it). The snapshot is leased while the command
+reaches the command. The exit status is the command's (128 + the signal that killed it);
+where bubblewrap could not run the command at all (no user namespace for this user, a
+kernel without seccomp filters, the command not found inside), SEAL_UNAVAILABLE after
+bubblewrap's own message, exit status 1. The snapshot is leased while the command
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY; so is a materialize, reset or second run
 of <clone> through the same store (retried twice, then said), which would rewrite it under
 the command. With --keep-going, once the command

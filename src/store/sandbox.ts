@@ -1,6 +1,6 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -21,6 +21,7 @@ import { lockClone, type CloneLock } from './clone-lock.js';
 import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
 import { seccompFilter } from './sandbox-seccomp.js';
+import { watchCommandExit, type SandboxedChild } from './sandbox-status.js';
 
 export interface SandboxOptions {
   /** Where the clone is bound inside the sandbox, and the working directory there (default /workspace). */
@@ -218,6 +219,8 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
 const CLONE_FD = 3;
 /** The fd bubblewrap reads the seccomp filter from (a socket this process writes it into, as spawn makes a stdio pipe). */
 const SECCOMP_FD = 4;
+/** The fd bubblewrap writes its status documents to (--json-status-fd; never the command's: bubblewrap keeps it from it). */
+const STATUS_FD = 5;
 
 /** SEAL_LIMIT for arguments and an environment past what one exec takes (E2BIG, thrown by spawn or emitted); undefined for anything else. */
 function tooBigToExec(err: unknown, argv: readonly string[]): SealError | undefined {
@@ -287,9 +290,10 @@ function checkEnvironment(env: NodeJS.ProcessEnv): void {
  * starts: a clone whose parent another user can write (a sticky /tmp) cannot be swapped
  * for a link to another directory meanwhile. No fd of this process reaches the sandbox:
  * every fd it inherited without close-on-exec is marked close-on-exec first. Resolves
- * with the child once it has started (SEAL_UNAVAILABLE when there is no bwrap on PATH).
+ * with the child once it has started (SEAL_UNAVAILABLE when there is no bwrap on PATH);
+ * its `commandExit` tells the command's exit status from bubblewrap failing to run it.
  */
-export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], given: SpawnSandboxedOptions = {}): Promise<ChildProcess> {
+export async function spawnSandboxed(snap: Snapshot, clone: string, command: string[], given: SpawnSandboxedOptions = {}): Promise<SandboxedChild> {
   const options = readOnce(given) as SpawnSandboxedOptions;
   checkSnapshot(snap);
   checkString('clone', clone);
@@ -338,8 +342,9 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
     let child: ChildProcess;
     try {
-      child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), '--seccomp', String(SECCOMP_FD), '--', ...argv], {
-        stdio: [...three, dir.fd, 'pipe'],
+      const fds = ['--seccomp', String(SECCOMP_FD), '--json-status-fd', String(STATUS_FD)];
+      child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), ...fds, '--', ...argv], {
+        stdio: [...three, dir.fd, 'pipe', 'pipe'],
         ...(options.env === undefined ? {} : { env: options.env }),
       });
     } catch (err) {
@@ -360,6 +365,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
         else failed(tooBigToExec(err, argv) ?? err);
       });
     });
+    const sandboxed = watchCommandExit(child, (child.stdio as (Readable | null)[])[STATUS_FD], bwrap);
     const held = lease;
     const locked = cloneLock;
     child.once('close', () => {
@@ -374,7 +380,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     });
     lease = undefined;
     cloneLock = undefined;
-    return child;
+    return sandboxed;
   } finally {
     lease?.release();
     cloneLock?.release();

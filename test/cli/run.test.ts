@@ -142,6 +142,19 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(killed.status).toBe(128 + 15);
   });
 
+  it('a command bubblewrap could not run is SEAL_UNAVAILABLE after bubblewrap\'s own message, not the status 1 it exits with (with --keep-going: no diff of a clone the command never saw)', () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    const r = cli(store, 'run', digest, clone, '--keep-going', '--', '/nonexistent/command');
+    const lines = r.stderr.split('\n');
+    expect([r.status, r.stdout, lines.length]).toEqual([1, '', 3]);
+    expect(lines[0]).toBe('bwrap: execvp /nonexistent/command: No such file or directory');
+    expect(lines[1]).toMatch(/^treeseal: SEAL_UNAVAILABLE: the command did not run: bubblewrap \(\/.*\/bwrap\) exited 1 before it ran it: /);
+    // The command's own status 1 is still its own.
+    expect(cli(store, 'run', digest, clone, '--', 'sh', '-c', 'exit 1')).toMatchObject({ status: 1, stdout: '', stderr: '' });
+  });
+
   rootPassOnly('--keep-going prints what the command changed after its own output, as diff does (--json: with its status), and exits with its status', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
@@ -354,6 +367,50 @@ describe('spawnSandboxed', () => {
     }
     const child = await spawnSandboxed(snap, clone, ['true'], { stdio: 'ignore' });
     expect((await once(child, 'close'))[0]).toBe(0);
+    expect(store.remove(snap.digest)).toBe(snap.digest);
+    store.closeSync();
+  });
+
+  it("commandExit is the command's own status (bubblewrap's report of it), and SEAL_UNAVAILABLE where bubblewrap exited without running it (a status 1 the command never had)", async () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, snap, clone } = armOfOneFile();
+    const exitOf = async (command: string[], env?: NodeJS.ProcessEnv): Promise<number> => {
+      const child = await spawnSandboxed(snap, clone, command, { stdio: ['ignore', 'ignore', 'pipe'], ...(env === undefined ? {} : { env }) });
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      try {
+        return await child.commandExit;
+      } catch (err) {
+        throw Object.assign(err as Error, { stderr });
+      }
+    };
+    expect(await exitOf(['true'])).toBe(0);
+    expect(await exitOf(['sh', '-c', 'exit 1'])).toBe(1);
+    expect(await exitOf(['sh', '-c', 'exit 3'])).toBe(3);
+    expect(await exitOf(['sh', '-c', 'kill -9 $$'])).toBe(128 + 9);
+    // The command is not found in the sandbox: bubblewrap exits 1 as `sh -c 'exit 1'` does, but wrote no exit code.
+    const notRun = (status: number): RegExp =>
+      new RegExp(`^the command did not run: bubblewrap \\(/.*/bwrap\\) exited ${status} before it ran it: it could not set up the sandbox \\(user namespaces refused to this user, a kernel without seccomp filters, a mount it could not make\\) or not execute the command \\(not found in the sandbox\\); its own message went to the command's stderr$`);
+    await expect(exitOf(['/nonexistent/command'])).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE', message: notRun(1), stderr: expect.stringContaining('bwrap: execvp /nonexistent/command: No such file or directory') });
+    // A kernel that refuses the filter (as one without CONFIG_SECCOMP_FILTER does): a bwrap on PATH handing the real one an empty filter.
+    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+    const bin = join(work, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nexec '${real}' "$@" 4</dev/null\n`, { mode: 0o755 });
+    const env = { ...process.env, PATH: `${bin}:${process.env.PATH}` };
+    await expect(exitOf(['true'], env)).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE', message: notRun(1), stderr: expect.stringContaining('bwrap: Unable to set up system call filtering as requested') });
+    // One that fails before it starts anything (as where user namespaces are refused), with a status of its own.
+    writeFileSync(join(bin, 'bwrap'), '#!/bin/sh\necho "bwrap: No permissions to create new namespace" >&2\nexit 42\n', { mode: 0o755 });
+    await expect(exitOf(['true'], env)).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE', message: notRun(42), stderr: 'bwrap: No permissions to create new namespace\n' });
+    // bubblewrap killed (a harness's timeout): 128 + the signal, as a shell says it; the command went with it (--die-with-parent).
+    // Once the command runs (killed sooner, bubblewrap may not yet have tied the sandbox's life to its own).
+    const long = await spawnSandboxed(snap, clone, ['sh', '-c', 'echo started; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    await once(long.stdout!, 'data');
+    long.kill('SIGKILL');
+    expect(await long.commandExit).toBe(128 + 9);
+    // Whoever never awaits it meets no unhandled rejection: waiting on 'close' alone still works.
+    const ignored = await spawnSandboxed(snap, clone, ['/nonexistent/command'], { stdio: 'ignore' });
+    expect((await once(ignored, 'close'))[0]).toBe(1);
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });
