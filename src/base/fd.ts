@@ -4,7 +4,7 @@ import { basename } from 'node:path';
 
 import { invalidArgType } from './arg-errors.js';
 import { SealError } from './errors.js';
-import { escapePath, isWellFormed } from './paths.js';
+import { escapePath, isWellFormed, nameText } from './paths.js';
 import { openUpSubvolume } from './subvolume.js';
 import { throwIfRefused } from './refusal.js';
 import { sleepSync } from './sleep.js';
@@ -24,6 +24,7 @@ import {
   RESOLVE_BENEATH,
   RESOLVE_NO_MAGICLINKS,
   RESOLVE_NO_SYMLINKS,
+  RESOLVE_NO_XDEV,
   isDir,
   isLink,
 } from '../sys/constants.js';
@@ -122,14 +123,19 @@ export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer
 }
 
 /** openChildDir, giving a directory refused with EACCES u+rwx (openUpDir) and opening it again; one this user may not chmod throws `refused(err)`. */
-function openOpenedUp(sys: Sys, dirfd: number, name: string | Buffer, refused: (err: unknown) => unknown): number {
+function openOpenedUp(sys: Sys, dirfd: number, name: string | Buffer, refused: (err: unknown) => unknown, open = openChildDir): number {
   try {
-    return openChildDir(sys, dirfd, name);
+    return open(sys, dirfd, name);
   } catch (err) {
     if (!hasCode(err, 'EACCES')) throw err;
     if (!openUpDir(sys, dirfd, name)) throw refused(err);
-    return openChildDir(sys, dirfd, name);
+    return open(sys, dirfd, name);
   }
+}
+
+/** openChildDir that fails EXDEV rather than enter a mount point (openat2's RESOLVE_NO_XDEV). */
+function openNoXdev(sys: Sys, dirfd: number, name: string | Buffer): number {
+  return sys.openat2(dirfd, name, DIR_FLAGS, 0, RESOLVE_NO_XDEV);
 }
 
 /** One entry of a directory: not empty, `.` or `..`, and no `/` (so never a way up or through a link). */
@@ -396,7 +402,7 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
       const level = stack[stack.length - 1]!;
       const entry = level.entries[level.next++];
       if (entry !== undefined) {
-        const below = enterRemoval(sys, level.dir.fd, entry.name, entry.type);
+        const below = enterRemoval(sys, level.dir.fd, entry.name, entry.type, true);
         if (below !== undefined) stack.push(below);
         continue;
       }
@@ -428,7 +434,7 @@ interface Level {
  * made writable and listed, to be emptied and removed (undefined when it is gone, or was
  * deleted whole: a read-only btrfs subvolume).
  */
-function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: number): Level | undefined {
+function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: number, below = false): Level | undefined {
   let dir = type === DT_DIR;
   if (type === DT_UNKNOWN) {
     try {
@@ -452,10 +458,14 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
   try {
     // One this user may not list (an agent's `chmod 0300` in a clone, whose old tree a materialize swaps out) is opened
     // up first, as openUp would once open; another user's is refused as before (EACCES).
-    fd = openOpenedUp(sys, parentFd, name, (err) => err);
+    // Below the top, never into another mount (RESOLVE_NO_XDEV): a directory bound there is not the tree's to empty.
+    fd = openOpenedUp(sys, parentFd, name, (err) => err, below ? openNoXdev : openChildDir);
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return undefined;
-    if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN);
+    if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN, below);
+    if (hasCode(err, 'EXDEV')) {
+      throw new SealError('SEAL_BUSY', `${escapePath(nameText(name))} is a mount point: a removal never crosses into another filesystem (unmount it first)`, { cause: err });
+    }
     throw err;
   }
   const opened = own(sys, fd);

@@ -6,6 +6,7 @@ import { changedRecently, waitPastWrites } from './in-flight.js';
 import { own, type Fd } from './fd.js';
 import { throwIfRefused } from './refusal.js';
 import { escapePath } from './paths.js';
+import { writeBack, writebackOf } from './writeback.js';
 import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, PROC_SUPER_MAGIC, SEEK_DATA, SEEK_HOLE, SYSFS_MAGIC, isDir, isReg, isSpecial } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { identityOf, sameIdentity, type FileIdentity } from '../sys/identity.js';
@@ -136,6 +137,10 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   if (!isReg(before.mode)) throw new SealError('SEAL_SPECIAL_FILE', `must be a regular file: ${escapePath(shown)}`, { path: shown });
   if (before.size > maxBytes) throw tooBig(maxBytes, shown);
   if (options.trusted?.(before) === false) throw new SealError('SEAL_UNTRUSTED', `file is not yours (uid ${before.uid}, mode ${(before.mode & 0o7777).toString(8).padStart(4, '0')}): ${escapePath(shown)}`, { path: shown });
+  // Its dirty pages put under writeback once its identity is taken (every mapping of them write-protected): a write
+  // through a shared mapping during the read then faults and stamps the file's times, which the fstat after it sees.
+  // A file that proves itself (the store's own, checksummed) needs none; one a filesystem never writes back (tmpfs) gets none.
+  if (options.selfProving !== true) writeBack(sys, fd, writebackOf(sys.fstatfs(fd)));
   // size + 1: a file that grew is seen as such without reading (or allocating) more. Never a
   // slice of Node's pool: the bytes are the result's alone, so a thread can move them (movableView).
   let bytes: Buffer;

@@ -2,7 +2,7 @@
 import { SealError } from '../base/errors.js';
 import { makeLockedDir, openChildDir, openRealDir, openRepairableDir, own, removeOwnDir, type Fd } from '../base/fd.js';
 import { escapePath, nameText } from '../base/paths.js';
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, STATX_ATTR_MOUNT_ROOT, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_STAGE_PREFIX } from './layout.js';
@@ -161,7 +161,9 @@ export function pinnedError(sys: Sys, dirfd: number, name: string | Buffer, rel:
 
 /**
  * Refuses (SEAL_IO, before anything is written) a tree that could not be removed once
- * swapped out: an immutable or append-only inode anywhere in it, the root included. What
+ * swapped out: an immutable or append-only inode anywhere in it, the root included; and
+ * (SEAL_BUSY) one holding a mount point, whose removal would empty the filesystem mounted
+ * there (a directory a harness bound into the arm) and still leave the tree. What
  * this user may not look into (a directory an agent left mode 0, 0100 or 0400) is passed
  * over, nothing changed: only CAP_LINUX_IMMUTABLE sets those flags, and the removal opens
  * such a directory up as reset does.
@@ -176,6 +178,9 @@ export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, r
   }
   if (st.attributes & PINNED) {
     throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel)} is immutable or append-only`, { path: rel });
+  }
+  if (st.attributes & STATX_ATTR_MOUNT_ROOT) {
+    throw new SealError('SEAL_BUSY', `copy target cannot be replaced: ${escapePath(rel)} is a mount point (unmount it first: what is mounted there is not the clone's to remove)`, { path: rel });
   }
   if (!isDir(st.mode)) return;
   if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`, { path: rel });

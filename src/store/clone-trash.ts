@@ -3,6 +3,7 @@ import { isLockedDir, lockedDirError, openRepairableDir, openUpDir, own, removeA
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
+import { SealError } from '../base/errors.js';
 import { escapePath, nameText } from '../base/paths.js';
 import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
 
@@ -84,6 +85,8 @@ export class Trash implements Disposable {
     try {
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     } catch (err) {
+      // A mount point (a directory a harness bound into the arm): never moved, nor anything on it removed.
+      if (hasCode(err, 'EBUSY')) throw new SealError('SEAL_BUSY', `clone entry cannot be removed: ${escapePath(path)} is a mount point (unmount it, then reset again)`, { path, cause: err });
       if (!hasCode(err, 'EACCES')) throw pinnedError(this.sys, dirFd, name, path, err);
       if (!openUpDir(this.sys, dirFd, name)) {
         if (this.#removeEmpty(dirFd, name)) return undefined;

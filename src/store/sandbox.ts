@@ -355,7 +355,9 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     // its 'error' is awaited below.
     const filter = (child.stdio as (Writable | null)[] | undefined)?.[SECCOMP_FD];
     filter?.on('error', () => {});
-    filter?.end(seccompFilter());
+    // Closed once written (the bytes stay readable in the socket): a bwrap child that outlives bwrap (killed as it set up,
+    // before it tied its life to bwrap's) holds its end forever, and a stdio stream still open keeps 'close' from coming.
+    filter?.end(seccompFilter(), () => filter.destroy());
     await new Promise<void>((started, failed) => {
       child.once('spawn', started);
       child.once('error', (err: NodeJS.ErrnoException) => {

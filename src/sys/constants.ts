@@ -71,6 +71,8 @@ export const DT_LNK = get('DT_LNK');
 export const DT_SOCK = get('DT_SOCK');
 export const STATX_ATTR_IMMUTABLE = get('STATX_ATTR_IMMUTABLE');
 export const STATX_ATTR_APPEND = get('STATX_ATTR_APPEND');
+/** The file is the root of a mount (a mount point as its parent's filesystem sees it; Linux 5.8). */
+export const STATX_ATTR_MOUNT_ROOT = get('STATX_ATTR_MOUNT_ROOT');
 
 export const isDir = (mode: number): boolean => (mode & S_IFMT) === S_IFDIR;
 export const isReg = (mode: number): boolean => (mode & S_IFMT) === S_IFREG;

@@ -25,6 +25,15 @@ function fixture(tree: Record<string, string | null>, copy: string[]): { work: s
   return { work, store, snap: store.captureSync({ source: join(work, 'repo'), copy }) };
 }
 
+/** umount of dir if it is still a mount point (a test that failed midway), quietly. */
+function spawnUmount(dir: string): void {
+  try {
+    execFileSync('umount', [dir], { stdio: 'ignore' });
+  } catch {
+    // not mounted
+  }
+}
+
 function withSys(snap: Snapshot, sys: Sys): Snapshot {
   return new Snapshot(snap.root, snap.toJSON(), { sys });
 }
@@ -264,6 +273,81 @@ describe('the materialize stage lives inside the clone', () => {
     } finally {
       execFileSync('umount', [clone]);
     }
+    store.closeSync();
+  });
+
+  it.runIf(rootOrSkip('mount --bind'))('a directory bound into an old tree: SEAL_BUSY naming it before anything is written, the bound directory and the clone as they were (a whole materialize emptied it through the mount and left its stage)', () => {
+    const { work, store, snap } = fixture({ 'one/a': 'new1' }, ['one']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'one/a': 'old1', 'one/bound/': null });
+    const victim = join(work, 'victim');
+    writeTree(victim, { v: 'precious', 'sub/p': 'precious too' });
+    execFileSync('mount', ['--bind', victim, join(clone, 'one/bound')]);
+    try {
+      const before = contents(clone);
+      expectError(() => snap.materializeSync(clone), {
+        code: 'SEAL_BUSY',
+        message: "copy target cannot be replaced: one/bound is a mount point (unmount it first: what is mounted there is not the clone's to remove)",
+        path: 'one/bound',
+        unchanged: clone,
+      });
+      expect(contents(clone)).toEqual(before);
+      expect(contents(victim)).toEqual({ 'sub/': '', 'sub/p': 'precious too', v: 'precious' });
+      // A stale stage the sweep meets with a mount inside (bound after its materialize died): the sweep empties nothing
+      // across it (removal never enters another mount) and leaves that stage; the materialize goes on.
+      execFileSync('umount', [join(clone, 'one/bound')]);
+      const stale = join(clone, `${STAGE}${'1'.repeat(24)}`);
+      mkdirSync(join(stale, 'old/x/bound'), { recursive: true });
+      writeFileSync(join(stale, 'old/x/loose'), 'swept');
+      execFileSync('mount', ['--bind', victim, join(stale, 'old/x/bound')]);
+      try {
+        expect(snap.materializeSync(clone)).toMatchObject({ files: 1 });
+        expect(contents(victim)).toEqual({ 'sub/': '', 'sub/p': 'precious too', v: 'precious' });
+        expect(existsSync(join(stale, 'old/x/bound/v'))).toBe(true);
+      } finally {
+        execFileSync('umount', [join(stale, 'old/x/bound')]);
+      }
+      // Unmounted, the next materialize sweeps it.
+      snap.materializeSync(clone);
+      expect(readdirSync(clone).sort()).toEqual(['one']);
+      expect(contents(join(clone, 'one'))).toEqual({ a: 'new1' });
+    } finally {
+      spawnUmount(join(clone, 'one/bound'));
+    }
+    store.closeSync();
+  });
+
+  it.runIf(rootOrSkip('mount --bind'))('a reset by the ledger meeting a directory bound into what it removes: SEAL_BUSY naming it, nothing on the mount removed; once unmounted, the next reset makes the clone whole (it was SEAL_IO, EBUSY, renameat2 naming only its last name)', () => {
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'one/a': 'new1' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const snap = store.captureSync({ source: join(work, 'repo'), copy: ['one'] });
+    const clone = join(work, 'arm');
+    snap.materializeSync(clone, { createClone: true });
+    const victim = join(work, 'victim');
+    writeTree(victim, { v: 'precious' });
+    const bound = join(clone, 'one/added/bound');
+    mkdirSync(bound, { recursive: true });
+    execFileSync('mount', ['--bind', victim, bound]);
+    let stage: string | undefined;
+    try {
+      expectError(() => snap.resetSync(clone), {
+        code: 'SEAL_BUSY',
+        message: 'clone entry cannot be removed: one/added/bound is a mount point (unmount it, then reset again)',
+        path: 'one/added/bound',
+      });
+      expect(contents(victim)).toEqual({ v: 'precious' });
+      // Moved, with what holds it, into the reset's stage; another reset meanwhile leaves that stage (its removal does not cross the mount).
+      stage = readdirSync(clone).find((n) => n.startsWith(STAGE));
+      expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', added: [] });
+      expect(contents(victim)).toEqual({ v: 'precious' });
+    } finally {
+      for (const at of [bound, ...(stage === undefined ? [] : [join(clone, stage, 'old/0/bound')])]) spawnUmount(at);
+    }
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset', added: [] });
+    expect(readdirSync(clone)).toEqual(['one']);
+    expect(contents(join(clone, 'one'))).toEqual({ a: 'new1' });
+    expect(contents(victim)).toEqual({ v: 'precious' });
     store.closeSync();
   });
 

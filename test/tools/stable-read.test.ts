@@ -1,17 +1,57 @@
 // stable-read.test.ts: readStable: bounded, race-checked reads that never follow a link or block.
-import { spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdirSync, renameSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, readStable, readStableAt, readStableSync } from '../../dist/index.js';
 import { AT_FDCWD, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, countingPreads, expectError, inFlight, mkfifo, tempDir, wrapSys } from '../helpers.js';
+import { checkNoFdLeaks, countingPreads, expectError, inFlight, mkfifo, reflinkMount, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
 
 describe('readStable', () => {
+  it.each(['this filesystem', 'ext4', 'xfs'] as const)('a write through a shared mapping during the read (its pages dirty and writable before it began, so the write moves no time) is SEAL_CHANGED, never torn bytes: the pages are put under writeback first (%s)', async (where) => {
+    const base = where === 'this filesystem' ? undefined : reflinkMount(where);
+    if (where !== 'this filesystem' && base === undefined) return;
+    const dir = tempDir(base);
+    const file = join(dir, 'mapped');
+    const size = 64 * 1024;
+    writeFileSync(file, Buffer.alloc(size, 'A'));
+    for (const fifo of ['ready', 'go', 'done']) mkfifo(join(dir, fifo));
+    // Maps the file shared and writes it whole through the mapping (each page faulted, dirty and writable), says so, then
+    // on 'go' writes it whole again with other bytes (no fault: no time moves, unless the pages were written back since).
+    const writer = spawn('python3', ['-c', [
+      'import mmap, os, sys',
+      'd = sys.argv[1]; fd = os.open(d + "/mapped", os.O_RDWR); m = mmap.mmap(fd, 0)',
+      'm[:] = b"A" * len(m)',
+      'open(d + "/ready", "w").write("1")',
+      'open(d + "/go").read()',
+      'm[:] = b"B" * len(m)',
+      'open(d + "/done", "w").write("1")',
+    ].join('\n'), dir], { stdio: 'ignore' });
+    readFileSync(join(dir, 'ready'));
+    // Past the window a fresh file is read twice in (its last fault 300 ms ago): read once, as an old file is.
+    await new Promise((r) => setTimeout(r, 300));
+    let preads = 0;
+    const midRead = wrapSys({
+      pread: (orig) => (fd, buffer, offset, length, position) => {
+        if (++preads > 1) return orig(fd, buffer, offset, length, position);
+        // The first half read, then the writer's second pass, then the rest.
+        const n = orig(fd, buffer, offset, Math.min(length, size / 2), position);
+        writeFileSync(join(dir, 'go'), '1');
+        readFileSync(join(dir, 'done'));
+        return n;
+      },
+    });
+    expectError(() => readStableSync(file, { maxBytes: size, sys: midRead }), { code: 'SEAL_CHANGED', message: `file changed while being copied: ${file}` });
+    expect(preads).toBeGreaterThan(1);
+    await new Promise((r) => writer.once('close', r));
+    // Unchanged since, it reads whole.
+    expect(readStableSync(file, { maxBytes: size }).bytes).toEqual(Buffer.alloc(size, 'B'));
+  });
+
   it('reads a file with its executable bit and identity', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'tool'), 'run me');
