@@ -3,7 +3,8 @@ import { SealError, isSealError } from '../base/errors.js';
 import { DIR_FLAGS, openBeneath, openRepairableDir, own, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { ioError, isRefusal } from '../base/refusal.js';
-import { AT_REMOVEDIR, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
+import { subvolumeFlags, unsealSubvolume } from '../base/subvolume.js';
+import { AT_REMOVEDIR, BTRFS_SUBVOL_RDONLY, RENAME_EXCHANGE, RENAME_NOREPLACE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { openRootParentDir, statOrNull } from './clone-paths.js';
@@ -127,7 +128,14 @@ export class CloneSwap {
 
   #exchange(parent: string[], name: string): void {
     try {
-      this.#move(['new', parent, name], ['clone', parent, name], RENAME_EXCHANGE);
+      try {
+        this.#move(['new', parent, name], ['clone', parent, name], RENAME_EXCHANGE);
+      } catch (err) {
+        // An old root the agent made a read-only btrfs subvolume (its own, in a snapshotted arm): moving it rewrites
+        // its `..`, which its flag forbids. Cleared (the clone's owner may), then exchanged; else the EROFS stands.
+        if (!hasCode(err, 'EROFS') || !this.#unseal(parent, name)) throw err;
+        this.#move(['new', parent, name], ['clone', parent, name], RENAME_EXCHANGE);
+      }
       this.#steps.push({ kind: 'exchanged', parent, name });
     } catch (err) {
       if (!hasCode(err, 'EINVAL', 'ENOSYS')) throw err;
@@ -136,6 +144,22 @@ export class CloneSwap {
       this.#move(['new', parent, name], ['clone', parent, name]);
       this.#steps.push({ kind: 'renamed', parent, name });
     }
+  }
+
+  /** Clears the read-only flag of clone/<parent>/<name> when it is a read-only subvolume of the clone's owner; false (nothing changed) when it is not. */
+  #unseal(parent: string[], name: string): boolean {
+    using above = this.#open('clone', parent);
+    let fd: number;
+    try {
+      fd = this.sys.openat(above.fd, name, DIR_FLAGS);
+    } catch {
+      return false;
+    }
+    using dir = own(this.sys, fd);
+    const flags = subvolumeFlags(this.sys, dir.fd);
+    if (flags === undefined || (flags & BTRFS_SUBVOL_RDONLY) === 0 || this.sys.fstat(dir.fd).uid !== this.#owner) return false;
+    unsealSubvolume(this.sys, dir.fd, flags, [...parent, name].join('/'));
+    return true;
   }
 
   #undo(step: Step): void {

@@ -144,6 +144,25 @@ describe.skipIf(btrfs === undefined)('a store on btrfs', () => {
     }
   });
 
+  it('an arm whose snapshotted root the agent made read-only (its own subvolume: btrfs property set ro true) is reset and materialized again: the flag cleared, the root exchanged (it was SEAL_IO, EROFS, renameat2, for good)', () => {
+    const base = tempDir(btrfs);
+    const store = SnapshotStore.openSync(join(base, 'store'), { ephemeral: true });
+    const snap = capture(store, repo(base));
+    const clone = join(base, 'arm');
+    expect(snap.materializeSync(clone, { createClone: true })).toMatchObject({ snapshotted: 1, fallbacks: [] });
+    writeFileSync(join(clone, 'app/main.js'), 'agent');
+    writeFileSync(join(clone, 'app/added.js'), 'agent');
+    setSubvolumeFlags(join(clone, 'app'), S.BTRFS_SUBVOL_RDONLY);
+    expect(snap.resetSync(clone)).toMatchObject({ snapshotted: 1, fallbacks: [] });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    expect(subvolumeFlags(join(clone, 'app'))).toBe(0);
+    expect(readdirSync(clone).sort()).toEqual(['app', 'top.txt']);
+    setSubvolumeFlags(join(clone, 'app'), S.BTRFS_SUBVOL_RDONLY);
+    expect(snap.materializeSync(clone)).toMatchObject({ snapshotted: 1 });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
   it('a subvolume made writable behind the store\'s back: verify is SEAL_CORRUPT naming it; materialize builds it per file, saying why', () => {
     const base = tempDir(btrfs);
     const store = SnapshotStore.openSync(join(base, 'store'), { ephemeral: true });
