@@ -468,11 +468,14 @@ export function removeSnapshot(sys: Sys, storeRoot: string, digest: string): voi
   } catch (err) {
     if (!isRefusal(err)) throw err;
     const left = `${storeRoot}/${TMP_DIR}/${name}`;
+    // EROFS: a read-only btrfs subvolume this user may not open up (another user's: a snapshot captured by root, say).
+    const why = hasCode(err, 'EROFS')
+      ? `a read-only btrfs subvolume of another user: as its owner \`btrfs property set -f PATH ro false\`, or as root \`btrfs subvolume delete PATH\``
+      : 'an immutable or append-only file: lsattr -R, then chattr -i or -a as root';
     throw new SealError(
       'SEAL_IO',
       `snapshot ${digest} is removed from the store, but not all its files could be deleted: ${escapePath((err as Error).message)}; ` +
-        `what is left is in ${escapePath(left)} (an immutable or append-only file: lsattr -R, then chattr -i or -a as root; ` +
-        `the next open or gc deletes it once it can)`,
+        `what is left is in ${escapePath(left)} (${why}; the next open or gc deletes it once it can)`,
       { path: left, cause: err },
     );
   }

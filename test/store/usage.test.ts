@@ -294,6 +294,24 @@ describe('rm of a snapshot the kernel will not delete all of', () => {
     expect((err as { path?: string }).path).toMatch(new RegExp(`^${root}/tmp/rm-[0-9a-f]{24}$`));
     expect(store.list()).toEqual([]);
     store.closeSync();
+    // A read-only btrfs subvolume of another user (EROFS where it would be opened up): said as such, not as an immutable file.
+    const other = SnapshotStore.openSync(root);
+    const second = other.captureSync({ source: join(work, 'repo'), copy: ['src'], revision: 'r2' }).digest;
+    other.closeSync();
+    const readOnly = wrapSys({
+      unlinkat: (orig) => (dirfd, path, flags) => {
+        if (String(path) === 'a.txt') throw systemError('EROFS', 'fchmodat');
+        orig(dirfd, path, flags);
+      },
+    });
+    const third = SnapshotStore.openSync(root, { sys: readOnly });
+    expectError(() => third.remove(second), {
+      code: 'SEAL_IO',
+      message: new RegExp(
+        `^snapshot ${second} is removed from the store, but not all its files could be deleted: EROFS: injected, fchmodat; what is left is in ${root}/tmp/rm-[0-9a-f]{24} \\(a read-only btrfs subvolume of another user: as its owner \`btrfs property set -f PATH ro false\`, or as root \`btrfs subvolume delete PATH\`; the next open or gc deletes it once it can\\)$`,
+      ),
+    });
+    third.closeSync();
     // It once failed every open (the sweep's EPERM): now it stays, unpublished, until it can go.
     const again = SnapshotStore.openSync(root, { sys: immutable });
     expect([again.sweptAtOpen, again.list()]).toEqual([0, []]);
