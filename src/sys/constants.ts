@@ -12,6 +12,8 @@ export const O_WRONLY = get('O_WRONLY');
 export const O_RDWR = get('O_RDWR');
 export const O_CREAT = get('O_CREAT');
 export const O_EXCL = get('O_EXCL');
+/** An unnamed file in the directory given, freed with its last fd unless linked in (linkat). */
+export const O_TMPFILE = get('O_TMPFILE');
 export const O_TRUNC = get('O_TRUNC');
 export const O_APPEND = get('O_APPEND');
 export const O_NOFOLLOW = get('O_NOFOLLOW');
@@ -25,6 +27,7 @@ export const AT_FDCWD = get('AT_FDCWD');
 export const AT_SYMLINK_NOFOLLOW = get('AT_SYMLINK_NOFOLLOW');
 export const AT_REMOVEDIR = get('AT_REMOVEDIR');
 export const AT_EMPTY_PATH = get('AT_EMPTY_PATH');
+export const AT_SYMLINK_FOLLOW = get('AT_SYMLINK_FOLLOW');
 export const UTIME_NOW = get('UTIME_NOW');
 export const UTIME_OMIT = get('UTIME_OMIT');
 export const RESOLVE_NO_XDEV = get('RESOLVE_NO_XDEV');

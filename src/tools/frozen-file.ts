@@ -6,7 +6,7 @@ import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base
 import { SealError, isSealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
+import { AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_TMPFILE, O_WRONLY } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { checkSys, defineOp } from '../base/op.js';
@@ -20,14 +20,99 @@ export interface WriteFrozenOptions {
 }
 
 /**
- * Creates dirfd/name with O_EXCL|O_NOFOLLOW at 0400/0500, writes bytes, then makes
- * it 0444/0555. An existing name (a dangling symlink included) is SEAL_COLLISION.
- * A failed write removes the partial file (if its name still binds it).
+ * Writes bytes as the new read-only file dirfd/name (0444; 0555 executable), never over an
+ * existing name nor through a link. Built unnamed in the directory (O_TMPFILE) and linked
+ * in once written and read-only: a process killed midway leaves nothing under the name (it
+ * left a short file there, which the next call met as SEAL_COLLISION and a stable read
+ * returned as the whole). Where the filesystem makes no unnamed files, or one cannot be
+ * linked in (no /proc, not root), it is created in place as before (writeInPlace). An
+ * existing name (a dangling symlink included) is SEAL_COLLISION, before a byte is written
+ * and again at the link.
  */
 export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
   const executable = options.executable === true;
+  const unnamed = openUnnamed(sys, dirfd, executable ? 0o500 : 0o400);
+  if (unnamed === undefined) return writeInPlace(sys, dirfd, name, bytes, options, shown);
+  const file = unnamed;
+  let linked: Stat | undefined;
+  try {
+    if (isTaken(sys, dirfd, name)) throw collision(shown);
+    writeAll(sys, file.fd, bytes);
+    sys.fchmod(file.fd, executable ? 0o555 : 0o444);
+    if (options.fsync !== false) sys.fsync(file.fd);
+    const made = sys.fstat(file.fd);
+    if (!linkIn(sys, file.fd, dirfd, name, shown)) {
+      file.close();
+      return writeInPlace(sys, dirfd, name, bytes, options, shown);
+    }
+    linked = made;
+    if (options.fsync !== false) sys.fsync(dirfd);
+    // A close that fails (NFS reports a write error there) fails the call, the name removed, so a retry can make it.
+    file.close();
+  } catch (err) {
+    file[Symbol.dispose]();
+    try {
+      // Linked, then a failure (the directory's fsync, the close): the name goes again while it still binds this file.
+      if (linked !== undefined && stillNamed(sys, dirfd, name, linked)) sys.unlinkat(dirfd, name, 0);
+    } catch {
+      // the first error says what went wrong
+    }
+    if (isSealError(err)) throw err;
+    throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
+    throw err;
+  }
+}
+
+/** An unnamed file in the directory open at dirfd (O_TMPFILE), or undefined where none can be made there (the caller then creates the file in place, meeting any other failure there). */
+function openUnnamed(sys: Sys, dirfd: number, mode: number): Fd | undefined {
+  try {
+    return own(sys, sys.openat(dirfd, '.', O_TMPFILE | O_WRONLY, mode));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether something (anything, never followed) stands at dirfd/name. */
+function isTaken(sys: Sys, dirfd: number, name: string): boolean {
+  try {
+    sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+    return true;
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return false;
+    throw err;
+  }
+}
+
+function collision(shown: string, cause?: unknown): SealError {
+  return new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause });
+}
+
+/**
+ * Links the unnamed file open at fd in as dirfd/name: through its /proc/self/fd link (any
+ * user), else by the fd itself (AT_EMPTY_PATH: root). false where neither can (no /proc, not
+ * root); an existing name is SEAL_COLLISION.
+ */
+function linkIn(sys: Sys, fd: number, dirfd: number, name: string, shown: string): boolean {
+  for (const link of [() => sys.linkat(AT_FDCWD, `/proc/self/fd/${fd}`, dirfd, name, AT_SYMLINK_FOLLOW), () => sys.linkat(fd, '', dirfd, name, AT_EMPTY_PATH)]) {
+    try {
+      link();
+      return true;
+    } catch (err) {
+      if (hasCode(err, 'EEXIST')) throw collision(shown, err);
+      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES')) throw err;
+    }
+  }
+  return false;
+}
+
+/**
+ * Creates dirfd/name with O_EXCL|O_NOFOLLOW at 0400/0500, writes bytes, then makes it
+ * 0444/0555. A failed write removes the partial file (if its name still binds it); a
+ * killed one leaves it, 0400.
+ */
+function writeInPlace(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown: string): void {
+  const executable = options.executable === true;
   const file = createExclusive(sys, dirfd, name, executable ? 0o500 : 0o400, shown);
-  // What the name is removed by, should the write fail: only while it still names this file.
   let made: Stat | undefined;
   try {
     made = sys.fstat(file.fd);
@@ -41,13 +126,10 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
   } catch (err) {
     file[Symbol.dispose]();
     try {
-      // Only the file this call made: in a directory others can write, the name may bind another by now (a swap
-      // between this check and the unlink removes only a name, in a directory the swapper can write anyway).
       if (made === undefined || stillNamed(sys, dirfd, name, made)) sys.unlinkat(dirfd, name, 0);
     } catch {
-      // the original error says what went wrong
+      // the first error says what went wrong
     }
-    // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the file.
     throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
     throw err;
   }
@@ -57,7 +139,7 @@ function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, sh
   try {
     return own(sys, sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   } catch (err) {
-    if (hasCode(err, 'EEXIST')) throw new SealError('SEAL_COLLISION', `file already exists: ${escapePath(shown)}`, { path: shown, cause: err });
+    if (hasCode(err, 'EEXIST')) throw collision(shown, err);
     throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
     throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
   }

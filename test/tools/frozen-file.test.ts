@@ -1,10 +1,13 @@
 // frozen-file.test.ts: writeFrozenFile creates a new read-only file, never overwrites or follows anything, and cleans up a failed write.
+import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { writeFrozenFile, writeFrozenFileSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, failOnce, tempDir, wrapSys } from '../helpers.js';
+import { DIST_INDEX, checkNoFdLeaks, expectError, failOnce, tempDir, wrapSys } from '../helpers.js';
+
+const DIST_SYS = DIST_INDEX.replace(/index\.js$/, 'sys/index.js');
 
 checkNoFdLeaks();
 
@@ -50,22 +53,39 @@ describe('writeFrozenFile', () => {
     });
     expect((full.cause as { code?: string }).code).toBe('ENOSPC');
     expect(readdirSync(join(dir, 'real'))).toEqual([]);
-    // Moved away as the write fails, another file put at its name: that one is not removed.
-    const swapped = wrapSys({
-      pwrite: () => () => {
-        renameSync(join(dir, 'real/g'), join(dir, 'real/moved'));
+    // The file has no name while it is written: another file put at its name meanwhile is SEAL_COLLISION at the link, and stays.
+    const taken = wrapSys({
+      pwrite: (orig) => (fd, buffer, offset, length, position) => {
         writeFileSync(join(dir, 'real/g'), 'theirs');
-        throw Object.assign(new Error('ENOSPC: no space left on device, pwrite'), { code: 'ENOSPC', errno: -28, syscall: 'pwrite' });
+        return orig(fd, buffer, offset, length, position);
       },
     });
-    expectError(() => writeFrozenFileSync(join(dir, 'real/g'), Buffer.from('x'), { sys: swapped }), { code: 'SEAL_IO', path: join(dir, 'real/g') });
+    expectError(() => writeFrozenFileSync(join(dir, 'real/g'), Buffer.from('x'), { sys: taken }), { code: 'SEAL_COLLISION', message: `file already exists: ${join(dir, 'real/g')}`, path: join(dir, 'real/g') });
     expect(readFileSync(join(dir, 'real/g'), 'utf8')).toBe('theirs');
+    writeFileSync(join(dir, 'real/moved'), '');
     expect(readdirSync(join(dir, 'real')).sort()).toEqual(['g', 'moved']);
     // A close that fails (as NFS reports a write error at close): the file is removed all the same, so a retry can make it.
     const closing = failOnce('close', 'EIO');
     expectError(() => writeFrozenFileSync(join(dir, 'real/h'), Buffer.from('x'), { sys: closing.sys }), { code: 'SEAL_IO', path: join(dir, 'real/h') });
     expect(closing.injected()).toBeDefined();
     expect(readdirSync(join(dir, 'real')).sort()).toEqual(['g', 'moved']);
+  });
+
+  it('a process killed while it writes leaves nothing under the name: the next call makes the file whole (it left a short 0400 file there, SEAL_COLLISION for the retry)', () => {
+    const dir = tempDir();
+    const path = join(dir, 'out.bin');
+    // Killed (SIGKILL) right after its first 4 KiB reach the file.
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', [
+      `import { writeFrozenFileSync } from ${JSON.stringify(DIST_INDEX)};`,
+      `import { sys } from ${JSON.stringify(DIST_SYS)};`,
+      'const dying = { ...sys, pwrite: (fd, b, o, l, p) => { sys.pwrite(fd, b, o, Math.min(l, 4096), p); process.kill(process.pid, "SIGKILL"); } };',
+      `writeFrozenFileSync(${JSON.stringify(path)}, Buffer.alloc(1 << 20, 120), { sys: dying });`,
+    ].join('\n')], { encoding: 'utf8' });
+    expect([child.signal, child.stderr]).toEqual(['SIGKILL', '']);
+    expect(readdirSync(dir)).toEqual([]);
+    writeFrozenFileSync(path, Buffer.alloc(1 << 20, 120));
+    expect(readFileSync(path)).toEqual(Buffer.alloc(1 << 20, 120));
+    expect(statSync(path).mode & 0o7777).toBe(0o444);
   });
 
   it('a wrong argument type is Node\'s TypeError, and nothing is written', async () => {
