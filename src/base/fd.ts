@@ -1,5 +1,6 @@
 // fd.ts: fd ownership (`using` with Fd), the one parent walk, root opens that traverse no symlink, beneath-root opens, removal without following links.
 import { randomBytes } from 'node:crypto';
+import { constants as osConstants } from 'node:os';
 import { basename } from 'node:path';
 
 import { invalidArgType } from './arg-errors.js';
@@ -25,10 +26,11 @@ import {
   RESOLVE_NO_MAGICLINKS,
   RESOLVE_NO_SYMLINKS,
   RESOLVE_NO_XDEV,
+  STATX_ATTR_MOUNT_ROOT,
   isDir,
   isLink,
 } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { hasCode, systemError } from '../sys/errno.js';
 import { Fd } from '../sys/fd.js';
 import { sameObject } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -133,9 +135,28 @@ function openOpenedUp(sys: Sys, dirfd: number, name: string | Buffer, refused: (
   }
 }
 
-/** openChildDir that fails EXDEV rather than enter a mount point (openat2's RESOLVE_NO_XDEV). */
+/**
+ * openChildDir that fails EXDEV rather than enter a mount point (openat2's RESOLVE_NO_XDEV).
+ * Where openat2 is missing (ENOSYS) or forbidden (EPERM, a sandbox's filter), the directory
+ * is opened and then refused when statx says it is the root of a mount (through its fd's own
+ * link in /proc, Linux 5.8; without either, it is entered as before).
+ */
 function openNoXdev(sys: Sys, dirfd: number, name: string | Buffer): number {
-  return sys.openat2(dirfd, name, DIR_FLAGS, 0, RESOLVE_NO_XDEV);
+  try {
+    return sys.openat2(dirfd, name, DIR_FLAGS, 0, RESOLVE_NO_XDEV);
+  } catch (err) {
+    if (!hasCode(err, 'ENOSYS', 'EPERM')) throw err;
+  }
+  const fd = openChildDir(sys, dirfd, name);
+  let mountRoot = false;
+  try {
+    mountRoot = (sys.statx(AT_FDCWD, `/proc/self/fd/${fd}`, 0).attributes & STATX_ATTR_MOUNT_ROOT) !== 0;
+  } catch {
+    // no /proc: not told apart
+  }
+  if (!mountRoot) return fd;
+  sys.close(fd);
+  throw systemError(-osConstants.errno.EXDEV, 'openat', nameText(name));
 }
 
 /** One entry of a directory: not empty, `.` or `..`, and no `/` (so never a way up or through a link). */

@@ -31,12 +31,17 @@ export interface WriteFrozenOptions {
  */
 export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, options: WriteFrozenOptions, shown = name): void {
   const executable = options.executable === true;
-  const unnamed = openUnnamed(sys, dirfd, executable ? 0o500 : 0o400);
+  const unnamed = openUnnamed(sys, dirfd, executable ? 0o500 : 0o400, shown);
   if (unnamed === undefined) return writeInPlace(sys, dirfd, name, bytes, options, shown);
   const file = unnamed;
-  let linked: Stat | undefined;
   try {
     if (isTaken(sys, dirfd, name)) throw collision(shown);
+  } catch (err) {
+    file[Symbol.dispose]();
+    throw isSealError(err) ? err : createError(err, shown);
+  }
+  let linked: Stat | undefined;
+  try {
     writeAll(sys, file.fd, bytes);
     sys.fchmod(file.fd, executable ? 0o555 : 0o444);
     if (options.fsync !== false) sys.fsync(file.fd);
@@ -63,12 +68,18 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
   }
 }
 
-/** An unnamed file in the directory open at dirfd (O_TMPFILE), or undefined where none can be made there (the caller then creates the file in place, meeting any other failure there). */
-function openUnnamed(sys: Sys, dirfd: number, mode: number): Fd | undefined {
+/**
+ * An unnamed file in the directory open at dirfd (O_TMPFILE); undefined where the filesystem
+ * or kernel makes none (EOPNOTSUPP; EISDIR or EINVAL from a kernel that does not know the
+ * flag): the caller then creates the file in place. Any other failure (ENOSPC, EACCES,
+ * EROFS, EMFILE) is the one creating it in place would meet, said as such.
+ */
+function openUnnamed(sys: Sys, dirfd: number, mode: number, shown: string): Fd | undefined {
   try {
     return own(sys, sys.openat(dirfd, '.', O_TMPFILE | O_WRONLY, mode));
-  } catch {
-    return undefined;
+  } catch (err) {
+    if (hasCode(err, 'EOPNOTSUPP', 'ENOTSUP', 'EISDIR', 'EINVAL')) return undefined;
+    throw createError(err, shown);
   }
 }
 
@@ -140,9 +151,18 @@ function createExclusive(sys: Sys, dirfd: number, name: string, mode: number, sh
     return own(sys, sys.openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   } catch (err) {
     if (hasCode(err, 'EEXIST')) throw collision(shown, err);
-    throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
-    throw new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
+    throw createError(err, shown);
   }
+}
+
+/** A failure to create the file (or to look at its name first): the kernel's refusal typed (SEAL_IO, SEAL_LIMIT, ...), else SEAL_UNAVAILABLE. */
+function createError(err: unknown, shown: string): unknown {
+  try {
+    throwIfRefused(err, `cannot create file: ${escapePath(shown)}`, shown);
+  } catch (typed) {
+    return typed;
+  }
+  return new SealError('SEAL_UNAVAILABLE', `cannot create file: ${escapePath(shown)}: ${escapePath((err as Error).message)}`, { path: shown, cause: err });
 }
 
 /**

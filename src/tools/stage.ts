@@ -5,7 +5,7 @@ import { SealError } from '../base/errors.js';
 import { hashAt, writeAll } from '../base/io.js';
 import { checkInteger, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { checkNoOverlap, checkRelative, escapePath, isWellFormed } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import { sameObject } from '../sys/identity.js';
 import type { Sys } from '../sys/native.js';
@@ -274,13 +274,54 @@ export function stageFiles(parent: string, files: readonly StageFile[], options:
   return STAGE_FILES.async(parent, files, options);
 }
 
-/** Creates the stage directory and its files; the caller owns the returned fds. */
+/** A stage's name: the prefix, then 32 lowercase hex digits. */
+function isStageName(name: string | Buffer, prefix: string): name is string {
+  return typeof name === 'string' && name.length === prefix.length + 32 && name.startsWith(prefix) && /^[0-9a-f]{32}$/.test(name.slice(prefix.length));
+}
+
+/**
+ * Removes the stages under the parent (open at parentFd) that their process left when it
+ * died before close(): a stage holds its directory's flock for as long as it is open, so
+ * one whose flock is free is no one's. Only this user's directories with a stage's name
+ * are looked at; whatever fails (another's stage, one this user cannot list, a mount point
+ * inside) is left as it is, quietly. Returns how many went.
+ */
+function sweepStages(sys: Sys, parentFd: number, prefix: string): number {
+  let swept = 0;
+  let entries;
+  try {
+    // The parent is open as a place only (O_PATH): listed through a reading fd of its own.
+    using listing = own(sys, sys.openat(parentFd, '.', DIR_FLAGS));
+    entries = sys.readdir(listing.fd);
+  } catch {
+    // A parent with search permission only (0311) cannot be listed: nothing swept.
+    return 0;
+  }
+  for (const entry of entries) {
+    if (!isStageName(entry.name, prefix)) continue;
+    try {
+      using dir = own(sys, openChildDir(sys, parentFd, entry.name));
+      if (sys.fstat(dir.fd).uid !== process.geteuid!()) continue;
+      sys.flock(dir.fd, LOCK_EX | LOCK_NB);
+      removeOwnDir(sys, parentFd, entry.name, dir.fd);
+      swept++;
+    } catch {
+      // live (its flock held), not ours to remove, or not removable now: left
+    }
+  }
+  return swept;
+}
+
+/** Creates the stage directory (its flock held while it is open) and its files, sweeping stages dead processes left; the caller owns the returned fds. */
 function openStage(sys: Sys, parentPath: string, prefix: string, planned: Planned[]): StageHandle {
   using parentDir = own(sys, openRealPlace(sys, parentPath, 'stage parent'));
+  sweepStages(sys, parentDir.fd, prefix);
   const name = prefix + randomBytes(16).toString('hex');
   sys.mkdirat(parentDir.fd, name, 0o700);
   try {
     using stageDir = own(sys, openChildDir(sys, parentDir.fd, name));
+    // Held until the stage's fd closes (close(), or the process's end): a sweep by another call leaves a live stage.
+    sys.flock(stageDir.fd, LOCK_EX | LOCK_NB);
     const records = planned.map((p) => stageOne(sys, stageDir.fd, p));
     sys.fsync(stageDir.fd);
     const root = `${parentPath === '/' ? '' : parentPath}/${name}`;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, readStableSync, stageFilesSync, writeFrozenFileSync } from '../../dist/index.js';
-import { LOCK_EX, LOCK_NB, O_CREAT, RENAME_NOREPLACE, sys as nativeSys } from '../../dist/sys/index.js';
+import { LOCK_EX, LOCK_NB, O_CREAT, O_TMPFILE, RENAME_NOREPLACE, sys as nativeSys } from '../../dist/sys/index.js';
 import { checkNoFdLeaks, expectError, failOnce, storeLeftovers, tempDir, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
@@ -88,7 +88,8 @@ describe('kernel refusals', () => {
 
   it('writeFrozenFile: no space to create the file is SEAL_IO, not SEAL_UNAVAILABLE', () => {
     const dir = tempDir();
-    const fault = failOnce('openat', 'ENOSPC', (_fd, _name, flags) => (flags & O_CREAT) !== 0);
+    // The file is made unnamed first (O_TMPFILE), else in place (O_CREAT): no space for either is the same refusal.
+    const fault = failOnce('openat', 'ENOSPC', (_fd, _name, flags) => (flags & O_CREAT) !== 0 || (flags & O_TMPFILE) === O_TMPFILE);
     const err = expectError(() => writeFrozenFileSync(join(dir, 'f'), Buffer.from('x'), { sys: fault.sys }), { code: 'SEAL_IO' });
     expectIo(err, fault.injected(), `cannot create file: ${join(dir, 'f')}: ENOSPC: injected, openat`);
     expect(readdirSync(dir)).toEqual([]);

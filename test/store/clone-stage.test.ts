@@ -304,6 +304,10 @@ describe('the materialize stage lives inside the clone', () => {
         expect(snap.materializeSync(clone)).toMatchObject({ files: 1 });
         expect(contents(victim)).toEqual({ 'sub/': '', 'sub/p': 'precious too', v: 'precious' });
         expect(existsSync(join(stale, 'old/x/bound/v'))).toBe(true);
+        // The same without openat2 (a kernel before 5.6, or a sandbox's filter refusing it): the mount is told by statx.
+        const noOpenat2 = wrapSys({ openat2: () => () => { throw systemError('ENOSYS', 'openat2'); } });
+        expect(withSys(snap, noOpenat2).materializeSync(clone)).toMatchObject({ reset: true });
+        expect(contents(victim)).toEqual({ 'sub/': '', 'sub/p': 'precious too', v: 'precious' });
       } finally {
         execFileSync('umount', [join(stale, 'old/x/bound')]);
       }

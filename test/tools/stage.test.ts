@@ -1,11 +1,12 @@
 // stage.test.ts: stageFiles: private stage, checked targets, planted symlinks never followed, verify and close.
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, stageFiles, stageFilesSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
+import { DIST_INDEX, checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -34,6 +35,30 @@ describe('stageFiles', () => {
     stage.close();
     expect(readdirSync(parent)).toEqual([]);
     expect(() => stage.verify()).toThrow(expect.objectContaining({ code: 'SEAL_CLOSED' }));
+  });
+
+  it('a stage its process left when it died is removed by the next stageFiles under the same parent; a live one, another prefix\'s and a look-alike are left (stages of killed processes piled up)', async () => {
+    const parent = tempDir();
+    // A process that stages and is killed before it closes its stage.
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', [
+      `import { stageFilesSync } from ${JSON.stringify(DIST_INDEX)};`,
+      `const stage = stageFilesSync(${JSON.stringify(parent)}, [{ target: 'a/b.txt', bytes: Buffer.from('left') }]);`,
+      'process.stdout.write(stage.root);',
+      'process.kill(process.pid, "SIGKILL");',
+    ].join('\n')], { encoding: 'utf8' });
+    expect(child.signal).toBe('SIGKILL');
+    const dead = child.stdout;
+    expect(existsSync(join(dead, 'a/b.txt'))).toBe(true);
+    const live = stageFilesSync(parent, [{ target: 'x', bytes: Buffer.from('live') }]);
+    // The dead one went with that call; the live one stays through the next, as do another prefix's and a name that is not a stage's.
+    expect(existsSync(dead)).toBe(false);
+    const other = stageFilesSync(parent, [{ target: 'y', bytes: Buffer.from('other') }], { prefix: 'mine-' });
+    mkdirSync(join(parent, '.treeseal-stage-not-hex'));
+    const next = await stageFiles(parent, [{ target: 'z', bytes: Buffer.from('next') }]);
+    expect(readdirSync(parent).sort()).toEqual([basename(live.root), basename(next.root), basename(other.root), '.treeseal-stage-not-hex'].sort());
+    live.verify();
+    for (const s of [live, other, next]) s.close();
+    expect(readdirSync(parent)).toEqual(['.treeseal-stage-not-hex']);
   });
 
   it('checks every target before creating anything', () => {
