@@ -413,11 +413,14 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
  * saves a stat per entry; a stale one is caught by the unlink or the open). The walk keeps
  * its own stack (an fd and a listing a level), not the thread's: a tree the worker thread
  * could capture is removed on any thread (its depth bounded by the fds a process may hold).
+ * No directory below name is entered across a mount (SEAL_BUSY), nor name itself when
+ * `inside` (an entry of a directory being emptied: emptyDir).
  */
-export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN): void {
+export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type: number = DT_UNKNOWN, inside = false): void {
   const stack: Level[] = [];
   try {
-    const top = enterRemoval(sys, parentFd, name, type);
+    // `inside`: name is an entry of a directory being emptied, so a mount there is as much not ours as one below it.
+    const top = enterRemoval(sys, parentFd, name, type, inside);
     if (top !== undefined) stack.push(top);
     while (stack.length > 0) {
       const level = stack[stack.length - 1]!;
@@ -471,6 +474,8 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
       return undefined;
     } catch (err) {
       if (hasCode(err, 'ENOENT')) return undefined;
+      // A file bound there (a mount point): left, as a directory bound there is.
+      if (hasCode(err, 'EBUSY')) throw mountPointError(name, err);
       // A directory after all (d_type was stale): remove it as one.
       if (!hasCode(err, 'EISDIR') || type === DT_UNKNOWN) throw err;
     }
@@ -484,9 +489,7 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
   } catch (err) {
     if (hasCode(err, 'ENOENT')) return undefined;
     if (type !== DT_UNKNOWN && hasCode(err, 'ENOTDIR', 'ELOOP')) return enterRemoval(sys, parentFd, name, DT_UNKNOWN, below);
-    if (hasCode(err, 'EXDEV')) {
-      throw new SealError('SEAL_BUSY', `${escapePath(nameText(name))} is a mount point: a removal never crosses into another filesystem (unmount it first)`, { cause: err });
-    }
+    if (hasCode(err, 'EXDEV')) throw mountPointError(name, err);
     throw err;
   }
   const opened = own(sys, fd);
@@ -503,6 +506,11 @@ function enterRemoval(sys: Sys, parentFd: number, name: string | Buffer, type: n
   }
 }
 
+/** SEAL_BUSY for a mount point a removal met (name: its last component; the caller's message says where). */
+function mountPointError(name: string | Buffer, cause: unknown): SealError {
+  return new SealError('SEAL_BUSY', `${escapePath(nameText(name))} is a mount point: a removal never crosses into another filesystem (unmount it first)`, { cause });
+}
+
 /** removeAt after a failure: a second failure must not mask the first (what it leaves is swept or retried later). */
 export function removeQuietly(sys: Sys, parentFd: number, name: string | Buffer): void {
   try {
@@ -515,7 +523,7 @@ export function removeQuietly(sys: Sys, parentFd: number, name: string | Buffer)
 /** Removes everything inside the directory open at fd. */
 export function emptyDir(sys: Sys, fd: number): void {
   if (openUp(sys, fd, undefined, '.') === 'destroyed') return;
-  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type);
+  for (const entry of sys.readdir(fd)) removeAt(sys, fd, entry.name, entry.type, true);
 }
 
 /**

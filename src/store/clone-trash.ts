@@ -15,6 +15,12 @@ import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
  * The stage is made on the first directory and removed at dispose; one left by a process
  * that died is swept by the next reset or materialize.
  */
+/** SEAL_BUSY for a mount point met where reset removes (movedTo: where it is now, when what held it was moved into the stage). */
+function mountError(path: string, cause: unknown, movedTo?: string): SealError {
+  const where = movedTo === undefined ? 'unmount it' : `what held it was moved into the reset's stage: unmount it at ${movedTo} in the clone`;
+  return new SealError('SEAL_BUSY', `clone entry cannot be removed: ${escapePath(path)} is a mount point (${where}, then reset again)`, { path, cause });
+}
+
 export class Trash implements Disposable {
   #stage: CloneStage | undefined;
   #slots = 0;
@@ -62,10 +68,12 @@ export class Trash implements Disposable {
         for (const item of sys.readdir(dir.fd)) {
           if (item.type !== DT_DIR) {
             const below = `${at}/${nameText(item.name)}`;
-            this.#unlink(dir.fd, item.name, item.type, below, `${escapePath(below)} (moved to ${this.#stage.name}/old/${slot}/${escapePath(item.name)} in the clone)`);
+            const movedTo = `${this.#stage.name}/old/${slot}/${escapePath(item.name)}`;
+            this.#unlink(dir.fd, item.name, item.type, below, `${escapePath(below)} (moved to ${movedTo} in the clone)`, movedTo);
             continue;
           }
-          const next = this.#moveAside(dir.fd, item.name, `${at}/${nameText(item.name)}`);
+          const below = `${at}/${nameText(item.name)}`;
+          const next = this.#moveAside(dir.fd, item.name, below, `${this.#stage.name}/old/${slot}/${escapePath(item.name)}`);
           if (next !== undefined) pending.push(next);
         }
       }
@@ -80,13 +88,13 @@ export class Trash implements Disposable {
    * first (openUpDir). Another user's, which this user may not chmod, is removed where it
    * is when it is empty (undefined: nothing left to empty), else lockedDirError.
    */
-  #moveAside(dirFd: number, name: string | Buffer, path: string): string | undefined {
+  #moveAside(dirFd: number, name: string | Buffer, path: string, movedTo?: string): string | undefined {
     const slot = String(this.#slots++);
     try {
       this.sys.renameat2(dirFd, name, this.#stage!.oldFd, slot, RENAME_NOREPLACE);
     } catch (err) {
       // A mount point (a directory a harness bound into the arm): never moved, nor anything on it removed.
-      if (hasCode(err, 'EBUSY')) throw new SealError('SEAL_BUSY', `clone entry cannot be removed: ${escapePath(path)} is a mount point (unmount it, then reset again)`, { path, cause: err });
+      if (hasCode(err, 'EBUSY')) throw mountError(path, err, movedTo);
       if (!hasCode(err, 'EACCES')) throw pinnedError(this.sys, dirFd, name, path, err);
       if (!openUpDir(this.sys, dirFd, name)) {
         if (this.#removeEmpty(dirFd, name)) return undefined;
@@ -99,10 +107,12 @@ export class Trash implements Disposable {
   }
 
   /** removeAt of what is not a directory: one the kernel will not remove (immutable, append-only) named by its clone path. */
-  #unlink(dirFd: number, name: string | Buffer, type: number, path: string, shown?: string): void {
+  #unlink(dirFd: number, name: string | Buffer, type: number, path: string, shown?: string, movedTo?: string): void {
     try {
       removeAt(this.sys, dirFd, name, type);
     } catch (err) {
+      // A file a harness bound there (unlink is EBUSY on a mount point; removeAt says SEAL_BUSY).
+      if (hasCode(err, 'EBUSY') || (err instanceof SealError && err.code === 'SEAL_BUSY')) throw mountError(path, err, movedTo);
       throw pinnedError(this.sys, dirFd, name, path, err, shown);
     }
   }

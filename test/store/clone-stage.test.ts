@@ -337,7 +337,7 @@ describe('the materialize stage lives inside the clone', () => {
     try {
       expectError(() => snap.resetSync(clone), {
         code: 'SEAL_BUSY',
-        message: 'clone entry cannot be removed: one/added/bound is a mount point (unmount it, then reset again)',
+        message: new RegExp(`^clone entry cannot be removed: one/added/bound is a mount point \\(what held it was moved into the reset's stage: unmount it at ${STAGE}[0-9a-f]{24}/old/0/bound in the clone, then reset again\\)$`),
         path: 'one/added/bound',
       });
       expect(contents(victim)).toEqual({ v: 'precious' });
@@ -352,6 +352,22 @@ describe('the materialize stage lives inside the clone', () => {
     expect(readdirSync(clone)).toEqual(['one']);
     expect(contents(join(clone, 'one'))).toEqual({ a: 'new1' });
     expect(contents(victim)).toEqual({ v: 'precious' });
+    // A file bound over one the reset must remove (it was SEAL_IO, EBUSY, unlinkat): SEAL_BUSY where it stands, the file bound untouched.
+    const env = join(clone, 'one/extra.env');
+    writeFileSync(env, 'agent');
+    writeFileSync(join(work, 'host.env'), 'host');
+    execFileSync('mount', ['--bind', join(work, 'host.env'), env]);
+    try {
+      expectError(() => snap.resetSync(clone), {
+        code: 'SEAL_BUSY',
+        message: 'clone entry cannot be removed: one/extra.env is a mount point (unmount it, then reset again)',
+        path: 'one/extra.env',
+      });
+      expect(readFileSync(join(work, 'host.env'), 'utf8')).toBe('host');
+    } finally {
+      spawnUmount(env);
+    }
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['one/extra.env'] });
     store.closeSync();
   });
 

@@ -1,12 +1,12 @@
 // stage.test.ts: stageFiles: private stage, checked targets, planted symlinks never followed, verify and close.
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, stageFiles, stageFilesSync } from '../../dist/index.js';
-import { DIST_INDEX, checkNoFdLeaks, expectError, tempDir, wrapSys } from '../helpers.js';
+import { DIST_INDEX, checkNoFdLeaks, expectError, rootOrSkip, tempDir, wrapSys } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -59,6 +59,27 @@ describe('stageFiles', () => {
     live.verify();
     for (const s of [live, other, next]) s.close();
     expect(readdirSync(parent)).toEqual(['.treeseal-stage-not-hex']);
+  });
+
+  it.runIf(rootOrSkip('mount --bind'))('close never empties a directory bound into the stage, directly inside it or below: SEAL_BUSY, the bound directory as it was; once unmounted, close removes the stage (it emptied one bound directly inside)', () => {
+    const parent = tempDir();
+    const host = tempDir();
+    writeFileSync(join(host, 'precious.txt'), 'precious');
+    for (const at of ['data', 'oracle/deep/data']) {
+      const stage = stageFilesSync(parent, files);
+      const bound = join(stage.root, at);
+      mkdirSync(bound, { recursive: true });
+      execFileSync('mount', ['--bind', host, bound]);
+      try {
+        expectError(() => stage.close(), { code: 'SEAL_BUSY', message: 'data is a mount point: a removal never crosses into another filesystem (unmount it first)' });
+        expect(readdirSync(host)).toEqual(['precious.txt']);
+      } finally {
+        execFileSync('umount', [bound]);
+      }
+      stage.close();
+      expect(existsSync(stage.root)).toBe(false);
+    }
+    expect(readdirSync(parent)).toEqual([]);
   });
 
   it('checks every target before creating anything', () => {
