@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { dirname } from 'node:path';
 
-import { mkdirIfMissing, openChildDir, openRealDir, own } from '../base/fd.js';
+import { openChildDir, openRealDir, own } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { sleepSync } from '../base/sleep.js';
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, UTIME_NOW, UTIME_OMIT, isDir, isLink, isReg } from '../sys/constants.js';
@@ -12,6 +12,7 @@ import type { Stat, Sys } from '../sys/native.js';
 import type { StatBlocks } from '../sys/stat-each.js';
 import { isPrivate } from './trust.js';
 import { CLONES_DIR } from './layout.js';
+import { makeStorePart } from './store-part.js';
 import { saveStoreFile } from './stat-cache-file.js';
 
 const LEDGER_VERSION = 2;
@@ -374,7 +375,7 @@ export function dropLedger(sys: Sys, storeRoot: string, cloneDir: Stat): void {
  */
 export function saveLedger(sys: Sys, storeRoot: string, cloneFd: number, cloneDir: Stat, ledger: Ledger): void {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
-  mkdirIfMissing(sys, store.fd, CLONES_DIR);
+  makeStorePart(sys, store.fd, CLONES_DIR);
   using clones = own(sys, openChildDir(sys, store.fd, CLONES_DIR));
   const parts = ledger.encode(sys.fstat(store.fd), cloneDir, pathOfFd(sys, cloneFd));
   const newest = ledger.newestCtimeNs();

@@ -2,7 +2,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
-import { mkdirIfMissing, openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
+import { openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
+import { makeStorePart } from './store-part.js';
 import { sameObject } from '../sys/identity.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { STAT_CACHE_VERSION, StatCache } from '../capture/stat-cache.js';
@@ -87,7 +88,7 @@ export function saveStatCache(sys: Sys, storeFd: number, tmpFd: number, key: Buf
  * no one sweeps needs none, nor a lock file).
  */
 export function saveStoreFile(sys: Sys, storeFd: number, tmpFd: number, dir: string, name: string, write: WriteCache, locked = true, stamp?: (fd: number) => void): void {
-  mkdirIfMissing(sys, storeFd, dir);
+  makeStorePart(sys, storeFd, dir);
   if (!locked) return writeStoreFile(sys, storeFd, tmpFd, dir, name, write, stamp);
   // The store's shared lock: an open elsewhere sweeps tmp/ only under the exclusive one,
   // so the new file cannot be swept between its creation and its rename.

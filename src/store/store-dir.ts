@@ -19,6 +19,7 @@ import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { isCloneLockName } from './clone-lock.js';
+import { giveToStoreOwner } from './store-part.js';
 import { checkPart, checkSnapshot, checkPathAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
@@ -91,6 +92,7 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
     return;
   }
   using part = own(sys, fd);
+  if (made) giveToStoreOwner(sys, dirFd, part.fd);
   let st = sys.fstat(part.fd);
   const sticky = rule.group !== undefined && (st.mode & 0o3022) === 0o2020 && st.uid === process.geteuid!();
   if ((made && (st.mode & 0o7777) !== mode) || sticky) {

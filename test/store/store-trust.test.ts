@@ -360,7 +360,16 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     const store = await SnapshotStore.open(dir);
     const snap = await store.capture({ source: repo, copy: ['a.txt'] });
     expect([snap.digest, snap.captureReport!.reused]).toEqual([made.digest, true]);
+    // The parts root makes there (clones/ for a clone's ledger, cache/ for its records) are the owner's: made 0700 for
+    // root, they shut the owner out of its own store (every command SEAL_IO, EACCES on clones).
+    await snap.materialize(join(tempDir(), 'root-arm'), { createClone: true });
     await store.close();
+    for (const part of ['clones', 'cache']) {
+      const st = statSync(join(dir, part));
+      expect([part, st.uid, st.gid, st.mode & 0o7777]).toEqual([part, NOBODY, NOBODY, 0o700]);
+    }
+    expect(asUser(NOBODY, 'gc', dir, [])).toMatchObject({});
+    expect(asUser(NOBODY, 'capture', dir, [repo, 'a.txt'])).toMatchObject({ digest: made.digest, reused: true });
   });
 
   it("parts or snapshots of your store that another user owns are refused; a user gets the kernel's EACCES from root's private store", async () => {
