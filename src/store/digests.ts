@@ -2,6 +2,8 @@
 import { SealError } from '../base/errors.js';
 import { checkString, invalidArgValue } from '../base/arg-errors.js';
 import { openRealDir, own } from '../base/fd.js';
+import { AT_SYMLINK_NOFOLLOW } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 
@@ -35,6 +37,17 @@ export function listDigests(sys: Sys, root: string): string[] {
 
 /** The one published digest that starts with a checked prefix: none is SEAL_UNAVAILABLE, several SEAL_AMBIGUOUS. */
 export function resolveDigestIn(sys: Sys, root: string, prefix: string): string {
+  // A whole digest is looked up by its name, not by listing every snapshot (ls of N snapshots listed them N times).
+  if (DIGEST_RE.test(prefix)) {
+    using snapshots = own(sys, openRealDir(sys, `${root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+    try {
+      sys.fstatat(snapshots.fd, prefix, AT_SYMLINK_NOFOLLOW);
+      return prefix;
+    } catch (err) {
+      if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${prefix}`, { cause: err });
+      throw err;
+    }
+  }
   const matches = listDigests(sys, root).filter((d) => d.startsWith(prefix));
   if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${prefix}`);
   if (matches.length > 1) throw new SealError('SEAL_AMBIGUOUS', `digest prefix is ambiguous: ${prefix} (${matches.length} snapshots)`);
