@@ -20,6 +20,23 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(existsSync(join(work, 'clone/src'))).toBe(false);
   });
 
+  it("a value that starts with a dash is Node's three-line usage error, its line breaks kept (they were shown as \\x0a); a control character in a value is still escaped", () => {
+    const { store } = setup();
+    for (const [option, value] of [['--keep-last', '-1'], ['--max-size', '-1'], ['--older-than', '-1d']] as const) {
+      const r = cli(store, 'gc', option, value);
+      expect([r.status, r.stderr.split('\n').slice(0, 3)]).toEqual([
+        2,
+        [
+          `treeseal: Option '${option}' argument is ambiguous.`,
+          `Did you forget to specify the option argument for '${option}'?`,
+          `To specify an option argument starting with a dash use '${option}=-XYZ'.`,
+        ],
+      ]);
+    }
+    const escaped = cli(store, 'gc', '--keep-last', '\x1b[31m\n');
+    expect([escaped.status, escaped.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --keep-last takes a count, not "\\u001b[31m\\n"']);
+  });
+
   it('push, pull and cat with the digest and the remote swapped: a usage error saying where the digest goes, before any store or network', () => {
     const work = tempDir();
     const store = join(work, 'store');
