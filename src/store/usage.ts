@@ -56,9 +56,10 @@ export interface PruneReport {
  * The walk keeps its own stack (an fd and a listing a level), not the thread's: a snapshot
  * any thread could capture is measured on any thread.
  */
-export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number {
+export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, track?: (st: Stat) => void): number {
   let total = 0;
   const count = (st: Stat): void => {
+    track?.(st);
     const key = `${st.dev}:${st.ino}`;
     if (seen.has(key)) return;
     seen.add(key);
@@ -89,8 +90,8 @@ export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>): number 
   return total;
 }
 
-/** Every published snapshot's usage, oldest first (then by digest), under the store's shared lock. */
-export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
+/** Every published snapshot's usage, oldest first (then by digest), under the store's shared lock; `track`: told of every name each one holds (an inode as often as it is linked). */
+export function storeUsage(sys: Sys, storeRoot: string, track?: (digest: string, st: Stat) => void): SnapshotUsage[] {
   return withStoreLock(sys, storeRoot, false, () => {
     using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
     using records = new SummaryRecords(sys, storeRoot);
@@ -123,7 +124,7 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
       }
       using dir = own(sys, dirFd);
       const createdMs = Number(sys.fstat(dir.fd).mtimeNs / 1_000_000n);
-      out.push({ digest, createdMs, ...logical, diskBytes: diskBytesAt(sys, dir.fd, seen) });
+      out.push({ digest, createdMs, ...logical, diskBytes: diskBytesAt(sys, dir.fd, seen, track === undefined ? undefined : (st) => track(digest, st)) });
     }
     return out.sort((a, b) => a.createdMs - b.createdMs || (a.digest < b.digest ? -1 : 1));
   });
@@ -136,7 +137,8 @@ export function storeUsage(sys: Sys, storeRoot: string): SnapshotUsage[] {
  * kept and reported.
  */
 export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, nowMs: number): PruneReport {
-  const usage = storeUsage(sys, storeRoot);
+  const links = new LinkLedger();
+  const usage = storeUsage(sys, storeRoot, (digest, st) => links.hold(digest, st));
   // The newest N that load: a damaged snapshot is never one of those kept.
   const whole = usage.filter((u) => u.error === undefined);
   const keep = new Set(policy.keepLast === undefined ? [] : whole.slice(Math.max(0, whole.length - policy.keepLast)).map((u) => u.digest));
@@ -159,14 +161,65 @@ export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, now
       }
       // Removed by another call since the listing: gone, though not by this one.
       if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') {
-        left -= u.diskBytes;
+        left -= links.release(u);
         continue;
       }
       throw err;
     }
     report.removed.push(u.digest);
-    left -= u.diskBytes;
+    left -= links.release(u);
   }
   report.diskBytes = left;
   return report;
+}
+
+/**
+ * What removing each snapshot frees, as prune removes them: a file another snapshot still
+ * links (a hard link a recapture made) frees nothing until the last snapshot linking it
+ * goes, whichever one usage counted it in (the first in digest order: a prune by size that
+ * removed that one first counted the file freed and stopped over the size asked for).
+ * Only inodes linked more than once are followed; one also linked from outside the
+ * snapshots (nlink past what the snapshots hold) is never counted freed.
+ */
+class LinkLedger {
+  /** Per snapshot: the bytes of what only it links (nlink 1: a directory, a link, most files). */
+  readonly #own = new Map<string, number>();
+  /** Per snapshot: the shared inodes it links, by index into #shared, once per name. */
+  readonly #holds = new Map<string, number[]>();
+  readonly #index = new Map<string, number>();
+  readonly #shared: { bytes: number; nlink: number; names: number; left: number }[] = [];
+
+  hold(digest: string, st: Stat): void {
+    const bytes = st.blocks * 512;
+    if (st.nlink <= 1 || isDir(st.mode)) {
+      this.#own.set(digest, (this.#own.get(digest) ?? 0) + bytes);
+      return;
+    }
+    const key = `${st.dev}:${st.ino}`;
+    let i = this.#index.get(key);
+    if (i === undefined) {
+      i = this.#shared.length;
+      this.#index.set(key, i);
+      this.#shared.push({ bytes, nlink: st.nlink, names: 0, left: 0 });
+    }
+    this.#shared[i]!.names++;
+    this.#shared[i]!.left++;
+    let held = this.#holds.get(digest);
+    if (held === undefined) this.#holds.set(digest, (held = []));
+    held.push(i);
+  }
+
+  /** The bytes removing u frees (its diskBytes where its names were not followed: a damaged snapshot's). */
+  release(u: SnapshotUsage): number {
+    if (!this.#own.has(u.digest) && !this.#holds.has(u.digest)) return u.diskBytes;
+    let freed = this.#own.get(u.digest) ?? 0;
+    for (const i of this.#holds.get(u.digest) ?? []) {
+      const inode = this.#shared[i]!;
+      inode.left--;
+      if (inode.left === 0 && inode.names >= inode.nlink) freed += inode.bytes;
+    }
+    this.#own.delete(u.digest);
+    this.#holds.delete(u.digest);
+    return freed;
+  }
 }

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
+import { STAT_CLOCK_AHEAD } from '../../dist/internal.js';
 import { expectError, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 import { cli, json } from '../cli/run-cli.js';
 
@@ -132,6 +133,32 @@ describe('prune', () => {
     const report = store.prune({ maxBytes: left[1]!.diskBytes });
     expect(report).toEqual({ removed: [digests[1]], leased: [], diskBytes: left[1]!.diskBytes });
     expect(store.list()).toEqual([digests[2]]);
+    store.closeSync();
+  });
+
+  it('by size, a file two snapshots link (a recapture\'s hard link) is freed only with the last of them: the rest is measured as it is (it was counted freed with the first in digest order, and prune stopped over the size)', () => {
+    const root = tempDir();
+    // The recapture's records trusted at once (as 3 s later), so the big file is linked, not copied.
+    const store = SnapshotStore.openSync(join(root, 'store'), { [STAT_CLOCK_AHEAD]: 3_000_000_000n } as object);
+    const big = Buffer.alloc(4 << 20, 7);
+    writeTree(root, { 'repo/big': big, 'repo/small': 'one' });
+    const first = store.captureSync({ source: join(root, 'repo'), revision: 'r1' });
+    writeFileSync(join(root, 'repo/small'), 'two');
+    const second = store.captureSync({ source: join(root, 'repo'), revision: 'r2' });
+    expect(lstatSync(join(second.root, 'copy/big')).ino).toBe(lstatSync(join(first.root, 'copy/big')).ino);
+    // The one usage counts the big file in (the first in digest order) is made the older: prune by size removes it first.
+    const [counted, other] = [first, second].sort((a, b) => (a.digest < b.digest ? -1 : 1));
+    utimesSync(counted!.root, new Date(Date.now() - 10 * DAY), new Date(Date.now() - 10 * DAY));
+    utimesSync(other!.root, new Date(Date.now() - DAY), new Date(Date.now() - DAY));
+    const usage = store.usage();
+    expect(usage.map((u) => u.digest)).toEqual([counted!.digest, other!.digest]);
+    expect(usage[0]!.diskBytes).toBeGreaterThan(big.length);
+    expect(usage[1]!.diskBytes).toBeLessThan(1 << 20);
+    // Both fit 8 MiB: nothing goes.
+    expect(store.prune({ maxBytes: 8 << 20 })).toMatchObject({ removed: [], diskBytes: usage[0]!.diskBytes + usage[1]!.diskBytes });
+    // 1 MiB: removing the older frees only its own small bytes (the big file stays, linked by the other), so the other goes too.
+    expect(store.prune({ maxBytes: 1 << 20 })).toEqual({ removed: [counted!.digest, other!.digest], leased: [], diskBytes: 0 });
+    expect(store.list()).toEqual([]);
     store.closeSync();
   });
 
