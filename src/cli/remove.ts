@@ -55,15 +55,17 @@ async function gc(ctx: Context): Promise<void> {
   // Opening the store already swept what no live process holds; count that too.
   const atOpen = store.sweptAtOpen;
   const clone = stringOption(ctx, 'clone');
+  const policy = { ...(olderThanMs === undefined ? {} : { olderThanMs }), ...(keepLast === undefined ? {} : { keepLast }), ...(maxBytes === undefined ? {} : { maxBytes }) };
+  // Pruned first, then swept: the summary records and ledgers of the snapshots the policy removed go in the same gc
+  // (swept first, they stayed until the next).
+  const pruned = Object.keys(policy).length === 0 ? undefined : store.prune(policy);
   const swept = atOpen + store.gc(clone === undefined ? {} : { clone: resolve(clone) });
   // What was swept is of several kinds (builds, half-removed snapshots, pull locks, leases, ledgers): one count of them all.
   const line = `swept ${plural(swept, 'stale item')}`;
-  if (olderThanMs === undefined && keepLast === undefined && maxBytes === undefined) {
+  if (pruned === undefined) {
     ctx.io.emit({ swept }, line);
     return;
   }
-  const policy = { ...(olderThanMs === undefined ? {} : { olderThanMs }), ...(keepLast === undefined ? {} : { keepLast }), ...(maxBytes === undefined ? {} : { maxBytes }) };
-  const pruned = store.prune(policy);
   ctx.io.emit(
     { swept, ...pruned },
     [

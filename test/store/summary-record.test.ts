@@ -215,6 +215,19 @@ describe('store.summary', () => {
     expect(readdirSync(cache)).toEqual([]);
   });
 
+  it('treeseal gc with a policy drops the records of the snapshots it removed in the same run (they stayed until the next gc)', () => {
+    const { root, storeRoot, store, digest, record } = setup();
+    writeTree(root, { 'repo/src/a.ts': 'changed' });
+    const second = store.captureSync({ source: join(root, 'repo'), copy: ['src'], mounts: [{ source: 'deps', target: 'deps' }], revision: 'r2' });
+    const older = new Date(Date.now() - 86_400_000);
+    utimesSync(store.get(digest).root, older, older);
+    store.closeSync();
+    const r = cli(storeRoot, 'gc', '--keep-last', '1', '--json');
+    expect([r.status, JSON.parse(r.stdout)]).toMatchObject([0, { removed: [digest] }]);
+    expect(existsSync(record)).toBe(false);
+    expect(readdirSync(join(storeRoot, 'cache')).filter((n) => n.endsWith('.summary'))).toEqual([`${second.digest}.${process.geteuid!()}.summary`]);
+  });
+
   it('gc removes the records of removed snapshots and keeps the others', () => {
     const { root, store, digest, record } = setup();
     writeTree(root, { 'repo/src/a.ts': 'changed' });
