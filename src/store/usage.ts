@@ -139,6 +139,8 @@ export function storeUsage(sys: Sys, storeRoot: string, track?: (digest: string,
 export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, nowMs: number): PruneReport {
   const links = new LinkLedger();
   const usage = storeUsage(sys, storeRoot, (digest, st) => links.hold(digest, st));
+  for (const u of usage) if (u.createdMs > nowMs) u.createdMs = publishedNow(sys, storeRoot, u.digest, nowMs);
+  usage.sort((a, b) => a.createdMs - b.createdMs || (a.digest < b.digest ? -1 : 1));
   // The newest N that load: a damaged snapshot is never one of those kept.
   const whole = usage.filter((u) => u.error === undefined);
   const keep = new Set(policy.keepLast === undefined ? [] : whole.slice(Math.max(0, whole.length - policy.keepLast)).map((u) => u.digest));
@@ -222,4 +224,22 @@ class LinkLedger {
     this.#holds.delete(u.digest);
     return freed;
   }
+}
+
+/**
+ * A snapshot published in the future (by a clock that was ahead, or its directory's time
+ * set by hand) would never be old enough for a prune by age, and would stay the newest:
+ * its directory's time is set to now (this prune's), from which it ages like any other.
+ * Where it cannot be set (another member's), now is taken for this prune alone.
+ */
+function publishedNow(sys: Sys, storeRoot: string, digest: string, nowMs: number): number {
+  const sec = Math.floor(nowMs / 1000);
+  const nsec = (nowMs % 1000) * 1_000_000;
+  try {
+    using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+    sys.utimensat(snapshots.fd, digest, sec, nsec, sec, nsec, AT_SYMLINK_NOFOLLOW);
+  } catch {
+    // not this user's to set: aged from now in this prune only
+  }
+  return nowMs;
 }

@@ -162,6 +162,19 @@ describe('prune', () => {
     store.closeSync();
   });
 
+  it('a snapshot published in the future (a clock that was ahead) is aged from the first prune that meets it, its time set to then (it was never old enough, and stayed the newest)', () => {
+    const { store, digests } = aged();
+    const future = new Date('2100-01-01T00:00:00Z');
+    utimesSync(store.get(digests[0]!).root, future, future);
+    const before = Date.now();
+    expect(store.prune({ olderThanMs: 5 * DAY })).toMatchObject({ removed: [digests[1]] });
+    const at = lstatSync(store.get(digests[0]!).root).mtimeMs;
+    expect(at).toBeGreaterThanOrEqual(before - 1000);
+    expect(at).toBeLessThanOrEqual(Date.now());
+    expect(store.usage().map((u) => u.digest)).toEqual([digests[2], digests[0]]);
+    store.closeSync();
+  });
+
   it('a count alone keeps the newest N and removes the rest; an empty policy removes nothing', () => {
     const { store, digests } = aged();
     expect(store.prune({})).toMatchObject({ removed: [] });
