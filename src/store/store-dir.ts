@@ -19,6 +19,7 @@ import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
 import { withStoreLock } from './lock.js';
 import { isCloneLockName } from './clone-lock.js';
+import { DIGEST_RE } from './digests.js';
 import { giveToStoreOwner } from './store-part.js';
 import { checkPart, checkSnapshot, checkPathAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
@@ -439,6 +440,29 @@ function lockStaleBuild(sys: Sys, tmpFd: number, name: string): Fd | undefined |
   }
   build[Symbol.dispose]();
   return null;
+}
+
+/**
+ * gc's repair of a published snapshot whose own directory rm opened up (0700) and then died
+ * before its rename: the directory is frozen again (0500). Only this user's, and only that
+ * mode: anything else is verify's to report. Returns how many.
+ */
+export function refreezeSnapshots(sys: Sys, storeRoot: string): number {
+  using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  let frozen = 0;
+  for (const entry of sys.readdir(snapshots.fd)) {
+    if (typeof entry.name !== 'string' || !DIGEST_RE.test(entry.name)) continue;
+    try {
+      using dir = own(sys, openChildDir(sys, snapshots.fd, entry.name));
+      const st = sys.fstat(dir.fd);
+      if (st.uid !== process.geteuid!() || (st.mode & 0o7777) !== 0o700) continue;
+      sys.fchmod(dir.fd, 0o500);
+      frozen++;
+    } catch {
+      // gone meanwhile, not a directory, or not this user's to open: left as it is
+    }
+  }
+  return frozen;
 }
 
 /**

@@ -32,7 +32,7 @@ import { sweepLeases } from './lease.js';
 import { pruneStore, storeUsage, type PrunePolicy, type PruneReport, type SnapshotUsage } from './usage.js';
 import { storePartsUsage, type StorePartsUsage } from './parts-usage.js';
 import { STORE_TRUSTS, checkPathAbove, checkUmask, openSharedRoot, type StoreTrust } from './trust.js';
-import { closeStoreAt, loadSnapshotAt, openStoreAt, removeSnapshot, sweepStaleBuilds, type OpenedStore, type StoreIdentity } from './store-dir.js';
+import { closeStoreAt, loadSnapshotAt, openStoreAt, refreezeSnapshots, removeSnapshot, sweepStaleBuilds, type OpenedStore, type StoreIdentity } from './store-dir.js';
 import { checkDigestPrefix, listDigests, resolveDigestIn } from './digests.js';
 
 export interface StoreOptions extends ToolOptions {
@@ -271,7 +271,7 @@ export class SnapshotStore {
         const held = new Set(listDigests(sys, root));
         const has = (digest: string): boolean => held.has(digest);
         sweepSummaryRecords(sys, root, has);
-        return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, has) + sweepStatCaches(sys, root, has);
+        return sweepStaleBuilds(sys, root) + sweepLeases(sys, root) + sweepLedgers(sys, root, has) + sweepStatCaches(sys, root, has) + refreezeSnapshots(sys, root);
       });
       return clone === undefined ? swept : swept + sweepCloneAt(sys, clone);
     },

@@ -332,6 +332,11 @@ export function verifySnapshotAt(sys: Sys, snapshotRoot: string, data: StoredSna
     const report = verifyAt(sys, fd, data, options, isAborted);
     const extra = strayEntry(sys, fd, data);
     if (extra !== undefined) throw new SealError('SEAL_CORRUPT', `snapshot ${data.digest} is corrupt: it holds what its manifest does not: ${escapePath(extra)}`, { path: extra });
+    // Its own directory frozen too: one left writable (an rm killed between opening it up and its rename) takes new names.
+    const mode = sys.fstat(fd).mode & 0o7777;
+    if (mode !== 0o500) {
+      throw new SealError('SEAL_CORRUPT', `snapshot ${data.digest} is not frozen: its directory is mode ${mode.toString(8).padStart(4, '0')}, not 0500 (an rm killed before its rename leaves 0700: treeseal gc freezes it again)`);
+    }
     return report;
   });
 }

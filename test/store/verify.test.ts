@@ -30,6 +30,25 @@ describe('verify', () => {
     store.closeSync();
   });
 
+  it("a snapshot whose own directory was left writable (an rm killed between opening it up and its rename) fails verify, and gc freezes it again (verify passed it, and it took new names)", () => {
+    const { store, snap, snapRoot } = fresh();
+    chmodSync(snapRoot, 0o700);
+    expectError(() => snap.verifySync(), {
+      code: 'SEAL_CORRUPT',
+      message: `snapshot ${snap.digest} is not frozen: its directory is mode 0700, not 0500 (an rm killed before its rename leaves 0700: treeseal gc freezes it again)`,
+    });
+    expect(store.gc()).toBe(1);
+    expect(statSync(snapRoot).mode & 0o7777).toBe(0o500);
+    expect(snap.verifySync()).toEqual({ entries: 6, bytes: 9 });
+    expect(store.gc()).toBe(0);
+    // Another mode than the one rm leaves is verify's to report, not gc's to change.
+    chmodSync(snapRoot, 0o755);
+    expect(store.gc()).toBe(0);
+    expectError(() => snap.verifySync(), { code: 'SEAL_CORRUPT', message: /is not frozen: its directory is mode 0755, not 0500/ });
+    chmodSync(snapRoot, 0o500);
+    store.closeSync();
+  });
+
   it('finds changed bytes, modes, extra and missing entries, and counts them', async () => {
     const { store, snap, snapRoot } = fresh();
     chmodSync(join(snapRoot, 'copy/a/x'), 0o600);
