@@ -33,8 +33,20 @@ async function runLeased(ctx: Context, snap: Snapshot, clone: string, command: s
   if (flag(ctx, 'reset') || !existsSync(clone)) snap.materializeSync(clone, { createClone: true });
   // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
   const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
-  // The command's status as bubblewrap reports it; bubblewrap failing before the command ran is SEAL_UNAVAILABLE, not a status the command never had.
-  const status = await child.commandExit;
+  // An interrupt or a termination of this process goes to bubblewrap (which ends the sandbox with it), and the run
+  // ends as the command did: its lease and the clone's lock are let go (killed outright, they were left for gc).
+  const forward = (signal: NodeJS.Signals): void => {
+    child.kill(signal);
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, forward);
+  let status: number;
+  try {
+    // The command's status as bubblewrap reports it; bubblewrap failing before the command ran is SEAL_UNAVAILABLE, not a status the command never had.
+    status = await child.commandExit;
+  } finally {
+    for (const signal of signals) process.off(signal, forward);
+  }
   if (!flag(ctx, 'keep-going')) return status;
   // What the command changed: the clone against its ledger, printed after the command's own output. A diff that
   // fails (the command made the clone unreadable to this user) is said, and the status is still the command's.

@@ -142,6 +142,20 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(killed.status).toBe(128 + 15);
   });
 
+  it('an interrupt or a termination of treeseal run ends the sandbox and then the run, as the command ended (128 + the signal), its lease and the clone\'s lock let go (they were left for gc)', async () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, digest } = setup();
+    const clone = join(work, 'arm');
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const run = spawn(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'echo started; exec sleep 30'], { env: { ...process.env, TREESEAL_STORE: store }, stdio: ['ignore', 'pipe', 'pipe'] });
+      await once(run.stdout!, 'data');
+      run.kill(signal);
+      const [code] = (await once(run, 'close')) as [number | null];
+      expect([signal, code]).toEqual([signal, signal === 'SIGTERM' ? 128 + 15 : 128 + 2]);
+      expect([readdirSync(join(store, 'leases')), readdirSync(join(store, 'tmp'))]).toEqual([[], []]);
+    }
+  });
+
   it('a command bubblewrap could not run is SEAL_UNAVAILABLE after bubblewrap\'s own message, not the status 1 it exits with (with --keep-going: no diff of a clone the command never saw)', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
