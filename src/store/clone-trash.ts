@@ -7,6 +7,12 @@ import { SealError } from '../base/errors.js';
 import { escapePath, nameText } from '../base/paths.js';
 import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
 
+/** SEAL_BUSY for a mount point met where reset removes (movedTo: where it is now, when what held it was moved into the stage). */
+function mountError(path: string, cause: unknown, movedTo?: string): SealError {
+  const where = movedTo === undefined ? 'unmount it' : `what held it was moved into the reset's stage: unmount it at ${movedTo} in the clone`;
+  return new SealError('SEAL_BUSY', `clone entry cannot be removed: ${escapePath(path)} is a mount point (${where}, then reset again)`, { path, cause });
+}
+
 /**
  * Removes entries from a clone without following a link, in a bounded stack and a bounded
  * number of fds however deep the tree (an agent can make one 10k directories deep): each
@@ -15,12 +21,6 @@ import { openCloneStage, pinnedError, type CloneStage } from './clone-stage.js';
  * The stage is made on the first directory and removed at dispose; one left by a process
  * that died is swept by the next reset or materialize.
  */
-/** SEAL_BUSY for a mount point met where reset removes (movedTo: where it is now, when what held it was moved into the stage). */
-function mountError(path: string, cause: unknown, movedTo?: string): SealError {
-  const where = movedTo === undefined ? 'unmount it' : `what held it was moved into the reset's stage: unmount it at ${movedTo} in the clone`;
-  return new SealError('SEAL_BUSY', `clone entry cannot be removed: ${escapePath(path)} is a mount point (${where}, then reset again)`, { path, cause });
-}
-
 export class Trash implements Disposable {
   #stage: CloneStage | undefined;
   #slots = 0;

@@ -137,10 +137,13 @@ function writeInPlace(sys: Sys, dirfd: number, name: string, bytes: Uint8Array, 
   } catch (err) {
     file[Symbol.dispose]();
     try {
+      // Only the file this call made: in a directory others can write, the name may bind another by now (a swap
+      // between this check and the unlink removes only a name, in a directory the swapper can write anyway).
       if (made === undefined || stillNamed(sys, dirfd, name, made)) sys.unlinkat(dirfd, name, 0);
     } catch {
       // the first error says what went wrong
     }
+    // The kernel refusing the write (ENOSPC, EDQUOT, EIO): SEAL_IO naming the file.
     throwIfRefused(err, `cannot write file: ${escapePath(shown)}`, shown);
     throw err;
   }
