@@ -13,6 +13,8 @@ const ALLOWED = {
   ENOLCK: ['SEAL_IO'],
   EACCES: ['SEAL_IO', 'SEAL_UNAVAILABLE'],
   EPERM: ['SEAL_IO', 'SEAL_UNAVAILABLE'],
+  EMLINK: ['SEAL_IO'],
+  EDQUOT: ['SEAL_IO'],
 };
 
 /** The fds open on files and directories (sockets a keep-alive HTTP agent holds, pipes and event fds of threads aside). */
@@ -39,7 +41,7 @@ export function judgeOutcome(outcome, injected) {
     return [`raw ${err?.code ?? err?.name ?? typeof err} escaped: ${err?.message ?? String(err)}`];
   }
   const out = [];
-  if (!ALLOWED[injected.code].includes(err.code)) out.push(`${err.code} for ${injected.code}: ${err.message}`);
+  if (!(ALLOWED[injected.code] ?? []).includes(err.code)) out.push(`${err.code} for ${injected.code}: ${err.message}`);
   if (err.cause !== injected) {
     const cause = err.cause instanceof Error ? `${err.cause.name} ${err.cause.code ?? ''}` : String(err.cause);
     out.push(`${err.code}'s cause is not the system error (${cause}): ${err.message}`);

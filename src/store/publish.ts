@@ -223,7 +223,7 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
     try {
       sys.renameat2(build.tmpFd, build.name, build.snapshotsFd, data.digest, RENAME_NOREPLACE);
       build.published = true;
-      sys.fchmod(build.fd, 0o500);
+      freezePublished(sys, build, data.digest);
       return undefined;
     } catch (err) {
       if (!hasCode(err, 'EEXIST', 'ENOTEMPTY')) throw err;
@@ -234,6 +234,26 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
   if (reused !== undefined) return reused;
   recordPublished(sys, build.storeRoot, build.fd, summaryOf(data));
   return data;
+}
+
+/**
+ * Freezes the build's own directory (0500) once it is published: it must be writable until
+ * its rename (moving a directory rewrites its `..`). Where that fails (EIO), the snapshot is
+ * taken back into tmp/ (removed there with the build), so no writable directory stays
+ * published; where even that fails it stays, and gc freezes it (verify reports it until then).
+ */
+function freezePublished(sys: Sys, build: Build, digest: string): void {
+  try {
+    sys.fchmod(build.fd, 0o500);
+  } catch (err) {
+    try {
+      sys.renameat2(build.snapshotsFd, digest, build.tmpFd, build.name, RENAME_NOREPLACE);
+      build.published = false;
+    } catch {
+      // left published, writable: gc's to freeze
+    }
+    throw err;
+  }
 }
 
 /**

@@ -101,7 +101,8 @@ function collision(shown: string, cause?: unknown): SealError {
 /**
  * Links the unnamed file open at fd in as dirfd/name: through its /proc/self/fd link (any
  * user), else by the fd itself (AT_EMPTY_PATH: root). false where neither can (no /proc, not
- * root); an existing name is SEAL_COLLISION.
+ * root, EMLINK); an existing name is SEAL_COLLISION; another failure (ENOSPC, EIO) is thrown
+ * as the kernel said it, and typed by the caller.
  */
 function linkIn(sys: Sys, fd: number, dirfd: number, name: string, shown: string): boolean {
   for (const link of [() => sys.linkat(AT_FDCWD, `/proc/self/fd/${fd}`, dirfd, name, AT_SYMLINK_FOLLOW), () => sys.linkat(fd, '', dirfd, name, AT_EMPTY_PATH)]) {
@@ -110,7 +111,8 @@ function linkIn(sys: Sys, fd: number, dirfd: number, name: string, shown: string
       return true;
     } catch (err) {
       if (hasCode(err, 'EEXIST')) throw collision(shown, err);
-      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES')) throw err;
+      // No /proc (ENOENT), not root (EPERM, EACCES), or a link count the kernel will not raise (EMLINK): the next way, then in place.
+      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES', 'EMLINK')) throw err;
     }
   }
   return false;
