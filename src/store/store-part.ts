@@ -11,7 +11,11 @@ import type { Sys } from '../sys/native.js';
 export function giveToStoreOwner(sys: Sys, storeFd: number, fd: number): void {
   if (process.geteuid?.() !== 0) return;
   const store = sys.fstat(storeFd);
-  if (store.uid === 0 || sys.fstat(fd).uid === store.uid) return;
+  const part = sys.fstat(fd);
+  if (store.uid === 0 || part.uid === store.uid) return;
+  // Only the empty directory just made: the owner may rename another directory of the store in under its name between
+  // the mkdir and the open (one of root's, a snapshot root captured there), which must not become the owner's.
+  if (part.uid !== 0 || sys.readdir(fd).length > 0) return;
   sys.fchown(fd, store.uid, store.gid);
 }
 
