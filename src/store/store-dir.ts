@@ -93,7 +93,8 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
     return;
   }
   using part = own(sys, fd);
-  if (made) giveToStoreOwner(sys, dirFd, part.fd);
+  // A shared store's parts stay root's or the group's (no member owns them); a private store's are its owner's.
+  if (made && rule.group === undefined) giveToStoreOwner(sys, dirFd, part.fd);
   let st = sys.fstat(part.fd);
   const sticky = rule.group !== undefined && (st.mode & 0o3022) === 0o2020 && st.uid === process.geteuid!();
   if ((made && (st.mode & 0o7777) !== mode) || sticky) {

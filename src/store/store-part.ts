@@ -15,7 +15,7 @@ export function giveToStoreOwner(sys: Sys, storeFd: number, fd: number): void {
   if (store.uid === 0 || part.uid === store.uid) return;
   // Only the empty directory just made: the owner may rename another directory of the store in under its name between
   // the mkdir and the open (one of root's, a snapshot root captured there), which must not become the owner's.
-  if (part.uid !== 0 || sys.readdir(fd).length > 0) return;
+  if (part.uid !== 0 || (part.mode & 0o7777) !== 0o700 || sys.readdir(fd).length > 0) return;
   sys.fchown(fd, store.uid, store.gid);
 }
 
