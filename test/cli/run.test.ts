@@ -418,7 +418,7 @@ describe('spawnSandboxed', () => {
     await expect(exitOf(['true'], env)).rejects.toMatchObject({ code: 'SEAL_UNAVAILABLE', message: notRun(42), stderr: 'bwrap: No permissions to create new namespace\n' });
     // bubblewrap killed (a harness's timeout): 128 + the signal, as a shell says it; the command went with it (--die-with-parent).
     // Once the command runs (killed sooner, bubblewrap may not yet have tied the sandbox's life to its own).
-    const long = await spawnSandboxed(snap, clone, ['sh', '-c', 'echo started; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const long = await spawnSandboxed(snap, clone, ['sh', '-c', 'echo started; exec sleep 20'], { stdio: ['ignore', 'pipe', 'ignore'] });
     await once(long.stdout!, 'data');
     long.kill('SIGKILL');
     expect(await long.commandExit).toBe(128 + 9);
@@ -434,7 +434,7 @@ describe('spawnSandboxed', () => {
     expect((await once(ignored, 'close'))[0]).toBe(1);
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
-  });
+  }, 120_000);
 
   it('a clone replaced while the sandbox is prepared is SEAL_CHANGED (nothing runs, the replacement only gets its mount points); no bwrap is SEAL_UNAVAILABLE; neither leaves a lease', async () => {
     if (!bwrapAvailable()) return;
