@@ -164,6 +164,16 @@ export function isPlainName(name: string): boolean {
   return name !== '' && name !== '.' && name !== '..' && !name.includes('/');
 }
 
+/** fstatat(no-follow), or null when the name does not exist. */
+export function statOrNull(sys: Sys, dirfd: number, name: string | Buffer): Stat | null {
+  try {
+    return sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
+  } catch (err) {
+    if (hasCode(err, 'ENOENT')) return null;
+    throw err;
+  }
+}
+
 /** Whether `name` in parentFd (not followed) is still the object `st` was taken of; false when the name is gone. */
 export function stillNamed(sys: Sys, parentFd: number, name: string, st: Stat): boolean {
   try {
@@ -255,12 +265,14 @@ function openPathDir(sys: Sys, dirfd: number, name: string): number {
   return sys.openat(dirfd, name, PLACE_FLAGS);
 }
 
-/** mkdirat(0700) where nothing stands yet; an existing entry of any type is left to the open that follows. */
-export function mkdirIfMissing(sys: Sys, dirfd: number, name: string): void {
+/** mkdirat(0700) where nothing stands yet; an existing entry of any type is left to the open that follows. True when this call made it. */
+export function mkdirIfMissing(sys: Sys, dirfd: number, name: string): boolean {
   try {
     sys.mkdirat(dirfd, name, 0o700);
+    return true;
   } catch (err) {
     if (!hasCode(err, 'EEXIST')) throw err;
+    return false;
   }
 }
 

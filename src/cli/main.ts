@@ -178,9 +178,9 @@ function shownControls(message: string): string {
  * (`--retries -1`: three lines that name only the option, no word of the user's), each
  * line as shownControls shows it (they came out joined by `\x0a`); any other message whole.
  */
-function shownParseError(err: Error & { code?: string }): string {
-  if (err.code !== 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return shownControls(err.message);
-  return err.message.split('\n').map(shownControls).join('\n');
+function shownParseError(message: string, code: unknown): string {
+  if (code !== 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return shownControls(message);
+  return message.split('\n').map(shownControls).join('\n');
 }
 
 /** Reports a failure on stderr; returns the exit status. */
@@ -190,7 +190,7 @@ function report(err: unknown, spec: CommandSpec | undefined, io: Io): number {
     const takes = Object.keys({ ...COMMON_OPTIONS, ...(which?.options ?? {}) });
     const message = isParseError(err) && (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? unknownOption((err as Error).message, which, takes) : (err as Error).message;
     // The words quoted are the user's: a control character in one is shown escaped, never sent to the terminal.
-    const shown = isParseError(err) ? shownParseError(Object.assign(new Error(message), { code: (err as { code?: string }).code })) : shownControls(message);
+    const shown = isParseError(err) ? shownParseError(message, (err as { code?: unknown }).code) : shownControls(message);
     io.warn(`treeseal: ${shown}\n${which === undefined ? mainHelp(COMMANDS) : commandHelp(which)}`);
     return 2;
   }

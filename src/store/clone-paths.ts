@@ -2,7 +2,10 @@
 import { basename, dirname, resolve } from 'node:path';
 
 import { SealError, isSealError } from '../base/errors.js';
-import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, openRepairableDir, openUpDir, own, walkDown } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, openRepairableDir, openUpDir, own, statOrNull, walkDown } from '../base/fd.js';
+
+// Its users in store/ take it from here, with the rest of what a clone's paths need.
+export { statOrNull };
 import { escapePath } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
@@ -107,15 +110,6 @@ export function checkCloneApart(sys: Sys, clone: string, source: string, snapsho
   }
 }
 
-/** fstatat(no-follow), or null when the name does not exist. */
-export function statOrNull(sys: Sys, dirfd: number, name: string | Buffer): Stat | null {
-  try {
-    return sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return null;
-    throw err;
-  }
-}
 
 /** The fstatat(no-follow) of each name below dirfd, all at once, as blocks read without making a Stat (see StatBlocks). */
 export function statBlocksOf(sys: Sys, dirfd: number, names: readonly string[]): StatBlocks {

@@ -1,9 +1,7 @@
 // digests.ts: the digests a store publishes: listing them, and resolving a digest or a unique prefix of one.
 import { SealError } from '../base/errors.js';
 import { checkString, invalidArgValue } from '../base/arg-errors.js';
-import { openRealDir, own } from '../base/fd.js';
-import { AT_SYMLINK_NOFOLLOW } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { openRealDir, own, statOrNull } from '../base/fd.js';
 import type { Sys } from '../sys/native.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 
@@ -40,13 +38,8 @@ export function resolveDigestIn(sys: Sys, root: string, prefix: string): string 
   // A whole digest is looked up by its name, not by listing every snapshot (ls of N snapshots listed them N times).
   if (DIGEST_RE.test(prefix)) {
     using snapshots = own(sys, openRealDir(sys, `${root}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
-    try {
-      sys.fstatat(snapshots.fd, prefix, AT_SYMLINK_NOFOLLOW);
-      return prefix;
-    } catch (err) {
-      if (hasCode(err, 'ENOENT')) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${prefix}`, { cause: err });
-      throw err;
-    }
+    if (statOrNull(sys, snapshots.fd, prefix) === null) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${prefix}`);
+    return prefix;
   }
   const matches = listDigests(sys, root).filter((d) => d.startsWith(prefix));
   if (matches.length === 0) throw new SealError('SEAL_UNAVAILABLE', `no such snapshot: ${prefix}`);

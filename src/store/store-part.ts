@@ -21,15 +21,7 @@ export function giveToStoreOwner(sys: Sys, storeFd: number, fd: number): void {
 
 /** mkdirIfMissing of a store part (0700) directly in the store open at storeFd, given to the store's owner where root made it. */
 export function makeStorePart(sys: Sys, storeFd: number, name: string): void {
-  if (process.geteuid?.() !== 0) return mkdirIfMissing(sys, storeFd, name);
-  let made = true;
-  try {
-    sys.mkdirat(storeFd, name, 0o700);
-  } catch (err) {
-    if ((err as { code?: unknown }).code !== 'EEXIST') throw err;
-    made = false;
-  }
-  if (!made) return;
+  if (!mkdirIfMissing(sys, storeFd, name) || process.geteuid?.() !== 0) return;
   using part = own(sys, openChildDir(sys, storeFd, name));
   giveToStoreOwner(sys, storeFd, part.fd);
 }

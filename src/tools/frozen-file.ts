@@ -1,7 +1,7 @@
 // frozen-file.ts: writeFrozenFile, a new read-only file that never overwrites or follows anything.
 import { basename, dirname } from 'node:path';
 
-import { checkFilePath, openRealDir, openRealPlace, own, stillNamed, type Fd } from '../base/fd.js';
+import { checkFilePath, openRealDir, openRealPlace, own, statOrNull, stillNamed, type Fd } from '../base/fd.js';
 import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError, isSealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
@@ -35,7 +35,8 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
   if (unnamed === undefined) return writeInPlace(sys, dirfd, name, bytes, options, shown);
   const file = unnamed;
   try {
-    if (isTaken(sys, dirfd, name)) throw collision(shown);
+    // Anything at the name (never followed): refused before a byte is written, as O_EXCL refused it.
+    if (statOrNull(sys, dirfd, name) !== null) throw collision(shown);
   } catch (err) {
     file[Symbol.dispose]();
     throw isSealError(err) ? err : createError(err, shown);
@@ -80,17 +81,6 @@ function openUnnamed(sys: Sys, dirfd: number, mode: number, shown: string): Fd |
   } catch (err) {
     if (hasCode(err, 'EOPNOTSUPP', 'ENOTSUP', 'EISDIR', 'EINVAL')) return undefined;
     throw createError(err, shown);
-  }
-}
-
-/** Whether something (anything, never followed) stands at dirfd/name. */
-function isTaken(sys: Sys, dirfd: number, name: string): boolean {
-  try {
-    sys.fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW);
-    return true;
-  } catch (err) {
-    if (hasCode(err, 'ENOENT')) return false;
-    throw err;
   }
 }
 
