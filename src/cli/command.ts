@@ -45,6 +45,12 @@ export interface CommandSpec {
   help: string;
   /** Options this command takes besides the common ones. */
   options?: Record<string, OptionSpec>;
+  /**
+   * The exit status of every failure of the command's own, a usage error included, where its
+   * other statuses are another program's (run: 125, as env(1), timeout(1) and `docker run`
+   * say theirs). Unset: 1, and 2 for a usage error.
+   */
+  ownFailureStatus?: number;
   /** Runs the command; returns the exit status (default 0). */
   run(ctx: Context): Promise<number | void> | number | void;
 }

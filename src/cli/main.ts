@@ -266,7 +266,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     return (await withRetries(async () => run(ctx), retries, io)) ?? 0;
   } catch (err) {
     failed = true;
-    return report(err, spec, io);
+    const status = report(err, spec, io);
+    return spec?.ownFailureStatus ?? status;
   } finally {
     await store?.close().catch(() => {});
     // A capture or pull that failed leaves no empty store behind where there was none (a bad source path, a registry

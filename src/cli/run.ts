@@ -77,10 +77,11 @@ the working directory there, each payload read-only at its target (with a writab
 on .vite-temp), the host's /usr and /etc read-only, a private /dev, /proc and /tmp, every
 namespace unshared and no network unless --network, in a new session; the clone is bound
 as the directory opened (its path is not resolved again), and no fd of this process
-reaches the command. The exit status is the command's (128 + the signal that killed it);
-where bubblewrap could not run the command at all (no user namespace for this user, a
-kernel without seccomp filters, the command not found inside), SEAL_UNAVAILABLE after
-bubblewrap's own message, exit status 1. The snapshot is leased while the command
+reaches the command. The exit status is the command's (128 + the signal that killed it),
+or 125 when treeseal run itself failed (as env, timeout and docker run say it): a usage
+error, a SealError (the snapshot, the store, the clone), or bubblewrap that could not run
+the command at all (no user namespace for this user, a kernel without seccomp filters, the
+command not found inside: SEAL_UNAVAILABLE after bubblewrap's own message). The snapshot is leased while the command
 runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY; so is a materialize, reset or second run
 of <clone> through the same store (retried twice, then said), which would rewrite it under
 the command. With --keep-going, once the command
@@ -96,5 +97,7 @@ command's. Library: sandboxArgs(snap, clone, options).`,
     network: { type: 'boolean' },
     workspace: { type: 'string' },
   },
+  // Every other status is the command's: a harness tells a sandbox that never ran from tests that failed.
+  ownFailureStatus: 125,
   run,
 };

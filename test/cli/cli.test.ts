@@ -105,7 +105,7 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(r.status).toBe(2);
     // The parser's refusal comes with the command's usage, the command found past an option's value too.
     expect(r.stderr).toMatch(/^treeseal: unknown option --bogus\nusage: treeseal capture <source>/);
-    // A typo of an option or a command names the one meant; an option after run's command, where that command goes.
+    // A typo of an option or a command names the one meant; an option after run's command, where that command goes (run's own failures exit 125).
     r = cli(store, 'capture', repo, '--copyy', 'src');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option --copyy (did you mean --copy?)']);
     r = cli(store, 'materialise', 'abc', join(work, 'arm'));
@@ -113,10 +113,10 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     r = cli(store, 'prune', '--keep-last', '1');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: prune (snapshots are removed by a policy with gc --keep-last N, --older-than AGE or --max-size SIZE)']);
     r = cli(store, 'run', 'abc', join(work, 'arm'), 'sh', '-c', 'true');
-    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option -c: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> -c ...']);
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([125, 'treeseal: unknown option -c: the command run in the sandbox goes after --, as in: treeseal run <digest> <clone> -- <command> -c ...']);
     // An option run takes, misspelt: the option meant, not the sandbox hint; a word Object.prototype has is no command.
     r = cli(store, 'run', 'abc', join(work, 'arm'), '--resett', '--', 'true');
-    expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown option --resett (did you mean --reset?)']);
+    expect([r.status, r.stderr.split('\n')[0]]).toEqual([125, 'treeseal: unknown option --resett (did you mean --reset?)']);
     r = cli(store, 'constructor');
     expect([r.status, r.stderr.split('\n')[0]]).toEqual([2, 'treeseal: unknown command: constructor']);
     // A store path the system cannot resolve is the library's to judge (it was a bare ENOTDIR from the command's own check).

@@ -116,7 +116,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
       const second = cli(store, 'run', digest, clone, '--reset', '--', 'true');
       const busy = `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`;
       // Tried again twice (the CLI's default for a busy clone), then said.
-      expect([second.status, second.stdout, second.stderr]).toEqual([1, '', `${busy}; retrying in 100 ms (1 of 2)\n${busy}; retrying in 200 ms (2 of 2)\n${busy}\n`]);
+      expect([second.status, second.stdout, second.stderr]).toEqual([125, '', `${busy}; retrying in 100 ms (1 of 2)\n${busy}; retrying in 200 ms (2 of 2)\n${busy}\n`]);
     } finally {
       // Whatever failed above, the first run ends (its command waits for this line).
       first.stdin!.end('go\n');
@@ -133,7 +133,7 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     const clone = join(work, 'arm');
     // A workspace that would hide what the sandbox binds: refused before the clone is made.
     const hidden = cli(store, 'run', digest, clone, '--workspace', '/usr', '--', 'true');
-    expect([hidden.status, hidden.stderr]).toEqual([1, 'treeseal: SEAL_BAD_PATH: workspace /usr would hide /usr, which the sandbox binds: give one of its own, as /workspace\n']);
+    expect([hidden.status, hidden.stderr]).toEqual([125, 'treeseal: SEAL_BAD_PATH: workspace /usr would hide /usr, which the sandbox binds: give one of its own, as /workspace\n']);
     expect(existsSync(clone)).toBe(false);
     const hostInterfaces = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2;
     const shared = cli(store, 'run', digest, clone, '--network', '--workspace', '/w', '--', 'sh', '-c', "pwd; grep -c : /proc/net/dev | tr -d ' '");
@@ -156,13 +156,13 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     }
   });
 
-  it('a command bubblewrap could not run is SEAL_UNAVAILABLE after bubblewrap\'s own message, not the status 1 it exits with (with --keep-going: no diff of a clone the command never saw)', () => {
+  it('a command bubblewrap could not run is SEAL_UNAVAILABLE after bubblewrap\'s own message and status 125, not the status 1 it exits with (with --keep-going: no diff of a clone the command never saw)', () => {
     if (!bwrapAvailable()) return;
     const { work, store, digest } = setup();
     const clone = join(work, 'arm');
     const r = cli(store, 'run', digest, clone, '--keep-going', '--', '/nonexistent/command');
     const lines = r.stderr.split('\n');
-    expect([r.status, r.stdout, lines.length]).toEqual([1, '', 3]);
+    expect([r.status, r.stdout, lines.length]).toEqual([125, '', 3]);
     expect(lines[0]).toBe('bwrap: execvp /nonexistent/command: No such file or directory');
     expect(lines[1]).toMatch(/^treeseal: SEAL_UNAVAILABLE: the command did not run: bubblewrap \(\/.*\/bwrap\) exited 1 before it ran it: /);
     // The command's own status 1 is still its own.
@@ -301,17 +301,22 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     });
   }
 
-  it('without bwrap on PATH: SEAL_UNAVAILABLE naming the package; without a command: a usage error', () => {
+  it('run\'s own failures exit 125, the command\'s statuses being its own: without bwrap on PATH, SEAL_UNAVAILABLE naming the package; without a command, a usage error; a snapshot not in the store', () => {
     const { work, store, digest } = setup();
     const r = spawnSync(process.execPath, [CLI, 'run', digest, join(work, 'arm'), '--', 'true'], {
       encoding: 'utf8',
       env: { ...process.env, TREESEAL_STORE: store, PATH: join(work, 'empty') },
     });
-    expect([r.status, r.stderr]).toEqual([1, 'treeseal: SEAL_UNAVAILABLE: a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
+    expect([r.status, r.stderr]).toEqual([125, 'treeseal: SEAL_UNAVAILABLE: a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)\n']);
     // Said before the clone is made: nothing is left behind.
     expect(existsSync(join(work, 'arm'))).toBe(false);
     const usage = cli(store, 'run', digest, join(work, 'arm'));
-    expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([2, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
+    expect([usage.status, usage.stderr.split('\n')[0]]).toEqual([125, 'treeseal: run takes <digest> <clone> -- <command> [<arg>...]']);
+    const unknown = cli(store, 'run', '0'.repeat(64), join(work, 'arm'), '--', 'true');
+    expect([unknown.status, unknown.stderr]).toEqual([125, `treeseal: SEAL_UNAVAILABLE: no such snapshot: ${'0'.repeat(64)}\n`]);
+    expect(cli(store, 'run', digest, join(work, 'arm'), '--bogus', '--', 'true').status).toBe(125);
+    // Other commands keep theirs: 1 for a SealError, 2 for a usage error.
+    expect([cli(store, 'rm', '0'.repeat(64)).status, cli(store, 'rm').status]).toEqual([1, 2]);
   });
 });
 
