@@ -15,7 +15,7 @@ export type { CapturedMount } from './capture/mounts.js';
 export type { CaptureProgress } from './capture/walk.js';
 export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';
-export type { MaterializeOptions, MaterializeReport, ReflinkMode, SnapshotFallback } from './store/materialize.js';
+export type { MaterializeOptions, MaterializeReport, ReflinkMode, SnapshotFallback, StageLeft } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
 export { checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed, type SandboxArgs, type SandboxOptions, type SpawnSandboxedOptions } from './store/sandbox.js';
 export type { SandboxedChild } from './store/sandbox-status.js';

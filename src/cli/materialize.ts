@@ -1,8 +1,9 @@
 // materialize.ts: `treeseal materialize`: a snapshot's copy roots into a clone directory.
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 
-import { escapePath } from '../index.js';
+import { escapePath, type MaterializeReport } from '../index.js';
 import { choiceOption, need, plural, type CommandSpec, type Context } from './command.js';
+import type { Io } from './io.js';
 import { bytes, ms } from './format.js';
 import { sizeOption } from './usage.js';
 
@@ -25,6 +26,7 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
   });
   line.done();
+  if (!io.json) warnStageLeft(io, report, clone);
   // --json carries the reason as copyReason; a person gets it on stderr.
   if (report.copyReason !== undefined && !io.json) {
     io.warn(`treeseal: warning: ${plural(report.copied, 'file')} copied, not reflinked: ${report.copyReason}; --reflink never copies without this warning`);
@@ -35,6 +37,14 @@ async function run(ctx: Context): Promise<void> {
       `(${report.snapshotted === 0 ? '' : `${plural(report.snapshotted, 'root')} snapshotted, `}${report.reflinked} reflinked, ${report.copied} copied, ${bytes(report.bytesCopied)} buffered) in ${ms(report.elapsedMs)}` +
       report.fallbacks.map((f) => `\nnot snapshotted: ${escapePath(f.root)}: ${f.reason}`).join('') +
       (snap.mounts.length === 0 ? '' : `\n${plural(snap.mounts.length, 'mount')} to bind read-only: treeseal mounts ${snap.digest.slice(0, 12)} ${escapePath(clone)}`),
+  );
+}
+
+/** Says on stderr where a materialize left the tree it replaced (report.stageLeft; --json carries it as stageLeft). */
+export function warnStageLeft(io: Io, report: MaterializeReport, clone: string): void {
+  if (report.stageLeft === undefined) return;
+  io.warn(
+    `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (the next materialize, reset or gc then removes it): ${report.stageLeft.reason}`,
   );
 }
 

@@ -6,6 +6,7 @@ import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STA
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_STAGE_PREFIX } from './layout.js';
+import type { StageLeft } from './materialize-run.js';
 
 // clone-check reads the marker through here.
 export { hasMarker } from './clone-marker.js';
@@ -57,6 +58,20 @@ export class CloneStage implements Disposable {
     using _lock = this.lock;
     // Through the fd that holds its lock (the clone is the agent's).
     if (!this.keep && !this.lock.closed) removeOwnDir(this.sys, this.cloneFd, this.name, this.lock.fd);
+  }
+
+  /**
+   * close() after a successful swap: undefined once the stage is gone, else what is left
+   * (its name in the clone and the error, `CODE: message`), unlocked for the next sweep.
+   */
+  closeOrLeave(): StageLeft | undefined {
+    try {
+      this.close();
+      return undefined;
+    } catch (err) {
+      const code = err instanceof SealError ? err.code : ((err as { code?: unknown }).code ?? 'error');
+      return { path: this.name, reason: `${String(code)}: ${(err as Error).message}` };
+    }
   }
 
   /** close(), quietly: what is left stays inside the clone, unlocked, for the next sweep. */

@@ -66,6 +66,21 @@ export interface MaterializeReport {
    * are of what was made again; false for a whole materialize.
    */
   reset: boolean;
+  /**
+   * Set when the materialize succeeded but what it replaced could not be removed: the
+   * stage inside the clone that still holds it (`path`, relative to the clone) and why
+   * (`reason`, as `CODE: message`), e.g. a mount point inside the old tree that the look
+   * before the swap could not see (a directory this user may not search, a kernel before
+   * 5.8). The copy roots are the snapshot's; the next materialize, reset or gc removes the
+   * stage once it can be removed (unmounted). Absent otherwise.
+   */
+  stageLeft?: StageLeft;
+}
+
+/** What a materialize could not remove after its swap: the stage's name inside the clone, and why. */
+export interface StageLeft {
+  path: string;
+  reason: string;
 }
 
 /** A copy root materialize built per file where a snapshot was possible in principle: its path and the reason. */

@@ -30,7 +30,7 @@ import { keepRootMtimes } from './clone-times.js';
 import { DEFAULT_FALLBACK_BYTES, madeEntries, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run, type RunHooks } from './materialize-run.js';
 import { snapshotRoot } from './materialize-subvolume.js';
 
-export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, RunHooks, SnapshotFallback } from './materialize-run.js';
+export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, RunHooks, SnapshotFallback, StageLeft } from './materialize-run.js';
 export { DEFAULT_FALLBACK_BYTES } from './materialize-run.js';
 
 function corrupt(rel: string, what = 'snapshot file changed'): SealError {
@@ -345,6 +345,9 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
     swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
+    // The roots are the snapshot's now: an old tree that cannot be removed (a mount the look before could not see) is said, not thrown.
+    const left = stage.keep ? undefined : stage.closeOrLeave();
+    if (left !== undefined) run.report.stageLeft = left;
   }
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).

@@ -321,6 +321,46 @@ describe('the materialize stage lives inside the clone', () => {
     store.closeSync();
   });
 
+  it.runIf(rootOrSkip('mount --bind'))('a mount the look before the swap could not see: the materialize succeeds, nothing on the mount removed, and the report says which stage holds the old tree and why (it said nothing); once unmounted, the next materialize sweeps it', () => {
+    const { work, store, snap } = fixture({ 'one/a': 'new1' }, ['one']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'one/a': 'old1', 'one/bound/': null, keep: 'k' });
+    const victim = join(work, 'victim');
+    writeTree(victim, { v: 'precious' });
+    execFileSync('mount', ['--bind', victim, join(clone, 'one/bound')]);
+    let bound = join(clone, 'one/bound');
+    try {
+      // A kernel before 5.8: statx reports no STATX_ATTR_MOUNT_ROOT.
+      const blind = wrapSys({ statx: (orig) => (dirfd, name, flags) => {
+        const st = orig(dirfd, name, flags);
+        return { ...st, attributes: st.attributes & ~0x2000 };
+      } });
+      const report = withSys(snap, blind).materializeSync(clone);
+      expect(report.stageLeft).toEqual({ path: expect.stringMatching(new RegExp(`^${STAGE}[0-9a-f]{24}$`)), reason: expect.stringMatching(/^SEAL_BUSY: .*mount/) });
+      const stage = report.stageLeft!.path;
+      expect(contents(victim)).toEqual({ v: 'precious' });
+      expect(readdirSync(clone).sort()).toEqual([stage, 'keep', 'one'].sort());
+      expect(contents(join(clone, 'one'))).toEqual({ a: 'new1' });
+      // The old tree is where the report says, its mount with it.
+      const moved = listTree(join(clone, stage)).find((p) => p.endsWith('/bound/'));
+      expect(moved).toBeDefined();
+      bound = join(clone, stage, moved!);
+      expect(readFileSync(join(bound, 'v'), 'utf8')).toBe('precious');
+      // Still mounted: the next materialize's sweep leaves that stage (and its own goes).
+      const second = snap.materializeSync(clone);
+      expect([second.reset, second.stageLeft]).toEqual([true, undefined]);
+      expect(readdirSync(clone).sort()).toEqual([stage, 'keep', 'one'].sort());
+      execFileSync('umount', [bound]);
+      const again = snap.materializeSync(clone);
+      expect(again.stageLeft).toBeUndefined();
+      expect(readdirSync(clone).sort()).toEqual(['keep', 'one']);
+      expect(contents(victim)).toEqual({ v: 'precious' });
+    } finally {
+      spawnUmount(bound);
+    }
+    store.closeSync();
+  });
+
   it.runIf(rootOrSkip('mount --bind'))('a reset by the ledger meeting a directory bound into what it removes: SEAL_BUSY naming it, nothing on the mount removed; once unmounted, the next reset makes the clone whole (it was SEAL_IO, EBUSY, renameat2 naming only its last name)', () => {
     const work = tempDir();
     writeTree(join(work, 'repo'), { 'one/a': 'new1' });
