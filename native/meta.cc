@@ -1,4 +1,4 @@
-// meta.cc: fchmod, fchmodat (fchmodat2 for its flags: never following a link), fchown, futimens, utimensat and flock.
+// meta.cc: fchmod, fchmodat (fchmodat2 for its flags: never following a link), fchown, fchownat, futimens, utimensat and flock.
 #include <errno.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -26,6 +26,10 @@ static int DoFchmodat(int dirfd, const char* path, mode_t mode, int flags) {
 }
 
 static int DoFchown(int fd, uid_t uid, gid_t gid) { return RetryEintr([=] { return ::fchown(fd, uid, gid); }); }
+
+static int DoFchownat(int dirfd, const char* path, uid_t uid, gid_t gid, int flags) {
+  return RetryEintr([=] { return ::fchownat(dirfd, path, uid, gid, flags); });
+}
 
 static int DoFlock(int fd, int64_t op) { return RetryEintr([=] { return ::flock(fd, static_cast<int>(op)); }); }
 
@@ -86,6 +90,19 @@ static Napi::Value Fchown(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// fchownat(dirfd, path, uid, gid, flags): with AT_SYMLINK_NOFOLLOW a link's own owner is set; uid or gid 4294967295 leaves that one
+static Napi::Value Fchownat(const Napi::CallbackInfo& info) {
+  int dirfd, flags;
+  uint32_t uid, gid;
+  std::string path;
+  if (!ArgDirFd(info, 0, "dirfd", &dirfd) || !ArgPath(info, 1, "path", &path) || !ArgUint32(info, 2, "uid", &uid) ||
+      !ArgUint32(info, 3, "gid", &gid) || !ArgInt32(info, 4, "flags", &flags))
+    return info.Env().Undefined();
+  int r = DoFchownat(dirfd, path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid), flags);
+  if (r < 0) return ThrowSys(info.Env(), -r, "fchownat", &path);
+  return info.Env().Undefined();
+}
+
 // fchmodat(dirfd, path, mode, flags): AT_SYMLINK_NOFOLLOW and AT_EMPTY_PATH are honoured (ENOSYS on kernels before 6.6); no flags works everywhere
 static Napi::Value Fchmodat(const Napi::CallbackInfo& info) {
   int dirfd, flags;
@@ -104,6 +121,7 @@ void RegisterMeta(Napi::Env env, Napi::Object exports) {
   exports.Set("fchmod", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFdInt(info, "fchmod", "mode", kUint32Range, DoFchmod); }, "fchmod"));
   exports.Set("fchmodat", Napi::Function::New(env, Fchmodat, "fchmodat"));
   exports.Set("fchown", Napi::Function::New(env, Fchown, "fchown"));
+  exports.Set("fchownat", Napi::Function::New(env, Fchownat, "fchownat"));
   exports.Set("futimens", Napi::Function::New(env, Futimens, "futimens"));
   exports.Set("utimensat", Napi::Function::New(env, Utimensat, "utimensat"));
   // flock(fd, operation)

@@ -31,6 +31,8 @@ const ERRNOS = {
   syncfs: () => ['EIO'],
   fchmod: () => ['EIO', 'EPERM'],
   fchmodat: () => ['EIO', 'EPERM'],
+  fchown: () => ['EIO', 'EPERM'],
+  fchownat: () => ['EIO', 'EPERM'],
   futimens: () => ['EIO', 'EPERM'],
   utimensat: () => ['EIO', 'EPERM'],
   flock: (args) => ((args[1] & LOCK_NB) !== 0 ? ['ENOLCK'] : ['ENOLCK', 'EIO']),
@@ -115,7 +117,7 @@ function callSite(name) {
 
 /** The path argument of a call, for the error message, as the addon would report it. */
 function pathArg(name, args) {
-  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'utimensat', 'renameat2', 'linkat'].includes(name)) {
+  if (['openat', 'openat2', 'fstatat', 'mkdirat', 'unlinkat', 'readlinkat', 'fchmodat', 'fchownat', 'utimensat', 'renameat2', 'linkat'].includes(name)) {
     return typeof args[1] === 'string' ? args[1] : undefined;
   }
   if (name === 'symlinkat') return typeof args[2] === 'string' ? args[2] : undefined;

@@ -24,6 +24,7 @@ import { BUILD_PREFIX, COPY_AREA, DOCUMENT_NAME, LOOSE_AREA, MOUNTS_AREA, SNAPSH
 import { assembleAreas } from './assemble.js';
 import { directoryRoots, onBtrfs, sealStoredRoots } from './subvolumes.js';
 import { CacheMiss, StatCacheSession } from './recapture.js';
+import { foreignOwner, giveTree, type StoreOwner } from './store-part.js';
 import { publishedAmong } from './stat-cache-file.js';
 import { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY, RENAME_NOREPLACE } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -149,13 +150,13 @@ function saveOrSay(session: StatCacheSession, digest: string, data: StoredSnapsh
  * removed meanwhile), its directory copy roots subvolumes on btrfs (sealed once built),
  * and drops the loose files.
  */
-function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: StoredSnapshot, session: StatCacheSession, subvolumes: boolean): void {
+function assembleDeferred(sys: Sys, storeRoot: string, buildFd: number, data: StoredSnapshot, session: StatCacheSession, subvolumes: boolean, owner: StoreOwner | undefined): void {
   session.prepare(data);
   const roots = subvolumes ? directoryRoots(data.declarations, data.entries) : new Set<string>();
   withStoreLock(sys, storeRoot, false, () => {
     const made = assembleAreas(sys, buildFd, data, session.place, roots);
     using copy = own(sys, openChildDir(sys, buildFd, COPY_AREA));
-    sealStoredRoots(sys, copy.fd, made, data.entries);
+    sealStoredRoots(sys, copy.fd, made, data.entries, owner);
   });
   removeAt(sys, buildFd, LOOSE_AREA);
 }
@@ -219,6 +220,7 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
   // Nothing is published that a load would refuse, whoever built it (capture, recapture, pull).
   checkDocument(data);
   writePiecesAt(sys, build.fd, DOCUMENT_NAME, document);
+  giveBuildToOwner(build);
   const reused = withStoreLock(sys, build.storeRoot, false, () => {
     try {
       sys.renameat2(build.tmpFd, build.name, build.snapshotsFd, data.digest, RENAME_NOREPLACE);
@@ -234,6 +236,19 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
   if (reused !== undefined) return reused;
   recordPublished(sys, build.storeRoot, build.fd, summaryOf(data));
   return data;
+}
+
+/**
+ * Root publishing into another user's store (a capture or pull run as root there): what it
+ * built is given to the store's owner first, else the owner could neither read the
+ * snapshot (root's, 0500) nor remove it, and verify and ls called it damaged.
+ */
+function giveBuildToOwner(build: Build): void {
+  const { sys } = build;
+  if (process.geteuid?.() !== 0) return;
+  using store = own(sys, openRealDir(sys, build.storeRoot, 'store directory'));
+  const owner = foreignOwner(sys, store.fd);
+  if (owner !== undefined) giveTree(sys, build.fd, owner);
 }
 
 /**
@@ -274,7 +289,7 @@ export function buildSnapshot(sys: Sys, storeRoot: string, plan: Plan, hooks: Bu
 }
 
 /** Captures the copy roots into the build's copy/ and each mount into its mounts/ container. */
-function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, plan: Plan, deferred: boolean, subvolumes: boolean): Pick<StoredSnapshot, 'entries' | 'mounts'> {
+function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, plan: Plan, deferred: boolean, subvolumes: boolean, owner: StoreOwner | undefined): Pick<StoredSnapshot, 'entries' | 'mounts'> {
   const { sys } = ctx;
   sys.mkdirat(buildFd, COPY_AREA, 0o700);
   let entries;
@@ -285,7 +300,7 @@ function captureAreas(ctx: CaptureContext, sourceFd: number, buildFd: number, pl
     entries = builder.finished();
     if (!deferred) {
       freezeCopyParents(sys, copy.fd, plan);
-      sealStoredRoots(sys, copy.fd, builder.subvolumes, entries);
+      sealStoredRoots(sys, copy.fd, builder.subvolumes, entries, owner);
     }
   }
   sys.mkdirat(buildFd, MOUNTS_AREA, 0o700);
@@ -322,7 +337,8 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     }
     // A store on btrfs keeps each directory copy root as a subvolume (materialize snapshots it).
     const subvolumes = onBtrfs(sys, buildFd);
-    const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes));
+    const owner = foreignOwner(sys, storeFd);
+    const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes, owner));
     ctx.reportDone();
     // Each declared root against the patterns by the kind it was captured as (build/ leaves out a directory build, never a file).
     const roots = plan.copyParts.map((parts) => indexOfPath(entries, parts.join('/')));
@@ -344,7 +360,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
       if (publishedAmong(sys, snapshotsFd, [data.digest]).size === 1) {
         return { data, report: { ...report, built: false, reused: true, ...saveOrSay(session, data.digest, data) } };
       }
-      assembleDeferred(sys, storeRoot, buildFd, data, session, subvolumes);
+      assembleDeferred(sys, storeRoot, buildFd, data, session, subvolumes, owner);
     }
     freezeArea(sys, buildFd, MOUNTS_AREA);
     const final = publishBuild(build, data, encodeDocumentPieces(data));

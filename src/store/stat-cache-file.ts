@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
 import { openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
-import { makeStorePart } from './store-part.js';
+import { foreignOwner, makeStorePart } from './store-part.js';
 import { sameObject } from '../sys/identity.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { STAT_CACHE_VERSION, StatCache } from '../capture/stat-cache.js';
@@ -136,6 +136,9 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       at += bytes.length;
     });
     stamp?.(file.fd);
+    // Root writing in another user's store: the owner's file (a cache or ledger it could not read is no use to it).
+    const owner = foreignOwner(sys, storeFd);
+    if (owner !== undefined) sys.fchown(file.fd, owner.uid, owner.gid);
     try {
       sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
     } catch (err) {

@@ -6,6 +6,7 @@ import { keepMtime, keepMtimeAt } from '../base/times.js';
 import { BTRFS_SUPER_MAGIC } from '../sys/constants.js';
 import type { Sys } from '../sys/native.js';
 import { childrenOf, type Children } from './manifest-tree.js';
+import { giveTree, type StoreOwner } from './store-part.js';
 
 /** Whether the directory open at fd is on btrfs: a build there keeps its directory copy roots as subvolumes. */
 export function onBtrfs(sys: Sys, fd: number): boolean {
@@ -28,14 +29,17 @@ export function isBelow(path: string, root: string): boolean {
 /**
  * Seals each subvolume root (paths below the copy area open at copyFd) once its tree is
  * complete: with keepTimes every entry in it gets its recorded mtime first (so a snapshot
- * of it carries them into a clone), then the subvolume's read-only flag is set.
+ * of it carries them into a clone), given to owner (root building in another user's
+ * store), then the subvolume's read-only flag is set.
  */
-export function sealStoredRoots(sys: Sys, copyFd: number, roots: readonly string[], entries: Entries): void {
+export function sealStoredRoots(sys: Sys, copyFd: number, roots: readonly string[], entries: Entries, owner?: StoreOwner): void {
   if (roots.length === 0) return;
   const timed = timesOf(entries);
   for (const root of roots) {
     using dir = own(sys, openBeneath(sys, copyFd, root.split('/'), DIR_FLAGS));
     if (timed !== undefined) setTimes(sys, copyFd, root, dir.fd, timed);
+    // Root building in another user's store: the subvolume is the owner's before it is read-only (then no chown is taken).
+    if (owner !== undefined) giveTree(sys, dir.fd, owner);
     sealSubvolume(sys, dir.fd);
   }
 }

@@ -83,6 +83,8 @@ export interface Sys {
   fchmodat(dirfd: number, path: PathArg, mode: number, flags: number): void;
   /** Sets fd's owner and group (4294967295 for either: left as it is). */
   fchown(fd: number, uid: number, gid: number): void;
+  /** Sets dirfd/path's owner and group (AT_SYMLINK_NOFOLLOW: a link's own, never its target's; 4294967295: left as it is). */
+  fchownat(dirfd: number, path: PathArg, uid: number, gid: number, flags: number): void;
   /**
    * Sets fd's access and modification times, each as (seconds, nanoseconds) since the epoch; a
    * nanosecond value of UTIME_OMIT leaves that time as it is, UTIME_NOW sets it to now.
@@ -232,6 +234,7 @@ export const sys: Sys = {
   fchmod: addon.fchmod,
   fchmodat: addon.fchmodat,
   fchown: addon.fchown,
+  fchownat: addon.fchownat,
   futimens: addon.futimens,
   utimensat: addon.utimensat,
   flock: addon.flock,

@@ -11,10 +11,10 @@ const open = (options = {}) =>
   SnapshotStore.open(store, { ...options, ...(trust === undefined ? {} : { trust }), ...(ahead === undefined ? {} : { [STAT_CLOCK_AHEAD]: BigInt(ahead) }) });
 
 const ops = {
-  /** capture SOURCE COPY[,COPY...]: the snapshot's digest and whether it was reused. */
-  async capture(source, copy) {
+  /** capture SOURCE COPY[,COPY...] [LINKS]: the snapshot's digest and whether it was reused (LINKS: the links option). */
+  async capture(source, copy, links) {
     const s = await open();
-    const snap = await s.capture({ source, copy: copy.split(',') });
+    const snap = await s.capture({ source, copy: copy.split(','), ...(links === undefined ? {} : { links }) });
     await s.close();
     return { digest: snap.digest, reused: snap.captureReport.reused, reusedFiles: snap.captureReport.reusedFiles };
   },

@@ -1,8 +1,8 @@
 // store-trust.test.ts: a store is used only when no one but you (or root) can have written it; a shared store is an explicit opt-in.
-import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 
 import { SnapshotStore, spawnSandboxed } from '../../dist/index.js';
 import { LOCK_EX, LOCK_NB, sys as nativeSys } from '../../dist/sys/index.js';
@@ -17,6 +17,7 @@ import {
   childJson,
   chownTree,
   expectError,
+  fsTargets,
   isRoot,
   listTree,
   runNodeAs,
@@ -296,8 +297,8 @@ function sharedStore(base: string, owner = SOMEONE): string {
   return dir;
 }
 
-function ownedDir(owner: number, bits = 0o755): string {
-  const base = tempDir();
+function ownedDir(owner: number, bits = 0o755, under?: string): string {
+  const base = tempDir(under);
   chmodSync(base, 0o755);
   const dir = join(base, 'd');
   mkdirSync(dir);
@@ -371,6 +372,49 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect(asUser(NOBODY, 'gc', dir, [])).toMatchObject({});
     expect(asUser(NOBODY, 'capture', dir, [repo, 'a.txt'])).toMatchObject({ digest: made.digest, reused: true });
   });
+
+  for (const [where, under] of fsTargets()) {
+    it(`root's capture into a user's store on ${where} publishes a snapshot the user owns, whole (its stat cache and its clone's ledger too): the user verifies, recaptures by the cache, and removes it (root-owned 0500, it was "BAD" to verify and rm failed EACCES)`, async () => {
+      // A mount's parent (with-mounts.sh's private dir) searchable by the user for the test, as as-unprivileged.sh makes it.
+      if (under !== undefined) {
+        const parent = dirname(under);
+        const was = statSync(parent).mode & 0o7777;
+        chmodSync(parent, was | 0o001);
+        onTestFinished(() => chmodSync(parent, was));
+      }
+      const home = ownedDir(NOBODY, 0o755, under);
+      const repo = join(home, 'repo');
+      writeTree(repo, { 'src/a.txt': 'mine', 'src/deep/b.txt': 'bee', 'src/run.sh': '#!/bin/sh\n' });
+      chmodSync(join(repo, 'src/run.sh'), 0o755);
+      symlinkSync('a.txt', join(repo, 'src/link'));
+      chownTree(repo, NOBODY, NOBODY);
+      const dir = join(home, 'store');
+      const first = asUser(NOBODY, 'capture', dir, [repo, 'src', 'contained']);
+      expect(first).toMatchObject({ digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      writeFileSync(join(repo, 'src/a.txt'), 'changed by root');
+      const store = await SnapshotStore.open(dir, SETTLED);
+      const snap = await store.capture({ source: repo, copy: ['src'], links: 'contained' });
+      // Root's recapture reused the user's unchanged files (linked, still the user's) and wrote the rest.
+      expect(snap.captureReport).toMatchObject({ reused: false, built: true });
+      // Root's own clone (a clone must be its user's): its ledger in the user's store is the user's file.
+      await snap.materialize(join(tempDir(under), 'arm'), { createClone: true });
+      await store.close();
+      const owners = listTree(join(dir, 'snapshots', snap.digest)).map((p) => {
+        const st = lstatSync(join(dir, 'snapshots', snap.digest, p.replace(/[/@]$/, '')));
+        return `${p} ${st.uid}:${st.gid}`;
+      });
+      expect(owners.filter((o) => !o.endsWith(` ${NOBODY}:${NOBODY}`))).toEqual([]);
+      expect(lstatSync(join(dir, 'snapshots', snap.digest)).uid).toBe(NOBODY);
+      for (const part of ['cache', 'clones']) {
+        for (const name of readdirSync(join(dir, part))) expect([part, name, statSync(join(dir, part, name)).uid]).toEqual([part, name, NOBODY]);
+      }
+      expect(readdirSync(join(dir, 'clones'))).toHaveLength(1);
+      // The user: the snapshot verifies, a recapture trusts the cache root wrote, and rm leaves nothing.
+      expect(asUser(NOBODY, 'verify', dir, [snap.digest])).toEqual({ entries: snap.entries.length });
+      expect(asUser(NOBODY, 'capture', dir, [repo, 'src', 'contained'], undefined, { TREESEAL_TEST_CLOCK_AHEAD_NS: String(CLOCK_AHEAD_NS) })).toMatchObject({ digest: snap.digest, reused: true });
+      expect(asUser(NOBODY, 'remove', dir, [snap.digest])).toEqual({ removed: snap.digest, left: [first.digest], tmp: [] });
+    });
+  }
 
   it("parts or snapshots of your store that another user owns are refused; a user gets the kernel's EACCES from root's private store", async () => {
     for (const part of ['snapshots', 'lock']) {

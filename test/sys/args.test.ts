@@ -111,6 +111,7 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['fchmod', 'fd', (fd) => sys.fchmod(fd, 0o600), false],
         ['fchmodat', 'dirfd', (fd) => sys.fchmodat(fd, 'f', 0o600, 0), true],
         ['fchown', 'fd', (fd) => sys.fchown(fd, 0xffffffff, 0xffffffff), false],
+        ['fchownat', 'dirfd', (fd) => sys.fchownat(fd, 'f', 0xffffffff, 0xffffffff, S.AT_SYMLINK_NOFOLLOW), true],
         ['futimens', 'fd', (fd) => sys.futimens(fd, 0, S.UTIME_OMIT, 0, S.UTIME_OMIT), false],
         ['utimensat', 'dirfd', (fd) => sys.utimensat(fd, 'f', 0, S.UTIME_OMIT, 0, S.UTIME_OMIT, 0), true],
         ['flock', 'fd', (fd) => sys.flock(fd, S.LOCK_UN), false],

@@ -122,6 +122,7 @@ describe('errors', () => {
       fchmod: () => sys.fchmod(bad, 0o600),
       fchmodat: () => sys.fchmodat(bad, 'x', 0o600, 0),
       fchown: () => sys.fchown(bad, 0xffffffff, 0xffffffff),
+      fchownat: () => sys.fchownat(bad, 'x', 0xffffffff, 0xffffffff, 0),
       futimens: () => sys.futimens(bad, 0, S.UTIME_OMIT, 0, 0),
       utimensat: () => sys.utimensat(bad, 'x', 0, S.UTIME_OMIT, 0, 0, 0),
       flock: () => sys.flock(bad, S.LOCK_SH),
