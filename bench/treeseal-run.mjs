@@ -13,6 +13,17 @@ const out = {};
 /** Flushes dirty pages so no step pays for the writeback of the one before (not timed). */
 const quiet = () => execFileSync('sync');
 
+/** Further sync/async materialize pairs per process, beside the first of each (see the overhead row). */
+const MATERIALIZE_PAIRS = 3;
+
+/** fn's wall time in ms, the machine's dirty pages flushed first. */
+async function timedMs(fn) {
+  quiet();
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
 async function timed(name, fn) {
   quiet();
   const t = performance.now();
@@ -38,20 +49,43 @@ out.manifest = snap.manifestDigest;
 // The overhead pairs: the same call sync and async (order flipped every other rep); async minus sync is the cost of the thread hop.
 const storeB = SnapshotStore.openSync(args.storeB);
 const storeC = await SnapshotStore.open(args.storeC);
+let b;
+let c;
 const pairs = [
   async () => {
-    const b = await timed('captureSync', () => storeB.captureSync(capture));
+    b = await timed('captureSync', () => storeB.captureSync(capture));
     mkdirSync(args.clones[1]);
     await timed('materializeSync', () => b.materializeSync(args.clones[1], materialize));
   },
   async () => {
-    const c = await timed('captureAsync', () => storeC.capture(capture));
+    c = await timed('captureAsync', () => storeC.capture(capture));
     mkdirSync(args.clones[2]);
     await timed('materializeAsync', () => c.materialize(args.clones[2], materialize));
   },
 ];
 if (args.flip) pairs.reverse();
-if (args.pairs !== false) for (const pair of pairs) await pair();
+if (args.pairs !== false) {
+  for (const pair of pairs) await pair();
+  // Then MATERIALIZE_PAIRS more of each into fresh clones, sync and async alternating (which first flips each time):
+  // one pair's difference swings by ±90 ms with the machine, the median of several does not.
+  out.materializeDiffs = [];
+  for (let k = 0; k < MATERIALIZE_PAIRS; k++) {
+    const t = {};
+    const runs = [
+      async () => {
+        mkdirSync(`${args.clones[1]}-${k}`);
+        t.sync = (await timedMs(() => b.materializeSync(`${args.clones[1]}-${k}`, materialize)));
+      },
+      async () => {
+        mkdirSync(`${args.clones[2]}-${k}`);
+        t.async = (await timedMs(() => c.materialize(`${args.clones[2]}-${k}`, materialize)));
+      },
+    ];
+    if ((k % 2 === 1) !== args.flip) runs.reverse();
+    for (const r of runs) await r();
+    out.materializeDiffs.push(t.async - t.sync);
+  }
+}
 storeB.closeSync();
 await storeC.close();
 await storeA.close();
