@@ -16,7 +16,7 @@ import type { Sys } from '../sys/native.js';
 export const SLOTS = 64;
 export const INTS = 8;
 /** Header ints. */
-export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4, SEQ_WAITERS: 5, DONE_WAITERS: 6 } as const;
+export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4, SEQ_WAITERS: 5, DONE_WAITERS: 6, FAILED: 7 } as const;
 
 /**
  * Atomics.wait on ctrl[at] while it holds `value`, counted in ctrl[waiters] meanwhile, so a
@@ -76,6 +76,32 @@ const KIND = {
   BATCH: 4,
 } as const;
 const EXIT_WAIT_MS = 5000;
+
+/** The helper module, loaded by a bootstrap that says in H.FAILED when it cannot be (see helperBoot). */
+const HELPER_URL = new URL('../files/pool-worker.js', import.meta.url);
+
+/** Errors of a helper that could not start for want of a resource (a low ulimit -n, memory): the pool goes on without it. */
+export function isShortage(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (e?.code === 'EMFILE' || e?.code === 'ENFILE' || e?.code === 'ENOMEM' || e?.code === 'EAGAIN' || e?.code === 'ERR_WORKER_OUT_OF_MEMORY') return true;
+  return e?.code === 'ERR_WORKER_INIT_FAILED' || /\b(EMFILE|ENFILE|ENOMEM|EAGAIN)\b/.test(String(e?.message));
+}
+
+/**
+ * A helper's first code (CommonJS, run with eval): loads the helper module, and where that
+ * fails (EMFILE opening it or the addon under a low ulimit -n) counts the helper in
+ * H.FAILED, which the submitting thread sees at once, while it blocks, where an 'error'
+ * event would only reach it after the call; then rethrows anything but a shortage.
+ */
+function helperBoot(): string {
+  return `const { workerData } = require('node:worker_threads');
+const shortage = ${isShortage.toString()};
+import(${JSON.stringify(HELPER_URL.href)}).catch((err) => {
+  Atomics.add(workerData.ctrl, ${H.FAILED}, 1);
+  Atomics.notify(workerData.ctrl, ${H.FAILED});
+  if (!shortage(err)) throw err;
+});`;
+}
 /** A file job's source identity before the copy, in `ids` (IDS per slot; its size is in `sizes`). */
 const ID = { DEV: 0, INO: 1, MTIME: 2, CTIME: 3, MODE: 4 } as const;
 const IDS = 5;
@@ -210,18 +236,33 @@ export class FilePool {
   /** Jobs let into flight at once (at most SLOTS): fewer where the process may open few files. */
   #limit = SLOTS;
   #firstError: unknown;
+  /** Helpers whose thread failed to start (an 'error' event, seen between calls): never ready, never exiting. */
+  #dead = 0;
   readonly helpers: number;
 
   constructor(sys: Sys, buffer: Buffer, helpers: number) {
     this.#sys = sys;
     this.#buffer = buffer;
     this.helpers = helpers;
+    const boot = helperBoot();
     for (let i = 0; i < helpers; i++) {
       // No inherited execArgv: a host run with `node -e`, --input-type or a loader must not break the helpers.
-      const worker = new (workerThreads().Worker)(new URL('../files/pool-worker.js', import.meta.url), { workerData: this.#m, execArgv: [] });
+      const worker = new (workerThreads().Worker)(boot, { eval: true, workerData: this.#m, execArgv: [] });
       worker.unref();
+      // A thread that cannot start (EMFILE under a low ulimit -n) reports on this thread's event loop, after the call
+      // that made it has returned: without a listener that crashed the process. It is gone; the other threads take its
+      // jobs. Anything else is a fault of the helper's own and still ends the process.
+      worker.once('error', (err) => {
+        this.#dead++;
+        if (!isShortage(err)) throw err;
+      });
       this.#workers.push(worker);
     }
+  }
+
+  /** Helpers that will never report: they failed to load (H.FAILED) or to start at all. */
+  #gone(): number {
+    return Atomics.load(this.#m.ctrl, H.FAILED) + this.#dead;
   }
 
   /** Lets at most n jobs (at least 1, at most SLOTS) be in flight at once from now on. */
@@ -233,7 +274,7 @@ export class FilePool {
   awaitReady(): void {
     const ctrl = this.#m.ctrl;
     const deadline = Date.now() + EXIT_WAIT_MS;
-    while (Atomics.load(ctrl, H.READY) < this.#workers.length && Date.now() < deadline) {
+    while (Atomics.load(ctrl, H.READY) + this.#gone() < this.#workers.length && Date.now() < deadline) {
       Atomics.wait(ctrl, H.READY, Atomics.load(ctrl, H.READY), 50);
     }
   }
@@ -336,7 +377,7 @@ export class FilePool {
     Atomics.notify(ctrl, H.SEQ);
     // Idle helpers leave at once; one that never started (it failed to load) must not hang us.
     const deadline = Date.now() + EXIT_WAIT_MS;
-    while (Atomics.load(ctrl, H.EXITED) < this.#workers.length && Date.now() < deadline) {
+    while (Atomics.load(ctrl, H.EXITED) + this.#gone() < this.#workers.length && Date.now() < deadline) {
       Atomics.wait(ctrl, H.EXITED, Atomics.load(ctrl, H.EXITED), 50);
     }
     for (const w of this.#workers) void w.terminate();
@@ -469,6 +510,16 @@ function jobsWithinFds(): number {
   return Math.floor((spareFds() - FD_RESERVE) / 2);
 }
 
+/** Descriptors a helper thread takes to start: its event loop's, and the modules and addon it opens. */
+const HELPER_FDS = 8;
+/** Jobs kept room for beside the helpers' own descriptors. */
+const MIN_JOBS = 4;
+
+/** How many of `helpers` threads can start within the files this process may still open (0: the call runs here). */
+function helpersWithinFds(helpers: number): number {
+  return Math.max(0, Math.min(helpers, Math.floor((spareFds() - FD_RESERVE - 2 * MIN_JOBS) / HELPER_FDS)));
+}
+
 /**
  * The file jobs of one call (a capture, a verify): run on this thread's kept pool
  * when it has one, else on a pool of the call's own once AUTO_POOL_FILES files were
@@ -479,7 +530,7 @@ export class FileJobs {
   #pool: FilePool | undefined;
   #kept = false;
   #files = 0;
-  readonly #helpers: number;
+  #helpers: number;
 
   constructor(
     readonly sys: Sys,
@@ -495,9 +546,15 @@ export class FileJobs {
   #poolFor(): FilePool | undefined {
     if (this.#pool !== undefined || this.#helpers === 0) return this.#pool;
     if (this.#files < (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) return undefined;
-    const kept = keptPool(this.sys, this.parallelism);
+    // Under a low open-files limit, fewer helpers or none (each thread needs descriptors to start); checked once a call.
+    const helpers = helpersWithinFds(this.#helpers);
+    if (helpers === 0) {
+      this.#helpers = 0;
+      return undefined;
+    }
+    const kept = helpers === this.#helpers ? keptPool(this.sys, this.parallelism) : undefined;
     this.#kept = kept !== undefined;
-    this.#pool = kept ?? new FilePool(this.sys, this.buffer, this.#helpers);
+    this.#pool = kept ?? new FilePool(this.sys, this.buffer, helpers);
     // A low open-files limit (ulimit -n 128) bounds the jobs in flight, not the call: it once failed EMFILE past 64 files.
     this.#pool.limitInFlight(jobsWithinFds());
     return this.#pool;

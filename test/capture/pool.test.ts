@@ -154,4 +154,35 @@ describe('a low open-files limit', () => {
     const verified = limited([CLI, 'verify', '--store', join(work, 'cli-store'), want]);
     expect([verified.status, verified.stderr]).toEqual([0, '']);
   });
+
+  it('too few descriptors for helper threads to start (ulimit -n 32 to 48): the call runs without them, and the process lives on (a helper that failed to start crashed it after the call returned, and every call waited 5 s for it)', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 2000; i++) tree[`app/f${i}`] = `file ${i}\n`;
+    writeTree(repo, tree);
+    const unlimited = SnapshotStore.openSync(join(work, 'unlimited'), { ephemeral: true });
+    const want = unlimited.captureSync({ source: repo, copy: ['app'] }).digest;
+    unlimited.closeSync();
+    // Sync and async calls, then a pause in which a helper's late 'error' event would end the process.
+    const script = `
+      const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)});
+      const [dir, source, mode] = process.argv.slice(1);
+      const store = SnapshotStore.openSync(dir);
+      const snap = mode === 'sync' ? store.captureSync({ source, copy: ['app'] }) : await store.capture({ source, copy: ['app'] });
+      const verified = mode === 'sync' ? snap.verifySync() : await snap.verify();
+      await new Promise((r) => setTimeout(r, 300));
+      store.closeSync();
+      process.stdout.write(snap.digest + ' ' + verified.entries);`;
+    // (Under 32 the async call's worker thread leaves no descriptor for a file at all: a typed EMFILE, not this test's.)
+    for (const [limit, modes] of [[32, ['sync']], [36, ['sync', 'async']], [48, ['sync', 'async']]] as const) {
+      for (const mode of modes) {
+        const r = spawnSync('bash', ['-c', `ulimit -n ${limit} && exec "$@"`, 'bash', process.execPath, '--input-type=module', '-e', script, join(work, `store-${limit}-${mode}`), repo, mode], { encoding: 'utf8' });
+        expect([limit, mode, r.status, r.stderr, r.stdout]).toEqual([limit, mode, 0, '', `${want} 2001`]);
+      }
+      const cli = spawnSync('bash', ['-c', `ulimit -n ${limit} && exec "$@"`, 'bash', process.execPath, CLI, 'capture', '--store', join(work, `cli-${limit}`), repo, '--copy', 'app', '--json'], { encoding: 'utf8' });
+      expect([limit, cli.status, cli.stderr]).toEqual([limit, 0, '']);
+      expect((JSON.parse(cli.stdout) as { digest: string }).digest).toBe(want);
+    }
+  });
 });
