@@ -15,7 +15,13 @@ import { CLONES_DIR } from './layout.js';
 import { makeStorePart } from './store-part.js';
 import { saveStoreFile } from './stat-cache-file.js';
 
-const LEDGER_VERSION = 2;
+/**
+ * 3: a record's second byte holds its untrusted bits (UNVERIFIED, COARSE). A version-2
+ * ledger (builds before 2026-12-04, evening) never set them, and those builds read the
+ * byte as spare: each version ignores the other's ledger (a diff by hash, a whole reset),
+ * never misreads it (one said "same" while a file's bytes differed).
+ */
+const LEDGER_VERSION = 3;
 const MAX_LEDGER_BYTES = 1024 * 1024 * 1024;
 const DIGEST = /^[0-9a-f]{64}$/;
 

@@ -77,12 +77,14 @@ describe('the clone ledger file', () => {
     const saved = readFileSync(path);
     const st = statSync(clone, { bigint: true });
     const header = JSON.parse(saved.toString('utf8', 0, saved.indexOf(10))) as Record<string, unknown>;
-    expect(header).toMatchObject({ v: 2, clone: `${st.dev}:${st.ino}`, digest: snap.digest, dev: String(st.dev), independent: false, count: 4, path: clone });
+    expect(header).toMatchObject({ v: 3, clone: `${st.dev}:${st.ino}`, digest: snap.digest, dev: String(st.dev), independent: false, count: 4, path: clone });
     // Re-sealed as it is: trusted (the test's own sealing is right).
     writeFileSync(path, resealed(saved, () => {}));
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
     const cases: [string, (h: Record<string, unknown>) => void, ((r: Buffer) => Buffer)?][] = [
-      ['another version', (h) => (h.v = 3)],
+      // Version 2 (builds before the untrusted bits) and a later one: never read as this one.
+      ['the version before', (h) => (h.v = 2)],
+      ['a later version', (h) => (h.v = 4)],
       ['another store', (h) => (h.store = `${h.store}1`)],
       ['another clone', (h) => (h.clone = `${st.dev}:${st.ino + 1n}`)],
       ['another device', (h) => (h.dev = String(st.dev + 1n))],
@@ -209,18 +211,18 @@ describe('the clone ledger file', () => {
     rmSync(join(work, 'moved'), { recursive: true });
     const head = (h: unknown) => `${typeof h === 'string' ? h : JSON.stringify(h)}\nrecords`;
     const planted: Record<string, string> = {
-      '11-1.ledger': head({ v: 2, digest: snap.digest }),
-      '11-2.ledger': '{"v":2}',
+      '11-1.ledger': head({ v: 3, digest: snap.digest }),
+      '11-2.ledger': '{"v":3}',
       '11-3.ledger': head('not json'),
-      '11-4.ledger': head({ v: 3, digest: snap.digest }),
-      '11-5.ledger': head({ v: 2, digest: 5 }),
-      '11-6.ledger': head({ v: 2, digest: 'abc' }),
-      '11-7.ledger': head({ v: 2, digest: 'f'.repeat(64) }),
-      '11-8.ledger': head({ v: 2, digest: snap.digest, path: again, clone: `${gone.dev}:${gone.ino}` }),
-      '11-9.ledger': head({ v: 2, digest: snap.digest, path: clone, clone: `${st.dev}:${st.ino}` }),
-      'x-1.ledger': head({ v: 3 }),
-      '11-10.ledger.old': head({ v: 3 }),
-      'a11-10.ledger': head({ v: 3 }),
+      '11-4.ledger': head({ v: 4, digest: snap.digest }),
+      '11-5.ledger': head({ v: 3, digest: 5 }),
+      '11-6.ledger': head({ v: 3, digest: 'abc' }),
+      '11-7.ledger': head({ v: 3, digest: 'f'.repeat(64) }),
+      '11-8.ledger': head({ v: 3, digest: snap.digest, path: again, clone: `${gone.dev}:${gone.ino}` }),
+      '11-9.ledger': head({ v: 3, digest: snap.digest, path: clone, clone: `${st.dev}:${st.ino}` }),
+      'x-1.ledger': head({ v: 4 }),
+      '11-10.ledger.old': head({ v: 4 }),
+      'a11-10.ledger': head({ v: 4 }),
     };
     for (const [name, text] of Object.entries(planted)) writeFileSync(join(clones, name), text);
     mkdirSync(join(clones, '12-1.ledger'));
