@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's; an addon that cannot load is said in one line.
 import { endQuietlyOnClosedOutput } from './cli/io.js';
+import { earlyFailureStatus } from './cli/own-failure.js';
 import { version } from './cli/version.js';
 
-endQuietlyOnClosedOutput();
 const argv = process.argv.slice(2);
+endQuietlyOnClosedOutput(undefined, earlyFailureStatus(argv));
 let code: number;
 if (argv.length === 1 && argv[0] === '--version') {
   // Answered before the library (and its addon) loads: the line main prints for it.
@@ -21,7 +22,7 @@ if (argv.length === 1 && argv[0] === '--version') {
     // its message saying the way out.
     const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
     process.stderr.write(`treeseal: cannot load the library: ${first}\n`);
-    process.exit(1);
+    process.exit(earlyFailureStatus(argv));
   }
   code = await main(argv, process.env, undefined, rawArguments(argv.length));
 }

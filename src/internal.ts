@@ -32,3 +32,4 @@ export { verifyAt } from './store/verify.js';
 export { materializeSnapshot } from './store/materialize.js';
 export { Ledger } from './store/clone-ledger.js';
 export { StatBlocks, fstatatBlocks } from './sys/stat-each.js';
+export { foreignOwner, giveTree } from './store/store-part.js';

@@ -68,15 +68,15 @@ export class Io {
 /**
  * A reader that closed our stdout (`treeseal show X | head -1`) ends the process the
  * way Unix tools end: quietly, by SIGPIPE. Any other failure to write it (a full disk,
- * /dev/full) is said on stderr as `treeseal: SEAL_IO: …` and ends with status 1. A closed
- * stderr is ignored.
+ * /dev/full) is said on stderr as `treeseal: SEAL_IO: …` and ends with `status` (1; run's
+ * 125). A closed stderr is ignored.
  */
-export function endQuietlyOnClosedOutput(streams: IoStreams = { stdout: process.stdout, stderr: process.stderr }): void {
+export function endQuietlyOnClosedOutput(streams: IoStreams = { stdout: process.stdout, stderr: process.stderr }, status = 1): void {
   streams.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') {
       // The system's own text (no name in it): `ENOSPC: no space left on device, write`.
       streams.stderr.write(`treeseal: SEAL_IO: cannot write the output: ${err.message}\n`);
-      process.exit(1);
+      process.exit(status);
     }
     // Node ignores SIGPIPE; a listener added and removed restores the default action.
     const ignore = (): void => {};

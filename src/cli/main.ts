@@ -211,11 +211,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
   let made: MadeStore | undefined;
   let failed = false;
   try {
-    checkArgumentBytes(raw);
     // The command, as far as the words say before they are parsed: an option the parser
-    // refuses is then said with that command's usage, not the top-level one.
+    // refuses is then said with that command's usage, not the top-level one (and a word
+    // that is not UTF-8 fails with that command's status for its own failures).
     const options = allOptions();
     spec = commandWord(argv, options);
+    checkArgumentBytes(raw);
     const { values, positionals, tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: true, tokens: true });
     checkRepeats(tokens, options);
     if (values.version === true) {

@@ -44,7 +44,7 @@ async function run(ctx: Context): Promise<void> {
 export function warnStageLeft(io: Io, report: MaterializeReport, clone: string): void {
   if (report.stageLeft === undefined) return;
   io.warn(
-    `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (the next materialize, reset or gc then removes it): ${report.stageLeft.reason}`,
+    `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (then the next materialize or reset of the clone, or treeseal gc --clone, removes it): ${report.stageLeft.reason}`,
   );
 }
 

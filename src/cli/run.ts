@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { SealError, checkSandboxArgs, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { warnStageLeft } from './materialize.js';
+import { RUN_OWN_FAILURE } from './own-failure.js';
 import { cloneLines } from './verify.js';
 
 async function run(ctx: Context): Promise<number> {
@@ -99,6 +100,6 @@ command's. Library: sandboxArgs(snap, clone, options).`,
     workspace: { type: 'string' },
   },
   // Every other status is the command's: a harness tells a sandbox that never ran from tests that failed.
-  ownFailureStatus: 125,
+  ownFailureStatus: RUN_OWN_FAILURE,
   run,
 };

@@ -69,8 +69,10 @@ export class CloneStage implements Disposable {
       this.close();
       return undefined;
     } catch (err) {
-      const code = err instanceof SealError ? err.code : ((err as { code?: unknown }).code ?? 'error');
-      return { path: this.name, reason: `${String(code)}: ${(err as Error).message}` };
+      const code = String(err instanceof SealError ? err.code : ((err as { code?: unknown }).code ?? 'error'));
+      const message = err instanceof Error ? err.message : String(err);
+      // A system error's message starts with its code already (`EIO: i/o error, unlinkat 'x'`).
+      return { path: this.name, reason: message.startsWith(`${code}:`) ? message : `${code}: ${message}` };
     }
   }
 

@@ -71,8 +71,8 @@ export interface MaterializeReport {
    * stage inside the clone that still holds it (`path`, relative to the clone) and why
    * (`reason`, as `CODE: message`), e.g. a mount point inside the old tree that the look
    * before the swap could not see (a directory this user may not search, a kernel before
-   * 5.8). The copy roots are the snapshot's; the next materialize, reset or gc removes the
-   * stage once it can be removed (unmounted). Absent otherwise.
+   * 5.8). The copy roots are the snapshot's; the next materialize or reset of the clone (or
+   * gc with its `clone`) removes the stage once it can be removed (unmounted). Absent otherwise.
    */
   stageLeft?: StageLeft;
 }

@@ -177,6 +177,8 @@ export class Build implements Disposable {
     readonly dir: Fd,
     /** Its name in tmp/ (`build-<32 hex>`). */
     readonly name: string,
+    /** The store's owner, when this process is root in another user's store: what the build makes is given to it (see foreignOwner). */
+    readonly owner: StoreOwner | undefined,
   ) {}
 
   get fd(): number {
@@ -201,13 +203,27 @@ export class Build implements Disposable {
   }
 }
 
+/** foreignOwner of the store at storeRoot (opened as its tmp/ and snapshots/ are, by path). */
+function ownerOfStore(sys: Sys, storeRoot: string): StoreOwner | undefined {
+  using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+  return foreignOwner(sys, store.fd);
+}
+
 /** Makes and locks `<store>/tmp/build-*`; dispose of it when done. */
 export function openBuild(sys: Sys, storeRoot: string): Build {
   using tmp = own(sys, openRealDir(sys, `${storeRoot}/${TMP_DIR}`, 'store tmp directory'));
   using snapshots = own(sys, openRealDir(sys, `${storeRoot}/${SNAPSHOTS_DIR}`, 'store snapshots directory'));
+  const owner = process.geteuid?.() === 0 ? ownerOfStore(sys, storeRoot) : undefined;
   // Its flock is held until this build is published or removed: a sweep never takes a live build.
   const { name, fd } = makeLockedDir(sys, tmp.fd, BUILD_PREFIX, 16);
-  return new Build(sys, storeRoot, own(sys, tmp.release()), own(sys, snapshots.release()), own(sys, fd), name);
+  // tmp/ is the store owner's to write: the directory locked must be the one this process made (another put in its place
+  // between the mkdir and the open would be built in, and with root in another user's store, given away). Left as it is.
+  const st = sys.fstat(fd);
+  if (st.uid !== process.geteuid?.() || (st.mode & 0o777) !== 0o700 || sys.readdir(fd).length > 0) {
+    own(sys, fd)[Symbol.dispose]();
+    throw new SealError('SEAL_CHANGED', `the store's tmp/${name} was replaced while it was made (another user's directory, or one not empty, in its place): try again`);
+  }
+  return new Build(sys, storeRoot, own(sys, tmp.release()), own(sys, snapshots.release()), own(sys, fd), name, owner);
 }
 
 /**
@@ -244,11 +260,7 @@ export function publishBuild(build: Build, data: StoredSnapshot, document: reado
  * snapshot (root's, 0500) nor remove it, and verify and ls called it damaged.
  */
 function giveBuildToOwner(build: Build): void {
-  const { sys } = build;
-  if (process.geteuid?.() !== 0) return;
-  using store = own(sys, openRealDir(sys, build.storeRoot, 'store directory'));
-  const owner = foreignOwner(sys, store.fd);
-  if (owner !== undefined) giveTree(sys, build.fd, owner);
+  if (build.owner !== undefined) giveTree(build.sys, build.fd, build.owner);
 }
 
 /**
@@ -337,7 +349,7 @@ function buildOnce(sys: Sys, storeRoot: string, given: Plan, hooks: BuildHooks, 
     }
     // A store on btrfs keeps each directory copy root as a subvolume (materialize snapshots it).
     const subvolumes = onBtrfs(sys, buildFd);
-    const owner = foreignOwner(sys, storeFd);
+    const { owner } = build;
     const { entries, mounts } = ctx.obstacles.collect(() => captureAreas(ctx!, sourceFd, buildFd, plan, session?.deferred === true, subvolumes, owner));
     ctx.reportDone();
     // Each declared root against the patterns by the kind it was captured as (build/ leaves out a directory build, never a file).

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
 import { openChildDir, openRealDir, own, removeAt, tryFlock } from '../base/fd.js';
-import { foreignOwner, makeStorePart } from './store-part.js';
+import { makeStorePart } from './store-part.js';
 import { sameObject } from '../sys/identity.js';
 import { readAllAt, writeAll } from '../base/io.js';
 import { STAT_CACHE_VERSION, StatCache } from '../capture/stat-cache.js';
@@ -51,14 +51,26 @@ export function loadStatCache(sys: Sys, storeFd: number, key: Buffer): StatCache
   }
 }
 
-/** The digests among `digests` that name a published snapshot directory no one but you (or root) can have written. */
+/**
+ * The digests among `digests` that name a published snapshot directory no one but you (or
+ * root) can have written; for root, also one of the store's owner (the owner of
+ * snapshots/), whose snapshots root uses as it uses its own (checkSnapshot), and to whom it
+ * gives those it captures there.
+ */
 export function publishedAmong(sys: Sys, snapshotsFd: number, digests: Iterable<string>): Set<string> {
   const out = new Set<string>();
+  let storeOwner: number | undefined;
+  const trusted = (st: Stat): boolean => {
+    if (isPrivate(st)) return true;
+    if (process.geteuid?.() !== 0 || (st.mode & 0o022) !== 0) return false;
+    storeOwner ??= sys.fstat(snapshotsFd).uid;
+    return st.uid === storeOwner;
+  };
   for (const d of digests) {
     try {
       // Its files are linked into new snapshots unread: only a snapshot no one else can have written.
       const st = sys.fstatat(snapshotsFd, d, AT_SYMLINK_NOFOLLOW);
-      if (isDir(st.mode) && isPrivate(st)) out.add(d);
+      if (isDir(st.mode) && trusted(st)) out.add(d);
     } catch {
       // removed: its entries are not trusted
     }
@@ -136,9 +148,6 @@ function writeOnce(sys: Sys, storeFd: number, tmpFd: number, dirName: string, na
       at += bytes.length;
     });
     stamp?.(file.fd);
-    // Root writing in another user's store: the owner's file (a cache or ledger it could not read is no use to it).
-    const owner = foreignOwner(sys, storeFd);
-    if (owner !== undefined) sys.fchown(file.fd, owner.uid, owner.gid);
     try {
       sys.renameat2(tmpFd, tmpName, dir.fd, name, 0);
     } catch (err) {

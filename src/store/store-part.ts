@@ -1,7 +1,9 @@
 // store-part.ts: what root makes in another user's store is that user's: store parts (clones/, cache/, …), the files it writes there, and the snapshots it publishes.
 import { mkdirIfMissing, openChildDir, own } from '../base/fd.js';
-import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
+import { AT_EMPTY_PATH, DT_DIR, DT_UNKNOWN, O_NOFOLLOW, O_PATH, isDir } from '../sys/constants.js';
+import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
+import { unmapped } from './trust.js';
 
 /** A store's owner and group, to give what root makes there. */
 export interface StoreOwner {
@@ -11,13 +13,14 @@ export interface StoreOwner {
 
 /**
  * The owner of the store open at storeFd when this process is root and the store is
- * another user's, private to them (no group or other bits: a shared store's parts stay
- * as its admin made them); else undefined.
+ * another user's, writable by that user alone (a group-shared store's parts stay as its
+ * admin made them); else undefined. Not an owner this namespace cannot map (its uid shows
+ * as the overflow uid, which no chown takes).
  */
 export function foreignOwner(sys: Sys, storeFd: number): StoreOwner | undefined {
   if (process.geteuid?.() !== 0) return undefined;
   const st = sys.fstat(storeFd);
-  if (st.uid === 0 || (st.mode & 0o077) !== 0) return undefined;
+  if (st.uid === 0 || st.uid === unmapped() || (st.mode & 0o022) !== 0) return undefined;
   return { uid: st.uid, gid: st.gid };
 }
 
@@ -48,21 +51,52 @@ export function makeStorePart(sys: Sys, storeFd: number, name: string): void {
 /**
  * Gives what root made below the directory open at dirFd, and that directory, to owner
  * (a snapshot root built in another user's store: root-owned and frozen 0500/0400, the
- * owner could neither read nor remove it). Children go before their directory, so nothing
- * below a directory is the owner's while root still works in it: the build is root's 0700
- * until its own turn comes, last. Only root's entries change hands, and of files only
- * those with one name (what this build wrote): a stored copy an older snapshot shares
- * keeps its owner. Never follows a link (a link's own owner is set).
+ * owner could neither read nor remove it); false, having stopped, where the system
+ * refuses (EPERM: root without CAP_CHOWN; EINVAL: an owner this namespace cannot map):
+ * what is left stays root's, as it was before. Children go before their directory, so
+ * nothing below a directory is the owner's while root still works in it. Every chown goes
+ * through a descriptor of the inode looked at (O_PATH, never following a link), never by
+ * name, so a name swapped meanwhile changes nothing else; only root's entries change
+ * hands, and of files only those with one name (what this build wrote): a stored copy an
+ * older snapshot shares keeps its owner.
  */
-export function giveTree(sys: Sys, dirFd: number, owner: StoreOwner): void {
-  for (const entry of sys.readdir(dirFd)) {
-    const st = sys.fstatat(dirFd, entry.name, AT_SYMLINK_NOFOLLOW);
-    if (isDir(st.mode)) {
-      using child = own(sys, openChildDir(sys, dirFd, entry.name));
-      giveTree(sys, child.fd, owner);
-    } else if (st.uid === 0 && st.nlink === 1) {
-      sys.fchownat(dirFd, entry.name, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW);
-    }
+export function giveTree(sys: Sys, dirFd: number, owner: StoreOwner): boolean {
+  try {
+    if (sys.fstat(dirFd).uid !== 0) return true;
+    giveBelow(sys, dirFd, owner);
+    sys.fchown(dirFd, owner.uid, owner.gid);
+    return true;
+  } catch (err) {
+    if (hasCode(err, 'EPERM', 'EINVAL')) return false;
+    throw err;
   }
-  if (sys.fstat(dirFd).uid === 0) sys.fchown(dirFd, owner.uid, owner.gid);
+}
+
+function giveBelow(sys: Sys, dirFd: number, owner: StoreOwner): void {
+  for (const entry of sys.readdir(dirFd)) {
+    if (entry.type === DT_DIR || entry.type === DT_UNKNOWN) {
+      let child: number;
+      try {
+        child = openChildDir(sys, dirFd, entry.name);
+      } catch (err) {
+        if (!hasCode(err, 'ENOTDIR', 'ELOOP')) throw err;
+        giveEntry(sys, dirFd, entry.name, owner);
+        continue;
+      }
+      using dir = own(sys, child);
+      if (sys.fstat(dir.fd).uid !== 0) continue;
+      giveBelow(sys, dir.fd, owner);
+      sys.fchown(dir.fd, owner.uid, owner.gid);
+      continue;
+    }
+    giveEntry(sys, dirFd, entry.name, owner);
+  }
+}
+
+/** Chowns the non-directory dirFd/name through an O_PATH descriptor of it, when it is root's and has one name. */
+function giveEntry(sys: Sys, dirFd: number, name: string | Buffer, owner: StoreOwner): void {
+  using entry = own(sys, sys.openat(dirFd, name, O_PATH | O_NOFOLLOW));
+  const st = sys.fstat(entry.fd);
+  if (st.uid !== 0 || st.nlink !== 1 || isDir(st.mode)) return;
+  sys.fchownat(entry.fd, '', owner.uid, owner.gid, AT_EMPTY_PATH);
 }

@@ -184,7 +184,7 @@ let unmappedOwner: number | undefined | null = null;
  * (the host's root, for `/`: the kernel's overflowuid, 65534 by default); undefined outside
  * one. Such a directory is taken as root's: from inside, whose it is cannot be told.
  */
-function unmapped(): number | undefined {
+export function unmapped(): number | undefined {
   if (unmappedOwner !== null) return unmappedOwner;
   unmappedOwner = undefined;
   try {

@@ -53,7 +53,7 @@ describe('a mount hidden in the tree a materialize replaces', () => {
           expect(JSON.parse(r.stdout)).toMatchObject({ files: 1, reset: false, stageLeft: { path: stage, reason: expect.stringMatching(/^SEAL_BUSY: .*is a mount point/) } });
         } else {
           expect(r.stderr.split('\n')[0]).toBe(
-            `treeseal: warning: what the clone held before could not be removed: it stays in ${join(clone, stage!)} until it can be (the next materialize, reset or gc then removes it): SEAL_BUSY: bound is a mount point: a removal never crosses into another filesystem (unmount it first)`,
+            `treeseal: warning: what the clone held before could not be removed: it stays in ${join(clone, stage!)} until it can be (then the next materialize or reset of the clone, or treeseal gc --clone, removes it): SEAL_BUSY: bound is a mount point: a removal never crosses into another filesystem (unmount it first)`,
           );
           expect(r.stdout).toMatch(/^materialized [0-9a-f]{12} into /);
         }

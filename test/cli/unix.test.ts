@@ -69,6 +69,11 @@ describe('an addon that is not built', { timeout: CLI_TIMEOUT_MS }, () => {
       '(where npm asks for install scripts to be approved: `npm install-scripts approve treeseal` first)';
     const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), 'ls'], { encoding: 'utf8' });
     expect([r.status, r.stdout, r.stderr]).toEqual([1, '', `treeseal: cannot load the library: ${why}\n`]);
+    // run's own failures are 125 (its other statuses its command's), this one too.
+    for (const args of [['run', 'abc', 'arm', '--', 'true'], ['--store', 'run', '--retries', '1', 'run', 'abc', 'arm', '--', 'true']]) {
+      const run = spawnSync(process.execPath, [join(root, 'dist/cli.js'), ...args], { encoding: 'utf8' });
+      expect([args, run.status, run.stderr]).toEqual([args, 125, `treeseal: cannot load the library: ${why}\n`]);
+    }
     const imported = spawnSync(
       process.execPath,
       ['--input-type=module', '-e', `try { await import(${JSON.stringify(join(root, 'dist/index.js'))}); } catch (e) { console.log(JSON.stringify([e.code, e.message, e.cause instanceof Error])); }`],

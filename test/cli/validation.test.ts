@@ -287,6 +287,12 @@ describe('treeseal arguments as the kernel passed them', { timeout: CLI_TIMEOUT_
         env: { ...process.env, TREESEAL_STORE: store },
       });
       expect([r.status, r.stderr]).toEqual([1, `treeseal: SEAL_BAD_PATH: argument 3 is not valid UTF-8: ${join(work, 'c')}\\x${byte}\n`]);
+      // run's own failures are 125: a word of its command's that is not UTF-8 too.
+      const run = spawnSync('bash', ['-c', `exec "$0" "$1" run "$2" "$3" -- echo $'\\x${byte}'`, process.execPath, CLI, digest, join(work, 'c')], {
+        encoding: 'utf8',
+        env: { ...process.env, TREESEAL_STORE: store },
+      });
+      expect([run.status, run.stderr]).toEqual([125, `treeseal: SEAL_BAD_PATH: argument 6 is not valid UTF-8: \\x${byte}\n`]);
     }
     expect(readdirSync(work).sort()).toEqual(['repo', 'store']);
   });

@@ -374,7 +374,7 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
   });
 
   for (const [where, under] of fsTargets()) {
-    it(`root's capture into a user's store on ${where} publishes a snapshot the user owns, whole (its stat cache and its clone's ledger too): the user verifies, recaptures by the cache, and removes it (root-owned 0500, it was "BAD" to verify and rm failed EACCES)`, async () => {
+    it(`root's capture into a user's store on ${where} publishes a snapshot the user owns, whole: the user verifies and removes it (root-owned 0500, it was "BAD" to verify and rm failed EACCES); root's own stat cache and clone ledger stay root's, and root still recaptures by them`, async () => {
       // A mount's parent (with-mounts.sh's private dir) searchable by the user for the test, as as-unprivileged.sh makes it.
       if (under !== undefined) {
         const parent = dirname(under);
@@ -394,25 +394,34 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
       writeFileSync(join(repo, 'src/a.txt'), 'changed by root');
       const store = await SnapshotStore.open(dir, SETTLED);
       const snap = await store.capture({ source: repo, copy: ['src'], links: 'contained' });
-      // Root's recapture reused the user's unchanged files (linked, still the user's) and wrote the rest.
       expect(snap.captureReport).toMatchObject({ reused: false, built: true });
-      // Root's own clone (a clone must be its user's): its ledger in the user's store is the user's file.
-      await snap.materialize(join(tempDir(under), 'arm'), { createClone: true });
+      // Root's own clone (a clone must be its user's), materialized twice: the second by its ledger (a reset).
+      const arm = join(tempDir(under), 'arm');
+      expect(await snap.materialize(arm, { createClone: true })).toMatchObject({ reset: false });
+      expect(await snap.materialize(arm)).toMatchObject({ reset: true });
+      expect(await snap.diff(arm)).toMatchObject({ ok: true, method: 'ledger' });
+      // Root's recapture after one more change links the unchanged files from the snapshot it gave away.
+      writeFileSync(join(repo, 'src/deep/b.txt'), 'changed again');
+      const again = await store.capture({ source: repo, copy: ['src'], links: 'contained' });
+      expect(again.captureReport!.reusedFiles).toBe(2);
       await store.close();
-      const owners = listTree(join(dir, 'snapshots', snap.digest)).map((p) => {
-        const st = lstatSync(join(dir, 'snapshots', snap.digest, p.replace(/[/@]$/, '')));
-        return `${p} ${st.uid}:${st.gid}`;
-      });
-      expect(owners.filter((o) => !o.endsWith(` ${NOBODY}:${NOBODY}`))).toEqual([]);
-      expect(lstatSync(join(dir, 'snapshots', snap.digest)).uid).toBe(NOBODY);
-      for (const part of ['cache', 'clones']) {
-        for (const name of readdirSync(join(dir, part))) expect([part, name, statSync(join(dir, part, name)).uid]).toEqual([part, name, NOBODY]);
+      for (const digest of [snap.digest, again.digest]) {
+        const owners = listTree(join(dir, 'snapshots', digest)).map((p) => {
+          const st = lstatSync(join(dir, 'snapshots', digest, p.replace(/[/@]$/, '')));
+          return `${p} ${st.uid}:${st.gid}`;
+        });
+        expect(owners.filter((o) => !o.endsWith(` ${NOBODY}:${NOBODY}`))).toEqual([]);
+        expect(lstatSync(join(dir, 'snapshots', digest)).uid).toBe(NOBODY);
       }
-      expect(readdirSync(join(dir, 'clones'))).toHaveLength(1);
-      // The user: the snapshot verifies, a recapture trusts the cache root wrote, and rm leaves nothing.
+      // The parts are the user's; the files root wrote in them are root's (its ledger, its stat cache: of use to root alone).
+      for (const part of ['cache', 'clones']) expect(statSync(join(dir, part)).uid).toBe(NOBODY);
+      expect(readdirSync(join(dir, 'clones')).map((n) => statSync(join(dir, 'clones', n)).uid)).toEqual([0]);
+      // The user: the snapshots verify, its recapture finds the same digest, and rm leaves nothing.
       expect(asUser(NOBODY, 'verify', dir, [snap.digest])).toEqual({ entries: snap.entries.length });
-      expect(asUser(NOBODY, 'capture', dir, [repo, 'src', 'contained'], undefined, { TREESEAL_TEST_CLOCK_AHEAD_NS: String(CLOCK_AHEAD_NS) })).toMatchObject({ digest: snap.digest, reused: true });
-      expect(asUser(NOBODY, 'remove', dir, [snap.digest])).toEqual({ removed: snap.digest, left: [first.digest], tmp: [] });
+      expect(asUser(NOBODY, 'verify', dir, [again.digest])).toEqual({ entries: again.entries.length });
+      expect(asUser(NOBODY, 'capture', dir, [repo, 'src', 'contained'])).toMatchObject({ digest: again.digest, reused: true });
+      expect(asUser(NOBODY, 'remove', dir, [snap.digest])).toMatchObject({ removed: snap.digest, tmp: [] });
+      expect(asUser(NOBODY, 'remove', dir, [again.digest])).toEqual({ removed: again.digest, left: [first.digest], tmp: [] });
     });
   }
 
