@@ -57,12 +57,16 @@ async function run(ctx: Context): Promise<number> {
       lines.push(`ok   ${digest}  ${report.entries} entries, ${bytes(report.bytes)}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
-      results.push({ digest, ok: false, error: { code: err.code, message: err.message } });
-      lines.push(`BAD  ${digest}  ${err.code}: ${err.message}`);
+      // Corrupt is what the bytes say (SEAL_CORRUPT); a snapshot that could not be read (EMFILE, EIO, EACCES) may be
+      // whole: a harness that removes corrupt snapshots must not remove those.
+      const corrupt = err.code === 'SEAL_CORRUPT';
+      results.push({ digest, ok: false, corrupt, error: { code: err.code, message: err.message } });
+      lines.push(`${corrupt ? 'BAD' : 'ERR'}  ${digest}  ${err.code}: ${err.message}`);
     }
   }
   const bad = results.filter((r) => r.ok === false).length;
-  lines.push(`${digests.length - bad} ok, ${bad} corrupt`);
+  const corrupt = results.filter((r) => r.corrupt === true).length;
+  lines.push(`${digests.length - bad} ok, ${corrupt} corrupt${bad > corrupt ? `, ${bad - corrupt} not verified (could not be read: see ${bad - corrupt === 1 ? 'its line' : 'their lines'})` : ''}`);
   io.emit({ ok: bad === 0, snapshots: results }, lines.join('\n'));
   return bad === 0 ? 0 : 1;
 }

@@ -1,6 +1,6 @@
 // cli.test.ts: the treeseal command run as a subprocess: output, JSON, exit codes, progress, concurrency.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -147,7 +147,7 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     const { repo, store } = setup();
     const a = json(cli(store, 'capture', repo, '--copy', 'src', '--json'));
     const b = json(cli(store, 'capture', repo, '--copy', 'README', '--json'));
-    json(cli(store, 'capture', repo, '--copy', 'node_modules', '--json'));
+    const c = json(cli(store, 'capture', repo, '--copy', 'node_modules', '--json'));
     for (const [digest, file] of [[a.digest, 'copy/src/a.ts'], [b.digest, 'copy/README']] as const) {
       const path = join(store, 'snapshots', digest, file);
       chmodSync(path, 0o600);
@@ -165,6 +165,17 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(human.status).toBe(1);
     expect(human.stdout).toContain(`BAD  ${a.digest}  SEAL_CORRUPT: snapshot ${a.digest} is corrupt: 1 entry differs from its manifest, first: copy/src/a.ts`);
     expect(human.stdout).toMatch(/1 ok, 2 corrupt\n$/);
+    if (process.geteuid?.() !== 0) return;
+    // One it cannot read (another user's: SEAL_UNTRUSTED; EMFILE or EIO alike) is no corrupt one: a harness removing
+    // corrupt snapshots must not remove it (it said "corrupt" of any error).
+    chownSync(join(store, 'snapshots', c.digest), 65534, 65534);
+    const unread = cli(store, 'verify');
+    expect(unread.status).toBe(1);
+    expect(unread.stdout).toContain(`ERR  ${c.digest}  SEAL_UNTRUSTED: `);
+    expect(unread.stdout).toMatch(/\n0 ok, 2 corrupt, 1 not verified \(could not be read: see its line\)\n$/);
+    const unreadJson = JSON.parse(cli(store, 'verify', c.digest, '--json').stdout);
+    expect(unreadJson).toMatchObject({ ok: false, snapshots: [{ digest: c.digest, ok: false, corrupt: false, error: { code: 'SEAL_UNTRUSTED' } }] });
+    expect(out.snapshots.filter((x: { corrupt?: boolean }) => x.corrupt === true)).toHaveLength(2);
   });
 
   it('two processes capturing the same tree at once both succeed with the same digest', async () => {
