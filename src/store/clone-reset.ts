@@ -134,6 +134,16 @@ const parentOf = (path: string): string => {
 
 /** Makes entry `want` (manifest index `index`) as dirFd/name from the snapshot (nothing stands there now), recorded in the new ledger. */
 function restore(r: Reset, dirFd: number, name: string, want: ManifestEntry, index: number): void {
+  try {
+    restoreEntry(r, dirFd, name, want, index);
+  } catch (err) {
+    // The kernel refusing to make it (no space, no quota, an I/O error): SEAL_IO naming the entry, as materialize says it, not a bare pwrite.
+    throwIfRefused(err, `could not make ${escapePath(want.path)}`, want.path);
+    throw err;
+  }
+}
+
+function restoreEntry(r: Reset, dirFd: number, name: string, want: ManifestEntry, index: number): void {
   const { run } = r;
   if (want.kind === 'file') {
     using snap = snapshotDir(r, parentOf(want.path));

@@ -221,6 +221,20 @@ describe('diff', () => {
 });
 
 describe('reset', () => {
+  it('a restore the kernel refuses (no space) is SEAL_IO naming the entry, as materialize names it (it said only "reset: ENOSPC … pwrite"); the next reset makes the clone whole', () => {
+    const { store, snap, clone } = fixture();
+    unlinkSync(join(clone, 'src/b.ts'));
+    rmSync(join(clone, 'src/lib'), { recursive: true });
+    for (const [name, path] of [['b.ts', 'src/b.ts'], ['d.ts', 'src/lib/d.ts']] as const) {
+      const { sys, injected } = failOnce('openat', 'ENOSPC', (_dirfd, p, flags) => p === name && (flags & O_CREAT) !== 0);
+      expectError(() => withSys(snap, sys).resetSync(clone), { code: 'SEAL_IO', message: `could not make ${path}: ENOSPC: injected, openat`, path });
+      expect(injected()).toBeDefined();
+    }
+    expect(snap.resetSync(clone)).toMatchObject({ method: 'reset' });
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    store.closeSync();
+  });
+
   it('restores exact bytes and modes, removes what was added, leaves every unchanged inode as it was (kills resetEntry keeping a changed file, and the fchmod)', async () => {
     const { store, snap, clone } = fixture();
     const inode = (p: string): number => statSync(join(clone, p)).ino;
