@@ -26,7 +26,7 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
   });
   line.done();
-  if (!io.json) warnStageLeft(io, report, clone);
+  if (!io.json) warnAfterMaterialize(io, report, clone);
   // --json carries the reason as copyReason; a person gets it on stderr.
   if (report.copyReason !== undefined && !io.json) {
     io.warn(`treeseal: warning: ${plural(report.copied, 'file')} copied, not reflinked: ${report.copyReason}; --reflink never copies without this warning`);
@@ -40,12 +40,19 @@ async function run(ctx: Context): Promise<void> {
   );
 }
 
-/** Says on stderr where a materialize left the tree it replaced (report.stageLeft; --json carries it as stageLeft). */
-export function warnStageLeft(io: Io, report: MaterializeReport, clone: string): void {
-  if (report.stageLeft === undefined) return;
-  io.warn(
-    `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (then the next materialize or reset of the clone, or treeseal gc --clone, removes it): ${report.stageLeft.reason}`,
-  );
+/**
+ * Says on stderr what a materialize or reset that succeeded could not do (--json carries
+ * both): where it left the tree it replaced (stageLeft), and a ledger it could not save.
+ */
+export function warnAfterMaterialize(io: Io, report: MaterializeReport, clone: string): void {
+  if (report.stageLeft !== undefined) {
+    io.warn(
+      `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (then the next materialize or reset of the clone, or treeseal gc --clone, removes it): ${report.stageLeft.reason}`,
+    );
+  }
+  if (report.ledgerNotSaved !== undefined) {
+    io.warn(`treeseal: warning: the clone's ledger could not be saved in the store (the next diff re-hashes every file, the next reset is whole): ${report.ledgerNotSaved}`);
+  }
 }
 
 export const MATERIALIZE: CommandSpec = {

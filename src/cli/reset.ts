@@ -4,7 +4,7 @@ import { escapePath } from '../index.js';
 import { choiceOption, flag, need, plural, type CommandSpec, type Context } from './command.js';
 import { bytes, ms } from './format.js';
 import { sizeOption } from './usage.js';
-import { REFLINK, warnStageLeft } from './materialize.js';
+import { REFLINK, warnAfterMaterialize } from './materialize.js';
 import { differenceLines } from './verify.js';
 
 async function run(ctx: Context): Promise<void> {
@@ -14,7 +14,7 @@ async function run(ctx: Context): Promise<void> {
   const snap = (await ctx.store()).get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
   const report = snap.resetSync(clone, { reflink, clean: flag(ctx, 'clean'), ...(fallbackBytes === undefined ? {} : { fallbackBytes }) });
-  if (!ctx.io.json) warnStageLeft(ctx.io, report, clone);
+  if (!ctx.io.json) warnAfterMaterialize(ctx.io, report, clone);
   const how =
     report.method === 'reset'
       ? 'reset'

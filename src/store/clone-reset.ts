@@ -12,7 +12,7 @@ import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import type { StatBlocks } from '../sys/stat-each.js';
 import { compareClone, openListableDir, type CloneReport } from './clone-check.js';
-import { Ledger, dropLedger, loadLedger, saveLedger, storeOf } from './clone-ledger.js';
+import { Ledger, dropLedger, loadLedger, storeOf } from './clone-ledger.js';
 import { CloneLinks } from './clone-links.js';
 import { checkMarker, hasMarker } from './clone-marker.js';
 import { forEachOutside } from './clone-outside.js';
@@ -33,6 +33,7 @@ import {
   newRun,
   readingCopyArea,
   rootsOf,
+  saveLedgerOrSay,
   type MaterializeOptions,
   type MaterializeReport,
   type Run,
@@ -410,7 +411,9 @@ function resetInto(sys: Sys, snapshotRoot: string, data: StoredSnapshot, cloneFd
       }
     });
     checkMadeFiles(run, cloneFd, new EntryReader(data.entries), run.madeFiles);
-    inStore('clone ledger cannot be saved', () => saveLedger(sys, storeOf(snapshotRoot), cloneFd, cloneSt, run.ledger));
+    // The clone is whole now: a ledger that cannot be saved is said in the report, not thrown (the old one is dropped).
+    const failed = saveLedgerOrSay(sys, snapshotRoot, cloneFd, cloneSt, run.ledger);
+    if (failed !== undefined) report.ledgerNotSaved = failed;
     run.progress(madeEntries(report), run.bytes, true);
   }
   if (clean === true) {

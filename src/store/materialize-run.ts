@@ -75,6 +75,12 @@ export interface MaterializeReport {
    * gc with its `clone`) removes the stage once it can be removed (unmounted). Absent otherwise.
    */
   stageLeft?: StageLeft;
+  /**
+   * Set when the clone's ledger could not be saved in the store (no space, an I/O error, a
+   * read-only `clones/`): the system's reason. The clone is whole; without a ledger the next
+   * diff re-hashes every file and the next reset is a whole materialize. Absent otherwise.
+   */
+  ledgerNotSaved?: string;
 }
 
 /** What a materialize could not remove after its swap: the stage's name inside the clone, and why. */

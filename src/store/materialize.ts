@@ -10,7 +10,7 @@ import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
-import { hasCode, isSystemError } from '../sys/errno.js';
+import { hasCode } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
@@ -29,6 +29,7 @@ import { keepMtime } from '../base/times.js';
 import { keepRootMtimes } from './clone-times.js';
 import { DEFAULT_FALLBACK_BYTES, madeEntries, type MaterializeOptions, type MaterializeReport, type ReflinkMode, type Run, type RunHooks } from './materialize-run.js';
 import { snapshotRoot } from './materialize-subvolume.js';
+import { inStore } from './clone-changing.js';
 
 export type { MaterializeOptions, MaterializeReport, ReflinkMode, Run, RunHooks, SnapshotFallback, StageLeft } from './materialize-run.js';
 export { DEFAULT_FALLBACK_BYTES } from './materialize-run.js';
@@ -295,20 +296,42 @@ export function recordRoots(sys: Sys, cloneFd: number, roots: readonly string[][
  * ledger cannot record them, so a clone holding one keeps none either.
  */
 function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, roots: readonly string[][], entries: Entries, run: Run): void {
+  if (run.report.snapshotted === 0) {
+    const failed = saveLedgerOrSay(sys, snapshotRoot, cloneFd, cloneSt, run.ledger, () => recordRoots(sys, cloneFd, roots, entries, run.ledger));
+    if (failed !== undefined) run.report.ledgerNotSaved = failed;
+    return;
+  }
+  dropLedgerQuietly(sys, storeOf(snapshotRoot), cloneSt);
+}
+
+/**
+ * Records (`record`) and saves the clone's ledger; where the kernel refuses (no space, an
+ * I/O error: SEAL_IO) or other opens' sweeps keep taking its new file (SEAL_BUSY), drops
+ * the one the store held (its records are not of this clone now) and returns why, for the
+ * report: the clone, already whole, is not failed for it. A store whose clones/ is not
+ * what it made (a link: SEAL_CORRUPT) is thrown: that is the store's to repair.
+ */
+export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, ledger: Ledger, record: () => void = () => {}): string | undefined {
   const store = storeOf(snapshotRoot);
   try {
-    if (run.report.snapshotted === 0) {
-      recordRoots(sys, cloneFd, roots, entries, run.ledger);
-      saveLedger(sys, store, cloneFd, cloneSt, run.ledger);
-      return;
-    }
+    record();
+    inStore('clone ledger cannot be saved', () => saveLedger(sys, store, cloneFd, cloneSt, ledger));
+    return undefined;
   } catch (err) {
-    if (!isSystemError(err) && !(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY'))) throw err;
+    if (!(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY'))) throw err;
+    dropLedgerQuietly(sys, store, cloneSt);
+    // The system's own words where the kernel refused (`ENOSPC: no space left on device, write`).
+    const { cause } = err as { cause?: unknown };
+    return err.code === 'SEAL_IO' && cause instanceof Error ? escapePath(cause.message) : err.message;
   }
+}
+
+function dropLedgerQuietly(sys: Sys, store: string, cloneSt: Stat): void {
   try {
     dropLedger(sys, store, cloneSt);
   } catch {
-    // A ledger left in place records other inodes than the ones just made: nothing in the clone matches it.
+    // A ledger left in place records other inodes than the ones just made: nothing in the clone matches it (or a reset
+    // finds what it restored changed, and restores it again).
   }
 }
 

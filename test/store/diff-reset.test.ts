@@ -658,14 +658,14 @@ describe('reset', () => {
     store.closeSync();
   });
 
-  it('a failed ledger write leaves nothing of it in the store, and no ledger: the materialize, which is done, succeeds; diff then re-hashes (kills saveStoreFile not removing its tmp file)', () => {
+  it('a failed ledger write leaves nothing of it in the store, and no ledger: the materialize or reset, which is done, succeeds and says so (ledgerNotSaved); diff then re-hashes (kills saveStoreFile not removing its tmp file)', () => {
     const { work, store, snap } = fixture();
     const clone = join(work, 'clone2');
     mkdirSync(clone);
     // The ledger's rename into clones/ (its new file is written beside the others there).
     const ledgerFails = () => failOnce('renameat2', 'EIO', (_from, name) => String(name).startsWith('build-clones-'));
     const { sys, injected } = ledgerFails();
-    expect(withSys(snap, sys).materializeSync(clone)).toMatchObject({ files: 5, reset: false });
+    expect(withSys(snap, sys).materializeSync(clone)).toMatchObject({ files: 5, reset: false, ledgerNotSaved: 'EIO: injected, renameat2' });
     expect(injected()).toBeDefined();
     // The new ledger is written beside the others in clones/ and removed on failure; the clone keeps none.
     expect(readdirSync(join(work, 'store/tmp'))).toEqual([]);
@@ -675,8 +675,15 @@ describe('reset', () => {
     // Moving the clone to another snapshot drops the old ledger first: one whose new ledger fails keeps none.
     snap.materializeSync(clone);
     const second = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'] });
-    expect(withSys(second, ledgerFails().sys).materializeSync(clone)).toMatchObject({ reset: false });
+    expect(withSys(second, ledgerFails().sys).materializeSync(clone)).toMatchObject({ reset: false, ledgerNotSaved: 'EIO: injected, renameat2' });
     expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    // A reset whose new ledger fails: the clone is whole, so it succeeds and says so; the old ledger is dropped (it was
+    // SEAL_IO after the restore, and the old ledger stayed, so diff called every restored file changed).
+    expect(second.materializeSync(clone).ledgerNotSaved).toBeUndefined();
+    writeFileSync(join(clone, 'src/lib/d.ts'), 'AGENT');
+    expect(withSys(second, ledgerFails().sys).resetSync(clone)).toMatchObject({ method: 'reset', changed: ['src/lib/d.ts'], ledgerNotSaved: 'EIO: injected, renameat2' });
+    expect(second.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
+    expect(second.checkCloneSync(clone)).toMatchObject({ ok: true });
     store.closeSync();
   });
 });
@@ -863,7 +870,7 @@ describe('a ledger write and the sweeps of other opens', () => {
     store.closeSync();
   });
 
-  it("a ledger write whose new file a sweep takes every time: a reset is SEAL_BUSY, retryable, a materialize (done) keeps no ledger; no file is left (both threw undefined)", () => {
+  it("a ledger write whose new file a sweep takes every time: a reset and a materialize (both done) keep no ledger and say so; no file is left (both threw undefined)", () => {
     const { work, store, snap, clone } = fixture();
     const clones = join(work, 'store/clones');
     const newFiles = new Set<number>();
@@ -884,15 +891,17 @@ describe('a ledger write and the sweeps of other opens', () => {
     });
     writeFileSync(join(clone, 'src/a.ts'), 'edited');
     const { dev, ino } = statSync(clone, { bigint: true });
-    const err = expectError(() => withSys(snap, sys).resetSync(clone), {
-      code: 'SEAL_BUSY',
-      message: `clones/${dev}-${ino}.ledger in the store could not be written: a sweep by another process opening the store took its new file 5 times; try again`,
+    // The clone is whole before the save: the reset succeeds and says why it keeps no ledger (it was SEAL_BUSY, and the
+    // old ledger stayed).
+    expect(withSys(snap, sys).resetSync(clone)).toMatchObject({
+      method: 'reset',
+      changed: ['src/a.ts'],
+      ledgerNotSaved: `clones/${dev}-${ino}.ledger in the store could not be written: a sweep by another process opening the store took its new file 5 times; try again`,
     });
-    expect(err).toMatchObject({ retryable: true });
     expect(taken).toBe(5);
     expect(readdirSync(clones).filter((n) => n.startsWith('build-'))).toEqual([]);
-    // The bytes were restored before the save: the old ledger finds the restored file changed (another inode), never the reverse.
     expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash' });
     taken = 0;
     const other = join(work, 'clone-2');
     expect(withSys(snap, sys).materializeSync(other, { createClone: true })).toMatchObject({ files: 5 });
