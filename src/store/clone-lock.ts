@@ -78,13 +78,16 @@ function openLockFile(sys: Sys, tmpFd: number, name: string, mode: number, clone
     return sys.openat(tmpFd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode);
   } catch (err) {
     if (!hasCode(err, 'EACCES')) throw err;
-    let owner = 'another user';
+    let owner: number | undefined;
     try {
-      owner = `uid ${sys.fstatat(tmpFd, name, AT_SYMLINK_NOFOLLOW).uid}`;
+      owner = sys.fstatat(tmpFd, name, AT_SYMLINK_NOFOLLOW).uid;
     } catch {
-      // gone meanwhile: the message names no owner
+      // none there: tmp/ itself is what this user may not write (the open was to create it)
     }
-    throw new SealError('SEAL_IO', `clone lock ${TMP_DIR}/${name} in the store belongs to ${owner}, who made it before shared locks were made group-writable; its owner or an admin removes it: ${escapePath(clone)}`, { path: clone, cause: err });
+    if (owner === undefined || owner === process.geteuid?.()) {
+      throw new SealError('SEAL_IO', `clone lock ${TMP_DIR}/${name} cannot be made: the store's ${TMP_DIR}/ is not writable by this user (uid ${String(process.geteuid?.())}): ${escapePath(clone)}`, { path: clone, cause: err });
+    }
+    throw new SealError('SEAL_IO', `clone lock ${TMP_DIR}/${name} in the store belongs to uid ${owner}, who made it before shared locks were made group-writable; its owner or an admin removes it: ${escapePath(clone)}`, { path: clone, cause: err });
   }
 }
 

@@ -603,6 +603,25 @@ describe.runIf(canDropPrivileges())('a store another user made', () => {
     expect(readdirSync(join(dir, 'tmp'))).toEqual([]);
   });
 
+  it("a store whose tmp/ its user may not write: the clone lock says so (it said the lock belonged to another user, with no lock there)", () => {
+    const home = ownedDir(NOBODY);
+    const repo = join(home, 'repo');
+    writeTree(repo, { 'a.txt': 'mine' });
+    chownTree(repo, NOBODY, NOBODY);
+    const dir = join(home, 'store');
+    const { digest } = asUser(NOBODY, 'capture', dir, [repo, 'a.txt']);
+    const clone = join(home, 'clone');
+    mkdirSync(clone);
+    chownSync(clone, NOBODY, NOBODY);
+    chmodSync(join(dir, 'tmp'), 0o500);
+    const st = statSync(clone, { bigint: true });
+    expect(asUser(NOBODY, 'materialize', dir, [digest, clone])).toEqual({
+      error: { code: 'SEAL_IO', message: `clone lock tmp/clone-${st.dev}-${st.ino}.lock cannot be made: the store's tmp/ is not writable by this user (uid ${NOBODY}): ${clone}` },
+    });
+    chmodSync(join(dir, 'tmp'), 0o700);
+    expect(asUser(NOBODY, 'materialize', dir, [digest, clone])).toEqual({ files: 1 });
+  });
+
   it("a shared store: another member's files in leases/ pin nothing of yours, held, unreadable or stale, and one you cannot remove fails no gc (one planted such files and pinned a member's snapshot for good, and every gc failed EPERM)", () => {
     const base = ownedDir(0);
     writeTree(join(base, 'one'), { 'app/f': 'one\n' });
