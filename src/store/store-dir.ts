@@ -8,7 +8,7 @@ import { isRefusal, throwIfRefused } from '../base/refusal.js';
 import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, own, removeAt, removeOwnDir, stillNamed, tryFlock, type Fd } from '../base/fd.js';
 import { readAllAt } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE, isLink } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_REG, DT_UNKNOWN, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, RENAME_NOREPLACE, isLink } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { FileIdentity } from '../sys/identity.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -111,11 +111,16 @@ const STORE_NAMES: ReadonlySet<string> = new Set([SNAPSHOTS_DIR, TMP_DIR, LOCK_N
  * Refuses a directory that holds anything a store does not (SEAL_COLLISION naming it): a
  * project, a home directory or any other directory named as a store by mistake is never
  * filled with a store's parts, and an ephemeral store's close, which removes the whole
- * directory, never removes what was there before.
+ * directory, never removes what was there before. A store already (its `lock` and
+ * `snapshots/` there) may hold other names: the parts of a later treeseal, left alone
+ * (they locked every older build out of the store).
  */
 function checkOnlyStoreParts(sys: Sys, dirFd: number, root: string): void {
-  const others = sys.readdir(dirFd).flatMap((e) => (typeof e.name === 'string' && STORE_NAMES.has(e.name) ? [] : [typeof e.name === 'string' ? e.name : Buffer.from(e.name).toString('latin1')]));
+  const entries = sys.readdir(dirFd);
+  const others = entries.flatMap((e) => (typeof e.name === 'string' && STORE_NAMES.has(e.name) ? [] : [typeof e.name === 'string' ? e.name : Buffer.from(e.name).toString('latin1')]));
   if (others.length === 0) return;
+  const has = (name: string, type: number): boolean => entries.some((e) => e.name === name && (e.type === type || e.type === DT_UNKNOWN));
+  if (has(LOCK_NAME, DT_REG) && has(SNAPSHOTS_DIR, DT_DIR)) return;
   // The first name in order, so the message is the same on every filesystem.
   const name = others.sort()[0]!;
   throw new SealError(

@@ -78,5 +78,19 @@ describe('a directory that is not a store', () => {
     const again = await SnapshotStore.open(empty, { ephemeral: true });
     await again.close();
     expect(readdirSync(base).sort()).toEqual(['project']);
+    // A store holding a part a later treeseal added (a file, a directory): still a store, the part left alone (it locked
+    // every build out of the store: SEAL_COLLISION). A directory that only holds a lock file or snapshots/ is none.
+    const store = join(base, 'store');
+    SnapshotStore.openSync(store).closeSync();
+    writeTree(store, { VERSION: '2\n', 'registry/x': 'later' });
+    const later = SnapshotStore.openSync(store);
+    expect(later.sweptAtOpen).toBe(0);
+    later.closeSync();
+    expect(readdirSync(store).sort()).toEqual(['VERSION', 'lock', 'registry', 'leases', 'snapshots', 'tmp'].sort());
+    for (const [name, part] of [['lockonly', 'lock'], ['snaponly', 'snapshots/']] as const) {
+      const half = join(base, name);
+      writeTree(half, { README: 'r', ...(part === 'lock' ? { lock: '' } : { 'snapshots/': null }) });
+      expect(() => SnapshotStore.openSync(half)).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION' }));
+    }
   });
 });
