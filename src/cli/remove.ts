@@ -106,7 +106,8 @@ Then, given a policy, removes snapshots oldest first: the newest N (--keep-last)
 every one published longer ago than AGE (--older-than 7d; s, m, h, d, w) goes, then the
 oldest until the rest take at most SIZE on disk (--max-size 50G; K, M, G, T are powers of
 1024); --keep-last N alone (at least 1) removes all but the newest N that load,
-damaged ones included. A snapshot a lease holds (treeseal run) is kept and listed.`,
+damaged ones included (not one a later treeseal made, which it cannot read). A snapshot a
+lease holds (treeseal run) is kept and listed.`,
   options: { clone: { type: 'string' }, 'older-than': { type: 'string' }, 'keep-last': { type: 'string' }, 'max-size': { type: 'string' } },
   run: gc,
 };

@@ -177,6 +177,10 @@ export function mountOf<E extends Entries>(m: Record<string, unknown>, entries: 
 
 /** The fields a document must have before its lists are read: schema 3, mounts and declarations lists, exclude patterns. */
 function checkFields(doc: Record<string, unknown>): void {
+  if (doc !== null && typeof doc === 'object' && Number.isSafeInteger(doc.schema_version) && (doc.schema_version as number) > 3) {
+    // A later treeseal's: not damaged, and not this build's to judge (gc keeps it, verify does not call it corrupt).
+    throw new SealError('SEAL_UNAVAILABLE', `snapshot manifest is schema ${String(doc.schema_version)}, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it`);
+  }
   if (doc === null || typeof doc !== 'object' || doc.schema_version !== 3) throw corrupt('unknown schema');
   if (!Array.isArray(doc.mounts) || !Array.isArray(doc.declarations)) throw corrupt('mounts or declarations missing');
   if (doc.exclude !== undefined && (!Array.isArray(doc.exclude) || !doc.exclude.every((p) => typeof p === 'string'))) throw corrupt('exclude is not a list of patterns');

@@ -1,6 +1,6 @@
 // usage.ts: what each published snapshot costs (created, logical and on-disk bytes) and pruning by age, count and size, oldest first, leased ones kept.
 import { SealError, type SealCode } from '../base/errors.js';
-import { openChildDir, openRealDir, own, type Fd } from '../base/fd.js';
+import { openChildDir, openRealDir, own, statOrNull, type Fd } from '../base/fd.js';
 import { hasCode } from '../sys/errno.js';
 import { AT_SYMLINK_NOFOLLOW, isDir } from '../sys/constants.js';
 import type { Stat, Sys } from '../sys/native.js';
@@ -36,7 +36,7 @@ export interface PrunePolicy {
   olderThanMs?: number | undefined;
   /**
    * Keep the newest N that load whatever else says (0: none kept for this reason); given
-   * alone (at least 1 then), every other one goes, damaged ones included.
+   * alone (at least 1 then), every other one goes, damaged ones included (not a later treeseal's).
    */
   keepLast?: number | undefined;
   /** Then remove the oldest until the store's snapshots take at most this many bytes on disk. */
@@ -103,13 +103,14 @@ export function storeUsage(sys: Sys, storeRoot: string, track?: (digest: string,
         logical = { logicalBytes: records.summaryAt(snapshots.fd, digest).totalBytes };
       } catch (err) {
         // Removed since the listing: it takes nothing now.
-        if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE') continue;
+        const later = err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && statOrNull(sys, snapshots.fd, digest) !== null;
+        if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && !later) continue;
         // One damaged snapshot, or one another user could have written (SEAL_UNTRUSTED: its directory loosened), is
         // reported on its own row; the store's other rows (and a prune) go on. A snapshot this user may not read
-        // (another member's, in a shared store) is a row too, which prune leaves alone. The kernel refusing anything
-        // else ends the call.
+        // (another member's, in a shared store) is a row too, which prune leaves alone, as one a later treeseal made
+        // (SEAL_UNAVAILABLE, still there: a manifest of a newer schema). The kernel refusing anything else ends the call.
         const unreadable = err instanceof SealError && err.code === 'SEAL_IO' && hasCode(err.cause, 'EACCES', 'EPERM');
-        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && err.code !== 'SEAL_UNTRUSTED' && !unreadable)) throw err;
+        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && err.code !== 'SEAL_UNTRUSTED' && !unreadable && !later)) throw err;
         logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
       }
       let dirFd: number;
@@ -149,8 +150,9 @@ export function pruneStore(sys: Sys, storeRoot: string, policy: PrunePolicy, now
   // A count alone (gc --keep-last 5) keeps those and removes the rest, as a count does in restic or borg.
   const byCountAlone = policy.keepLast !== undefined && policy.olderThanMs === undefined && policy.maxBytes === undefined;
   for (const u of usage) {
-    // Kept, and one this user may not read (not theirs to remove: it would only fail the prune).
-    if (keep.has(u.digest) || u.error?.code === 'SEAL_IO') continue;
+    // Kept; one this user may not read (not theirs to remove: it would only fail the prune); and a later treeseal's
+    // (SEAL_UNAVAILABLE: a manifest of a newer schema), which is not damaged, only not this build's to read.
+    if (keep.has(u.digest) || u.error?.code === 'SEAL_IO' || u.error?.code === 'SEAL_UNAVAILABLE') continue;
     const old = policy.olderThanMs !== undefined && nowMs - u.createdMs > policy.olderThanMs;
     const over = policy.maxBytes !== undefined && left > policy.maxBytes;
     if (!old && !over && !byCountAlone) continue;

@@ -207,6 +207,25 @@ describe('prune', () => {
     store.closeSync();
   });
 
+  it('a snapshot a later treeseal made (a manifest of a newer schema) is SEAL_UNAVAILABLE saying so, not corrupt: a prune leaves it, verify does not call it corrupt (gc --keep-last removed it as damaged)', () => {
+    const { store, digests } = aged();
+    const manifest = join(store.root, 'snapshots', digests[0]!, 'manifest.json');
+    const doc = JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, unknown>;
+    chmodSync(dirname(manifest), 0o700);
+    chmodSync(manifest, 0o600);
+    writeFileSync(manifest, JSON.stringify({ ...doc, schema_version: 4 }));
+    chmodSync(manifest, 0o400);
+    chmodSync(dirname(manifest), 0o500);
+    const message = 'snapshot manifest is schema 4, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it';
+    expect(store.usage().map((u) => [u.digest, u.error?.code])).toEqual([[digests[0], 'SEAL_UNAVAILABLE'], [digests[1], undefined], [digests[2], undefined]]);
+    expectError(() => store.get(digests[0]!), { code: 'SEAL_UNAVAILABLE', message });
+    expect(store.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[1]], leased: [] });
+    expect(store.list().sort()).toEqual([digests[0], digests[2]].sort());
+    const verified = cli(store.root, 'verify', digests[0]!, '--json');
+    expect([verified.status, JSON.parse(verified.stdout)]).toMatchObject([1, { snapshots: [{ ok: false, corrupt: false, error: { code: 'SEAL_UNAVAILABLE', message } }] }]);
+    store.closeSync();
+  });
+
   it('a snapshot whose directory others could write (loosened to 0777) is its own row, SEAL_UNTRUSTED, removed by a policy like a damaged one (du and gc policies once failed whole)', () => {
     const { store, digests } = aged();
     chmodSync(join(store.root, 'snapshots', digests[2]!), 0o777);
