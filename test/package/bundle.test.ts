@@ -127,8 +127,8 @@ describe('the bundled package', () => {
     expect(node([join(REPO, 'dist/cli.js'), '--store', join(dir, 'store'), 'ls'])).toBe('no snapshots\n');
     const fromDist = loaded().filter((f) => f.startsWith('dist/'));
     expect(fromDist.sort()).toEqual([...staticGraph('dist/cli.js'), COMMANDS_FILE].sort());
-    // What cli.js loads before it: itself, its output and --version, no module of the library.
-    expect(staticGraph('dist/cli.js').flatMap((f) => Object.keys(META.outputs[f]!.inputs)).sort()).toEqual(['tsc-out/cli.js', 'tsc-out/cli/io.js', 'tsc-out/cli/version.js']);
+    // What cli.js loads before it: itself, its output, --version and run's early status, no module of the library.
+    expect(staticGraph('dist/cli.js').flatMap((f) => Object.keys(META.outputs[f]!.inputs)).sort()).toEqual(['tsc-out/cli.js', 'tsc-out/cli/io.js', 'tsc-out/cli/own-failure.js', 'tsc-out/cli/version.js']);
     expect(new Set(loaded()).size).toBe(loaded().length);
   });
 
