@@ -4,13 +4,13 @@ import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, type Fd } from 
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
-import { throwIfRefused } from '../base/refusal.js';
+import { ioError, throwIfRefused } from '../base/refusal.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
 import { fsOf } from '../base/fs-types.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY, isReg } from '../sys/constants.js';
-import { hasCode } from '../sys/errno.js';
+import { hasCode, isSystemError } from '../sys/errno.js';
 import { HOW, fillBytes } from '../files/copy-file.js';
 import { checkCloneApart, makeCloneDir, statOrNull } from './clone-paths.js';
 import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './manifest-tree.js';
@@ -314,7 +314,13 @@ function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: St
 export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, ledger: Ledger, record: () => void = () => {}): string | undefined {
   const store = storeOf(snapshotRoot);
   try {
-    record();
+    try {
+      record();
+    } catch (err) {
+      // Looking at the roots just swapped in (an I/O error, a root the agent already moved): said as the ledger's.
+      if (isSystemError(err) && !(err instanceof SealError)) throw ioError('clone ledger cannot be recorded', err);
+      throw err;
+    }
     inStore('clone ledger cannot be saved', () => saveLedger(sys, store, cloneFd, cloneSt, ledger));
     return undefined;
   } catch (err) {

@@ -218,8 +218,16 @@ export function openBuild(sys: Sys, storeRoot: string): Build {
   const { name, fd } = makeLockedDir(sys, tmp.fd, BUILD_PREFIX, 16);
   // tmp/ is the store owner's to write: the directory locked must be the one this process made (another put in its place
   // between the mkdir and the open would be built in, and with root in another user's store, given away). Left as it is.
-  const st = sys.fstat(fd);
-  if (st.uid !== process.geteuid?.() || (st.mode & 0o777) !== 0o700 || sys.readdir(fd).length > 0) {
+  let ours: boolean;
+  try {
+    const st = sys.fstat(fd);
+    ours = st.uid === process.geteuid?.() && (st.mode & 0o777) === 0o700 && sys.readdir(fd).length === 0;
+  } catch (err) {
+    // Unlocked with its fd: the next open sweeps it.
+    own(sys, fd)[Symbol.dispose]();
+    throw err;
+  }
+  if (!ours) {
     own(sys, fd)[Symbol.dispose]();
     throw new SealError('SEAL_CHANGED', `the store's tmp/${name} was replaced while it was made (another user's directory, or one not empty, in its place): try again`);
   }
