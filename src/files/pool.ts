@@ -16,7 +16,7 @@ import type { Sys } from '../sys/native.js';
 export const SLOTS = 64;
 export const INTS = 8;
 /** Header ints. */
-export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4, SEQ_WAITERS: 5, DONE_WAITERS: 6, FAILED: 7 } as const;
+export const H = { SEQ: 0, DONE: 1, STOP: 2, EXITED: 3, READY: 4, SEQ_WAITERS: 5, DONE_WAITERS: 6, FAILED: 7, STARTED: 8 } as const;
 
 /**
  * Atomics.wait on ctrl[at] while it holds `value`, counted in ctrl[waiters] meanwhile, so a
@@ -36,7 +36,7 @@ export function bump(ctrl: Int32Array, at: number, waiters: number, count = 1): 
   Atomics.add(ctrl, at, 1);
   if (Atomics.load(ctrl, waiters) > 0) Atomics.notify(ctrl, at, count);
 }
-const HEADER = 8;
+const HEADER = 12;
 
 /**
  * A slot's ints (INTS of them, the last unused). STATE, KIND, ERRNO and SYSCALL mean
@@ -76,6 +76,8 @@ const KIND = {
   BATCH: 4,
 } as const;
 const EXIT_WAIT_MS = 5000;
+/** How long awaitReady waits for a helper whose thread has not run its first line: one that cannot start never will. */
+const START_GRACE_MS = 1000;
 
 /** The helper module, loaded by a bootstrap that says in H.FAILED when it cannot be (see helperBoot). */
 const HELPER_URL = new URL('../files/pool-worker.js', import.meta.url);
@@ -95,6 +97,7 @@ export function isShortage(err: unknown): boolean {
  */
 function helperBoot(): string {
   return `const { workerData } = require('node:worker_threads');
+Atomics.add(workerData.ctrl, ${H.STARTED}, 1);
 const shortage = ${isShortage.toString()};
 import(${JSON.stringify(HELPER_URL.href)}).catch((err) => {
   Atomics.add(workerData.ctrl, ${H.FAILED}, 1);
@@ -270,11 +273,20 @@ export class FilePool {
     this.#limit = Math.max(1, Math.min(SLOTS, Math.floor(n)));
   }
 
-  /** Blocks until every helper is running (its thread and event loop set up), at most EXIT_WAIT_MS. */
+  /**
+   * Blocks until every helper is running (its thread and event loop set up), at most
+   * EXIT_WAIT_MS; a helper whose thread has not run its first line within START_GRACE_MS
+   * is not waited for (a thread that cannot start, EMFILE, tells only this thread's event
+   * loop, which a blocked call does not run).
+   */
   awaitReady(): void {
     const ctrl = this.#m.ctrl;
-    const deadline = Date.now() + EXIT_WAIT_MS;
-    while (Atomics.load(ctrl, H.READY) + this.#gone() < this.#workers.length && Date.now() < deadline) {
+    const started = Date.now();
+    const deadline = started + EXIT_WAIT_MS;
+    for (;;) {
+      const up = Atomics.load(ctrl, H.READY) + this.#gone();
+      if (up >= this.#workers.length || Date.now() >= deadline) return;
+      if (up >= Atomics.load(ctrl, H.STARTED) && Date.now() - started >= START_GRACE_MS) return;
       Atomics.wait(ctrl, H.READY, Atomics.load(ctrl, H.READY), 50);
     }
   }
@@ -375,9 +387,15 @@ export class FilePool {
     // SEQ moves too: a helper between its look at STOP and its wait returns at once rather than after its timeout.
     Atomics.add(ctrl, H.SEQ, 1);
     Atomics.notify(ctrl, H.SEQ);
-    // Idle helpers leave at once; one that never started (it failed to load) must not hang us.
-    const deadline = Date.now() + EXIT_WAIT_MS;
-    while (Atomics.load(ctrl, H.EXITED) + this.#gone() < this.#workers.length && Date.now() < deadline) {
+    // Idle helpers leave at once, one still starting once it is up (it finds STOP). One that failed to load its module
+    // is done; one whose thread has not run its first line within START_GRACE_MS never will (it could not start: an
+    // 'error' event this blocked thread cannot see) and must not hold the call for EXIT_WAIT_MS.
+    const started = Date.now();
+    const deadline = started + EXIT_WAIT_MS;
+    for (;;) {
+      const done = Atomics.load(ctrl, H.EXITED) + this.#gone();
+      if (done >= this.#workers.length || Date.now() >= deadline) break;
+      if (done >= Atomics.load(ctrl, H.STARTED) && Date.now() - started >= START_GRACE_MS) break;
       Atomics.wait(ctrl, H.EXITED, Atomics.load(ctrl, H.EXITED), 50);
     }
     for (const w of this.#workers) void w.terminate();

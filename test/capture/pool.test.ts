@@ -127,6 +127,33 @@ describe('parallelism option', () => {
   });
 });
 
+describe('helper threads that cannot start', () => {
+  it('are not waited for and end nothing: with no descriptor left (the thread cannot start) or a few (its module cannot load), close returns at once and the process lives on (it waited 5 s for each, and their error events crashed the process)', () => {
+    // Every descriptor taken but `spare`, then a pool of two helpers made and closed while they try to start.
+    const script = `
+      import { openSync, closeSync } from 'node:fs';
+      const { FilePool } = await import(${JSON.stringify(DIST_INDEX.replace(/index\.js$/, 'internal.js'))});
+      const { sys } = await import(${JSON.stringify(DIST_INDEX.replace(/index\.js$/, 'sys/index.js'))});
+      const spare = Number(process.argv[1]);
+      const held = [];
+      for (;;) { try { held.push(openSync('/dev/null', 'r')); } catch { break; } }
+      for (let i = 0; i < spare; i++) closeSync(held.pop());
+      const t = performance.now();
+      const pool = new FilePool(sys, Buffer.alloc(1 << 16), 2);
+      // As a kept pool waits after a call (its helpers up before the call returns), then as a call's own pool closes.
+      pool.awaitReady();
+      pool.close();
+      const ms = performance.now() - t;
+      for (const fd of held) closeSync(fd);
+      await new Promise((r) => setTimeout(r, 300));
+      process.stdout.write(JSON.stringify({ waited: ms > 3000 }));`;
+    for (const spare of [0, 2, 4, 6]) {
+      const r = spawnSync('bash', ['-c', 'ulimit -n 256 && exec "$@"', 'bash', process.execPath, '--input-type=module', '-e', script, String(spare)], { encoding: 'utf8' });
+      expect([spare, r.status, r.stderr, r.stdout]).toEqual([spare, 0, '', '{"waited":false}']);
+    }
+  });
+});
+
 describe('a low open-files limit', () => {
   it('bounds the jobs in flight, not the call: 300 files of one directory captured and verified under ulimit -n 96, through the async API and the command, with the digest of an unlimited capture (past 64 files in flight it failed EMFILE)', () => {
     const work = tempDir();
