@@ -111,16 +111,17 @@ const STORE_NAMES: ReadonlySet<string> = new Set([SNAPSHOTS_DIR, TMP_DIR, LOCK_N
  * Refuses a directory that holds anything a store does not (SEAL_COLLISION naming it): a
  * project, a home directory or any other directory named as a store by mistake is never
  * filled with a store's parts, and an ephemeral store's close, which removes the whole
- * directory, never removes what was there before. A store already (its `lock` and
- * `snapshots/` there) may hold other names: the parts of a later treeseal, left alone
- * (they locked every older build out of the store).
+ * directory, never removes what was there before. A store already (its `lock`,
+ * `snapshots/`, `tmp/` and `leases/` there) may hold other names, the parts of a later
+ * treeseal, left alone (they locked every older build out of the store); not when it is
+ * opened `ephemeral` (its close would remove them with the rest).
  */
-function checkOnlyStoreParts(sys: Sys, dirFd: number, root: string): void {
+function checkOnlyStoreParts(sys: Sys, dirFd: number, root: string, ephemeral: boolean): void {
   const entries = sys.readdir(dirFd);
   const others = entries.flatMap((e) => (typeof e.name === 'string' && STORE_NAMES.has(e.name) ? [] : [typeof e.name === 'string' ? e.name : Buffer.from(e.name).toString('latin1')]));
   if (others.length === 0) return;
   const has = (name: string, type: number): boolean => entries.some((e) => e.name === name && (e.type === type || e.type === DT_UNKNOWN));
-  if (has(LOCK_NAME, DT_REG) && has(SNAPSHOTS_DIR, DT_DIR)) return;
+  if (!ephemeral && has(LOCK_NAME, DT_REG) && [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR].every((d) => has(d, DT_DIR))) return;
   // The first name in order, so the message is the same on every filesystem.
   const name = others.sort()[0]!;
   throw new SealError(
@@ -148,7 +149,7 @@ export interface OpenedStore {
  * tmp/, leases/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
  * builds no live process holds. Returns how many it swept, and which directory it opened.
  */
-export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner'): OpenedStore {
+export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner', ephemeral = false): OpenedStore {
   let rule: TrustRule;
   let identity: StoreIdentity;
   {
@@ -157,7 +158,7 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner')
     using dir = opened.dir;
     const st = sys.fstat(dir.fd);
     identity = { dev: st.dev, ino: st.ino };
-    checkOnlyStoreParts(sys, dir.fd, root);
+    checkOnlyStoreParts(sys, dir.fd, root, ephemeral);
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
     // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
     // a ledger (0700); a shared store makes them here, for the group.

@@ -130,9 +130,9 @@ export class SnapshotStore {
       checkPathAbove(sys, root);
       if (options.trust === 'group') own(sys, openSharedRoot(sys, root))[Symbol.dispose]();
       else own(sys, makeRealDir(sys, root, 'store directory'))[Symbol.dispose]();
-      return { sys, args: [root, options.trust ?? 'owner'] as [string, StoreTrust] };
+      return { sys, args: [root, options.trust ?? 'owner', options.ephemeral === true] as [string, StoreTrust, boolean] };
     },
-    core: (sys, [root, trust]): OpenedStore => openStoreAt(sys, root, trust),
+    core: (sys, [root, trust, ephemeral]): OpenedStore => openStoreAt(sys, root, trust, ephemeral),
     finish: (opened, call, _dir, options = {}) => {
       const store = new SnapshotStore(call.args[0], options);
       store.#sweptAtOpen = opened.swept;

@@ -87,10 +87,13 @@ describe('a directory that is not a store', () => {
     expect(later.sweptAtOpen).toBe(0);
     later.closeSync();
     expect(readdirSync(store).sort()).toEqual(['VERSION', 'lock', 'registry', 'leases', 'snapshots', 'tmp'].sort());
-    for (const [name, part] of [['lockonly', 'lock'], ['snaponly', 'snapshots/']] as const) {
-      const half = join(base, name);
-      writeTree(half, { README: 'r', ...(part === 'lock' ? { lock: '' } : { 'snapshots/': null }) });
-      expect(() => SnapshotStore.openSync(half)).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION' }));
-    }
+    // Opened ephemeral, whose close removes the whole directory: those names are refused as before.
+    expect(() => SnapshotStore.openSync(store, { ephemeral: true })).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION' }));
+    expect(readdirSync(store)).toContain('VERSION');
+    // A home directory that happens to hold a lock file and a snapshots/ directory is no store: nothing made, nothing removed.
+    const home = join(base, 'home');
+    writeTree(home, { lock: '', 'snapshots/': null, 'Documents/thesis.txt': 'mine' });
+    for (const ephemeral of [false, true]) expect(() => SnapshotStore.openSync(home, { ephemeral })).toThrow(expect.objectContaining({ code: 'SEAL_COLLISION' }));
+    expect(readdirSync(home).sort()).toEqual(['Documents', 'lock', 'snapshots']);
   });
 });
