@@ -66,7 +66,7 @@ async function run(ctx: Context): Promise<number> {
   }
   const bad = results.filter((r) => r.ok === false).length;
   const corrupt = results.filter((r) => r.corrupt === true).length;
-  lines.push(`${digests.length - bad} ok, ${corrupt} corrupt${bad > corrupt ? `, ${bad - corrupt} not verified (could not be read: see ${bad - corrupt === 1 ? 'its line' : 'their lines'})` : ''}`);
+  lines.push(`${digests.length - bad} ok, ${corrupt} corrupt${bad > corrupt ? `, ${bad - corrupt} not verified (see ${bad - corrupt === 1 ? 'its line' : 'their lines'})` : ''}`);
   io.emit({ ok: bad === 0, snapshots: results }, lines.join('\n'));
   return bad === 0 ? 0 : 1;
 }

@@ -164,6 +164,8 @@ export function decodeDocument(text: string, expectDigest?: string): SnapshotDat
   } catch (err) {
     throw new SealError('SEAL_CORRUPT', 'snapshot manifest is not valid JSON', { cause: err });
   }
+  const later = laterSchema(doc);
+  if (later !== undefined) laterOrAltered(later, () => decodeDocument(JSON.stringify({ ...doc, schema_version: 3 }), expectDigest));
   checkFields(doc);
   const entries = entryList(doc.entries);
   const mounts = (doc.mounts as Record<string, unknown>[]).map((m): CapturedMount => mountOf(m, entryList(m.entries)));
@@ -175,12 +177,29 @@ export function mountOf<E extends Entries>(m: Record<string, unknown>, entries: 
   return { source: String(m.source), target: String(m.target), kind: m.kind === 'file' ? 'file' : 'directory', totalBytes: Number(m.total_bytes), entries };
 }
 
+/** The schema_version of a document that claims one later than 3 (an integer); else undefined. */
+function laterSchema(doc: unknown): number | undefined {
+  const v = doc !== null && typeof doc === 'object' ? (doc as Record<string, unknown>).schema_version : undefined;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 3 ? v : undefined;
+}
+
+/**
+ * A document that claims a later schema: SEAL_UNAVAILABLE (a later treeseal's, not
+ * damaged: gc keeps it, verify does not call it corrupt), unless it proves itself a schema-3
+ * document (`asSchema3` decodes it as one without an error): then only its version was
+ * altered (a flipped bit, or a hand that wanted it kept forever), SEAL_CORRUPT.
+ */
+function laterOrAltered(version: number, asSchema3: () => unknown): never {
+  try {
+    asSchema3();
+  } catch {
+    throw new SealError('SEAL_UNAVAILABLE', `snapshot manifest is schema ${version}, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it`);
+  }
+  throw corrupt(`schema_version altered: ${version} in a schema-3 manifest`);
+}
+
 /** The fields a document must have before its lists are read: schema 3, mounts and declarations lists, exclude patterns. */
 function checkFields(doc: Record<string, unknown>): void {
-  if (doc !== null && typeof doc === 'object' && Number.isSafeInteger(doc.schema_version) && (doc.schema_version as number) > 3) {
-    // A later treeseal's: not damaged, and not this build's to judge (gc keeps it, verify does not call it corrupt).
-    throw new SealError('SEAL_UNAVAILABLE', `snapshot manifest is schema ${String(doc.schema_version)}, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it`);
-  }
   if (doc === null || typeof doc !== 'object' || doc.schema_version !== 3) throw corrupt('unknown schema');
   if (!Array.isArray(doc.mounts) || !Array.isArray(doc.declarations)) throw corrupt('mounts or declarations missing');
   if (doc.exclude !== undefined && (!Array.isArray(doc.exclude) || !doc.exclude.every((p) => typeof p === 'string'))) throw corrupt('exclude is not a list of patterns');
@@ -198,6 +217,8 @@ export function finishDecode<E extends Entries, M extends MountData>(
   expectDigest?: string,
   lists?: readonly Uint8Array[],
 ): Omit<StoredSnapshot, 'entries' | 'mounts'> & { entries: E; mounts: M[] } {
+  const later = laterSchema(doc);
+  if (later !== undefined) laterOrAltered(later, () => finishDecode({ ...doc, schema_version: 3 }, entries, mounts, expectDigest, lists));
   checkFields(doc);
   const base = {
     source: String(doc.source),

@@ -172,7 +172,7 @@ describe('treeseal CLI', { timeout: CLI_TIMEOUT_MS }, () => {
     const unread = cli(store, 'verify');
     expect(unread.status).toBe(1);
     expect(unread.stdout).toContain(`ERR  ${c.digest}  SEAL_UNTRUSTED: `);
-    expect(unread.stdout).toMatch(/\n0 ok, 2 corrupt, 1 not verified \(could not be read: see its line\)\n$/);
+    expect(unread.stdout).toMatch(/\n0 ok, 2 corrupt, 1 not verified \(see its line\)\n$/);
     const unreadJson = JSON.parse(cli(store, 'verify', c.digest, '--json').stdout);
     expect(unreadJson).toMatchObject({ ok: false, snapshots: [{ digest: c.digest, ok: false, corrupt: false, error: { code: 'SEAL_UNTRUSTED' } }] });
     expect(out.snapshots.filter((x: { corrupt?: boolean }) => x.corrupt === true)).toHaveLength(2);

@@ -207,17 +207,24 @@ describe('prune', () => {
     store.closeSync();
   });
 
-  it('a snapshot a later treeseal made (a manifest of a newer schema) is SEAL_UNAVAILABLE saying so, not corrupt: a prune leaves it, verify does not call it corrupt (gc --keep-last removed it as damaged)', () => {
+  it('a snapshot a later treeseal made (a manifest of a newer schema) is SEAL_UNAVAILABLE saying so, not corrupt: a prune leaves it, verify does not call it corrupt (gc --keep-last removed it as damaged); a schema-3 manifest whose version alone was altered is SEAL_CORRUPT', () => {
     const { store, digests } = aged();
-    const manifest = join(store.root, 'snapshots', digests[0]!, 'manifest.json');
-    const doc = JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, unknown>;
-    chmodSync(dirname(manifest), 0o700);
-    chmodSync(manifest, 0o600);
-    writeFileSync(manifest, JSON.stringify({ ...doc, schema_version: 4 }));
-    chmodSync(manifest, 0o400);
-    chmodSync(dirname(manifest), 0o500);
+    const rewrite = (digest: string, edit: (doc: Record<string, unknown>) => Record<string, unknown>): void => {
+      const manifest = join(store.root, 'snapshots', digest, 'manifest.json');
+      const doc = JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, unknown>;
+      chmodSync(dirname(manifest), 0o700);
+      chmodSync(manifest, 0o600);
+      writeFileSync(manifest, JSON.stringify(edit(doc)));
+      chmodSync(manifest, 0o400);
+      chmodSync(dirname(manifest), 0o500);
+    };
+    // A flipped bit (3 → 7) or a hand that wanted it kept: its entries still prove it a schema-3 manifest.
+    rewrite(digests[1]!, (doc) => ({ ...doc, schema_version: 7 }));
+    expectError(() => store.get(digests[1]!), { code: 'SEAL_CORRUPT', message: 'snapshot manifest is corrupt: schema_version altered: 7 in a schema-3 manifest' });
+    // A later format (its entries under another name, say): not one this build can read.
+    rewrite(digests[0]!, (doc) => ({ ...doc, schema_version: 4, entries: undefined, files: doc.entries }));
     const message = 'snapshot manifest is schema 4, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it';
-    expect(store.usage().map((u) => [u.digest, u.error?.code])).toEqual([[digests[0], 'SEAL_UNAVAILABLE'], [digests[1], undefined], [digests[2], undefined]]);
+    expect(store.usage().map((u) => [u.digest, u.error?.code])).toEqual([[digests[0], 'SEAL_UNAVAILABLE'], [digests[1], 'SEAL_CORRUPT'], [digests[2], undefined]]);
     expectError(() => store.get(digests[0]!), { code: 'SEAL_UNAVAILABLE', message });
     expect(store.prune({ keepLast: 1 })).toMatchObject({ removed: [digests[1]], leased: [] });
     expect(store.list().sort()).toEqual([digests[0], digests[2]].sort());

@@ -42,7 +42,10 @@ export function proveSnapshot(f: Fetched): { data: StoredSnapshot; layout: Layou
     }
   } catch (err) {
     const path = err instanceof SealError ? err.path : undefined;
-    throw new SealError('SEAL_CORRUPT', `${f.where} does not hold a valid snapshot manifest: ${(err as Error).message}`, path === undefined ? { cause: err } : { cause: err, path });
+    // A later treeseal's manifest (a newer schema) is not a damaged one: said as the store says it, nothing published.
+    const later = err instanceof SealError && err.code === 'SEAL_UNAVAILABLE';
+    const what = later ? 'holds a snapshot manifest this treeseal cannot read' : 'does not hold a valid snapshot manifest';
+    throw new SealError(later ? 'SEAL_UNAVAILABLE' : 'SEAL_CORRUPT', `${f.where} ${what}: ${(err as Error).message}`, path === undefined ? { cause: err } : { cause: err, path });
   }
   const { data } = read;
   if (data.digest !== f.digest) {

@@ -103,6 +103,21 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     await store.close();
   });
 
+  it("a later treeseal's manifest (a newer schema) is SEAL_UNAVAILABLE saying so, not corrupt; one whose version alone was altered is SEAL_CORRUPT; neither leaves anything", async () => {
+    const later = (t: string): Metadata => {
+      const doc = JSON.parse(t) as Record<string, unknown>;
+      return whole(JSON.stringify({ ...doc, schema_version: 4, entries: undefined, files: doc.entries }));
+    };
+    let { digest, remote } = await publish(valid(), later);
+    expect(await pullFails(digest, remote)).toEqual([
+      'SEAL_UNAVAILABLE',
+      `${remote}:ts-${digest} holds a snapshot manifest this treeseal cannot read: snapshot manifest is schema 4, newer than this treeseal reads (3): a later treeseal made it; upgrade treeseal to use it`,
+      [],
+    ]);
+    ({ digest, remote } = await publish(valid(), (t) => whole(JSON.stringify({ ...JSON.parse(t), schema_version: 7 }))));
+    expect(await pullFails(digest, remote)).toEqual(['SEAL_CORRUPT', `${remote}:ts-${digest} does not hold a valid snapshot manifest: snapshot manifest is corrupt: schema_version altered: 7 in a schema-3 manifest`, []]);
+  });
+
   // Every case is checked on load by document-check.test.ts, through the one check pull runs too; a third of them
   // (every third, so each kind of rule is among them) go through a real registry here, which costs a publish and a pull each;
   // so does the empty file's hash, which only this check proves (a pull makes an empty file without a byte to hash).
