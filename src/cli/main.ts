@@ -16,6 +16,11 @@ import { COMMANDS, findCommand } from './table.js';
 import { unknownCommand, unknownOption } from './suggest.js';
 import { version } from './version.js';
 
+/** The options of any command that take a value (own-failure.ts lists them for the command's first lines). */
+export function stringOptionNames(): string[] {
+  return Object.entries(allOptions()).flatMap(([name, spec]) => (spec.type === 'string' ? [name] : [])).sort();
+}
+
 /** Every option any command takes (parseArgs needs them all before it knows the command). */
 function allOptions(): Record<string, OptionSpec> {
   const all: Record<string, OptionSpec> = { ...COMMON_OPTIONS };

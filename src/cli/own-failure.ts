@@ -3,8 +3,16 @@
 /** `treeseal run`'s status for a failure of its own (usage included), as env(1), timeout(1) and `docker run` use it. */
 export const RUN_OWN_FAILURE = 125;
 
-/** The common options that take a value (help.ts's COMMON_OPTIONS of type string): their value is no command word. */
-const VALUED = new Set(['--store', '--retries']);
+/**
+ * Every option of any command that takes a value (main's allOptions of type string; a test
+ * holds the two equal): its value is no command word, as main's commandWord skips it.
+ */
+export const VALUED_OPTIONS: readonly string[] = [
+  'ca-file', 'clone', 'concurrency', 'copy', 'exclude', 'exclude-from', 'fallback-bytes', 'format', 'keep-last', 'links', 'manifest',
+  'max-bytes', 'max-depth', 'max-entries', 'max-file-bytes', 'max-path-bytes', 'max-size', 'mount', 'mount-from', 'older-than',
+  'reflink', 'retries', 'revision', 'source', 'store', 'tag', 'timeout', 'workspace',
+];
+const VALUED = new Set(VALUED_OPTIONS.map((name) => `--${name}`));
 
 /**
  * The status of a failure before main has run (the library cannot load; stdout cannot be
@@ -15,7 +23,7 @@ export function earlyFailureStatus(argv: readonly string[]): number {
     const a = argv[i]!;
     if (a === '--') return 1;
     if (!a.startsWith('-')) return a === 'run' ? RUN_OWN_FAILURE : 1;
-    if (VALUED.has(a)) i++;
+    if (!a.includes('=') && VALUED.has(a)) i++;
   }
   return 1;
 }

@@ -306,10 +306,10 @@ function keepLedger(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: St
 
 /**
  * Records (`record`) and saves the clone's ledger; where the kernel refuses (no space, an
- * I/O error: SEAL_IO) or other opens' sweeps keep taking its new file (SEAL_BUSY), drops
- * the one the store held (its records are not of this clone now) and returns why, for the
- * report: the clone, already whole, is not failed for it. A store whose clones/ is not
- * what it made (a link: SEAL_CORRUPT) is thrown: that is the store's to repair.
+ * I/O error: SEAL_IO), other opens' sweeps keep taking its new file (SEAL_BUSY) or the
+ * store's clones/ is not what it made (a link: SEAL_CORRUPT, nothing written through it),
+ * drops the one the store held (its records are not of this clone now) and returns why,
+ * for the report: the clone, already whole, is not failed for it.
  */
 export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number, cloneSt: Stat, ledger: Ledger, record: () => void = () => {}): string | undefined {
   const store = storeOf(snapshotRoot);
@@ -324,7 +324,7 @@ export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number,
     inStore('clone ledger cannot be saved', () => saveLedger(sys, store, cloneFd, cloneSt, ledger));
     return undefined;
   } catch (err) {
-    if (!(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY'))) throw err;
+    if (!(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY' || err.code === 'SEAL_CORRUPT'))) throw err;
     dropLedgerQuietly(sys, store, cloneSt);
     // The system's own words where the kernel refused (`ENOSPC: no space left on device, write`).
     const { cause } = err as { cause?: unknown };

@@ -69,8 +69,8 @@ describe('an addon that is not built', { timeout: CLI_TIMEOUT_MS }, () => {
       '(where npm asks for install scripts to be approved: `npm install-scripts approve treeseal` first)';
     const r = spawnSync(process.execPath, [join(root, 'dist/cli.js'), 'ls'], { encoding: 'utf8' });
     expect([r.status, r.stdout, r.stderr]).toEqual([1, '', `treeseal: cannot load the library: ${why}\n`]);
-    // run's own failures are 125 (its other statuses its command's), this one too.
-    for (const args of [['run', 'abc', 'arm', '--', 'true'], ['--store', 'run', '--retries', '1', 'run', 'abc', 'arm', '--', 'true']]) {
+    // run's own failures are 125 (its other statuses its command's), this one too, wherever its options stand.
+    for (const args of [['run', 'abc', 'arm', '--', 'true'], ['--store', 'run', '--retries', '1', 'run', 'abc', 'arm', '--', 'true'], ['--workspace', '/w', '--json', 'run', 'abc', 'arm', '--', 'true'], ['--store=s', 'run', 'abc', 'arm', '--', 'true']]) {
       const run = spawnSync(process.execPath, [join(root, 'dist/cli.js'), ...args], { encoding: 'utf8' });
       expect([args, run.status, run.stderr]).toEqual([args, 125, `treeseal: cannot load the library: ${why}\n`]);
     }
@@ -304,5 +304,12 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(cli(store, 'show', snap.digest).stdout).toMatch(/\nfile {6}0755 +10 [0-9a-f]{64}  src\/run\.sh\n/);
     json(cli(store, 'materialize', snap.digest, join(work, 'clone'), '--json'));
     expect([0o700, 0o600]).toEqual(['src/run.sh', 'src/a.ts'].map((p) => spawnSync('stat', ['-c', '%a', join(work, 'clone', p)], { encoding: 'utf8' }).stdout.trim()).map((m) => parseInt(m, 8)));
+  });
+});
+
+describe("the command's first lines", () => {
+  it('know every option that takes a value, as main does: the word after one is no command word (run failing before main exits 125 as after)', async () => {
+    const { VALUED_OPTIONS, stringOptionNames } = (await import(new URL('../../dist/cli/commands.js', import.meta.url).href)) as { VALUED_OPTIONS: string[]; stringOptionNames: () => string[] };
+    expect([...VALUED_OPTIONS].sort()).toEqual(stringOptionNames());
   });
 });
