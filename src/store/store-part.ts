@@ -1,4 +1,4 @@
-// store-part.ts: what root makes in another user's store is that user's: store parts (clones/, cache/, …), the files it writes there, and the snapshots it publishes.
+// store-part.ts: what root makes in another user's store is that user's: the store parts it creates (clones/, cache/, …) and the snapshots it publishes (its own caches and ledgers stay its own).
 import { mkdirIfMissing, openChildDir, own } from '../base/fd.js';
 import { AT_EMPTY_PATH, DT_DIR, DT_UNKNOWN, O_NOFOLLOW, O_PATH, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
