@@ -75,8 +75,8 @@ function judgeCli(c, r, codes) {
     if (!/^treeseal: /.test(r.stderr) || !/usage:/.test(r.stderr)) bad.push(`exit 2 without a usage message: ${r.stderr.slice(0, 160)}`);
     return bad;
   }
-  // `verify` reports each corrupt snapshot on stdout (BAD <digest> CODE: ...) and exits 1.
-  const m = /^(?:treeseal: |BAD\s+[0-9a-f]{64}\s+)(SEAL_[A-Z_]+): /m.exec(`${r.stderr}\n${r.stdout}`);
+  // `verify` reports each corrupt snapshot on stdout (BAD <digest> CODE: ...), each it could not verify (ERR <digest> CODE: ...), and exits 1.
+  const m = /^(?:treeseal: |(?:BAD|ERR)\s+[0-9a-f]{64}\s+)(SEAL_[A-Z_]+): /m.exec(`${r.stderr}\n${r.stdout}`);
   if (r.status !== 1 || m === null || !codes.includes(m[1])) {
     bad.push(`exit ${r.status ?? r.signal} without a typed error: ${r.stderr.trim().split('\n')[0]?.slice(0, 200)}`);
   } else if (c.codes && !c.codes.includes(m[1])) bad.push(`${m[1]} (expected ${c.codes.join('|')}): ${r.stderr.trim().slice(0, 160)}`);
