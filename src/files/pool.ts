@@ -280,14 +280,22 @@ export class FilePool {
    * loop, which a blocked call does not run).
    */
   awaitReady(): void {
+    this.#waitAll(H.READY);
+  }
+
+  /**
+   * Waits until every helper has counted itself in ctrl[at] (READY, EXITED) or is gone, at
+   * most EXIT_WAIT_MS, and past START_GRACE_MS no longer for one that has not run its first line.
+   */
+  #waitAll(at: number): void {
     const ctrl = this.#m.ctrl;
     const started = Date.now();
     const deadline = started + EXIT_WAIT_MS;
     for (;;) {
-      const up = Atomics.load(ctrl, H.READY) + this.#gone();
-      if (up >= this.#workers.length || Date.now() >= deadline) return;
-      if (up >= Atomics.load(ctrl, H.STARTED) && Date.now() - started >= START_GRACE_MS) return;
-      Atomics.wait(ctrl, H.READY, Atomics.load(ctrl, H.READY), 50);
+      const done = Atomics.load(ctrl, at) + this.#gone();
+      if (done >= this.#workers.length || Date.now() >= deadline) return;
+      if (done >= Atomics.load(ctrl, H.STARTED) && Date.now() - started >= START_GRACE_MS) return;
+      Atomics.wait(ctrl, at, Atomics.load(ctrl, at), 50);
     }
   }
 
@@ -390,14 +398,7 @@ export class FilePool {
     // Idle helpers leave at once, one still starting once it is up (it finds STOP). One that failed to load its module
     // is done; one whose thread has not run its first line within START_GRACE_MS never will (it could not start: an
     // 'error' event this blocked thread cannot see) and must not hold the call for EXIT_WAIT_MS.
-    const started = Date.now();
-    const deadline = started + EXIT_WAIT_MS;
-    for (;;) {
-      const done = Atomics.load(ctrl, H.EXITED) + this.#gone();
-      if (done >= this.#workers.length || Date.now() >= deadline) break;
-      if (done >= Atomics.load(ctrl, H.STARTED) && Date.now() - started >= START_GRACE_MS) break;
-      Atomics.wait(ctrl, H.EXITED, Atomics.load(ctrl, H.EXITED), 50);
-    }
+    this.#waitAll(H.EXITED);
     for (const w of this.#workers) void w.terminate();
   }
 

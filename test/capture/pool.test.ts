@@ -154,16 +154,22 @@ describe('helper threads that cannot start', () => {
   });
 });
 
+/** A repository of `files` small files in app/, and the digest an unlimited capture of it gives. */
+function appRepo(files: number): { work: string; repo: string; want: string } {
+  const work = tempDir();
+  const repo = join(work, 'repo');
+  const tree: Record<string, string> = {};
+  for (let i = 0; i < files; i++) tree[`app/f${i}`] = `file ${i}\n`;
+  writeTree(repo, tree);
+  const unlimited = SnapshotStore.openSync(join(work, 'unlimited'), { ephemeral: true });
+  const want = unlimited.captureSync({ source: repo, copy: ['app'] }).digest;
+  unlimited.closeSync();
+  return { work, repo, want };
+}
+
 describe('a low open-files limit', () => {
   it('bounds the jobs in flight, not the call: 300 files of one directory captured and verified under ulimit -n 96, through the async API and the command, with the digest of an unlimited capture (past 64 files in flight it failed EMFILE)', () => {
-    const work = tempDir();
-    const repo = join(work, 'repo');
-    const tree: Record<string, string> = {};
-    for (let i = 0; i < 300; i++) tree[`app/f${i}`] = `file ${i}\n`;
-    writeTree(repo, tree);
-    const unlimited = SnapshotStore.openSync(join(work, 'unlimited'), { ephemeral: true });
-    const want = unlimited.captureSync({ source: repo, copy: ['app'] }).digest;
-    unlimited.closeSync();
+    const { work, repo, want } = appRepo(300);
     const script = `
       const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)});
       const store = await SnapshotStore.open(process.argv[1]);
@@ -183,14 +189,7 @@ describe('a low open-files limit', () => {
   });
 
   it('too few descriptors for helper threads to start (ulimit -n 32 to 48): the call runs without them, and the process lives on (a helper that failed to start crashed it after the call returned, and every call waited 5 s for it)', () => {
-    const work = tempDir();
-    const repo = join(work, 'repo');
-    const tree: Record<string, string> = {};
-    for (let i = 0; i < 2000; i++) tree[`app/f${i}`] = `file ${i}\n`;
-    writeTree(repo, tree);
-    const unlimited = SnapshotStore.openSync(join(work, 'unlimited'), { ephemeral: true });
-    const want = unlimited.captureSync({ source: repo, copy: ['app'] }).digest;
-    unlimited.closeSync();
+    const { work, repo, want } = appRepo(2000);
     // Sync and async calls, then a pause in which a helper's late 'error' event would end the process.
     const script = `
       const { SnapshotStore } = await import(${JSON.stringify(DIST_INDEX)});
