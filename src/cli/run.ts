@@ -83,10 +83,10 @@ reaches the command. The exit status is the command's (128 + the signal that kil
 or 125 when treeseal run itself failed (as env, timeout and docker run say it): a usage
 error, a SealError (the snapshot, the store, the clone), or bubblewrap that could not run
 the command at all (no user namespace for this user, a kernel without seccomp filters, the
-command not found inside: SEAL_UNAVAILABLE after bubblewrap's own message). The snapshot is leased while the command
-runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY; so is a materialize, reset or second run
-of <clone> through the same store (retried twice, then said), which would rewrite it under
-the command. With --keep-going, once the command
+command not found inside: SEAL_UNAVAILABLE after bubblewrap's own message). The snapshot
+is leased while the command runs: \`treeseal rm\` of it meanwhile is SEAL_BUSY; so is a
+materialize, reset or second run of <clone> through the same store (retried twice, then
+said), which would rewrite it under the command. With --keep-going, once the command
 ends (whatever its status), prints what it changed in the copy roots, as treeseal diff
 <digest> <clone> does (with --json, one JSON object that also holds the command's status);
 the exit status is still the command's. A diff that fails (the command made the clone
