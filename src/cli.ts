@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's; an addon that cannot load is said in one line.
+// cli.ts: the `treeseal` command's entry: a closed stdout ends it quietly; the exit status is main's (run's own failures 125, from the first line); an addon that cannot load is said in one line.
 import { endQuietlyOnClosedOutput } from './cli/io.js';
 import { earlyFailureStatus } from './cli/own-failure.js';
 import { version } from './cli/version.js';
