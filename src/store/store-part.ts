@@ -31,14 +31,13 @@ export function foreignOwner(sys: Sys, storeFd: number): StoreOwner | undefined 
  * owns) would shut the owner out of its own store (every command EACCES on it).
  */
 export function giveToStoreOwner(sys: Sys, storeFd: number, fd: number): void {
-  if (process.geteuid?.() !== 0) return;
-  const store = sys.fstat(storeFd);
+  const owner = foreignOwner(sys, storeFd);
+  if (owner === undefined) return;
   const part = sys.fstat(fd);
-  if (store.uid === 0 || part.uid === store.uid) return;
   // Only the empty directory just made: the owner may rename another directory of the store in under its name between
   // the mkdir and the open (one of root's, a snapshot root captured there), which must not become the owner's.
   if (part.uid !== 0 || (part.mode & 0o7777) !== 0o700 || sys.readdir(fd).length > 0) return;
-  sys.fchown(fd, store.uid, store.gid);
+  sys.fchown(fd, owner.uid, owner.gid);
 }
 
 /** mkdirIfMissing of a store part (0700) directly in the store open at storeFd, given to the store's owner where root made it. */
