@@ -103,14 +103,14 @@ export function storeUsage(sys: Sys, storeRoot: string, track?: (digest: string,
         logical = { logicalBytes: records.summaryAt(snapshots.fd, digest).totalBytes };
       } catch (err) {
         // Removed since the listing: it takes nothing now.
-        const later = err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && statOrNull(sys, snapshots.fd, digest) !== null;
-        if (err instanceof SealError && err.code === 'SEAL_UNAVAILABLE' && !later) continue;
+        const unavailable = err instanceof SealError && err.code === 'SEAL_UNAVAILABLE';
+        if (unavailable && statOrNull(sys, snapshots.fd, digest) === null) continue;
         // One damaged snapshot, or one another user could have written (SEAL_UNTRUSTED: its directory loosened), is
         // reported on its own row; the store's other rows (and a prune) go on. A snapshot this user may not read
         // (another member's, in a shared store) is a row too, which prune leaves alone, as one a later treeseal made
         // (SEAL_UNAVAILABLE, still there: a manifest of a newer schema). The kernel refusing anything else ends the call.
         const unreadable = err instanceof SealError && err.code === 'SEAL_IO' && hasCode(err.cause, 'EACCES', 'EPERM');
-        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && err.code !== 'SEAL_UNTRUSTED' && !unreadable && !later)) throw err;
+        if (!(err instanceof SealError) || (err.code !== 'SEAL_CORRUPT' && err.code !== 'SEAL_UNTRUSTED' && !unreadable && !unavailable)) throw err;
         logical = { logicalBytes: 0, error: { code: err.code, message: err.message } };
       }
       let dirFd: number;
