@@ -524,9 +524,9 @@ const AUTO_POOL_FILES = 128;
 /** Descriptors a call keeps beside its jobs' (the walk's directories, the store's, a module a thread loads). */
 const FD_RESERVE = 32;
 
-/** How many jobs may be in flight within the files this process may still open: a file job holds two (its source and destination). */
-function jobsWithinFds(): number {
-  return Math.floor((spareFds() - FD_RESERVE) / 2);
+/** How many jobs may be in flight within `spare` descriptors (spareFds): a file job holds two (its source and destination). */
+function jobsWithin(spare: number): number {
+  return Math.floor((spare - FD_RESERVE) / 2);
 }
 
 /** Descriptors a helper thread takes to start: its event loop's, and the modules and addon it opens. */
@@ -534,9 +534,9 @@ const HELPER_FDS = 8;
 /** Jobs kept room for beside the helpers' own descriptors. */
 const MIN_JOBS = 4;
 
-/** How many of `helpers` threads can start within the files this process may still open (0: the call runs here). */
-function helpersWithinFds(helpers: number): number {
-  return Math.max(0, Math.min(helpers, Math.floor((spareFds() - FD_RESERVE - 2 * MIN_JOBS) / HELPER_FDS)));
+/** How many of `helpers` threads can start within `spare` descriptors (spareFds; 0: the call runs here). */
+function helpersWithin(spare: number, helpers: number): number {
+  return Math.max(0, Math.min(helpers, Math.floor((spare - FD_RESERVE - 2 * MIN_JOBS) / HELPER_FDS)));
 }
 
 /**
@@ -565,8 +565,10 @@ export class FileJobs {
   #poolFor(): FilePool | undefined {
     if (this.#pool !== undefined || this.#helpers === 0) return this.#pool;
     if (this.#files < (this.parallelism === undefined ? AUTO_POOL_FILES : 1)) return undefined;
-    // Under a low open-files limit, fewer helpers or none (each thread needs descriptors to start); checked once a call.
-    const helpers = helpersWithinFds(this.#helpers);
+    // Under a low open-files limit, fewer helpers or none (each thread needs descriptors to start); read once a call
+    // (/proc, two opens), for the helpers and the jobs in flight alike: no thread takes a descriptor before it runs.
+    const spare = spareFds();
+    const helpers = helpersWithin(spare, this.#helpers);
     if (helpers === 0) {
       this.#helpers = 0;
       return undefined;
@@ -575,7 +577,7 @@ export class FileJobs {
     this.#kept = kept !== undefined;
     this.#pool = kept ?? new FilePool(this.sys, this.buffer, helpers);
     // A low open-files limit (ulimit -n 128) bounds the jobs in flight, not the call: it once failed EMFILE past 64 files.
-    this.#pool.limitInFlight(jobsWithinFds());
+    this.#pool.limitInFlight(jobsWithin(spare));
     return this.#pool;
   }
 
