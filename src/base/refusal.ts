@@ -77,3 +77,19 @@ function typed(label: string, err: unknown): unknown {
   if (isTooLong(err)) return tooLongError(label, err);
   return new SealError('SEAL_UNAVAILABLE', `${label}: ${escapePath(err.message)}`, { cause: err });
 }
+
+/**
+ * Why something a call did not do (a report's `statCacheNotSaved`, `ledgerNotSaved`,
+ * `stageLeft.reason`) as one form, `CODE: message`: the system's own words where the
+ * kernel refused (a SEAL_IO's cause: `ENOSPC: no space left on device, write`, which start
+ * with the errno's code), else the SealError's code and message.
+ */
+export function reasonOf(err: unknown): string {
+  const system = err instanceof SealError ? (err.code === 'SEAL_IO' && isSystemError(err.cause) ? err.cause : undefined) : isSystemError(err) ? err : undefined;
+  if (system !== undefined) {
+    const message = escapePath(system.message);
+    return message.startsWith(`${system.code}:`) ? message : `${system.code}: ${message}`;
+  }
+  if (err instanceof SealError) return `${err.code}: ${err.message}`;
+  return `Error: ${escapePath(err instanceof Error ? err.message : String(err))}`;
+}

@@ -1,5 +1,6 @@
 // clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
 import { SealError } from '../base/errors.js';
+import { reasonOf } from '../base/refusal.js';
 import { makeLockedDir, openChildDir, openRealDir, openRepairableDir, own, removeOwnDir, type Fd } from '../base/fd.js';
 import { escapePath, nameText } from '../base/paths.js';
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, STATX_ATTR_MOUNT_ROOT, isDir } from '../sys/constants.js';
@@ -69,10 +70,7 @@ export class CloneStage implements Disposable {
       this.close();
       return undefined;
     } catch (err) {
-      const code = String(err instanceof SealError ? err.code : ((err as { code?: unknown }).code ?? 'error'));
-      const message = err instanceof Error ? err.message : String(err);
-      // A system error's message starts with its code already (`EIO: i/o error, unlinkat 'x'`).
-      return { path: this.name, reason: message.startsWith(`${code}:`) ? message : `${code}: ${message}` };
+      return { path: this.name, reason: reasonOf(err) };
     }
   }
 

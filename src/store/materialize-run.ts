@@ -77,7 +77,8 @@ export interface MaterializeReport {
   stageLeft?: StageLeft;
   /**
    * Set when the clone's ledger could not be saved in the store (no space, an I/O error, a
-   * read-only `clones/`): the system's reason. The clone is whole; without a ledger the next
+   * read-only `clones/`): why, as `CODE: message` (the system's own words where the kernel
+   * refused, `ENOSPC: no space left on device, write`). The clone is whole; without a ledger the next
    * diff re-hashes every file and the next reset is a whole materialize. Absent otherwise.
    */
   ledgerNotSaved?: string;

@@ -4,7 +4,7 @@ import { DIR_FLAGS, openBeneath, openChildDir, openRealDir, own, type Fd } from 
 import type { StoredSnapshot } from './document.js';
 import { checkInteger, checkOptions, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
-import { ioError, throwIfRefused } from '../base/refusal.js';
+import { ioError, reasonOf, throwIfRefused } from '../base/refusal.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { throttled } from '../base/progress.js';
 import { escapePath } from '../base/paths.js';
@@ -326,9 +326,7 @@ export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number,
   } catch (err) {
     if (!(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY' || err.code === 'SEAL_CORRUPT'))) throw err;
     dropLedgerQuietly(sys, store, cloneSt);
-    // The system's own words where the kernel refused (`ENOSPC: no space left on device, write`).
-    const { cause } = err as { cause?: unknown };
-    return err.code === 'SEAL_IO' && cause instanceof Error ? escapePath(cause.message) : err.message;
+    return reasonOf(err);
   }
 }
 

@@ -5,7 +5,7 @@ import { DIR_FLAGS, makeLockedDir, openBeneath, openChildDir, openRealDir, own, 
 import { computeDigests, encodeDocumentPieces, type StoredSnapshot } from './document.js';
 import { eachChunk, type Piece } from '../base/manifest-stream.js';
 import { SealError } from '../base/errors.js';
-import { escapePath } from '../base/paths.js';
+import { reasonOf } from '../base/refusal.js';
 import { writeAll } from '../base/io.js';
 import { FROZEN_DIRS, applyModesAt } from '../tools/freeze.js';
 import { captureMount, type MountData } from '../capture/mounts.js';
@@ -46,8 +46,9 @@ export interface CaptureReport {
   reused: boolean;
   /**
    * Why the stat cache could not be written (no space, a cache directory this user may not
-   * write, an I/O error), when it could not: the capture is whole, but the next one of this
-   * source reads every file again.
+   * write, an I/O error), when it could not, as `CODE: message` (as a materialize's
+   * `ledgerNotSaved` and `stageLeft.reason`): the capture is whole, but the next one of
+   * this source reads every file again.
    */
   statCacheNotSaved?: string;
 }
@@ -141,7 +142,7 @@ function saveOrSay(session: StatCacheSession, digest: string, data: StoredSnapsh
     session.save(digest, data);
     return {};
   } catch (err) {
-    return { statCacheNotSaved: escapePath(err instanceof Error ? err.message : String(err)) };
+    return { statCacheNotSaved: reasonOf(err) };
   }
 }
 

@@ -223,3 +223,26 @@ describe('stages the kernel refuses to make or remove', () => {
     expect(readdirSync(parent)).toEqual([]);
   });
 });
+
+describe('reasonOf: one form for what a report says a call did not do', () => {
+  it('the system’s own words where the kernel refused (bare, or as a SEAL_IO’s cause), else CODE: message', async () => {
+    const { reasonOf } = await import('../../dist/internal.js');
+    const { SealError } = await import('../../dist/index.js');
+    let missing: Error | undefined;
+    try {
+      readdirSync(join(tempDir(), 'missing\nname'));
+    } catch (err) {
+      missing = err as Error;
+    }
+    // Node's own: `ENOENT: no such file or directory, scandir '…'`, the path's newline escaped.
+    expect(reasonOf(missing)).toMatch(/^ENOENT: no such file or directory, scandir '.*missing\\x0aname'$/);
+    const injected = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
+    expect(reasonOf(new SealError('SEAL_IO', 'clone ledger cannot be saved: ENOSPC: no space left on device, write', { cause: injected }))).toBe('ENOSPC: no space left on device, write');
+    // A system error whose message does not start with its code gets it in front.
+    expect(reasonOf(Object.assign(new Error('injected'), { code: 'EIO', errno: -5, syscall: 'pwrite' }))).toBe('EIO: injected');
+    expect(reasonOf(new SealError('SEAL_BUSY', 'clones/1-2.ledger in the store could not be written; try again'))).toBe('SEAL_BUSY: clones/1-2.ledger in the store could not be written; try again');
+    // A SEAL_IO without a system cause says its own code.
+    expect(reasonOf(new SealError('SEAL_IO', 'stage cannot be removed'))).toBe('SEAL_IO: stage cannot be removed');
+    expect(reasonOf(new TypeError('x\ny'))).toBe('Error: x\\x0ay');
+  });
+});

@@ -779,7 +779,7 @@ describe('a clone that changes under a call (the agent still at work)', () => {
     });
     const report = withSys(snap, sys).resetSync(clone);
     expect(report).toMatchObject({ method: 'reset', changed: ['src/a.ts'] });
-    expect(report.ledgerNotSaved).toMatch(/^store clone ledger cannot be saved: (ELOOP|ENOTDIR): /);
+    expect(report.ledgerNotSaved).toMatch(/^SEAL_CORRUPT: store clone ledger cannot be saved: (ELOOP|ENOTDIR): /);
     expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true });
     expect(listTree(outside)).toEqual(['dir/', 'dir/x', 'secret']);
     rmSync(clones);
@@ -898,7 +898,7 @@ describe('a ledger write and the sweeps of other opens', () => {
     expect(withSys(snap, sys).resetSync(clone)).toMatchObject({
       method: 'reset',
       changed: ['src/a.ts'],
-      ledgerNotSaved: `clones/${dev}-${ino}.ledger in the store could not be written: a sweep by another process opening the store took its new file 5 times; try again`,
+      ledgerNotSaved: `SEAL_BUSY: clones/${dev}-${ino}.ledger in the store could not be written: a sweep by another process opening the store took its new file 5 times; try again`,
     });
     expect(taken).toBe(5);
     expect(readdirSync(clones).filter((n) => n.startsWith('build-'))).toEqual([]);
