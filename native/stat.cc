@@ -142,12 +142,17 @@ static Napi::Value FstatatEach(const Napi::CallbackInfo& info) {
   return failed;
 }
 
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
 static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
-  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID, stx); });
+  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID | STATX_BTIME | STATX_MNT_ID, stx); });
 }
 
-// statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask }: the inode attributes
-// (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...) that fstatat does not report.
+// statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask, mntId, btimeNs }: the inode
+// attributes (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...), the mount's ID and the birth time that
+// fstatat does not report; mntId -1 and btimeNs undefined where the kernel or filesystem gives none.
 static Napi::Value Statx(const Napi::CallbackInfo& info) {
   int dirfd, flags;
   std::string path;
@@ -161,6 +166,10 @@ static Napi::Value Statx(const Napi::CallbackInfo& info) {
   o.Set("uid", Napi::Number::New(info.Env(), stx.stx_uid));
   o.Set("attributes", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes)));
   o.Set("attributesMask", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes_mask)));
+  o.Set("mntId", Napi::Number::New(info.Env(), (stx.stx_mask & STATX_MNT_ID) ? static_cast<double>(stx.stx_mnt_id) : -1.0));
+  if (stx.stx_mask & STATX_BTIME) {
+    o.Set("btimeNs", Napi::BigInt::New(info.Env(), static_cast<int64_t>(static_cast<int64_t>(stx.stx_btime.tv_sec) * 1000000000LL + static_cast<int64_t>(stx.stx_btime.tv_nsec))));
+  }
   return o;
 }
 

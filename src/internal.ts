@@ -1,6 +1,7 @@
 // internal.ts: the one internal entry the tests and the torture suite import (not part of the package's exports).
 export { compareUtf8, escapePath, nameText, normalize } from './base/paths.js';
 export { reasonOf } from './base/refusal.js';
+export { upperDirOf } from './base/writeback.js';
 export { sha256Digest, sha256Hex } from './base/manifest.js';
 export { EntryTable } from './base/entry-table.js';
 export { EntryReader, childrenOf, indexOfPath, namedChildrenOf } from './store/manifest-tree.js';

@@ -140,7 +140,7 @@ export function readAllAt(sys: Sys, dirfd: number, name: string, maxBytes: numbe
   // Its dirty pages put under writeback once its identity is taken (every mapping of them write-protected): a write
   // through a shared mapping during the read then faults and stamps the file's times, which the fstat after it sees.
   // A file that proves itself (the store's own, checksummed) needs none; one a filesystem never writes back (tmpfs) gets none.
-  if (options.selfProving !== true) writeBack(sys, fd, writebackOf(sys.fstatfs(fd)));
+  if (options.selfProving !== true) writeBack(sys, fd, writebackOf(sys, fd));
   // size + 1: a file that grew is seen as such without reading (or allocating) more. Never a
   // slice of Node's pool: the bytes are the result's alone, so a thread can move them (movableView).
   let bytes: Buffer;

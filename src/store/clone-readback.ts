@@ -59,6 +59,6 @@ function writeBackAt(run: Run, dirFd: number, name: string): void {
   const { sys } = run;
   using file = own(sys, sys.openat(dirFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   if (!isReg(sys.fstat(file.fd).mode)) return;
-  run.writeback ??= writebackOf(sys.fstatfs(file.fd));
+  run.writeback ??= writebackOf(sys, file.fd);
   writeBack(sys, file.fd, run.writeback);
 }

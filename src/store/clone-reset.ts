@@ -465,7 +465,7 @@ function openClone(
       checkPathAbove(sys, clone, dir.fd, 'clone');
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
-    if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys.fstatfs(dir.fd)) !== WRITEBACK.NEVER;
+    if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys, dir.fd) !== WRITEBACK.NEVER;
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
     // known: this store made a clone here (it holds a ledger of it, of any snapshot).
     return { dir, made, known: ledger !== undefined, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };

@@ -139,7 +139,7 @@ export class StatCacheSession implements FileHook {
 
   /** The writeback rule of device dev, learnt from fd (on dev). */
   #learn(dev: bigint, fd: number): Writeback {
-    const rule = writebackOf(this.#o.sys.fstatfs(fd));
+    const rule = writebackOf(this.#o.sys, fd);
     this.#writeback.set(dev, rule);
     return rule;
   }

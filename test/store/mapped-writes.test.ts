@@ -36,9 +36,31 @@ function arm(base: string): { work: string; store: SnapshotStore; clone: string;
   return { work, store, clone, digest: snap.digest };
 }
 
+/** An overlay whose layers are all on tmpfs (bwrap --tmp-overlay, a live image): its merged directory, unmounted by the caller. */
+function overlayOnTmpfs(): string {
+  const base = tempDir('/dev/shm');
+  for (const d of ['lower', 'upper', 'work', 'merged']) mkdirSync(join(base, d));
+  execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${base}/lower,upperdir=${base}/upper,workdir=${base}/work`, join(base, 'merged')]);
+  return join(base, 'merged');
+}
+
 describe('a write through a shared mapping', () => {
-  it('on tmpfs (no time moves): diff names it, reset restores it, the arm\'s capture reads it (kills trusting the ledger\'s identity where nothing writes back)', () => {
-    const { work, store, clone, digest } = arm('/dev/shm');
+  const places: [string, () => string, (() => void)?][] = [['tmpfs', () => '/dev/shm']];
+  if (process.getuid!() === 0) {
+    let merged = '';
+    // An overlay's files are its upper layer's: on tmpfs, no time moves either (its statfs says overlay, not tmpfs).
+    places.push(['an overlay over tmpfs', () => (merged = overlayOnTmpfs()), () => execFileSync('umount', [merged])]);
+  }
+  for (const [name, base, after] of places) it(`on ${name} (no time moves): diff names it, reset restores it, the arm's capture reads it (kills trusting the ledger's identity where nothing writes back)`, () => {
+    try {
+      mappedWriteSeen(base());
+    } finally {
+      after?.();
+    }
+  });
+
+  function mappedWriteSeen(base: string): void {
+    const { work, store, clone, digest } = arm(base);
     const path = join(clone, 'src/a.ts');
     const before = statSync(path, { bigint: true });
     writeThroughMapping(path, 'BACKDOOR');
@@ -66,7 +88,7 @@ describe('a write through a shared mapping', () => {
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, changed: [] });
     full.closeSync();
     store.closeSync();
-  });
+  }
 
   it('on a filesystem that writes back (here the temp dir): the write fault moves the ctime, and diff finds it without hashing', () => {
     const base = tempDir();
