@@ -14,7 +14,7 @@ import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
-import { checkCloneOwner, checkPathAbove } from './trust.js';
+import { checkCloneOwner, checkPathAbove, checkRootClone } from './trust.js';
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
@@ -131,6 +131,11 @@ function bwrapArgs(cloneBind: string[], mounts: MountPoint[], o: Checked): strin
     ...rootLinks(),
     '--dev', '/dev',
     '--proc', '/proc',
+    // The sysctls read-only: bubblewrap leaves /proc/sys (mode 0555, which its look for what to
+    // cover does not call writable) as writable as the caller's uid makes it, and a root
+    // caller's command is host uid 0 (capabilities dropped or not, a sysctl checks the uid):
+    // it wrote kernel.core_pattern and ran a program of its own on the host as root.
+    '--ro-bind', '/proc/sys', '/proc/sys',
     '--tmpfs', '/tmp',
     // The clone first, then the payloads over their mount points inside it.
     ...cloneBind,
@@ -320,7 +325,9 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   try {
-    checkCloneOwner(sys.fstat(dir.fd), escapePath(clone), clone);
+    const st = sys.fstat(dir.fd);
+    checkCloneOwner(st, escapePath(clone), clone);
+    checkRootClone(st, escapePath(clone), clone);
     sealed('spawnSandboxed', () => checkPathAbove(sys, clone, dir.fd, 'clone'));
   } catch (err) {
     dir.close();

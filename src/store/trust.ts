@@ -166,6 +166,21 @@ export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
   if (mode & GROUP_WRITE) throw untrusted(`untrusted clone: ${shown} is writable by its group (mode ${octal(mode)}); fix: chmod g-w ${shown}`, path);
 }
 
+/**
+ * A clone root runs a sandboxed command in must be its alone (no group or other bits): the
+ * command is host uid 0 without capabilities, so a file it makes there is root's, and a
+ * setuid bit it sets on one stays: any user who could reach it would run it as root.
+ * Nothing for another caller (a setuid file of theirs runs as them).
+ */
+export function checkRootClone(st: Stat, shown: string, path?: string): void {
+  if (process.geteuid!() !== 0 || (st.mode & 0o077) === 0) return;
+  const mode = octal(st.mode & 0o7777);
+  throw untrusted(
+    `untrusted clone: ${shown} is mode ${mode}, and a command root runs in a sandbox is host uid 0 (without capabilities): a setuid file it made there would run as root for anyone who can reach it; fix: chmod 700 ${shown}`,
+    path,
+  );
+}
+
 /** fd, once its fstat is pushed on stats (a walk step's result); closed when the fstat fails. */
 function statted(sys: Sys, fd: number, stats: Stat[]): number {
   try {

@@ -332,6 +332,27 @@ function armOfOneFile(): { work: string; store: SnapshotStore; snap: ReturnType<
 }
 
 describe('spawnSandboxed', () => {
+  it('run by root: the sysctls are read-only to the command (it wrote kernel.core_pattern as host uid 0), and a clone others can reach is SEAL_UNTRUSTED before anything runs (a setuid file the command made there ran as root for them)', async () => {
+    if (!bwrapAvailable() || process.getuid!() !== 0) return;
+    const { work, store, snap, clone } = armOfOneFile();
+    // test -w is access(2): it fails on a read-only mount whatever the mode says.
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'test -w /proc/sys/kernel/core_pattern; echo $?; test -w /workspace/src/a.ts; echo $?'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    expect(((await once(child, 'close')) as [number])[0]).toBe(0);
+    expect(out).toBe('1\n0\n');
+    const open = join(work, 'arm-755');
+    mkdirSync(open, { mode: 0o755 });
+    chmodSync(open, 0o755);
+    await expectError(async () => spawnSandboxed(snap, open, ['touch', 'ran'], { stdio: 'ignore' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted clone: ${open} is mode 0755, and a command root runs in a sandbox is host uid 0 (without capabilities): a setuid file it made there would run as root for anyone who can reach it; fix: chmod 700 ${open}`,
+      path: open,
+      unchanged: open,
+    });
+    store.closeSync();
+  });
+
   it('leases the snapshot and holds the clone while the command runs (rm, materialize, reset and another sandbox there are SEAL_BUSY; diff reads it), frees both when it ends, and checks stdio', async () => {
     if (!bwrapAvailable()) return;
     const { store, snap, clone } = armOfOneFile();
@@ -476,7 +497,8 @@ describe('spawnSandboxed', () => {
     mkdirSync(bin);
     writeFileSync(join(bin, 'bwrap'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
     const other = join(work, 'arm-2');
-    mkdirSync(other);
+    // 0700: a root caller's clone must be (see checkRootClone).
+    mkdirSync(other, { mode: 0o700 });
     await expectError(async () => spawnSandboxed(snap, other, ['true'], { stdio: 'ignore', env: { PATH: bin } }), {
       code: 'SEAL_UNAVAILABLE',
       message: `bubblewrap at ${join(bin, 'bwrap')} cannot be run: ENOENT (an interpreter its first line names is missing?)`,
@@ -505,8 +527,8 @@ describe('sandboxArgs', () => {
     const start = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr'];
     expect(args.bwrap.slice(0, start.length)).toEqual(start);
     // Between them, the host's root links (/bin -> usr/bin, ...) as the host has them.
-    expect(args.bwrap.slice(-16)).toEqual([
-      '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp',
+    expect(args.bwrap.slice(-19)).toEqual([
+      '--dev', '/dev', '--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--tmpfs', '/tmp',
       '--bind', clone, '/workspace',
       '--ro-bind', payload, '/workspace/node_modules',
       '--tmpfs', '/workspace/node_modules/.vite-temp',
@@ -558,7 +580,7 @@ describe('sandboxArgs', () => {
     if (bwrapAvailable()) {
       // More than one exec takes in all (E2BIG), each string short enough: SEAL_LIMIT, not the raw spawn error.
       const other = join(work, 'arm-2');
-      mkdirSync(other);
+      mkdirSync(other, { mode: 0o700 });
       // Past 6 MiB: E2BIG whatever the stack limit (the kernel caps argument space there).
       await expectError(async () => spawnSandboxed(snap, other, ['echo', ...Array.from({ length: 70 }, () => 'x'.repeat(100_000))], { stdio: 'ignore' }), { code: 'SEAL_LIMIT', message: "the command's arguments and environment are more than one exec takes (E2BIG): echo", fds: false });
       // One string of exactly the most an exec holds runs.
