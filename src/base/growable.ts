@@ -1,5 +1,7 @@
 // growable.ts: buffers grown in place (no copy, no old buffer left for the collector), their pages resident only once written.
 
+import { SealError } from './errors.js';
+
 /** The largest buffer V8 grows in place: 4 GiB. */
 export const MAX_GROWABLE_BYTES = 2 ** 32;
 
@@ -31,7 +33,8 @@ export function growablePrivate(maxBytes: number): ArrayBuffer {
 export function ensureBytes(buffer: ArrayBufferLike, need: number): boolean {
   const buf = buffer as unknown as Growable;
   if (need <= buf.byteLength) return false;
-  if (need > buf.maxByteLength) throw new RangeError(`a table outgrows its ${buf.maxByteLength}-byte buffer`);
+  // SEAL_LIMIT, not a RangeError (which the command line takes for a wrong option): what a table holds comes from a tree or a document.
+  if (need > buf.maxByteLength) throw new SealError('SEAL_LIMIT', `a table outgrows its ${buf.maxByteLength}-byte buffer`);
   const size = Math.min(buf.maxByteLength, Math.max(need, buf.byteLength * 2, 4096));
   if (buf.grow !== undefined) buf.grow(size);
   else buf.resize!(size);

@@ -20,7 +20,7 @@ const EMPTY = sha256Hex(Buffer.alloc(0));
 const dir = (path: string): Entry => ({ kind: 'directory', path, size: 0, sha256: '', mode: 0, link_target: '' });
 const file = (path: string, mode = 0): Entry => ({ kind: 'file', path, size: 0, sha256: EMPTY, mode, link_target: '' });
 const link = (path: string, target: string): Entry => ({ kind: 'symlink', path, size: Buffer.byteLength(target), sha256: sha256Hex(Buffer.from(target)), mode: 0, link_target: target });
-const linkBytes = (entries: Entry[]): number => entries.reduce((n, e) => n + (e.kind === 'symlink' ? e.size : 0), 0);
+const linkBytes = (entries: Entry[]): number => entries.reduce((n, e) => n + (e.kind === 'symlink' || e.kind === 'file' ? e.size : 0), 0);
 
 /** A well-formed document with contained copy-root links (as `links: 'contained'` captures them): one to a sibling, one into the mount. */
 export function validWithLinks(): Doc {

@@ -28,6 +28,33 @@ export const MAX_CONFIG_BYTES = 1024 * 1024 * 1024;
 /** Bytes gathered before each write of a streamed large file. */
 const WRITE_BYTES = 4 * 1024 * 1024;
 
+/**
+ * A pack is held whole in memory while it comes down and is written out: at most this
+ * much of them at once (a pack larger alone), and none larger than MAX_PACK_BYTES. The sizes
+ * are the registry's word: a crafted layout of one 3 GiB pack took a pull to 3.3 GB of
+ * memory and failed with a bare RangeError (the command then printed its usage).
+ */
+const PACKS_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
+export const MAX_PACK_BYTES = 1024 * 1024 * 1024;
+
+/** Bytes of packs in flight, shared by a pull's fetches: take waits until `size` (capped at the whole) is free. */
+class PackBudget {
+  #free = PACKS_IN_FLIGHT_BYTES;
+  readonly #waiting: (() => void)[] = [];
+
+  async take(size: number): Promise<number> {
+    const want = Math.min(size, PACKS_IN_FLIGHT_BYTES);
+    while (this.#free < want) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    this.#free -= want;
+    return want;
+  }
+
+  give(taken: number): void {
+    this.#free += taken;
+    for (const wake of this.#waiting.splice(0)) wake();
+  }
+}
+
 export interface PullTarget {
   sys: Sys;
   storeRoot: string;
@@ -364,17 +391,28 @@ async function download(
     return { digest: start.digest, existed: true, blobs: 0, downloaded: 1 + fetched.artifact.pieces.length, bytesDownloaded: client.bytesDown, reused: 0, reusedBytes: 0 };
   }
   const needBytes = start.packs.reduce((n, p) => n + p.size, 0) + start.files.reduce((n, f) => n + f.size, 0);
+  const huge = start.packs.find((p) => p.size > MAX_PACK_BYTES);
+  if (huge !== undefined) {
+    await runJob(target.sys, 'pullAbort', [start.id]);
+    throw new SealError('SEAL_LIMIT', `${client.transport.label} lays out a pack of ${huge.size} bytes (${huge.digest}): more than a pull holds in memory (${MAX_PACK_BYTES} bytes); a push makes packs far smaller`);
+  }
+  const budget = new PackBudget();
   const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);
   try {
     const tasks = [
       ...start.packs.map((p) => async () => {
         // Not hashed whole here: the worker proves every byte it uses (each content's
         // sha256, the index byte for byte, the size exactly), and writes nothing else.
-        const bytes = await client.getBlob(p.digest, p.size, false);
-        const size = bytes.length;
-        // Moved to the worker, not copied: not used here again.
-        await runJob(target.sys, 'pullWritePack', [start.id, p.index, movable(bytes)]);
-        meter.add(size, 1);
+        const taken = await budget.take(p.size);
+        try {
+          const bytes = await client.getBlob(p.digest, p.size, false);
+          const size = bytes.length;
+          // Moved to the worker, not copied: not used here again.
+          await runJob(target.sys, 'pullWritePack', [start.id, p.index, movable(bytes)]);
+          meter.add(size, 1);
+        } finally {
+          budget.give(taken);
+        }
       }),
       ...start.files.map((f) => async () => {
         await streamFile(client, target.sys, start.id, f, meter);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, SnapshotStore, canonicalJson } from '../../../dist/index.js';
-import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, chooseLayout, cutPieces, layersOf, manifestOf, sha256Hex } from '../../../dist/internal.js';
+import { CONFIG_TYPE, EMPTY_BLOB, EMPTY_DIGEST, ENTRIES_TYPE, ROOT_TYPE, chooseLayout, cutPieces, layersOf, layoutWith, manifestOf, sha256Hex } from '../../../dist/internal.js';
 import { storeLeftovers, tempDir } from '../../helpers.js';
 import { CASES, text, valid, validWithLinks, type Doc } from '../documents.js';
 import { checkNoFileFdLeaks, repoName, testRegistry } from './harness.js';
@@ -40,7 +40,7 @@ function pieced(docText: string): Metadata {
 }
 
 /** Publishes a document as a treeseal artifact (its metadata, the empty layer, the manifest at its usual tag). */
-async function publish(d: Doc, metadata: (docText: string) => Metadata = pieced): Promise<{ digest: string; remote: string }> {
+async function publish(d: Doc, metadata: (docText: string) => Metadata = pieced, layoutOf: (data: never) => ReturnType<typeof chooseLayout> = chooseLayout): Promise<{ digest: string; remote: string }> {
   const { digest, text: docText } = text(d);
   const repo = repoName('crafted');
   const m = metadata(docText);
@@ -49,8 +49,11 @@ async function publish(d: Doc, metadata: (docText: string) => Metadata = pieced)
   for (const p of m.pieces) pieceLayers.push({ mediaType: ENTRIES_TYPE, digest: await putBlob(repo, p), size: p.length });
   expect(await putBlob(repo, EMPTY_BLOB)).toBe(EMPTY_DIGEST);
   // Every file is empty: the layout has no packs and no file blobs, only the empty layer.
-  const layout = chooseLayout({ ...d, digest, entries: d.entries, mounts: d.mounts } as never);
-  const manifest = manifestOf(digest, layout, { mediaType: m.configType, digest: configDigest, size: m.config.length }, [...pieceLayers, ...layersOf(layout, [])]);
+  const layout = layoutOf({ ...d, digest, entries: d.entries, mounts: d.mounts } as never);
+  // A pack's blob is a stand-in (the registry wants each layer it names): the pulls here end before one is fetched.
+  const packDigests: string[] = [];
+  for (const [i] of layout.packs.entries()) packDigests.push(await putBlob(repo, Buffer.from(`pack ${i}`)));
+  const manifest = manifestOf(digest, layout, { mediaType: m.configType, digest: configDigest, size: m.config.length }, [...pieceLayers, ...layersOf(layout, packDigests)]);
   const res = await fetch(`http://${registry!.address}/v2/${repo}/manifests/ts-${digest}`, { method: 'PUT', headers: { 'content-type': OCI }, body: manifest });
   expect(res.status).toBe(201);
   return { digest, remote: `${registry!.address}/${repo}` };
@@ -91,6 +94,16 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     await store.pull(digest, remote);
     await (await store.get(digest)).verify();
     await store.close();
+  });
+
+  it('a layout of a pack larger than a pull holds in memory is SEAL_LIMIT before a pack is fetched, and leaves nothing (one of 3 GiB took a pull to 3.3 GB and failed as a bare RangeError)', async () => {
+    const d = valid();
+    d.entries = [d.entries[0]!, { ...d.entries[1]!, size: 1536 * 1024 * 1024, sha256: 'ab'.repeat(32) }];
+    // Every content in one pack (its size with the pack's index: 56 bytes more): the threshold above the file, one bucket.
+    const { digest, remote } = await publish(d, pieced, ((data: never) => layoutWith(data, 2 ** 31, 1)) as never);
+    const [code, message, left] = await pullFails(digest, remote);
+    expect([code, left]).toEqual(['SEAL_LIMIT', []]);
+    expect(message).toMatch(/^registry .* lays out a pack of 1610612792 bytes \(sha256:[0-9a-f]{64}\): more than a pull holds in memory \(1073741824 bytes\); a push makes packs far smaller$/);
   });
 
   it('a template with contained copy-root links pulls and verifies, its links made', async () => {
