@@ -2,7 +2,7 @@
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 
 import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
 import { readOnce } from '../base/op.js';
@@ -202,14 +202,17 @@ const NO_BWRAP = 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and
 
 /**
  * The path of the `bwrap` a sandboxed run starts: the first executable file of that name
- * on env's PATH, as spawn looks for it; SEAL_UNAVAILABLE naming the package when there is
+ * in an absolute directory of env's PATH; an empty or relative entry (the working
+ * directory, which may be an arm an agent wrote a `bwrap` into) is skipped, as a shell
+ * would not skip it; SEAL_UNAVAILABLE naming the package when there is
  * none. spawnSandboxed asks first, before it makes anything; a caller that prepares a
  * clone for it can ask before that too.
  */
 export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
   if (env === null || typeof env !== 'object') throw invalidArgType('env', 'object', env);
   for (const dir of (env.PATH ?? '').split(delimiter)) {
-    const file = join(dir === '' ? '.' : dir, 'bwrap');
+    if (!isAbsolute(dir)) continue;
+    const file = join(dir, 'bwrap');
     try {
       accessSync(file, fsConstants.X_OK);
       if (statSync(file).isFile()) return file;

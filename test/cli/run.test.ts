@@ -98,6 +98,11 @@ describe('treeseal run', { timeout: CLI_TIMEOUT_MS }, () => {
     const reset = cli(store, 'run', digest, clone, '--reset', '--', 'ls', 'src');
     expect([reset.status, reset.stdout, reset.stderr]).toEqual([0, 'a.ts\n', '']);
     expect(json(cli(store, 'verify', digest, '--json')).ok).toBe(true);
+
+    // The command gets the caller's environment less treeseal's own registry credentials.
+    const env = { ...process.env, TREESEAL_STORE: store, TREESEAL_REGISTRY_USER: 'ci', TREESEAL_REGISTRY_PASSWORD: 's3cret', HARNESS_TASK: 't1' };
+    const seen = spawnSync(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'env | grep -E "^(TREESEAL_REGISTRY|HARNESS)" | sort'], { encoding: 'utf8', env });
+    expect([seen.status, seen.stdout, seen.stderr]).toEqual([0, 'HARNESS_TASK=t1\n', '']);
   });
 
   it('a second run --reset into a clone whose command still runs is SEAL_BUSY and changes nothing there (it reset the clone under the first)', async () => {
@@ -508,6 +513,15 @@ describe('spawnSandboxed', () => {
     expect(findBubblewrap()).toMatch(/^\/.*\/bwrap$/);
     expect(() => findBubblewrap({ PATH: join(work, 'empty') })).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
     expect(() => findBubblewrap(null as never)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
+    // An empty or relative PATH entry is the working directory's: an arm an agent left a ./bwrap in ran unsandboxed.
+    const cwd = process.cwd();
+    process.chdir(bin);
+    try {
+      expect(() => findBubblewrap({ PATH: `:.:bin:${join(work, 'empty')}` })).toThrow(expect.objectContaining({ code: 'SEAL_UNAVAILABLE' }));
+      expect(findBubblewrap({ PATH: `:${bin}` })).toBe(join(bin, 'bwrap'));
+    } finally {
+      process.chdir(cwd);
+    }
     expect(store.remove(snap.digest)).toBe(snap.digest);
     store.closeSync();
   });
