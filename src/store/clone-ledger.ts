@@ -112,6 +112,15 @@ export class Ledger {
   /** dev's halves, as sameAt compares them. */
   readonly #devHigh: number;
   readonly #devLow: number;
+  /**
+   * The device the clone's files and links are on: the clone directory's, except on an
+   * overlay whose layers are on different filesystems (and xino off), where they show
+   * their upper layer's; learnt from the first one recorded. Its halves as sameAt compares them.
+   */
+  #fileDev: bigint;
+  #fileDevKnown = false;
+  #fileDevHigh: number;
+  #fileDevLow: number;
 
   private constructor(
     /** The snapshot materialized. */
@@ -128,6 +137,22 @@ export class Ledger {
     this.#view = new DataView(records.buffer, records.byteOffset, records.byteLength);
     this.#devHigh = Number(BigInt.asUintN(32, dev >> 32n));
     this.#devLow = Number(BigInt.asUintN(32, dev));
+    this.#fileDev = dev;
+    this.#fileDevHigh = this.#devHigh;
+    this.#fileDevLow = this.#devLow;
+  }
+
+  /** The device non-directories were recorded on (see #fileDev). */
+  get fileDev(): bigint {
+    return this.#fileDev;
+  }
+
+  /** Sets the device non-directories are on (from a ledger read back, or the first one recorded). */
+  #setFileDev(dev: bigint): void {
+    this.#fileDev = dev;
+    this.#fileDevKnown = true;
+    this.#fileDevHigh = Number(BigInt.asUintN(32, dev >> 32n));
+    this.#fileDevLow = Number(BigInt.asUintN(32, dev));
   }
 
   /** An empty ledger to record a materialize of `digest` (of `count` entries) in. */
@@ -137,7 +162,9 @@ export class Ledger {
 
   /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
   derive(independent: boolean): Ledger {
-    return new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
+    const derived = new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
+    if (this.#fileDevKnown) derived.#setFileDev(this.#fileDev);
+    return derived;
   }
 
   /** Whether manifest entry i was recorded verified (see record): what recording it again keeps. */
@@ -160,6 +187,14 @@ export class Ledger {
     if (kind === undefined || i < 0 || i >= this.count) return;
     const at = i * RECORD_BYTES;
     const v = this.#view;
+    if (kind !== 'd') {
+      if (!this.#fileDevKnown) this.#setFileDev(st.dev);
+      // On a device of its own (a file mounted over its name): no record, so the next diff calls it changed.
+      if (st.dev !== this.#fileDev) {
+        v.setUint8(at, 0);
+        return;
+      }
+    }
     v.setUint8(at, KIND_CODES[kind]);
     // Untrusted: made where a process may have written it unseen (UNVERIFIED), or a whole-second ctime not yet
     // COARSE_NS old (COARSE: a write later in that second would leave it as it is; see coarse).
@@ -213,7 +248,7 @@ export class Ledger {
     const v = this.#view;
     return (
       this.#kinds[at] !== 0 &&
-      st.dev === this.dev &&
+      st.dev === (this.#kinds[at] === KIND_CODES.d ? this.dev : this.#fileDev) &&
       st.mode === v.getUint32(at + 4, true) &&
       st.size === v.getFloat64(at + 8, true) &&
       st.ino === v.getBigUint64(at + 16, true) &&
@@ -231,8 +266,8 @@ export class Ledger {
     const v = this.#view;
     return (
       this.#kinds[at] !== 0 &&
-      blocks.low(k, 0) === this.#devLow &&
-      blocks.high(k, 0) === this.#devHigh &&
+      blocks.low(k, 0) === (this.#kinds[at] === KIND_CODES.d ? this.#devLow : this.#fileDevLow) &&
+      blocks.high(k, 0) === (this.#kinds[at] === KIND_CODES.d ? this.#devHigh : this.#fileDevHigh) &&
       blocks.mode(k) === v.getUint32(at + 4, true) &&
       blocks.size(k) === v.getFloat64(at + 8, true) &&
       blocks.low(k, 1) === v.getUint32(at + 16, true) &&
@@ -270,6 +305,8 @@ export class Ledger {
       clone: idText(cloneDir),
       digest: this.digest,
       dev: String(this.dev),
+      // Only where it differs (an overlay's files): a build without it compares them to dev and calls them changed.
+      ...(this.#fileDev === this.dev ? {} : { fileDev: String(this.#fileDev) }),
       independent: this.independent,
       count: this.count,
       // Where the clone was when this was saved: only gc reads it (a ledger of a clone no longer there is dropped).
@@ -292,8 +329,11 @@ export class Ledger {
       const { digest, count } = doc;
       if (typeof digest !== 'string' || !DIGEST.test(digest) || typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) return undefined;
       if (doc.dev !== String(cloneDir.dev) || body.length - cut - 1 !== count * RECORD_BYTES) return undefined;
+      if (doc.fileDev !== undefined && (typeof doc.fileDev !== 'string' || !/^\d+$/.test(doc.fileDev))) return undefined;
       // Copied into memory of its own (aligned, and not the read buffer's).
-      return new Ledger(digest, cloneDir.dev, doc.independent === true, count, new Uint8Array(body.subarray(cut + 1)));
+      const ledger = new Ledger(digest, cloneDir.dev, doc.independent === true, count, new Uint8Array(body.subarray(cut + 1)));
+      if (doc.fileDev !== undefined) ledger.#setFileDev(BigInt(doc.fileDev));
+      return ledger;
     } catch {
       return undefined;
     }

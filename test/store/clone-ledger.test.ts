@@ -1,5 +1,6 @@
 // clone-ledger.test.ts: the ledger file the store keeps of a clone, re-sealed with each field of its header changed in turn: any that
 // does not name this store, this clone, its device, a snapshot digest and its record count is ignored (diff re-hashes), never trusted.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -236,5 +237,35 @@ describe('the clone ledger file', () => {
     expect(readdirSync(clones).sort()).toEqual([real, '11-1.ledger', '11-10.ledger.old', '11-9.ledger', '12-1.ledger', 'a11-10.ledger', 'x-1.ledger'].sort());
     expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger' });
     store.closeSync();
+  });
+});
+
+describe('a clone on an overlay whose layers are on two filesystems', () => {
+  it("its files show the upper layer's device, not the clone directory's: the ledger learns it (diff called every file changed, for good, and every reset made every file again); a file swapped still shows", () => {
+    if (process.getuid!() !== 0) return;
+    // Lower on tmpfs, upper and work on the temp dir's filesystem: files made in the overlay are the upper layer's.
+    const lower = tempDir('/dev/shm');
+    const base = tempDir();
+    for (const d of ['upper', 'work', 'merged']) mkdirSync(join(base, d));
+    execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${base}/upper,workdir=${base}/work,xino=off`, join(base, 'merged')]);
+    try {
+      const work = tempDir();
+      writeTree(join(work, 'repo'), { 'src/a.ts': 'alpha', 'src/lib/b.ts': 'beta' });
+      const store = SnapshotStore.openSync(join(work, 'store'));
+      const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'] });
+      const clone = join(base, 'merged', 'arm');
+      snap.materializeSync(clone, { createClone: true });
+      // The premise: a file's device is not its directory's.
+      expect(statSync(join(clone, 'src/a.ts')).dev).not.toBe(statSync(clone).dev);
+      expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'ledger', changed: [] });
+      writeFileSync(join(clone, 'src/lib/b.ts'), 'BETA');
+      expect(snap.diffSync(clone)).toMatchObject({ ok: false, method: 'ledger', changed: ['src/lib/b.ts'] });
+      expect(snap.resetSync(clone)).toMatchObject({ changed: ['src/lib/b.ts'], added: [], removed: [] });
+      expect(snap.diffSync(clone)).toMatchObject({ ok: true, changed: [] });
+      expect(snap.checkCloneSync(clone).ok).toBe(true);
+      store.closeSync();
+    } finally {
+      execFileSync('umount', [join(base, 'merged')]);
+    }
   });
 });
