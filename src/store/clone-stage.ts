@@ -183,32 +183,62 @@ export function pinnedError(sys: Sys, dirfd: number, name: string | Buffer, rel:
  * over, nothing changed: only CAP_LINUX_IMMUTABLE sets those flags, and the removal opens
  * such a directory up as reset does.
  */
-export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, rel: string, depth = 0): void {
+export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, rel: string): void {
+  if (!removableEntry(sys, dirfd, name, () => rel)) return;
+  // Depth first without recursion (an agent's tree 10,000 levels deep once overflowed the stack): a directory open
+  // per level below, its names read once; a path is spelled out only for an error.
+  const stack: { fd: number; names: (string | Buffer)[]; at: number; name: string }[] = [];
+  const pathOf = (child: string | Buffer): string => [rel, ...stack.slice(1).map((f) => f.name), nameText(child)].join('/');
+  const enter = (parentFd: number, child: string | Buffer): void => {
+    let fd: number;
+    try {
+      fd = openChildDir(sys, parentFd, child);
+    } catch (err) {
+      if (hasCode(err, 'EACCES')) return;
+      throw err;
+    }
+    try {
+      stack.push({ fd, names: sys.readdir(fd).map((e) => e.name), at: 0, name: nameText(child) });
+    } catch (err) {
+      sys.close(fd);
+      throw err;
+    }
+  };
+  try {
+    enter(dirfd, name);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      if (top.at >= top.names.length) {
+        stack.pop();
+        sys.close(top.fd);
+        continue;
+      }
+      const child = top.names[top.at++]!;
+      if (removableEntry(sys, top.fd, child, () => pathOf(child))) enter(top.fd, child);
+    }
+  } finally {
+    for (const f of stack) own(sys, f.fd)[Symbol.dispose]();
+  }
+}
+
+/**
+ * checkRemovable's look at one entry: SEAL_IO where it is immutable or append-only, SEAL_BUSY
+ * where it is a mount point; whether it is a directory to look into (false for one this user
+ * may not look at).
+ */
+function removableEntry(sys: Sys, dirfd: number, name: string | Buffer, rel: () => string): boolean {
   let st;
   try {
     st = sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW);
   } catch (err) {
-    if (hasCode(err, 'EACCES')) return;
+    if (hasCode(err, 'EACCES')) return false;
     throw err;
   }
   if (st.attributes & PINNED) {
-    throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel)} is immutable or append-only`, { path: rel });
+    throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel())} is immutable or append-only`, { path: rel() });
   }
   if (st.attributes & STATX_ATTR_MOUNT_ROOT) {
-    throw new SealError('SEAL_BUSY', `copy target cannot be replaced: ${escapePath(rel)} is a mount point (unmount it first: what is mounted there is not the clone's to remove)`, { path: rel });
+    throw new SealError('SEAL_BUSY', `copy target cannot be replaced: ${escapePath(rel())} is a mount point (unmount it first: what is mounted there is not the clone's to remove)`, { path: rel() });
   }
-  if (!isDir(st.mode)) return;
-  if (depth > 4096) throw new SealError('SEAL_LIMIT', `tree is too deep to walk: ${escapePath(rel)}`, { path: rel });
-  let fd;
-  try {
-    fd = openChildDir(sys, dirfd, name);
-  } catch (err) {
-    if (hasCode(err, 'EACCES')) return;
-    throw err;
-  }
-  using dir = own(sys, fd);
-  for (const entry of sys.readdir(dir.fd)) {
-    const child = nameText(entry.name);
-    checkRemovable(sys, dir.fd, entry.name, `${rel}/${child}`, depth + 1);
-  }
+  return isDir(st.mode);
 }

@@ -117,6 +117,31 @@ describe('the materialize stage lives inside the clone', () => {
     store.closeSync();
   });
 
+  it('an old tree 10,000 directories deep goes with the stage, and its mount point or pinned entry at the bottom is still found and named (the look before the swap recursed: SEAL_LIMIT past 4,096 levels, a stack overflow from about 3,000 on the command line)', () => {
+    const { work, store, snap } = fixture({ 'tree/a': 'alpha' }, ['tree']);
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['tree'], revision: 'B' });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    // Made through directory fds: the path is far past PATH_MAX.
+    const deep = (levels: number): void => {
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor i in range(int(sys.argv[2])):\n    os.mkdir("d", dir_fd=d)\n    n = os.open("d", os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.close(os.open("bottom", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))', join(clone, 'tree'), String(levels)]);
+    };
+    deep(10_000);
+    expect(other.materializeSync(clone)).toMatchObject({ files: 1, reset: false });
+    expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    if (process.geteuid?.() === 0) {
+      // As deep, a file pinned at the bottom: refused before the swap, naming it, the clone as it was.
+      deep(5_000);
+      const bottom = `${'d/'.repeat(5_000)}bottom`;
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr +i bottom")', join(clone, 'tree'), bottom]);
+      expectError(() => snap.materializeSync(clone), { code: 'SEAL_IO', message: `copy target cannot be replaced: tree/${bottom} is immutable or append-only`, path: `tree/${bottom}` });
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr -i bottom")', join(clone, 'tree'), bottom]);
+      expect(snap.materializeSync(clone)).toMatchObject({ reset: false });
+      expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    }
+    store.closeSync();
+  });
+
   it('an old tree the agent locked itself out of (directories 0300, 0000, 0100) goes with the stage: nothing of it is left in the clone, nor in a stale stage a sweep meets', () => {
     // As a user (the unprivileged pass): the stage's removal could not list those, left them, and the next task's arm held the last one's files.
     const { work, store, snap } = fixture({ 'tree/a': 'alpha' }, ['tree']);
