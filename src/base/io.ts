@@ -101,7 +101,7 @@ export interface StableRead {
 }
 
 /** procfs and sysfs: files whose size says nothing of what a read gives. */
-function isPseudoFs(fsType: number): boolean {
+export function isPseudoFs(fsType: number): boolean {
   return fsType === PROC_SUPER_MAGIC || fsType === SYSFS_MAGIC;
 }
 

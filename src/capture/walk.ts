@@ -23,7 +23,7 @@ import {
   isReg,
 } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
-import { CHUNK_BYTES } from '../base/io.js';
+import { CHUNK_BYTES, isPseudoFs } from '../base/io.js';
 import { HOW, type Filled, type FillMethods, type How } from '../files/copy-file.js';
 import { FileJobs } from '../files/pool.js';
 import { sameIdentity, sameObject } from '../sys/identity.js';
@@ -507,6 +507,12 @@ export class TreeBuilder {
     }
     if (!isDir(st.mode) && !isReg(st.mode)) return this.#obstacle(special(rel), 'special', st.mode, declared);
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
+    if (declared && isPseudoFs(sys.fstatfs(fd))) {
+      sys.close(fd);
+      // Its files read other bytes than their size says, each time: a capture of one could only fail SEAL_CHANGED, retried for nothing.
+      const err = new SealError('SEAL_SPECIAL_FILE', `declared root is on a kernel pseudo-filesystem (procfs, sysfs), whose files have no stable contents: ${escapePath(rel)}`, { path: rel });
+      return this.#obstacle(err, 'special', undefined, true);
+    }
     if (!isDir(opened.mode)) {
       this.#copyFile(fd, destDirFd, destName, rel, opened);
       return;

@@ -64,6 +64,18 @@ describe('every obstacle in one error', () => {
     }
   });
 
+  it('a declared root on procfs or sysfs is SEAL_SPECIAL_FILE, not retryable, and the store holds nothing (it failed SEAL_CHANGED, retried for nothing)', async () => {
+    const store = SnapshotStore.openSync(join(tempDir(), 'store'));
+    for (const [source, root] of [['/proc/sys', 'kernel/hostname'], ['/proc/1', 'status'], ['/sys/kernel', 'mm']]) {
+      const message = `declared root is on a kernel pseudo-filesystem (procfs, sysfs), whose files have no stable contents: ${root}`;
+      expectError(() => store.captureSync({ source: source!, copy: [root!] }), { code: 'SEAL_SPECIAL_FILE', message, path: root, unchanged: store.root });
+      const err = await store.capture({ source: source!, copy: [root!] }).then(() => undefined, (e: unknown) => e as SealError);
+      expect([err?.retryable, err?.details]).toEqual([false, [{ path: root, code: 'SEAL_SPECIAL_FILE', hint: 'a special file: leaving it out of --copy leaves it out' }]]);
+    }
+    expect(storeLeftovers(store.root)).toEqual([]);
+    store.closeSync();
+  });
+
   it('one obstacle keeps its message and has its one detail', async () => {
     const { base, repo } = repoWith({ 'app/a.js': 'a' });
     symlinkSync('a.js', join(repo, 'app/link'));
