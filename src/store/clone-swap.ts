@@ -22,7 +22,8 @@ type Step =
 function swapError(err: unknown, rel: string): unknown {
   if (isSealError(err)) return err;
   if (hasCode(err, 'EXDEV')) {
-    return new SealError('SEAL_UNAVAILABLE', `copy target is on another filesystem than the clone: ${escapePath(rel)}`, { path: rel, cause: err });
+    // An overlay refuses to rename a directory of its lower layer the same way (an arm baked into an image, redirect_dir off).
+    return new SealError('SEAL_UNAVAILABLE', `copy target cannot be moved within the clone (EXDEV): it is on another filesystem than the clone, or a directory of an overlay's lower layer, which overlayfs renames only with redirect_dir on: ${escapePath(rel)}`, { path: rel, cause: err });
   }
   if (isRefusal(err)) return ioError('copy target cannot be replaced', err, rel);
   return new SealError('SEAL_UNAVAILABLE', `copy target is unavailable: ${escapePath(rel)}: ${escapePath((err as Error).message)}`, { path: rel, cause: err });

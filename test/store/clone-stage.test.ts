@@ -514,7 +514,7 @@ describe('the materialize stage lives inside the clone', () => {
     }));
     const err = expectError(() => failing.materializeSync(clone), {
       code: 'SEAL_UNAVAILABLE',
-      message: 'copy target is on another filesystem than the clone: two',
+      message: "copy target cannot be moved within the clone (EXDEV): it is on another filesystem than the clone, or a directory of an overlay's lower layer, which overlayfs renames only with redirect_dir on: two",
       unchanged: clone,
     });
     expect((err.cause as { code: string }).code).toBe('EXDEV');
