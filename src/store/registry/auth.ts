@@ -122,7 +122,10 @@ export class Authorizer {
     }
     checkNoUserinfo(url, `token realm of ${remote.host}`);
     // The realm's own host decides, not the registry's: a loopback registry may name a realm anywhere.
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && (remote.insecure || isLoopback(url.host)))) {
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new SealError('SEAL_REMOTE', `token realm ${registryText(realm)} is neither HTTPS nor HTTP: a token is asked for over one of them only`);
+    }
+    if (url.protocol === 'http:' && !remote.insecure && !isLoopback(url.host)) {
       throw new SealError('SEAL_REMOTE', `token realm ${registryText(realm)} is not HTTPS; plain HTTP needs --insecure`);
     }
     const scopes = new Set(this.#o.scopes);

@@ -177,8 +177,10 @@ describe('a token server or a challenge that is wrong is SEAL_REMOTE, naming it'
     expect([bad.code, bad.message]).toEqual(['SEAL_REMOTE', `registry ${s.address} sent a bad token realm: not a url`]);
     expect(bad.cause).toMatchObject({ code: 'ERR_INVALID_URL' });
     s = await scripted({ challenge: 'Bearer realm="ftp://{self}/token"' });
-    expect(await refusal(head(s.address))).toEqual(['SEAL_REMOTE', `token realm ftp://${s.address}/token is not HTTPS; plain HTTP needs --insecure`]);
-    expect(await refusal(head(s.address, credentials, true))).toEqual(['SEAL_REMOTE', `token realm ftp://${s.address}/token is not HTTPS; plain HTTP needs --insecure`]);
+    // Neither HTTP nor HTTPS: refused as such, --insecure or not (it was told --insecure would do).
+    const neither = `token realm ftp://${s.address}/token is neither HTTPS nor HTTP: a token is asked for over one of them only`;
+    expect(await refusal(head(s.address))).toEqual(['SEAL_REMOTE', neither]);
+    expect(await refusal(head(s.address, credentials, true))).toEqual(['SEAL_REMOTE', neither]);
     expect(s.seen.tokenRequests).toEqual([]);
   });
 
