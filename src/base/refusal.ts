@@ -70,7 +70,9 @@ export async function sealedAsync<T>(label: string, fn: () => Promise<T>): Promi
 function typed(label: string, err: unknown): unknown {
   // A walk deeper than the thread's stack (a depth limit raised far past its default): typed, not V8's RangeError.
   if (err instanceof RangeError && err.message === 'Maximum call stack size exceeded') {
-    return new SealError('SEAL_LIMIT', `${label}: the tree is deeper than this thread's stack can walk: lower limits.maxDepth (default 256)`, { cause: err });
+    // Only capture takes limits (a materialize of a pulled 3,000-level tree was told to lower one it has not).
+    const way = label === 'capture' ? ': lower limits.maxDepth (default 256)' : '';
+    return new SealError('SEAL_LIMIT', `${label}: the tree is deeper than this thread's stack can walk${way}`, { cause: err });
   }
   if (!isSystemError(err) || err instanceof SealError) return err;
   if (isRefusal(err)) return ioError(label, err);
