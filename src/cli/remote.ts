@@ -111,7 +111,7 @@ async function pull(ctx: Context): Promise<void> {
   const sourceArg = stringOption(ctx, 'source');
   // A relative --source names a path below the working directory, as capture's does.
   const source = sourceArg === undefined ? {} : { source: resolve(sourceArg) };
-  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...connectionOptions(ctx), ...source, insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
+  const r: PullReport = await store.pull(ref, args[0]!, { ...concurrency(ctx), ...timeout(ctx), ...connectionOptions(ctx), ...source, ...(flag(ctx, 'no-reuse') ? { reuseLocal: false } : {}), insecure: flag(ctx, 'insecure'), onProgress: (p) => line.update(p), ...sayRetries(ctx, 'pull') });
   line.done();
   const what = r.existed
     ? 'already in the store, nothing fetched'
@@ -166,7 +166,7 @@ export const PULL: CommandSpec = {
   name: 'pull',
   synopsis: 'pull <digest> <remote>',
   summary: 'pull a snapshot from an OCI registry, verified',
-  help: `usage: treeseal pull <digest> <remote> [--source DIR] [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
+  help: `usage: treeseal pull <digest> <remote> [--source DIR] [--no-reuse] [--concurrency N] [--insecure] [--timeout SECONDS] [--ca-file PEM]
        treeseal pull --tag NAME <remote> [options]
        treeseal pull --manifest DIGEST <remote> [options]
 
@@ -180,6 +180,8 @@ download it once: the later ones wait, then find it published.
   --manifest DIGEST   pull the snapshot of the image manifest DIGEST
   --source DIR        publish it for source path DIR (the same tree checked out there): its digest is
                       the one a capture of DIR gives; proven as the registry holds it first
+  --no-reuse          download every content, none taken from local snapshots: the registry cannot
+                      tell from the blobs never asked for which of its contents the store holds
   --concurrency N     blobs moved at once (default 8)
   --insecure          allow plain HTTP to a registry that is not on a loopback address
   --timeout SECONDS   longest wait for a response and for each chunk of a body (default 30); slower
@@ -192,6 +194,7 @@ credential helpers, identity tokens and auths). HTTPS_PROXY, HTTP_PROXY and NO_P
     tag: { type: 'string' },
     manifest: { type: 'string' },
     source: { type: 'string' },
+    'no-reuse': { type: 'boolean' },
     concurrency: { type: 'string' },
     insecure: { type: 'boolean' },
     timeout: { type: 'string' },

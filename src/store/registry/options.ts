@@ -85,6 +85,12 @@ export interface PullOptions extends RemoteOptions {
    * snapshot is proven as the registry holds it first. Default: the path it was captured at.
    */
   source?: string | undefined;
+  /**
+   * Take each content the store's snapshots already hold from them rather than download
+   * it (default true). false downloads every content: the registry then cannot tell, from
+   * the blobs never asked for, which of the contents it offers the store holds.
+   */
+  reuseLocal?: boolean | undefined;
 }
 
 export interface PushReport {
@@ -156,7 +162,7 @@ export const REMOTE_KEYS = ['concurrency', 'signal', 'onProgress', 'onRetry', 'i
 
 /** What push and pull take besides RemoteOptions. */
 export const PUSH_KEYS: KnownKeys = { op: 'push', keys: [...REMOTE_KEYS, 'mountFrom', 'chunkBytes', 'monolithicBytes', 'tag'] };
-export const PULL_KEYS: KnownKeys = { op: 'pull', keys: [...REMOTE_KEYS, 'source'] };
+export const PULL_KEYS: KnownKeys = { op: 'pull', keys: [...REMOTE_KEYS, 'source', 'reuseLocal'] };
 
 /** Validates the options shared by push and pull and parses the remote. */
 export function checkRemoteOptions(remoteText: unknown, o: RemoteOptions, known?: KnownKeys): Checked {

@@ -197,7 +197,7 @@ export function startPull(sys: Sys, storeRoot: string, ref: FetchedRef): PullSta
   const s: PullState = { build, data, layout, packLayers, have: new Uint8Array(layout.contents.count), buffer: Buffer.allocUnsafe(CHUNK_BYTES) };
   try {
     makeSkeleton(sys, s);
-    const { reused, reusedBytes } = reuseLocal(sys, s);
+    const { reused, reusedBytes } = fetched.noReuse === true ? { reused: 0, reusedBytes: 0 } : reuseLocal(sys, s);
     const id = nextId++;
     builds.set(id, s);
     const packs = layout.packs.flatMap((p, index) => (hasPack(s, p) ? [] : [{ index, digest: packLayers[index]!.digest, size: packLayers[index]!.size }]));

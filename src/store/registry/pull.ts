@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 
 import { SealError, abortedError } from '../../base/errors.js';
 import { checkAbsolutePath } from '../../base/paths.js';
+import { checkBoolean } from '../../base/arg-errors.js';
 import { movable } from '../../base/transfer.js';
 import type { Sys } from '../../sys/native.js';
 import { parseArtifact, type Artifact } from './artifact.js';
@@ -337,6 +338,8 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
   const { remote } = checked;
   const tag = ref.kind === 'manifest' ? undefined : manifestReference(ref);
   const source = options.source === undefined ? undefined : checkAbsolutePath(options.source, 'options.source', 'source');
+  checkBoolean('options.reuseLocal', options.reuseLocal);
+  const noReuse = options.reuseLocal === false ? true : undefined;
   const held = (digest: string, manifestDigest: string | undefined): PullReport => ({
     digest,
     remoteDigest: digest,
@@ -365,7 +368,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
       // Another pull of this snapshot may have published it while this one waited.
       if (mayHold && (await heldLocally(target, digest, manifest))) return held(digest, manifest?.digest);
       manifest ??= await readManifest(client, ref, remote.text);
-      const fetched = { ...(await fetchConfig(client, target.sys, target.storeRoot, manifest, digest, checked.concurrency)), source };
+      const fetched = { ...(await fetchConfig(client, target.sys, target.storeRoot, manifest, digest, checked.concurrency)), source, noReuse };
       const report = await download(target, client, fetched, checked.concurrency, options);
       return { remoteDigest: digest, remote: remote.text, tag, manifestDigest: manifest.digest, ...report, elapsedMs: performance.now() - started };
     } finally {

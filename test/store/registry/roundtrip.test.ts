@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
 import { chooseLayout, cutPieces } from '../../../dist/internal.js';
-import { rootPassOnly, storeLeftovers, tempDir, unprivilegedPass } from '../../helpers.js';
+import { expectError, rootPassOnly, storeLeftovers, tempDir, unprivilegedPass } from '../../helpers.js';
 import { CAPTURE, describeTree, noise, writeSource } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 
@@ -189,6 +189,14 @@ describe.skipIf(registry === undefined)('push and pull through a registry', () =
     expect(pulled.downloaded).toBe(2 + pieces.length);
     expect(pulled.reused).toBeGreaterThan(600);
     expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
+    // reuseLocal false: every blob asked for, none taken from the sibling (the registry learns nothing of what b holds).
+    b.remove(second.digest);
+    proxy.log.length = 0;
+    const whole = await b.pull(second.digest, remote, { reuseLocal: false });
+    expect([whole.reused, whole.reusedBytes, whole.downloaded]).toEqual([0, 0, whole.blobs]);
+    expect(blobGets(proxy.log)).toHaveLength(whole.blobs);
+    expect(describeTree(b.get(second.digest).root)).toEqual(describeTree(second.root));
+    await expectError(async () => b.pull(second.digest, remote, { reuseLocal: 'no' as never }), { code: 'ERR_INVALID_ARG_TYPE', message: 'The "options.reuseLocal" property must be of type boolean. Received type string (\'no\')' });
     await a.close();
     await b.close();
   });
