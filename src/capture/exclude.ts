@@ -50,10 +50,15 @@ export const MAX_STARS = 2;
  * Too many wildcards for one pattern: the matcher's regular expressions backtrack, so a
  * path's matching time grows as a power of their count (a pulled document's pattern of
  * twelve `**` components took 52 s of CPU against 36 entries, and `*a*a*a*b` a quarter
- * second against one 250-byte name). Within MAX_GLOBSTARS and MAX_STARS a path takes
- * milliseconds at most, at the default depth and path length limits.
+ * second against one 250-byte name). Held to by a capture's options and a pulled
+ * document, not by a snapshot already in the store (an older build captured with more:
+ * refused, it would be called damaged and removed by gc). Within the bounds matching is
+ * still polynomial in a path's length (milliseconds a path at the default limits), not linear.
  */
-function wildcardProblem(inner: string, parts: readonly string[]): string | undefined {
+export function wildcardProblem(pattern: string): string | undefined {
+  const t = trimmed(pattern);
+  const inner = (t.startsWith('!') ? t.slice(1) : t).replace(/^\//, '').replace(/\/$/, '');
+  const parts = inner.split('/');
   const globstars = parts.filter((p) => p === '**').length;
   const stars = (inner.replace(/\\./g, '').match(/\*/g) ?? []).length - 2 * globstars;
   if (globstars <= MAX_GLOBSTARS && stars <= MAX_STARS) return undefined;
@@ -82,8 +87,6 @@ export function patternProblem(pattern: string, source: string): string | undefi
   if (parts.includes('..')) return "must not hold '..' as a path component (patterns are relative to the source)";
   if (parts.includes('.')) return "is not a valid pattern: it holds '.' as a path component";
   if (parts.includes('')) return 'is not a valid pattern: it has an empty path component';
-  const wild = wildcardProblem(inner, parts);
-  if (wild !== undefined) return wild;
   const why = classProblem(body);
   return why === undefined ? undefined : `is not a valid pattern: it ${why}`;
 }
@@ -100,7 +103,7 @@ export function checkExcludes(value: unknown, source: string): string[] {
   return value.map((p: unknown, i) => {
     const name = `options.exclude[${i}]`;
     if (typeof p !== 'string') throw invalidArgType(name, 'string', p);
-    const why = patternProblem(p, source);
+    const why = patternProblem(p, source) ?? wildcardProblem(p);
     if (why !== undefined) throw invalidArgValue(name, p, why);
     return p;
   });

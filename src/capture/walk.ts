@@ -238,6 +238,16 @@ function readLinkOf(sys: Sys, dirfd: number, name: string, gone: (err: unknown) 
   }
 }
 
+/** Whether fd is on procfs or sysfs; fd is closed when the look fails (its error thrown). */
+function onPseudoFs(sys: Sys, fd: number): boolean {
+  try {
+    return isPseudoFs(sys.fstatfs(fd));
+  } catch (err) {
+    own(sys, fd)[Symbol.dispose]();
+    throw err;
+  }
+}
+
 function special(rel: string): SealError {
   return new SealError('SEAL_SPECIAL_FILE', `capture accepts only regular files and directories: ${escapePath(rel)}`, {
     path: rel,
@@ -507,7 +517,7 @@ export class TreeBuilder {
     }
     if (!isDir(st.mode) && !isReg(st.mode)) return this.#obstacle(special(rel), 'special', st.mode, declared);
     const [fd, opened] = openChecked(sys, srcDirFd, name, rel, false, st);
-    if (declared && isPseudoFs(sys.fstatfs(fd))) {
+    if (declared && onPseudoFs(sys, fd)) {
       sys.close(fd);
       // Its files read other bytes than their size says, each time: a capture of one could only fail SEAL_CHANGED, retried for nothing.
       const err = new SealError('SEAL_SPECIAL_FILE', `declared root is on a kernel pseudo-filesystem (procfs, sysfs), whose files have no stable contents: ${escapePath(rel)}`, { path: rel });

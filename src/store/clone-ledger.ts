@@ -115,10 +115,14 @@ export class Ledger {
   /**
    * The device the clone's files and links are on: the clone directory's, except on an
    * overlay whose layers are on different filesystems (and xino off), where they show
-   * their upper layer's; learnt from the first one recorded. Its halves as sameAt compares them.
+   * their upper layer's; learnt from the first one a whole materialize records (a file it
+   * made itself), never by a reset (an agent's subvolume or mount in the clone would teach
+   * it another device, and every untouched file would then be changed for good): a ledger
+   * read back or derived keeps what it says, the clone directory's where it says nothing.
+   * Its halves as sameAt compares them.
    */
   #fileDev: bigint;
-  #fileDevKnown = false;
+  #fileDevKnown = true;
   #fileDevHigh: number;
   #fileDevLow: number;
 
@@ -157,13 +161,15 @@ export class Ledger {
 
   /** An empty ledger to record a materialize of `digest` (of `count` entries) in. */
   static empty(digest: string, dev: bigint, independent: boolean, count: number): Ledger {
-    return new Ledger(digest, dev, independent, count, new Uint8Array(count * RECORD_BYTES));
+    const ledger = new Ledger(digest, dev, independent, count, new Uint8Array(count * RECORD_BYTES));
+    ledger.#fileDevKnown = false;
+    return ledger;
   }
 
   /** A copy of this ledger to record a reset in: what the reset keeps is recorded already. */
   derive(independent: boolean): Ledger {
     const derived = new Ledger(this.digest, this.dev, independent, this.count, this.#kinds.slice());
-    if (this.#fileDevKnown) derived.#setFileDev(this.#fileDev);
+    derived.#setFileDev(this.#fileDev);
     return derived;
   }
 

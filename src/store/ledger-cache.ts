@@ -36,7 +36,7 @@ export function ledgerEntries(sys: Sys, storeFd: number, snapshotsFd: number, so
     // A racy record (as new as the ledger) is no cache entry: that file is read.
     if (r === undefined || e.kind !== 'file' || r.size !== e.size || !ledger.trustsBytes(i)) continue;
     const newest = r.mtimeNs > r.ctimeNs ? r.mtimeNs : r.ctimeNs;
-    out.push({ dev: ledger.dev, ...r, recordNs: newest + GRANULARITY_NS + 1n, sha256: e.sha256, snapshot: ledger.digest, location: `${COPY_AREA}/${e.path}` });
+    out.push({ dev: ledger.fileDev, ...r, recordNs: newest + GRANULARITY_NS + 1n, sha256: e.sha256, snapshot: ledger.digest, location: `${COPY_AREA}/${e.path}` });
   }
   return out;
 }

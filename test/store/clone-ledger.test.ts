@@ -56,6 +56,25 @@ describe('Ledger.newestCtimeNs (what the ledger file waits to be stamped past)',
   });
 });
 
+describe("Ledger's file device", () => {
+  it("is learnt from a whole materialize's first file, never by a reset: a file on another device a reset meets (an agent's subvolume) is forgotten, the others stay the same", () => {
+    const st = (dev: bigint, ino: bigint, dir = false): Stat => ({ dev, ino, mode: dir ? 0o40700 : 0o100600, nlink: 1, uid: 0, gid: 0, size: 0, blocks: 0, mtimeNs: 5n, ctimeNs: 5n }) as unknown as Stat;
+    // A whole materialize on an overlay of two filesystems: directories on 1, files on 9.
+    const made = Ledger.empty('a'.repeat(64), 1n, false, 3);
+    made.record(0, st(1n, 10n, true));
+    made.record(1, st(9n, 11n));
+    made.record(2, st(9n, 12n));
+    expect([made.fileDev, made.same(0, st(1n, 10n, true)), made.same(1, st(9n, 11n)), made.same(2, st(9n, 12n))]).toEqual([9n, true, true, true]);
+    // A reset of an ordinary clone (files on the directory's device) meets a file on another device first.
+    const reset = Ledger.empty('a'.repeat(64), 1n, false, 3);
+    reset.record(1, st(1n, 11n));
+    reset.record(2, st(1n, 12n));
+    const derived = reset.derive(false);
+    derived.record(1, st(51n, 11n));
+    expect([derived.fileDev, derived.same(1, st(51n, 11n)), derived.same(2, st(1n, 12n))]).toEqual([1n, false, true]);
+  });
+});
+
 describe('Ledger.record on a clone that keeps whole seconds', () => {
   it('a file recorded less than 2 s after its whole-second ctime is never trusted, however late the ledger is written (a write later in that second keeps the ctime)', () => {
     const st = (ctimeNs: bigint): Stat => ({ dev: 1n, ino: 2n, mode: 0o100600, nlink: 1, uid: 0, gid: 0, size: 0, blocks: 0, mtimeNs: ctimeNs, ctimeNs }) as unknown as Stat;
