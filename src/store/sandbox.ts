@@ -14,7 +14,7 @@ import { sealed } from '../base/refusal.js';
 import { CLOSE_RANGE_CLOEXEC } from '../sys/constants.js';
 import { sys } from '../sys/native.js';
 import { sameObject } from '../sys/identity.js';
-import { checkCloneOwner, checkPathAbove, checkRootClone } from './trust.js';
+import { checkCloneOwner, checkPathAbove, checkRootCloneAbove } from './trust.js';
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
@@ -330,7 +330,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   try {
     const st = sys.fstat(dir.fd);
     checkCloneOwner(st, escapePath(clone), clone);
-    checkRootClone(st, escapePath(clone), clone);
+    checkRootCloneAbove(clone, escapePath(clone));
     sealed('spawnSandboxed', () => checkPathAbove(sys, clone, dir.fd, 'clone'));
   } catch (err) {
     dir.close();

@@ -1,5 +1,6 @@
 // trust.ts: the store trust rule (who may have written a store's parts), checked by fstat on the fds that were opened.
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
@@ -167,17 +168,29 @@ export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
 }
 
 /**
- * A clone root runs a sandboxed command in must be its alone (no group or other bits): the
- * command is host uid 0 without capabilities, so a file it makes there is root's, and a
- * setuid bit it sets on one stays: any user who could reach it would run it as root.
- * Nothing for another caller (a setuid file of theirs runs as them).
+ * A clone root runs a sandboxed command in must lie below a directory that keeps other
+ * users out (no search bit for its group or others): the command is host uid 0 without
+ * capabilities, so what it makes in the clone is root's, and it may chmod the clone it is
+ * bound to (its own mode proves nothing: one campaign's command opened it to 0755 and left
+ * a setuid copy of a program there, which another user then ran as root). The directories
+ * above were checked by checkPathAbove (root's, nobody else's to rename). Nothing for
+ * another caller (a setuid file of theirs runs as them).
  */
-export function checkRootClone(st: Stat, shown: string, path?: string): void {
-  if (process.geteuid!() !== 0 || (st.mode & 0o077) === 0) return;
-  const mode = octal(st.mode & 0o7777);
+export function checkRootCloneAbove(clone: string, shown: string): void {
+  if (process.geteuid!() !== 0) return;
+  for (let dir = dirname(clone); ; dir = dirname(dir)) {
+    let mode: number;
+    try {
+      mode = lstatSync(dir).mode;
+    } catch {
+      break;
+    }
+    if ((mode & 0o011) === 0) return;
+    if (dir === '/') break;
+  }
   throw untrusted(
-    `untrusted clone: ${shown} is mode ${mode}, and a command root runs in a sandbox is host uid 0 (without capabilities): a setuid file it made there would run as root for anyone who can reach it; fix: chmod 700 ${shown}`,
-    path,
+    `untrusted clone: no directory above ${shown} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${escapePath(dirname(clone))})`,
+    clone,
   );
 }
 

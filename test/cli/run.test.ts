@@ -2,12 +2,12 @@
 import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
 import { createRequire } from 'node:module';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore, checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
-import { expectError, reflinkMount, rootPassOnly, tempDir, writeTree } from '../helpers.js';
+import { canDropPrivileges, expectError, reflinkMount, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
 /**
@@ -337,24 +337,34 @@ function armOfOneFile(): { work: string; store: SnapshotStore; snap: ReturnType<
 }
 
 describe('spawnSandboxed', () => {
-  it('run by root: the sysctls are read-only to the command (it wrote kernel.core_pattern as host uid 0), and a clone others can reach is SEAL_UNTRUSTED before anything runs (a setuid file the command made there ran as root for them)', async () => {
+  it('run by root: the sysctls are read-only to the command (it wrote kernel.core_pattern as host uid 0), and a clone no directory above keeps other users out of is SEAL_UNTRUSTED before anything runs (a setuid file the command made there, after opening the clone up, ran as root for them)', async () => {
     if (!bwrapAvailable() || process.getuid!() !== 0) return;
+    // work is 0700 (mkdtemp): what the command leaves in the clone is out of other users' reach, however it sets the clone's own mode.
     const { work, store, snap, clone } = armOfOneFile();
     // test -w is access(2): it fails on a read-only mount whatever the mode says.
-    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'test -w /proc/sys/kernel/core_pattern; echo $?; test -w /workspace/src/a.ts; echo $?'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const script = 'test -w /proc/sys/kernel/core_pattern; echo $?; chmod 755 /workspace; cp /bin/true /workspace/sid; chmod 4755 /workspace/sid; echo done';
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     expect(((await once(child, 'close')) as [number])[0]).toBe(0);
-    expect(out).toBe('1\n0\n');
-    const open = join(work, 'arm-755');
-    mkdirSync(open, { mode: 0o755 });
-    chmodSync(open, 0o755);
-    await expectError(async () => spawnSandboxed(snap, open, ['touch', 'ran'], { stdio: 'ignore' }), {
+    expect(out).toBe('1\ndone\n');
+    expect(statSync(join(clone, 'sid')).mode & 0o7777).toBe(0o4755);
+    if (canDropPrivileges()) {
+      // Another user cannot reach it: work keeps her out.
+      const reach = spawnSync('runuser', ['-u', 'campuser', '--', 'test', '-e', join(clone, 'sid')]);
+      expect(reach.status).toBe(1);
+    }
+    rmSync(join(clone, 'sid'));
+    // Every directory above searchable by others (work opened up, /tmp, /): refused, nothing run.
+    chmodSync(work, 0o755);
+    await expectError(async () => spawnSandboxed(snap, clone, ['touch', 'ran'], { stdio: 'ignore' }), {
       code: 'SEAL_UNTRUSTED',
-      message: `untrusted clone: ${open} is mode 0755, and a command root runs in a sandbox is host uid 0 (without capabilities): a setuid file it made there would run as root for anyone who can reach it; fix: chmod 700 ${open}`,
-      path: open,
-      unchanged: open,
+      message: `untrusted clone: no directory above ${clone} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${work})`,
+      path: clone,
+      fds: false,
     });
+    expect(existsSync(join(clone, 'ran'))).toBe(false);
+    chmodSync(work, 0o700);
     store.closeSync();
   });
 
@@ -502,7 +512,6 @@ describe('spawnSandboxed', () => {
     mkdirSync(bin);
     writeFileSync(join(bin, 'bwrap'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
     const other = join(work, 'arm-2');
-    // 0700: a root caller's clone must be (see checkRootClone).
     mkdirSync(other, { mode: 0o700 });
     await expectError(async () => spawnSandboxed(snap, other, ['true'], { stdio: 'ignore', env: { PATH: bin } }), {
       code: 'SEAL_UNAVAILABLE',
