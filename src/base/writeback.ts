@@ -14,18 +14,26 @@ import type { Sys } from '../sys/native.js';
  * RANGE: sync_file_range(WAIT_BEFORE | WRITE): every dirty page put under writeback (no
  * wait for the disk, no metadata, no device flush).
  * FSYNC: fdatasync (overlayfs: its files' pages are the underlying filesystem's, which
- * sync_file_range on an overlay fd does not reach and fsync does). Only for an overlay whose
- * upper layer is seen here on a filesystem that writes back: one over tmpfs (`bwrap
- * --tmp-overlay`, a live image's) is NEVER, as tmpfs is, and so is one whose upper layer
- * cannot be found (read-only, or a path another mount namespace gave it).
+ * sync_file_range on an overlay fd does not reach and fsync does), for an overlay whose
+ * upper layer is seen here on a filesystem that writes back.
+ * FSYNC_UNTRUSTED: fdatasync, but its files are never reused: an overlay whose upper layer
+ * cannot be found (read-only, or a path of another mount namespace: a container's root) or
+ * is not on a disk (over tmpfs: `bwrap --tmp-overlay`, a live image), where a write through
+ * a mapping may move no time. The fdatasync still write-protects what writes back (a read
+ * is protected as well as it can be).
  */
-export const WRITEBACK = { NEVER: 0, RANGE: 1, FSYNC: 2 } as const;
+export const WRITEBACK = { NEVER: 0, RANGE: 1, FSYNC: 2, FSYNC_UNTRUSTED: 3 } as const;
 export type Writeback = (typeof WRITEBACK)[keyof typeof WRITEBACK];
 
 /** Puts fd's dirty pages under writeback as `rule` says (write-protecting every mapping of them): nothing for NEVER. */
 export function writeBack(sys: Sys, fd: number, rule: Writeback): void {
   if (rule === WRITEBACK.RANGE) sys.sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
-  else if (rule === WRITEBACK.FSYNC) sys.fdatasync(fd);
+  else if (rule === WRITEBACK.FSYNC || rule === WRITEBACK.FSYNC_UNTRUSTED) sys.fdatasync(fd);
+}
+
+/** Whether a record of a file under `rule` may be trusted later (reused, or its bytes taken as a ledger's): RANGE and FSYNC. */
+export function trustsRecords(rule: Writeback): boolean {
+  return rule === WRITEBACK.RANGE || rule === WRITEBACK.FSYNC;
 }
 
 /** The writeback rule for the filesystem holding fd, by its statfs f_type (an overlay's by its upper layer's). */
@@ -39,18 +47,18 @@ export function writebackOf(sys: Sys, fd: number): Writeback {
 /**
  * An overlay's rule: FSYNC when its upper layer (the mount's `upperdir`, found by the
  * mount ID statx gives fd in /proc/self/mountinfo) is on a filesystem that writes back;
- * NEVER when it is on tmpfs, ramfs or another overlay, or cannot be found or opened.
+ * FSYNC_UNTRUSTED when it is on tmpfs, ramfs or another overlay, or cannot be found or opened.
  */
 function overlayWriteback(sys: Sys, fd: number): Writeback {
   try {
     const id = sys.statx(AT_FDCWD, `/proc/self/fd/${fd}`, 0).mntId;
     const upper = id < 0 ? undefined : upperDirOf(readFileSync('/proc/self/mountinfo', 'latin1'), id);
-    if (upper === undefined || !upper.startsWith('/')) return WRITEBACK.NEVER;
+    if (upper === undefined || !upper.startsWith('/')) return WRITEBACK.FSYNC_UNTRUSTED;
     using dir = own(sys, sys.openat(AT_FDCWD, Buffer.from(upper, 'latin1'), O_PATH | O_DIRECTORY, 0));
     const upperType = sys.fstatfs(dir.fd);
-    return upperType === TMPFS_MAGIC || upperType === RAMFS_MAGIC || upperType === OVERLAYFS_SUPER_MAGIC ? WRITEBACK.NEVER : WRITEBACK.FSYNC;
+    return upperType === TMPFS_MAGIC || upperType === RAMFS_MAGIC || upperType === OVERLAYFS_SUPER_MAGIC ? WRITEBACK.FSYNC_UNTRUSTED : WRITEBACK.FSYNC;
   } catch {
-    return WRITEBACK.NEVER;
+    return WRITEBACK.FSYNC_UNTRUSTED;
   }
 }
 

@@ -65,7 +65,7 @@ export function isRacy(entry: Pick<CacheEntry, 'mtimeNs' | 'ctimeNs' | 'recordNs
 }
 
 // The writeback rule lives in base (a single file's stable read writes back too); re-exported for capture's own users.
-export { WRITEBACK, writeBack, writebackOf, type Writeback } from '../base/writeback.js';
+export { WRITEBACK, trustsRecords, writeBack, writebackOf, type Writeback } from '../base/writeback.js';
 
 /**
  * Bytes in order, gathered into chunks for a sink (which consumes each before the

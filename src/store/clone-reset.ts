@@ -1,7 +1,7 @@
 // clone-reset.ts: diff and reset of a materialized clone against its ledger, and materialize's choice between a reset and a whole materialize.
 import { SealError } from '../base/errors.js';
 import { CHUNK_BYTES } from '../base/io.js';
-import { WRITEBACK, writebackOf } from '../capture/stat-cache.js';
+import { trustsRecords, writebackOf } from '../capture/stat-cache.js';
 import { DIR_FLAGS, isLockedDir, openBeneath, openRepairableDir, own, removeAt, walkDown, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
 import { compareUtf8, escapePath, nameText } from '../base/paths.js';
@@ -465,7 +465,7 @@ function openClone(
       checkPathAbove(sys, clone, dir.fd, 'clone');
     }
     const ledger = loadLedger(sys, storeOf(snapshotRoot), st);
-    if (ledger !== undefined) ledger.bytesTrusted = writebackOf(sys, dir.fd) !== WRITEBACK.NEVER;
+    if (ledger !== undefined) ledger.bytesTrusted = trustsRecords(writebackOf(sys, dir.fd));
     // Records are by manifest index: a ledger of another manifest length is another snapshot's (its digest says so too).
     // known: this store made a clone here (it holds a ledger of it, of any snapshot).
     return { dir, made, known: ledger !== undefined, ledger: ledger !== undefined && (ledger.digest !== data.digest || ledger.count === data.entries.length) ? ledger : undefined };

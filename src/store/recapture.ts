@@ -2,7 +2,7 @@
 import { DIR_FLAGS, openBeneath, openChildDir, own, type Fd } from '../base/fd.js';
 import { CHUNK_BYTES } from '../base/io.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { MAX_CACHE_ENTRIES, StatCache, WRITEBACK, encodeStatCache, isRacy, writeBack, writebackOf, type Writeback } from '../capture/stat-cache.js';
+import { MAX_CACHE_ENTRIES, StatCache, encodeStatCache, isRacy, trustsRecords, writeBack, writebackOf, type Writeback } from '../capture/stat-cache.js';
 import { CacheRecords, writeNextCache, type RecordArea } from '../capture/cache-records.js';
 import type { EntryTable } from '../base/entry-table.js';
 import type { FileHook } from '../capture/walk.js';
@@ -151,7 +151,7 @@ export class StatCacheSession implements FileHook {
       if (this.#o.sys.fstat(dirFd).dev !== dev) return false;
       rule = this.#learn(dev, dirFd);
     }
-    return rule !== WRITEBACK.NEVER;
+    return trustsRecords(rule);
   }
 
   reusedAt(table: EntryTable, index: number): void {
