@@ -42,6 +42,12 @@ export const MAX_FILE_LAYERS = 64;
 export const MAX_PACKS = 368;
 /** Packs are sized towards this (the bucket count doubles until they are no bigger on average). */
 export const PACK_TARGET_BYTES = 512 * 1024;
+/**
+ * The largest pack (with its index) a pull takes: it holds each pack whole in memory. Push
+ * refuses a layout that would pack more together (past MAX_FILE_LAYERS large contents and
+ * MAX_PACKS packs: hundreds of GiB), so it never publishes what a pull cannot take.
+ */
+export const MAX_PACK_BYTES = 2 ** 31 - 1;
 
 export type { Content, Place } from './contents.js';
 
@@ -167,6 +173,15 @@ export function chooseLayout(data: Pick<StoredSnapshot, 'entries' | 'mounts'>): 
   let buckets = 1;
   while (buckets < MAX_PACKS && buckets * PACK_TARGET_BYTES < smallBytes) buckets = Math.min(buckets * 2, MAX_PACKS);
   return layoutWith(all, threshold, buckets);
+}
+
+/** The size (with its index) of the first pack of `layout` past MAX_PACK_BYTES, if any: what push refuses to make. */
+export function oversizedPack(layout: Pick<Layout, 'packs'>): number | undefined {
+  for (const p of layout.packs) {
+    const size = p.size + indexBytes(p.count);
+    if (size > MAX_PACK_BYTES) return size;
+  }
+  return undefined;
 }
 
 /** The layer descriptors of a layout, given each pack's blob digest: packs in bucket order, then files by digest. */

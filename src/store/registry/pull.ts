@@ -14,7 +14,7 @@ import type { RegistryClient } from './client.js';
 import { isLost, RetryBudget, sleep } from './http.js';
 import { runJob } from './jobs.js';
 import { Meter, PULL_KEYS, checkRemoteOptions, eachLimited, makeClient, type PullOptions, type PullReport } from './options.js';
-import { CONFIG_TYPE, ROOT_TYPE } from './mapping.js';
+import { CONFIG_TYPE, MAX_PACK_BYTES, ROOT_TYPE } from './mapping.js';
 import { DocumentAssembly, MAX_ROOT_BYTES, readRoot, type RootDocument } from './pieces.js';
 import { manifestReference, shownReference, type Reference } from './reference.js';
 import type { FetchedRef } from './prove.js';
@@ -33,10 +33,10 @@ const WRITE_BYTES = 4 * 1024 * 1024;
  * A pack is held whole in memory while it comes down and is written out: at most this
  * much of them at once (a pack larger alone), and none larger than MAX_PACK_BYTES. The sizes
  * are the registry's word: a crafted layout of one 3 GiB pack took a pull to 3.3 GB of
- * memory and failed with a bare RangeError (the command then printed its usage).
+ * memory and failed with a bare RangeError (the command then printed its usage); push
+ * never makes one past MAX_PACK_BYTES.
  */
 const PACKS_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
-export const MAX_PACK_BYTES = 1024 * 1024 * 1024;
 
 /** Bytes of packs in flight, shared by a pull's fetches: take waits until `size` (capped at the whole) is free. */
 class PackBudget {
@@ -397,7 +397,7 @@ async function download(
   const huge = start.packs.find((p) => p.size > MAX_PACK_BYTES);
   if (huge !== undefined) {
     await runJob(target.sys, 'pullAbort', [start.id]);
-    throw new SealError('SEAL_LIMIT', `${client.transport.label} lays out a pack of ${huge.size} bytes (${huge.digest}): more than a pull holds in memory (${MAX_PACK_BYTES} bytes); a push makes packs far smaller`);
+    throw new SealError('SEAL_LIMIT', `${client.transport.label} lays out a pack of ${huge.size} bytes (${huge.digest}): more than a pull holds in memory (${MAX_PACK_BYTES} bytes), which no push makes`);
   }
   const budget = new PackBudget();
   const meter = new Meter(start.packs.length + start.files.length, needBytes, options.onProgress);

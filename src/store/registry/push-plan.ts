@@ -5,7 +5,7 @@ import { releasable, release } from '../../base/growable.js';
 import type { Sys } from '../../sys/native.js';
 import { documentText, type StoredSnapshot } from '../document.js';
 import { readDocumentBytes } from '../document-parse.js';
-import { chooseLayout, summaryOf, type Layout, type LayoutSummary, type Pack } from './mapping.js';
+import { MAX_PACK_BYTES, chooseLayout, oversizedPack, summaryOf, type Layout, type LayoutSummary, type Pack } from './mapping.js';
 import { readPushConfig } from './pack.js';
 import { cutPieces, type PieceRange } from './pieces.js';
 import { readPushPiece, streamPushDocument } from './push-document.js';
@@ -113,7 +113,12 @@ export function planPush(id: number): LayoutSummary {
   const s = state(id);
   const data = s.data;
   if (data === undefined) throw new SealError('SEAL_UNAVAILABLE', `push ${id} has let go of its manifest`);
-  s.layout = chooseLayout(data);
+  const layout = chooseLayout(data);
+  const huge = oversizedPack(layout);
+  if (huge !== undefined) {
+    throw new SealError('SEAL_LIMIT', `snapshot ${data.digest} would pack ${huge} bytes of files together, more than a pull holds in memory (${MAX_PACK_BYTES} bytes): it has too many files under the size that gets a blob of its own to push`);
+  }
+  s.layout = layout;
   s.data = undefined;
   return summaryOf(s.layout);
 }

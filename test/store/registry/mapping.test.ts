@@ -7,6 +7,7 @@ import {
   LARGE_FILE_BYTES,
   MAX_FILE_LAYERS,
   MAX_MANIFEST_BYTES,
+  MAX_PACK_BYTES,
   MAX_PACKS,
   MAX_PIECES,
   bucketOf,
@@ -17,6 +18,7 @@ import {
   layersOf,
   layoutWith,
   manifestOf,
+  oversizedPack,
   parseArtifact,
 } from '../../../dist/internal.js';
 
@@ -78,6 +80,14 @@ describe('snapshot to OCI layout', () => {
     expect(bucketOf('ff'.repeat(32), 128)).toBe(127);
     expect(bucketOf('80' + '00'.repeat(31), 128)).toBe(64);
     expect(bucketOf('80' + '00'.repeat(31), 1)).toBe(0);
+  });
+
+  it('a layout packing more than a pull holds (65 files of 2 GiB: 64 blobs, the last packed) is what push refuses; the usual one is not', () => {
+    expect(oversizedPack(chooseLayout(synthetic(lognormal(5_000))))).toBeUndefined();
+    const layout = chooseLayout(synthetic(Array.from({ length: 65 }, (_, i) => 2 ** 31 + i)));
+    expect(oversizedPack(layout)).toBeGreaterThan(MAX_PACK_BYTES);
+    // One fewer: every one of them a blob of its own, nothing packed past the bound.
+    expect(oversizedPack(chooseLayout(synthetic(Array.from({ length: 64 }, (_, i) => 2 ** 31 + i))))).toBeUndefined();
   });
 
   it('raises the threshold when there are more large files than one-file layers allowed', () => {
