@@ -131,11 +131,13 @@ function bwrapArgs(cloneBind: string[], mounts: MountPoint[], o: Checked): strin
     ...rootLinks(),
     '--dev', '/dev',
     '--proc', '/proc',
-    // The sysctls read-only: bubblewrap leaves /proc/sys (mode 0555, which its look for what to
-    // cover does not call writable) as writable as the caller's uid makes it, and a root
-    // caller's command is host uid 0 (capabilities dropped or not, a sysctl checks the uid):
-    // it wrote kernel.core_pattern and ran a program of its own on the host as root.
-    '--ro-bind', '/proc/sys', '/proc/sys',
+    // The sandbox's /proc read-only, the sysctls with it: bubblewrap leaves /proc/sys (mode
+    // 0555, which its look for what to cover does not call writable) as writable as the
+    // caller's uid makes it, and a root caller's command is host uid 0 (capabilities dropped
+    // or not, a sysctl checks the uid): it wrote kernel.core_pattern and ran a program of its
+    // own on the host as root. (A bind of the host's /proc/sys would bring its submounts,
+    // binfmt_misc among them, an automount on systemd hosts that a read-only bind can fail on.)
+    '--remount-ro', '/proc',
     '--tmpfs', '/tmp',
     // The clone first, then the payloads over their mount points inside it.
     ...cloneBind,

@@ -550,8 +550,8 @@ describe('sandboxArgs', () => {
     const start = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr'];
     expect(args.bwrap.slice(0, start.length)).toEqual(start);
     // Between them, the host's root links (/bin -> usr/bin, ...) as the host has them.
-    expect(args.bwrap.slice(-19)).toEqual([
-      '--dev', '/dev', '--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--tmpfs', '/tmp',
+    expect(args.bwrap.slice(-18)).toEqual([
+      '--dev', '/dev', '--proc', '/proc', '--remount-ro', '/proc', '--tmpfs', '/tmp',
       '--bind', clone, '/workspace',
       '--ro-bind', payload, '/workspace/node_modules',
       '--tmpfs', '/workspace/node_modules/.vite-temp',
