@@ -31,20 +31,10 @@ async function run(ctx: Context): Promise<number> {
   }
 }
 
-/** treeseal's own secrets, which the command does not get (with --network it could send them anywhere). */
-const OWN_SECRETS = ['TREESEAL_REGISTRY_USER', 'TREESEAL_REGISTRY_PASSWORD'];
-
-/** This process's environment for the command, less treeseal's own registry credentials. */
-function commandEnvironment(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of OWN_SECRETS) delete env[name];
-  return env;
-}
-
 async function runLeased(ctx: Context, snap: Snapshot, clone: string, command: string[], workspace: string | undefined): Promise<number> {
   if (flag(ctx, 'reset') || !existsSync(clone)) warnAfterMaterialize(ctx.io, snap.materializeSync(clone, { createClone: true }), clone);
   // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
-  const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), env: commandEnvironment(), ...(workspace === undefined ? {} : { workspace }) });
+  const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   // An interrupt or a termination of this process goes to bubblewrap (which ends the sandbox with it), and the run
   // ends as the command did: its lease and the clone's lock are let go (killed outright, they were left for gc).
   const forward = (signal: NodeJS.Signals): void => {

@@ -194,7 +194,7 @@ export async function sandboxArgsAsync(snap: Snapshot, clone: string, given: San
 export interface SpawnSandboxedOptions extends SandboxOptions {
   /** The command's stdin, stdout and stderr (default 'inherit'), as `child_process.spawn` takes them. */
   stdio?: 'inherit' | 'pipe' | 'ignore' | [StdioSpec, StdioSpec, StdioSpec] | undefined;
-  /** The command's environment (default: this process's); bubblewrap passes it through. */
+  /** The command's environment (default: this process's, less $TREESEAL_REGISTRY_USER and $TREESEAL_REGISTRY_PASSWORD); bubblewrap passes it through. */
   env?: NodeJS.ProcessEnv | undefined;
 }
 
@@ -223,6 +223,15 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
     }
   }
   throw new SealError('SEAL_UNAVAILABLE', NO_BWRAP);
+}
+
+/** treeseal's own secrets, which a sandboxed command does not get unless its caller gives them in `env`. */
+const OWN_SECRETS = ['TREESEAL_REGISTRY_USER', 'TREESEAL_REGISTRY_PASSWORD'];
+
+function withoutOwnSecrets(from: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env = { ...from };
+  for (const name of OWN_SECRETS) delete env[name];
+  return env;
 }
 
 /** The fd the clone directory has in bubblewrap (after stdin, stdout and stderr). */
@@ -325,7 +334,9 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     }
   });
   if (options.env !== undefined && (options.env === null || typeof options.env !== 'object')) throw invalidArgType('options.env', 'object', options.env);
-  checkEnvironment(options.env ?? process.env);
+  // By default this process's, less treeseal's own registry credentials (with network, the command could send them anywhere).
+  const env = options.env ?? withoutOwnSecrets(process.env);
+  checkEnvironment(env);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
@@ -357,7 +368,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
       const fds = ['--seccomp', String(SECCOMP_FD), '--json-status-fd', String(STATUS_FD)];
       child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), ...fds, '--', ...argv], {
         stdio: [...three, dir.fd, 'pipe', 'pipe'],
-        ...(options.env === undefined ? {} : { env: options.env }),
+        env,
       });
     } catch (err) {
       throw tooBigToExec(err, argv) ?? err;
