@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "args.h"
@@ -145,14 +147,15 @@ static Napi::Value FstatatEach(const Napi::CallbackInfo& info) {
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U
 #endif
+static_assert(sizeof(struct statx) == 256, "struct statx is the kernel's 256 bytes");
 
 static int DoStatx(int dirfd, const char* path, int flags, struct statx* stx) {
-  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID | STATX_BTIME | STATX_MNT_ID, stx); });
+  return RetryEintr([=] { return ::statx(dirfd, path, flags, STATX_TYPE | STATX_MODE | STATX_UID | STATX_MNT_ID, stx); });
 }
 
-// statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask, mntId, btimeNs }: the inode
-// attributes (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...), the mount's ID and the birth time that
-// fstatat does not report; mntId -1 and btimeNs undefined where the kernel or filesystem gives none.
+// statx(dirfd, path, flags) -> { mode, uid, attributes, attributesMask, mntId }: the inode
+// attributes (STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND, ...) and the mount's ID that fstatat does
+// not report; mntId -1 where the kernel gives none (before 5.8).
 static Napi::Value Statx(const Napi::CallbackInfo& info) {
   int dirfd, flags;
   std::string path;
@@ -166,10 +169,11 @@ static Napi::Value Statx(const Napi::CallbackInfo& info) {
   o.Set("uid", Napi::Number::New(info.Env(), stx.stx_uid));
   o.Set("attributes", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes)));
   o.Set("attributesMask", Napi::Number::New(info.Env(), static_cast<double>(stx.stx_attributes_mask)));
-  o.Set("mntId", Napi::Number::New(info.Env(), (stx.stx_mask & STATX_MNT_ID) ? static_cast<double>(stx.stx_mnt_id) : -1.0));
-  if (stx.stx_mask & STATX_BTIME) {
-    o.Set("btimeNs", Napi::BigInt::New(info.Env(), static_cast<int64_t>(static_cast<int64_t>(stx.stx_btime.tv_sec) * 1000000000LL + static_cast<int64_t>(stx.stx_btime.tv_nsec))));
-  }
+  // stx_mnt_id by its place in the kernel's struct (after stx_dev_minor, 144 bytes in): a C
+  // library's struct statx from before 5.8's headers has spare bytes there, and no such name.
+  uint64_t mnt_id = 0;
+  std::memcpy(&mnt_id, reinterpret_cast<const char*>(&stx) + 144, sizeof mnt_id);
+  o.Set("mntId", Napi::Number::New(info.Env(), (stx.stx_mask & STATX_MNT_ID) ? static_cast<double>(mnt_id) : -1.0));
   return o;
 }
 

@@ -33,8 +33,6 @@ export interface StatxResult {
   attributesMask: number;
   /** The ID of the mount holding it (the first field of /proc/self/mountinfo), -1 where the kernel gives none (before 5.8). */
   mntId: number;
-  /** Its birth time in ns since the epoch, where the filesystem records one. */
-  btimeNs?: bigint;
 }
 
 /** One getdents64 record: a name that is not valid UTF-8 comes back as a Buffer. */
