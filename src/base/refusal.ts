@@ -93,5 +93,5 @@ export function reasonOf(err: unknown): string {
     return message.startsWith(`${system.code}:`) ? message : `${system.code}: ${message}`;
   }
   if (err instanceof SealError) return `${err.code}: ${err.message}`;
-  return `Error: ${escapePath(err instanceof Error ? err.message : String(err))}`;
+  return err instanceof Error ? `${err.name}: ${escapePath(err.message)}` : `Error: ${escapePath(String(err))}`;
 }

@@ -243,6 +243,7 @@ describe('reasonOf: one form for what a report says a call did not do', () => {
     expect(reasonOf(new SealError('SEAL_BUSY', 'clones/1-2.ledger in the store could not be written; try again'))).toBe('SEAL_BUSY: clones/1-2.ledger in the store could not be written; try again');
     // A SEAL_IO without a system cause says its own code.
     expect(reasonOf(new SealError('SEAL_IO', 'stage cannot be removed'))).toBe('SEAL_IO: stage cannot be removed');
-    expect(reasonOf(new TypeError('x\ny'))).toBe('Error: x\\x0ay');
+    expect(reasonOf(new TypeError('x\ny'))).toBe('TypeError: x\\x0ay');
+    expect(reasonOf('plain')).toBe('Error: plain');
   });
 });
