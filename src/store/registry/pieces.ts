@@ -232,7 +232,8 @@ function checkRootPatterns(root: Buffer, bad: (why: string) => SealError): void 
   try {
     exclude = (JSON.parse(root.toString('utf8')) as { exclude?: unknown }).exclude;
   } catch {
-    throw bad('it is not JSON');
+    // Said where the document is read as JSON (`its JSON is malformed (…)`).
+    return;
   }
   if (!Array.isArray(exclude)) return;
   for (const pattern of exclude) {
