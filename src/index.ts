@@ -17,7 +17,7 @@ export type { LinkMode } from './capture/links.js';
 export type { SnapshotData } from './store/document.js';
 export type { MaterializeOptions, MaterializeReport, ReflinkMode, SnapshotFallback, StageLeft } from './store/materialize.js';
 export type { MountPoint, MountPointOptions } from './store/mount-points.js';
-export { checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed, type SandboxArgs, type SandboxOptions, type SpawnSandboxedOptions } from './store/sandbox.js';
+export { checkSandboxArgs, checkSandboxClone, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed, type SandboxArgs, type SandboxOptions, type SpawnSandboxedOptions } from './store/sandbox.js';
 export type { SandboxedChild } from './store/sandbox-status.js';
 export { seccompFilter } from './store/sandbox-seccomp.js';
 export type { VerifyOptions, VerifyReport } from './store/verify.js';

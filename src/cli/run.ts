@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-import { SealError, checkSandboxArgs, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
+import { SealError, checkSandboxArgs, checkSandboxClone, findBubblewrap, spawnSandboxed, type Snapshot } from '../index.js';
 import { UsageError, flag, stringOption, type CommandSpec, type Context } from './command.js';
 import { warnAfterMaterialize } from './materialize.js';
 import { RUN_OWN_FAILURE } from './own-failure.js';
@@ -16,6 +16,7 @@ async function run(ctx: Context): Promise<number> {
   // Before the clone is made: a run that cannot start leaves nothing behind.
   findBubblewrap();
   checkSandboxArgs({ network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
+  checkSandboxClone(clone);
   const snap = (await ctx.store()).get(digest);
   // Held until the command ends: an rm of the snapshot meanwhile is SEAL_BUSY, not a payload emptied under the command.
   const lease = snap.lease();

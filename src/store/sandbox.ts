@@ -182,6 +182,16 @@ export function checkSandboxArgs(given: SandboxOptions = {}): void {
   checkSandboxOptions(readOnce(given) as SandboxOptions, { op: 'checkSandboxArgs', keys: SANDBOX_KEYS });
 }
 
+/**
+ * Throws what spawnSandboxed would throw for where `clone` lies (run by root: below no
+ * directory that keeps other users out, SEAL_UNTRUSTED), touching nothing: for a harness, or
+ * `treeseal run`, that makes the clone before it starts the command.
+ */
+export function checkSandboxClone(clone: string): void {
+  checkString('clone', clone);
+  checkRootCloneAbove(clone, escapePath(clone));
+}
+
 /** sandboxArgs with the mount points made on the worker thread. */
 export async function sandboxArgsAsync(snap: Snapshot, clone: string, given: SandboxOptions = {}): Promise<SandboxArgs> {
   const options = readOnce(given) as SandboxOptions;

@@ -364,6 +364,11 @@ describe('spawnSandboxed', () => {
       fds: false,
     });
     expect(existsSync(join(clone, 'ran'))).toBe(false);
+    // treeseal run says it before it makes the clone: nothing is left behind.
+    const fresh = join(work, 'arm-new');
+    const r = cli(join(work, 'store'), 'run', snap.digest, fresh, '--', 'true');
+    expect([r.status, r.stderr]).toEqual([125, `treeseal: SEAL_UNTRUSTED: untrusted clone: no directory above ${fresh} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${work})\n`]);
+    expect(existsSync(fresh)).toBe(false);
     chmodSync(work, 0o700);
     store.closeSync();
   });
