@@ -215,8 +215,8 @@ const NO_BWRAP = 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and
 /**
  * The path of the `bwrap` a sandboxed run starts: the first executable file of that name
  * in an absolute directory of env's PATH; an empty or relative entry (the working
- * directory, which may be an arm an agent wrote a `bwrap` into) is skipped, as a shell
- * would not skip it; SEAL_UNAVAILABLE naming the package when there is
+ * directory, which may be an arm an agent wrote a `bwrap` into) is skipped, where a shell
+ * would search it; SEAL_UNAVAILABLE naming the package when there is
  * none. spawnSandboxed asks first, before it makes anything; a caller that prepares a
  * clone for it can ask before that too.
  */

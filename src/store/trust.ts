@@ -1,6 +1,6 @@
 // trust.ts: the store trust rule (who may have written a store's parts), checked by fstat on the fds that were opened.
 import { lstatSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 
 import { SealError } from '../base/errors.js';
 import { DIR_FLAGS, openChildDir, openRealDir, own, walkDown, type Fd } from '../base/fd.js';
@@ -178,7 +178,8 @@ export function checkCloneOwner(st: Stat, shown: string, path?: string): void {
  */
 export function checkRootCloneAbove(clone: string, shown: string): void {
   if (process.geteuid!() !== 0) return;
-  for (let dir = dirname(clone); ; dir = dirname(dir)) {
+  // Up to the root (a relative clone from the working directory): dirname stops moving there.
+  for (let dir = dirname(resolve(clone)); ; dir = dirname(dir)) {
     let mode: number;
     try {
       mode = lstatSync(dir).mode;
@@ -186,10 +187,10 @@ export function checkRootCloneAbove(clone: string, shown: string): void {
       break;
     }
     if ((mode & 0o011) === 0) return;
-    if (dir === '/') break;
+    if (dirname(dir) === dir) break;
   }
   throw untrusted(
-    `untrusted clone: no directory above ${shown} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${escapePath(dirname(clone))})`,
+    `untrusted clone: no directory above ${shown} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${escapePath(dirname(resolve(clone)))})`,
     clone,
   );
 }

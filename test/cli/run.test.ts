@@ -6,7 +6,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, re
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { SnapshotStore, checkSandboxArgs, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
+import { SnapshotStore, checkSandboxArgs, checkSandboxClone, findBubblewrap, sandboxArgs, sandboxArgsAsync, spawnSandboxed } from '../../dist/index.js';
 import { canDropPrivileges, expectError, reflinkMount, rootPassOnly, tempDir, writeTree } from '../helpers.js';
 import { CLI, CLI_TIMEOUT_MS, cli, json } from './run-cli.js';
 
@@ -369,7 +369,17 @@ describe('spawnSandboxed', () => {
     const r = cli(join(work, 'store'), 'run', snap.digest, fresh, '--', 'true');
     expect([r.status, r.stderr]).toEqual([125, `treeseal: SEAL_UNTRUSTED: untrusted clone: no directory above ${fresh} keeps other users out (each lets its group or others search it), and a command root runs in a sandbox is host uid 0 (without capabilities): it may open the clone up and leave a setuid file there that would run as root for anyone who can reach it; fix: keep the clone below a directory of mode 0700 (chmod 700 ${work})\n`]);
     expect(existsSync(fresh)).toBe(false);
+    // The same look, public, for a harness that makes the clone first; a relative name from the working directory.
+    const cwd = process.cwd();
+    process.chdir(work);
+    try {
+      expect(() => checkSandboxClone('arm-new')).toThrow(expect.objectContaining({ code: 'SEAL_UNTRUSTED', path: 'arm-new' }));
+    } finally {
+      process.chdir(cwd);
+    }
+    expect(() => checkSandboxClone(7 as never)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
     chmodSync(work, 0o700);
+    expect(() => checkSandboxClone(fresh)).not.toThrow();
     store.closeSync();
   });
 
