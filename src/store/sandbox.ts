@@ -351,8 +351,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const bwrap = findBubblewrap(options.env);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   try {
-    const st = sys.fstat(dir.fd);
-    checkCloneOwner(st, escapePath(clone), clone);
+    checkCloneOwner(sys.fstat(dir.fd), escapePath(clone), clone);
     checkRootCloneAbove(clone, escapePath(clone));
     sealed('spawnSandboxed', () => checkPathAbove(sys, clone, dir.fd, 'clone'));
   } catch (err) {

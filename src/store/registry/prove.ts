@@ -18,7 +18,7 @@ export interface Fetched {
   /** The local source path to publish the snapshot for (options.source), when it is not the one captured. */
   source?: string | undefined;
   /** options.reuseLocal false: every content downloaded, none taken from the store's snapshots. */
-  noReuse?: boolean | undefined;
+  noReuse?: boolean;
 }
 
 /** A Fetched as it crosses to the worker: its manifest is there already, as document `document` (pull-document.ts). */

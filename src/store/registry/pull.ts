@@ -339,7 +339,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
   const tag = ref.kind === 'manifest' ? undefined : manifestReference(ref);
   const source = options.source === undefined ? undefined : checkAbsolutePath(options.source, 'options.source', 'source');
   checkBoolean('options.reuseLocal', options.reuseLocal);
-  const noReuse = options.reuseLocal === false ? true : undefined;
+  const noReuse = options.reuseLocal === false;
   const held = (digest: string, manifestDigest: string | undefined): PullReport => ({
     digest,
     remoteDigest: digest,
