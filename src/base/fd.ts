@@ -22,6 +22,7 @@ import {
   O_NOFOLLOW,
   O_PATH,
   O_RDONLY,
+  RENAME_NOREPLACE,
   RESOLVE_BENEATH,
   RESOLVE_NO_MAGICLINKS,
   RESOLVE_NO_SYMLINKS,
@@ -118,10 +119,11 @@ function modeText(mode: number): string {
  * openChildDir for a directory the caller may repair (a clone's, which an agent may have
  * made unreadable, mode 0 or 0100): where the open is refused with EACCES, the directory
  * is given u+rwx (openUpDir) and opened again. Without the right to chmod it (another
- * user's): lockedDirError, naming it as `shown` (default: its name).
+ * user's): lockedDirError, naming it as `shown` (default: its name; a function is asked
+ * only then: a path thousands of levels deep is not spelled out at every level).
  */
-export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer, shown?: string): number {
-  return openOpenedUp(sys, dirfd, name, (err) => lockedDirError(sys, dirfd, name, err, shown));
+export function openRepairableDir(sys: Sys, dirfd: number, name: string | Buffer, shown?: string | (() => string)): number {
+  return openOpenedUp(sys, dirfd, name, (err) => lockedDirError(sys, dirfd, name, err, typeof shown === 'function' ? shown() : shown));
 }
 
 /** openChildDir, giving a directory refused with EACCES u+rwx (openUpDir) and opening it again; one this user may not chmod throws `refused(err)`. */
@@ -423,8 +425,10 @@ export function openBeneath(sys: Sys, rootFd: number, parts: readonly string[], 
  * followed); a directory is made writable through its own fd, emptied and removed.
  * A missing entry, or one removed meanwhile, is fine. `type` is the name's getdents d_type when known (it
  * saves a stat per entry; a stale one is caught by the unlink or the open). The walk keeps
- * its own stack (an fd and a listing a level), not the thread's: a tree the worker thread
- * could capture is removed on any thread (its depth bounded by the fds a process may hold).
+ * its own stack (an fd and a listing a level), not the thread's, and at most
+ * REMOVAL_LEVELS deep: a directory met below that is first moved up into the top one
+ * (one rename, on the same filesystem) and removed from there, so a tree of any depth (an
+ * agent's 50,000 levels, past the fds a process may hold) takes a bounded number of fds.
  * No directory below name is entered across a mount (SEAL_BUSY), nor name itself when
  * `inside` (an entry of a directory being emptied: emptyDir).
  */
@@ -438,6 +442,7 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
       const level = stack[stack.length - 1]!;
       const entry = level.entries[level.next++];
       if (entry !== undefined) {
+        if (stack.length >= REMOVAL_LEVELS && raised(sys, level.dir.fd, entry, stack[0]!)) continue;
         const below = enterRemoval(sys, level.dir.fd, entry.name, entry.type, true);
         if (below !== undefined) stack.push(below);
         continue;
@@ -453,6 +458,41 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
     }
   } finally {
     for (const level of stack) level.dir[Symbol.dispose]();
+  }
+}
+
+/** The most directories removeAt holds open at once, one a level (see raised). */
+export const REMOVAL_LEVELS = 128;
+
+/**
+ * Moves the directory `entry` of the one open at dirFd up into the top directory of the
+ * removal (`top`), under a new name, as an entry it will remove: true once moved. False
+ * for what is not a directory, or one that cannot be moved (a mount point: its removal
+ * says so as before), which the removal enters where it is. One this user may not write
+ * (renaming a directory rewrites its `..`) is opened up first, as removal would.
+ */
+function raised(sys: Sys, dirFd: number, entry: { name: string | Buffer; type: number }, top: Level): boolean {
+  if (entry.type !== DT_DIR && entry.type !== DT_UNKNOWN) return false;
+  for (let attempt = 0; ; attempt++) {
+    const name = `.treeseal-raised-${randomBytes(6).toString('hex')}`;
+    try {
+      sys.renameat2(dirFd, entry.name, top.dir.fd, name, RENAME_NOREPLACE);
+    } catch (err) {
+      if (hasCode(err, 'EEXIST') && attempt < 8) continue;
+      if (hasCode(err, 'EACCES') && attempt === 0 && openUpQuietly(sys, dirFd, entry.name)) continue;
+      return false;
+    }
+    top.entries.push({ name, type: DT_DIR });
+    return true;
+  }
+}
+
+/** openUpDir, false for what is not a directory (or gone) as for one this user may not chmod. */
+function openUpQuietly(sys: Sys, dirFd: number, name: string | Buffer): boolean {
+  try {
+    return openUpDir(sys, dirFd, name);
+  } catch {
+    return false;
   }
 }
 

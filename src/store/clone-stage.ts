@@ -1,9 +1,9 @@
-// clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale) and the removability check.
+// clone-stage.ts: materialize's private stage inside the clone (flock-held, swept when stale), and why a clone entry cannot be removed.
 import { SealError } from '../base/errors.js';
 import { reasonOf } from '../base/refusal.js';
 import { makeLockedDir, openChildDir, openRealDir, openRepairableDir, own, removeOwnDir, type Fd } from '../base/fd.js';
-import { escapePath, nameText } from '../base/paths.js';
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, STATX_ATTR_MOUNT_ROOT, isDir } from '../sys/constants.js';
+import { escapePath } from '../base/paths.js';
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE, isDir } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { CLONE_STAGE_PREFIX } from './layout.js';
@@ -146,7 +146,8 @@ export function sweepCloneAt(sys: Sys, clone: string): number {
   return sweepCloneStages(sys, dir.fd, true);
 }
 
-const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
+/** The inode flags that keep a name from being removed or replaced. */
+export const PINNED = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND;
 
 /**
  * What a removal of dirfd/name refused with EPERM says: SEAL_IO naming its clone path
@@ -172,73 +173,4 @@ export function pinnedError(sys: Sys, dirfd: number, name: string | Buffer, rel:
     return new SealError('SEAL_IO', `clone entry cannot be removed: ${shown} is in an immutable or append-only directory ${fix}`, { path: rel, cause: err });
   }
   return err;
-}
-
-/**
- * Refuses (SEAL_IO, before anything is written) a tree that could not be removed once
- * swapped out: an immutable or append-only inode anywhere in it, the root included; and
- * (SEAL_BUSY) one holding a mount point, whose removal would empty the filesystem mounted
- * there (a directory a harness bound into the arm) and still leave the tree. What
- * this user may not look into (a directory an agent left mode 0, 0100 or 0400) is passed
- * over, nothing changed: only CAP_LINUX_IMMUTABLE sets those flags, and the removal opens
- * such a directory up as reset does.
- */
-export function checkRemovable(sys: Sys, dirfd: number, name: string | Buffer, rel: string): void {
-  if (!removableEntry(sys, dirfd, name, () => rel)) return;
-  // Depth first without recursion (an agent's tree 10,000 levels deep once overflowed the stack): a directory open
-  // per level below, its names read once; a path is spelled out only for an error.
-  const stack: { fd: number; names: (string | Buffer)[]; at: number; name: string }[] = [];
-  const pathOf = (child: string | Buffer): string => [rel, ...stack.slice(1).map((f) => f.name), nameText(child)].join('/');
-  const enter = (parentFd: number, child: string | Buffer): void => {
-    let fd: number;
-    try {
-      fd = openChildDir(sys, parentFd, child);
-    } catch (err) {
-      if (hasCode(err, 'EACCES')) return;
-      throw err;
-    }
-    try {
-      stack.push({ fd, names: sys.readdir(fd).map((e) => e.name), at: 0, name: nameText(child) });
-    } catch (err) {
-      sys.close(fd);
-      throw err;
-    }
-  };
-  try {
-    enter(dirfd, name);
-    while (stack.length > 0) {
-      const top = stack[stack.length - 1]!;
-      if (top.at >= top.names.length) {
-        stack.pop();
-        sys.close(top.fd);
-        continue;
-      }
-      const child = top.names[top.at++]!;
-      if (removableEntry(sys, top.fd, child, () => pathOf(child))) enter(top.fd, child);
-    }
-  } finally {
-    for (const f of stack) own(sys, f.fd)[Symbol.dispose]();
-  }
-}
-
-/**
- * checkRemovable's look at one entry: SEAL_IO where it is immutable or append-only, SEAL_BUSY
- * where it is a mount point; whether it is a directory to look into (false for one this user
- * may not look at).
- */
-function removableEntry(sys: Sys, dirfd: number, name: string | Buffer, rel: () => string): boolean {
-  let st;
-  try {
-    st = sys.statx(dirfd, name, AT_SYMLINK_NOFOLLOW);
-  } catch (err) {
-    if (hasCode(err, 'EACCES')) return false;
-    throw err;
-  }
-  if (st.attributes & PINNED) {
-    throw new SealError('SEAL_IO', `copy target cannot be replaced: ${escapePath(rel())} is immutable or append-only`, { path: rel() });
-  }
-  if (st.attributes & STATX_ATTR_MOUNT_ROOT) {
-    throw new SealError('SEAL_BUSY', `copy target cannot be replaced: ${escapePath(rel())} is a mount point (unmount it first: what is mounted there is not the clone's to remove)`, { path: rel() });
-  }
-  return isDir(st.mode);
 }

@@ -47,7 +47,7 @@ export class Trash implements Disposable {
       this.#paths.delete(slot);
       let fd: number;
       try {
-        fd = openRepairableDir(sys, trash, slot, `${escapePath(at)} (moved to ${this.#stage.name}/old/${slot} in the clone)`);
+        fd = openRepairableDir(sys, trash, slot, () => `${escapePath(at)} (moved to ${this.#stage!.name}/old/${slot} in the clone)`);
       } catch (err) {
         // Not a directory after all (d_type was stale): unlinked as what it is.
         if (hasCode(err, 'ENOTDIR', 'ELOOP')) {
@@ -69,7 +69,7 @@ export class Trash implements Disposable {
           if (item.type !== DT_DIR) {
             const below = `${at}/${nameText(item.name)}`;
             const movedTo = `${this.#stage.name}/old/${slot}/${escapePath(item.name)}`;
-            this.#unlink(dir.fd, item.name, item.type, below, `${escapePath(below)} (moved to ${movedTo} in the clone)`, movedTo);
+            this.#unlink(dir.fd, item.name, item.type, below, () => `${escapePath(below)} (moved to ${movedTo} in the clone)`, movedTo);
             continue;
           }
           const below = `${at}/${nameText(item.name)}`;
@@ -106,14 +106,17 @@ export class Trash implements Disposable {
     return slot;
   }
 
-  /** removeAt of what is not a directory: one the kernel will not remove (immutable, append-only) named by its clone path. */
-  #unlink(dirFd: number, name: string | Buffer, type: number, path: string, shown?: string, movedTo?: string): void {
+  /**
+   * removeAt of what is not a directory: one the kernel will not remove (immutable, append-only) named by its clone path
+   * (`shown`: where it is now, asked only for an error: a path thousands of levels deep is not spelled out for every file).
+   */
+  #unlink(dirFd: number, name: string | Buffer, type: number, path: string, shown?: () => string, movedTo?: string): void {
     try {
       removeAt(this.sys, dirFd, name, type);
     } catch (err) {
       // A file a harness bound there (unlink is EBUSY on a mount point; removeAt says SEAL_BUSY).
       if (hasCode(err, 'EBUSY') || (err instanceof SealError && err.code === 'SEAL_BUSY')) throw mountError(path, err, movedTo);
-      throw pinnedError(this.sys, dirFd, name, path, err, shown);
+      throw pinnedError(this.sys, dirFd, name, path, err, shown?.());
     }
   }
 

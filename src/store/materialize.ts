@@ -17,7 +17,8 @@ import { buildTree, childrenOf, indexOfPath, makeDir, type Children } from './ma
 import { directoryRoots, onBtrfs } from './subvolumes.js';
 import { cloneFileMode } from '../base/subvolume.js';
 import { Ledger, dropLedger, saveLedger, storeOf } from './clone-ledger.js';
-import { checkRemovable, openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
+import { checkRemovable } from './clone-removable.js';
+import { openCloneStage, sweepCloneStages, type CloneStage } from './clone-stage.js';
 import { checkMarker, removeMarker, writeMarker } from './clone-marker.js';
 import { CloneSwap } from './clone-swap.js';
 import { CloneLinks } from './clone-links.js';

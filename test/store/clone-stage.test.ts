@@ -142,6 +142,57 @@ describe('the materialize stage lives inside the clone', () => {
     store.closeSync();
   });
 
+  it('the look before the swap and the removal after it keep a bounded number of fds however deep the old tree (an fd per level: EMFILE past 20,000 levels, the arm stuck, or the old tree left in a stage no sweep could remove), and the look finds what a side branch holds after the levels above it were closed', () => {
+    const { work, store, snap } = fixture({ 'tree/a': 'alpha' }, ['tree']);
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['tree'], revision: 'B' });
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    const levels = 3_000;
+    // A comb: each level holds the next (d) and a side branch, the side's files at the levels named; `locked`: every level
+    // 0500 (as a user, each directory the removal moves up must be opened up first: renaming one rewrites its `..`).
+    const comb = (files: number[], locked = false): void => {
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfiles = set(map(int, sys.argv[3].split(",")))\nmade = []\nfor i in range(int(sys.argv[2])):\n    os.mkdir("side", dir_fd=d)\n    if i in files:\n        os.close(os.open("side/f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))\n    os.mkdir("d", dir_fd=d)\n    n = os.open("d", os.O_RDONLY, dir_fd=d)\n    made.append(d)\n    d = n\nmade.append(d)\nfor fd in reversed(made[1:]):\n    if sys.argv[4] == "1":\n        os.fchmod(fd, 0o500)\n    os.close(fd)\nos.close(made[0])', join(clone, 'tree'), String(levels), files.join(','), locked ? '1' : '0']);
+    };
+    // The next level listed first, so every side branch is looked at after the levels below it: the walk comes back to each.
+    const open = new Set<number>();
+    let most = 0;
+    const counted = (fd: number): number => {
+      open.add(fd);
+      most = Math.max(most, open.size);
+      return fd;
+    };
+    const sys = wrapSys({
+      openat: (orig) => (...args: Parameters<Sys['openat']>) => counted(orig(...args)),
+      openat2: (orig) => (...args: Parameters<Sys['openat2']>) => counted(orig(...args)),
+      close: (orig) => (fd: number) => {
+        open.delete(fd);
+        orig(fd);
+      },
+      readdir: (orig) => (...args: Parameters<Sys['readdir']>) => orig(...args).sort((x, y) => (x.name === 'd' ? -1 : y.name === 'd' ? 1 : 0)),
+    });
+    comb([0, 1_500, levels - 1], true);
+    expect(withSys(other, sys).materializeSync(clone)).toMatchObject({ files: 1, reset: false });
+    expect(readdirSync(clone)).toEqual(['tree']);
+    expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    // 3,000 levels: the look keeps 24 open (one in 128) and the deepest 128, the removal 128, beside the materialize's own.
+    expect(most).toBeGreaterThan(128);
+    expect(most).toBeLessThan(200);
+    if (process.geteuid?.() === 0) {
+      // A pinned file in a side branch 1,500 levels down, met after the walk came back up past where it had closed levels: found, named.
+      comb([1_500]);
+      const side = `${'d/'.repeat(1_500)}side/f`;
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr " + sys.argv[3] + " f")', join(clone, 'tree'), side, '+i']);
+      try {
+        expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_IO', message: `copy target cannot be replaced: tree/${side} is immutable or append-only`, path: `tree/${side}` });
+      } finally {
+        execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr " + sys.argv[3] + " f")', join(clone, 'tree'), side, '-i']);
+      }
+      expect(snap.materializeSync(clone)).toMatchObject({ reset: false });
+      expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
+    }
+    store.closeSync();
+  });
+
   it('an old tree the agent locked itself out of (directories 0300, 0000, 0100) goes with the stage: nothing of it is left in the clone, nor in a stale stage a sweep meets', () => {
     // As a user (the unprivileged pass): the stage's removal could not list those, left them, and the next task's arm held the last one's files.
     const { work, store, snap } = fixture({ 'tree/a': 'alpha' }, ['tree']);

@@ -578,6 +578,26 @@ describe('reset', () => {
     store.closeSync();
   });
 
+  rootPassOnly('a subtree 50,000 directories deep with a file at each level is removed by reset and by a whole materialize in time that grows with its depth, not its square (each level spelled out the whole path above it for a message never shown: 9 s for 25,000 bare levels, minutes with the files)', { timeout: 40_000 }, () => {
+    // On tmpfs: the root disk's speed swings too widely for the timeout to tell the two apart (about 10 s against 80 s here).
+    const { work, store, snap, clone } = fixture(['src/lib'], 2, '/dev/shm');
+    const other = store.captureSync({ source: join(work, 'repo'), copy: ['src/lib'], revision: 'B' });
+    const deep = (): void => {
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor i in range(50000):\n    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))\n    os.mkdir("d", dir_fd=d)\n    n = os.open("d", os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.close(d)', join(clone, 'src/lib')]);
+    };
+    deep();
+    expect(snap.resetSync(clone)).toMatchObject({ added: ['src/lib/d', 'src/lib/f'], changed: [] });
+    expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    deep();
+    // Whole, and the old tree gone with the stage (it was left there, EMFILE, for a sweep that failed the same way).
+    const report = other.materializeSync(clone);
+    expect(report).toMatchObject({ reset: false });
+    expect(report.stageLeft).toBeUndefined();
+    expect(readdirSync(clone)).toEqual(['src']);
+    expect(listTree(clone)).toEqual(['src/', 'src/lib/', 'src/lib/c.ts', 'src/lib/d.ts']);
+    store.closeSync();
+  });
+
   it('a file whose path is past PATH_MAX (4,242 bytes: 21 directories of 200-byte names) is restored by reset and by a materialize that resets, reached a directory at a time (it was SEAL_CORRUPT, ENAMETOOLONG, after the file was removed)', () => {
     const work = tempDir();
     const name = 'n'.repeat(200);
