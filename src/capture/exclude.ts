@@ -1,20 +1,12 @@
 // exclude.ts: a capture's exclude patterns (gitignore rules, relative to the source): their check, and the walk's decision from a name and its kind, before anything is opened.
-import { createRequire } from 'node:module';
-import type { Ignore, Options } from 'ignore';
-
 import { checkListLength, invalidArgType, invalidArgValue } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
 import { escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import type { DirEntry, Sys } from '../sys/native.js';
+import { compile, trimmed, verdictOf, type Rule } from './gitignore.js';
 import type { PlannedMount } from './plan.js';
 
-/** The pattern without the trailing whitespace gitignore drops (a backslash keeps a space). */
-function trimmed(pattern: string): string {
-  let end = pattern.length;
-  while (end > 0 && /\s/.test(pattern[end - 1]!) && pattern[end - 2] !== '\\') end--;
-  return pattern.slice(0, end);
-}
 
 /** What is wrong with the `[...]` classes and escapes of a pattern's body, or undefined. */
 function classProblem(body: string): string | undefined {
@@ -42,27 +34,35 @@ function classProblem(body: string): string | undefined {
   return undefined;
 }
 
-/** The most `**` components, and the most other `*`, one pattern may hold (see wildcardProblem). */
-export const MAX_GLOBSTARS = 2;
-export const MAX_STARS = 2;
-
 /**
- * Too many wildcards for one pattern: the matcher's regular expressions backtrack, so a
- * path's matching time grows as a power of their count (a pulled document's pattern of
- * twelve `**` components took 52 s of CPU against 36 entries, and `*a*a*a*b` a quarter
- * second against one 250-byte name). Held to by a capture's options and a pulled
- * document, not by a snapshot already in the store (an older build captured with more:
- * refused, it would be called damaged and removed by gc). Within the bounds matching is
- * still polynomial in a path's length (milliseconds a path at the default limits), not linear.
+ * A `**` right after the literal start of a pattern with a `/` in it, and before a `/`
+ * (`foo**` then `/bar`; `/a/b**` then `/c`): git compares that start as it is and matches the rest from
+ * there, so such a `**` matches across directories (`food/x/bar`) and even within one name
+ * (`foobar`), where the matcher (as the `ignore` package did) reads it as one `*`. Refused by a
+ * capture's options only: a snapshot already made with one (in the store, or pulled) was
+ * captured with the reading it is matched by, and refused it would be called damaged.
  */
-export function wildcardProblem(pattern: string): string | undefined {
+export function gluedGlobstarProblem(pattern: string): string | undefined {
   const t = trimmed(pattern);
-  const inner = (t.startsWith('!') ? t.slice(1) : t).replace(/^\//, '').replace(/\/$/, '');
-  const parts = inner.split('/');
-  const globstars = parts.filter((p) => p === '**').length;
-  const stars = (inner.replace(/\\./g, '').match(/\*/g) ?? []).length - 2 * globstars;
-  if (globstars <= MAX_GLOBSTARS && stars <= MAX_STARS) return undefined;
-  return `has more wildcards than treeseal matches (${globstars} ** and ${stars} other *; at most ${MAX_GLOBSTARS} and ${MAX_STARS}): matching a path takes time that grows as a power of their count`;
+  let body = t.startsWith('!') ? t.slice(1) : t;
+  if (body.endsWith('/')) body = body.slice(0, -1);
+  if (!body.includes('/')) return undefined;
+  body = body.replace(/^\//, '');
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (c === '\\') {
+      i++;
+      continue;
+    }
+    if (c === '?' || c === '[') return undefined;
+    if (c !== '*') continue;
+    let end = i;
+    while (body[end] === '*') end++;
+    if (end - i < 2 || i === 0 || body[i - 1] === '/' || body[end] !== '/') return undefined;
+    const start = body.slice(0, i).split('/').pop()!;
+    return `has a ** right after its first letters and before a / (${start}**/), which git matches across directories and within one name: write ${start}*/**/ (any depth) or ${start}*/ (one name)`;
+  }
+  return undefined;
 }
 
 /**
@@ -103,33 +103,24 @@ export function checkExcludes(value: unknown, source: string): string[] {
   return value.map((p: unknown, i) => {
     const name = `options.exclude[${i}]`;
     if (typeof p !== 'string') throw invalidArgType(name, 'string', p);
-    const why = patternProblem(p, source) ?? wildcardProblem(p);
+    const why = patternProblem(p, source) ?? gluedGlobstarProblem(p);
     if (why !== undefined) throw invalidArgValue(name, p, why);
     return p;
   });
 }
 
-/** Paths one matcher answers for before a fresh one takes over: its cache of every path asked stays small. */
-const MATCHER_PATHS = 4096;
-
-let ignore: ((options: Options) => Ignore) | undefined;
-
-/** A new matcher (gitignore on Linux: case matters); the `ignore` package is loaded by the first capture with patterns, not with the library. */
-function matcher(): Ignore {
-  ignore ??= createRequire(import.meta.url)('ignore') as (options: Options) => Ignore;
-  return ignore({ ignorecase: false });
-}
-
-/** A capture's exclude patterns, matched against paths relative to the source. */
+/**
+ * A capture's exclude patterns, matched against paths relative to the source by
+ * gitignore.ts's matcher, in time linear in a path's length: the clone an agent wrote and
+ * a registry's document name the paths, and the regular expressions of the `ignore`
+ * package this once used backtracked (a 3,200-byte path took 4.5 s against a pattern of two
+ * `**` components and two other `*`: see test/capture/gitignore.test.ts).
+ */
 export class Excludes {
-  /** The patterns, compiled once; matchers share them. */
-  readonly #rules: Ignore;
-  #matcher: Ignore;
-  #asked = 0;
+  readonly #rules: Rule[];
 
   private constructor(patterns: readonly string[]) {
-    this.#rules = matcher().add(patterns);
-    this.#matcher = matcher().add(this.#rules);
+    this.#rules = patterns.map(compile);
   }
 
   /** The matcher of these patterns; undefined for none (the walk then checks nothing). */
@@ -137,13 +128,13 @@ export class Excludes {
     return patterns.length === 0 ? undefined : new Excludes(patterns);
   }
 
-  /** Whether the entry at `path` (relative to the source; `dir`: a directory) is left out. */
+  /**
+   * Whether the entry at `path` (relative to the source; `dir`: a directory) is left out,
+   * its parent directory being one the patterns keep (the walk, a clone's check and a
+   * document's ask only of entries of kept directories; patternFor looks above).
+   */
   excludes(path: string, dir: boolean): boolean {
-    if (++this.#asked > MATCHER_PATHS) {
-      this.#matcher = matcher().add(this.#rules);
-      this.#asked = 1;
-    }
-    return this.#matcher.ignores(dir ? `${path}/` : path);
+    return verdictOf(this.#rules, path, dir).ignored;
   }
 
   /**
@@ -153,12 +144,23 @@ export class Excludes {
    */
   patternFor(path: string, dir?: boolean): string | undefined {
     let pattern: string | undefined;
-    for (const p of dir === undefined ? [path, `${path}/`] : [dir ? `${path}/` : path]) {
-      const r = this.#rules.test(p);
-      if (!r.ignored) return undefined;
-      pattern ??= r.rule?.pattern;
+    for (const asDir of dir === undefined ? [false, true] : [dir]) {
+      const rule = this.#leftOutBy(path, asDir);
+      if (rule === undefined) return undefined;
+      pattern ??= rule.pattern;
     }
     return pattern;
+  }
+
+  /** The rule that leaves `path` out, the directories above it first (one left out leaves out all below it), or undefined. */
+  #leftOutBy(path: string, dir: boolean): Rule | undefined {
+    const parts = path.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const last = i === parts.length;
+      const verdict = verdictOf(this.#rules, parts.slice(0, i).join('/'), last ? dir : true);
+      if (verdict.ignored) return verdict.rule;
+    }
+    return undefined;
   }
 }
 

@@ -1,8 +1,6 @@
 // pieces.ts: a snapshot's metadata as content-addressed pieces (each entry list cut into runs of entries where their paths say) and the small root document that names them in the lists' places.
 import { SealError } from '../../base/errors.js';
 import { sha256Digest } from '../../base/manifest.js';
-import { escapePath } from '../../base/paths.js';
-import { wildcardProblem } from '../../capture/exclude.js';
 import { cutDocument } from '../document-cut.js';
 import type { ListVisitor } from '../document-stream.js';
 
@@ -218,28 +216,7 @@ export function readRoot(root: Buffer, where: string): RootDocument {
     if (JSON.stringify(digests) !== text.toString('latin1')) throw bad('a list of pieces is not in canonical form');
     return digests as string[];
   });
-  checkRootPatterns(root, bad);
   return { parts, lists, distinct: [...new Set(lists.flat())] };
-}
-
-/**
- * A registry's exclude patterns held to what a capture takes in wildcards before the
- * document is assembled: the document's check matches every entry against them, and the
- * matcher backtracks (one of twelve `**` took 52 s of CPU for 36 entries, past the call's abort).
- */
-function checkRootPatterns(root: Buffer, bad: (why: string) => SealError): void {
-  let exclude: unknown;
-  try {
-    exclude = (JSON.parse(root.toString('utf8')) as { exclude?: unknown }).exclude;
-  } catch {
-    // Said where the document is read as JSON (`its JSON is malformed (…)`).
-    return;
-  }
-  if (!Array.isArray(exclude)) return;
-  for (const pattern of exclude) {
-    const why = typeof pattern === 'string' ? wildcardProblem(pattern) : undefined;
-    if (why !== undefined) throw bad(`exclude pattern ${escapePath(pattern as string)} ${why}`);
-  }
 }
 
 /** Where an assembly's bytes go: memory (a Buffer is one), or a file (pull-document.ts). */

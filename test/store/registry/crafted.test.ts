@@ -106,13 +106,16 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     expect(message).toMatch(/^registry .* lays out a pack of 3221225528 bytes \(sha256:[0-9a-f]{64}\): more than a pull holds in memory \(2147483647 bytes\), which no push makes$/);
   });
 
-  it('a root document whose exclude patterns hold more wildcards than a capture takes is SEAL_CORRUPT before a piece is fetched (twelve ** took 52 s of CPU for 36 entries, on every load)', async () => {
+  it('a root document whose exclude patterns hold twelve ** pulls and verifies, its entries matched against them at once (they took 52 s of CPU for 36 entries, on every load, when the matcher backtracked)', async () => {
     const d = valid();
-    d.exclude = ['x/**/a/**/a/**/b'];
+    d.exclude = [`x/${'**/a/'.repeat(12)}b`, `**/${'*a'.repeat(12)}*/**/*b*`];
     const { digest, remote } = await publish(d);
-    const [code, message, left] = await pullFails(digest, remote);
-    expect([code, left]).toEqual(['SEAL_CORRUPT', []]);
-    expect(message).toMatch(/ does not hold a valid snapshot root document: exclude pattern x\/\*\*\/a\/\*\*\/a\/\*\*\/b has more wildcards than treeseal matches \(3 \*\* and 0 other \*; at most 2 and 2\): matching a path takes time that grows as a power of their count$/);
+    const store = await SnapshotStore.open(join(tempDir(), 'store'));
+    await store.pull(digest, remote);
+    const snap = await store.get(digest);
+    expect(snap.exclude).toEqual(d.exclude);
+    await snap.verify();
+    await store.close();
   });
 
   it('a template with contained copy-root links pulls and verifies, its links made', async () => {

@@ -1,0 +1,231 @@
+// gitignore.ts: gitignore patterns matched in time linear in a path's length (no backtracking regular expression), as git's wildmatch matches them.
+
+/** One character test of a compiled component: a literal, any one character (`?`), or a class (`[a-z_]`). */
+type Atom = { kind: 'char'; char: string } | { kind: 'any' } | { kind: 'class'; chars: string; ranges: [string, string][] } | { kind: 'star' };
+
+/** A pattern's component: `**` (any number of whole components) or a glob over one component. */
+type Segment = { kind: 'globstar' } | { kind: 'glob'; atoms: Atom[]; literal: string | undefined };
+
+/** A compiled pattern: as written (for messages), negated (`!`), for directories only (trailing `/`), matched against the whole path or only the last component. */
+export interface Rule {
+  pattern: string;
+  negative: boolean;
+  dirOnly: boolean;
+  /** Components to match against the whole path (it held a `/` before its end); undefined: `base` matches the last component at any depth. */
+  segments: Segment[] | undefined;
+  base: Segment | undefined;
+}
+
+/** The pattern without the trailing whitespace gitignore drops (a backslash keeps a space). */
+export function trimmed(pattern: string): string {
+  let end = pattern.length;
+  while (end > 0 && /\s/.test(pattern[end - 1]!) && pattern[end - 2] !== '\\') end--;
+  return pattern.slice(0, end);
+}
+
+/** The atoms of one component's glob (`**` inside a component, as in `a**b`, is two stars: git's rule). */
+function atomsOf(text: string): Atom[] {
+  const atoms: Atom[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '\\' && i + 1 < text.length) {
+      atoms.push({ kind: 'char', char: text[++i]! });
+    } else if (c === '*') {
+      // Consecutive stars inside a component match as one.
+      if (atoms[atoms.length - 1]?.kind !== 'star') atoms.push({ kind: 'star' });
+    } else if (c === '?') {
+      atoms.push({ kind: 'any' });
+    } else if (c === '[') {
+      const end = classEnd(text, i);
+      if (end < 0) {
+        atoms.push({ kind: 'char', char: c });
+        continue;
+      }
+      atoms.push(classOf(text.slice(i + 1, end)));
+      i = end;
+    } else {
+      atoms.push({ kind: 'char', char: c });
+    }
+  }
+  return atoms;
+}
+
+/** Where the class opened at `open` closes (the index of its `]`), or -1 when it does not (then `[` is literal). */
+function classEnd(text: string, open: number): number {
+  for (let j = open + 1; j < text.length; j++) {
+    if (text[j] === '\\') j++;
+    else if (text[j] === ']' && j > open + 1) return j;
+  }
+  return -1;
+}
+
+/** A class's characters and ranges (escapes taken literally; patternProblem refuses negated ones and wildcards inside). */
+function classOf(inside: string): Atom {
+  const chars: string[] = [];
+  const ranges: [string, string][] = [];
+  const items: string[] = [];
+  for (let j = 0; j < inside.length; j++) items.push(inside[j] === '\\' && j + 1 < inside.length ? inside[++j]! : inside[j]!);
+  // A `-` between two characters is a range; first or last it is itself.
+  for (let k = 0; k < items.length; k++) {
+    if (k + 2 < items.length && items[k + 1] === '-' && inside.indexOf('\\-') < 0) {
+      ranges.push([items[k]!, items[k + 2]!]);
+      k += 2;
+    } else {
+      chars.push(items[k]!);
+    }
+  }
+  return { kind: 'class', chars: chars.join(''), ranges };
+}
+
+function segmentOf(text: string): Segment {
+  if (text === '**') return { kind: 'globstar' };
+  const atoms = atomsOf(text);
+  const literal = atoms.every((a) => a.kind === 'char') ? atoms.map((a) => (a as { char: string }).char).join('') : undefined;
+  return { kind: 'glob', atoms, literal };
+}
+
+/** Compiles one pattern (already checked by patternProblem: not empty, no comment, no `..`). */
+export function compile(pattern: string): Rule {
+  let body = trimmed(pattern);
+  let negative = false;
+  if (body.startsWith('!')) {
+    negative = true;
+    body = body.slice(1);
+  } else if (body.startsWith('\\!') || body.startsWith('\\#')) {
+    body = body.slice(1);
+  }
+  let dirOnly = false;
+  if (body.endsWith('/')) {
+    dirOnly = true;
+    body = body.slice(0, -1);
+  }
+  // A `/` at the start or in the middle anchors the pattern to the root; without one it matches a name at any depth.
+  const anchored = body.includes('/');
+  if (body.startsWith('/')) body = body.slice(1);
+  if (!anchored) return { pattern, negative, dirOnly, segments: undefined, base: segmentOf(body) };
+  return { pattern, negative, dirOnly, segments: body.split('/').map(segmentOf), base: undefined };
+}
+
+function atomMatches(atom: Atom, c: string): boolean {
+  switch (atom.kind) {
+    case 'char':
+      return atom.char === c;
+    case 'any':
+      return c !== '/';
+    case 'class':
+      if (c === '/') return false;
+      if (atom.chars.includes(c)) return true;
+      return atom.ranges.some(([from, to]) => from <= c && c <= to);
+    default:
+      return false;
+  }
+}
+
+/**
+ * Whether the glob's atoms match all of `name` (one component): the classic single
+ * backtrack point (the last star), at most length × atoms steps, never exponential.
+ */
+function globMatches(segment: Extract<Segment, { kind: 'glob' }>, name: string): boolean {
+  if (segment.literal !== undefined) return segment.literal === name;
+  const atoms = segment.atoms;
+  let a = 0;
+  let n = 0;
+  let starA = -1;
+  let starN = 0;
+  while (n < name.length) {
+    const atom = atoms[a];
+    if (atom !== undefined && atom.kind === 'star') {
+      starA = a++;
+      starN = n;
+    } else if (atom !== undefined && atomMatches(atom, name[n]!)) {
+      a++;
+      n++;
+    } else if (starA >= 0) {
+      a = starA + 1;
+      n = ++starN;
+    } else {
+      return false;
+    }
+  }
+  while (a < atoms.length && atoms[a]!.kind === 'star') a++;
+  return a === atoms.length;
+}
+
+/**
+ * Whether the anchored segments match all of `parts`: `**` takes any number of whole
+ * components (at least one when it ends the pattern: `a/**` is what is inside a, not a),
+ * by the same single backtrack point over components: at most parts × segments glob tests.
+ */
+function segmentsMatch(segments: Segment[], parts: string[]): boolean {
+  const last = segments.length - 1;
+  let s = 0;
+  let p = 0;
+  let starS = -1;
+  let starP = 0;
+  while (p < parts.length) {
+    const seg = segments[s];
+    if (seg !== undefined && seg.kind === 'globstar') {
+      // Trailing: everything below what came before, one component or more.
+      if (s === last) return true;
+      starS = s++;
+      starP = p;
+    } else if (seg !== undefined && globMatches(seg, parts[p]!)) {
+      s++;
+      p++;
+    } else if (starS >= 0) {
+      s = starS + 1;
+      p = ++starP;
+    } else {
+      return false;
+    }
+  }
+  // Left over: `**` components that match nothing, but not a trailing one (a/** does not match a).
+  while (s < last && segments[s]!.kind === 'globstar') s++;
+  return s === segments.length;
+}
+
+/** A path as the rules look at it: its last component, and its components once an anchored rule asks for them. */
+class Target {
+  readonly name: string;
+  #parts: string[] | undefined;
+
+  constructor(readonly path: string) {
+    this.name = path.slice(path.lastIndexOf('/') + 1);
+  }
+
+  get parts(): string[] {
+    return (this.#parts ??= this.path.split('/'));
+  }
+}
+
+/** Whether the rule matches the target (relative, `/`-separated, no trailing `/`) as a directory (`dir`) or as anything else. */
+function ruleMatches(rule: Rule, target: Target, dir: boolean): boolean {
+  if (rule.dirOnly && !dir) return false;
+  if (rule.base !== undefined) return rule.base.kind === 'globstar' || globMatches(rule.base, target.name);
+  return segmentsMatch(rule.segments!, target.parts);
+}
+
+/** What the rules say of one entry by itself (its parents aside): ignored or not, and the last rule that decided. */
+export interface Verdict {
+  ignored: boolean;
+  rule: Rule | undefined;
+}
+
+/**
+ * The rules' verdict on `path` itself, as git decides it: the last rule that matches
+ * wins, a negation bringing back what an earlier rule left out.
+ */
+export function verdictOf(rules: readonly Rule[], path: string, dir: boolean): Verdict {
+  let ignored = false;
+  let rule: Rule | undefined;
+  const target = new Target(path);
+  for (const r of rules) {
+    // Only a rule that would change the verdict is tried.
+    if (r.negative !== ignored) continue;
+    if (ruleMatches(r, target, dir)) {
+      ignored = !r.negative;
+      rule = r;
+    }
+  }
+  return { ignored, rule };
+}
