@@ -47,7 +47,7 @@ export const GUARD_MODULES = {
   'src/store/trust.ts': { tests: ['test/store/store-trust.test.ts', 'test/store/non-root.test.ts', 'test/store/clone-stage.test.ts'] },
   'src/store/summary-record.ts': { tests: ['test/store/summary-record.test.ts'] },
   'src/store/snapshot-summary.ts': { tests: ['test/store/summary-record.test.ts'] },
-  'src/capture/gitignore.ts': { tests: ['test/capture/gitignore.test.ts', 'test/capture/excludes.test.ts'] },
+  'src/capture/gitignore.ts': { tests: ['test/capture/gitignore.test.ts'] },
 };
 
 /** The mutant switch Stryker's instrumenter writes around mutant `id` (mutation switching). */

@@ -3,8 +3,11 @@
 /** One character test of a compiled component: a literal, any one character (`?`), or a class (`[a-z_]`). */
 type Atom = { kind: 'char'; char: string } | { kind: 'any' } | { kind: 'class'; chars: string; ranges: [string, string][] } | { kind: 'star' };
 
-/** A pattern's component: `**` (any number of whole components) or a glob over one component. */
-type Segment = { kind: 'globstar' } | { kind: 'glob'; atoms: Atom[]; literal: string | undefined };
+/** A pattern's component: `**` (any number of whole components), the rest of the path whatever it is (see segmentsOf), or a glob over one component. */
+type Segment = { kind: 'globstar' } | { kind: 'rest' } | { kind: 'glob'; atoms: Atom[]; literal: string | undefined };
+
+/** What one component of a pattern can be by itself. */
+type OneComponent = Exclude<Segment, { kind: 'rest' }>;
 
 /** A compiled pattern: as written (for messages), negated (`!`), for directories only (trailing `/`), matched against the whole path or only the last component. */
 export interface Rule {
@@ -13,7 +16,7 @@ export interface Rule {
   dirOnly: boolean;
   /** Components to match against the whole path (it held a `/` before its end); undefined: `base` matches the last component at any depth. */
   segments: Segment[] | undefined;
-  base: Segment | undefined;
+  base: OneComponent | undefined;
 }
 
 /** The pattern without the trailing whitespace gitignore drops (a backslash keeps a space). */
@@ -63,21 +66,26 @@ function classEnd(text: string, open: number): number {
 function classOf(inside: string): Atom {
   const chars: string[] = [];
   const ranges: [string, string][] = [];
-  const items: string[] = [];
-  for (let j = 0; j < inside.length; j++) items.push(inside[j] === '\\' && j + 1 < inside.length ? inside[++j]! : inside[j]!);
+  // Each character, and whether it was escaped (an escaped `-` is itself).
+  const items: { c: string; escaped: boolean }[] = [];
+  for (let j = 0; j < inside.length; j++) {
+    const escaped = inside[j] === '\\' && j + 1 < inside.length;
+    items.push({ c: escaped ? inside[++j]! : inside[j]!, escaped });
+  }
   // A `-` between two characters is a range; first or last it is itself.
   for (let k = 0; k < items.length; k++) {
-    if (k + 2 < items.length && items[k + 1] === '-' && inside.indexOf('\\-') < 0) {
-      ranges.push([items[k]!, items[k + 2]!]);
+    const dash = items[k + 1];
+    if (k + 2 < items.length && dash!.c === '-' && !dash!.escaped) {
+      ranges.push([items[k]!.c, items[k + 2]!.c]);
       k += 2;
     } else {
-      chars.push(items[k]!);
+      chars.push(items[k]!.c);
     }
   }
   return { kind: 'class', chars: chars.join(''), ranges };
 }
 
-function segmentOf(text: string): Segment {
+function segmentOf(text: string): OneComponent {
   if (text === '**') return { kind: 'globstar' };
   const atoms = atomsOf(text);
   const literal = atoms.every((a) => a.kind === 'char') ? atoms.map((a) => (a as { char: string }).char).join('') : undefined;
@@ -103,7 +111,36 @@ export function compile(pattern: string): Rule {
   const anchored = body.includes('/');
   if (body.startsWith('/')) body = body.slice(1);
   if (!anchored) return { pattern, negative, dirOnly, segments: undefined, base: segmentOf(body) };
-  return { pattern, negative, dirOnly, segments: body.split('/').map(segmentOf), base: undefined };
+  return { pattern, negative, dirOnly, segments: segmentsOf(body), base: undefined };
+}
+
+/**
+ * An anchored pattern's components. git compares the literal start of a pattern, up to its
+ * first wildcard, as it is and matches the rest by itself, so a run of `*` that is the
+ * first wildcard and ends the pattern, right after that start (`/dist**`, `src/a**`),
+ * matches the rest of the path whatever it holds: the last component begins with the
+ * start, and any components may follow (a negation so written brings back directories
+ * below too). Before a `/` such a run (refused at capture: gluedGlobstarProblem) is read
+ * as one `*`, as the `ignore` package read it.
+ */
+function segmentsOf(body: string): Segment[] {
+  const parts = body.split('/');
+  const last = parts[parts.length - 1]!;
+  const first = firstWildcard(body);
+  const stars = /\*{2,}$/.exec(last);
+  if (stars !== null && first === body.length - stars[0].length && stars.index > 0) {
+    return [...parts.slice(0, -1).map(segmentOf), segmentOf(`${last.slice(0, stars.index)}*`), { kind: 'rest' }];
+  }
+  return parts.map(segmentOf);
+}
+
+/** Where the first wildcard (`*`, `?`, `[`) of a pattern is, escapes skipped; -1 for none. */
+function firstWildcard(text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '\\') i++;
+    else if (text[i] === '*' || text[i] === '?' || text[i] === '[') return i;
+  }
+  return -1;
 }
 
 function atomMatches(atom: Atom, c: string): boolean {
@@ -164,12 +201,13 @@ function segmentsMatch(segments: Segment[], parts: string[]): boolean {
   let starP = 0;
   while (p < parts.length) {
     const seg = segments[s];
+    if (seg !== undefined && seg.kind === 'rest') return true;
     if (seg !== undefined && seg.kind === 'globstar') {
       // Trailing: everything below what came before, one component or more.
       if (s === last) return true;
       starS = s++;
       starP = p;
-    } else if (seg !== undefined && globMatches(seg, parts[p]!)) {
+    } else if (seg !== undefined && seg.kind === 'glob' && globMatches(seg, parts[p]!)) {
       s++;
       p++;
     } else if (starS >= 0) {
@@ -181,7 +219,7 @@ function segmentsMatch(segments: Segment[], parts: string[]): boolean {
   }
   // Left over: `**` components that match nothing, but not a trailing one (a/** does not match a).
   while (s < last && segments[s]!.kind === 'globstar') s++;
-  return s === segments.length;
+  return s === segments.length || (s === last && segments[s]!.kind === 'rest');
 }
 
 /** A path as the rules look at it: its last component, and its components once an anchored rule asks for them. */

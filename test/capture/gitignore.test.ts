@@ -25,7 +25,7 @@ function random(seed: number): () => number {
 
 const NAMES = ['a', 'b', 'ab', 'ba', 'aa', 'a.b', '.a', 'b-a'];
 /** Pattern components: names, wildcards of every kind, classes and escapes, in the forms treeseal takes. */
-const PIECES = ['a', 'b', 'ab', '*', '?', '**', 'a*', '*a', '*b*', 'a?', '[ab]', '[a-b]a', '.a', '*.b', 'a**', '\\*a', 'b-a', '[.]a'];
+const PIECES = ['a', 'b', 'ab', '*', '?', '**', 'a*', '*a', '*b*', 'a?', '[ab]', '[a-b]a', '.a', '*.b', 'a**', '\\*a', 'b-a', '[.]a', 'b[\\-]a', '[a-b\\-]*', '[-b]?'];
 
 /** A random pattern a capture takes (patternProblem and gluedGlobstarProblem refuse the rest). */
 function patternOf(rnd: () => number): string {
