@@ -14,7 +14,7 @@ async function run(ctx: Context): Promise<number> {
   const clone = resolve(cloneArg);
   const workspace = stringOption(ctx, 'workspace');
   // Before the clone is made: a run that cannot start leaves nothing behind.
-  findBubblewrap();
+  findBubblewrap(process.env, clone);
   checkSandboxArgs({ network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   checkSandboxClone(clone);
   const snap = (await ctx.store()).get(digest);

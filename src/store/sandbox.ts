@@ -1,8 +1,7 @@
 // sandbox.ts: sandboxArgs: the bubblewrap and docker arguments that run a command in a clone, its payloads mounted read-only; spawnSandboxed runs it.
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { accessSync, existsSync, constants as fsConstants, fstatSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { existsSync, fstatSync, lstatSync, readFileSync, readlinkSync } from 'node:fs';
 
 import { checkBoolean, checkListLength, checkOptions, checkString, invalidArgType, invalidArgValue, type KnownKeys } from '../base/arg-errors.js';
 import { readOnce } from '../base/op.js';
@@ -20,6 +19,7 @@ import type { Lease } from './lease.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
 import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
+import { NO_BWRAP, findBubblewrap } from './sandbox-bwrap.js';
 import { seccompFilter } from './sandbox-seccomp.js';
 import { watchCommandExit, type SandboxedChild } from './sandbox-status.js';
 
@@ -210,30 +210,7 @@ export interface SpawnSandboxedOptions extends SandboxOptions {
 
 type StdioSpec = StdioPipe | StdioNull | 'inherit' | number;
 
-const NO_BWRAP = 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)';
-
-/**
- * The path of the `bwrap` a sandboxed run starts: the first executable file of that name
- * in an absolute directory of env's PATH; an empty or relative entry (the working
- * directory, which may be an arm an agent wrote a `bwrap` into) is skipped, where a shell
- * would search it; SEAL_UNAVAILABLE naming the package when there is
- * none. spawnSandboxed asks first, before it makes anything; a caller that prepares a
- * clone for it can ask before that too.
- */
-export function findBubblewrap(env: NodeJS.ProcessEnv = process.env): string {
-  if (env === null || typeof env !== 'object') throw invalidArgType('env', 'object', env);
-  for (const dir of (env.PATH ?? '').split(delimiter)) {
-    if (!isAbsolute(dir)) continue;
-    const file = join(dir, 'bwrap');
-    try {
-      accessSync(file, fsConstants.X_OK);
-      if (statSync(file).isFile()) return file;
-    } catch {
-      // not here
-    }
-  }
-  throw new SealError('SEAL_UNAVAILABLE', NO_BWRAP);
-}
+export { findBubblewrap };
 
 /** treeseal's own secrets, which a sandboxed command does not get unless its caller gives them in `env`. */
 const OWN_SECRETS = ['TREESEAL_REGISTRY_USER', 'TREESEAL_REGISTRY_PASSWORD'];
@@ -348,7 +325,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   const env = options.env ?? withoutOwnSecrets(process.env);
   checkEnvironment(env);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
-  const bwrap = findBubblewrap(options.env);
+  const bwrap = findBubblewrap(options.env, clone);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
   try {
     checkCloneOwner(sys.fstat(dir.fd), escapePath(clone), clone);

@@ -492,6 +492,39 @@ describe('spawnSandboxed', () => {
     store.closeSync();
   }, 120_000);
 
+  it("a bwrap inside the clone (an arm's node_modules/.bin on PATH, as npm scripts put it there, or a link into the clone) is never run: the next one on PATH is, and with none SEAL_UNTRUSTED before anything is made (the agent's bwrap ran the next command unsandboxed)", async () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, snap, clone } = armOfOneFile();
+    const realDir = spawnSync('sh', ['-c', 'dirname "$(command -v bwrap)"'], { encoding: 'utf8' }).stdout.trim();
+    const marker = join(work, 'agent-bwrap-ran');
+    const planted = join(clone, 'node_modules/.bin');
+    mkdirSync(planted, { recursive: true });
+    writeFileSync(join(planted, 'bwrap'), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 });
+    // A directory outside the clone whose bwrap is a link into it.
+    const linked = join(work, 'linked');
+    mkdirSync(linked);
+    symlinkSync(join(planted, 'bwrap'), join(linked, 'bwrap'));
+    // What the command makes lands in the clone (the sandbox binds nothing else writable).
+    const ran = join(clone, 'ran');
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'echo ok'], { stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: `${planted}:${linked}:${realDir}` } });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const [code] = (await once(child, 'close')) as [number];
+    expect([code, out, existsSync(marker)]).toEqual([0, 'ok\n', false]);
+    expect(findBubblewrap({ PATH: `${planted}:${realDir}` }, clone)).toBe(join(realDir, 'bwrap'));
+    // Without a clone to keep out of, the lookup is PATH's.
+    expect(findBubblewrap({ PATH: `${planted}:${realDir}` })).toBe(join(planted, 'bwrap'));
+    const untrusted = { code: 'SEAL_UNTRUSTED', message: `untrusted bubblewrap: the only bwrap on PATH, ${join(planted, 'bwrap')}, is inside the clone ${clone}, which the sandboxed command can write: install bubblewrap (apt-get install bubblewrap), or put the directory it is in ahead on PATH`, path: join(planted, 'bwrap') };
+    await expectError(async () => spawnSandboxed(snap, clone, ['sh', '-c', 'touch ran'], { stdio: 'ignore', env: { PATH: `${planted}:${linked}` } }), { ...untrusted, fds: false });
+    expect([existsSync(marker), existsSync(ran)]).toEqual([false, false]);
+    // The command line the same way, before anything is made.
+    const r = spawnSync(process.execPath, [CLI, 'run', snap.digest, clone, '--', 'sh', '-c', 'touch ran'], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store.root, PATH: `${planted}:${linked}:${process.env.PATH}` } });
+    expect([r.status, r.stderr, existsSync(marker), existsSync(ran)]).toEqual([0, '', false, true]);
+    const alone = spawnSync(process.execPath, [CLI, 'run', snap.digest, clone, '--', 'true'], { encoding: 'utf8', env: { ...process.env, TREESEAL_STORE: store.root, PATH: `${planted}:${linked}` } });
+    expect([alone.status, alone.stderr.split('\n')[0], existsSync(marker)]).toEqual([125, `treeseal: SEAL_UNTRUSTED: ${untrusted.message}`, false]);
+    store.closeSync();
+  });
+
   it('a clone replaced while the sandbox is prepared is SEAL_CHANGED (nothing runs, the replacement only gets its mount points); no bwrap is SEAL_UNAVAILABLE; neither leaves a lease', async () => {
     if (!bwrapAvailable()) return;
     const work = tempDir();
