@@ -21,6 +21,7 @@ import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
 import { NO_BWRAP, findBubblewrap } from './sandbox-bwrap.js';
 import { seccompFilter } from './sandbox-seccomp.js';
+import { relayedStdio, startRelays, type StdioSlot } from './sandbox-stdio.js';
 import { watchCommandExit, type SandboxedChild } from './sandbox-status.js';
 
 export interface SandboxOptions {
@@ -324,6 +325,8 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   // By default this process's, less treeseal's own registry credentials (with network, the command could send them anywhere).
   const env = options.env ?? withoutOwnSecrets(process.env);
   checkEnvironment(env);
+  // A regular file among them reaches the command through a pipe (see sandbox-stdio.ts).
+  const relay = relayedStdio(three as StdioSlot[]);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
   const bwrap = findBubblewrap(options.env, clone);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
@@ -353,12 +356,13 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     try {
       const fds = ['--seccomp', String(SECCOMP_FD), '--json-status-fd', String(STATUS_FD)];
       child = childProcess().spawn(bwrap, [...bwrapArgs(['--bind-fd', String(CLONE_FD), o.workspace], mounts, o), ...fds, '--', ...argv], {
-        stdio: [...three, dir.fd, 'pipe', 'pipe'],
+        stdio: [...relay.spawn, dir.fd, 'pipe', 'pipe'],
         env,
       });
     } catch (err) {
       throw tooBigToExec(err, argv) ?? err;
     }
+    startRelays(child, relay.files);
     // bubblewrap reads the filter to its end before it runs the command (and exits, the command not run, when it cannot);
     // a bwrap that never starts closes the socket (EPIPE, ignored). A spawn that failed at once (EMFILE) made no stdio:
     // its 'error' is awaited below.
