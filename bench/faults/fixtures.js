@@ -51,6 +51,10 @@ export const CLONE_TREE = {
   'src/old.txt': 'old',
   'src/a': 'a file where the snapshot has a directory',
   'keep.txt': 'keep',
+  // Two chains deeper than the levels the look before the swap keeps open and the removal holds (128): the look opens
+  // a closed level again to reach the second, and the removal moves their deep directories up.
+  [`src/deep/${'a/'.repeat(140)}f`]: 'deep',
+  [`src/deep/${'b/'.repeat(140)}f`]: 'deep',
 };
 
 /**
