@@ -1,4 +1,4 @@
-// open.cc: openat, openat2, close and close_range.
+// open.cc: openat, openat2, close, close_range and pipe2.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -46,6 +46,18 @@ static Napi::Value CloseRange(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// pipe2(flags) -> [readFd, writeFd], always close-on-exec (a spawn hands the write end over by dup2, which clears it).
+static Napi::Value Pipe2(const Napi::CallbackInfo& info) {
+  int flags;
+  if (!ArgInt32(info, 0, "flags", &flags)) return info.Env().Undefined();
+  int fds[2];
+  if (::pipe2(fds, flags | O_CLOEXEC) < 0) return ThrowSys(info.Env(), errno, "pipe2");
+  Napi::Array out = Napi::Array::New(info.Env(), 2);
+  out.Set(0u, Napi::Number::New(info.Env(), fds[0]));
+  out.Set(1u, Napi::Number::New(info.Env(), fds[1]));
+  return out;
+}
+
 // openat(dirfd, path, flags, mode) -> fd
 static Napi::Value Openat(const Napi::CallbackInfo& info) {
   int dirfd, flags;
@@ -79,6 +91,7 @@ void RegisterOpen(Napi::Env env, Napi::Object exports) {
   // close(fd): never retried on EINTR (the fd is gone either way on Linux)
   exports.Set("close", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return CallFd(info, "close", DoClose); }, "close"));
   exports.Set("close_range", Napi::Function::New(env, CloseRange, "close_range"));
+  exports.Set("pipe2", Napi::Function::New(env, Pipe2, "pipe2"));
 }
 
 }  // namespace treeseal

@@ -442,7 +442,7 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
       const level = stack[stack.length - 1]!;
       const entry = level.entries[level.next++];
       if (entry !== undefined) {
-        if (stack.length >= REMOVAL_LEVELS && raised(sys, level.dir.fd, entry, stack[0]!)) continue;
+        if (stack.length >= REMOVAL_LEVELS && raised(sys, level.dir.fd, entry, raiseTarget(sys, stack))) continue;
         const below = enterRemoval(sys, level.dir.fd, entry.name, entry.type, true);
         if (below !== undefined) stack.push(below);
         continue;
@@ -464,15 +464,36 @@ export function removeAt(sys: Sys, parentFd: number, name: string | Buffer, type
 /** The most directories removeAt holds open at once, one a level (see raised). */
 export const REMOVAL_LEVELS = 128;
 
+/** A level's device (its filesystem, or btrfs subvolume), asked once. */
+function devOf(sys: Sys, level: Level): bigint {
+  return (level.dev ??= sys.fstat(level.dir.fd).dev);
+}
+
 /**
- * Moves the directory `entry` of the one open at dirFd up into the top directory of the
- * removal (`top`), under a new name, as an entry it will remove: true once moved. False
- * for what is not a directory, or one that cannot be moved (a mount point: its removal
- * says so as before), which the removal enters where it is. One this user may not write
- * (renaming a directory rewrites its `..`) is opened up first, as removal would.
+ * Where a deep directory is moved up to: the shallowest level of the removal on the same
+ * device as the deepest, so the rename stays within one filesystem and btrfs subvolume (a
+ * clone's copy root on btrfs is a subvolume of its own inside the stage: every rename into
+ * the top one failed EXDEV, and the removal held a descriptor per level again). A device
+ * once left is never met again below (a directory holds its own subvolume's entries, or
+ * the roots of nested ones; a removal never crosses a mount).
+ */
+function raiseTarget(sys: Sys, stack: Level[]): Level {
+  const dev = devOf(sys, stack[stack.length - 1]!);
+  let at = stack.length - 1;
+  while (at > 0 && devOf(sys, stack[at - 1]!) === dev) at--;
+  return stack[at]!;
+}
+
+/**
+ * Moves the directory `entry` of the one open at dirFd up into a directory of the removal
+ * far above it (`top`, see raiseTarget), under a new name, as an entry it will remove: true
+ * once moved. False for what is not a directory, or one that cannot be moved (a mount
+ * point: its removal says so as before; no level above on its subvolume), which the
+ * removal enters where it is. One this user may not write (renaming a directory rewrites
+ * its `..`) is opened up first, as removal would.
  */
 function raised(sys: Sys, dirFd: number, entry: { name: string | Buffer; type: number }, top: Level): boolean {
-  if (entry.type !== DT_DIR && entry.type !== DT_UNKNOWN) return false;
+  if (top.dir.fd === dirFd || (entry.type !== DT_DIR && entry.type !== DT_UNKNOWN)) return false;
   for (let attempt = 0; ; attempt++) {
     const name = `.treeseal-raised-${randomBytes(6).toString('hex')}`;
     try {
@@ -503,6 +524,8 @@ interface Level {
   dir: Fd;
   entries: ReturnType<Sys['readdir']>;
   next: number;
+  /** Its device, once raiseTarget has asked. */
+  dev?: bigint;
 }
 
 /**

@@ -21,7 +21,7 @@ import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
 import { NO_BWRAP, findBubblewrap } from './sandbox-bwrap.js';
 import { seccompFilter } from './sandbox-seccomp.js';
-import { relayedStdio, startRelays, type StdioSlot } from './sandbox-stdio.js';
+import { StdioRelay, type StdioSlot } from './sandbox-stdio.js';
 import { watchCommandExit, type SandboxedChild } from './sandbox-status.js';
 
 export interface SandboxOptions {
@@ -325,8 +325,6 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   // By default this process's, less treeseal's own registry credentials (with network, the command could send them anywhere).
   const env = options.env ?? withoutOwnSecrets(process.env);
   checkEnvironment(env);
-  // A regular file among them reaches the command through a pipe (see sandbox-stdio.ts).
-  const relay = relayedStdio(three as StdioSlot[]);
   // Before anything is made (the mount points, a lease): a run that cannot start leaves the clone as it was.
   const bwrap = findBubblewrap(options.env, clone);
   const dir = own(sys, sealed('spawnSandboxed', () => openRealDir(sys, clone, 'clone')));
@@ -352,6 +350,8 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
     now.close();
     if (!same) throw new SealError('SEAL_CHANGED', `clone was replaced while the sandbox was prepared: ${escapePath(clone)}`, { path: clone });
     sys.close_range(CLONE_FD, 0xffffffff, CLOSE_RANGE_CLOEXEC);
+    // A regular file as stdout or stderr reaches the command through a pipe (see sandbox-stdio.ts).
+    const relay = new StdioRelay(sys, three as StdioSlot[]);
     let child: ChildProcess;
     try {
       const fds = ['--seccomp', String(SECCOMP_FD), '--json-status-fd', String(STATUS_FD)];
@@ -360,9 +360,10 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
         env,
       });
     } catch (err) {
+      relay.abandon();
       throw tooBigToExec(err, argv) ?? err;
     }
-    startRelays(child, relay.files);
+    relay.start(child);
     // bubblewrap reads the filter to its end before it runs the command (and exits, the command not run, when it cannot);
     // a bwrap that never starts closes the socket (EPIPE, ignored). A spawn that failed at once (EMFILE) made no stdio:
     // its 'error' is awaited below.

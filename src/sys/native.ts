@@ -59,6 +59,8 @@ export interface Sys {
   close(fd: number): void;
   /** close_range(2): closes fds first..last, or with CLOSE_RANGE_CLOEXEC marks them close-on-exec. */
   close_range(first: number, last: number, flags: number): void;
+  /** pipe2(2): a new pipe, [read end, write end], both close-on-exec (O_CLOEXEC is always added to `flags`). */
+  pipe2(flags: number): [number, number];
   fstat(fd: number): Stat;
   fstatat(dirfd: number, path: PathArg, flags: number): Stat;
   statx(dirfd: number, path: PathArg, flags: number): StatxResult;
@@ -212,6 +214,7 @@ export const sys: Sys = {
   openat2: addon.openat2,
   close: addon.close,
   close_range: addon.close_range,
+  pipe2: addon.pipe2,
   fstat: (fd) => {
     addon.fstat(fd, blockBytes);
     return readBlock();

@@ -1,4 +1,5 @@
 // btrfs.test.ts: a store on btrfs keeps directory copy roots as read-only subvolumes; materialize snapshots them (on the btrfs loop mount; required when CI=true).
+import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, symlinkSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -118,6 +119,45 @@ describe.skipIf(btrfs === undefined)('a store on btrfs', () => {
       expect(snap.checkCloneSync(clone).ok).toBe(true);
       expect(readdirSync(clone).sort()).toEqual(['app', 'top.txt']);
     }
+    store.closeSync();
+  });
+
+  it('an agent\'s tree 3,000 levels deep in a snapshotted root is removed with the stage in a bounded number of fds: its deep directories are moved up within the root\'s own subvolume (into the stage above they failed EXDEV, and the removal held a descriptor per level: past 20,000 levels the tree stayed in a stage for good)', () => {
+    const base = tempDir(btrfs);
+    const source = repo(base);
+    const open = new Set<number>();
+    let most = 0;
+    const counted = (fd: number): number => {
+      open.add(fd);
+      most = Math.max(most, open.size);
+      return fd;
+    };
+    const sys = wrapSys({
+      openat: (orig) => (...args: Parameters<S.Sys['openat']>) => counted(orig(...args)),
+      openat2: (orig) => (...args: Parameters<S.Sys['openat2']>) => counted(orig(...args)),
+      close: (orig) => (fd: number) => {
+        open.delete(fd);
+        orig(fd);
+      },
+    });
+    const store = SnapshotStore.openSync(join(base, 'store'), { ephemeral: true, sys });
+    const snap = capture(store, source);
+    const clone = join(base, 'clone');
+    expect(snap.materializeSync(clone, { createClone: true })).toMatchObject({ snapshotted: 1 });
+    const deep = (): void => {
+      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor i in range(3000):\n    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))\n    os.mkdir("d", dir_fd=d)\n    n = os.open("d", os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.close(d)', join(clone, 'app')]);
+    };
+    deep();
+    most = 0;
+    // reset of a snapshotted clone is a whole materialize: the old root, a subvolume, goes with the stage.
+    const report = snap.resetSync(clone);
+    expect(report).toMatchObject({ method: 'materialize', snapshotted: 1 });
+    expect(report.stageLeft).toBeUndefined();
+    expect(readdirSync(clone).sort()).toEqual(['app', 'top.txt']);
+    expect(snap.checkCloneSync(clone).ok).toBe(true);
+    // The look keeps 24 + 128 open, the removal 128 or so at a time, beside the materialize's own.
+    expect(most).toBeGreaterThan(128);
+    expect(most).toBeLessThan(200);
     store.closeSync();
   });
 

@@ -128,8 +128,13 @@ describe('file descriptors are 32-bit ints, never truncated', () => {
         ['btrfs_snap_destroy', 'dirfd', (fd) => sys.btrfs_snap_destroy(fd, 'sv'), false],
       ];
       const keys = new Set(calls.map(([key]) => key.split(' ')[0]));
-      // close_range takes the kernel's unsigned int bounds (last up to ~0U), not an fd: checked as such.
-      expect([...keys, 'close_range'].sort()).toEqual(Object.keys(sys).sort());
+      // close_range takes the kernel's unsigned int bounds (last up to ~0U), not an fd: checked as such; pipe2 takes no fd.
+      expect([...keys, 'close_range', 'pipe2'].sort()).toEqual(Object.keys(sys).sort());
+      expect(caught(() => sys.pipe2(1.5))?.message).toBe(outOfRange('flags', 'an integer', '1.5'));
+      const [r, w] = sys.pipe2(0);
+      expect([r, w].every((fd) => Number.isInteger(fd) && fd > 2)).toBe(true);
+      sys.close(r);
+      sys.close(w);
       expect(caught(() => sys.close_range(-1, 3, 0))?.message).toBe(outOfRange('first', '>= 0 && <= 4294967295', '-1'));
       expect(caught(() => sys.close_range(3, 2 ** 32, 0))?.message).toBe(outOfRange('last', '>= 0 && <= 4294967295', '4294967296'));
       expect(caught(() => sys.close_range(3.5, 4, 0))?.message).toBe(outOfRange('first', 'an integer', '3.5'));

@@ -100,6 +100,8 @@ describe('errors', () => {
       close: () => sys.close(bad),
       // first > last: EINVAL
       close_range: () => sys.close_range(5, 3, 0),
+      // a flag pipe2 does not take: EINVAL
+      pipe2: () => sys.pipe2(0x40000000),
       fstat: () => sys.fstat(bad),
       fstatat: () => sys.fstatat(bad, 'x', 0),
       statx: () => sys.statx(bad, 'x', 0),
