@@ -14,7 +14,7 @@ export { FilePool } from './files/pool.js';
 export { HashBatch } from './files/hash-batch.js';
 export { reviveError, serializeError } from './base/jobs.js';
 export { sortIds } from './capture/cache-records.js';
-export { Excludes, gluedGlobstarProblem, patternProblem } from './capture/exclude.js';
+export { Excludes, readingProblem, patternProblem } from './capture/exclude.js';
 export { GRANULARITY_NS, STAT_CACHE_VERSION, STAT_CLOCK_AHEAD, StatCache, decodeStatCache, encodeStatCache, isRacy, type CacheEntry } from './capture/stat-cache.js';
 export { bucketOf, chooseLayout, layersOf, layoutWith, manifestOf, oversizedPack, MAX_FILE_LAYERS, MAX_PACKS, MAX_PACK_BYTES, LARGE_FILE_BYTES } from './store/registry/mapping.js';
 export { expectLayers, parseArtifact } from './store/registry/artifact.js';

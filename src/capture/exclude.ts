@@ -13,7 +13,6 @@ function classProblem(body: string): string | undefined {
   for (let i = 0; i < body.length; i++) {
     const c = body[i];
     if (c === '\\') {
-      if (body[i + 1] === '?') return 'escapes a ?, which the matcher cannot take literally (? matches any one character)';
       i++;
       continue;
     }
@@ -30,31 +29,32 @@ function classProblem(body: string): string | undefined {
     }
     i = j;
   }
-  if (/(^|[^\\])(\\\\)*\\\*\/?$/.test(body)) return 'ends with an escaped *, which is not supported';
   return undefined;
 }
 
 /**
- * A `**` right after the literal start of a pattern with a `/` in it, and before a `/`
- * (`foo**` then `/bar`; `/a/b**` then `/c`): git compares that start as it is and matches the rest from
- * there, so such a `**` matches across directories (`food/x/bar`) and even within one name
- * (`foobar`), where the matcher (as the `ignore` package did) reads it as one `*`. Refused by a
- * capture's options only: a snapshot already made with one (in the store, or pulled) was
- * captured with the reading it is matched by, and refused it would be called damaged.
+ * A pattern git reads otherwise than treeseal's matcher (undefined: none): an escaped `/`
+ * (git matches it as a `/`), a `[:name:]` class, or a `**` right after the literal start
+ * of a pattern with a `/` in it and before a `/` (`foo**` then `/bar`; `/a/b**` then `/c`):
+ * git compares that start as it is and matches the rest from there, so such a `**` matches
+ * across directories (`food/x/bar`) and even within one name (`foobar`), where the matcher
+ * (as the `ignore` package did) reads it as one `*`. Refused by a capture's options only: a
+ * snapshot already made with one (in the store, or pulled) was captured with the reading
+ * it is matched by, and refused it would be called damaged.
  */
-export function gluedGlobstarProblem(pattern: string): string | undefined {
+export function readingProblem(pattern: string): string | undefined {
   const t = trimmed(pattern);
+  // Read by git otherwise too: an escaped / (a literal / in git's match, a name's end here) and a [:class:].
+  if (/(^|[^\\])(\\\\)*\\\//.test(t)) return 'has an escaped / (\\/), which git matches as a / and treeseal does not: write the / as it is';
+  if (/\[:[a-z]+:\]/.test(t)) return 'has a character class [:name:], which treeseal does not read as git does: list the characters ([a-zA-Z] for [:alpha:])';
   let body = t.startsWith('!') ? t.slice(1) : t;
   if (body.endsWith('/')) body = body.slice(0, -1);
   if (!body.includes('/')) return undefined;
   body = body.replace(/^\//, '');
   for (let i = 0; i < body.length; i++) {
     const c = body[i];
-    if (c === '\\') {
-      i++;
-      continue;
-    }
-    if (c === '?' || c === '[') return undefined;
+    // git's literal start ends at the first wildcard or backslash: a ** after one is a *.
+    if (c === '\\' || c === '?' || c === '[') return undefined;
     if (c !== '*') continue;
     let end = i;
     while (body[end] === '*') end++;
@@ -100,13 +100,38 @@ export function checkExcludes(value: unknown, source: string): string[] {
   if (!Array.isArray(value)) throw invalidArgType('options.exclude', 'Array', value);
   // Every path the walk meets is matched against every pattern (and a million compiled ones filled V8's heap).
   checkListLength('options.exclude', value, MAX_PATTERNS);
-  return value.map((p: unknown, i) => {
+  const patterns = value.map((p: unknown, i) => {
     const name = `options.exclude[${i}]`;
     if (typeof p !== 'string') throw invalidArgType(name, 'string', p);
-    const why = patternProblem(p, source) ?? gluedGlobstarProblem(p);
+    const why = patternProblem(p, source) ?? readingProblem(p);
     if (why !== undefined) throw invalidArgValue(name, p, why);
     return p;
   });
+  const why = wildcardBudgetProblem(patterns);
+  if (why !== undefined) throw invalidArgValue('options.exclude', `[${patterns.length} patterns]`, why);
+  return patterns;
+}
+
+/**
+ * The most `?` and `[...]` wildcards all of a list's patterns may hold together. A run of
+ * them between stars is tried at each place of a name (a literal run is found by the
+ * string search), so a name costs about its length times their count: ten thousand
+ * patterns of 120 each took 0.8 to 1.9 s a name, and a registry's document is matched
+ * against each of its entries.
+ */
+export const MAX_WILDCARDS = 1024;
+
+/** More `?` and `[...]` wildcards in all than MAX_WILDCARDS, said (undefined: within). */
+export function wildcardBudgetProblem(patterns: readonly string[]): string | undefined {
+  let count = 0;
+  for (const p of patterns) {
+    for (let i = 0; i < p.length; i++) {
+      if (p[i] === '\\') i++;
+      else if (p[i] === '?' || p[i] === '[') count++;
+    }
+  }
+  if (count <= MAX_WILDCARDS) return undefined;
+  return `holds ${count} ? and [...] wildcards in all, more than treeseal matches (${MAX_WILDCARDS}): each is tried at every place of a name`;
 }
 
 /**
@@ -254,8 +279,7 @@ export function checkCapturedRoots(
 /** A gitignore pattern for exactly `path` (relative to the source): anchored, its special characters escaped. */
 export function patternOf(path: string): string {
   let out = '/';
-  for (const ch of path) out += ch === '\\' || ch === '*' || ch === '[' ? `\\${ch}` : ch;
-  // A trailing escaped * is read as a wildcard, and \? is not taken literally: ? matches either.
-  if (out.endsWith('\\*')) out = `${out.slice(0, -2)}?`;
-  return out.replace(/\s+$/, (s) => s.replace(/\s/g, (c) => `\\${c}`));
+  for (const ch of path) out += ch === '\\' || ch === '*' || ch === '[' || ch === '?' ? `\\${ch}` : ch;
+  // Trailing spaces are dropped unless escaped.
+  return out.replace(/ +$/, (s) => s.replace(/ /g, '\\ '));
 }

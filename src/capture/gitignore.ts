@@ -4,7 +4,23 @@
 type Atom = { kind: 'char'; char: string } | { kind: 'any' } | { kind: 'class'; chars: string; ranges: [string, string][] } | { kind: 'star' };
 
 /** A pattern's component: `**` (any number of whole components), the rest of the path whatever it is (see segmentsOf), or a glob over one component. */
-type Segment = { kind: 'globstar' } | { kind: 'rest' } | { kind: 'glob'; atoms: Atom[]; literal: string | undefined };
+type Segment = { kind: 'globstar' } | { kind: 'rest' } | Glob;
+
+/** A glob over one component: its atoms, all of it when it is literal, and its runs between stars (see globMatches). */
+interface Glob {
+  kind: 'glob';
+  atoms: Atom[];
+  literal: string | undefined;
+  chunks: Chunk[];
+  leadingStar: boolean;
+  trailingStar: boolean;
+}
+
+/** A run of atoms between stars, and its text when every atom is a literal character. */
+interface Chunk {
+  atoms: Atom[];
+  text: string | undefined;
+}
 
 /** What one component of a pattern can be by itself. */
 type OneComponent = Exclude<Segment, { kind: 'rest' }>;
@@ -19,11 +35,23 @@ export interface Rule {
   base: OneComponent | undefined;
 }
 
-/** The pattern without the trailing whitespace gitignore drops (a backslash keeps a space). */
+/**
+ * The pattern without the trailing spaces gitignore drops, as git's trim_trailing_spaces
+ * drops them: spaces only (a tab stays), and not one a backslash escapes (`a\ `), while an
+ * escaped backslash before them escapes nothing (`a\\ ` is `a\\`).
+ */
 export function trimmed(pattern: string): string {
-  let end = pattern.length;
-  while (end > 0 && /\s/.test(pattern[end - 1]!) && pattern[end - 2] !== '\\') end--;
-  return pattern.slice(0, end);
+  let lastSpace = -1;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === ' ') {
+      if (lastSpace < 0) lastSpace = i;
+      continue;
+    }
+    if (c === '\\') i++;
+    lastSpace = -1;
+  }
+  return lastSpace < 0 ? pattern : pattern.slice(0, lastSpace);
 }
 
 /** The atoms of one component's glob (`**` inside a component, as in `a**b`, is two stars: git's rule). */
@@ -85,11 +113,22 @@ function classOf(inside: string): Atom {
   return { kind: 'class', chars: chars.join(''), ranges };
 }
 
+/** The atoms' text when every one is a literal character, else undefined. */
+function textOf(atoms: Atom[]): string | undefined {
+  return atoms.every((a) => a.kind === 'char') ? atoms.map((a) => (a as { char: string }).char).join('') : undefined;
+}
+
 function segmentOf(text: string): OneComponent {
   if (text === '**') return { kind: 'globstar' };
   const atoms = atomsOf(text);
-  const literal = atoms.every((a) => a.kind === 'char') ? atoms.map((a) => (a as { char: string }).char).join('') : undefined;
-  return { kind: 'glob', atoms, literal };
+  const chunks: Chunk[] = [{ atoms: [], text: undefined }];
+  for (const atom of atoms) {
+    if (atom.kind === 'star') chunks.push({ atoms: [], text: undefined });
+    else chunks[chunks.length - 1]!.atoms.push(atom);
+  }
+  for (const chunk of chunks) chunk.text = textOf(chunk.atoms);
+  const star = (a: Atom | undefined): boolean => a?.kind === 'star';
+  return { kind: 'glob', atoms, literal: textOf(atoms), chunks, leadingStar: star(atoms[0]), trailingStar: star(atoms[atoms.length - 1]) };
 }
 
 /** Compiles one pattern (already checked by patternProblem: not empty, no comment, no `..`). */
@@ -120,7 +159,7 @@ export function compile(pattern: string): Rule {
  * first wildcard and ends the pattern, right after that start (`/dist**`, `src/a**`),
  * matches the rest of the path whatever it holds: the last component begins with the
  * start, and any components may follow (a negation so written brings back directories
- * below too). Before a `/` such a run (refused at capture: gluedGlobstarProblem) is read
+ * below too). Before a `/` such a run (refused at capture: readingProblem) is read
  * as one `*`, as the `ignore` package read it.
  */
 function segmentsOf(body: string): Segment[] {
@@ -134,11 +173,10 @@ function segmentsOf(body: string): Segment[] {
   return parts.map(segmentOf);
 }
 
-/** Where the first wildcard (`*`, `?`, `[`) of a pattern is, escapes skipped; -1 for none. */
+/** Where git's literal start of a pattern ends: its first `*`, `?`, `[` or backslash (git's simple_length); -1 for none. */
 function firstWildcard(text: string): number {
   for (let i = 0; i < text.length; i++) {
-    if (text[i] === '\\') i++;
-    else if (text[i] === '*' || text[i] === '?' || text[i] === '[') return i;
+    if (text[i] === '*' || text[i] === '?' || text[i] === '[' || text[i] === '\\') return i;
   }
   return -1;
 }
@@ -158,34 +196,58 @@ function atomMatches(atom: Atom, c: string): boolean {
   }
 }
 
-/**
- * Whether the glob's atoms match all of `name` (one component): the classic single
- * backtrack point (the last star), at most length × atoms steps, never exponential.
- */
-function globMatches(segment: Extract<Segment, { kind: 'glob' }>, name: string): boolean {
-  if (segment.literal !== undefined) return segment.literal === name;
-  const atoms = segment.atoms;
-  let a = 0;
-  let n = 0;
-  let starA = -1;
-  let starN = 0;
-  while (n < name.length) {
-    const atom = atoms[a];
-    if (atom !== undefined && atom.kind === 'star') {
-      starA = a++;
-      starN = n;
-    } else if (atom !== undefined && atomMatches(atom, name[n]!)) {
-      a++;
-      n++;
-    } else if (starA >= 0) {
-      a = starA + 1;
-      n = ++starN;
-    } else {
-      return false;
-    }
+/** Whether the chunk's atoms match `name` from `at` on (there is room for them). */
+function chunkAt(chunk: Chunk, name: string, at: number): boolean {
+  if (chunk.text !== undefined) return name.startsWith(chunk.text, at);
+  for (let i = 0; i < chunk.atoms.length; i++) if (!atomMatches(chunk.atoms[i]!, name[at + i]!)) return false;
+  return true;
+}
+
+/** The first place at or after `from` where the chunk matches and ends by `end`; -1 for none. */
+function findChunk(chunk: Chunk, name: string, from: number, end: number): number {
+  const last = end - chunk.atoms.length;
+  if (chunk.text !== undefined) {
+    const at = name.indexOf(chunk.text, from);
+    return at >= 0 && at <= last ? at : -1;
   }
-  while (a < atoms.length && atoms[a]!.kind === 'star') a++;
-  return a === atoms.length;
+  for (let at = from; at <= last; at++) if (chunkAt(chunk, name, at)) return at;
+  return -1;
+}
+
+/**
+ * Whether the glob matches all of `name` (one component): the run before the first star
+ * at its start, the run after the last at its end, and each run between at the first place
+ * it fits after the one before (a star takes whatever lies between, so the first fit is as
+ * good as any later one). A literal run is found by the string search (no pattern of
+ * `*aaa…ab` makes it try every place a character at a time); one with `?` or a class
+ * tries each place.
+ */
+function globMatches(segment: Glob, name: string): boolean {
+  if (segment.literal !== undefined) return segment.literal === name;
+  const { chunks, leadingStar, trailingStar } = segment;
+  if (chunks.length === 1) return name.length === chunks[0]!.atoms.length && chunkAt(chunks[0]!, name, 0);
+  let from = 0;
+  let end = name.length;
+  let first = 0;
+  let last = chunks.length - 1;
+  if (!leadingStar) {
+    const head = chunks[first++]!;
+    if (head.atoms.length > end || !chunkAt(head, name, 0)) return false;
+    from = head.atoms.length;
+  }
+  if (!trailingStar) {
+    const tail = chunks[last--]!;
+    if (tail.atoms.length > end - from || !chunkAt(tail, name, end - tail.atoms.length)) return false;
+    end -= tail.atoms.length;
+  }
+  for (let i = first; i <= last; i++) {
+    const chunk = chunks[i]!;
+    if (chunk.atoms.length === 0) continue;
+    const at = findChunk(chunk, name, from, end);
+    if (at < 0) return false;
+    from = at + chunk.atoms.length;
+  }
+  return true;
 }
 
 /**

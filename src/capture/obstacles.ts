@@ -97,9 +97,10 @@ export function addBadName(obstacles: Obstacles, name: Buffer, dirRel: string, u
  * U+FFFD (exclude.ts, matchedName), which `?` matches; shown only where the rest needs no escape.
  */
 function badNameExclude(matched: string | undefined): string {
-  const pattern = matched?.replace(/\uFFFD/g, '?');
+  // The name's own characters escaped, each invalid sequence then a ? (patternOf leaves U+FFFD as it is).
+  const pattern = matched === undefined ? undefined : patternOf(matched).replace(/\uFFFD/g, '?');
   if (pattern === undefined || escapePath(pattern) !== pattern) return '--exclude with a pattern for it leaves it out (? matches each sequence that is not UTF-8)';
-  return `--exclude ${shellWord(patternOf(pattern))} leaves it out`;
+  return `--exclude ${shellWord(pattern)} leaves it out`;
 }
 
 function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: ObstacleWhere): string {

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { Excludes, gluedGlobstarProblem, patternProblem } from '../../dist/internal.js';
+import { Excludes, readingProblem, patternProblem } from '../../dist/internal.js';
 import { tempDir } from '../helpers.js';
 
 type Ignore = { add(p: string[]): Ignore; ignores(p: string): boolean };
@@ -27,11 +27,11 @@ const NAMES = ['a', 'b', 'ab', 'ba', 'aa', 'a.b', '.a', 'b-a'];
 /** Pattern components: names, wildcards of every kind, classes and escapes, in the forms treeseal takes. */
 const PIECES = ['a', 'b', 'ab', '*', '?', '**', 'a*', '*a', '*b*', 'a?', '[ab]', '[a-b]a', '.a', '*.b', 'a**', '\\*a', 'b-a', '[.]a', 'b[\\-]a', '[a-b\\-]*', '[-b]?'];
 
-/** A random pattern a capture takes (patternProblem and gluedGlobstarProblem refuse the rest). */
+/** A random pattern a capture takes (patternProblem and readingProblem refuse the rest). */
 function patternOf(rnd: () => number): string {
   for (;;) {
     const p = anyPatternOf(rnd);
-    if (patternProblem(p, '/src') === undefined && gluedGlobstarProblem(p) === undefined) return p;
+    if (patternProblem(p, '/src') === undefined && readingProblem(p) === undefined) return p;
   }
 }
 
@@ -143,6 +143,14 @@ describe('the gitignore matcher', () => {
         const g = gitLeavesOut(repo, patterns);
         expect({ patterns, left: filesLeftOut(Excludes.of(patterns)!, paths) }).toEqual({ patterns, left: g });
       }
+    }
+  });
+
+  it('reads trailing spaces, escapes before them, tabs and an escape before a trailing ** as git does (git ls-files --ignored)', () => {
+    const paths = ['a\\', 'a\\ ', 'b ', 'b', 'c\t', 'c', 'src/', 'src/#b/', 'src/#b/x', 'src/#bc', 'd*b/', 'd*b/e/', 'd*b/e/f', 'q?', 'qq', 'r*', 'rr'];
+    const { repo } = repoOf(paths);
+    for (const patterns of [['a\\\\ '], ['b\\ '], ['b  '], ['c\t'], ['x', '!/src/\\#b**'], ['/d\\*b**'], ['/d\\*b/**'], ['q\\?'], ['r\\*'], ['/r\\*']]) {
+      expect({ patterns, left: filesLeftOut(Excludes.of(patterns)!, paths) }).toEqual({ patterns, left: gitLeavesOut(repo, patterns) });
     }
   });
 

@@ -1,4 +1,5 @@
 // pieces.ts: a snapshot's metadata as content-addressed pieces (each entry list cut into runs of entries where their paths say) and the small root document that names them in the lists' places.
+import { wildcardBudgetProblem } from '../../capture/exclude.js';
 import { SealError } from '../../base/errors.js';
 import { sha256Digest } from '../../base/manifest.js';
 import { cutDocument } from '../document-cut.js';
@@ -216,7 +217,26 @@ export function readRoot(root: Buffer, where: string): RootDocument {
     if (JSON.stringify(digests) !== text.toString('latin1')) throw bad('a list of pieces is not in canonical form');
     return digests as string[];
   });
+  checkRootPatterns(root, bad);
   return { parts, lists, distinct: [...new Set(lists.flat())] };
+}
+
+/**
+ * A registry's exclude patterns held to the wildcards a capture takes in all
+ * (wildcardBudgetProblem) before the document is assembled: its check matches every entry
+ * against them.
+ */
+function checkRootPatterns(root: Buffer, bad: (why: string) => SealError): void {
+  let exclude: unknown;
+  try {
+    exclude = (JSON.parse(root.toString('utf8')) as { exclude?: unknown }).exclude;
+  } catch {
+    // Said where the document is read as JSON (`its JSON is malformed (…)`).
+    return;
+  }
+  if (!Array.isArray(exclude) || !exclude.every((p) => typeof p === 'string')) return;
+  const why = wildcardBudgetProblem(exclude as string[]);
+  if (why !== undefined) throw bad(`exclude ${why}`);
 }
 
 /** Where an assembly's bytes go: memory (a Buffer is one), or a file (pull-document.ts). */

@@ -116,6 +116,13 @@ describe.skipIf(registry === undefined)('pull of a crafted artifact', () => {
     expect(snap.exclude).toEqual(d.exclude);
     await snap.verify();
     await store.close();
+    // More ? and [...] in all than a capture takes (each is tried at every place of a name): refused before a piece is fetched.
+    const many = valid();
+    many.exclude = [`q${'?'.repeat(600)}`, `q${'[ab]'.repeat(600)}`];
+    const crafted = await publish(many);
+    const [code, message, left] = await pullFails(crafted.digest, crafted.remote);
+    expect([code, left]).toEqual(['SEAL_CORRUPT', []]);
+    expect(message).toMatch(/ does not hold a valid snapshot root document: exclude holds 1200 \? and \[\.\.\.\] wildcards in all, more than treeseal matches \(1024\): each is tried at every place of a name$/);
   });
 
   it('a template with contained copy-root links pulls and verifies, its links made', async () => {
