@@ -99,6 +99,31 @@ export function wrapSys(wrappers: Wrappers): Sys {
   return out as unknown as Sys;
 }
 
+/**
+ * The syscall layer (with `extra` wrappers) counting the descriptors its openat and openat2
+ * opened and its close has not closed yet: `most()` is the largest number open at once
+ * since the last `reset()`.
+ */
+export function fdCountingSys(extra: Wrappers = {}): { sys: Sys; most: () => number; reset: () => void } {
+  const open = new Set<number>();
+  let most = 0;
+  const counted = (fd: number): number => {
+    open.add(fd);
+    most = Math.max(most, open.size);
+    return fd;
+  };
+  const sys = wrapSys({
+    ...extra,
+    openat: (orig) => (...args: Parameters<Sys['openat']>) => counted(orig(...args)),
+    openat2: (orig) => (...args: Parameters<Sys['openat2']>) => counted(orig(...args)),
+    close: (orig) => (fd: number) => {
+      open.delete(fd);
+      orig(fd);
+    },
+  });
+  return { sys, most: () => most, reset: () => void (most = 0) };
+}
+
 /** Entries of a store's tmp/ and snapshots/ (both must be empty after a failed capture). */
 export function storeLeftovers(storeRoot: string): string[] {
   return [...readdirSync(join(storeRoot, 'tmp')).map((n) => `tmp/${n}`), ...readdirSync(join(storeRoot, 'snapshots')).map((n) => `snapshots/${n}`)];

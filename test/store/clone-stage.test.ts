@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 
 import { Snapshot, SnapshotStore } from '../../dist/index.js';
 import { AT_EMPTY_PATH, LOCK_EX, LOCK_NB, O_CREAT, sys as nativeSys, type Sys } from '../../dist/sys/index.js';
-import { checkNoFdLeaks, expectError, listTree, mkfifo, rootOrSkip, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { checkNoFdLeaks, expectError, fdCountingSys, listTree, mkfifo, rootOrSkip, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -51,6 +51,12 @@ function contents(dir: string, rel = ''): Record<string, string> {
     }
   }
   return out;
+}
+
+/** chattr `flag` on `root/rel`, reached a directory at a time (rel is far past PATH_MAX). */
+function chattrDeep(root: string, rel: string, flag: string): void {
+  const script = 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nsys.exit(os.system("chattr " + sys.argv[3] + " " + sys.argv[2].split("/")[-1]))';
+  execFileSync('python3', ['-c', script, root, rel, flag]);
 }
 
 /** True when an flock on the directory can be taken now (nobody holds the stage). */
@@ -133,9 +139,9 @@ describe('the materialize stage lives inside the clone', () => {
       // As deep, a file pinned at the bottom: refused before the swap, naming it, the clone as it was.
       deep(5_000);
       const bottom = `${'d/'.repeat(5_000)}bottom`;
-      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr +i bottom")', join(clone, 'tree'), bottom]);
+      chattrDeep(join(clone, 'tree'), bottom, '+i');
       expectError(() => snap.materializeSync(clone), { code: 'SEAL_IO', message: `copy target cannot be replaced: tree/${bottom} is immutable or append-only`, path: `tree/${bottom}` });
-      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr -i bottom")', join(clone, 'tree'), bottom]);
+      chattrDeep(join(clone, 'tree'), bottom, '-i');
       expect(snap.materializeSync(clone)).toMatchObject({ reset: false });
       expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
     }
@@ -154,20 +160,7 @@ describe('the materialize stage lives inside the clone', () => {
       execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfiles = set(map(int, sys.argv[3].split(",")))\nmade = []\nfor i in range(int(sys.argv[2])):\n    os.mkdir("side", dir_fd=d)\n    if i in files:\n        os.close(os.open("side/f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=d))\n    os.mkdir("d", dir_fd=d)\n    n = os.open("d", os.O_RDONLY, dir_fd=d)\n    made.append(d)\n    d = n\nmade.append(d)\nfor fd in reversed(made[1:]):\n    if sys.argv[4] == "1":\n        os.fchmod(fd, 0o500)\n    os.close(fd)\nos.close(made[0])', join(clone, 'tree'), String(levels), files.join(','), locked ? '1' : '0']);
     };
     // The next level listed first, so every side branch is looked at after the levels below it: the walk comes back to each.
-    const open = new Set<number>();
-    let most = 0;
-    const counted = (fd: number): number => {
-      open.add(fd);
-      most = Math.max(most, open.size);
-      return fd;
-    };
-    const sys = wrapSys({
-      openat: (orig) => (...args: Parameters<Sys['openat']>) => counted(orig(...args)),
-      openat2: (orig) => (...args: Parameters<Sys['openat2']>) => counted(orig(...args)),
-      close: (orig) => (fd: number) => {
-        open.delete(fd);
-        orig(fd);
-      },
+    const { sys, most } = fdCountingSys({
       readdir: (orig) => (...args: Parameters<Sys['readdir']>) => orig(...args).sort((x, y) => (x.name === 'd' ? -1 : y.name === 'd' ? 1 : 0)),
     });
     comb([0, 1_500, levels - 1], true);
@@ -175,17 +168,17 @@ describe('the materialize stage lives inside the clone', () => {
     expect(readdirSync(clone)).toEqual(['tree']);
     expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
     // 3,000 levels: the look keeps 24 open (one in 128) and the deepest 128, the removal 128, beside the materialize's own.
-    expect(most).toBeGreaterThan(128);
-    expect(most).toBeLessThan(200);
+    expect(most()).toBeGreaterThan(128);
+    expect(most()).toBeLessThan(200);
     if (process.geteuid?.() === 0) {
       // A pinned file in a side branch 1,500 levels down, met after the walk came back up past where it had closed levels: found, named.
       comb([1_500]);
       const side = `${'d/'.repeat(1_500)}side/f`;
-      execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr " + sys.argv[3] + " f")', join(clone, 'tree'), side, '+i']);
+      chattrDeep(join(clone, 'tree'), side, '+i');
       try {
         expectError(() => withSys(snap, sys).materializeSync(clone), { code: 'SEAL_IO', message: `copy target cannot be replaced: tree/${side} is immutable or append-only`, path: `tree/${side}` });
       } finally {
-        execFileSync('python3', ['-c', 'import os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfor p in sys.argv[2].split("/")[:-1]:\n    n = os.open(p, os.O_RDONLY, dir_fd=d)\n    os.close(d)\n    d = n\nos.fchdir(d)\nos.system("chattr " + sys.argv[3] + " f")', join(clone, 'tree'), side, '-i']);
+        chattrDeep(join(clone, 'tree'), side, '-i');
       }
       expect(snap.materializeSync(clone)).toMatchObject({ reset: false });
       expect(listTree(clone)).toEqual(['tree/', 'tree/a']);
