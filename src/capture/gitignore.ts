@@ -30,8 +30,8 @@ export interface Rule {
   pattern: string;
   negative: boolean;
   dirOnly: boolean;
-  /** Components to match against the whole path (it held a `/` before its end); undefined: `base` matches the last component at any depth. */
-  segments: Segment[] | undefined;
+  /** The components to match against the whole path (it held a `/` before its end); undefined: `base` matches the last component at any depth. */
+  anchored: Anchored | undefined;
   base: OneComponent | undefined;
 }
 
@@ -149,8 +149,8 @@ export function compile(pattern: string): Rule {
   // A `/` at the start or in the middle anchors the pattern to the root; without one it matches a name at any depth.
   const anchored = body.includes('/');
   if (body.startsWith('/')) body = body.slice(1);
-  if (!anchored) return { pattern, negative, dirOnly, segments: undefined, base: segmentOf(body) };
-  return { pattern, negative, dirOnly, segments: segmentsOf(body), base: undefined };
+  if (!anchored) return { pattern, negative, dirOnly, anchored: undefined, base: segmentOf(body) };
+  return { pattern, negative, dirOnly, anchored: anchoredOf(segmentsOf(body)), base: undefined };
 }
 
 /**
@@ -251,43 +251,97 @@ function globMatches(segment: Glob, name: string): boolean {
 }
 
 /**
- * Whether the anchored segments match all of `parts`: `**` takes any number of whole
- * components (at least one when it ends the pattern: `a/**` is what is inside a, not a),
- * by the same single backtrack point over components: at most parts × segments glob tests.
+ * An anchored pattern's components laid out for matching: the runs of one-component globs
+ * between its `**` components, and how it ends (`end`: at the path's end; `plus`: a
+ * trailing `**`, one component or more below; `rest`: any number, see segmentsOf).
  */
-function segmentsMatch(segments: Segment[], parts: string[]): boolean {
-  const last = segments.length - 1;
-  let s = 0;
-  let p = 0;
-  let starS = -1;
-  let starP = 0;
-  while (p < parts.length) {
-    const seg = segments[s];
-    if (seg !== undefined && seg.kind === 'rest') return true;
-    if (seg !== undefined && seg.kind === 'globstar') {
-      // Trailing: everything below what came before, one component or more.
-      if (s === last) return true;
-      starS = s++;
-      starP = p;
-    } else if (seg !== undefined && seg.kind === 'glob' && globMatches(seg, parts[p]!)) {
-      s++;
-      p++;
-    } else if (starS >= 0) {
-      s = starS + 1;
-      p = ++starP;
-    } else {
-      return false;
-    }
+export interface Anchored {
+  /** The first run is at the path's start (empty where the pattern starts with `**`). */
+  runs: Glob[][];
+  ends: 'end' | 'plus' | 'rest';
+  /** Each run's components joined by `/` between `/`s, where every one is literal (found by string search). */
+  texts: (string | undefined)[];
+}
+
+/** Lays out an anchored pattern's segments (see Anchored). */
+function anchoredOf(segments: Segment[]): Anchored {
+  let ends: Anchored['ends'] = 'end';
+  let body = segments;
+  const last = segments[segments.length - 1]!;
+  if (last.kind === 'rest') {
+    ends = 'rest';
+    body = segments.slice(0, -1);
+  } else if (last.kind === 'globstar') {
+    ends = 'plus';
+    body = segments.slice(0, -1);
   }
-  // Left over: `**` components that match nothing, but not a trailing one (a/** does not match a).
-  while (s < last && segments[s]!.kind === 'globstar') s++;
-  return s === segments.length || (s === last && segments[s]!.kind === 'rest');
+  const runs: Glob[][] = [[]];
+  for (const seg of body) {
+    if (seg.kind === 'glob') runs[runs.length - 1]!.push(seg);
+    else runs.push([]);
+  }
+  const texts = runs.map((run) => (run.length > 0 && run.every((g) => g.literal !== undefined) ? `/${run.map((g) => g.literal).join('/')}/` : undefined));
+  return { runs, ends, texts };
+}
+
+/** Whether the run's globs match the parts from `at` on (there is room for them). */
+function runAt(run: Glob[], parts: string[], at: number): boolean {
+  for (let i = 0; i < run.length; i++) if (!globMatches(run[i]!, parts[at + i]!)) return false;
+  return true;
+}
+
+/** The first component at or after `from` where run i matches and ends by `end`; -1 for none. */
+function findRun(anchored: Anchored, i: number, target: Target, from: number, end: number): number {
+  const run = anchored.runs[i]!;
+  const last = end - run.length;
+  const text = anchored.texts[i];
+  if (text === undefined) {
+    for (let at = from; at <= last; at++) if (runAt(run, target.parts, at)) return at;
+    return -1;
+  }
+  const at = target.componentAt(target.joined.indexOf(text, target.offset(from)));
+  return at >= 0 && at <= last ? at : -1;
+}
+
+/**
+ * Whether the anchored pattern matches all of the target's components, as globMatches
+ * matches one: the run before the first `**` at the start, the run after the last at the
+ * end (where the pattern ends there), each other run at the first place it fits after the
+ * one before (a `**` takes whatever lies between, so the first fit is as good as any
+ * later one); a literal run is found by string search over the joined path.
+ */
+function segmentsMatch(anchored: Anchored, target: Target): boolean {
+  const parts = target.parts;
+  const { runs, ends } = anchored;
+  let end = parts.length;
+  let lastRun = runs.length - 1;
+  const head = runs[0]!;
+  if (head.length > end || !runAt(head, parts, 0)) return false;
+  let from = head.length;
+  if (runs.length === 1) {
+    // No `**` but a trailing one: the head is all of it, then what the end allows.
+    const left = end - from;
+    return ends === 'end' ? left === 0 : ends === 'plus' ? left >= 1 : true;
+  }
+  if (ends === 'end') {
+    const tail = runs[lastRun--]!;
+    if (tail.length > end - from || !runAt(tail, parts, end - tail.length)) return false;
+    end -= tail.length;
+  }
+  for (let i = 1; i <= lastRun; i++) {
+    if (runs[i]!.length === 0) continue;
+    const at = findRun(anchored, i, target, from, end);
+    if (at < 0) return false;
+    from = at + runs[i]!.length;
+  }
+  return ends === 'plus' ? end - from >= 1 : true;
 }
 
 /** A path as the rules look at it: its last component, and its components once an anchored rule asks for them. */
 class Target {
   readonly name: string;
   #parts: string[] | undefined;
+  #starts: number[] | undefined;
 
   constructor(readonly path: string) {
     this.name = path.slice(path.lastIndexOf('/') + 1);
@@ -296,13 +350,46 @@ class Target {
   get parts(): string[] {
     return (this.#parts ??= this.path.split('/'));
   }
+
+  /** The path between `/`s: a literal run is searched for in it as `/a/b/`. */
+  get joined(): string {
+    return `/${this.path}/`;
+  }
+
+  /** Where component i's leading `/` is in `joined` (i may be the count of components: the final `/`). */
+  offset(i: number): number {
+    if (this.#starts === undefined) {
+      this.#starts = [];
+      let at = 0;
+      for (const part of this.parts) {
+        this.#starts.push(at);
+        at += part.length + 1;
+      }
+      this.#starts.push(at);
+    }
+    return this.#starts[i]!;
+  }
+
+  /** The component whose leading `/` is at `at` in `joined`; -1 for none (or `at` -1). */
+  componentAt(at: number): number {
+    if (at < 0) return -1;
+    this.offset(0);
+    let lo = 0;
+    let hi = this.#starts!.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.#starts![mid]! < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.#starts![lo] === at ? lo : -1;
+  }
 }
 
 /** Whether the rule matches the target (relative, `/`-separated, no trailing `/`) as a directory (`dir`) or as anything else. */
 function ruleMatches(rule: Rule, target: Target, dir: boolean): boolean {
   if (rule.dirOnly && !dir) return false;
   if (rule.base !== undefined) return rule.base.kind === 'globstar' || globMatches(rule.base, target.name);
-  return segmentsMatch(rule.segments!, target.parts);
+  return segmentsMatch(rule.anchored!, target);
 }
 
 /** What the rules say of one entry by itself (its parents aside): ignored or not, and the last rule that decided. */
