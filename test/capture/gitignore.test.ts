@@ -146,10 +146,10 @@ describe('the gitignore matcher', () => {
     }
   });
 
-  it('reads trailing spaces, escapes before them, tabs and an escape before a trailing ** as git does (git ls-files --ignored)', () => {
-    const paths = ['a\\', 'a\\ ', 'b ', 'b', 'c\t', 'c', 'src/', 'src/#b/', 'src/#b/x', 'src/#bc', 'd*b/', 'd*b/e/', 'd*b/e/f', 'q?', 'qq', 'r*', 'rr'];
+  it('reads trailing spaces, escapes before them, tabs, an escape before a trailing ** and a run of components that may not reach into the last as git does (git ls-files --ignored)', () => {
+    const paths = ['a\\', 'a\\ ', 'b ', 'b', 'c\t', 'c', 'src/', 'src/#b/', 'src/#b/x', 'src/#bc', 'd*b/', 'd*b/e/', 'd*b/e/f', 'q?', 'qq', 'r*', 'rr', 'g/', 'g/a', 'h/', 'h/a/', 'h/a/a'];
     const { repo } = repoOf(paths);
-    for (const patterns of [['a\\\\ '], ['b\\ '], ['b  '], ['c\t'], ['x', '!/src/\\#b**'], ['/d\\*b**'], ['/d\\*b/**'], ['q\\?'], ['r\\*'], ['/r\\*']]) {
+    for (const patterns of [['a\\\\ '], ['b\\ '], ['b  '], ['c\t'], ['x', '!/src/\\#b**'], ['/d\\*b**'], ['/d\\*b/**'], ['q\\?'], ['r\\*'], ['/r\\*'], ['**/a/**/a'], ['g/**/a'], ['h/**/a/a']]) {
       expect({ patterns, left: filesLeftOut(Excludes.of(patterns)!, paths) }).toEqual({ patterns, left: gitLeavesOut(repo, patterns) });
     }
   });
