@@ -237,16 +237,19 @@ function checkRootRemovable(sys: Sys, cloneFd: number, parts: readonly string[])
 /**
  * Swaps every root in under the marker; on a failure every swap is undone. When an undo
  * fails too, the marker stays and `stage.keep` is set: what the stage holds is not
- * removed by this call (the clone is mixed; checkClone says how).
+ * removed by this call (the clone is mixed; checkClone says how). Returns the marker,
+ * which the caller removes once the stage (and the old trees it holds) is gone: a
+ * materialize killed while it removes them leaves the clone marked, not clean-looking with
+ * the last task's files under the stage's name.
  */
-function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string, entries: StoredSnapshot['entries']): void {
+function swapRoots(sys: Sys, cloneFd: number, stage: CloneStage, roots: readonly string[][], digest: string, entries: StoredSnapshot['entries']): ReturnType<typeof writeMarker> {
   // Nothing is swapped yet when this fails, and it leaves nothing of its own behind.
   const marker = writeMarker(sys, cloneFd, digest, stage.name);
   const swap = new CloneSwap(sys, cloneFd, stage);
   try {
     for (const parts of roots) swap.publish(parts);
     keepRootMtimes(sys, cloneFd, roots, entries);
-    removeMarker(sys, cloneFd, marker);
+    return marker;
   } catch (err) {
     // Nothing is deleted before this point: every swap can be undone.
     if (swap.rollback()) removeMarker(sys, cloneFd, marker);
@@ -372,10 +375,16 @@ export function materializeInto(sys: Sys, snapshotRoot: string, data: StoredSnap
     // still holds when it cannot be removed stays inside the clone, unlocked, for the next sweep.
     using stage = openCloneStage(sys, cloneFd);
     buildFromSnapshot(run, snapshotRoot, data, stage);
-    swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
+    const marker = swapRoots(sys, cloneFd, stage, roots, data.digest, data.entries);
     // The roots are the snapshot's now: an old tree that cannot be removed (a mount the look before could not see) is said, not thrown.
     const left = stage.keep ? undefined : stage.closeOrLeave();
     if (left !== undefined) run.report.stageLeft = left;
+    try {
+      removeMarker(sys, cloneFd, marker);
+    } catch (err) {
+      // The roots are in: a marker that cannot be removed is said as what is left (the next materialize or reset replaces it).
+      run.report.stageLeft ??= { path: CLONE_MARKER, reason: reasonOf(err) };
+    }
   }
   // A snapshotted root's entries were made by the kernel, not one by one: the ledger cannot
   // record them, so a clone holding one keeps none (diff hashes, reset snapshots the roots again).

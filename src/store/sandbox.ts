@@ -17,6 +17,7 @@ import { checkCloneOwner, checkPathAbove, checkRootCloneAbove } from './trust.js
 import type { MountPoint } from './mount-points.js';
 import type { Lease } from './lease.js';
 import { lockClone, type CloneLock } from './clone-lock.js';
+import { sweepCloneStages } from './clone-stage.js';
 import { storeOf } from './clone-ledger.js';
 import { Snapshot } from './snapshot.js';
 import { NO_BWRAP, findBubblewrap } from './sandbox-bwrap.js';
@@ -342,6 +343,8 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   let cloneLock: CloneLock | undefined;
   try {
     cloneLock = sealed('spawnSandboxed', () => lockClone(sys, storeOf(snap.root), sys.fstat(dir.fd), clone));
+    // What a materialize or reset killed while it removed the last task's files left under its stage's name is not the command's to find.
+    sealed('spawnSandboxed', () => sweepCloneStages(sys, dir.fd));
     lease = await snap.leaseAsync();
     const mounts = await snap.mountPointsAsync(clone, { workspace: o.workspace });
     // The directory the mount points were made in is the one open: the path still names it.

@@ -538,6 +538,22 @@ describe('spawnSandboxed', () => {
     store.closeSync();
   });
 
+  it("the stage a killed materialize or reset left in the clone (the last task's files under its name) is swept before the command runs: it is not the command's to find (it listed and read them)", async () => {
+    if (!bwrapAvailable()) return;
+    const { store, snap, clone } = armOfOneFile();
+    const stage = join(clone, `.treeseal-materialize-${'ab'.repeat(12)}`);
+    mkdirSync(join(stage, 'old/src'), { recursive: true, mode: 0o700 });
+    chmodSync(stage, 0o700);
+    writeFileSync(join(stage, 'old/src/notes.txt'), 'the last agent\'s secret');
+    const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'ls -A; cat .treeseal-materialize-*/old/src/notes.txt 2>/dev/null; true'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const [code] = (await once(child, 'close')) as [number];
+    expect([code, out]).toEqual([0, 'src\n']);
+    expect(existsSync(stage)).toBe(false);
+    store.closeSync();
+  });
+
   it("a bwrap inside the clone (an arm's node_modules/.bin on PATH, as npm scripts put it there, or a link into the clone) is never run: the next one on PATH is, and with none SEAL_UNTRUSTED before anything is made (the agent's bwrap ran the next command unsandboxed)", async () => {
     if (!bwrapAvailable()) return;
     const { work, store, snap, clone } = armOfOneFile();

@@ -774,15 +774,24 @@ describe('the in-progress marker is created, never trusted', () => {
     store.closeSync();
   });
 
-  for (const [when, line] of [['at its first swap', true], ['right after creating the marker', false]] as const) {
+  const deaths = [
+    ['at its first swap', 'swap'],
+    ['right after creating the marker', 'marker'],
+    // The roots swapped in, the last task's files still in the stage: the clone stays marked (it looked clean to diff and checkClone).
+    ['while it removes the old trees', 'removal'],
+  ] as const;
+  for (const [when, step] of deaths) {
     it(`the marker and stage of a materialize killed ${when} are recovered: the next one replaces the marker and removes both`, () => {
+      const line = step !== 'marker';
       const { work, store, snap } = fixture({ 'one/a': '1', 'two/b': '2' }, ['one', 'two']);
       const clone = join(work, 'clone');
       writeTree(clone, { 'one/old': 'o', 'two/old': 'o' });
       // A process that SIGKILLs itself at that step.
-      const kill = line
-        ? `renameat2: () => process.kill(process.pid, 'SIGKILL')`
-        : `openat: (d, p, f, m) => { const fd = sys.openat(d, p, f, m); if (p === ${JSON.stringify(MARKER)}) process.kill(process.pid, 'SIGKILL'); return fd; }`;
+      const kill = {
+        swap: `renameat2: () => process.kill(process.pid, 'SIGKILL')`,
+        marker: `openat: (d, p, f, m) => { const fd = sys.openat(d, p, f, m); if (p === ${JSON.stringify(MARKER)}) process.kill(process.pid, 'SIGKILL'); return fd; }`,
+        removal: `unlinkat: (d, p, f) => { if (String(p) === 'old') process.kill(process.pid, 'SIGKILL'); return sys.unlinkat(d, p, f); }`,
+      }[step];
       const script = `
         const { Snapshot } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
         const { sys } = await import(${JSON.stringify(new URL('../../dist/sys/index.js', import.meta.url).href)});
