@@ -11,9 +11,34 @@ export function isWellFormed(s: string): boolean {
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 }
 
-/** Characters that reorder or break what a terminal shows (bidi controls, line and paragraph separators): escaped so a name cannot disguise itself. */
+/**
+ * Characters that reorder or break what a terminal shows (bidi controls, line and paragraph
+ * separators) or show nothing at all (zero-width spaces and joiners, the byte-order mark,
+ * the soft hyphen, variation selectors and the other default-ignorable code points):
+ * escaped so a name cannot disguise itself, nor two names print alike.
+ */
 function isDisplayControl(cp: number): boolean {
-  return cp === 0x061c || cp === 0x200e || cp === 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+  if (cp < 0xad) return false;
+  return (
+    cp === 0xad ||
+    cp === 0x034f ||
+    cp === 0x061c ||
+    cp === 0x115f ||
+    cp === 0x1160 ||
+    cp === 0x17b4 ||
+    cp === 0x17b5 ||
+    (cp >= 0x180b && cp <= 0x180f) ||
+    (cp >= 0x200b && cp <= 0x200f) ||
+    (cp >= 0x2028 && cp <= 0x202e) ||
+    (cp >= 0x2060 && cp <= 0x206f) ||
+    cp === 0x3164 ||
+    (cp >= 0xfe00 && cp <= 0xfe0f) ||
+    cp === 0xfeff ||
+    cp === 0xffa0 ||
+    (cp >= 0xfff0 && cp <= 0xfff8) ||
+    (cp >= 0x1d173 && cp <= 0x1d17a) ||
+    (cp >= 0xe0000 && cp <= 0xe0fff)
+  );
 }
 
 /** The length of the valid UTF-8 sequence at buf[i] (1 to 4), or 0 where the byte there starts none. */
@@ -64,7 +89,7 @@ export function escapePath(p: string | Buffer): string {
     if (ch === '\\') out += '\\\\';
     else if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp < 0xa0)) out += `\\x${cp.toString(16).padStart(2, '0')}`;
     else if (cp >= 0xdc80 && cp <= 0xdcff) out += `\\x${(cp - 0xdc00).toString(16)}`;
-    else if ((cp >= 0xd800 && cp <= 0xdfff) || isDisplayControl(cp)) out += `\\u${cp.toString(16)}`;
+    else if ((cp >= 0xd800 && cp <= 0xdfff) || isDisplayControl(cp)) out += `\\u${cp.toString(16).padStart(4, '0')}`;
     else if (typeof p !== 'string' && cp >= 0x80) out += `\\x${cp.toString(16).padStart(2, '0')}`;
     else out += ch;
   }

@@ -268,8 +268,11 @@ describe('treeseal verify --clone and gc --clone', { timeout: CLI_TIMEOUT_MS }, 
     writeFileSync(join(clone, 'src/evil\nok  forged'), 'x');
     // A right-to-left override would show the name reversed: escaped as the control characters are.
     writeFileSync(join(clone, 'src/\u202etxt.exe'), 'x');
+    // A zero-width space or a byte-order mark shows nothing: escaped, so two names never print alike.
+    writeFileSync(join(clone, 'src/a.t\u200bs'), 'x');
+    writeFileSync(join(clone, 'src/\ufeffb'), 'x');
     const dirty = cli(store, 'verify', digest, '--clone', clone);
-    expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/evil\\x0aok  forged\n+ src/\\u202etxt.exe\n~ src/a.ts\nDIFFERS  ${clone}: 2 added, 0 removed, 1 changed\n`]);
+    expect([dirty.status, dirty.stdout]).toEqual([1, `+ src/a.t\\u200bs\n+ src/evil\\x0aok  forged\n+ src/\\u202etxt.exe\n+ src/\\ufeffb\n~ src/a.ts\nDIFFERS  ${clone}: 4 added, 0 removed, 1 changed\n`]);
     mkdirSync(join(clone, '.treeseal-materialize-dead'));
     expect(cli(store, 'gc', '--clone', clone).stdout).toBe('swept 1 stale item\n');
     expect(existsSync(join(clone, '.treeseal-materialize-dead'))).toBe(false);
