@@ -1,4 +1,4 @@
-// gitignore.ts: gitignore patterns matched in time linear in a path's length (no backtracking regular expression), as git's wildmatch matches them.
+// gitignore.ts: gitignore patterns matched as git's wildmatch matches them, without backtracking: the runs between wildcards placed at their first fit, a literal run found by string search.
 
 /** One character test of a compiled component: a literal, any one character (`?`), or a class (`[a-z_]`). */
 type Atom = { kind: 'char'; char: string } | { kind: 'any' } | { kind: 'class'; chars: string; ranges: [string, string][] } | { kind: 'star' };
@@ -54,7 +54,7 @@ export function trimmed(pattern: string): string {
   return lastSpace < 0 ? pattern : pattern.slice(0, lastSpace);
 }
 
-/** The atoms of one component's glob (`**` inside a component, as in `a**b`, is two stars: git's rule). */
+/** The atoms of one component's glob (a run of stars inside a component, as in `a**b`, is one star: git's rule). */
 function atomsOf(text: string): Atom[] {
   const atoms: Atom[] = [];
   for (let i = 0; i < text.length; i++) {
