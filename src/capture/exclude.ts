@@ -4,7 +4,7 @@ import { SealError } from '../base/errors.js';
 import { escapePath, isWellFormed } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, DT_DIR, DT_UNKNOWN, isDir } from '../sys/constants.js';
 import type { DirEntry, Sys } from '../sys/native.js';
-import { compile, trimmed, verdictOf, type Rule } from './gitignore.js';
+import { compile, firstWildcard, trimmed, verdictOf, type Rule } from './gitignore.js';
 import type { PlannedMount } from './plan.js';
 
 
@@ -51,18 +51,14 @@ export function readingProblem(pattern: string): string | undefined {
   if (body.endsWith('/')) body = body.slice(0, -1);
   if (!body.includes('/')) return undefined;
   body = body.replace(/^\//, '');
-  for (let i = 0; i < body.length; i++) {
-    const c = body[i];
-    // git's literal start ends at the first wildcard or backslash: a ** after one is a *.
-    if (c === '\\' || c === '?' || c === '[') return undefined;
-    if (c !== '*') continue;
-    let end = i;
-    while (body[end] === '*') end++;
-    if (end - i < 2 || i === 0 || body[i - 1] === '/' || body[end] !== '/') return undefined;
-    const start = body.slice(0, i).split('/').pop()!;
-    return `has a ** right after its first letters and before a / (${start}**/), which git matches across directories and within one name: write ${start}*/**/ (any depth) or ${start}*/ (one name)`;
-  }
-  return undefined;
+  // git's literal start ends at the first wildcard or backslash: a ** after anything but that start is a *.
+  const i = firstWildcard(body);
+  if (i <= 0 || body[i] !== '*' || body[i - 1] === '/') return undefined;
+  let end = i;
+  while (body[end] === '*') end++;
+  if (end - i < 2 || body[end] !== '/') return undefined;
+  const start = body.slice(0, i).split('/').pop()!;
+  return `has a ** right after its first letters and before a / (${start}**/), which git matches across directories and within one name: write ${start}*/**/ (any depth) or ${start}*/ (one name)`;
 }
 
 /**

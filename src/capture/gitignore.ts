@@ -6,14 +6,14 @@ type Atom = { kind: 'char'; char: string } | { kind: 'any' } | { kind: 'class'; 
 /** A pattern's component: `**` (any number of whole components), the rest of the path whatever it is (see segmentsOf), or a glob over one component. */
 type Segment = { kind: 'globstar' } | { kind: 'rest' } | Glob;
 
-/** A glob over one component: its atoms, all of it when it is literal, and its runs between stars (see globMatches). */
+/**
+ * A glob over one component: all of it when it is literal, and its runs between stars (see
+ * globMatches): the first is empty where it starts with a star, the last where it ends with one.
+ */
 interface Glob {
   kind: 'glob';
-  atoms: Atom[];
   literal: string | undefined;
   chunks: Chunk[];
-  leadingStar: boolean;
-  trailingStar: boolean;
 }
 
 /** A run of atoms between stars, and its text when every atom is a literal character. */
@@ -127,8 +127,7 @@ function segmentOf(text: string): OneComponent {
     else chunks[chunks.length - 1]!.atoms.push(atom);
   }
   for (const chunk of chunks) chunk.text = textOf(chunk.atoms);
-  const star = (a: Atom | undefined): boolean => a?.kind === 'star';
-  return { kind: 'glob', atoms, literal: textOf(atoms), chunks, leadingStar: star(atoms[0]), trailingStar: star(atoms[atoms.length - 1]) };
+  return { kind: 'glob', literal: textOf(atoms), chunks };
 }
 
 /** Compiles one pattern (already checked by patternProblem: not empty, no comment, no `..`). */
@@ -174,7 +173,7 @@ function segmentsOf(body: string): Segment[] {
 }
 
 /** Where git's literal start of a pattern ends: its first `*`, `?`, `[` or backslash (git's simple_length); -1 for none. */
-function firstWildcard(text: string): number {
+export function firstWildcard(text: string): number {
   for (let i = 0; i < text.length; i++) {
     if (text[i] === '*' || text[i] === '?' || text[i] === '[' || text[i] === '\\') return i;
   }
@@ -216,31 +215,23 @@ function findChunk(chunk: Chunk, name: string, from: number, end: number): numbe
 
 /**
  * Whether the glob matches all of `name` (one component): the run before the first star
- * at its start, the run after the last at its end, and each run between at the first place
- * it fits after the one before (a star takes whatever lies between, so the first fit is as
- * good as any later one). A literal run is found by the string search (no pattern of
- * `*aaa…ab` makes it try every place a character at a time); one with `?` or a class
- * tries each place.
+ * at its start, the run after the last at its end (an empty one matches anywhere), and each
+ * run between at the first place it fits after the one before (a star takes whatever lies
+ * between, so the first fit is as good as any later one). A literal run is found by the
+ * string search (no pattern of `*aaa…ab` makes it try every place a character at a time);
+ * one with `?` or a class tries each place. segmentsMatch places an anchored pattern's
+ * runs of components the same way.
  */
 function globMatches(segment: Glob, name: string): boolean {
   if (segment.literal !== undefined) return segment.literal === name;
-  const { chunks, leadingStar, trailingStar } = segment;
-  if (chunks.length === 1) return name.length === chunks[0]!.atoms.length && chunkAt(chunks[0]!, name, 0);
-  let from = 0;
-  let end = name.length;
-  let first = 0;
-  let last = chunks.length - 1;
-  if (!leadingStar) {
-    const head = chunks[first++]!;
-    if (head.atoms.length > end || !chunkAt(head, name, 0)) return false;
-    from = head.atoms.length;
-  }
-  if (!trailingStar) {
-    const tail = chunks[last--]!;
-    if (tail.atoms.length > end - from || !chunkAt(tail, name, end - tail.atoms.length)) return false;
-    end -= tail.atoms.length;
-  }
-  for (let i = first; i <= last; i++) {
+  const { chunks } = segment;
+  const head = chunks[0]!;
+  if (chunks.length === 1) return name.length === head.atoms.length && chunkAt(head, name, 0);
+  const tail = chunks[chunks.length - 1]!;
+  let from = head.atoms.length;
+  const end = name.length - tail.atoms.length;
+  if (from > end || !chunkAt(head, name, 0) || !chunkAt(tail, name, end)) return false;
+  for (let i = 1; i < chunks.length - 1; i++) {
     const chunk = chunks[i]!;
     if (chunk.atoms.length === 0) continue;
     const at = findChunk(chunk, name, from, end);
@@ -308,7 +299,9 @@ function findRun(anchored: Anchored, i: number, target: Target, from: number, en
  * matches one: the run before the first `**` at the start, the run after the last at the
  * end (where the pattern ends there), each other run at the first place it fits after the
  * one before (a `**` takes whatever lies between, so the first fit is as good as any
- * later one); a literal run is found by string search over the joined path.
+ * later one); a literal run is found by string search over the joined path. The runs
+ * hold components of different kinds than globMatches's characters, and the ends differ
+ * (`plus`, `rest`), so the two stay apart.
  */
 function segmentsMatch(anchored: Anchored, target: Target): boolean {
   const parts = target.parts;
@@ -341,6 +334,7 @@ function segmentsMatch(anchored: Anchored, target: Target): boolean {
 class Target {
   readonly name: string;
   #parts: string[] | undefined;
+  #joined: string | undefined;
   #starts: number[] | undefined;
 
   constructor(readonly path: string) {
@@ -353,35 +347,41 @@ class Target {
 
   /** The path between `/`s: a literal run is searched for in it as `/a/b/`. */
   get joined(): string {
-    return `/${this.path}/`;
+    return (this.#joined ??= `/${this.path}/`);
+  }
+
+  /** Where each component's leading `/` is in `joined`, and the final `/` last. */
+  get #startsOf(): number[] {
+    if (this.#starts === undefined) {
+      const starts: number[] = [];
+      let at = 0;
+      for (const part of this.parts) {
+        starts.push(at);
+        at += part.length + 1;
+      }
+      starts.push(at);
+      this.#starts = starts;
+    }
+    return this.#starts;
   }
 
   /** Where component i's leading `/` is in `joined` (i may be the count of components: the final `/`). */
   offset(i: number): number {
-    if (this.#starts === undefined) {
-      this.#starts = [];
-      let at = 0;
-      for (const part of this.parts) {
-        this.#starts.push(at);
-        at += part.length + 1;
-      }
-      this.#starts.push(at);
-    }
-    return this.#starts[i]!;
+    return this.#startsOf[i]!;
   }
 
   /** The component whose leading `/` is at `at` in `joined`; -1 for none (or `at` -1). */
   componentAt(at: number): number {
     if (at < 0) return -1;
-    this.offset(0);
+    const starts = this.#startsOf;
     let lo = 0;
-    let hi = this.#starts!.length - 1;
+    let hi = starts.length - 1;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.#starts![mid]! < at) lo = mid + 1;
+      if (starts[mid]! < at) lo = mid + 1;
       else hi = mid;
     }
-    return this.#starts![lo] === at ? lo : -1;
+    return starts[lo] === at ? lo : -1;
   }
 }
 
