@@ -161,6 +161,13 @@ export function overlaps(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
+/** Whether `path` is `root` or lies below it (both absolute, or both relative to the same place; `/` holds every absolute path). */
+export function isBelow(path: string, root: string): boolean {
+  if (path === root) return true;
+  if (root === '/') return path.startsWith('/');
+  return path.length > root.length && path.startsWith(root) && path.charCodeAt(root.length) === 0x2f;
+}
+
 /** Refuses any pair of overlapping paths with SEAL_OVERLAP. */
 export function checkNoOverlap(paths: readonly (readonly string[])[], label: string): void {
   for (let i = 0; i < paths.length; i++) {

@@ -6,7 +6,7 @@ import type { Sys } from '../sys/native.js';
 import type { StoredSnapshot } from './document.js';
 import { COPY_AREA } from './layout.js';
 import { buildAreas, makeDir, type TreeSteps } from './manifest-tree.js';
-import { isBelow } from './subvolumes.js';
+import { isBelow } from '../base/paths.js';
 
 /**
  * Puts one file entry's bytes at dirFd/name: frozen (0400/0500 by its captured mode), or,

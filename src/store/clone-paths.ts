@@ -6,7 +6,7 @@ import { DIR_FLAGS, openChildDir, openRealDir, openRealPlace, openRepairableDir,
 
 // Its users in store/ take it from here, with the rest of what a clone's paths need.
 export { statOrNull };
-import { escapePath } from '../base/paths.js';
+import { escapePath, isBelow } from '../base/paths.js';
 import { throwIfRefused } from '../base/refusal.js';
 import { AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, isDir, isLink, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -59,8 +59,7 @@ export function checkCloneOutsideStore(snapshotRoot: string, clone: unknown): vo
   if (typeof clone !== 'string') return;
   const store = resolve(snapshotRoot, '..', '..');
   const dir = resolve(clone);
-  const within = (inner: string, outer: string): boolean => inner === outer || inner.startsWith(`${outer}/`);
-  if (within(dir, store) || within(store, dir)) {
+  if (isBelow(dir, store) || isBelow(store, dir)) {
     throw new SealError('SEAL_OVERLAP', `clone overlaps the snapshot store: ${escapePath(dir)}`);
   }
 }

@@ -1,14 +1,13 @@
 // materialize-subvolume.ts: a directory copy root materialized as one writable btrfs snapshot of its read-only subvolume in the store, or the reason it cannot be.
 import { openChildDir, own, type Fd } from '../base/fd.js';
 import type { ManifestEntry } from '../base/manifest.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, isBelow } from '../base/paths.js';
 import { subvolumeFlags } from '../base/subvolume.js';
 import { BTRFS_SUBVOL_RDONLY } from '../sys/constants.js';
 import { hasCode, isSystemError } from '../sys/errno.js';
 import type { CloneLinks } from './clone-links.js';
 import type { Children } from './manifest-tree.js';
 import { madeEntries, type Run } from './materialize-run.js';
-import { isBelow } from './subvolumes.js';
 
 /** Why the stored copy root open at storeDir cannot be snapshotted into the clone, or undefined when it can be tried. */
 function whyNoSnapshot(run: Run, storeDir: number): string | undefined {

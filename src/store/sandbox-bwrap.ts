@@ -4,7 +4,7 @@ import { delimiter, isAbsolute, join } from 'node:path';
 
 import { checkString, invalidArgType } from '../base/arg-errors.js';
 import { SealError } from '../base/errors.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, isBelow } from '../base/paths.js';
 
 export const NO_BWRAP = 'a sandboxed run needs bubblewrap: no bwrap on PATH (Debian and Ubuntu: apt-get install bubblewrap)';
 
@@ -15,11 +15,6 @@ function realOrUndefined(path: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Whether `path` (a real path) is `dir` (a real path) or below it. */
-function within(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir === '/' ? '/' : `${dir}/`);
 }
 
 /**
@@ -48,7 +43,7 @@ export function findBubblewrap(env: NodeJS.ProcessEnv = process.env, clone?: str
       // not here
       continue;
     }
-    if (inside !== undefined && [realOrUndefined(file), realOrUndefined(dir)].some((real) => real !== undefined && within(real, inside))) {
+    if (inside !== undefined && [realOrUndefined(file), realOrUndefined(dir)].some((real) => real !== undefined && isBelow(real, inside))) {
       planted ??= file;
       continue;
     }

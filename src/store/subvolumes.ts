@@ -1,6 +1,7 @@
 // subvolumes.ts: a snapshot's directory copy roots kept as btrfs subvolumes in a store on btrfs: which roots, and sealing them once built.
 import { DIR_FLAGS, openBeneath, own } from '../base/fd.js';
 import type { Entries, ManifestEntry } from '../base/manifest.js';
+import { isBelow } from '../base/paths.js';
 import { sealSubvolume } from '../base/subvolume.js';
 import { keepMtime, keepMtimeAt } from '../base/times.js';
 import { BTRFS_SUPER_MAGIC } from '../sys/constants.js';
@@ -19,11 +20,6 @@ export function directoryRoots(declarations: readonly string[], entries: Iterabl
   const dirs = new Set<string>();
   for (const e of entries) if (e.kind === 'directory' && roots.has(e.path)) dirs.add(e.path);
   return dirs;
-}
-
-/** Whether path is root or lies below it. */
-export function isBelow(path: string, root: string): boolean {
-  return path === root || (path.length > root.length && path.startsWith(root) && path.charCodeAt(root.length) === 0x2f);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { Entries, ManifestEntry } from '../base/manifest.js';
 import { EntryTable } from '../base/entry-table.js';
 import { PathIndex } from '../base/path-index.js';
 import { throttled, type ProgressFn } from '../base/progress.js';
-import { escapePath } from '../base/paths.js';
+import { escapePath, isBelow } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, BTRFS_SUBVOL_RDONLY, isDir, isLink, isReg } from '../sys/constants.js';
 import { sys as nativeSys, type Stat, type Sys } from '../sys/native.js';
 import { COPY_AREA, DOCUMENT_NAME, MOUNTS_AREA, mountArea, mountDir } from './layout.js';
@@ -19,7 +19,7 @@ import { hasCode } from '../sys/errno.js';
 import { readingSnapshot } from './lock.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { cloneFileMode, subvolumeFlags } from '../base/subvolume.js';
-import { directoryRoots, isBelow, onBtrfs } from './subvolumes.js';
+import { directoryRoots, onBtrfs } from './subvolumes.js';
 
 export interface VerifyReport {
   entries: number;
