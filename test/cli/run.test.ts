@@ -538,6 +538,33 @@ describe('spawnSandboxed', () => {
     store.closeSync();
   });
 
+  it('a relayed file that cannot be written (one opened read-only, a full disk) is said once as a warning, TREESEAL_STDIO_LOST, and the rest is read and dropped: the command is never blocked, close still comes, and the descriptor of the caller stays open, its file as it was', async () => {
+    if (!bwrapAvailable()) return;
+    const { work, store, snap, clone } = armOfOneFile();
+    const log = join(work, 'read-only.log');
+    writeFileSync(log, 'kept\n');
+    const fd = openSync(log, 'r');
+    const warnings: Error[] = [];
+    const warned = (w: Error): void => void warnings.push(w);
+    process.on('warning', warned);
+    try {
+      // Far more than a pipe holds: a relay that stopped reading would leave the command blocked.
+      const child = await spawnSandboxed(snap, clone, ['sh', '-c', 'head -c 1000000 /dev/zero; echo done >&2'], { stdio: ['ignore', fd, 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const [code] = (await once(child, 'close')) as [number];
+      await new Promise((resolve) => setImmediate(resolve));
+      expect([code, err]).toEqual([0, 'done\n']);
+      expect(statSync(`/proc/self/fd/${fd}`).ino).toBe(statSync(log).ino);
+    } finally {
+      process.off('warning', warned);
+      closeSync(fd);
+    }
+    expect(warnings.map((w) => [(w as NodeJS.ErrnoException).code, w.message])).toEqual([['TREESEAL_STDIO_LOST', `the sandboxed command's stdout could not be written to fd ${fd}; the rest of it is dropped: EBADF: bad file descriptor, write`]]);
+    expect(readFileSync(log, 'utf8')).toBe('kept\n');
+    store.closeSync();
+  });
+
   it("the stage a killed materialize or reset left in the clone (the last task's files under its name) is swept before the command runs: it is not the command's to find (it listed and read them)", async () => {
     if (!bwrapAvailable()) return;
     const { store, snap, clone } = armOfOneFile();

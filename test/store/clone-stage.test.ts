@@ -774,6 +774,26 @@ describe('the in-progress marker is created, never trusted', () => {
     store.closeSync();
   });
 
+  it('a marker that cannot be removed once the roots are in is said as stageLeft, not a failure: the clone keeps it (checkClone says so) until the next materialize replaces it', () => {
+    const { work, store, snap } = fixture({ 'one/a': '1' }, ['one']);
+    const clone = join(work, 'clone');
+    writeTree(clone, { 'one/old': 'o' });
+    const sys = wrapSys({
+      unlinkat: (orig) => (dirfd, path, flags) => {
+        if (String(path) === MARKER) throw systemError('EIO', 'unlinkat');
+        orig(dirfd, path, flags);
+      },
+    });
+    const report = withSys(snap, sys).materializeSync(clone);
+    expect(report).toMatchObject({ files: 1, reset: false, stageLeft: { path: MARKER, reason: expect.stringMatching(/^EIO: /) } });
+    expect(readdirSync(clone).sort()).toEqual([MARKER, 'one']);
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: false, marker: true, added: [], removed: [], changed: [] });
+    expect(snap.materializeSync(clone).stageLeft).toBeUndefined();
+    expect(readdirSync(clone)).toEqual(['one']);
+    expect(snap.checkCloneSync(clone)).toMatchObject({ ok: true, marker: false });
+    store.closeSync();
+  });
+
   const deaths = [
     ['at its first swap', 'swap'],
     ['right after creating the marker', 'marker'],
