@@ -9,6 +9,21 @@ export function hasControl(s: string): boolean {
   return /[\u0000-\u001f\u007f-\u009f]/u.test(s);
 }
 
+/**
+ * JSON text with what a terminal acts on or hides escaped as `\\uXXXX`: JSON.stringify leaves
+ * DEL, the C1 controls (U+009B starts an escape sequence on many terminals), the line and
+ * paragraph separators and the format characters (a right-to-left override, a zero-width
+ * space) raw. The document means the same. (This module loads before the library: no import of it.)
+ */
+export function terminalSafeJson(text: string): string {
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (ch) => {
+    if (ch === '\n') return ch;
+    let out = '';
+    for (let i = 0; i < ch.length; i++) out += `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`;
+    return out;
+  });
+}
+
 export function bytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = n;

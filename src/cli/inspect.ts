@@ -7,6 +7,11 @@ import { flag, need, type CommandSpec, type Context } from './command.js';
 import { cloneLines } from './verify.js';
 import { bytes } from './format.js';
 
+/** One item of ls's comma-joined list of copy roots: escaped, with its own commas and the list's closing bracket escaped too. */
+function listItem(s: string): string {
+  return escapePath(s).replace(/[,\]]/g, '\\$&');
+}
+
 async function ls(ctx: Context): Promise<void> {
   need(ctx, 0, 'no arguments');
   const store = await ctx.store();
@@ -20,8 +25,8 @@ async function ls(ctx: Context): Promise<void> {
       const when = u === undefined ? '' : `${new Date(u.createdMs).toISOString()}  `;
       const disk = u === undefined ? '' : `  ${bytes(u.diskBytes).padStart(10)} on disk`;
       rows.push(u === undefined ? { ...s } : { ...s, created: new Date(u.createdMs).toISOString(), diskBytes: u.diskBytes });
-      const decl = [...s.declarations, ...s.mounts.map((m) => `mount:${m.target}`)].join(',');
-      lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${escapePath(decl)}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
+      const decl = [...s.declarations, ...s.mounts.map((m) => `mount:${m.target}`)].map(listItem).join(',');
+      lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${decl}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
       rows.push({ digest, error: { code: err.code, message: err.message } });

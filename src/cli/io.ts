@@ -1,5 +1,5 @@
 // io.ts: the command's output: stdout and stderr with the progress line cleared first, and a closed stdout ending quietly.
-import { progressLine, type ProgressLine, type Totals } from './format.js';
+import { progressLine, terminalSafeJson, type ProgressLine, type Totals } from './format.js';
 
 export interface IoStreams {
   stdout: NodeJS.WriteStream;
@@ -41,7 +41,7 @@ export class Io {
 
   /** Prints `json` as one JSON document with --json, else the human summary. */
   emit(json: unknown, human: string): void {
-    this.out(this.json ? `${JSON.stringify(json, integerMs, 2)}\n` : human.endsWith('\n') || human === '' ? human : `${human}\n`);
+    this.out(this.json ? `${terminalSafeJson(JSON.stringify(json, integerMs, 2))}\n` : human.endsWith('\n') || human === '' ? human : `${human}\n`);
   }
 
   /** A progress line on stderr (drawn only on a terminal); cleared before any other output. */

@@ -17,8 +17,8 @@ async function run(ctx: Context): Promise<void> {
   const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
   const snap = (await ctx.store()).get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
-  const files = snap.entries.filter((e) => e.kind === 'file');
-  const line = io.progress('materializing', { entries: files.length, bytes: files.reduce((n, e) => n + e.size, 0) });
+  // Progress counts entries of every kind made (files, directories, symlinks), so the total does too.
+  const line = io.progress('materializing', { entries: snap.entries.length, bytes: snap.entries.reduce((n, e) => n + (e.kind === 'file' ? e.size : 0), 0) });
   const report = snap.materializeSync(clone, {
     reflink,
     createClone: true,

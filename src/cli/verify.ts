@@ -49,8 +49,9 @@ async function run(ctx: Context): Promise<number> {
   for (const digest of digests) {
     try {
       const snap = store.get(digest);
-      const files = [...snap.entries, ...snap.mounts.flatMap((m) => m.entries)].filter((e) => e.kind === 'file');
-      const line = io.progress(`verifying ${digest.slice(0, 12)}`, { entries: files.length, bytes: files.reduce((n, e) => n + e.size, 0) });
+      // Progress counts entries of every kind checked, so the total does too.
+      const all = [...snap.entries, ...snap.mounts.flatMap((m) => m.entries)];
+      const line = io.progress(`verifying ${digest.slice(0, 12)}`, { entries: all.length, bytes: all.reduce((n, e) => n + (e.kind === 'file' ? e.size : 0), 0) });
       const report = snap.verifySync({ onProgress: (p) => line.update(p) });
       line.done();
       results.push({ digest, ok: true, ...report });

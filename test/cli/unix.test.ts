@@ -141,6 +141,31 @@ describe('the progress line on a terminal', { timeout: CLI_TIMEOUT_MS }, () => {
     // The progress line is cleared before the warning that auto had to copy (this filesystem has no reflink), then the summary.
     expect(m.screen).toMatch(/materializing [^\r\n]*\r\x1b\[2K(treeseal: warning: 1 file copied, not reflinked: [^\r\n]+\r?\n)?materialized /);
   });
+
+  it('counts toward the number of entries the work makes or checks (directories too): never past its total or 100%', () => {
+    const { repo, store } = setup();
+    const tree: Record<string, string> = {};
+    for (let d = 0; d < 40; d++) tree[`many/d${d}/e/f`] = String(d);
+    writeTree(repo, tree);
+    symlinkSync('f', join(repo, 'many/d0/e/l'));
+    const digest = json(cli(store, 'capture', repo, '--copy', 'many', '--mount', 'src', '--links', 'contained', '--json')).digest as string;
+    // many, 40 × (d, e, f), one symlink; the mount src: src, a.ts, lib, lib/b.ts.
+    for (const [args, label, total] of [
+      [['materialize', digest, join(repo, '..', 'clone')], 'materializing', 122],
+      [['verify', digest], `verifying ${digest.slice(0, 12)}`, 126],
+    ] as const) {
+      const r = onTerminal(store, ...args);
+      expect(r.status).toBe(0);
+      const counts = [...r.screen.matchAll(new RegExp(`${label} \\[[#-]+\\] (\\d+)% (\\d+)/(\\d+) entries`, 'g'))].map((x) => [Number(x[1]), Number(x[2]), Number(x[3])]);
+      expect(counts.length).toBeGreaterThan(0);
+      for (const [percent, done, of] of counts) {
+        expect(of).toBe(total);
+        expect(done).toBeLessThanOrEqual(of);
+        expect(percent).toBeLessThanOrEqual(100);
+      }
+      expect(counts.at(-1)!.slice(1)).toEqual([total, total]);
+    }
+  });
 });
 
 /** A process that rewrites the start of `path` as fast as it can until killed. */

@@ -182,6 +182,38 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(shown.split('\n').filter((l) => l.includes('evil'))).toHaveLength(1);
   });
 
+  it('ls tells one copy root holding a comma from two (--copy a,b printed as --copy a --copy b did), and a bracket in a root cannot close the list early', () => {
+    const { repo, store } = setup();
+    writeTree(repo, { 'a,b/x': 'x', a: 'a', b: 'b', 'c]  @forged/y': 'y' });
+    const one = json(cli(store, 'capture', repo, '--copy', 'a,b', '--json')).digest as string;
+    const two = json(cli(store, 'capture', repo, '--copy', 'a', '--copy', 'b', '--json')).digest as string;
+    const bracket = json(cli(store, 'capture', repo, '--copy', 'c]  @forged', '--mount', 'src:lib,x', '--json')).digest as string;
+    const lines = cli(store, 'ls').stdout.split('\n');
+    const line = (digest: string): string => lines.find((l) => l.startsWith(digest.slice(0, 12)))!;
+    expect(line(one)).toMatch(/ \[a\\,b\]$/);
+    expect(line(two)).toMatch(/ \[a,b\]$/);
+    expect(line(bracket)).toMatch(/ \[c\\\]  @forged,mount:lib\\,x\]$/);
+  });
+
+  it('--json escapes what a terminal acts on or hides (DEL, C1 controls such as U+009B, U+2028, a right-to-left override): the same document, nothing raw', () => {
+    const { repo, store } = setup();
+    const name = 'src/e\x7fv\u009b31mil\u2028x\u202ey\u200b';
+    writeFileSync(join(repo, name), 'x');
+    const r = cli(store, 'capture', repo, '--copy', 'src', '--revision', 'r\u009b2J', '--json');
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(r.stdout).not.toMatch(/[\u007f-\u009f\u2028\u2029\u202e\u200b]/u);
+    expect(r.stdout).toContain('"revision": "r\\u009b2J"');
+    const digest = (JSON.parse(r.stdout) as { digest: string; revision: string }).digest;
+    expect((JSON.parse(r.stdout) as { revision: string }).revision).toBe('r\u009b2J');
+    const shown = cli(store, 'show', digest, '--json').stdout;
+    expect(shown).toContain('"path": "src/e\\u007fv\\u009b31mil\\u2028x\\u202ey\\u200b"');
+    expect((JSON.parse(shown) as { entries: { path: string }[] }).entries.map((e) => e.path)).toContain(name);
+    // Plain non-ASCII text stays as it is.
+    writeFileSync(join(repo, 'src/café-日本'), 'y');
+    const again = cli(store, 'capture', repo, '--copy', 'src', '--json');
+    expect(cli(store, 'show', (JSON.parse(again.stdout) as { digest: string }).digest, '--json').stdout).toContain('"path": "src/café-日本"');
+  });
+
   it('capture, materialize, reset, freeze and thaw escape control characters in the source, store and clone paths they print (a terminal escape or a newline there was printed raw: a forged line, a retitled terminal)', () => {
     const { work } = setup();
     const evil = 'ev\x1b[31mil\nforged line \x1b]0;TITLE\x07';
