@@ -15,6 +15,7 @@ import type { ToolOptions } from '../base/offload.js';
 import { checkSys, defineOp } from '../base/op.js';
 import { frozenFileMode } from '../base/frozen.js';
 import { subvolumeFlags, unsealSubvolume } from '../base/subvolume.js';
+import { linkUnnamedAt, openUnnamedAt } from '../base/unnamed.js';
 
 export interface ModePolicy {
   /** What a refusal's message calls the work (`freeze`, `thaw`). */
@@ -61,48 +62,70 @@ function sameContent(a: Stat, b: Stat): boolean {
 }
 
 /**
+ * The name a private copy has between its making and its rename over the file
+ * (`.treeseal-freeze-` or `.treeseal-thaw-` and 24 hex digits). A freeze or thaw killed
+ * there leaves it; the next freeze or thaw of the tree removes it.
+ */
+const COPY_NAME = /^\.treeseal-(freeze|thaw)-[0-9a-f]{24}$/;
+
+/**
  * Replaces dirfd/name, a regular file with other names (`seen`: its fstatat), by a
  * private copy (a reflink where the filesystem can) with `mode` and the file's owner and
  * group, renamed over it: the inode the other names share is never chmodded or written.
+ * The copy is made unnamed (O_TMPFILE) and named only for the rename, so a freeze killed
+ * while copying leaves nothing; where the filesystem makes no unnamed file, or one cannot
+ * be linked in (no /proc, not root), it is made under its name (COPY_NAME) from the start.
  */
 function unshareChild(sys: Sys, dirfd: number, name: string | Buffer, rel: string, seen: Stat, mode: number, work: string): void {
   using src = own(sys, sys.openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   const before = sys.fstat(src.fd);
   if (!sameContent(before, seen)) throw changed(rel);
   const tmp = `.treeseal-${work}-${randomBytes(12).toString('hex')}`;
+  const fill = (fd: number): void => {
+    // The one fill every copy uses: a reflink, else copy_file_range, else a buffered copy of the data segments (holes stay holes).
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(before.size, CHUNK_BYTES)));
+    fillBytes(sys, buffer, src.fd, fd, before.size, { clone: true, range: true, copy: { changed: () => changed(rel) } });
+    // The file's owner and group (root thawing another user's tree must not take the file from them), then the mode
+    // asked for, past the umask (a chown clears set-id bits).
+    keepOwner(sys, fd, before);
+    sys.fchmod(fd, mode);
+    if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(fd).size !== before.size) throw changed(rel);
+  };
+  let named = false;
   try {
-    {
-      using dst = own(sys, createCopy(sys, dirfd, tmp));
-      // The one fill every copy uses: a reflink, else copy_file_range, else a buffered copy of the data segments (holes stay holes).
-      const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(before.size, CHUNK_BYTES)));
-      fillBytes(sys, buffer, src.fd, dst.fd, before.size, { clone: true, range: true, copy: { changed: () => changed(rel) } });
-      // The file's owner and group (root thawing another user's tree must not take the file from them), then the mode
-      // asked for, past the umask (a chown clears set-id bits).
-      keepOwner(sys, dst.fd, before);
-      sys.fchmod(dst.fd, mode);
-      if (!sameContent(before, sys.fstat(src.fd)) || sys.fstat(dst.fd).size !== before.size) throw changed(rel);
+    let linked = false;
+    const unnamed = inWritableDir(sys, dirfd, () => openUnnamedAt(sys, dirfd, 0o600));
+    if (unnamed !== undefined) {
+      using dst = unnamed;
+      fill(dst.fd);
+      named = linked = linkUnnamedAt(sys, dst.fd, dirfd, tmp);
+    }
+    if (!linked) {
+      named = true;
+      using dst = own(sys, inWritableDir(sys, dirfd, () => sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)));
+      fill(dst.fd);
     }
     sys.renameat2(dirfd, tmp, dirfd, name, 0);
   } catch (err) {
-    removeQuietly(sys, dirfd, tmp);
+    if (named) removeQuietly(sys, dirfd, tmp);
     throw err;
   }
 }
 
 /**
- * Creates the private copy's file in dirfd. A directory a freeze already made 0500 (a tree
- * frozen before, or a freeze that failed half way and is run again) is given u+w first:
- * the freeze sets its mode again once its entries are done.
+ * Runs fn, which makes or removes a name in dirfd. A directory a freeze already made 0500
+ * (a tree frozen before, or a freeze that failed half way and is run again) is given u+w
+ * when fn is refused (EACCES) and fn runs again: the freeze sets its mode again once its
+ * entries are done.
  */
-function createCopy(sys: Sys, dirfd: number, tmp: string): number {
-  const create = (): number => sys.openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+function inWritableDir<T>(sys: Sys, dirfd: number, fn: () => T): T {
   try {
-    return create();
+    return fn();
   } catch (err) {
     const mode = sys.fstat(dirfd).mode & 0o7777;
     if (!hasCode(err, 'EACCES') || (mode & 0o200) !== 0) throw err;
     sys.fchmod(dirfd, mode | 0o700);
-    return create();
+    return fn();
   }
 }
 
@@ -266,6 +289,11 @@ export function applyModesAt(sys: Sys, fd: number, policy: ModePolicy): void {
       if (!isReg(st.mode)) throw specialFile(rel);
       // Files left alone (a publish's directories-only pass) are never touched, whatever a listing without d_type shows.
       if (!policy.files) return;
+      // A private copy a freeze or thaw killed before its rename left (the file it was for still holds its name): removed.
+      if (policy.unshare === true && st.nlink === 1 && COPY_NAME.test(String(name))) {
+        at(policy, rel, () => inWritableDir(sys, dirfd, () => sys.unlinkat(dirfd, name, 0)));
+        return;
+      }
       const mode = policy.file(st.mode);
       // Already as asked (a tree frozen before, a linked file already frozen): nothing to chmod, nothing to copy.
       if ((st.mode & 0o7777) === mode) return;

@@ -6,7 +6,8 @@ import { checkBoolean, checkOptions, checkString, invalidArgType } from '../base
 import { SealError, isSealError } from '../base/errors.js';
 import { writeAll } from '../base/io.js';
 import { escapePath } from '../base/paths.js';
-import { AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_TMPFILE, O_WRONLY } from '../sys/constants.js';
+import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } from '../sys/constants.js';
+import { linkUnnamedAt, openUnnamedAt } from '../base/unnamed.js';
 import { hasCode } from '../sys/errno.js';
 import type { Stat, Sys } from '../sys/native.js';
 import { checkSys, defineOp } from '../base/op.js';
@@ -77,9 +78,8 @@ export function writeFrozenAt(sys: Sys, dirfd: number, name: string, bytes: Uint
  */
 function openUnnamed(sys: Sys, dirfd: number, mode: number, shown: string): Fd | undefined {
   try {
-    return own(sys, sys.openat(dirfd, '.', O_TMPFILE | O_WRONLY, mode));
+    return openUnnamedAt(sys, dirfd, mode);
   } catch (err) {
-    if (hasCode(err, 'EOPNOTSUPP', 'ENOTSUP', 'EISDIR', 'EINVAL')) return undefined;
     throw createError(err, shown);
   }
 }
@@ -95,17 +95,12 @@ function collision(shown: string, cause?: unknown): SealError {
  * as the kernel said it, and typed by the caller.
  */
 function linkIn(sys: Sys, fd: number, dirfd: number, name: string, shown: string): boolean {
-  for (const link of [() => sys.linkat(AT_FDCWD, `/proc/self/fd/${fd}`, dirfd, name, AT_SYMLINK_FOLLOW), () => sys.linkat(fd, '', dirfd, name, AT_EMPTY_PATH)]) {
-    try {
-      link();
-      return true;
-    } catch (err) {
-      if (hasCode(err, 'EEXIST')) throw collision(shown, err);
-      // No /proc (ENOENT), not root (EPERM, EACCES), or a link count the kernel will not raise (EMLINK): the next way, then in place.
-      if (!hasCode(err, 'ENOENT', 'EPERM', 'EACCES', 'EMLINK')) throw err;
-    }
+  try {
+    return linkUnnamedAt(sys, fd, dirfd, name);
+  } catch (err) {
+    if (hasCode(err, 'EEXIST')) throw collision(shown, err);
+    throw err;
   }
-  return false;
 }
 
 /**

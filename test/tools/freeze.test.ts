@@ -1,11 +1,12 @@
 // freeze.test.ts: freeze and thaw set modes through fds, never follow a link, refuse special files and symlinked roots, and copy hard-linked files.
 import { chmodSync, chownSync, closeSync, ftruncateSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SealError, freeze, freezeSync, thaw, thawSync } from '../../dist/index.js';
-import { checkNoFdLeaks, expectError, failOnce, mkfifo, rootOrSkip, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
+import { O_TMPFILE } from '../../dist/sys/index.js';
+import { DIST_INDEX, checkNoFdLeaks, expectError, failOnce, mkfifo, rootOrSkip, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 checkNoFdLeaks();
 
@@ -180,8 +181,8 @@ describe('freeze and hard links', () => {
     chmodSync(join(dir, 'd'), 0o500);
     linkSync(join(dir, 'd/f'), join(work, 'f-outside'));
     const g = inoMode(join(dir, 'd/g'));
-    // As a user who owns the tree sees it (root is never refused): creating the copy in the 0500 directory is EACCES.
-    const refused = failOnce('openat', 'EACCES', (_fd, name) => String(name).startsWith('.treeseal-freeze-'));
+    // As a user who owns the tree sees it (root is never refused): creating the copy (unnamed) in the 0500 directory is EACCES.
+    const refused = failOnce('openat', 'EACCES', (_fd, name, flags) => name === '.' && (flags & O_TMPFILE) === O_TMPFILE);
     freezeSync(dir, { sys: refused.sys });
     expect(refused.injected()).toBeDefined();
     expect(inoMode(join(dir, 'd/g'))).toEqual(g);
@@ -213,6 +214,73 @@ describe('freeze and hard links', () => {
     expect(refused.injected()).toBeDefined();
     const copy = statSync(join(dir, 'own'));
     expect([copy.uid, copy.mode & 0o7777, copy.nlink]).toEqual([process.getuid!(), 0o600, 1]);
+  });
+});
+
+/** Runs freezeSync (or thawSync) of dir in a child whose syscall layer `dying` (a JavaScript expression over `sys`) SIGKILLs it at a chosen call. */
+function killedIn(work: 'freezeSync' | 'thawSync', dir: string, dying: string): void {
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', [
+    `import { ${work} } from ${JSON.stringify(DIST_INDEX)};`,
+    `import { sys } from ${JSON.stringify(DIST_INDEX.replace(/index\.js$/, 'sys/index.js'))};`,
+    `const die = () => process.kill(process.pid, 'SIGKILL');`,
+    `${work}(${JSON.stringify(dir)}, { sys: { ...sys, ${dying} } });`,
+  ].join('\n')], { encoding: 'utf8' });
+  expect([child.signal, child.stderr]).toEqual(['SIGKILL', '']);
+}
+
+describe('a freeze or thaw killed while it copies a linked file', () => {
+  it('leaves no name while the copy is made (it is unnamed until its rename: a .treeseal-freeze- copy was left, and the next freeze froze it as a file of the tree)', () => {
+    const { dir, other } = linkedTree();
+    thawSync(dir);
+    linkSync(join(dir, 'd/f'), join(other, 'f2'));
+    // Killed as it sets the copy's mode (0400: only a copy is fchmodded to a file's mode; a file of its own is fchmodat'ed).
+    killedIn('freezeSync', dir, 'fchmod: (fd, mode) => { if (mode === 0o400) die(); return sys.fchmod(fd, mode); }');
+    expect(readdirSync(join(dir, 'd'))).toEqual(['f']);
+    expect(inoMode(join(dir, 'd/f'))).toEqual([inoMode(join(other, 'f2'))[0], 0o600, 2]);
+    freezeSync(dir);
+    expect(readdirSync(join(dir, 'd'))).toEqual(['f']);
+    expect([inoMode(join(dir, 'd/f'))[1], inoMode(join(dir, 'd/f'))[2], inoMode(join(other, 'f2'))[1]]).toEqual([0o400, 1, 0o600]);
+  });
+
+  it('killed between naming the copy and its rename over the file, leaves the copy, which the next freeze or thaw removes: the file itself is done as ever', () => {
+    for (const [work, again, mode] of [['thawSync', thawSync, 0o600], ['freezeSync', freezeSync, 0o400]] as const) {
+      const { dir, other } = linkedTree();
+      if (work === 'freezeSync') {
+        thawSync(dir);
+        linkSync(join(dir, 'd/f'), join(other, 'f2'));
+      }
+      const shared = inoMode(join(dir, 'd/f'));
+      killedIn(work, dir, 'renameat2: () => die()');
+      // The first linked file met (d/f, or e beside d) has its copy named, not renamed.
+      const left = [...readdirSync(dir), ...readdirSync(join(dir, 'd'))].filter((n) => n.startsWith('.treeseal-'));
+      expect([work, left.length, left[0]]).toEqual([work, 1, expect.stringMatching(new RegExp(`^\\.treeseal-${work.replace('Sync', '')}-[0-9a-f]{24}$`))]);
+      expect(inoMode(join(dir, 'd/f'))).toEqual(shared);
+      // A file named like it with other names is no copy left behind (a copy has one name): kept.
+      writeFileSync(join(dir, 'e2'), 'mine');
+      const lookalike = '.treeseal-freeze-0123456789abcdef01234567';
+      linkSync(join(dir, 'e2'), join(dir, lookalike));
+      again(dir);
+      expect([work, readdirSync(join(dir, 'd'))]).toEqual([work, ['f']]);
+      expect(readdirSync(dir).filter((n) => n.startsWith('.treeseal-') && n !== lookalike)).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual([lookalike, 'd', 'e', 'e2', 'own'].sort());
+      expect([inoMode(join(dir, 'd/f'))[0] === shared[0], inoMode(join(dir, 'd/f'))[1], inoMode(join(dir, 'd/f'))[2]]).toEqual([false, mode, 1]);
+      expect(inoMode(join(other, 'f'))[1]).toBe(0o400);
+    }
+  });
+
+  it('where the filesystem makes no unnamed file (EOPNOTSUPP) or it cannot be linked in (no /proc, not root), the copy is made under its name: the same result', () => {
+    for (const [label, sys] of [
+      ['no O_TMPFILE', failOnce('openat', 'EOPNOTSUPP', (_fd, name, flags) => name === '.' && (flags & O_TMPFILE) === O_TMPFILE)],
+      ['no linkat', failOnce('linkat', 'EPERM')],
+    ] as const) {
+      const { dir, other } = linkedTree();
+      const shared = inoMode(join(other, 'f'));
+      thawSync(dir, { sys: sys.sys });
+      expect([label, sys.injected()?.message]).toEqual([label, expect.any(String)]);
+      expect([label, readdirSync(join(dir, 'd')), inoMode(join(dir, 'd/f'))[1], inoMode(join(dir, 'd/f'))[2]]).toEqual([label, ['f'], 0o600, 1]);
+      expect(readFileSync(join(dir, 'd/f'))).toEqual(Buffer.alloc(300_000, 7));
+      expect(inoMode(join(other, 'f'))).toEqual([shared[0], 0o400, 1]);
+    }
   });
 });
 
@@ -274,14 +342,20 @@ describe('thaw and hard links', () => {
     expect([inoMode(join(other, 'f')), inoMode(join(dir, 'd/f'))]).toEqual([before, before]);
   });
 
-  it('the kernel refusing the copy (its creation, or its chmod): SEAL_IO, nothing left behind', () => {
+  it('the kernel refusing the copy (its creation, its chmod, its naming or its rename): SEAL_IO, nothing left behind', () => {
     const { dir, other } = linkedTree();
     const before = inoMode(join(other, 'f'));
-    const create = failOnce('openat', 'ENOSPC', (_fd, name) => String(name).startsWith('.treeseal-thaw-'));
+    const create = failOnce('openat', 'ENOSPC', (_fd, name, flags) => name === '.' && (flags & O_TMPFILE) === O_TMPFILE);
     expectError(() => thawSync(dir, { sys: create.sys }), { code: 'SEAL_IO', message: 'thaw of e: ENOSPC: injected, openat', path: 'e', unchanged: dir });
+    const named = wrapSys({ openat: (orig) => (fd, name, flags, mode) => ((flags & O_TMPFILE) === O_TMPFILE ? (() => { throw systemError('EOPNOTSUPP', 'openat'); })() : String(name).startsWith('.treeseal-thaw-') ? (() => { throw systemError('ENOSPC', 'openat'); })() : orig(fd, name, flags, mode)) });
+    expectError(() => thawSync(dir, { sys: named }), { code: 'SEAL_IO', message: 'thaw of e: ENOSPC: injected, openat', path: 'e', unchanged: dir });
     const chmod = failOnce('fchmod', 'EIO', (_fd, mode) => mode === 0o600);
     expectError(() => thawSync(dir, { sys: chmod.sys }), { code: 'SEAL_IO', message: 'thaw of e: EIO: injected, fchmod', path: 'e', unchanged: dir });
     expect(chmod.injected()).toBeDefined();
+    const link = failOnce('linkat', 'ENOSPC');
+    expectError(() => thawSync(dir, { sys: link.sys }), { code: 'SEAL_IO', message: 'thaw of e: ENOSPC: injected, linkat', path: 'e', unchanged: dir });
+    const rename = failOnce('renameat2', 'EIO');
+    expectError(() => thawSync(dir, { sys: rename.sys }), { code: 'SEAL_IO', message: 'thaw of e: EIO: injected, renameat2', path: 'e', unchanged: dir });
     expect(inoMode(join(other, 'f'))).toEqual(before);
   });
 });
