@@ -1,6 +1,6 @@
 // clone-lock.ts: the lock a materialize or reset holds on its clone for its whole run: a flocked file in the store's tmp/, never in the clone.
 import { SealError } from '../base/errors.js';
-import { openChildDir, openRealDir, own, stillNamed, tryFlockAwhile, type Fd } from '../base/fd.js';
+import { DIR_FLAGS, openChildDir, openRealDir, own, stillNamed, tryFlockAwhile, type Fd } from '../base/fd.js';
 import { escapePath } from '../base/paths.js';
 import { AT_SYMLINK_NOFOLLOW, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDWR, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
@@ -37,18 +37,28 @@ export interface CloneLock extends Disposable {
  * until the command ends), is SEAL_BUSY. The lock lives in the store (its tmp/, which every open makes):
  * the agent in the clone cannot take or plant it, and a caller's own `flock` on the clone
  * directory (a shell's `flock DIR treeseal reset …`) does not meet it. Its file is removed
- * while held; a holder whose file was removed meanwhile tries the new one.
+ * while held; a holder whose file was removed meanwhile tries the new one. A store on a
+ * filesystem mounted read-only holds no file of it (EROFS): the clone directory's own
+ * flock is the lock then (see lockCloneDir).
  */
-export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: string): CloneLock {
+export function lockClone(sys: Sys, storeRoot: string, cloneFd: number, clone: string): CloneLock {
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   const tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
-  const name = lockName(cloneDir);
+  const name = lockName(sys.fstat(cloneFd));
   try {
     // In a shared store (tmp/ the group's), the group's: a lock file a member left (killed while holding it) must not
     // lock another member out of a clone that came to have the same inode.
     const mode = (sys.fstat(tmp.fd).mode & 0o070) !== 0 ? 0o660 : 0o600;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      const file = own(sys, openLockFile(sys, tmp.fd, name, mode, clone));
+      let opened: number;
+      try {
+        opened = openLockFile(sys, tmp.fd, name, mode, clone);
+      } catch (err) {
+        if (!hasCode(err, 'EROFS')) throw err;
+        tmp.close();
+        return lockCloneDir(sys, cloneFd, clone);
+      }
+      const file = own(sys, opened);
       let named: boolean;
       try {
         const st = sys.fstat(file.fd);
@@ -70,6 +80,33 @@ export function lockClone(sys: Sys, storeRoot: string, cloneDir: Stat, clone: st
   }
   tmp.close();
   throw new SealError('SEAL_BUSY', `clone is in use by other calls, one after another (materializes or resets of it, or sandboxed commands running in it); try again: ${escapePath(clone)}`, { path: clone, retryable: true });
+}
+
+/**
+ * The lock of a clone materialized from a store on a read-only filesystem: an flock on the
+ * clone directory itself (its own open, let go with the call). Every call through a
+ * read-only store meets it; a caller's own `flock DIR` on the clone does too (SEAL_BUSY),
+ * and a call through the same store mounted writable elsewhere does not.
+ */
+function lockCloneDir(sys: Sys, cloneFd: number, clone: string): CloneLock {
+  const dir = own(sys, sys.openat(cloneFd, '.', DIR_FLAGS));
+  try {
+    if (!tryFlockAwhile(sys, dir.fd, SWEEP_HOLD_MS)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
+  } catch (err) {
+    dir.close();
+    throw err;
+  }
+  let done = false;
+  const release = (): void => {
+    if (done) return;
+    done = true;
+    try {
+      dir.close();
+    } catch {
+      // nothing is held after it
+    }
+  };
+  return { release, [Symbol.dispose]: release };
 }
 
 /** Opens (making it) the lock file; one another user made that this one may not open is SEAL_IO naming its owner. */

@@ -481,7 +481,7 @@ function lockWhenChecked(sys: Sys, snapshotRoot: string, cloneFd: number, clone:
   let held: CloneLock | undefined;
   return {
     take: () => {
-      held ??= inStore('clone lock cannot be taken', () => lockClone(sys, storeOf(snapshotRoot), sys.fstat(cloneFd), clone));
+      held ??= inStore('clone lock cannot be taken', () => lockClone(sys, storeOf(snapshotRoot), cloneFd, clone));
     },
     [Symbol.dispose]: () => held?.release(),
   };

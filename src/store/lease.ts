@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 
 import { SealError } from '../base/errors.js';
 import { sealed } from '../base/refusal.js';
-import { openRealDir, own, tryFlock, type Fd } from '../base/fd.js';
+import { openChildDir, openRealDir, own, tryFlock, type Fd } from '../base/fd.js';
 import { writeAll } from '../base/io.js';
-import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
+import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
@@ -14,7 +14,11 @@ import { withStoreLock } from './lock.js';
 /** A lease file's name: the snapshot's digest, a dash, 16 hex digits. */
 const LEASE_RE = /^([0-9a-f]{64})-[0-9a-f]{16}$/;
 
-/** What a held lease is: its file's name in leases/ and the fd that holds its flock. */
+/**
+ * What a held lease is: its file's name in leases/ and the fd that holds its flock; or,
+ * taken through a store on a read-only filesystem (name ''), the fd of the snapshot's own
+ * directory, holding a shared flock on it (see takeLease).
+ */
 export interface LeaseHandle {
   name: string;
   fd: number;
@@ -31,7 +35,10 @@ function openLeases(sys: Sys, storeRoot: string): Fd | undefined {
 
 /**
  * Leases the published snapshot `digest`, under the store's shared lock (so no rm is
- * half done): a new file in leases/ naming this process, flocked until released.
+ * half done): a new file in leases/ naming this process, flocked until released. Through a
+ * store on a filesystem mounted read-only (a volume the store is written through
+ * elsewhere), where no file can be made (EROFS), a shared flock on the snapshot's own
+ * directory, which an rm through the writable mount meets too (see checkUnleased).
  */
 export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHandle {
   return withStoreLock(sys, storeRoot, false, () => {
@@ -47,7 +54,14 @@ export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHan
     using leases = openLeases(sys, storeRoot);
     if (leases === undefined) throw new SealError('SEAL_UNAVAILABLE', `store has no leases directory (open it with this version first): ${storeRoot}`);
     const name = `${digest}-${randomBytes(8).toString('hex')}`;
-    const file = own(sys, sys.openat(leases.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+    let made: number;
+    try {
+      made = sys.openat(leases.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    } catch (err) {
+      if (!hasCode(err, 'EROFS')) throw err;
+      return { name: '', fd: leaseDir(sys, snapshots.fd, digest) };
+    }
+    const file = own(sys, made);
     try {
       sys.flock(file.fd, LOCK_EX | LOCK_NB);
       // Readable past the umask: in a shared store another member's rm must open it to test its flock.
@@ -66,9 +80,43 @@ export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHan
   });
 }
 
+/** A snapshot's directory, open and held by a shared flock: a lease through a read-only store. */
+function leaseDir(sys: Sys, snapshotsFd: number, digest: string): number {
+  const dir = own(sys, openChildDir(sys, snapshotsFd, digest));
+  try {
+    sys.flock(dir.fd, LOCK_SH | LOCK_NB);
+  } catch (err) {
+    dir.close();
+    // Held exclusively for a moment by an rm's look (through the writable mount), which the store lock keeps from now.
+    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw new SealError('SEAL_BUSY', `snapshot ${digest} is being removed; it cannot be leased`, { retryable: true });
+    throw err;
+  }
+  return dir.release();
+}
+
+/**
+ * Whether the snapshot's directory is held by a lease taken through a read-only mount of
+ * the store (a shared flock on it; see takeLease). Only its owner or root can open a
+ * snapshot's directory (0500), so no other member of a shared store can pin it this way.
+ */
+function dirLeased(sys: Sys, storeRoot: string, digest: string): boolean {
+  using snapshots = openSnapshots(sys, storeRoot);
+  if (snapshots === undefined) return false;
+  let fd: number;
+  try {
+    fd = openChildDir(sys, snapshots.fd, digest);
+  } catch {
+    // Not there, not a directory, not this user's to open: the removal says what it meets.
+    return false;
+  }
+  using dir = own(sys, fd);
+  return !tryFlock(sys, dir.fd);
+}
+
 /** Ends a lease: its file removed, then its fd (and so its flock) closed. */
 export function releaseLease(sys: Sys, storeRoot: string, lease: LeaseHandle): void {
   using file = own(sys, lease.fd);
+  if (lease.name === '') return;
   using leases = openLeases(sys, storeRoot);
   if (leases === undefined) return;
   try {
@@ -204,6 +252,9 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
  */
 export function checkUnleased(sys: Sys, storeRoot: string, digest: string | undefined): void {
   const { held } = scan(sys, storeRoot, digest, true);
+  if (held.length === 0 && digest !== undefined && dirLeased(sys, storeRoot, digest)) {
+    throw new SealError('SEAL_BUSY', `snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it`);
+  }
   const first = held[0];
   if (first !== undefined) {
     throw new SealError(

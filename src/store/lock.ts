@@ -28,15 +28,27 @@ function lockError(err: unknown, storeRoot: string): SealError {
   return new SealError('SEAL_UNAVAILABLE', `store lock is unavailable: ${shown}: ${escapePath((err as Error).message)}`, { cause: err });
 }
 
-/** Opens the store's lock file below the store directory (never through a link); -1 when missing and not created. */
-function openLock(sys: Sys, storeRoot: string, options: LockOptions): number {
+/**
+ * Opens the store's lock file below the store directory (never through a link); -1 when
+ * missing and not created. Where the store's filesystem is mounted read-only (EROFS), it is
+ * opened for reading (an flock needs no write access), and `onReadOnly` is called.
+ */
+export function openLock(sys: Sys, storeRoot: string, options: LockOptions, onReadOnly?: () => void): number {
   const create = options.create !== false;
   const mode = options.mode ?? 0o600;
   let fd: number;
   {
     using root = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+    const open = (flags: number): number => sys.openat(root.fd, LOCK_NAME, flags | O_NOFOLLOW | O_NONBLOCK, mode);
     try {
-      fd = sys.openat(root.fd, LOCK_NAME, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK, mode);
+      try {
+        fd = open(create ? O_RDWR | O_CREAT : O_RDONLY);
+      } catch (err) {
+        // A store on a filesystem mounted read-only: its lock is there, and an flock needs no write access.
+        if (!(create && hasCode(err, 'EROFS'))) throw err;
+        fd = open(O_RDONLY);
+        onReadOnly?.();
+      }
     } catch (err) {
       if (!create && hasCode(err, 'ENOENT')) return -1;
       throw lockError(err, storeRoot);
@@ -65,8 +77,13 @@ export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean
   const fd = openLock(sys, storeRoot, options);
   if (fd < 0) return fn();
   using lock = own(sys, fd);
+  return holdingLock(sys, storeRoot, lock.fd, exclusive, fn);
+}
+
+/** Runs fn holding the store lock open at fd (openLock's), shared or exclusive; released however fn ends (the fd stays the caller's). */
+export function holdingLock<T>(sys: Sys, storeRoot: string, fd: number, exclusive: boolean, fn: () => T): T {
   try {
-    sys.flock(lock.fd, exclusive ? LOCK_EX : LOCK_SH);
+    sys.flock(fd, exclusive ? LOCK_EX : LOCK_SH);
   } catch (err) {
     throw lockError(err, storeRoot);
   }
@@ -74,7 +91,7 @@ export function withStoreLock<T>(sys: Sys, storeRoot: string, exclusive: boolean
     return fn();
   } finally {
     try {
-      sys.flock(lock.fd, LOCK_UN);
+      sys.flock(fd, LOCK_UN);
     } catch {
       // Closing the fd (right after) releases the lock too; what fn returned (an fd it handed over) must not be lost.
     }

@@ -329,6 +329,8 @@ export function saveLedgerOrSay(sys: Sys, snapshotRoot: string, cloneFd: number,
     return undefined;
   } catch (err) {
     if (!(err instanceof SealError && (err.code === 'SEAL_IO' || err.code === 'SEAL_BUSY' || err.code === 'SEAL_CORRUPT'))) throw err;
+    // A store on a read-only filesystem holds no ledger, nor one to drop: said as such.
+    if (hasCode(err.cause, 'EROFS')) return 'the store is on a read-only filesystem';
     dropLedgerQuietly(sys, store, cloneSt);
     return reasonOf(err);
   }

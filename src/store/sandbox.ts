@@ -342,7 +342,7 @@ export async function spawnSandboxed(snap: Snapshot, clone: string, command: str
   let lease: Lease | undefined;
   let cloneLock: CloneLock | undefined;
   try {
-    cloneLock = sealed('spawnSandboxed', () => lockClone(sys, storeOf(snap.root), sys.fstat(dir.fd), clone));
+    cloneLock = sealed('spawnSandboxed', () => lockClone(sys, storeOf(snap.root), dir.fd, clone));
     // What a materialize or reset killed while it removed the last task's files left under its stage's name is not the command's to find.
     sealed('spawnSandboxed', () => sweepCloneStages(sys, dir.fd));
     lease = await snap.leaseAsync();

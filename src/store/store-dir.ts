@@ -17,10 +17,11 @@ import { decodeDocumentBytes } from './document-parse.js';
 import { BUILD_PREFIX, CACHE_DIR, CLONES_DIR, DOCUMENT_NAME, LEASES_DIR, PULL_LOCK_PREFIX, REMOVING_PREFIX, SNAPSHOTS_DIR, TMP_DIR, LOCK_NAME } from './layout.js';
 import { statOrNull } from './clone-paths.js';
 import { checkUnleased } from './lease.js';
-import { withStoreLock } from './lock.js';
+import { holdingLock, openLock, withStoreLock } from './lock.js';
 import { isCloneLockName } from './clone-lock.js';
 import { DIGEST_RE } from './digests.js';
 import { giveToStoreOwner } from './store-part.js';
+import { readOnlyStore } from './read-only.js';
 import { checkPart, checkSnapshot, checkPathAbove, openForeignStore, storeRule, type StoreTrust, type TrustRule } from './trust.js';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024;
@@ -141,6 +142,8 @@ export interface OpenedStore {
   /** Builds and half-removed snapshots swept. */
   swept: number;
   identity: StoreIdentity;
+  /** The store is on a filesystem mounted read-only: opened as it stands, nothing made or swept. */
+  readOnly: boolean;
 }
 
 /**
@@ -148,24 +151,32 @@ export interface OpenedStore {
  * that only users it trusts (see trust.ts) can have written it, its snapshots/,
  * tmp/, leases/, cache/ and lock (else SEAL_UNTRUSTED), makes what is missing, and sweeps
  * builds no live process holds. Returns how many it swept, and which directory it opened.
+ * A store on a filesystem mounted read-only is checked as it stands (every part there) and
+ * neither made nor swept; an ephemeral one there is refused (its close could not remove it).
  */
 export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner', ephemeral = false): OpenedStore {
-  let rule: TrustRule;
-  let identity: StoreIdentity;
-  {
-    const opened = openTrustedRoot(sys, root, trust);
-    rule = opened.rule;
-    using dir = opened.dir;
-    const st = sys.fstat(dir.fd);
-    identity = { dev: st.dev, ino: st.ino };
-    checkOnlyStoreParts(sys, dir.fd, root, ephemeral);
-    for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
-    // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
-    // a ledger (0700); a shared store makes them here, for the group.
-    for (const name of [CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), rule.group !== undefined);
+  const { rule, dir } = openTrustedRoot(sys, root, trust);
+  using _dir = dir;
+  const st = sys.fstat(dir.fd);
+  const identity = { dev: st.dev, ino: st.ino };
+  checkOnlyStoreParts(sys, dir.fd, root, ephemeral);
+  // The lock first: a filesystem mounted read-only shows there (EROFS), before anything is made.
+  let readOnly = false;
+  using lock = own(sys, openLock(sys, root, { mode: rule.group === undefined ? 0o600 : 0o660, check: (lockSt: Stat, shown: string) => checkPart(lockSt, rule, shown) }, () => (readOnly = true)));
+  if (readOnly) {
+    if (ephemeral) throw readOnlyStore('an ephemeral store (removed at its close)', root);
+    for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR, CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), false);
+    // The lock is there: a store's snapshots/ must be too, else this is no store.
+    if (statOrNull(sys, dir.fd, SNAPSHOTS_DIR) === null) {
+      throw new SealError('SEAL_UNAVAILABLE', `not a treeseal store: ${escapePath(root)} holds no ${SNAPSHOTS_DIR}/, and its filesystem is mounted read-only`, { path: root });
+    }
+    return { swept: 0, identity, readOnly: true };
   }
-  const lock = { mode: rule.group === undefined ? 0o600 : 0o660, check: (st: Stat, shown: string) => checkPart(st, rule, shown) };
-  return { swept: withStoreLock(sys, root, true, () => sweepStaleBuilds(sys, root), lock), identity };
+  for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), true);
+  // cache/ and clones/ are made by the first capture that saves a stat cache, the first materialize that saves
+  // a ledger (0700); a shared store makes them here, for the group.
+  for (const name of [CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), rule.group !== undefined);
+  return { swept: holdingLock(sys, root, lock.fd, true, () => sweepStaleBuilds(sys, root)), identity, readOnly: false };
 }
 
 /**

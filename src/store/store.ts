@@ -16,6 +16,7 @@ import { sys as nativeSys, type Sys } from '../sys/native.js';
 import type { PackedSnapshot, StoredSnapshot } from './document.js';
 import { SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
+import { readOnlyStore } from './read-only.js';
 import { sweepCloneAt } from './clone-stage.js';
 import { sweepLedgers } from './clone-ledger.js';
 import { sweepStatCaches } from './stat-cache-file.js';
@@ -101,6 +102,7 @@ export class SnapshotStore {
   /** The close() under way. */
   #closing: Promise<void> | undefined;
   #sweptAtOpen = 0;
+  #readOnly = false;
   /** The directory opened: an ephemeral store's close removes only that one. */
   #identity: StoreIdentity | undefined;
 
@@ -137,6 +139,7 @@ export class SnapshotStore {
       const store = new SnapshotStore(call.args[0], options);
       store.#sweptAtOpen = opened.swept;
       store.#identity = opened.identity;
+      store.#readOnly = opened.readOnly;
       return store;
     },
   });
@@ -159,12 +162,27 @@ export class SnapshotStore {
     return this.#sweptAtOpen;
   }
 
+  /**
+   * The store is on a filesystem mounted read-only (a volume shared read-only across
+   * runners): it was opened as it stands, nothing made or swept. Reading, verify,
+   * materialize, diff, reset, leases and sandboxed runs work from it; capture, pull,
+   * remove and gc are SEAL_IO (EROFS) before they start.
+   */
+  get readOnly(): boolean {
+    return this.#readOnly;
+  }
+
   get closed(): boolean {
     return this.#closed;
   }
 
   #checkOpen(): void {
     if (this.#closed) throw new SealError('SEAL_CLOSED', 'snapshot store is already closed');
+  }
+
+  /** A call that writes the store (`what`) on one opened read-only: SEAL_IO (EROFS) before it starts. */
+  #checkWritable(what: string): void {
+    if (this.#readOnly) throw readOnlyStore(what, this.root);
   }
 
   /** An operation's call on this open store: its syscall layer and bound, with the core's args. */
@@ -186,6 +204,7 @@ export class SnapshotStore {
     checkFunction('options.onProgress', options.onProgress);
     // Copy roots the source's listing gives (copy omitted) are checked once listed.
     checkStoreOutside(this.root, plan.source, [...plan.copyParts, ...plan.mounts.map((m) => m.sourceParts)]);
+    this.#checkWritable('capture');
     abortedBefore('capture', options.signal);
     return plan;
   }
@@ -249,7 +268,11 @@ export class SnapshotStore {
   });
 
   static readonly #remove = defineOp('remove', {
-    validate: (store: SnapshotStore, digestOrPrefix: string) => store.#call(store.root, checkDigestPrefix(digestOrPrefix)),
+    validate: (store: SnapshotStore, digestOrPrefix: string) => {
+      const call = store.#call(store.root, checkDigestPrefix(digestOrPrefix));
+      store.#checkWritable('remove');
+      return call;
+    },
     core: (sys, [root, prefix]) => {
       const digest = resolveDigestIn(sys, root, prefix);
       withStoreLock(sys, root, true, () => removeSnapshot(sys, root, digest));
@@ -264,6 +287,7 @@ export class SnapshotStore {
       const hint = (key: string): string | undefined => (['olderThanMs', 'keepLast', 'maxBytes'].includes(key) ? 'snapshots are removed by a policy with prune()' : undefined);
       const clone = checkOptions('options', options, { op: 'gc', keys: ['clone'], hint }).clone;
       if (clone !== undefined) checkString('options.clone', clone);
+      store.#checkWritable('gc');
       return store.#call(store.root, clone);
     },
     core: (sys, [root, clone]) => {
@@ -301,6 +325,7 @@ export class SnapshotStore {
       if (checked.keepLast === 0 && checked.olderThanMs === undefined && checked.maxBytes === undefined) {
         throw outOfRange('policy.keepLast', '>= 1 when it is the only rule (0 alone would remove every snapshot)', 0);
       }
+      store.#checkWritable('prune');
       return store.#call(store.root, checked, Date.now());
     },
     core: (sys, [root, policy, now]) => pruneStore(sys, root, policy, now),
@@ -398,6 +423,7 @@ export class SnapshotStore {
   async pull(snapshot: SnapshotRef, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
     const ref = checkReference(readOnce(snapshot) as SnapshotRef);
+    this.#checkWritable('pull');
     const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
     const once = readOnce(options) as PullOptions;
     const report = await sealedAsync('pull', () => pullSnapshot(target, ref, remote, once));

@@ -1,0 +1,202 @@
+// read-only-store.test.ts: a store on a filesystem mounted read-only (a volume shared read-only across runners) opens as it stands: read, verify, materialize, diff, reset and lease from it; every call that would write it is SEAL_IO (EROFS) before it starts, and nothing in it changes.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { SnapshotStore, type Lease } from '../../dist/index.js';
+import { LOCK_EX, LOCK_NB, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
+import { expectError, rootOrSkip, tempDir, writeTree } from '../helpers.js';
+
+const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
+
+const mounted: string[] = [];
+
+afterEach(() => {
+  for (const dir of mounted.splice(0)) execFileSync('umount', [dir]);
+});
+
+/** Every entry of a tree with its mode, size, mtime and ctime: what must not change while the store is read through the read-only mount. */
+function stamp(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    const path = rel === '' ? dir : join(dir, rel);
+    const st = statSync(path, { bigint: true });
+    out.push(`${rel} ${st.mode} ${st.size} ${st.mtimeNs} ${st.ctimeNs}`);
+    if (st.isDirectory()) {
+      for (const name of spawnSync('ls', ['-A', path], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort()) walk(rel === '' ? name : `${rel}/${name}`);
+    }
+  };
+  walk('');
+  return out;
+}
+
+/** A store with one snapshot (a writable path to it), the same store bound read-only at `ro`, and a stale build left in its tmp/. */
+function readOnlyStore(): { work: string; rw: string; ro: string; digest: string } {
+  const work = tempDir();
+  writeTree(join(work, 'repo'), { 'src/a.txt': 'alpha', 'src/lib/b.txt': 'beta' });
+  const rw = join(work, 'store');
+  const store = SnapshotStore.openSync(rw);
+  const digest = store.captureSync({ source: join(work, 'repo'), copy: ['src'] }).digest;
+  store.closeSync();
+  // What a capture killed midway leaves: an open sweeps it, a read-only one cannot.
+  mkdirSync(join(rw, 'tmp', 'build-00112233445566778899aabbccddeeff'));
+  const ro = join(work, 'ro');
+  mkdirSync(ro);
+  execFileSync('mount', ['--bind', rw, ro]);
+  mounted.push(ro);
+  execFileSync('mount', ['-o', 'remount,bind,ro', ro]);
+  return { work, rw, ro, digest };
+}
+
+describe('a store on a read-only filesystem', () => {
+  it('opens as it stands (readOnly, nothing swept or made) and reads, lists, sums up and verifies: not a byte or a timestamp of it changes', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { rw, ro, digest } = readOnlyStore();
+    const before = stamp(rw);
+    const store = await SnapshotStore.open(ro);
+    expect([store.readOnly, store.sweptAtOpen]).toEqual([true, 0]);
+    expect(store.list()).toEqual([digest]);
+    expect(store.summary(digest.slice(0, 8))).toMatchObject({ digest, entries: 4, totalBytes: 9 });
+    expect((await store.getAsync(digest)).entries.map((e) => e.path)).toEqual(['src', 'src/a.txt', 'src/lib', 'src/lib/b.txt']);
+    expect(store.usage().map((u) => u.digest)).toEqual([digest]);
+    expect(await store.get(digest).verify()).toMatchObject({ entries: 4, bytes: 9 });
+    await store.close();
+    expect(stamp(rw)).toEqual(before);
+    // The writable path is a store as any other: its open sweeps the build.
+    const writable = SnapshotStore.openSync(rw);
+    expect([writable.readOnly, writable.sweptAtOpen]).toEqual([false, 1]);
+    writable.closeSync();
+  });
+
+  it('capture, pull, remove, gc and prune are SEAL_IO naming the store (cause EROFS) before they start; an ephemeral store there is refused at open; the CLI says the same', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, rw, ro, digest } = readOnlyStore();
+    const before = stamp(rw);
+    const store = SnapshotStore.openSync(ro);
+    const message = (what: string, root = ro): string =>
+      `store is on a read-only filesystem: ${what} cannot write it: ${root} (read, verify, materialize, diff and reset from it work; capture, pull, remove and gc need it writable)`;
+    const calls: [string, () => unknown][] = [
+      ['capture', () => store.captureSync({ source: join(work, 'repo'), copy: ['src'] })],
+      ['remove', () => store.remove(digest)],
+      ['gc', () => store.gc()],
+      ['prune', () => store.prune({ keepLast: 1, olderThanMs: 0 })],
+    ];
+    for (const [what, call] of calls) {
+      const err = expectError(call, { code: 'SEAL_IO', message: message(what), path: ro });
+      expect((err.cause as NodeJS.ErrnoException).code).toBe('EROFS');
+    }
+    await expectError(async () => store.capture({ source: join(work, 'repo'), copy: ['src'] }), { code: 'SEAL_IO', message: message('capture') });
+    await expectError(async () => store.pull(digest, 'http://127.0.0.1:5000/team/repo'), { code: 'SEAL_IO', message: message('pull') });
+    // Argument errors come first, as on any store.
+    expectError(() => store.remove('XYZ'), { code: 'ERR_INVALID_ARG_VALUE' });
+    store.closeSync();
+    await expectError(async () => SnapshotStore.open(ro, { ephemeral: true }), { code: 'SEAL_IO', message: message('an ephemeral store (removed at its close)') });
+    const cli = spawnSync(process.execPath, [CLI, '--store', ro, 'capture', join(work, 'repo'), '--copy', 'src'], { encoding: 'utf8' });
+    expect([cli.status, cli.stdout, cli.stderr]).toEqual([1, '', `treeseal: SEAL_IO: ${message('capture')}\n`]);
+    const ls = spawnSync(process.execPath, [CLI, '--store', ro, 'ls'], { encoding: 'utf8' });
+    expect([ls.status, ls.stderr, ls.stdout.startsWith(digest.slice(0, 12))]).toEqual([0, '', true]);
+    expect(stamp(rw)).toEqual(before);
+  });
+
+  it('materializes, diffs, resets and checks a clone from it: no ledger can be saved (said), so diff re-hashes and reset is whole; the clone is exactly the snapshot', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, rw, ro, digest } = readOnlyStore();
+    const before = stamp(rw);
+    const store = await SnapshotStore.open(ro);
+    const snap = store.get(digest);
+    const clone = join(work, 'clone');
+    const made = await snap.materialize(clone, { createClone: true });
+    expect([made.files, made.ledgerNotSaved]).toEqual([2, 'the store is on a read-only filesystem']);
+    expect(readFileSync(join(clone, 'src/lib/b.txt'), 'utf8')).toBe('beta');
+    expect(await snap.diff(clone)).toMatchObject({ ok: true, method: 'hash', files: 2 });
+    writeFileSync(join(clone, 'src/a.txt'), 'agent was here');
+    writeFileSync(join(clone, 'src/new.txt'), 'new');
+    expect(await snap.diff(clone)).toMatchObject({ ok: false, method: 'hash', added: ['src/new.txt'], changed: ['src/a.txt'] });
+    const reset = await snap.reset(clone);
+    expect([reset.method, reset.ledgerNotSaved]).toEqual(['materialize', 'the store is on a read-only filesystem']);
+    expect(await snap.checkClone(clone)).toMatchObject({ ok: true, added: [], changed: [], removed: [] });
+    expect(readFileSync(join(clone, 'src/a.txt'), 'utf8')).toBe('alpha');
+    await store.close();
+    expect(stamp(rw)).toEqual(before);
+  });
+
+  it('locks a clone by its own directory (no lock file can be made in the store): a second call on it meanwhile is SEAL_BUSY', () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, ro, digest } = readOnlyStore();
+    const store = SnapshotStore.openSync(ro);
+    const snap = store.get(digest);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    const held = sys.openat(-100, clone, O_RDONLY | O_DIRECTORY);
+    try {
+      sys.flock(held, LOCK_EX | LOCK_NB);
+      expectError(() => snap.resetSync(clone), {
+        code: 'SEAL_BUSY',
+        message: `clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`,
+        path: clone,
+      });
+    } finally {
+      sys.close(held);
+    }
+    expect(snap.resetSync(clone).method).toBe('materialize');
+    store.closeSync();
+  });
+
+  it('a lease taken through it holds the snapshot against an rm or a prune through the writable mount (SEAL_BUSY), until it is released', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { rw, ro, digest } = readOnlyStore();
+    const reader = SnapshotStore.openSync(ro);
+    const lease: Lease = await reader.get(digest).leaseAsync();
+    const writer = SnapshotStore.openSync(rw);
+    expectError(() => writer.remove(digest), {
+      code: 'SEAL_BUSY',
+      message: `snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it`,
+    });
+    expect(writer.prune({ keepLast: 1, olderThanMs: 0 }).leased).toEqual([]);
+    expect(writer.prune({ olderThanMs: 0 })).toMatchObject({ removed: [], leased: [digest] });
+    // A second lease through it, released first, leaves the first holding.
+    const second = reader.get(digest).lease();
+    second.release();
+    expect(() => writer.remove(digest)).toThrow(/leased through a read-only mount/);
+    lease.release();
+    expect(lease.released).toBe(true);
+    expect(writer.remove(digest)).toBe(digest);
+    expect(writer.list()).toEqual([]);
+    reader.closeSync();
+    writer.closeSync();
+  });
+
+  it('treeseal run through it: the command runs in the clone; meanwhile an rm through the writable mount and a second run in the clone are SEAL_BUSY; both are let go when it ends', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    if (spawnSync('bwrap', ['--version']).status !== 0) {
+      if (process.env.CI === 'true') throw new Error('CI=true but bwrap is not installed (apt-get install -y bubblewrap; .ci/run does)');
+      return;
+    }
+    const { work, rw, ro, digest } = readOnlyStore();
+    const clone = join(work, 'arm');
+    const env = { ...process.env, TREESEAL_STORE: ro };
+    const first = spawn(process.execPath, [CLI, 'run', digest, clone, '--', 'sh', '-c', 'cat src/a.txt; echo; echo started; read line; echo done > src/out.txt'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    first.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      for (let i = 0; i < 500 && !out.includes('started'); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(out).toBe('alpha\nstarted\n');
+      const rm = spawnSync(process.execPath, [CLI, '--store', rw, 'rm', digest], { encoding: 'utf8' });
+      expect([rm.status, rm.stderr]).toEqual([1, `treeseal: SEAL_BUSY: snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it\n`]);
+      const second = spawnSync(process.execPath, [CLI, '--retries', '0', 'run', digest, clone, '--', 'true'], { encoding: 'utf8', env });
+      expect([second.status, second.stderr]).toEqual([125, `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}\n`]);
+    } finally {
+      first.stdin!.end('go\n');
+    }
+    const [code] = (await once(first, 'close')) as [number];
+    // The materialize's warning: no ledger in a read-only store.
+    expect([code, err]).toEqual([0, "treeseal: warning: the clone's ledger could not be saved in the store (the next diff re-hashes every file, the next reset is whole): the store is on a read-only filesystem\n"]);
+    expect(readFileSync(join(clone, 'src/out.txt'), 'utf8')).toBe('done\n');
+    const rm = spawnSync(process.execPath, [CLI, '--store', rw, 'rm', digest], { encoding: 'utf8' });
+    expect([rm.status, rm.stderr]).toEqual([0, '']);
+  });
+});
