@@ -46,8 +46,8 @@ export function openLock(sys: Sys, storeRoot: string, options: LockOptions, onRe
       } catch (err) {
         // A store on a filesystem mounted read-only: its lock is there, and an flock needs no write access.
         if (!(create && hasCode(err, 'EROFS'))) throw err;
-        fd = open(O_RDONLY);
         onReadOnly?.();
+        fd = open(O_RDONLY);
       }
     } catch (err) {
       if (!create && hasCode(err, 'ENOENT')) return -1;

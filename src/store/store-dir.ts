@@ -162,7 +162,16 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner',
   checkOnlyStoreParts(sys, dir.fd, root, ephemeral);
   // The lock first: a filesystem mounted read-only shows there (EROFS), before anything is made.
   let readOnly = false;
-  using lock = own(sys, openLock(sys, root, { mode: rule.group === undefined ? 0o600 : 0o660, check: (lockSt: Stat, shown: string) => checkPart(lockSt, rule, shown) }, () => (readOnly = true)));
+  let lockFd: number;
+  try {
+    lockFd = openLock(sys, root, { mode: rule.group === undefined ? 0o600 : 0o660, check: (lockSt: Stat, shown: string) => checkPart(lockSt, rule, shown) }, () => (readOnly = true));
+  } catch (err) {
+    if (readOnly && isSealError(err, 'SEAL_UNAVAILABLE') && hasCode(err.cause, 'ENOENT')) {
+      throw new SealError('SEAL_UNAVAILABLE', `not a treeseal store: ${escapePath(root)} holds no ${LOCK_NAME}, and its filesystem is mounted read-only`, { path: root, cause: err.cause });
+    }
+    throw err;
+  }
+  using lock = own(sys, lockFd);
   if (readOnly) {
     if (ephemeral) throw readOnlyStore('an ephemeral store (removed at its close)', root);
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR, CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), false);

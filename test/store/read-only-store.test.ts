@@ -42,6 +42,10 @@ function readOnlyStore(): { work: string; rw: string; ro: string; digest: string
   store.closeSync();
   // What a capture killed midway leaves: an open sweeps it, a read-only one cannot.
   mkdirSync(join(rw, 'tmp', 'build-00112233445566778899aabbccddeeff'));
+  // Two directories that are no store, for the refusals.
+  mkdirSync(join(rw, 'tmp', 'empty'), { mode: 0o700 });
+  mkdirSync(join(rw, 'tmp', 'lockonly'), { mode: 0o700 });
+  writeFileSync(join(rw, 'tmp', 'lockonly', 'lock'), '', { mode: 0o600 });
   const ro = join(work, 'ro');
   mkdirSync(ro);
   execFileSync('mount', ['--bind', rw, ro]);
@@ -93,6 +97,10 @@ describe('a store on a read-only filesystem', () => {
     expectError(() => store.remove('XYZ'), { code: 'ERR_INVALID_ARG_VALUE' });
     store.closeSync();
     await expectError(async () => SnapshotStore.open(ro, { ephemeral: true }), { code: 'SEAL_IO', message: message('an ephemeral store (removed at its close)') });
+    // A directory there that is no store (nothing in it, or no snapshots/ beside its lock) says so; nothing is made.
+    for (const [dir, missing] of [['empty', 'lock'], ['lockonly', 'snapshots/']] as const) {
+      await expectError(async () => SnapshotStore.open(join(ro, 'tmp', dir)), { code: 'SEAL_UNAVAILABLE', message: `not a treeseal store: ${join(ro, 'tmp', dir)} holds no ${missing}, and its filesystem is mounted read-only` });
+    }
     const cli = spawnSync(process.execPath, [CLI, '--store', ro, 'capture', join(work, 'repo'), '--copy', 'src'], { encoding: 'utf8' });
     expect([cli.status, cli.stdout, cli.stderr]).toEqual([1, '', `treeseal: SEAL_IO: ${message('capture')}\n`]);
     const ls = spawnSync(process.execPath, [CLI, '--store', ro, 'ls'], { encoding: 'utf8' });
