@@ -25,7 +25,8 @@ async function ls(ctx: Context): Promise<void> {
       const when = u === undefined ? '' : `${new Date(u.createdMs).toISOString()}  `;
       const disk = u === undefined ? '' : `  ${bytes(u.diskBytes).padStart(10)} on disk`;
       rows.push(u === undefined ? { ...s } : { ...s, created: new Date(u.createdMs).toISOString(), diskBytes: u.diskBytes });
-      const decl = [...s.declarations, ...s.mounts.map((m) => `mount:${m.target}`)].map(listItem).join(',');
+      // A copy root named like a mount's item (mount:lib) has its colon escaped: the two never print alike.
+      const decl = [...s.declarations.map((d) => listItem(d).replace(/^mount:/, 'mount\\:')), ...s.mounts.map((m) => `mount:${listItem(m.target)}`)].join(',');
       lines.push(`${digest.slice(0, 12)}  ${when}${String(s.entries).padStart(7)} entries  ${bytes(s.totalBytes).padStart(10)}${disk}  ${escapePath(String(s.source))}  [${decl}]${s.revision ? `  @${escapePath(String(s.revision))}` : ''}`);
     } catch (err) {
       if (!(err instanceof SealError)) throw err;

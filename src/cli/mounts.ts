@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 
 import { SealError, escapePath, type MountPoint, type Snapshot } from '../index.js';
 import { choiceOption, need, stringOption, type CommandSpec, type Context } from './command.js';
-import { hasControl } from './format.js';
+import { hasControl, terminalSafeJson } from './format.js';
 
 const FORMATS = ['json', 'bwrap', 'docker'] as const;
 
@@ -58,7 +58,7 @@ async function run(ctx: Context): Promise<void> {
   if (format !== 'json' && !ctx.io.json) for (const part of [workspace ?? '', snap.root, ...snap.mounts.map((m) => m.target)]) refuseControls(part);
   const mounts = plan(snap, resolve(ctx.args[1]!), workspace);
   if (format === 'json') {
-    ctx.io.out(`${JSON.stringify(mounts, null, 2)}\n`);
+    ctx.io.out(`${terminalSafeJson(JSON.stringify(mounts, null, 2))}\n`);
     return;
   }
   const args = format === 'bwrap' ? bwrapArgs(mounts) : dockerArgs(mounts);

@@ -42,9 +42,9 @@ export interface CloneLock extends Disposable {
  * flock is the lock then (see lockCloneDir).
  */
 export function lockClone(sys: Sys, storeRoot: string, cloneFd: number, clone: string): CloneLock {
+  const name = lockName(sys.fstat(cloneFd));
   using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
   const tmp = own(sys, openChildDir(sys, store.fd, TMP_DIR));
-  const name = lockName(sys.fstat(cloneFd));
   try {
     // In a shared store (tmp/ the group's), the group's: a lock file a member left (killed while holding it) must not
     // lock another member out of a clone that came to have the same inode.
@@ -85,13 +85,17 @@ export function lockClone(sys: Sys, storeRoot: string, cloneFd: number, clone: s
 /**
  * The lock of a clone materialized from a store on a read-only filesystem: an flock on the
  * clone directory itself (its own open, let go with the call). Every call through a
- * read-only store meets it; a caller's own `flock DIR` on the clone does too (SEAL_BUSY),
- * and a call through the same store mounted writable elsewhere does not.
+ * read-only store meets it; so does any process that holds an flock on the clone (a
+ * caller's own `flock DIR`, or a process the agent left running: SEAL_BUSY naming it as
+ * a possible holder), and a call through the same store mounted writable does not.
  */
 function lockCloneDir(sys: Sys, cloneFd: number, clone: string): CloneLock {
   const dir = own(sys, sys.openat(cloneFd, '.', DIR_FLAGS));
   try {
-    if (!tryFlockAwhile(sys, dir.fd, SWEEP_HOLD_MS)) throw new SealError('SEAL_BUSY', `${BUSY}: ${escapePath(clone)}`, { path: clone, retryable: true });
+    if (!tryFlockAwhile(sys, dir.fd, SWEEP_HOLD_MS)) {
+      const why = 'clone is in use: its directory is flocked (by a materialize, reset or sandboxed command through a read-only store, or by any other process holding an flock on it); wait for that one';
+      throw new SealError('SEAL_BUSY', `${why}: ${escapePath(clone)}`, { path: clone, retryable: true });
+    }
   } catch (err) {
     dir.close();
     throw err;

@@ -8,7 +8,7 @@ import { writeAll } from '../base/io.js';
 import { AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, LOCK_EX, LOCK_NB, LOCK_SH, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, isDir, isReg } from '../sys/constants.js';
 import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
-import { LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
+import { DOCUMENT_NAME, LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
 
 /** A lease file's name: the snapshot's digest, a dash, 16 hex digits. */
@@ -16,8 +16,8 @@ const LEASE_RE = /^([0-9a-f]{64})-[0-9a-f]{16}$/;
 
 /**
  * What a held lease is: its file's name in leases/ and the fd that holds its flock; or,
- * taken through a store on a read-only filesystem (name ''), the fd of the snapshot's own
- * directory, holding a shared flock on it (see takeLease).
+ * taken through a store on a read-only filesystem (name ''), the fd of the snapshot's
+ * manifest.json, holding a shared flock on it (see takeLease).
  */
 export interface LeaseHandle {
   name: string;
@@ -37,8 +37,9 @@ function openLeases(sys: Sys, storeRoot: string): Fd | undefined {
  * Leases the published snapshot `digest`, under the store's shared lock (so no rm is
  * half done): a new file in leases/ naming this process, flocked until released. Through a
  * store on a filesystem mounted read-only (a volume the store is written through
- * elsewhere), where no file can be made (EROFS), a shared flock on the snapshot's own
- * directory, which an rm through the writable mount meets too (see checkUnleased).
+ * elsewhere), where no file can be made (EROFS), a shared flock on the snapshot's
+ * manifest.json, which an rm through the writable mount meets too (see checkUnleased): on
+ * the same host and filesystem only (a bind mount), as every flock.
  */
 export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHandle {
   return withStoreLock(sys, storeRoot, false, () => {
@@ -59,7 +60,7 @@ export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHan
       made = sys.openat(leases.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     } catch (err) {
       if (!hasCode(err, 'EROFS')) throw err;
-      return { name: '', fd: leaseDir(sys, snapshots.fd, digest) };
+      return { name: '', fd: leaseManifest(sys, snapshots.fd, digest) };
     }
     const file = own(sys, made);
     try {
@@ -80,37 +81,52 @@ export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHan
   });
 }
 
-/** A snapshot's directory, open and held by a shared flock: a lease through a read-only store. */
-function leaseDir(sys: Sys, snapshotsFd: number, digest: string): number {
-  const dir = own(sys, openChildDir(sys, snapshotsFd, digest));
+/**
+ * The snapshot's manifest.json, opened for reading (never through a link): what a lease
+ * through a read-only store holds a shared flock on. Nothing else flocks it (a build's
+ * flock on its directory stays on the directory after the publish).
+ */
+function openManifest(sys: Sys, snapshotsFd: number, digest: string): Fd {
+  using dir = own(sys, openChildDir(sys, snapshotsFd, digest));
+  const file = own(sys, sys.openat(dir.fd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (!isReg(sys.fstat(file.fd).mode)) {
+    file.close();
+    throw new SealError('SEAL_CORRUPT', `snapshot's ${DOCUMENT_NAME} is not a regular file: ${digest}`);
+  }
+  return file;
+}
+
+/** A lease through a read-only store: the snapshot's manifest open and held by a shared flock. */
+function leaseManifest(sys: Sys, snapshotsFd: number, digest: string): number {
+  const file = openManifest(sys, snapshotsFd, digest);
   try {
-    sys.flock(dir.fd, LOCK_SH | LOCK_NB);
+    sys.flock(file.fd, LOCK_SH | LOCK_NB);
   } catch (err) {
-    dir.close();
-    // Held exclusively for a moment by an rm's look (through the writable mount), which the store lock keeps from now.
-    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw new SealError('SEAL_BUSY', `snapshot ${digest} is being removed; it cannot be leased`, { retryable: true });
+    file.close();
+    // Only an rm's look takes it exclusively, under the store's exclusive lock, which this lease's shared one keeps out.
+    if (hasCode(err, 'EAGAIN', 'EWOULDBLOCK')) throw new SealError('SEAL_BUSY', `snapshot ${digest}: another process holds its ${DOCUMENT_NAME} flocked exclusively; it cannot be leased now`, { retryable: true });
     throw err;
   }
-  return dir.release();
+  return file.release();
 }
 
 /**
- * Whether the snapshot's directory is held by a lease taken through a read-only mount of
- * the store (a shared flock on it; see takeLease). Only its owner or root can open a
- * snapshot's directory (0500), so no other member of a shared store can pin it this way.
+ * Whether the snapshot is held by a lease taken through a read-only mount of the store (a
+ * shared flock on its manifest; see takeLease). Only its owner or root can reach it (the
+ * snapshot's directory is 0500), so no other member of a shared store can pin it this way.
  */
-function dirLeased(sys: Sys, storeRoot: string, digest: string): boolean {
+function manifestLeased(sys: Sys, storeRoot: string, digest: string): boolean {
   using snapshots = openSnapshots(sys, storeRoot);
   if (snapshots === undefined) return false;
-  let fd: number;
+  let file: Fd;
   try {
-    fd = openChildDir(sys, snapshots.fd, digest);
+    file = openManifest(sys, snapshots.fd, digest);
   } catch {
-    // Not there, not a directory, not this user's to open: the removal says what it meets.
+    // Not there, not a file, not this user's to open: the removal says what it meets.
     return false;
   }
-  using dir = own(sys, fd);
-  return !tryFlock(sys, dir.fd);
+  using held = file;
+  return !tryFlock(sys, held.fd);
 }
 
 /** Ends a lease: its file removed, then its fd (and so its flock) closed. */
@@ -252,8 +268,8 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
  */
 export function checkUnleased(sys: Sys, storeRoot: string, digest: string | undefined): void {
   const { held } = scan(sys, storeRoot, digest, true);
-  if (held.length === 0 && digest !== undefined && dirLeased(sys, storeRoot, digest)) {
-    throw new SealError('SEAL_BUSY', `snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it`);
+  if (held.length === 0 && digest !== undefined && manifestLeased(sys, storeRoot, digest)) {
+    throw new SealError('SEAL_BUSY', `snapshot ${digest} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`);
   }
   const first = held[0];
   if (first !== undefined) {

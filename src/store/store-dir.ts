@@ -97,7 +97,8 @@ function trustedPart(sys: Sys, dirFd: number, name: string, rule: TrustRule, sho
   // A shared store's parts stay root's or the group's (no member owns them); a private store's are its owner's.
   if (made && rule.group === undefined) giveToStoreOwner(sys, dirFd, part.fd);
   let st = sys.fstat(part.fd);
-  const sticky = rule.group !== undefined && (st.mode & 0o3022) === 0o2020 && st.uid === process.geteuid!();
+  // Only where parts are made (a read-only store is checked as it stands: one not sticky is refused, with the fix).
+  const sticky = make && rule.group !== undefined && (st.mode & 0o3022) === 0o2020 && st.uid === process.geteuid!();
   if ((made && (st.mode & 0o7777) !== mode) || sticky) {
     sys.fchmod(part.fd, made ? mode : (st.mode & 0o7777) | 0o1000);
     st = sys.fstat(part.fd);
@@ -175,9 +176,10 @@ export function openStoreAt(sys: Sys, root: string, trust: StoreTrust = 'owner',
   if (readOnly) {
     if (ephemeral) throw readOnlyStore('an ephemeral store (removed at its close)', root);
     for (const name of [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR, CACHE_DIR, CLONES_DIR]) trustedPart(sys, dir.fd, name, rule, escapePath(`${root}/${name}`), false);
-    // The lock is there: a store's snapshots/ must be too, else this is no store.
-    if (statOrNull(sys, dir.fd, SNAPSHOTS_DIR) === null) {
-      throw new SealError('SEAL_UNAVAILABLE', `not a treeseal store: ${escapePath(root)} holds no ${SNAPSHOTS_DIR}/, and its filesystem is mounted read-only`, { path: root });
+    // The lock is there: what every open makes must be too (a materialize locks and leases in them), else this is no store.
+    const missing = [SNAPSHOTS_DIR, TMP_DIR, LEASES_DIR].find((name) => statOrNull(sys, dir.fd, name) === null);
+    if (missing !== undefined) {
+      throw new SealError('SEAL_UNAVAILABLE', `not a treeseal store: ${escapePath(root)} holds no ${missing}/, and its filesystem is mounted read-only`, { path: root });
     }
     return { swept: 0, identity, readOnly: true };
   }

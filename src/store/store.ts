@@ -423,8 +423,7 @@ export class SnapshotStore {
   async pull(snapshot: SnapshotRef, remote: string, options: PullOptions = {}): Promise<PullReport> {
     this.#checkOpen();
     const ref = checkReference(readOnce(snapshot) as SnapshotRef);
-    this.#checkWritable('pull');
-    const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d) };
+    const target = { sys: this.#sys, storeRoot: this.root, has: (d: string) => this.list().includes(d), checkWritable: () => this.#checkWritable('pull') };
     const once = readOnce(options) as PullOptions;
     const report = await sealedAsync('pull', () => pullSnapshot(target, ref, remote, once));
     this.#checkOpen();

@@ -144,6 +144,12 @@ function hashFiles(w: Walk, dir: Dir, batch: HashBatch): void {
   });
 }
 
+/** One more entry checked, for the progress. */
+function counted(shared: Shared): void {
+  shared.entries++;
+  shared.progress(shared.entries, shared.bytes);
+}
+
 /** A file's kind, mode and size as its manifest entry says (what is checked before its bytes). */
 function fileLooksRight(st: Stat, want: ManifestEntry, mode: number): boolean {
   return isReg(st.mode) && (st.mode & 0o7777) === mode && st.size === want.size;
@@ -158,6 +164,7 @@ function addFile(w: Walk, dir: Dir, batch: HashBatch, name: string, want: Manife
   if (!w.shared.bytesToo) {
     // Its bytes were proven as they were written (see verifyAt): what it is, here, now.
     if (!fileLooksRight(w.sys.fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), want, storedFileMode(w, want))) flag(w, want.path);
+    counted(w.shared);
     return batch;
   }
   const early = w.early.size === 0 ? undefined : w.early.get(want.path);
@@ -228,6 +235,8 @@ function checkDir(w: Walk, dir: Dir): void {
     }
     const st = w.sys.fstatat(fd, name, AT_SYMLINK_NOFOLLOW);
     const perm = st.mode & 0o7777;
+    // Progress counts entries of every kind: a directory or link once it is looked at (a file once its bytes are).
+    counted(w.shared);
     if (want.kind === 'directory') {
       if (perm !== storedDirMode(w, path) || !isDir(st.mode)) flag(w, path);
       if (!isDir(st.mode)) continue;

@@ -86,7 +86,10 @@ describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
     }
     const words = json(cli(store, 'mounts', snap.digest, clone, '--format', 'bwrap', '--json'));
     expect(words).toEqual(['--ro-bind', join(snap.root, 'mounts/00000/payload'), '/workspace/node_modules', '--tmpfs', '/workspace/node_modules/.vite-temp']);
-    expect(json(cli(store, 'mounts', snap.digest, clone))[0].source).toBe(join(snap.root, 'mounts/00000/payload'));
+    const plain = cli(store, 'mounts', snap.digest, clone);
+    expect(json(plain)[0].source).toBe(join(snap.root, 'mounts/00000/payload'));
+    // As every --json document: the C1 control in the store's path escaped (U+0085, raw, is a line break to some terminals).
+    expect([plain.stdout.includes('line\\u0085'), /[\u007f-\u009f]/u.test(plain.stdout)]).toEqual([true, false]);
     // A workspace holding one: the same, before anything is made.
     rmSync(join(clone, 'node_modules'), { recursive: true });
     const ws = cli(store, 'mounts', snap.digest, clone, '--format', 'docker', '--workspace', '/w\tx');

@@ -193,6 +193,13 @@ describe('refused input', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(line(one)).toMatch(/ \[a\\,b\]$/);
     expect(line(two)).toMatch(/ \[a,b\]$/);
     expect(line(bracket)).toMatch(/ \[c\\\]  @forged,mount:lib\\,x\]$/);
+    // A copy root named as a mount's item is not one.
+    writeTree(repo, { 'mount:lib/z': 'z' });
+    const named = json(cli(store, 'capture', repo, '--copy', 'mount:lib', '--json')).digest as string;
+    const mounted = json(cli(store, 'capture', repo, '--copy', 'a', '--mount', 'src:mount:lib', '--json')).digest as string;
+    const again = cli(store, 'ls').stdout.split('\n');
+    expect(again.find((l) => l.startsWith(named.slice(0, 12)))).toMatch(/ \[mount\\:lib\]$/);
+    expect(again.find((l) => l.startsWith(mounted.slice(0, 12)))).toMatch(/ \[a,mount:mount:lib\]$/);
   });
 
   it('--json escapes what a terminal acts on or hides (DEL, C1 controls such as U+009B, U+2028, a right-to-left override): the same document, nothing raw', () => {

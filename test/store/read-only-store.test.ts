@@ -1,13 +1,13 @@
 // read-only-store.test.ts: a store on a filesystem mounted read-only (a volume shared read-only across runners) opens as it stands: read, verify, materialize, diff, reset and lease from it; every call that would write it is SEAL_IO (EROFS) before it starts, and nothing in it changes.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { SnapshotStore, type Lease } from '../../dist/index.js';
 import { LOCK_EX, LOCK_NB, O_DIRECTORY, O_RDONLY, sys } from '../../dist/sys/index.js';
-import { expectError, rootOrSkip, tempDir, writeTree } from '../helpers.js';
+import { expectError, rootOrSkip, tempDir, wrapSys, writeTree } from '../helpers.js';
 
 const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
 
@@ -46,6 +46,8 @@ function readOnlyStore(): { work: string; rw: string; ro: string; digest: string
   mkdirSync(join(rw, 'tmp', 'empty'), { mode: 0o700 });
   mkdirSync(join(rw, 'tmp', 'lockonly'), { mode: 0o700 });
   writeFileSync(join(rw, 'tmp', 'lockonly', 'lock'), '', { mode: 0o600 });
+  for (const part of ['', '/snapshots', '/tmp']) mkdirSync(join(rw, 'tmp', `noleases${part}`), { mode: 0o700 });
+  writeFileSync(join(rw, 'tmp', 'noleases', 'lock'), '', { mode: 0o600 });
   const ro = join(work, 'ro');
   mkdirSync(ro);
   execFileSync('mount', ['--bind', rw, ro]);
@@ -92,13 +94,17 @@ describe('a store on a read-only filesystem', () => {
       expect((err.cause as NodeJS.ErrnoException).code).toBe('EROFS');
     }
     await expectError(async () => store.capture({ source: join(work, 'repo'), copy: ['src'] }), { code: 'SEAL_IO', message: message('capture') });
-    await expectError(async () => store.pull(digest, 'http://127.0.0.1:5000/team/repo'), { code: 'SEAL_IO', message: message('pull') });
+    await expectError(async () => store.pull('a'.repeat(64), 'http://127.0.0.1:5000/team/repo'), { code: 'SEAL_IO', message: message('pull') });
+    // A pull of a digest the store holds writes nothing: it says so, as on any store.
+    expect(await store.pull(digest, 'http://127.0.0.1:5000/team/repo')).toMatchObject({ digest, existed: true, downloaded: 0 });
     // Argument errors come first, as on any store.
     expectError(() => store.remove('XYZ'), { code: 'ERR_INVALID_ARG_VALUE' });
+    await expectError(async () => store.pull('a'.repeat(64), 42 as never), { code: 'ERR_INVALID_ARG_TYPE' });
+    await expectError(async () => store.pull('a'.repeat(64), 'http://127.0.0.1:5000/team/repo', { bogus: 1 } as never), { code: 'ERR_INVALID_ARG_VALUE' });
     store.closeSync();
     await expectError(async () => SnapshotStore.open(ro, { ephemeral: true }), { code: 'SEAL_IO', message: message('an ephemeral store (removed at its close)') });
     // A directory there that is no store (nothing in it, or no snapshots/ beside its lock) says so; nothing is made.
-    for (const [dir, missing] of [['empty', 'lock'], ['lockonly', 'snapshots/']] as const) {
+    for (const [dir, missing] of [['empty', 'lock'], ['lockonly', 'snapshots/'], ['noleases', 'leases/']] as const) {
       await expectError(async () => SnapshotStore.open(join(ro, 'tmp', dir)), { code: 'SEAL_UNAVAILABLE', message: `not a treeseal store: ${join(ro, 'tmp', dir)} holds no ${missing}, and its filesystem is mounted read-only` });
     }
     const cli = spawnSync(process.execPath, [CLI, '--store', ro, 'capture', join(work, 'repo'), '--copy', 'src'], { encoding: 'utf8' });
@@ -106,6 +112,32 @@ describe('a store on a read-only filesystem', () => {
     const ls = spawnSync(process.execPath, [CLI, '--store', ro, 'ls'], { encoding: 'utf8' });
     expect([ls.status, ls.stderr, ls.stdout.startsWith(digest.slice(0, 12))]).toEqual([0, '', true]);
     expect(stamp(rw)).toEqual(before);
+  });
+
+  it('a shared store whose part lost its sticky bit is refused as it stands, with its fix (an open of the writable store gives it back: there it was a raw EROFS of that chmod)', () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const work = tempDir();
+    const rw = join(work, 'store');
+    mkdirSync(rw);
+    chownSync(rw, 0, 4242);
+    chmodSync(rw, 0o3770);
+    SnapshotStore.openSync(rw, { trust: 'group' }).closeSync();
+    chmodSync(join(rw, 'leases'), 0o2770);
+    const ro = join(work, 'ro');
+    mkdirSync(ro);
+    execFileSync('mount', ['--bind', rw, ro]);
+    mounted.push(ro);
+    execFileSync('mount', ['-o', 'remount,bind,ro', ro]);
+    expectError(() => SnapshotStore.openSync(ro, { trust: 'group' }), {
+      code: 'SEAL_UNTRUSTED',
+      message: `untrusted shared store: ${ro}/leases is group-writable but not sticky (mode 2770): another member could rename or remove what is yours in it; fix: chmod +t ${ro}/leases`,
+    });
+    const fixed = SnapshotStore.openSync(rw, { trust: 'group' });
+    expect(statSync(join(rw, 'leases')).mode & 0o7777).toBe(0o3770);
+    fixed.closeSync();
+    const store = SnapshotStore.openSync(ro, { trust: 'group' });
+    expect(store.readOnly).toBe(true);
+    store.closeSync();
   });
 
   it('materializes, diffs, resets and checks a clone from it: no ledger can be saved (said), so diff re-hashes and reset is whole; the clone is exactly the snapshot', async () => {
@@ -142,7 +174,7 @@ describe('a store on a read-only filesystem', () => {
       sys.flock(held, LOCK_EX | LOCK_NB);
       expectError(() => snap.resetSync(clone), {
         code: 'SEAL_BUSY',
-        message: `clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}`,
+        message: `clone is in use: its directory is flocked (by a materialize, reset or sandboxed command through a read-only store, or by any other process holding an flock on it); wait for that one: ${clone}`,
         path: clone,
       });
     } finally {
@@ -160,7 +192,7 @@ describe('a store on a read-only filesystem', () => {
     const writer = SnapshotStore.openSync(rw);
     expectError(() => writer.remove(digest), {
       code: 'SEAL_BUSY',
-      message: `snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it`,
+      message: `snapshot ${digest} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`,
     });
     expect(writer.prune({ keepLast: 1, olderThanMs: 0 }).leased).toEqual([]);
     expect(writer.prune({ olderThanMs: 0 })).toMatchObject({ removed: [], leased: [digest] });
@@ -174,6 +206,31 @@ describe('a store on a read-only filesystem', () => {
     expect(writer.list()).toEqual([]);
     reader.closeSync();
     writer.closeSync();
+  });
+
+  it('a snapshot just published through the writable mount can be leased through the read-only one at once (the build keeps its directory flocked until the capture returns: a lease on it was SEAL_BUSY)', () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, rw, ro } = readOnlyStore();
+    writeFileSync(join(work, 'repo/src/a.txt'), 'alpha 2');
+    const reader = SnapshotStore.openSync(ro);
+    let lease: Lease | undefined;
+    // Right after the rename that publishes the build, while the capture still holds the build's flock.
+    const publishing = wrapSys({
+      renameat2: (orig) => (olddirfd, oldpath, newdirfd, newpath, flags) => {
+        orig(olddirfd, oldpath, newdirfd, newpath, flags);
+        if (/^[0-9a-f]{64}$/.test(String(newpath))) lease = reader.get(String(newpath)).lease();
+      },
+    });
+    const writer = SnapshotStore.openSync(rw, { sys: publishing });
+    const digest = writer.captureSync({ source: join(work, 'repo'), copy: ['src'] }).digest;
+    expect(lease?.digest).toBe(digest);
+    writer.closeSync();
+    const other = SnapshotStore.openSync(rw);
+    expect(() => other.remove(digest)).toThrow(/leased through a read-only mount/);
+    lease!.release();
+    expect(other.remove(digest)).toBe(digest);
+    other.closeSync();
+    reader.closeSync();
   });
 
   it('treeseal run through it: the command runs in the clone; meanwhile an rm through the writable mount and a second run in the clone are SEAL_BUSY; both are let go when it ends', async () => {
@@ -194,9 +251,9 @@ describe('a store on a read-only filesystem', () => {
       for (let i = 0; i < 500 && !out.includes('started'); i++) await new Promise((r) => setTimeout(r, 20));
       expect(out).toBe('alpha\nstarted\n');
       const rm = spawnSync(process.execPath, [CLI, '--store', rw, 'rm', digest], { encoding: 'utf8' });
-      expect([rm.status, rm.stderr]).toEqual([1, `treeseal: SEAL_BUSY: snapshot ${digest} is leased through a read-only mount of the store (its directory is flocked); nothing is removed while a lease holds it\n`]);
+      expect([rm.status, rm.stderr]).toEqual([1, `treeseal: SEAL_BUSY: snapshot ${digest} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it\n`]);
       const second = spawnSync(process.execPath, [CLI, '--retries', '0', 'run', digest, clone, '--', 'true'], { encoding: 'utf8', env });
-      expect([second.status, second.stderr]).toEqual([125, `treeseal: SEAL_BUSY: clone is in use by another call (a materialize or reset of it, or a sandboxed command running in it); wait for that one: ${clone}\n`]);
+      expect([second.status, second.stderr]).toEqual([125, `treeseal: SEAL_BUSY: clone is in use: its directory is flocked (by a materialize, reset or sandboxed command through a read-only store, or by any other process holding an flock on it); wait for that one: ${clone}\n`]);
     } finally {
       first.stdin!.end('go\n');
     }

@@ -61,6 +61,8 @@ export interface PullTarget {
   storeRoot: string;
   /** Whether the store already holds a snapshot. */
   has: (digest: string) => boolean;
+  /** Throws where the store cannot be written (a read-only one), once the arguments are checked and before anything is fetched. */
+  checkWritable?: () => void;
 }
 
 /** An image manifest read by its reference: its bytes, their digest, and what it says (not yet proven). */
@@ -357,6 +359,7 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
   // What the store holds is named by the registry's digest, which a snapshot for another source path does not have.
   const mayHold = source === undefined;
   if (mayHold && ref.kind === 'digest' && target.has(ref.digest)) return held(ref.digest, undefined);
+  target.checkWritable?.();
   const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   // Every connection the pull opened is closed when it ends, however it ends.
   try {
