@@ -105,7 +105,15 @@ export function openCloneStage(sys: Sys, cloneFd: number): CloneStage {
  */
 export function sweepCloneStages(sys: Sys, cloneFd: number, planted = false): number {
   let swept = 0;
-  for (const entry of sys.readdir(cloneFd)) {
+  let entries: ReturnType<Sys['readdir']>;
+  try {
+    entries = sys.readdir(cloneFd);
+  } catch (err) {
+    // The clone removed since it was opened (a harness dropping the arm while gc runs): no stage is left in it.
+    if (hasCode(err, 'ENOENT')) return 0;
+    throw err;
+  }
+  for (const entry of entries) {
     if (typeof entry.name !== 'string' || !entry.name.startsWith(CLONE_STAGE_PREFIX)) continue;
     let fd: number;
     try {

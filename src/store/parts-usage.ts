@@ -44,15 +44,13 @@ function partUsage(sys: Sys, storeFd: number, storeRoot: string, name: string): 
     throw err;
   }
   using dir = own(sys, fd);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return { entries: sys.readdir(dir.fd).length, diskBytes: diskBytesAt(sys, dir.fd, new Set()) };
-    } catch (err) {
-      // Something below is another user's (a member's build in a shared store): the part is not this user's to count.
-      if (hasCode(err, 'EACCES')) return { entries: 0, diskBytes: 0, unreadable: true };
-      // A build or cache replaced while it was counted: counted again (a part that keeps changing, as it was).
-      if (!hasCode(err, 'ENOENT') || attempt === 3) throw err;
-    }
+  try {
+    // A build, lock or cache gone while it was counted (the store in use) counts as gone.
+    return { entries: sys.readdir(dir.fd).length, diskBytes: diskBytesAt(sys, dir.fd, new Set(), undefined, true) };
+  } catch (err) {
+    // Something below is another user's (a member's build in a shared store): the part is not this user's to count.
+    if (hasCode(err, 'EACCES')) return { entries: 0, diskBytes: 0, unreadable: true };
+    throw err;
   }
 }
 

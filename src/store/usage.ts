@@ -56,7 +56,17 @@ export interface PruneReport {
  * The walk keeps its own stack (an fd and a listing a level), not the thread's: a snapshot
  * any thread could capture is measured on any thread.
  */
-export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, track?: (st: Stat) => void): number {
+export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, track?: (st: Stat) => void, vanishing = false): number {
+  // Where names come and go as they are counted (tmp/, cache/, clones/ of a store in use), one gone since its listing
+  // (ENOENT; a directory replaced by a file, ENOTDIR) holds nothing now.
+  const unlessGone = <T>(fn: () => T): T | undefined => {
+    try {
+      return fn();
+    } catch (err) {
+      if (vanishing && hasCode(err, 'ENOENT', 'ENOTDIR')) return undefined;
+      throw err;
+    }
+  };
   let total = 0;
   const count = (st: Stat): void => {
     track?.(st);
@@ -75,14 +85,17 @@ export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, track?: 
         stack.pop()!.owned?.close();
         continue;
       }
-      const st = sys.fstatat(level.fd, entry.name, AT_SYMLINK_NOFOLLOW);
+      const st = unlessGone(() => sys.fstatat(level.fd, entry.name, AT_SYMLINK_NOFOLLOW));
+      if (st === undefined) continue;
       count(st);
       if (!isDir(st.mode)) continue;
-      const child = own(sys, openChildDir(sys, level.fd, entry.name));
+      const childFd = unlessGone(() => openChildDir(sys, level.fd, entry.name));
+      if (childFd === undefined) continue;
+      const child = own(sys, childFd);
       // On the stack before it is listed: a listing that fails still closes it.
       const below = { fd: child.fd, owned: child, entries: [] as ReturnType<Sys['readdir']>, next: 0 };
       stack.push(below);
-      below.entries = sys.readdir(child.fd);
+      below.entries = unlessGone(() => sys.readdir(child.fd)) ?? [];
     }
   } finally {
     for (const level of stack) level.owned?.[Symbol.dispose]();

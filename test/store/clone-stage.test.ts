@@ -1,6 +1,6 @@
 // clone-stage.test.ts: materialize writes only inside the clone: a locked stage there, swept when stale; failures leave the clone as it was.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 
@@ -120,6 +120,24 @@ describe('the materialize stage lives inside the clone', () => {
     }
     expect(store.gc({ clone })).toBe(1);
     expect(readdirSync(clone)).toEqual(['src']);
+    store.closeSync();
+  });
+
+  it('gc of a clone removed while it runs (opened, then gone before its listing) sweeps nothing there and succeeds (it was SEAL_UNAVAILABLE naming no path)', () => {
+    const { work, store, snap } = fixture({ 'src/a': 'alpha' }, ['src']);
+    const clone = join(work, 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    writeTree(clone, { [`${STAGE}dead1/new/f`]: 'x' });
+    const dropping = wrapSys({
+      readdir: (orig) => (fd) => {
+        if (readlinkSync(`/proc/self/fd/${fd}`) === clone) rmSync(clone, { recursive: true });
+        return orig(fd);
+      },
+    });
+    const racing = SnapshotStore.openSync(store.root, { sys: dropping });
+    expect(racing.gc({ clone })).toBe(0);
+    expect(existsSync(clone)).toBe(false);
+    racing.closeSync();
     store.closeSync();
   });
 

@@ -1,10 +1,11 @@
 // usage.test.ts: what each snapshot costs (usage, treeseal du, ls --long) and pruning by age, count and size, oldest first, leased ones kept.
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, lstatSync, openSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../dist/index.js';
 import { STAT_CLOCK_AHEAD } from '../../dist/internal.js';
+import { LOCK_EX, LOCK_NB, sys } from '../../dist/sys/index.js';
 import { expectError, rootPassOnly, systemError, tempDir, wrapSys, writeTree } from '../helpers.js';
 import { cli, json } from '../cli/run-cli.js';
 
@@ -69,6 +70,56 @@ function blocksBelow(path: string, seen = new Set<string>()): number {
 }
 
 describe('partsUsage', () => {
+  it('counts a store in use: a build, lock or cache file gone between its listing and its look, or a build directory gone between its open and its listing, counts as gone (du failed SEAL_UNAVAILABLE, not retryable, naming only the entry)', () => {
+    const root = tempDir();
+    const dir = join(root, 'store');
+    SnapshotStore.openSync(dir).closeSync();
+    const tmp = join(dir, 'tmp');
+    for (const build of ['build-a', 'build-b', 'build-c']) mkdirSync(join(tmp, build, 'copy'), { recursive: true });
+    writeFileSync(join(tmp, 'build-a/copy/f'), Buffer.alloc(8192, 1));
+    writeFileSync(join(tmp, 'clone-1-2.lock'), '');
+    // Held, as a live capture and a live materialize hold them: the open's sweep leaves them.
+    const held = ['build-a', 'build-b', 'build-c', 'clone-1-2.lock'].map((name) => {
+      const fd = openSync(join(tmp, name), 'r');
+      sys.flock(fd, LOCK_EX | LOCK_NB);
+      return fd;
+    });
+    // Each goes as it is about to be looked at, as another process's capture, publish or unlock takes it.
+    const gone = new Set<string>();
+    let armed = false;
+    const racing = wrapSys({
+      fstatat: (orig) => (fd, name, flags) => {
+        if (armed && (name === 'clone-1-2.lock' || name === 'f')) {
+          if (!gone.has(String(name))) rmSync(name === 'f' ? join(tmp, 'build-a/copy/f') : join(tmp, 'clone-1-2.lock'));
+          gone.add(String(name));
+        }
+        return orig(fd, name, flags);
+      },
+      openat: (orig) => (fd, name, flags, mode) => {
+        const opened = orig(fd, name, flags, mode);
+        if (!armed) return opened;
+        if (name === 'build-b' && !gone.has('build-b')) {
+          rmSync(join(tmp, 'build-b'), { recursive: true });
+          gone.add('build-b');
+        }
+        if (name === 'build-c' && !gone.has('build-c')) {
+          gone.add('build-c');
+          rmSync(join(tmp, 'build-c'), { recursive: true });
+          writeFileSync(join(tmp, 'build-c'), 'a file now');
+        }
+        return opened;
+      },
+    });
+    const store = SnapshotStore.openSync(dir, { sys: racing });
+    armed = true;
+    const parts = store.partsUsage();
+    expect([...gone].sort()).toEqual(['build-b', 'build-c', 'clone-1-2.lock', 'f']);
+    expect(parts.builds).toEqual({ entries: 4, diskBytes: expect.any(Number) });
+    expect(parts.builds.diskBytes).toBeLessThan(8192 + blocksBelow(tmp) + 4096 * 8);
+    store.closeSync();
+    for (const fd of held) closeSync(fd);
+  });
+
   it('counts the stat caches, clone ledgers and unfinished builds a store holds besides its snapshots, each as du counts it; a part the store does not have yet is none; one replaced by a link is SEAL_SYMLINK, a file SEAL_CORRUPT', async () => {
     const root = tempDir();
     writeTree(root, { 'repo/a/big': Buffer.alloc(96 * 1024, 3), 'repo/a/x': 'x' });
