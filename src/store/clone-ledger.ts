@@ -14,6 +14,7 @@ import { isPrivate } from './trust.js';
 import { CLONES_DIR } from './layout.js';
 import { makeStorePart } from './store-part.js';
 import { saveStoreFile } from './stat-cache-file.js';
+import { storeOnReadOnly } from './read-only.js';
 
 /**
  * 3: a record's second byte holds its untrusted bits (UNVERIFIED, COARSE). A version-2
@@ -371,11 +372,13 @@ export function storeOf(snapshotRoot: string): string {
  * undefined when there is none, or it is torn, or it is not this store's and this
  * clone's (a ledger copied from elsewhere, or an inode number reused by another
  * directory after the clone was removed: then its entries' ctimes do not match either).
- * Nothing in the clone is read.
+ * Nothing in the clone is read. A store on a filesystem mounted read-only holds none: one
+ * left there from its writable days could be neither dropped nor brought up to date.
  */
 export function loadLedger(sys: Sys, storeRoot: string, cloneDir: Stat): Ledger | undefined {
   try {
     using store = own(sys, openRealDir(sys, storeRoot, 'store directory'));
+    if (storeOnReadOnly(sys, store.fd)) return undefined;
     return loadLedgerAt(sys, store.fd, cloneDir);
   } catch {
     return undefined;

@@ -10,6 +10,7 @@ import { hasCode } from '../sys/errno.js';
 import type { Sys } from '../sys/native.js';
 import { DOCUMENT_NAME, LEASES_DIR, SNAPSHOTS_DIR } from './layout.js';
 import { withStoreLock } from './lock.js';
+import { listDigests } from './digests.js';
 
 /** A lease file's name: the snapshot's digest, a dash, 16 hex digits. */
 const LEASE_RE = /^([0-9a-f]{64})-[0-9a-f]{16}$/;
@@ -268,8 +269,12 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
  */
 export function checkUnleased(sys: Sys, storeRoot: string, digest: string | undefined): void {
   const { held } = scan(sys, storeRoot, digest, true);
-  if (held.length === 0 && digest !== undefined && manifestLeased(sys, storeRoot, digest)) {
-    throw new SealError('SEAL_BUSY', `snapshot ${digest} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`);
+  if (held.length === 0) {
+    // A lease through a read-only mount of the store: the snapshot's, or (an ephemeral store's close) any snapshot's.
+    const pinned = (digest === undefined ? listDigests(sys, storeRoot) : [digest]).find((d) => manifestLeased(sys, storeRoot, d));
+    if (pinned !== undefined) {
+      throw new SealError('SEAL_BUSY', `snapshot ${pinned} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`);
+    }
   }
   const first = held[0];
   if (first !== undefined) {

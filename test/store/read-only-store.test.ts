@@ -1,7 +1,7 @@
 // read-only-store.test.ts: a store on a filesystem mounted read-only (a volume shared read-only across runners) opens as it stands: read, verify, materialize, diff, reset and lease from it; every call that would write it is SEAL_IO (EROFS) before it starts, and nothing in it changes.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, chownSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -160,6 +160,56 @@ describe('a store on a read-only filesystem', () => {
     expect(readFileSync(join(clone, 'src/a.txt'), 'utf8')).toBe('alpha');
     await store.close();
     expect(stamp(rw)).toEqual(before);
+  });
+
+  it('trusts no ledger a store kept from its writable days (nor a reused inode\'s): another snapshot materializes into the clone, and diff and reset after a read-only reset are true (one failed dropping it, EROFS; the other said DIFFERS by a stale ledger)', () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, rw, ro, digest } = readOnlyStore();
+    writeFileSync(join(work, 'repo/src/a.txt'), 'alpha 2');
+    const writer = SnapshotStore.openSync(rw);
+    const other = writer.captureSync({ source: join(work, 'repo'), copy: ['src'] }).digest;
+    const clone = join(work, 'clone');
+    // Materialized through the writable path: the store keeps a ledger of it.
+    expect(writer.get(digest).materializeSync(clone, { createClone: true }).ledgerNotSaved).toBeUndefined();
+    writer.closeSync();
+    const before = stamp(rw);
+    const reader = SnapshotStore.openSync(ro);
+    const made = reader.get(other).materializeSync(clone);
+    expect([made.reset, made.ledgerNotSaved, readFileSync(join(clone, 'src/a.txt'), 'utf8')]).toEqual([false, 'the store is on a read-only filesystem', 'alpha 2']);
+    const snap = reader.get(digest);
+    snap.materializeSync(clone);
+    writeFileSync(join(clone, 'src/a.txt'), 'agent');
+    expect(snap.resetSync(clone).method).toBe('materialize');
+    expect(snap.diffSync(clone)).toMatchObject({ ok: true, method: 'hash', changed: [] });
+    expect(snap.checkCloneSync(clone).ok).toBe(true);
+    reader.closeSync();
+    expect(stamp(rw)).toEqual(before);
+  });
+
+  it('an ephemeral store is not removed at its close while a lease through a read-only mount of it holds a snapshot (it was removed under the reader)', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const work = tempDir();
+    writeTree(join(work, 'repo'), { 'src/a.txt': 'alpha' });
+    const dir = join(work, 'eph');
+    const store = await SnapshotStore.open(dir, { ephemeral: true });
+    const digest = (await store.capture({ source: join(work, 'repo'), copy: ['src'] })).digest;
+    const ro = join(work, 'ro');
+    mkdirSync(ro);
+    execFileSync('mount', ['--bind', dir, ro]);
+    mounted.push(ro);
+    execFileSync('mount', ['-o', 'remount,bind,ro', ro]);
+    const reader = await SnapshotStore.open(ro);
+    const lease = await reader.get(digest).leaseAsync();
+    await expectError(async () => store.close(), {
+      code: 'SEAL_BUSY',
+      message: `ephemeral store is left in place: ${dir}: snapshot ${digest} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`,
+    });
+    expect(readFileSync(join(reader.get(digest).root, 'copy/src/a.txt'), 'utf8')).toBe('alpha');
+    lease.release();
+    await reader.close();
+    execFileSync('umount', [mounted.pop()!]);
+    await store.close();
+    expect(existsSync(dir)).toBe(false);
   });
 
   it('locks a clone by its own directory (no lock file can be made in the store): a second call on it meanwhile is SEAL_BUSY', () => {

@@ -61,7 +61,7 @@ export interface PullTarget {
   storeRoot: string;
   /** Whether the store already holds a snapshot. */
   has: (digest: string) => boolean;
-  /** Throws where the store cannot be written (a read-only one), once the arguments are checked and before anything is fetched. */
+  /** Throws where the store cannot be written (a read-only one): once the store is found not to hold the snapshot, before anything of it is fetched. */
   checkWritable?: () => void;
 }
 
@@ -359,13 +359,14 @@ export async function pullSnapshot(target: PullTarget, ref: Reference, remoteTex
   // What the store holds is named by the registry's digest, which a snapshot for another source path does not have.
   const mayHold = source === undefined;
   if (mayHold && ref.kind === 'digest' && target.has(ref.digest)) return held(ref.digest, undefined);
-  target.checkWritable?.();
   const client = await makeClient(checked, options, [`repository:${remote.repository}:pull`], 'pull');
   // Every connection the pull opened is closed when it ends, however it ends.
   try {
     let manifest = ref.kind === 'digest' ? undefined : await readManifest(client, ref, remote.text);
     const digest = manifest === undefined ? (ref as { digest: string }).digest : claimedDigest(manifest);
     if (mayHold && manifest !== undefined && (await heldLocally(target, digest, manifest))) return held(digest, manifest.digest);
+    // Only now what the store does not hold is known: a store that cannot be written says so before anything is fetched.
+    target.checkWritable?.();
     const lock = await takePullLock(target, digest, options.signal);
     try {
       // Another pull of this snapshot may have published it while this one waited.

@@ -1,13 +1,13 @@
 // tags.test.ts: push --tag (and the tag derived from a revision), pull by tag and by manifest digest, the OCI annotations, and their bad input, against a real registry.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { SnapshotStore } from '../../../dist/index.js';
-import { storeLeftovers } from '../../helpers.js';
+import { rootOrSkip, storeLeftovers } from '../../helpers.js';
 import { CAPTURE, captured, describeTree } from './fixtures.js';
 import { checkNoFileFdLeaks, fails, repoName, testRegistry, tokenProxy } from './harness.js';
 import { httpOn } from './servers.js';
@@ -188,4 +188,31 @@ describe.skipIf(registry === undefined)('tags, pulls by tag and by manifest dige
     expect(extra.status).toBe(2);
     expect(extra.stderr).toMatch(/^treeseal: pull takes <remote> with --tag \(and no <digest>\)\n/);
   });
+
+  it('through a store on a read-only mount: a pull by tag or manifest digest of a snapshot it holds is `existed`, one of a snapshot it lacks SEAL_IO before a blob is fetched (both were SEAL_IO before the manifest was read)', async () => {
+    if (!rootOrSkip('a read-only bind mount')) return;
+    const { work, a, snap, proxy, remote } = await setup('read-only');
+    const pushed = await a.push(snap.digest, remote, { tag: 'held' });
+    const other = await a.capture({ source: join(work, 'source'), ...CAPTURE, revision: 'other' });
+    await a.push(other.digest, remote, { tag: 'lacked' });
+    await a.remove(other.digest);
+    const ro = join(work, 'ro');
+    mkdirSync(ro);
+    execFileSync('mount', ['--bind', a.root, ro]);
+    try {
+      execFileSync('mount', ['-o', 'remount,bind,ro', ro]);
+      const reader = await SnapshotStore.open(ro);
+      expect(reader.readOnly).toBe(true);
+      expect(await reader.pull({ tag: 'held' }, remote)).toMatchObject({ digest: snap.digest, existed: true, downloaded: 0 });
+      expect(await reader.pull({ manifest: pushed.manifestDigest }, remote)).toMatchObject({ digest: snap.digest, existed: true, downloaded: 0 });
+      proxy.log.length = 0;
+      await expect(reader.pull({ tag: 'lacked' }, remote)).rejects.toMatchObject({ code: 'SEAL_IO', message: expect.stringMatching(/^store is on a read-only filesystem: pull cannot write it: /) });
+      expect(blobRequests(proxy.log)).toEqual([]);
+      await reader.close();
+    } finally {
+      execFileSync('umount', [ro]);
+    }
+    await a.close();
+  });
 });
+
