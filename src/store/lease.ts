@@ -90,9 +90,11 @@ export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHan
 function openManifest(sys: Sys, snapshotsFd: number, digest: string): Fd {
   using dir = own(sys, openChildDir(sys, snapshotsFd, digest));
   const file = own(sys, sys.openat(dir.fd, DOCUMENT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-  if (!isReg(sys.fstat(file.fd).mode)) {
+  try {
+    if (!isReg(sys.fstat(file.fd).mode)) throw new SealError('SEAL_CORRUPT', `snapshot's ${DOCUMENT_NAME} is not a regular file: ${digest}`);
+  } catch (err) {
     file.close();
-    throw new SealError('SEAL_CORRUPT', `snapshot's ${DOCUMENT_NAME} is not a regular file: ${digest}`);
+    throw err;
   }
   return file;
 }
