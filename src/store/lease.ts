@@ -37,10 +37,10 @@ function openLeases(sys: Sys, storeRoot: string): Fd | undefined {
 /**
  * Leases the published snapshot `digest`, under the store's shared lock (so no rm is
  * half done): a new file in leases/ naming this process, flocked until released. Through a
- * store on a filesystem mounted read-only (a volume the store is written through
- * elsewhere), where no file can be made (EROFS), a shared flock on the snapshot's
- * manifest.json, which an rm through the writable mount meets too (see checkUnleased): on
- * the same host and filesystem only (a bind mount), as every flock.
+ * store on a filesystem mounted read-only (a read-only bind mount of a store written
+ * through its own path), where no file can be made (EROFS), a shared flock on the
+ * snapshot's manifest.json, which an rm through the writable path meets too (see
+ * checkUnleased): on the same host and filesystem only, as every flock.
  */
 export function takeLease(sys: Sys, storeRoot: string, digest: string): LeaseHandle {
   return withStoreLock(sys, storeRoot, false, () => {

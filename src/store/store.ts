@@ -163,10 +163,11 @@ export class SnapshotStore {
   }
 
   /**
-   * The store is on a filesystem mounted read-only (a volume shared read-only across
-   * runners): it was opened as it stands, nothing made or swept. Reading, verify,
-   * materialize, diff, reset, leases and sandboxed runs work from it; capture, pull,
-   * remove and gc are SEAL_IO (EROFS) before they start.
+   * The store is on a filesystem mounted read-only (a store bound read-only into runners'
+   * containers): it was opened as it stands, nothing made or swept. Reading, verify,
+   * materialize, diff, reset, leases and sandboxed runs work from it (no ledger is kept or
+   * read); capture, pull (of a snapshot it lacks), remove, gc and prune are SEAL_IO (EROFS)
+   * before they start.
    */
   get readOnly(): boolean {
     return this.#readOnly;

@@ -58,12 +58,12 @@ export interface PruneReport {
  */
 export function diskBytesAt(sys: Sys, dirfd: number, seen: Set<string>, track?: (st: Stat) => void, vanishing = false): number {
   // Where names come and go as they are counted (tmp/, cache/, clones/ of a store in use), one gone since its listing
-  // (ENOENT; a directory replaced by a file, ENOTDIR) holds nothing now.
+  // (ENOENT; a directory replaced by a file or a link, ENOTDIR or ELOOP) holds nothing now.
   const unlessGone = <T>(fn: () => T): T | undefined => {
     try {
       return fn();
     } catch (err) {
-      if (vanishing && hasCode(err, 'ENOENT', 'ENOTDIR')) return undefined;
+      if (vanishing && hasCode(err, 'ENOENT', 'ENOTDIR', 'ELOOP')) return undefined;
       throw err;
     }
   };
