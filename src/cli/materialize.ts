@@ -15,7 +15,8 @@ async function run(ctx: Context): Promise<void> {
   const { io } = ctx;
   const reflink = choiceOption(ctx, 'reflink', REFLINK, 'auto');
   const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
-  const snap = (await ctx.store()).get(ctx.args[0]!);
+  const store = await ctx.store();
+  const snap = store.get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
   // Progress counts entries of every kind made (files, directories, symlinks), so the total does too.
   const line = io.progress('materializing', { entries: snap.entries.length, bytes: snap.entries.reduce((n, e) => n + (e.kind === 'file' ? e.size : 0), 0) });
@@ -26,7 +27,7 @@ async function run(ctx: Context): Promise<void> {
     onProgress: (p) => line.update(p),
   });
   line.done();
-  if (!io.json) warnAfterMaterialize(io, report, clone);
+  if (!io.json) warnAfterMaterialize(io, report, clone, store.readOnly);
   // --json carries the reason as copyReason; a person gets it on stderr.
   if (report.copyReason !== undefined && !io.json) {
     io.warn(`treeseal: warning: ${plural(report.copied, 'file')} copied, not reflinked: ${report.copyReason}; --reflink never copies without this warning`);
@@ -42,15 +43,16 @@ async function run(ctx: Context): Promise<void> {
 
 /**
  * Says on stderr what a materialize or reset that succeeded could not do (--json carries
- * both): where it left the tree it replaced (stageLeft), and a ledger it could not save.
+ * both): where it left the tree it replaced (stageLeft), and a ledger it could not save
+ * (but through a store on a read-only filesystem, which keeps none: no news at each call).
  */
-export function warnAfterMaterialize(io: Io, report: MaterializeReport, clone: string): void {
+export function warnAfterMaterialize(io: Io, report: MaterializeReport, clone: string, readOnlyStore = false): void {
   if (report.stageLeft !== undefined) {
     io.warn(
       `treeseal: warning: what the clone held before could not be removed: it stays in ${escapePath(join(clone, report.stageLeft.path))} until it can be (then the next materialize or reset of the clone, or treeseal gc --clone, removes it): ${report.stageLeft.reason}`,
     );
   }
-  if (report.ledgerNotSaved !== undefined) {
+  if (report.ledgerNotSaved !== undefined && !readOnlyStore) {
     io.warn(`treeseal: warning: the clone's ledger could not be saved in the store (the next diff re-hashes every file, the next reset is whole): ${report.ledgerNotSaved}`);
   }
 }

@@ -11,10 +11,11 @@ async function run(ctx: Context): Promise<void> {
   need(ctx, 2, '<digest> <clone>');
   const reflink = choiceOption(ctx, 'reflink', REFLINK, 'auto');
   const fallbackBytes = sizeOption(ctx, 'fallback-bytes');
-  const snap = (await ctx.store()).get(ctx.args[0]!);
+  const store = await ctx.store();
+  const snap = store.get(ctx.args[0]!);
   const clone = resolve(ctx.args[1]!);
   const report = snap.resetSync(clone, { reflink, clean: flag(ctx, 'clean'), ...(fallbackBytes === undefined ? {} : { fallbackBytes }) });
-  if (!ctx.io.json) warnAfterMaterialize(ctx.io, report, clone);
+  if (!ctx.io.json) warnAfterMaterialize(ctx.io, report, clone, store.readOnly);
   const how =
     report.method === 'reset'
       ? 'reset'

@@ -33,7 +33,7 @@ async function run(ctx: Context): Promise<number> {
 }
 
 async function runLeased(ctx: Context, snap: Snapshot, clone: string, command: string[], workspace: string | undefined): Promise<number> {
-  if (flag(ctx, 'reset') || !existsSync(clone)) warnAfterMaterialize(ctx.io, snap.materializeSync(clone, { createClone: true }), clone);
+  if (flag(ctx, 'reset') || !existsSync(clone)) warnAfterMaterialize(ctx.io, snap.materializeSync(clone, { createClone: true }), clone, (await ctx.store()).readOnly);
   // Bound by the directory opened, not by its path (which bwrap would resolve again), and no fd of this process inherited.
   const child = await spawnSandboxed(snap, clone, command, { network: flag(ctx, 'network'), ...(workspace === undefined ? {} : { workspace }) });
   // An interrupt or a termination of this process goes to bubblewrap (which ends the sandbox with it), and the run
