@@ -19,13 +19,19 @@ export interface MountPoint {
   readOnly: true;
   /**
    * Empty directories of the payload a tool writes into (`.vite-temp` at the top of a
-   * node_modules payload), as sandbox paths: a sandbox covers each with a writable tmpfs.
+   * node_modules payload, and `.vite` and `.cache` where the capture's `ensureDirs` made
+   * them), as sandbox paths: a sandbox covers each with a writable tmpfs.
    */
   tmpfs: string[];
 }
 
-/** The directory inside a node_modules payload that vite writes to; a sandbox puts a tmpfs on it. */
-const VITE_TEMP = '.vite-temp';
+/**
+ * The directories at the top of a payload that tools write into (vite's temporary files,
+ * vite's and vitest's cache, the cache of babel, eslint and others under node_modules); a
+ * sandbox puts a tmpfs on each the payload holds empty. `.vite-temp` is made by default
+ * (as the Python task-asset cache makes it); the others where `ensureDirs` asks.
+ */
+const TOOL_DIRS = ['.vite-temp', '.vite', '.cache'];
 
 /** Whether the payload's entries hold `payload/<name>` as an empty directory. */
 function hasEmptyDir(entries: Iterable<{ path: string; kind: string }>, name: string): boolean {
@@ -85,14 +91,15 @@ export function mountPointsOf(sys: Sys, snapshotRoot: string, data: StoredSnapsh
       checkPayload(sys, snapshotFd, i, m);
       // Checked again here, lexically, whatever loaded the snapshot: nothing is made outside the clone.
       const parts = checkRelative(m.target, { label: 'mount target', name: `mounts[${i}].target`, maxPathBytes: Number.MAX_SAFE_INTEGER });
-      return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`, vite: m.kind === 'directory' && hasEmptyDir(m.entries, VITE_TEMP) };
+      const scratch = m.kind === 'directory' ? TOOL_DIRS.filter((name) => hasEmptyDir(m.entries, name)) : [];
+      return { parts, directory: m.kind === 'directory', source: `${snapshotRoot}/${mountArea(i)}/${PAYLOAD_NAME}`, scratch };
     });
     // Every target is checked before any is made: a refusal writes nothing.
     for (const p of points) checkTarget(sys, cloneDir.fd, p.parts, p.directory);
     return points.map((p) => {
       prepareTarget(sys, cloneDir.fd, p.parts, p.directory);
       const target = `${workspace === '/' ? '' : workspace}/${p.parts.join('/')}`;
-      return { source: p.source, target, readOnly: true as const, tmpfs: p.vite ? [`${target}/${VITE_TEMP}`] : [] };
+      return { source: p.source, target, readOnly: true as const, tmpfs: p.scratch.map((name) => `${target}/${name}`) };
     });
   });
 }

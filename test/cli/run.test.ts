@@ -411,6 +411,32 @@ describe('spawnSandboxed', () => {
     store.closeSync();
   });
 
+  it("vite's and vitest's cache (node_modules/.vite) and node_modules/.cache, made by ensureDirs, are writable scratch in the sandbox as .vite-temp is; without them the read-only payload refuses the write (vitest run failed: mkdir node_modules/.vite, ENOENT)", async () => {
+    if (!bwrapAvailable()) return;
+    const work = tempDir();
+    writeTree(work, { 'repo/src/a.ts': 'alpha', 'repo/node_modules/p/index.js': '1' });
+    const store = SnapshotStore.openSync(join(work, 'store'));
+    const write = 'for d in .vite-temp .vite .cache; do (mkdir -p node_modules/$d/x && echo $d writable) 2>/dev/null || echo $d read-only; done';
+    for (const [ensureDirs, expected] of [
+      [undefined, '.vite-temp writable\n.vite read-only\n.cache read-only\n'],
+      [['.vite-temp', '.vite', '.cache'], '.vite-temp writable\n.vite writable\n.cache writable\n'],
+    ] as const) {
+      const snap = store.captureSync({ source: join(work, 'repo'), copy: ['src'], mounts: [{ source: 'node_modules', target: 'node_modules', ...(ensureDirs === undefined ? {} : { ensureDirs: [...ensureDirs] }) }] });
+      const clone = join(work, `arm-${ensureDirs === undefined ? 'default' : 'tools'}`);
+      snap.materializeSync(clone, { createClone: true });
+      expect(snap.mountPoints(clone).map((m) => m.tmpfs)).toEqual([(ensureDirs ?? ['.vite-temp']).map((d) => `/workspace/node_modules/${d}`)]);
+      const child = await spawnSandboxed(snap, clone, ['sh', '-c', write], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const [code] = (await once(child, 'close')) as [number];
+      expect([code, out]).toEqual([0, expected]);
+      // The scratch was the sandbox's: nothing of it reached the payload.
+      expect(readdirSync(join(snap.root, 'mounts/00000/payload')).sort()).toEqual([...(ensureDirs ?? ['.vite-temp']), 'p'].sort());
+      for (const d of ensureDirs ?? ['.vite-temp']) expect(readdirSync(join(snap.root, 'mounts/00000/payload', d))).toEqual([]);
+    }
+    store.closeSync();
+  });
+
   it('a spawn that fails at once (no fd left: EMFILE) rejects with its error and frees the clone and the lease (it read the missing stdio of the child and crashed the process)', async () => {
     if (!bwrapAvailable()) return;
     const { store, snap, clone } = armOfOneFile();
