@@ -103,13 +103,24 @@ function badNameExclude(matched: string | undefined): string {
   return `--exclude ${shellWord(pattern)} leaves it out`;
 }
 
+/** Whether rel lies in a node_modules below its copy root (not the copy root itself being one): a workspace package's links. */
+export function inNestedModules(rel: string, copyRoot: string): boolean {
+  if (copyRoot.split('/').at(-1) === 'node_modules') return false;
+  return rel.slice(copyRoot.length + 1).split('/').slice(0, -1).includes('node_modules');
+}
+
 function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: ObstacleWhere): string {
   // A root named in copy or mounts cannot be excluded (a pattern that leaves out a declared root is refused): it is left out of the declaration.
   const exclude = where.declaredBy === 'copy' ? 'leaving it out of --copy leaves it out' : where.declaredBy === 'mount' ? 'leaving out its --mount leaves it out' : excludeHint(path);
   if (kind === 'link' && where.copyRoot !== undefined) {
     const root = escapePath(where.copyRoot);
     const mount = escapePath(root) === root ? shellWord(root) : root;
-    return `a symlink in copy root ${root}: --links contained keeps it, --mount ${mount} captures ${root} as a mount, ${exclude}`;
+    // A node_modules' links lead to tools: kept, they need their x bits too (without --keep-exec a clone's files are 0600).
+    const modules = path.split('/').includes('node_modules');
+    const keep = modules ? '--links contained keeps it (with --keep-exec, so the tools it leads to stay executable)' : '--links contained keeps it';
+    // In a node_modules below the root (a workspace's package), a mount of the whole root would make the project's source read-only.
+    if (inNestedModules(path, where.copyRoot)) return `a symlink in a node_modules inside copy root ${root}: ${keep}, ${exclude}`;
+    return `a symlink in copy root ${root}: ${keep}, --mount ${mount} captures ${root} as a mount, ${exclude}`;
   }
   if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
   if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;

@@ -34,7 +34,7 @@ import { cloneFileMode, makeSubvolume } from '../base/subvolume.js';
 import { withMtime } from '../base/times.js';
 import { checkRelativeLink } from './links.js';
 import { keptEntries, type Excludes } from './exclude.js';
-import { Obstacles, addBadName, userPath, type ObstacleKind } from './obstacles.js';
+import { Obstacles, addBadName, inNestedModules, userPath, type ObstacleKind } from './obstacles.js';
 
 export type CaptureProgress = Progress;
 
@@ -290,7 +290,11 @@ function symlinkRefused(rel: string, copyRoot?: string): SealError {
     const dir = rel.slice(0, rel.lastIndexOf('/'));
     const root = escapePath(copyRoot);
     const where = dir === copyRoot ? `in copy root ${root}` : `in ${escapePath(dir)}, inside copy root ${root}`;
-    hint = ` (${where}: declare ${root} as a mount (--mount ${root}) or leave it out)`;
+    // A package manager's links in a node_modules below the root (a workspace's packages/a/node_modules/b): the root is
+    // the project's source, which a mount would make read-only; keeping the links is the way.
+    hint = inNestedModules(rel, copyRoot)
+      ? ` (${where}: keep the links with --links contained, and --keep-exec for the tools they lead to, or leave it out)`
+      : ` (${where}: declare ${root} as a mount (--mount ${root}) or leave it out)`;
   }
   return new SealError('SEAL_SYMLINK', `capture must not traverse a symlink: ${escapePath(rel)}${hint}`, { path: rel });
 }

@@ -1,5 +1,6 @@
 // hints.test.ts: refusals that say the way out: the directory holding a refused link, the copy root to mount instead, where a mount's link points.
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -34,6 +35,27 @@ describe('refusals that say the way out', () => {
       'capture must not traverse a symlink: node_modules/.bin/glob (in node_modules/.bin, inside copy root node_modules: declare node_modules as a mount (--mount node_modules) or leave it out)',
       'node_modules/.bin/glob',
     );
+  });
+
+  it("a workspace package's link (packages/a/node_modules/b -> ../../b) suggests keeping the links with --keep-exec, not mounting the whole source read-only; kept so, the clone runs the tool it leads to", () => {
+    const tree = { 'packages/b/index.js': 'b', 'packages/b/bin.sh': '#!/bin/sh\necho b\n', 'packages/a/node_modules/.bin': null };
+    const links = { 'packages/a/node_modules/b': '../../b', 'packages/a/node_modules/.bin/b': '../b/bin.sh' };
+    const { repo, store } = setup(tree, links);
+    const err = expectError(() => store.captureSync({ source: repo, copy: ['packages'] }), {
+      code: 'SEAL_SYMLINK',
+      message: /^capture must not traverse a symlink: packages\/a\/node_modules\/(\.bin\/)?b \(in packages\/a\/node_modules(\/\.bin)?, inside copy root packages: keep the links with --links contained, and --keep-exec for the tools they lead to, or leave it out\), and 1 more obstacle$/,
+    });
+    const details = (err as Error & { details: { path: string; hint: string }[] }).details;
+    expect(details.map((d) => d.hint).sort()).toEqual([
+      'a symlink in a node_modules inside copy root packages: --links contained keeps it (with --keep-exec, so the tools it leads to stay executable), --exclude /packages/a/node_modules/.bin/b leaves it out',
+      'a symlink in a node_modules inside copy root packages: --links contained keeps it (with --keep-exec, so the tools it leads to stay executable), --exclude /packages/a/node_modules/b leaves it out',
+    ]);
+    chmodSync(join(repo, 'packages/b/bin.sh'), 0o755);
+    const snap = store.captureSync({ source: repo, copy: ['packages'], links: 'contained', keepExecutable: true });
+    const clone = join(repo, '..', 'clone');
+    snap.materializeSync(clone, { createClone: true });
+    expect(execFileSync(join(clone, 'packages/a/node_modules/.bin/b'), { encoding: 'utf8' })).toBe('b\n');
+    store.closeSync();
   });
 
   it('names a multi-component copy root, and mounting it instead works', () => {

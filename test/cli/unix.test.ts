@@ -321,7 +321,7 @@ describe('exit statuses and reports', { timeout: CLI_TIMEOUT_MS }, () => {
     expect([refused.status, refused.stderr]).toEqual([
       1,
       'treeseal: SEAL_SYMLINK: capture must not traverse a symlink: node_modules/.bin/p (in node_modules/.bin, inside copy root node_modules: declare node_modules as a mount (--mount node_modules) or leave it out)\n' +
-        '  node_modules/.bin/p: a symlink in copy root node_modules: --links contained keeps it, --mount node_modules captures node_modules as a mount, --exclude /node_modules/.bin/p leaves it out\n',
+        '  node_modules/.bin/p: a symlink in copy root node_modules: --links contained keeps it (with --keep-exec, so the tools it leads to stay executable), --mount node_modules captures node_modules as a mount, --exclude /node_modules/.bin/p leaves it out\n',
     ]);
     const snap = json(cli(store, 'capture', repo, '--mount', 'node_modules', '--keep-exec', '--json'));
     expect(snap.declarations).toEqual(['README', 'src']);
