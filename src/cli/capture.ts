@@ -17,6 +17,23 @@ function parseMount(spec: string): MountDeclaration {
 
 const LINKS = ['refuse', 'contained'] as const;
 
+/**
+ * Without --copy every top-level entry is a copy root but one that holds a mount source:
+ * a mount deeper than the top level (packages/a/node_modules) leaves out the whole
+ * top-level directory it is in (packages, and the code beside it). Said once for each.
+ */
+function warnMountedTops(io: Context['io'], mounts: readonly MountDeclaration[]): void {
+  const parts = (p: string): string[] => p.split('/').filter((c) => c !== '' && c !== '.');
+  const whole = new Set(mounts.map((m) => parts(m.source)).filter((c) => c.length === 1).map((c) => c[0]!));
+  const said = new Set<string>();
+  for (const m of mounts) {
+    const [top, ...rest] = parts(m.source);
+    if (top === undefined || rest.length === 0 || whole.has(top) || said.has(top)) continue;
+    said.add(top);
+    io.warn(`treeseal: warning: ${escapePath(top)} is no copy root: it holds the mount source ${escapePath(m.source)}, so nothing else in it is captured (name what to copy with --copy)`);
+  }
+}
+
 /** path made real: its deepest existing ancestor's realpath, then the rest as given. */
 function realOf(path: string): string {
   const rest: string[] = [];
@@ -90,6 +107,7 @@ async function run(ctx: Context): Promise<void> {
     throw namingOrigin(err, excludes);
   }
   line.done();
+  if (copy.length === 0) warnMountedTops(io, mounts);
   const s = snap.summary();
   const r: CaptureReport = snap.captureReport ?? { files: 0, reusedFiles: 0, built: true, reused: false };
   const cache = statCache ? `${r.reusedFiles} of ${plural(r.files, 'file')} unchanged (stat cache)${r.built ? '' : ', snapshot already stored'}` : 'off (--no-stat-cache)';

@@ -98,6 +98,21 @@ describe('treeseal mounts', { timeout: CLI_TIMEOUT_MS }, () => {
     expect(readdirSync(clone)).toEqual(['src']);
   });
 
+  it('without --copy, a mount below the top level says which top-level directory it leaves out whole (a workspace captured with no packages/, silently)', () => {
+    const work = tempDir();
+    const repo = join(work, 'repo');
+    writeTree(repo, { 'packages/a/src/i.ts': 'a', 'packages/a/node_modules/p/index.js': '1', 'packages/b/node_modules/q/index.js': '2', 'node_modules/r/index.js': '3', 'package.json': '{}' });
+    const store = join(work, 'store');
+    const r = cli(store, 'capture', repo, '--mount', 'node_modules', '--mount', 'packages/a/node_modules', '--mount', './packages/b/node_modules', '--json');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).declarations).toEqual(['package.json']);
+    expect(r.stderr).toBe('treeseal: warning: packages is no copy root: it holds the mount source packages/a/node_modules, so nothing else in it is captured (name what to copy with --copy)\n');
+    // Named with --copy (or a top-level mount only), nothing is said.
+    const named = cli(store, 'capture', repo, '--copy', 'packages/a/src', '--mount', 'packages/a/node_modules');
+    expect([named.status, named.stderr]).toEqual([0, '']);
+    expect(cli(store, 'capture', repo, '--mount', 'node_modules').stderr).toBe('');
+  });
+
   it('prints bubblewrap arguments that mount the payload read-only, with a writable .vite-temp', () => {
     const { store, clone, digest, payload } = setup();
     const printed = cli(store, 'mounts', digest, clone, '--format', 'bwrap');
