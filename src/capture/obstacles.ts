@@ -123,7 +123,7 @@ function hintFor(kind: ObstacleKind, code: SealCode, path: string, where: Obstac
     return `a symlink in copy root ${root}: ${keep}, --mount ${mount} captures ${root} as a mount, ${exclude}`;
   }
   if (kind === 'special' || code === 'SEAL_SPECIAL_FILE') return `${specialName(where.mode)}: ${exclude}`;
-  if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: ${exclude}`;
+  if (kind === 'link-escape') return `a symlink in a copy root that dangles or leads out of what the snapshot captures: capture what it leads to (as a copy root or a mount), or ${exclude}`;
   if (kind === 'escape' || code === 'SEAL_ESCAPE') return `a mount symlink that dangles or leads out of its payload or the workspace: ${exclude}`;
   if (kind === 'bad-name') return `a name that is not valid UTF-8 (a manifest holds UTF-8 paths): rename it, or ${badNameExclude(where.matched)}`;
   if (kind === 'root-link' && where.declaredBy === 'default') {

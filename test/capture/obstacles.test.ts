@@ -97,11 +97,11 @@ describe('every obstacle in one error', () => {
     const store = SnapshotStore.openSync(join(base, 'store'), { ephemeral: true });
     const err = await refusal(repo, store, { copy: ['app'], links: 'contained' }, 'SEAL_SPECIAL_FILE');
     expect([err.message, err.path]).toEqual(['capture accepts only regular files and directories: app/pipe, and 2 more obstacles', 'app/pipe']);
-    const escaped = 'a symlink in a copy root that dangles or leads out of what the snapshot captures';
+    const escaped = 'a symlink in a copy root that dangles or leads out of what the snapshot captures: capture what it leads to (as a copy root or a mount), or';
     expect(err.details).toEqual([
       { path: 'app/pipe', code: 'SEAL_SPECIAL_FILE', hint: 'a FIFO: --exclude /app/pipe leaves it out' },
-      { path: 'app/dangling', code: 'SEAL_ESCAPE', hint: `${escaped}: --exclude /app/dangling leaves it out` },
-      { path: 'app/out', code: 'SEAL_ESCAPE', hint: `${escaped}: --exclude /app/out leaves it out` },
+      { path: 'app/dangling', code: 'SEAL_ESCAPE', hint: `${escaped} --exclude /app/dangling leaves it out` },
+      { path: 'app/out', code: 'SEAL_ESCAPE', hint: `${escaped} --exclude /app/out leaves it out` },
     ]);
     const snap = store.captureSync({ source: repo, copy: ['app'], links: 'contained', exclude: ['/app/pipe', '/app/dangling', '/app/out'] });
     expect(snap.entries.map((e) => `${e.kind} ${e.path}`)).toEqual(['directory app', 'file app/a.js', 'symlink app/ok']);

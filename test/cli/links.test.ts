@@ -46,7 +46,7 @@ describe('treeseal capture --links', { timeout: CLI_TIMEOUT_MS }, () => {
     const { repo, store } = repoWithLinks();
     symlinkSync('../../../etc', join(repo, 'src/etc'));
     const escaped = cli(store, 'capture', repo, '--links', 'contained');
-    expect([escaped.status, escaped.stdout, escaped.stderr]).toEqual([1, '', 'treeseal: SEAL_ESCAPE: symlink escapes the workspace: src/etc -> ../../../etc\n  src/etc: a symlink in a copy root that dangles or leads out of what the snapshot captures: --exclude /src/etc leaves it out\n']);
+    expect([escaped.status, escaped.stdout, escaped.stderr]).toEqual([1, '', 'treeseal: SEAL_ESCAPE: symlink escapes the workspace: src/etc -> ../../../etc\n  src/etc: a symlink in a copy root that dangles or leads out of what the snapshot captures: capture what it leads to (as a copy root or a mount), or --exclude /src/etc leaves it out\n']);
     const bad = cli(store, 'capture', repo, '--links', 'follow');
     expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, 'treeseal: --links must be refuse or contained, not "follow"']);
   });
