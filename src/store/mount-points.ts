@@ -19,8 +19,9 @@ export interface MountPoint {
   readOnly: true;
   /**
    * Empty directories of the payload a tool writes into (`.vite-temp` at the top of a
-   * node_modules payload, and `.vite` and `.cache` where the capture's `ensureDirs` made
-   * them), as sandbox paths: a sandbox covers each with a writable tmpfs.
+   * node_modules payload, and `.vite` and `.cache` where the payload holds them empty, as
+   * the capture's `ensureDirs` makes them), as sandbox paths: a sandbox covers each with a
+   * writable tmpfs.
    */
   tmpfs: string[];
 }
