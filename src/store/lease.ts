@@ -118,12 +118,10 @@ function leaseManifest(sys: Sys, snapshotsFd: number, digest: string): number {
  * shared flock on its manifest; see takeLease). Only its owner or root can reach it (the
  * snapshot's directory is 0500), so no other member of a shared store can pin it this way.
  */
-function manifestLeased(sys: Sys, storeRoot: string, digest: string): boolean {
-  using snapshots = openSnapshots(sys, storeRoot);
-  if (snapshots === undefined) return false;
+function manifestLeased(sys: Sys, snapshotsFd: number, digest: string): boolean {
   let file: Fd;
   try {
-    file = openManifest(sys, snapshots.fd, digest);
+    file = openManifest(sys, snapshotsFd, digest);
   } catch {
     // Not there, not a file, not this user's to open: the removal says what it meets.
     return false;
@@ -271,9 +269,10 @@ function scan(sys: Sys, storeRoot: string, digest: string | undefined, stopAtHel
  */
 export function checkUnleased(sys: Sys, storeRoot: string, digest: string | undefined): void {
   const { held } = scan(sys, storeRoot, digest, true);
-  if (held.length === 0) {
+  using snapshots = held.length === 0 ? openSnapshots(sys, storeRoot) : undefined;
+  if (snapshots !== undefined) {
     // A lease through a read-only mount of the store: the snapshot's, or (an ephemeral store's close) any snapshot's.
-    const pinned = (digest === undefined ? listDigests(sys, storeRoot) : [digest]).find((d) => manifestLeased(sys, storeRoot, d));
+    const pinned = (digest === undefined ? listDigests(sys, storeRoot) : [digest]).find((d) => manifestLeased(sys, snapshots.fd, d));
     if (pinned !== undefined) {
       throw new SealError('SEAL_BUSY', `snapshot ${pinned} is leased through a read-only mount of the store (its manifest is flocked); nothing is removed while a lease holds it`);
     }

@@ -1,7 +1,7 @@
 // read-only-store.test.ts: a store on a filesystem mounted read-only (a volume shared read-only across runners) opens as it stands: read, verify, materialize, diff, reset and lease from it; every call that would write it is SEAL_IO (EROFS) before it starts, and nothing in it changes.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -22,11 +22,9 @@ function stamp(dir: string): string[] {
   const out: string[] = [];
   const walk = (rel: string): void => {
     const path = rel === '' ? dir : join(dir, rel);
-    const st = statSync(path, { bigint: true });
+    const st = lstatSync(path, { bigint: true });
     out.push(`${rel} ${st.mode} ${st.size} ${st.mtimeNs} ${st.ctimeNs}`);
-    if (st.isDirectory()) {
-      for (const name of spawnSync('ls', ['-A', path], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort()) walk(rel === '' ? name : `${rel}/${name}`);
-    }
+    if (st.isDirectory()) for (const name of readdirSync(path).sort()) walk(rel === '' ? name : `${rel}/${name}`);
   };
   walk('');
   return out;
